@@ -1,0 +1,39 @@
+"""Will it fit? The peak GPU memory of one fine-tuning step, from the architecture, and its verdict.
+
+Pure Python: no Streamlit, Plotly or torch. Frozen dataclasses in (ModelSpec, TrainingSetup, Device),
+frozen dataclasses out (Estimate, Verdict, Remedy). Bytes inside; GB = 1e9 B and GiB = 2^30 B for display.
+"""
+
+from __future__ import annotations
+
+from .advice import Remedy, max_batch, max_seq_len, min_gpus, remedies, smallest_device
+from .devices import CATALOG, Device, Verdict, custom_device, device_ids, get_device, verdict
+from .memory import COMPONENT_KEYS, COMPONENT_LABELS, DetailItem, Estimate, Phase
+from .memory import estimate as detailed_estimate
+from .model import (
+    MAX_SIZE_B, MIN_SIZE_B, ModelSpec, Preset, generic_spec, list_presets, load_preset,
+    parse_config_text, preset_ids, resolve_model, spec_from_config,
+)
+from .rule import rule_gb, seed_estimate, seed_figure_gb
+from .training import TrainingSetup, parse_targets
+from .units import GB, GiB, fmt_both, fmt_gb, to_gb, to_gib
+
+
+def estimate(model: ModelSpec, setup: TrainingSetup, rule: str | None = None) -> Estimate:
+    """The one entry point pages and the CLI call: the detailed estimate, or the seed's rule of thumb
+    with rule='seed'."""
+    if rule is None or rule == "detailed":
+        return detailed_estimate(model, setup)
+    if rule == "seed":
+        return seed_estimate(model, setup)
+    raise ValueError(f"rule must be 'seed' or omitted, got {str(rule)[:20]!r}")
+
+
+__all__ = [
+    "CATALOG", "COMPONENT_KEYS", "COMPONENT_LABELS", "GB", "GiB", "MAX_SIZE_B", "MIN_SIZE_B",
+    "DetailItem", "Device", "Estimate", "ModelSpec", "Phase", "Preset", "Remedy", "TrainingSetup", "Verdict",
+    "custom_device", "detailed_estimate", "device_ids", "estimate", "fmt_both", "fmt_gb", "generic_spec",
+    "get_device", "list_presets", "load_preset", "max_batch", "max_seq_len", "min_gpus", "parse_config_text",
+    "parse_targets", "preset_ids", "remedies", "resolve_model", "rule_gb", "seed_estimate", "seed_figure_gb",
+    "smallest_device", "spec_from_config", "to_gb", "to_gib", "verdict",
+]

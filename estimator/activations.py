@@ -1,0 +1,276 @@
+"""Activations: the tensors autograd saves for backward, per token and per layer, from the architecture.
+
+Closed forms follow formulas.md §3.3 (measured with saved-tensor hooks) and are re-checked against the
+FakeTensor tracer in tests/test_calibration.py. All figures are bytes per token unless named otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .model import LinearModule, ModelSpec
+from .precision import FP32, compute_bytes
+from .training import ALL_LINEAR, TrainingSetup
+
+INT64 = 8
+
+
+@dataclass(frozen=True)
+class ActivationContext:
+    """Dtypes and trainability that decide which tensors are saved and how wide they are."""
+
+    c: int  # bytes of matmul outputs (bf16 under autocast or pure 16-bit; fp32 otherwise)
+    resid: int  # bytes of the residual stream and norm outputs (fp32 when the model is fp32-loaded)
+    mlp: int  # bytes of MLP intermediates (fp32 when a 4-bit layer receives fp32 input)
+    adapter_in: int  # bytes of each LoRA module's own copy of its input (bf16 under autocast)
+    base_trainable: bool  # full fine-tuning: every weight requires grad
+    adapted: frozenset[str]  # LoRA target module names
+    rank: int
+    eager: bool
+    seq_len: int
+    qlora_upcast: bool
+
+
+def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
+    c = compute_bytes(setup)
+    # Residual stream dtype = dtype of the loaded model: fp32 for mixed/fp32, and for QLoRA after
+    # prepare_model_for_kbit_training (embeddings and norms upcast to fp32, formulas.md §3.3 Qp).
+    fp32_resid = setup.precision in ("mixed", "fp32") or (setup.method == "qlora" and setup.qlora_fp32_upcast)
+    resid = FP32 if fp32_resid else c
+    # bnb 4-bit matmuls return their input's dtype, so fp32 residuals give fp32 MLP intermediates (§3.3 Qp).
+    mlp = FP32 if (setup.method == "qlora" and setup.qlora_fp32_upcast) else c
+    return ActivationContext(
+        c=c, resid=resid, mlp=mlp,
+        adapter_in=2 if setup.autocast else FP32,  # autocast re-casts each adapter input to bf16 (§3.2 PEFT)
+        base_trainable=setup.method == "full",
+        adapted=adapted_modules(spec, setup) if setup.method != "full" else frozenset(),
+        rank=setup.lora_rank, eager=setup.attention == "eager", seq_len=setup.seq_len,
+        qlora_upcast=setup.method == "qlora" and setup.qlora_fp32_upcast,
+    )
+
+
+def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
+    """Names PEFT would wrap. 'all-linear' = every nn.Linear of the decoder layers (PEFT excludes the
+    output head). Named targets must exist in this architecture, or PEFT raises; so do we."""
+    names = set(spec.linear_names())
+    if setup.lora_targets == (ALL_LINEAR,):
+        return frozenset(names)
+    unknown = [t for t in setup.lora_targets if t not in names]
+    if unknown:
+        raise ValueError(
+            f"LoRA target {unknown[0]!r} is not a linear module of {spec.family}; "
+            f"its modules are: {', '.join(sorted(names))}"
+        )
+    return frozenset(setup.lora_targets)
+
+
+def lora_params(spec: ModelSpec, setup: TrainingSetup) -> int:
+    """LoRA parameters: r × (in + out) per adapted module (A: r×in, B: out×r, no bias; LoRA paper §4)."""
+    if setup.method == "full":
+        return 0
+    targets = adapted_modules(spec, setup)
+    r = setup.lora_rank
+    return sum(r * (m.in_features + m.out_features) * m.count * (m.layers or spec.num_layers)
+               for m in spec.linears if m.name in targets)
+
+
+def _norm_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """One norm's saved tensors. HF RMSNorm keeps an fp32 copy of its input (4h) and the fp32 rstd (4),
+    plus the normalised tensor for its weight grad when trainable (§3.2). LayerNorm keeps its input and
+    fp32 mean + rstd (8)."""
+    h = spec.hidden_size
+    if spec.norm_kind == "layer":
+        return ctx.resid * h + 8  # native_layer_norm saves input, mean, rstd
+    trainable = ctx.resid * h if ctx.base_trainable else 0
+    if spec.family.startswith("gemma") and ctx.base_trainable:
+        trainable = FP32 * h  # Gemma's norm multiplies in fp32 by (1 + weight): saves the fp32 normalised x
+    return FP32 * h + 4 + trainable
+
+
+def _linear_inputs(mods: list[LinearModule], in_features: int, ctx: ActivationContext) -> float:
+    """Inputs saved by linears reading one shared tensor. A trainable linear saves its input for the weight
+    grad; autocast casts an fp32 input separately for each module (§3.3 M: +10h), otherwise one shared
+    tensor. A frozen linear saves nothing (autograd guard_for); a LoRA module saves its own bf16 input copy
+    and the rank-r intermediate (§3.2 PEFT Linear.forward)."""
+    saved = 0.0
+    if ctx.base_trainable and mods:
+        casts = ctx.resid != ctx.c  # input dtype differs from compute dtype → one cast per module
+        saved += ctx.c * in_features * (len(mods) if casts else 1)
+    for m in mods:
+        if m.name in ctx.adapted:
+            saved += ctx.adapter_in * (m.in_features + ctx.rank)
+    return saved
+
+
+def _attention(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """SDPA (flash/mem-efficient) saves Q, K, V, the output O and an fp32 logsumexp per head; with
+    enable_gqa K and V stay kv-width (§3.2). Eager saves repeated K/V, fp32 softmax output and the bf16
+    probabilities: 2 s²-sized tensors per head (Korthikanti et al. §4.1, without dropout)."""
+    qd, kvd, a, c = spec.q_dim, spec.kv_dim, spec.num_heads, ctx.c
+    attn_in = [m for m in spec.linears if m.role == "attn_in"]
+    attn_out = [m for m in spec.linears if m.role == "attn_out"]
+    saved = _linear_inputs(attn_in, spec.hidden_size, ctx)
+    if ctx.eager:
+        probs = (FP32 + (c if c != FP32 else 0)) * a * ctx.seq_len  # fp32 softmax output + bf16 copy
+        saved += 3 * c * qd + probs  # q, repeat_kv'd k and v
+        if ctx.base_trainable:
+            saved += c * qd  # o_proj saves the transposed contiguous attention output
+    else:
+        saved += c * (2 * qd + 2 * kvd) + 4 * a  # Q, K, V, O + fp32 logsumexp
+    for m in attn_out:
+        if m.name in ctx.adapted:
+            saved += ctx.adapter_in * (m.in_features + ctx.rank)  # o_proj input is O itself when trainable
+    if spec.qk_norm:
+        # per-head RMSNorm on q and k: fp32 input copies + rstd (+ normalised copies when trainable)
+        saved += FP32 * (qd + kvd) + 4 * (a + spec.num_kv_heads)
+        if ctx.base_trainable:
+            saved += ctx.resid * (qd + kvd)
+    return saved
+
+
+def _act_saved_factor(spec: ModelSpec) -> int:
+    """Tensors of width I that the activation function saves: F.silu / F.gelu save their input (1);
+    Phi-2's python gelu_new saves x, tanh(...), 0.5x and 1+tanh(...) (4)."""
+    return 4 if spec.hidden_act == "gelu_new" else 1
+
+
+def _mlp(spec: ModelSpec, ctx: ActivationContext, inter: int, mlp_in: list[LinearModule],
+         mlp_out: list[LinearModule], trainable_input: bool = True) -> float:
+    """Gated MLP (SwiGLU/GeGLU): act_fn saves the gate output, the product saves act output and up output,
+    down_proj saves the product when trainable → 2h + 8I for full FT, 6I frozen (§3.2). Plain MLP: the
+    activation saves fc1's output; fc2 saves the activation output when trainable."""
+    m_bytes = ctx.mlp
+    saved = _linear_inputs(mlp_in, spec.hidden_size, ctx) if trainable_input else 0.0
+    act = _act_saved_factor(spec) * m_bytes * inter
+    if spec.gated_mlp:
+        saved += act + 2 * m_bytes * inter  # act_fn input, act output and up output (mul saves both)
+    else:
+        saved += act
+    for m in mlp_out:
+        if ctx.base_trainable:
+            saved += m_bytes * inter  # down/fc2 input for the weight grad
+        elif m.name in ctx.adapted:
+            saved += ctx.adapter_in * (m.in_features + ctx.rank)
+    return saved
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    """Bytes per token saved by one decoder layer, split for display."""
+
+    norms: float
+    attention: float
+    mlp: float
+
+    @property
+    def total(self) -> float:
+        return self.norms + self.attention + self.mlp
+
+
+def dense_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
+    """One dense decoder layer (no MoE), bytes per token."""
+    mlp_in = [m for m in spec.linears if m.role == "mlp_in" and not m.layers]
+    mlp_out = [m for m in spec.linears if m.role == "mlp_out" and not m.layers]
+    if not mlp_in:  # MoE models: a dense layer uses the dense MLP modules (those with a layer count)
+        mlp_in = [m for m in spec.linears if m.role == "mlp_in"][:2]
+        mlp_out = [m for m in spec.linears if m.role == "mlp_out"][:1]
+    return LayerActivations(
+        norms=spec.norms_per_layer * _norm_saved(spec, ctx),
+        attention=_attention(spec, ctx),
+        mlp=_mlp(spec, ctx, spec.intermediate_size, mlp_in, mlp_out),
+    )
+
+
+def moe_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
+    """One MoE layer: attention as dense; router softmax in fp32 (4E); each of the k routed experts runs a
+    gated MLP of width I_moe on a gathered copy of the token (c·h) whose output is scaled by the routing
+    weight (another c·h); Qwen2-MoE adds a dense shared expert. Estimated, then checked by the tracer."""
+    experts_in = [m for m in spec.linears if m.role == "expert_in"]
+    experts_out = [m for m in spec.linears if m.role == "expert_out"]
+    router = [m for m in spec.linears if m.role == "router"]
+    h, k = spec.hidden_size, spec.experts_per_token
+    mlp = _linear_inputs(router, h, ctx) + FP32 * spec.num_experts  # router logits → fp32 softmax
+    per_expert = _mlp(spec, ctx, spec.moe_intermediate_size, experts_in, experts_out, trainable_input=False)
+    gathered = ctx.c * h  # index_select copy of the routed tokens
+    if ctx.base_trainable or any(m.name in ctx.adapted for m in experts_in):
+        per_expert += gathered  # expert linears save the gathered input
+        if ctx.base_trainable:
+            per_expert += ctx.c * h  # output × routing weight saves the expert output
+    mlp += k * per_expert
+    if spec.shared_expert_intermediate_size:
+        shared_in = [m for m in spec.linears if m.role == "mlp_in" and m.layers == spec.moe_layers]
+        shared_out = [m for m in spec.linears if m.role == "mlp_out" and m.layers == spec.moe_layers]
+        mlp += _mlp(spec, ctx, spec.shared_expert_intermediate_size, shared_in, shared_out)
+    return LayerActivations(
+        norms=spec.norms_per_layer * _norm_saved(spec, ctx),
+        attention=_attention(spec, ctx),
+        mlp=mlp,
+    )
+
+
+def layers_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """All decoder layers, bytes per token. With a frozen embedding (LoRA/QLoRA) no gradient reaches the
+    first layer's input, so its input norm(s) save nothing (§3.3 R: "layer 0's first norm saves nothing")."""
+    dense = spec.num_layers - spec.moe_layers
+    total = dense * dense_layer(spec, ctx).total
+    if spec.moe_layers:
+        total += spec.moe_layers * moe_layer(spec, ctx).total
+    if not ctx.base_trainable:
+        first_norms = 2 if (spec.parallel_block and spec.family == "gpt_neox") else 1
+        total -= first_norms * _norm_saved(spec, ctx)
+    return total
+
+
+def max_layer_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """The largest single layer: what gradient checkpointing recomputes at once."""
+    sizes = [dense_layer(spec, ctx).total] if spec.num_layers > spec.moe_layers else []
+    if spec.moe_layers:
+        sizes.append(moe_layer(spec, ctx).total)
+    return max(sizes)
+
+
+def rope_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """RoPE cos and sin, computed once per forward and saved by every layer's multiply (shared)."""
+    return 2 * ctx.c * spec.head_dim if spec.family not in ("gpt_neox", "phi") else 2 * ctx.c * spec.head_dim // 2
+
+
+def final_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """Final norm + lm_head input (when the head is trainable) + input ids and labels (int64)."""
+    saved = _norm_saved(spec, ctx) + 2 * INT64
+    if ctx.base_trainable:
+        saved += ctx.c * spec.hidden_size  # lm_head saves its input for its weight grad
+    return saved
+
+
+def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """Gradient checkpointing keeps each decoder layer's input hidden state (Korthikanti §5 full recompute:
+    2sbh per layer in bf16; fp32 residual streams keep 4h)."""
+    return spec.num_layers * ctx.resid * spec.hidden_size
+
+
+@dataclass(frozen=True)
+class LossMemory:
+    """Logits and cross-entropy memory for the whole micro-batch, bytes."""
+
+    kept: float  # saved for backward through the whole backward pass start
+    transient: float  # extra at the loss-backward moment (gradients of the log-softmax)
+    head_input_grad: float  # fused kernels keep grad_input of the head from forward
+
+
+def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> LossMemory:
+    """HF ForCausalLMLoss: logits.float() then cross_entropy. log_softmax keeps its fp32 output (4·T·V);
+    its backward adds grad_out and grad_in (8·T·V) → 12·T·V at the peak (formulas.md §4). QLoRA with
+    prepare_model_for_kbit_training keeps fp32 logits too (+4·T·V, §3.3 Qp). 'chunked' = a fused
+    linear + cross-entropy kernel (Liger FLCE): one [chunk, V] tile at a time, chunk =
+    next_pow2(ceil(T / ceil(V/h))), plus a grad_input [T, h] buffer."""
+    tokens = setup.tokens
+    vocab = spec.vocab_size
+    if setup.loss == "chunked":
+        chunk = min(tokens, 2 ** math.ceil(math.log2(max(1, math.ceil(tokens / math.ceil(vocab / spec.hidden_size))))))
+        tile = chunk * vocab * (ctx.c + 2 * FP32)  # logits tile + fp32 softmax work and its gradient
+        return LossMemory(kept=0.0, transient=float(tile), head_input_grad=float(ctx.c * tokens * spec.hidden_size))
+    kept = FP32 * tokens * vocab
+    if ctx.qlora_upcast:
+        kept += FP32 * tokens * vocab
+    return LossMemory(kept=float(kept), transient=float(2 * FP32 * tokens * vocab), head_input_grad=0.0)

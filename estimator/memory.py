@@ -1,0 +1,304 @@
+"""Peak memory of one training step: phases, the peak phase, overhead and the low/expected/high band.
+
+peak = max over phases of (weights + gradients + optimizer state + live activations) + overhead
+(formulas.md §0). Phases are the moments where the high-water mark can occur in a steady-state step
+(step ≥ 2, so optimizer state exists; zero_grad(set_to_none=True), the Trainer default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import activations as act
+from .model import ModelSpec
+from .precision import FP32, NF4_DQ_BYTES, compute_bytes, optimizer_state_bytes, trainable_bytes, weight_bytes
+from .training import TrainingSetup
+
+COMPONENT_KEYS = ("weights", "gradients", "optimizer", "activations", "overhead")
+COMPONENT_LABELS = {
+    "weights": "Weights",
+    "gradients": "Gradients",
+    "optimizer": "Optimizer state",
+    "activations": "Activations",
+    "overhead": "Overhead (CUDA + allocator)",
+}
+
+# CUDA context + cuBLAS workspaces, invisible to torch.cuda.memory_allocated (formulas.md §5):
+# 287 MB measured with lazy module loading (pytorch PR #86509), 1.3–2 GB on old stacks (HF docs).
+CUDA_CONTEXT_BYTES = 500_000_000  # expected: CUDA 12 with lazy loading
+CUDA_CONTEXT_LOW = 300_000_000
+CUDA_CONTEXT_HIGH = 1_000_000_000
+NCCL_BYTES = 250_000_000  # NCCL communicator buffers per GPU when more than one GPU (~hundreds of MB)
+# Caching-allocator rounding and fragmentation: reserved ≈ allocated × 1.05–1.15 (formulas.md §5).
+ALLOCATOR_SLACK = 0.05
+ALLOCATOR_SLACK_HIGH = 0.15
+# Relative error of the tensor-level estimate, from the calibration against the tracer and published
+# measurements (tests/test_accuracy.py re-derives these from the data and checks they still cover it).
+MODEL_ERROR_LOW = 0.10
+MODEL_ERROR_HIGH = 0.10
+
+
+@dataclass(frozen=True)
+class DetailItem:
+    """One named term inside a component, in bytes at the peak phase."""
+
+    component: str  # one of COMPONENT_KEYS
+    label: str
+    bytes: float
+    formula: str  # the term as a formula, for hovers and the How-it-works page
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Memory at one moment of the step (bytes, per GPU), before overhead."""
+
+    name: str
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    details: tuple[DetailItem, ...] = ()
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Peak memory per GPU of one training step, in bytes."""
+
+    model: ModelSpec
+    setup: TrainingSetup
+    mode: str  # "detailed" or "seed"
+    params_total: int
+    params_trainable: int
+    components_bytes: dict[str, float]  # exactly COMPONENT_KEYS; sums to total_bytes
+    details: tuple[DetailItem, ...]
+    total_bytes: float
+    low_bytes: float
+    high_bytes: float
+    peak_phase: str
+    phases: tuple[Phase, ...] = ()
+    cpu_offload_bytes: float = 0.0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def tensor_bytes(self) -> float:
+        """What torch.cuda.max_memory_allocated would show: the total without CUDA context and slack."""
+        return self.total_bytes - self.components_bytes["overhead"]
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, float, str]:
+    """(frozen bytes, trainable bytes, formula). QLoRA: decoder linears in NF4 + double quant; the rest
+    (embeddings, head, norms) 16-bit, or fp32 after prepare_model_for_kbit_training (formulas.md §2.1)."""
+    wb = weight_bytes(setup)
+    if setup.method == "full":
+        return 0.0, float(spec.params_total * wb), f"{wb} B × {spec.params_total:,} params"
+    adapters = float(lora * trainable_bytes(setup))  # fp32 adapters (PEFT autocast_adapter_dtype)
+    if setup.method == "lora":
+        return float(spec.params_total * wb), adapters, f"{wb} B × base + 4 B × {lora:,} adapter params"
+    other = spec.params_total - spec.params_quantizable
+    other_bytes = FP32 if (setup.qlora_fp32_upcast or setup.precision in ("mixed", "fp32")) else 2
+    frozen = spec.params_quantizable * NF4_DQ_BYTES + other * other_bytes
+    return frozen, adapters, f"0.5159 B × {spec.params_quantizable:,} 4-bit + {other_bytes} B × {other:,} other"
+
+
+def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
+    """Adafactor (HF, beta1=None) keeps fp32 row and column factors per matrix, 4·(R + C) bytes, and a full
+    fp32 second moment for 1-D tensors (transformers optimization.py)."""
+    if setup.method != "full":
+        r = setup.lora_rank
+        targets = act.adapted_modules(spec, setup)
+        return sum(FP32 * ((r + m.in_features) + (m.out_features + r)) * m.count * (m.layers or spec.num_layers)
+                   for m in spec.linears if m.name in targets)
+    total = 0.0
+    for m in spec.linears:
+        per = FP32 * (m.in_features + m.out_features) + (FP32 * m.out_features if m.bias else 0)
+        total += per * m.count * (m.layers or spec.num_layers)
+    heads = 1 if spec.tie_embeddings else 2
+    total += heads * FP32 * (spec.vocab_size + spec.hidden_size)
+    norms = spec.params_total - spec.params_quantizable - spec.params_embedding
+    return total + FP32 * norms
+
+
+def _casts(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, float]:
+    """bf16 copies of fp32 weights that autocast makes and autograd keeps until each layer's backward:
+    (all layers + head, one layer). Mixed precision casts every linear weight (§3.3 M: + 2 B × P); fp32
+    LoRA adapters under autocast are cast too (§3.3 R: + 2 B × LoRA params)."""
+    if not setup.autocast:
+        return 0.0, 0.0
+    per_layer = 0.0
+    head = 0.0
+    if setup.precision == "mixed" and setup.method != "qlora":
+        per_layer += 2 * spec.params_quantizable / spec.num_layers  # every decoder linear weight
+        head += 2 * spec.vocab_size * spec.hidden_size  # lm_head (or the tied embedding used as head)
+    per_layer += 2 * lora / spec.num_layers  # fp32 adapters → bf16 under autocast
+    return per_layer * spec.num_layers + head, per_layer + head
+
+
+def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, opt: float
+           ) -> tuple[float, float, float, float, str]:
+    """Per-GPU model states under data parallelism (ZeRO paper §5, Fig. 1; FSDP docs). Returns
+    (weights, grads, optimizer, cpu_bytes, note)."""
+    n = setup.gpus
+    cpu = 0.0
+    note = ""
+    if setup.sharding in ("zero1", "zero2", "zero3"):
+        opt = opt / n  # P_os: optimizer state partitioned over N
+    if setup.sharding in ("zero2", "zero3"):
+        grads = grads / n  # P_g: gradients reduce-scattered to their owner
+    if setup.sharding == "zero3":
+        layer_params = (spec.params_total - spec.params_embedding) / spec.num_layers
+        unit = max(layer_params, spec.vocab_size * spec.hidden_size)
+        # P_p: parameters partitioned; the current and the prefetched FSDP unit are gathered (FSDP docs).
+        gathered = (unit + layer_params) * weight_bytes(setup)
+        weights = weights / n + gathered
+        note = "ZeRO-3: two FSDP units gathered at a time"
+    if setup.sharding == "none" and n > 1:
+        grads = grads * 2  # DDP gradient buckets (torch DDP: gradient_as_bucket_view=False doubles grads)
+        note = "DDP keeps a bucket copy of the gradients"
+    if setup.offload_optimizer:
+        cpu = opt * (n if setup.sharding != "none" else 1)
+        opt = 0.0  # optimizer state lives in CPU RAM (ZeRO-Offload)
+    return weights, grads, opt, cpu, note
+
+
+def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
+    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
+    ctx = act.context(spec, setup)
+    tokens = setup.tokens
+    c = compute_bytes(setup)
+    lora = act.lora_params(spec, setup)
+    trainable = spec.params_total if setup.method == "full" else lora
+
+    w_frozen, w_train, w_formula = _weights(spec, setup, lora)
+    gb = trainable_bytes(setup)
+    grads = float(trainable * gb)  # one gradient per trainable parameter, in its dtype
+    if setup.optimizer == "adafactor":
+        opt = _adafactor_state(spec, setup)
+    else:
+        opt = trainable * optimizer_state_bytes(setup.optimizer, gb)
+    # Optimizer-step temporaries: fused AdamW and bnb 8-bit kernels allocate none; torch's foreach path
+    # allocates about one parameter-sized buffer (torch/optim/optimizer.py _foreach_doc); Adafactor makes
+    # fp32 copies of the current tensor's param, grad and update.
+    if setup.optimizer == "adafactor":
+        largest = max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) if setup.method == "full" else 0
+        opt_temp = 3.0 * FP32 * largest
+    elif setup.fused_optimizer or setup.optimizer in ("adamw_8bit", "paged_adamw_8bit", "paged_adamw"):
+        opt_temp = 0.0
+    else:
+        opt_temp = float(trainable * gb)
+
+    weights, grads, opt, cpu_bytes, shard_note = _shard(setup, spec, w_frozen + w_train, grads, opt)
+    opt_temp = opt_temp / (setup.gpus if setup.sharding != "none" else 1)
+    if setup.offload_optimizer:
+        opt_temp = 0.0
+    head_params = spec.vocab_size * spec.hidden_size
+    g_head = head_params * gb if setup.method == "full" else 0.0  # lm_head (or tied embedding) grad, first
+    g_embed_last = head_params * gb if (setup.method == "full" and not spec.tie_embeddings) else 0.0
+    if setup.sharding in ("zero2", "zero3"):
+        g_head /= setup.gpus
+        g_embed_last /= setup.gpus
+    g_persist = grads if setup.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
+
+    casts_all, casts_layer = _casts(spec, setup, lora)
+    layers = tokens * act.layers_per_token(spec, ctx)
+    ckpt = tokens * act.checkpoint_per_token(spec, ctx)
+    final = tokens * (act.final_per_token(spec, ctx) + act.rope_per_token(spec, ctx))
+    one_layer = tokens * act.max_layer_per_token(spec, ctx)
+    loss = act.loss_memory(spec, setup, ctx)
+    inter = max(spec.intermediate_size, spec.moe_intermediate_size * max(1, spec.experts_per_token))
+    # Backward temporaries of the layer being differentiated: grads of the MLP intermediates and of the
+    # hidden state (calibration: 2·I + 2·h elements in the compute dtype).
+    bwd_temp = tokens * c * (2 * inter + 2 * spec.hidden_size)
+    # QLoRA: each 4-bit matmul dequantises its whole weight to the compute dtype (bnb _dequant_linear_fallback).
+    dequant = float(spec.largest_linear_params * c) if setup.method == "qlora" else 0.0
+
+    def d(component: str, label: str, value: float, formula: str) -> DetailItem:
+        return DetailItem(component, label, float(value), formula)
+
+    weight_items = [
+        d("weights", "Frozen base weights", weights - w_train if setup.method != "full" else 0.0, w_formula),
+        d("weights", "Trainable weights", w_train if setup.method != "full" else weights, w_formula),
+    ]
+    opt_items = [d("optimizer", "Optimizer state", opt, f"{setup.optimizer} state × {trainable:,} trainable params")]
+
+    def phase(name: str, casts: float, grad: float, grad_label: str, acts: list[DetailItem],
+              temp: float = 0.0) -> Phase:
+        items = list(weight_items)
+        if casts:
+            items.append(d("weights", "Autocast bf16 weight copies", casts, "2 B × weights used under autocast"))
+        items.append(d("gradients", grad_label, grad, f"{gb} B × trainable params"))
+        items.extend(opt_items)
+        if temp:
+            items.append(d("optimizer", "Optimizer step temporaries", temp, "foreach/Adafactor step buffers"))
+        items.extend(acts)
+        return Phase(name, weights + casts, grad, opt + temp, sum(a.bytes for a in acts), tuple(items))
+
+    act_final = d("activations", "Final norm, head input, token ids", final, "T × (norm + head input + ids)")
+    act_loss_kept = d("activations", "Logits and loss (saved)", loss.kept, "4 B × T × V fp32 log-softmax")
+    act_loss_tr = d("activations", "Cross-entropy backward buffers", loss.transient + loss.head_input_grad,
+                    "8 B × T × V (grad out + grad in)" if setup.loss == "standard" else "fused chunk tile")
+    act_temp = d("activations", "Backward temporaries", bwd_temp, "c × T × (2I + 2h)")
+    act_one = d("activations", "Recomputed layer", one_layer, "T × one layer's saved tensors")
+    act_deq = d("activations", "QLoRA dequantisation buffer", dequant, "largest 4-bit matrix in 16-bit")
+    phases: list[Phase]
+    if not setup.grad_ckpt:
+        act_layers = d("activations", "Layer activations", layers, "T × Σ layers' saved tensors")
+        phases = [
+            phase("loss backward", casts_all, g_persist, "Gradients (accumulated)",
+                  [act_layers, act_final, act_loss_kept, act_loss_tr]),
+            phase("backward, output layer", casts_all, g_persist + g_head, "Gradients (head)",
+                  [act_layers, act_final, act_temp, act_deq]),
+            phase("backward, first layer", casts_layer, max(grads - g_embed_last, g_persist), "Gradients",
+                  [d("activations", "First layer's activations", one_layer, "T × one layer"), act_temp, act_deq]),
+        ]
+    else:
+        act_ckpt = d("activations", "Checkpointed layer inputs", ckpt, "T × L × h (layer inputs)")
+        head_casts = casts_all - casts_layer * spec.num_layers if casts_all else 0.0
+        phases = [
+            phase("loss backward", max(head_casts, 0.0), g_persist, "Gradients (accumulated)",
+                  [act_ckpt, act_final, act_loss_kept, act_loss_tr]),
+            phase("backward, recomputing last layer", max(head_casts, 0.0) + casts_layer, g_persist + g_head,
+                  "Gradients (head)", [act_ckpt, act_final, act_one, act_temp, act_deq]),
+            phase("backward, recomputing first layer", casts_layer, max(grads - g_embed_last, g_persist),
+                  "Gradients", [act_one, act_temp, act_deq]),
+        ]
+    phases.append(phase("optimizer step", 0.0, grads, "Gradients", [], opt_temp))
+
+    peak = max(phases, key=lambda p: p.total)
+    tensor_peak = peak.total
+    ctx_bytes = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0)
+    slack = ALLOCATOR_SLACK * tensor_peak
+    overhead = ctx_bytes + slack
+    components = {
+        "weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
+        "activations": peak.activations, "overhead": overhead,
+    }
+    details = tuple(x for x in peak.details if x.bytes > 0) + (
+        d("overhead", "CUDA context and workspaces", ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
+        d("overhead", "Allocator slack", slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+    )
+    low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)
+    high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK_HIGH) + CUDA_CONTEXT_HIGH + (
+        NCCL_BYTES if setup.gpus > 1 else 0)
+    notes = list(spec.notes)
+    if shard_note:
+        notes.append(shard_note)
+    if setup.optimizer.startswith("paged"):
+        notes.append("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
+                     "to CPU RAM, so a run slightly over the limit may still run, slower.")
+    if setup.attention == "eager":
+        notes.append("Eager attention stores s²-sized attention scores per head; SDPA/flash does not.")
+    if setup.method == "qlora":
+        notes.append("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout.")
+    return Estimate(
+        model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=trainable,
+        components_bytes=components, details=details, total_bytes=tensor_peak + overhead,
+        low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
+        cpu_offload_bytes=cpu_bytes, notes=tuple(notes),
+    )

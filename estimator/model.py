@@ -1,0 +1,426 @@
+"""The model: one `ModelSpec` with exact parameter counts, from a Hugging Face config.json, a preset, or a bare size.
+
+Parameter counts follow the module structure of the transformers classes (formulas.md §1): every
+nn.Linear of a decoder layer is listed with its in/out features so that LoRA targeting, QLoRA
+quantisation and activations are all derived from the same list.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping
+
+# Families whose config.json we understand. Anything else is a clear ValueError.
+SUPPORTED_FAMILIES = (
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+    "gemma", "gemma2", "gemma3_text", "phi3", "phi", "gpt_neox",
+)
+
+# Limits that keep absurd configs (1e12 layers) from producing nonsense or overflowing the UI.
+MAX_PARAMS = 10**13  # 10 trillion parameters: far above any released model
+MAX_DIM = 1 << 20  # hidden/intermediate/vocab sizes above ~1M are not real configs
+MAX_LAYERS = 1000
+
+
+@dataclass(frozen=True)
+class LinearModule:
+    """One nn.Linear (or a group of identical ones) inside a decoder layer."""
+
+    name: str  # the module name PEFT matches in target_modules (q_proj, gate_up_proj, w1, ...)
+    in_features: int
+    out_features: int
+    bias: bool
+    role: str  # attn_in | attn_out | mlp_in | mlp_out | router | expert_in | expert_out
+    count: int = 1  # identical copies per layer (MoE experts)
+    layers: int = 0  # how many decoder layers carry it (0 = all layers)
+
+    @property
+    def params_per_copy(self) -> int:
+        return self.in_features * self.out_features + (self.out_features if self.bias else 0)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder-only language model: shapes plus exact parameter counts (unique, tied counted once)."""
+
+    name: str
+    family: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    tie_embeddings: bool
+    gated_mlp: bool  # SwiGLU/GeGLU (3 matrices) vs a plain 2-matrix MLP
+    norm_kind: str  # "rms" (weight only) or "layer" (weight and bias)
+    norms_per_layer: int  # 2 for Llama, 4 for Gemma-2/3, 1 for Phi-2 (parallel block)
+    qk_norm: bool  # per-head RMSNorm on q and k (Qwen3, Gemma-3)
+    parallel_block: bool  # attention and MLP read the same normed input (Phi-2, GPT-NeoX)
+    lm_head_bias: bool
+    linears: tuple[LinearModule, ...]  # every linear of one decoder layer
+    hidden_act: str = "silu"  # MLP activation; Phi-2's python "gelu_new" saves four tensors instead of one
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    moe_layers: int = 0  # decoder layers whose MLP is a mixture of experts
+    params_total: int = 0  # unique parameters (what transformers builds for this config)
+    params_embedding: int = 0  # input embedding + untied output head
+    params_quantizable: int = 0  # nn.Linear weights inside decoder layers (what bitsandbytes quantises)
+    params_active: int = 0  # parameters used per token (differs from total for MoE)
+    source: str = ""  # preset id, "config.json", or "generic"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def params_billions(self) -> float:
+        return self.params_total / 1e9
+
+    @property
+    def largest_linear_params(self) -> int:
+        """Largest single decoder matrix: the QLoRA dequantisation buffer holds one of these."""
+        return max((m.in_features * m.out_features for m in self.linears), default=0)
+
+    def linear_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(m.name for m in self.linears))
+
+
+# --------------------------------------------------------------------------------------------
+# Config parsing
+# --------------------------------------------------------------------------------------------
+
+def _field(cfg: Mapping[str, Any], key: str, *, default: Any = None, required: bool = True) -> Any:
+    value = cfg.get(key, default)
+    if value is None and required:
+        raise ValueError(f"config.json is missing the field '{key}'")
+    return value
+
+
+def _positive_int(cfg: Mapping[str, Any], key: str, *, default: Any = None, limit: int = MAX_DIM) -> int:
+    value = _field(cfg, key, default=default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"config.json field '{key}' must be a positive integer, got {value!r}")
+    if value != int(value) or value < 1:
+        raise ValueError(f"config.json field '{key}' must be a positive integer, got {value!r}")
+    if value > limit:
+        raise ValueError(f"config.json field '{key}' = {value:,} is beyond any real model (limit {limit:,})")
+    return int(value)
+
+
+def _flag(cfg: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = cfg.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ValueError(f"config.json field '{key}' must be true or false, got {value!r}")
+    return value
+
+
+def _dense_linears(family: str, h: int, qd: int, kvd: int, inter: int, cfg: Mapping[str, Any]) -> list[LinearModule]:
+    """Attention and MLP linears of a dense decoder layer, named as in transformers."""
+    if family == "phi3":
+        # Phi-3 fuses q,k,v into qkv_proj and gate,up into gate_up_proj (modeling_phi3.py); no biases.
+        return [
+            LinearModule("qkv_proj", h, qd + 2 * kvd, False, "attn_in"),
+            LinearModule("o_proj", qd, h, False, "attn_out"),
+            LinearModule("gate_up_proj", h, 2 * inter, False, "mlp_in"),
+            LinearModule("down_proj", inter, h, False, "mlp_out"),
+        ]
+    if family == "phi":
+        # Phi-2: q,k,v,dense with biases; fc1/fc2 GELU MLP with biases (modeling_phi.py).
+        return [
+            LinearModule("q_proj", h, qd, True, "attn_in"),
+            LinearModule("k_proj", h, kvd, True, "attn_in"),
+            LinearModule("v_proj", h, kvd, True, "attn_in"),
+            LinearModule("dense", qd, h, True, "attn_out"),
+            LinearModule("fc1", h, inter, True, "mlp_in"),
+            LinearModule("fc2", inter, h, True, "mlp_out"),
+        ]
+    if family == "gpt_neox":
+        # GPT-NeoX: fused query_key_value and dense with biases; dense_h_to_4h / dense_4h_to_h (modeling_gpt_neox.py).
+        bias = _flag(cfg, "attention_bias", True)
+        return [
+            LinearModule("query_key_value", h, 3 * qd, bias, "attn_in"),
+            LinearModule("dense", qd, h, bias, "attn_out"),
+            LinearModule("dense_h_to_4h", h, inter, True, "mlp_in"),
+            LinearModule("dense_4h_to_h", inter, h, True, "mlp_out"),
+        ]
+    if family in ("qwen2", "qwen2_moe"):
+        # Qwen2: q,k,v have bias=True, o_proj bias=False, hard-coded in modeling_qwen2.py.
+        qkv_bias, o_bias = True, False
+    else:
+        # Llama/Mistral/Qwen3/Gemma: one attention_bias flag for q,k,v,o (default false).
+        qkv_bias = o_bias = _flag(cfg, "attention_bias", False)
+    mlp_bias = _flag(cfg, "mlp_bias", False)
+    attn = [
+        LinearModule("q_proj", h, qd, qkv_bias, "attn_in"),
+        LinearModule("k_proj", h, kvd, qkv_bias, "attn_in"),
+        LinearModule("v_proj", h, kvd, qkv_bias, "attn_in"),
+        LinearModule("o_proj", qd, h, o_bias, "attn_out"),
+    ]
+    mlp = [
+        LinearModule("gate_proj", h, inter, mlp_bias, "mlp_in"),
+        LinearModule("up_proj", h, inter, mlp_bias, "mlp_in"),
+        LinearModule("down_proj", inter, h, mlp_bias, "mlp_out"),
+    ]
+    return attn + mlp
+
+
+def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source: str = "config.json") -> ModelSpec:
+    """Build a ModelSpec from a Hugging Face config.json dict. Raises ValueError naming the bad field."""
+    if not isinstance(cfg, Mapping):
+        raise ValueError("config.json must be a JSON object")
+    if isinstance(cfg.get("text_config"), Mapping) and "model_type" not in cfg.get("text_config", {}):
+        raise ValueError("multimodal configs are not supported: pass the text model's config")
+    family = cfg.get("model_type")
+    if not isinstance(family, str) or not family:
+        raise ValueError("config.json is missing the field 'model_type'")
+    if family not in SUPPORTED_FAMILIES:
+        raise ValueError(
+            f"model_type '{family[:40]}' is not supported; supported: {', '.join(SUPPORTED_FAMILIES)}"
+        )
+
+    h = _positive_int(cfg, "hidden_size")
+    layers = _positive_int(cfg, "num_hidden_layers", limit=MAX_LAYERS)
+    heads = _positive_int(cfg, "num_attention_heads", limit=65536)
+    vocab = _positive_int(cfg, "vocab_size")
+    kv_heads = _positive_int(cfg, "num_key_value_heads", default=heads, limit=65536)
+    if heads % kv_heads:
+        raise ValueError(f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})")
+    head_dim_default = h // heads if h >= heads else 1
+    head_dim = _positive_int(cfg, "head_dim", default=head_dim_default, limit=65536)
+    # GPT-NeoX defaults to a 4h MLP; every other family states intermediate_size.
+    inter = _positive_int(cfg, "intermediate_size", default=4 * h if family == "gpt_neox" else None)
+    qd, kvd = heads * head_dim, kv_heads * head_dim
+    tie_default = family in ("gemma", "gemma2", "gemma3_text")  # Gemma configs tie by default
+    tie = _flag(cfg, "tie_word_embeddings", tie_default)
+
+    notes: list[str] = []
+    num_experts = experts_per_token = moe_inter = shared_inter = 0
+    moe_layers = 0
+    linears = _dense_linears(family, h, qd, kvd, inter, cfg)
+    if family in ("mixtral", "qwen2_moe", "qwen3_moe"):
+        key = "num_local_experts" if family == "mixtral" else "num_experts"
+        num_experts = _positive_int(cfg, key, limit=4096)
+        experts_per_token = _positive_int(cfg, "num_experts_per_tok", limit=num_experts)
+        if family == "mixtral":
+            moe_inter = inter
+        else:
+            moe_inter = _positive_int(cfg, "moe_intermediate_size")
+        step = _positive_int(cfg, "decoder_sparse_step", default=1, limit=MAX_LAYERS)
+        only_dense = cfg.get("mlp_only_layers") or []
+        if not isinstance(only_dense, list) or not all(isinstance(i, int) for i in only_dense):
+            raise ValueError("config.json field 'mlp_only_layers' must be a list of layer indices")
+        # A layer is sparse when (i + 1) % decoder_sparse_step == 0 and it is not in mlp_only_layers
+        # (Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer).
+        moe_layers = sum(1 for i in range(layers) if i not in only_dense and (i + 1) % step == 0)
+        dense_layers = layers - moe_layers
+        attn = [m for m in linears if m.role.startswith("attn")]
+        dense_mlp = [LinearModule(m.name, m.in_features, m.out_features, m.bias, m.role, 1, dense_layers)
+                     for m in linears if m.role.startswith("mlp")] if dense_layers else []
+        mlp_bias = False
+        if family == "mixtral":
+            # MixtralSparseMoeBlock: router `gate` (no bias) and experts w1 (gate), w3 (up), w2 (down).
+            experts = [
+                LinearModule("w1", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
+                LinearModule("w3", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
+                LinearModule("w2", moe_inter, h, mlp_bias, "expert_out", num_experts, moe_layers),
+            ]
+        else:
+            experts = [
+                LinearModule("gate_proj", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
+                LinearModule("up_proj", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
+                LinearModule("down_proj", moe_inter, h, mlp_bias, "expert_out", num_experts, moe_layers),
+            ]
+        router = [LinearModule("gate", h, num_experts, False, "router", 1, moe_layers)]
+        shared: list[LinearModule] = []
+        if family == "qwen2_moe":
+            shared_inter = _positive_int(cfg, "shared_expert_intermediate_size")
+            # Qwen2MoeSparseMoeBlock: a dense shared expert plus a sigmoid gate h -> 1.
+            shared = [
+                LinearModule("gate_proj", h, shared_inter, False, "mlp_in", 1, moe_layers),
+                LinearModule("up_proj", h, shared_inter, False, "mlp_in", 1, moe_layers),
+                LinearModule("down_proj", shared_inter, h, False, "mlp_out", 1, moe_layers),
+                LinearModule("shared_expert_gate", h, 1, False, "router", 1, moe_layers),
+            ]
+        linears = attn + dense_mlp + router + experts + shared
+        notes.append("MoE: routing buffers are estimated, not traced exactly")
+
+    norm_kind = "layer" if family in ("phi", "gpt_neox") else "rms"
+    norms_per_layer = {"gemma2": 4, "gemma3_text": 4, "phi": 1}.get(family, 2)
+    qk_norm = family in ("qwen3", "qwen3_moe", "gemma3_text") or (family == "phi" and _flag(cfg, "qk_layernorm", False))
+    parallel = family == "phi" or (family == "gpt_neox" and _flag(cfg, "use_parallel_residual", True))
+    lm_head_bias = family == "phi"
+
+    spec = ModelSpec(
+        name=name, family=family, vocab_size=vocab, hidden_size=h, intermediate_size=inter,
+        num_layers=layers, num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
+        tie_embeddings=tie, gated_mlp=family not in ("phi", "gpt_neox"), norm_kind=norm_kind,
+        norms_per_layer=norms_per_layer, qk_norm=qk_norm, parallel_block=parallel,
+        lm_head_bias=lm_head_bias, linears=tuple(linears),
+        hidden_act=str(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu")[:40],
+        num_experts=num_experts,
+        experts_per_token=experts_per_token, moe_intermediate_size=moe_inter,
+        shared_expert_intermediate_size=shared_inter, moe_layers=moe_layers, source=source,
+        notes=tuple(notes),
+    )
+    return _with_counts(spec)
+
+
+def _with_counts(spec: ModelSpec) -> ModelSpec:
+    """Fill the exact parameter counts from the module list (formulas.md §1)."""
+    from dataclasses import replace
+
+    h, layers = spec.hidden_size, spec.num_layers
+    norm_params = h * (2 if spec.norm_kind == "layer" else 1)  # LayerNorm has weight and bias
+    quantizable = 0
+    active_linear = 0
+    for m in spec.linears:
+        n_layers = m.layers or layers
+        quantizable += m.params_per_copy * m.count * n_layers
+        used = spec.experts_per_token if m.role.startswith("expert") else m.count
+        active_linear += m.params_per_copy * used * n_layers
+    qk = 2 * spec.head_dim * (2 if spec.norm_kind == "layer" else 1) if spec.qk_norm else 0  # q_norm, k_norm over head_dim
+    per_layer_norms = spec.norms_per_layer * norm_params + qk
+    embed = spec.vocab_size * h  # embed_tokens
+    head = 0 if spec.tie_embeddings else spec.vocab_size * h  # lm_head, absent when tied
+    head_bias = spec.vocab_size if spec.lm_head_bias else 0  # Phi-2's lm_head has a bias
+    other = layers * per_layer_norms + norm_params + head_bias  # norms + final norm
+    total = quantizable + embed + head + other
+    if total > MAX_PARAMS:
+        raise ValueError(f"this config has {total:,} parameters, beyond any real model (limit {MAX_PARAMS:,})")
+    active = active_linear + embed + head + other
+    return replace(spec, params_total=total, params_embedding=embed + head + head_bias,
+                   params_quantizable=quantizable, params_active=active)
+
+
+# --------------------------------------------------------------------------------------------
+# Presets (real config.json files shipped in estimator/presets/)
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Preset:
+    id: str
+    name: str
+    family: str
+    hf_repo: str
+
+
+@lru_cache(maxsize=1)
+def _preset_index() -> tuple[Preset, ...]:
+    text = resources.files("estimator.presets").joinpath("index.json").read_text(encoding="utf-8")
+    return tuple(Preset(id=row["id"], name=row["name"], family=row["family"], hf_repo=row.get("hf_repo", ""))
+                 for row in json.loads(text))
+
+
+def list_presets() -> tuple[Preset, ...]:
+    """Every shipped preset, in display order."""
+    return _preset_index()
+
+
+def preset_ids() -> tuple[str, ...]:
+    return tuple(p.id for p in _preset_index())
+
+
+@lru_cache(maxsize=64)
+def load_preset(preset_id: str) -> ModelSpec:
+    """The ModelSpec of a shipped preset. Unknown ids raise ValueError listing the choices."""
+    by_id = {p.id: p for p in _preset_index()}
+    if preset_id not in by_id:
+        raise ValueError(f"unknown model preset '{str(preset_id)[:60]}'; choose one of: {', '.join(by_id)}")
+    text = resources.files("estimator.presets").joinpath(f"{preset_id}.json").read_text(encoding="utf-8")
+    return spec_from_config(json.loads(text), name=by_id[preset_id].name, source=preset_id)
+
+
+def parse_config_text(text: str | bytes, name: str = "uploaded config") -> ModelSpec:
+    """Parse an uploaded config.json (text or bytes). Every failure is a ValueError with a clear message."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("the file is not UTF-8 text; upload a Hugging Face config.json") from None
+    if len(text) > 1_000_000:
+        raise ValueError("the file is larger than 1 MB; a config.json is a few kB")
+    try:
+        cfg = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"the file is not valid JSON ({str(exc)[:80]})") from None
+    return spec_from_config(cfg, name=name)
+
+
+# --------------------------------------------------------------------------------------------
+# Generic decoder by size
+# --------------------------------------------------------------------------------------------
+
+MIN_SIZE_B = 0.1
+MAX_SIZE_B = 400.0
+GENERIC_VOCAB = 128256  # Llama-3's vocabulary: a typical modern tokenizer
+
+
+def generic_spec(size_b: float) -> ModelSpec:
+    """A Llama-style decoder with `size_b` billion parameters.
+
+    Shapes follow the presets' scaling (h ≈ 4096·(P/7e9)^0.4, L ≈ 32·(P/7e9)^0.2, fitted through
+    Qwen2.5/Llama-3 0.5B…405B), GQA with 4 query heads per KV head; both hidden size and layer count are
+    non-decreasing in the size; the parameter count is exactly size_b × 1e9.
+    """
+    if not isinstance(size_b, (int, float)) or isinstance(size_b, bool) or not math.isfinite(size_b):
+        raise ValueError(f"model size must be a number of billions, got {size_b!r}")
+    if not MIN_SIZE_B <= size_b <= MAX_SIZE_B:
+        raise ValueError(f"model size must be between {MIN_SIZE_B} and {MAX_SIZE_B:g} billion, got {size_b:g}")
+    total = int(round(size_b * 1e9))
+    ratio = total / 7e9
+    h = max(256, 128 * round(4096 * ratio**0.4 / 128))  # hidden size: multiple of 128 (head_dim 128)
+    layers = max(4, round(32 * ratio**0.2))  # depth grows slowly with size, as in the presets
+    heads = h // 128
+    kv_heads = max(1, heads // 4)  # GQA 4:1 as in Llama-3-8B (32 q heads, 8 kv heads)
+    inter = 256 * round(3.5 * h / 256)  # SwiGLU width ≈ 3.5 h (Llama-3: 14336 / 4096)
+    tie = total < 4e9  # small Llama-3.2 models tie embeddings, large ones do not
+    cfg = {
+        "model_type": "llama", "hidden_size": h, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": 128,
+        "intermediate_size": inter, "vocab_size": GENERIC_VOCAB, "tie_word_embeddings": tie,
+    }
+    shaped = spec_from_config(cfg, name=f"{size_b:g}B (generic decoder)", source="generic")
+    from dataclasses import replace
+
+    # Keep the exact requested size: embeddings as shaped (capped at half the model), the rest in
+    # decoder linears, so weights grow monotonically with the size slider.
+    embedding = min(shaped.params_embedding, total // 2)
+    norms = shaped.params_total - shaped.params_embedding - shaped.params_quantizable
+    quantizable = max(0, total - embedding - norms)
+    return replace(shaped, params_total=total, params_embedding=embedding, params_quantizable=quantizable,
+                   params_active=total,
+                   notes=("generic decoder: shapes follow the presets' scaling; use a preset or "
+                          "config.json for an exact architecture",))
+
+
+def resolve_model(*, preset: str | None = None, size_b: float | None = None,
+                  config: Mapping[str, Any] | None = None) -> ModelSpec:
+    """One entry point: exactly one of preset, size_b or config."""
+    given = [x is not None for x in (preset, size_b, config)]
+    if sum(given) != 1:
+        raise ValueError("give exactly one of a preset, a size in billions, or a config")
+    if preset is not None:
+        return load_preset(preset)
+    if size_b is not None:
+        return generic_spec(size_b)
+    assert config is not None
+    return spec_from_config(config)
