@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from .model import LinearModule, ModelSpec
-from .precision import FP32, compute_bytes
+from .precision import FP32, adapter_bytes, compute_bytes
 from .training import ALL_LINEAR, TrainingSetup
 
 INT64 = 8
@@ -23,7 +23,8 @@ class ActivationContext:
     c: int  # bytes of matmul outputs (bf16 under autocast or pure 16-bit; fp32 otherwise)
     resid: int  # bytes of the residual stream and norm outputs (fp32 when the model is fp32-loaded)
     mlp: int  # bytes of MLP intermediates (fp32 when a 4-bit layer receives fp32 input)
-    adapter_in: int  # bytes of each LoRA module's own copy of its input (bf16 under autocast)
+    adapter_in: int  # bytes of the LoRA input as lora_A computes with it (bf16 under autocast)
+    adapter_copies: bool  # fp32 adapters under autocast: every LoRA module makes its own input copy
     base_trainable: bool  # full fine-tuning: every weight requires grad
     adapted: frozenset[str]  # LoRA target module names
     rank: int
@@ -42,7 +43,9 @@ def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
     mlp = FP32 if (setup.method == "qlora" and setup.qlora_fp32_upcast) else c
     return ActivationContext(
         c=c, resid=resid, mlp=mlp,
-        adapter_in=2 if setup.autocast else FP32,  # autocast re-casts each adapter input to bf16 (§3.2 PEFT)
+        adapter_in=2 if setup.autocast else adapter_bytes(setup),  # autocast computes LoRA in bf16 (§3.2 PEFT)
+        # PEFT casts x to the fp32 adapter dtype, then autocast casts it back to bf16: a new tensor per module.
+        adapter_copies=setup.autocast and adapter_bytes(setup) == FP32,
         base_trainable=setup.method == "full",
         adapted=adapted_modules(spec, setup) if setup.method != "full" else frozenset(),
         rank=setup.lora_rank, eager=setup.attention == "eager", seq_len=setup.seq_len,
@@ -88,18 +91,28 @@ def _norm_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
     return FP32 * h + 4 + trainable
 
 
-def _linear_inputs(mods: list[LinearModule], in_features: int, ctx: ActivationContext) -> float:
-    """Inputs saved by linears reading one shared tensor. A trainable linear saves its input for the weight
-    grad; autocast casts an fp32 input separately for each module (§3.3 M: +10h), otherwise one shared
-    tensor. A frozen linear saves nothing (autograd guard_for); a LoRA module saves its own bf16 input copy
-    and the rank-r intermediate (§3.2 PEFT Linear.forward)."""
+def _linear_inputs(mods: list[LinearModule], in_features: int, in_bytes: int, ctx: ActivationContext,
+                   already_saved: bool = False) -> float:
+    """Inputs saved by linears reading one shared tensor of dtype size in_bytes.
+
+    Trainable linear: saves its input for the weight grad; autocast casts a non-16-bit input separately
+    for each module (§3.3 M: +10h), otherwise the one shared tensor is saved once. Frozen linear: saves
+    nothing (autograd guard_for). LoRA module: lora_A saves its input and lora_B the rank-r intermediate;
+    the input is a per-module copy when it had to be cast (fp32 adapters under autocast, §3.2 PEFT
+    Linear.forward), else the shared tensor (counted once, and not at all if something saves it already)."""
     saved = 0.0
     if ctx.base_trainable and mods:
-        casts = ctx.resid != ctx.c  # input dtype differs from compute dtype → one cast per module
-        saved += ctx.c * in_features * (len(mods) if casts else 1)
-    for m in mods:
-        if m.name in ctx.adapted:
-            saved += ctx.adapter_in * (m.in_features + ctx.rank)
+        casts = in_bytes != ctx.c  # input dtype differs from compute dtype → one cast per module
+        if casts or not already_saved:
+            saved += ctx.c * in_features * (len(mods) if casts else 1)
+    adapted = [m for m in mods if m.name in ctx.adapted]
+    if adapted:
+        copies = ctx.adapter_copies or in_bytes != ctx.adapter_in
+        if copies:
+            saved += sum(ctx.adapter_in * m.in_features for m in adapted)
+        elif not already_saved:
+            saved += in_bytes * in_features
+        saved += len(adapted) * ctx.adapter_in * ctx.rank
     return saved
 
 
@@ -110,7 +123,7 @@ def _attention(spec: ModelSpec, ctx: ActivationContext) -> float:
     qd, kvd, a, c = spec.q_dim, spec.kv_dim, spec.num_heads, ctx.c
     attn_in = [m for m in spec.linears if m.role == "attn_in"]
     attn_out = [m for m in spec.linears if m.role == "attn_out"]
-    saved = _linear_inputs(attn_in, spec.hidden_size, ctx)
+    saved = _linear_inputs(attn_in, spec.hidden_size, ctx.resid, ctx)
     if ctx.eager:
         probs = (FP32 + (c if c != FP32 else 0)) * a * ctx.seq_len  # fp32 softmax output + bf16 copy
         saved += 3 * c * qd + probs  # q, repeat_kv'd k and v
@@ -118,9 +131,9 @@ def _attention(spec: ModelSpec, ctx: ActivationContext) -> float:
             saved += c * qd  # o_proj saves the transposed contiguous attention output
     else:
         saved += c * (2 * qd + 2 * kvd) + 4 * a  # Q, K, V, O + fp32 logsumexp
-    for m in attn_out:
-        if m.name in ctx.adapted:
-            saved += ctx.adapter_in * (m.in_features + ctx.rank)  # o_proj input is O itself when trainable
+    if not ctx.base_trainable:
+        # o_proj's input is the attention output O: SDPA saves it already (trainable o_proj shares it).
+        saved += _linear_inputs(attn_out, spec.q_dim, c, ctx, already_saved=not ctx.eager)
     if spec.qk_norm:
         # per-head RMSNorm on q and k: fp32 input copies + rstd (+ normalised copies when trainable)
         saved += FP32 * (qd + kvd) + 4 * (a + spec.num_kv_heads)
@@ -141,17 +154,16 @@ def _mlp(spec: ModelSpec, ctx: ActivationContext, inter: int, mlp_in: list[Linea
     down_proj saves the product when trainable → 2h + 8I for full FT, 6I frozen (§3.2). Plain MLP: the
     activation saves fc1's output; fc2 saves the activation output when trainable."""
     m_bytes = ctx.mlp
-    saved = _linear_inputs(mlp_in, spec.hidden_size, ctx) if trainable_input else 0.0
+    saved = _linear_inputs(mlp_in, spec.hidden_size, ctx.resid, ctx) if trainable_input else 0.0
     act = _act_saved_factor(spec) * m_bytes * inter
     if spec.gated_mlp:
         saved += act + 2 * m_bytes * inter  # act_fn input, act output and up output (mul saves both)
     else:
         saved += act
-    for m in mlp_out:
-        if ctx.base_trainable:
-            saved += m_bytes * inter  # down/fc2 input for the weight grad
-        elif m.name in ctx.adapted:
-            saved += ctx.adapter_in * (m.in_features + ctx.rank)
+    if ctx.base_trainable:
+        saved += m_bytes * inter * len(mlp_out)  # down/fc2 input for the weight grad
+    else:
+        saved += _linear_inputs(mlp_out, inter, m_bytes, ctx)
     return saved
 
 
@@ -190,7 +202,7 @@ def moe_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
     experts_out = [m for m in spec.linears if m.role == "expert_out"]
     router = [m for m in spec.linears if m.role == "router"]
     h, k = spec.hidden_size, spec.experts_per_token
-    mlp = _linear_inputs(router, h, ctx) + FP32 * spec.num_experts  # router logits → fp32 softmax
+    mlp = _linear_inputs(router, h, ctx.resid, ctx) + FP32 * spec.num_experts  # router logits → fp32 softmax
     per_expert = _mlp(spec, ctx, spec.moe_intermediate_size, experts_in, experts_out, trainable_input=False)
     gathered = ctx.c * h  # index_select copy of the routed tokens
     if ctx.base_trainable or any(m.name in ctx.adapted for m in experts_in):

@@ -136,7 +136,8 @@ def _casts(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, flo
     if setup.precision == "mixed" and setup.method != "qlora":
         per_layer += 2 * spec.params_quantizable / spec.num_layers  # every decoder linear weight
         head += 2 * spec.vocab_size * spec.hidden_size  # lm_head (or the tied embedding used as head)
-    per_layer += 2 * lora / spec.num_layers  # fp32 adapters → bf16 under autocast
+    if trainable_bytes(setup) == FP32 and setup.method != "full":
+        per_layer += 2 * lora / spec.num_layers  # fp32 adapters → bf16 under autocast
     return per_layer * spec.num_layers + head, per_layer + head
 
 

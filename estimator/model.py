@@ -387,7 +387,7 @@ def generic_spec(size_b: float) -> ModelSpec:
         raise ValueError(f"model size must be between {MIN_SIZE_B} and {MAX_SIZE_B:g} billion, got {size_b:g}")
     total = int(round(size_b * 1e9))
     ratio = total / 7e9
-    h = max(256, 128 * round(4096 * ratio**0.4 / 128))  # hidden size: multiple of 128 (head_dim 128)
+    h = max(512, 512 * round(4096 * ratio**0.4 / 512))  # multiple of 512: 4k heads of 128, k KV heads
     layers = max(4, round(32 * ratio**0.2))  # depth grows slowly with size, as in the presets
     heads = h // 128
     kv_heads = max(1, heads // 4)  # GQA 4:1 as in Llama-3-8B (32 q heads, 8 kv heads)

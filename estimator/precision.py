@@ -28,8 +28,11 @@ def compute_bytes(setup: TrainingSetup) -> int:
 
 
 def adapter_bytes(setup: TrainingSetup) -> int:
-    """LoRA adapter weights are fp32: PEFT get_peft_model(autocast_adapter_dtype=True) upcasts them."""
-    return FP32
+    """LoRA adapter weights: fp32 by default (PEFT get_peft_model(autocast_adapter_dtype=True) upcasts
+    them); bf16 when the framework keeps them in the model dtype (LitGPT bf16-true, torchtune)."""
+    if setup.precision == "fp32":
+        return FP32
+    return FP32 if setup.adapter_dtype == "fp32" else HALF
 
 
 def trainable_bytes(setup: TrainingSetup) -> int:

@@ -10,6 +10,7 @@ PRECISIONS = ("bf16", "fp16", "mixed", "fp32")
 OPTIMIZERS = ("adamw", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd", "adafactor", "lion")
 ATTENTIONS = ("sdpa", "eager")
 LOSSES = ("standard", "chunked")
+ADAPTER_DTYPES = ("fp32", "bf16")
 SHARDINGS = ("none", "zero1", "zero2", "zero3")
 
 METHOD_LABELS = {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA"}
@@ -70,6 +71,7 @@ class TrainingSetup:
     lora_targets: tuple[str, ...] = (ALL_LINEAR,)
     fused_optimizer: bool = True  # HF Trainer default optim="adamw_torch_fused": no per-step temporaries
     qlora_fp32_upcast: bool = True  # TRL/PEFT prepare_model_for_kbit_training casts non-4-bit params to fp32
+    adapter_dtype: str = "fp32"  # PEFT upcasts adapters to fp32; LitGPT/torchtune keep them in bf16
     gpus: int = 1
     sharding: str = "none"
     offload_optimizer: bool = False  # ZeRO-Offload / FSDP CPU offload of optimizer state
@@ -82,6 +84,7 @@ class TrainingSetup:
         _check_choice("attention", self.attention, ATTENTIONS)
         _check_choice("loss", self.loss, LOSSES)
         _check_choice("sharding", self.sharding, SHARDINGS)
+        _check_choice("adapter_dtype", self.adapter_dtype, ADAPTER_DTYPES)
         _check_int("batch", self.batch, 1, MAX_BATCH)
         _check_int("seq_len", self.seq_len, 1, MAX_SEQ_LEN)
         _check_int("lora_rank", self.lora_rank, 1, MAX_RANK)
@@ -108,8 +111,10 @@ class TrainingSetup:
 
     @property
     def autocast(self) -> bool:
-        """Is a 16-bit autocast region active? Mixed precision always; LoRA/QLoRA with fp32 adapters too."""
-        return self.precision != "fp32" and (self.precision == "mixed" or self.method != "full")
+        """Is a 16-bit autocast region active? Mixed precision always; LoRA/QLoRA with fp32 adapters on a
+        16-bit base too (HF Trainer bf16=True). bf16 adapters on a bf16 base need no casts."""
+        return self.precision != "fp32" and (
+            self.precision == "mixed" or (self.method != "full" and self.adapter_dtype == "fp32"))
 
 
 def parse_targets(text: str) -> tuple[str, ...]:
