@@ -207,6 +207,8 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     g_persist = grads if setup.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
 
     casts_all, casts_layer = _casts(spec, setup, lora)
+    if setup.sharding == "zero3":
+        casts_all = casts_layer  # FSDP/ZeRO-3 gathers and casts one unit at a time, then frees it
     layers = tokens * act.layers_per_token(spec, ctx)
     ckpt = tokens * act.checkpoint_per_token(spec, ctx)
     final = tokens * (act.final_per_token(spec, ctx) + act.rope_per_token(spec, ctx))

@@ -1,0 +1,75 @@
+"""`python -m estimator`: stable flags, JSON schema, exit 2 with one clear line on bad flags."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from estimator.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_json(capsys, *args):
+    assert main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_schema_and_sum(capsys):
+    doc = run_json(capsys, "--model", "qwen2.5-7b", "--method", "lora", "--batch", "4", "--seq-len", "2048",
+                   "--device", "rtx-4090")
+    assert doc["params_total"] == 7_615_616_512
+    assert set(doc["components_bytes"]) == {"weights", "gradients", "optimizer", "activations", "overhead"}
+    assert sum(doc["components_bytes"].values()) == doc["total_bytes"]
+    assert doc["low_bytes"] < doc["total_bytes"] < doc["high_bytes"]
+    assert doc["peak_phase"]
+    device = doc["device"]
+    assert device["capacity_bytes"] == 24_000_000_000 and device["usable_bytes"] == 24_000_000_000
+    assert device["fits"] is (doc["total_bytes"] <= 24e9)
+
+
+def test_seed_rule_mode(capsys):
+    assert run_json(capsys, "--size", "7", "--method", "lora", "--rule", "seed")["total_bytes"] == 17_000_000_000
+    assert run_json(capsys, "--size", "14", "--method", "full", "--rule", "seed")["total_bytes"] == 172_000_000_000
+    master = run_json(capsys, "--size", "7", "--method", "full", "--rule", "seed", "--precision", "mixed")
+    assert master["total_bytes"] == 116_000_000_000
+
+
+def test_config_path(capsys, tmp_path):
+    cfg = json.loads((ROOT / "estimator/presets/llama-3.1-8b.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert run_json(capsys, "--config", str(path))["params_total"] == 8_030_261_248
+
+
+def test_lists(capsys):
+    presets = run_json(capsys, "--list-presets")
+    assert {"id", "name", "family", "params_total"} <= set(presets[0])
+    devices = run_json(capsys, "--list-devices")
+    laptop = next(d for d in devices if d["id"] == "laptop-36gb")
+    assert laptop == {"id": "laptop-36gb", "name": laptop["name"], "kind": "unified",
+                      "capacity_bytes": 36_000_000_000, "usable_bytes": 27_000_000_000}
+
+
+def test_advice(capsys):
+    doc = run_json(capsys, "--model", "llama-3.1-8b", "--method", "lora", "--batch", "8", "--seq-len", "4096",
+                   "--device", "rtx-4090", "--advice")
+    assert not doc["device"]["fits"]
+    assert [r["order"] for r in doc["advice"]["remedies"]] == [1, 2, 3, 4, 5]
+    assert doc["advice"]["max_batch"] is None or doc["advice"]["max_batch"] < 8
+
+
+@pytest.mark.parametrize("args", [
+    ["--batch", "0"], ["--batch", "x"], ["--method", "dpo"], ["--seq-len", "-1"], ["--model", "gpt-9"],
+    ["--size", "nan"], ["--size", "1e9"], ["--lora-targets", "query"], ["--device", "tpu"],
+    ["--config", "/nonexistent/config.json"], ["--gpus", "0"], ["--device", "custom"], ["--lora-targets", ","],
+])
+def test_bad_flags_exit_2_with_one_line(args):
+    proc = subprocess.run([sys.executable, "-m", "estimator", *args, "--json"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("estimator: error:")
+    assert "Traceback" not in proc.stderr and proc.stdout == ""

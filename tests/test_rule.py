@@ -1,0 +1,73 @@
+"""The seed page's rule of thumb reproduces every figure in shared/seed-notes.md."""
+
+import pytest
+
+from estimator import TrainingSetup, estimate, generic_spec, get_device, load_preset, rule_gb, seed_figure_gb, verdict
+from estimator.rule import rule_components_gb
+
+SIZE_TABLE = [(0.5, 4, 10), (1.5, 6, 22), (3, 9, 40), (7, 17, 88), (14, 31, 172)]
+
+
+@pytest.mark.parametrize(("size", "lora", "full"), SIZE_TABLE)
+def test_size_table(size, lora, full):
+    assert rule_gb(size, "lora") == pytest.approx(lora)
+    assert rule_gb(size, "full") == pytest.approx(full)
+
+
+def test_master_copy_is_16_gb_per_billion():
+    assert rule_gb(7, "full", master_copy=True) == pytest.approx(16 * 7 + 4)
+    assert rule_components_gb(1, "full", master_copy=True)["optimizer"] == pytest.approx(12)
+
+
+def test_qlora_examples():
+    assert round(rule_gb(8, "qlora")) == 9  # "an 8B model needs about 9 GB instead of 19"
+    assert round(rule_gb(8, "lora")) == 19
+    assert 22 <= rule_gb(27, "qlora") <= 26 and 22 <= rule_gb(32, "qlora") <= 26
+
+
+LAPTOP_VERDICTS = [(1.5, "lora", 6, True), (7, "lora", 17, True), (14, "lora", 31, False),
+                   (32, "qlora", 25.3, True), (1.5, "full", 22, True), (3, "full", 40, False)]
+
+
+@pytest.mark.parametrize(("size", "method", "approx_gb", "fits"), LAPTOP_VERDICTS)
+def test_36gb_laptop_six_verdicts(size, method, approx_gb, fits):
+    laptop = get_device("laptop-36gb")
+    assert laptop.usable_bytes == 27e9
+    est = estimate(generic_spec(size), TrainingSetup(method=method), rule="seed")
+    assert est.total_bytes / 1e9 == pytest.approx(approx_gb, abs=0.5)
+    assert verdict(est.total_bytes, laptop).fits is fits
+
+
+def test_16gb_nvidia_gpu():
+    gpu = get_device("gpu-16gb")
+    assert gpu.usable_bytes == 16e9  # discrete: the card's own memory
+    lora = estimate(generic_spec(8), TrainingSetup(method="lora"), rule="seed")
+    qlora = estimate(generic_spec(8), TrainingSetup(method="qlora"), rule="seed")
+    assert round(lora.total_bytes / 1e9) == 19 and not verdict(lora.total_bytes, gpu).fits
+    assert round(qlora.total_bytes / 1e9) == 9 and verdict(qlora.total_bytes, gpu).fits
+
+
+def test_seed_mode_mixed_precision_selects_master_copy():
+    est = estimate(generic_spec(7), TrainingSetup(method="full", precision="mixed"), rule="seed")
+    assert est.total_bytes == pytest.approx(116e9)
+    assert sum(est.components_bytes.values()) == pytest.approx(est.total_bytes)
+
+
+def test_seven_b_figure_before_activations():
+    spec = generic_spec(7)
+    assert sum(seed_figure_gb(spec, "full").values()) == pytest.approx(112)
+    assert round(sum(seed_figure_gb(spec, "lora").values())) == 15
+    assert 4 <= sum(seed_figure_gb(spec, "qlora").values()) <= 5
+    # the adapter is "about 40 million weights" for a 7B model at rank 16, all linear layers
+    adapter_gb = seed_figure_gb(spec, "lora")["trainable weights"] / 2
+    assert 30e6 < adapter_gb * 1e9 < 50e6
+
+
+def test_unified_three_quarters_and_discrete_whole():
+    assert get_device("mac-48gb").usable_bytes == 36e9
+    assert get_device("a100-80gb").usable_bytes == 80e9
+
+
+def test_preset_uses_exact_parameter_count():
+    est = estimate(load_preset("llama-3.1-8b"), TrainingSetup(method="lora"), rule="seed")
+    assert est.total_bytes == pytest.approx((2 * 8.030261248 + 3) * 1e9)
