@@ -14,6 +14,7 @@ from .precision import FP32, adapter_bytes, compute_bytes
 from .training import ALL_LINEAR, TrainingSetup
 
 INT64 = 8
+LM_HEAD = "lm_head"
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
     names = set(spec.linear_names())
     if setup.lora_targets == (ALL_LINEAR,):
         return frozenset(names)
+    names.add(LM_HEAD)  # PEFT can adapt the output head when named explicitly
     unknown = [t for t in setup.lora_targets if t not in names]
     if unknown:
         raise ValueError(
@@ -74,8 +76,9 @@ def lora_params(spec: ModelSpec, setup: TrainingSetup) -> int:
         return 0
     targets = adapted_modules(spec, setup)
     r = setup.lora_rank
-    return sum(r * (m.in_features + m.out_features) * m.count * (m.layers or spec.num_layers)
-               for m in spec.linears if m.name in targets)
+    head = r * (spec.hidden_size + spec.vocab_size) if LM_HEAD in targets else 0
+    return head + sum(r * (m.in_features + m.out_features) * m.count * (m.layers or spec.num_layers)
+                      for m in spec.linears if m.name in targets)
 
 
 def _norm_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
@@ -252,6 +255,9 @@ def final_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     saved = _norm_saved(spec, ctx) + 2 * INT64
     if ctx.base_trainable:
         saved += ctx.c * spec.hidden_size  # lm_head saves its input for its weight grad
+    elif LM_HEAD in ctx.adapted:
+        head = LinearModule(LM_HEAD, spec.hidden_size, spec.vocab_size, False, "head")
+        saved += _linear_inputs([head], spec.hidden_size, ctx.resid, ctx)  # LoRA on the output head
     return saved
 
 
@@ -282,7 +288,8 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         chunk = min(tokens, 2 ** math.ceil(math.log2(max(1, math.ceil(tokens / math.ceil(vocab / spec.hidden_size))))))
         tile = chunk * vocab * (ctx.c + 2 * FP32)  # logits tile + fp32 softmax work and its gradient
         return LossMemory(kept=0.0, transient=float(tile), head_input_grad=float(ctx.c * tokens * spec.hidden_size))
-    kept = FP32 * tokens * vocab
+    ce = FP32 if setup.ce_fp32_upcast else ctx.c  # LitGPT runs cross-entropy on bf16 logits
+    kept = ce * tokens * vocab
     if ctx.qlora_upcast:
         kept += FP32 * tokens * vocab
-    return LossMemory(kept=float(kept), transient=float(2 * FP32 * tokens * vocab), head_input_grad=0.0)
+    return LossMemory(kept=float(kept), transient=float(2 * ce * tokens * vocab), head_input_grad=0.0)

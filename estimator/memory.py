@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from . import activations as act
 from .model import ModelSpec
-from .precision import FP32, NF4_DQ_BYTES, compute_bytes, optimizer_state_bytes, trainable_bytes, weight_bytes
+from .precision import FP32, NF4_BYTES, NF4_DQ_BYTES, compute_bytes, optimizer_state_bytes, trainable_bytes, weight_bytes
 from .training import TrainingSetup
 
 COMPONENT_KEYS = ("weights", "gradients", "optimizer", "activations", "overhead")
@@ -103,8 +103,9 @@ def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, f
         return float(spec.params_total * wb), adapters, f"{wb} B × base + 4 B × {lora:,} adapter params"
     other = spec.params_total - spec.params_quantizable
     other_bytes = FP32 if (setup.qlora_fp32_upcast or setup.precision in ("mixed", "fp32")) else 2
-    frozen = spec.params_quantizable * NF4_DQ_BYTES + other * other_bytes
-    return frozen, adapters, f"0.5159 B × {spec.params_quantizable:,} 4-bit + {other_bytes} B × {other:,} other"
+    nf4 = NF4_DQ_BYTES if setup.nf4_double_quant else NF4_BYTES
+    frozen = spec.params_quantizable * nf4 + other * other_bytes
+    return frozen, adapters, f"{nf4:.4f} B × {spec.params_quantizable:,} 4-bit + {other_bytes} B × {other:,} other"
 
 
 def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
@@ -272,6 +273,12 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
                   "Gradients", [act_one, act_temp, act_deq]),
         ]
     phases.append(phase("optimizer step", 0.0, grads, "Gradients", [], opt_temp))
+    if setup.method == "qlora" and setup.load_16bit_first:
+        # LitGPT's bnb precision plugin loads the bf16 state dict onto the GPU before quantising: the
+        # load-time high-water mark is the 16-bit model (measured ≈ 2 B × params in its QLoRA tables).
+        load = float(2 * spec.params_total)
+        phases.append(Phase("model load (16-bit before quantising)", load, 0.0, 0.0, 0.0, (
+            d("weights", "16-bit checkpoint before quantisation", load, "2 B × params"),)))
 
     peak = max(phases, key=lambda p: p.total)
     tensor_peak = peak.total

@@ -11,6 +11,8 @@ HALF = 2  # bytes per bf16/fp16 element
 # + one 8-bit absmax per 64 weights (1/64 B) + one fp32 second-level absmax per 64×256 weights.
 NF4_DQ_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)  # = 0.515869 B/param (QLoRA paper §3: 0.127 bits of constants)
 
+NF4_BYTES = 0.5 + 4 / 64  # NF4 without double quantisation: one fp32 absmax per 64 weights (= 0.5625)
+
 # bitsandbytes 8-bit blockwise optimizer state: one uint8 per element per state + one fp32 absmax per
 # 256 elements (bnb optim/optimizer.py, blocksize 256).
 BNB_8BIT_STATE = 1 + 4 / 256

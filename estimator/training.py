@@ -72,6 +72,9 @@ class TrainingSetup:
     fused_optimizer: bool = True  # HF Trainer default optim="adamw_torch_fused": no per-step temporaries
     qlora_fp32_upcast: bool = True  # TRL/PEFT prepare_model_for_kbit_training casts non-4-bit params to fp32
     adapter_dtype: str = "fp32"  # PEFT upcasts adapters to fp32; LitGPT/torchtune keep them in bf16
+    ce_fp32_upcast: bool = True  # HF loss upcasts logits to fp32 (logits.float()); LitGPT keeps bf16
+    load_16bit_first: bool = False  # QLoRA: the framework puts the 16-bit checkpoint on the GPU, then quantises
+    nf4_double_quant: bool = True  # QLoRA default (bnb_4bit_use_double_quant=True); LitGPT's bnb.nf4 has none
     gpus: int = 1
     sharding: str = "none"
     offload_optimizer: bool = False  # ZeRO-Offload / FSDP CPU offload of optimizer state

@@ -1,0 +1,205 @@
+"""Accuracy of the estimator against (1) the FakeTensor tracer's fixtures and (2) published measurements.
+
+Pure Python (no torch): reads tests/data/calibration/fixtures.json and data/published_measurements.csv,
+re-runs the estimator on every row and reports the errors. Used by tests/test_accuracy.py, the
+How-it-works page and `python -m validation` (prints the report).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from estimator import ModelSpec, TrainingSetup, estimate, load_preset, preset_ids, spec_from_config
+from estimator.memory import ALLOCATOR_SLACK
+from estimator.units import GB, GiB
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "data" / "calibration" / "fixtures.json"
+PUBLISHED = ROOT / "data" / "published_measurements.csv"
+PUBLISHED_CONFIGS = ROOT / "data" / "published_configs"
+
+# What each framework does differently from the HF Trainer + PEFT defaults the estimator assumes.
+FRAMEWORK_OPTIONS: dict[str, dict[str, Any]] = {
+    # LitGPT: bf16-true (adapters bf16, no autocast), CE on bf16 logits, bnb.nf4 without double quant,
+    # no fp32 upcast of the non-quantised weights.
+    "litgpt": {"adapter_dtype": "bf16", "ce_fp32_upcast": False, "nf4_double_quant": False,
+               "qlora_fp32_upcast": False, "load_16bit_first": True},
+    # torchtune: whole model incl. adapters in bf16; torchao NF4 (double-quantised scalers); no upcast.
+    "torchtune": {"adapter_dtype": "bf16", "qlora_fp32_upcast": False},
+    "peft-bench": {},
+    "hf-trainer": {},
+}
+
+# Published rows that use techniques outside the model; their errors are reported and explained.
+EXPLANATIONS: dict[str, str] = {
+    "torch.compile": "torch.compile fuses elementwise ops and frees intermediates: fewer saved activations",
+    "optimizer_in_bwd": "the optimizer step runs inside backward, so the full gradient set never exists",
+    "activation offloading": "activations are offloaded to CPU RAM during forward",
+    "validation": "the peak includes validation and sample generation at other batch sizes",
+    "packed": "packed samples use a block-causal document mask",
+}
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    pos = (len(ordered) - 1) * q
+    lo, hi = int(pos), min(int(pos) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize(errors: list[float]) -> dict[str, float]:
+    """Median, p90 and worst of |error| in percent."""
+    absolute = [abs(e) for e in errors]
+    return {"n": len(errors), "median_abs_pct": statistics.median(absolute) if absolute else 0.0,
+            "p90_abs_pct": _pct(absolute, 0.9), "worst_abs_pct": max(absolute, default=0.0),
+            "mean_pct": statistics.fmean(errors) if errors else 0.0}
+
+
+def _group(rows: list[dict[str, Any]], key: str) -> dict[str, dict[str, float]]:
+    groups: dict[str, list[float]] = {}
+    for row in rows:
+        groups.setdefault(str(row[key]), []).append(row["error_pct"])
+    return {k: summarize(v) for k, v in sorted(groups.items())}
+
+
+def _targets(text: str) -> tuple[str, ...]:
+    if not text or text == "all-linear":
+        return ("all-linear",)
+    return tuple(t for t in text.replace(",", ";").split(";") if t)
+
+
+FUSED_QKV = {"gpt_neox": "query_key_value", "phi3": "qkv_proj"}
+
+
+def _map_targets(spec: ModelSpec, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """Sources name q/k/v adapters even on fused-qkv models (LitGPT's lora_query/lora_value): map them to
+    the fused module, which carries the same input."""
+    fused = FUSED_QKV.get(spec.family)
+    if not fused:
+        return targets
+    mapped = [fused if t in ("q_proj", "k_proj", "v_proj") else t for t in targets]
+    return tuple(dict.fromkeys(mapped))
+
+
+@lru_cache(maxsize=64)
+def _published_spec(config_id: str) -> ModelSpec:
+    if config_id in preset_ids():
+        return load_preset(config_id)
+    path = PUBLISHED_CONFIGS / f"{config_id}.json"
+    return spec_from_config(json.loads(path.read_text()), name=config_id, source=config_id)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One compared measurement."""
+
+    data: dict[str, Any]
+
+
+def tracer_rows() -> list[dict[str, Any]]:
+    """Every tracer fixture with the estimator's tensor-level peak next to the measured one."""
+    if not FIXTURES.exists():
+        return []
+    rows = []
+    for case in json.loads(FIXTURES.read_text()):
+        s = case["setup"]
+        spec = spec_from_config(case["config"], name=case["id"])
+        targets = s.get("lora_targets") or "all-linear"
+        setup = TrainingSetup(
+            method=s["method"], precision=s["precision"], optimizer=s.get("optimizer", "adamw"),
+            batch=int(s["batch"]), seq_len=int(s["seq_len"]), grad_ckpt=bool(s["grad_ckpt"]),
+            attention=s.get("attention", "sdpa"), loss=s.get("loss", "standard"),
+            lora_rank=int(s.get("lora_rank") or 16),
+            lora_targets=("all-linear",) if targets == "all-linear" else tuple(targets),
+        )
+        measured = float(case["measured"]["peak_bytes"])
+        est = estimate(spec, setup)
+        predicted = est.tensor_bytes
+        rows.append({
+            "id": case["id"], "family": case.get("family", spec.family), "method": setup.method,
+            "precision": setup.precision, "batch": setup.batch, "seq_len": setup.seq_len,
+            "grad_ckpt": setup.grad_ckpt, "attention": setup.attention, "lora_targets": ",".join(setup.lora_targets),
+            "measured_bytes": measured, "estimated_bytes": predicted,
+            "error_pct": 100.0 * (predicted - measured) / measured, "peak_phase": est.peak_phase,
+        })
+    return rows
+
+
+def published_rows() -> list[dict[str, Any]]:
+    """Every published measurement with the estimator's prediction of the same quantity."""
+    rows = []
+    with PUBLISHED.open(newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            spec = _published_spec(r["config_id"])
+            options = dict(FRAMEWORK_OPTIONS.get(r["framework"], {}))
+            notes = r.get("notes", "")
+            if "CEWithChunkedOutputLoss" in notes or "chunked CE" in notes:
+                options["loss"] = "chunked"
+            setup = TrainingSetup(
+                method=r["method"], precision=r["precision"], optimizer=r["optimizer"], batch=int(r["batch"]),
+                seq_len=int(r["seq_len"]), grad_ckpt=r["grad_ckpt"].lower() == "true",
+                attention=r["attention"] or "sdpa", lora_rank=int(r["lora_rank"] or 16),
+                lora_targets=_map_targets(spec, _targets(r["lora_targets"])), gpus=int(r["gpus"] or 1),
+                sharding=r["sharding"] or "none", **options,
+            )
+            est = estimate(spec, setup)
+            unit = GiB if r["measured_unit"] == "GiB" else GB
+            measured = float(r["measured_value"]) * unit
+            if r["measure"] == "max_reserved":
+                predicted = est.tensor_bytes * (1 + ALLOCATOR_SLACK)  # reserved = allocated + allocator slack
+            elif r["measure"] == "nvidia-smi":
+                predicted = est.total_bytes
+            else:
+                predicted = est.tensor_bytes
+            error = 100.0 * (predicted - measured) / measured
+            reasons = [text for key, text in EXPLANATIONS.items() if key in notes.lower() or key in notes]
+            rows.append({
+                "id": r["id"], "model": r["model"], "framework": r["framework"], "method": setup.method,
+                "precision": setup.precision, "batch": setup.batch, "seq_len": setup.seq_len,
+                "grad_ckpt": setup.grad_ckpt, "gpus": setup.gpus, "measure": r["measure"],
+                "measured_gb": measured / GB, "estimated_gb": predicted / GB, "error_pct": error,
+                "source": r["source"], "explanation": "; ".join(reasons),
+            })
+    return rows
+
+
+def accuracy_report() -> dict[str, Any]:
+    """Both sets: overall median/p90/worst |error| %, by family/framework and method, and every row."""
+    tracer = tracer_rows()
+    published = published_rows()
+    return {
+        "tracer": {**summarize([r["error_pct"] for r in tracer]), "by_family": _group(tracer, "family"),
+                   "by_method": _group(tracer, "method"), "by_precision": _group(tracer, "precision"),
+                   "rows": tracer},
+        "published": {**summarize([r["error_pct"] for r in published]), "by_method": _group(published, "method"),
+                      "by_framework": _group(published, "framework"), "rows": published},
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The accuracy report as text (what `python -m validation` prints)."""
+    lines = []
+    for name, title in (("tracer", "Tracer fixtures (tensor-level peak, FakeTensor + MemTracker)"),
+                        ("published", "Published measurements")):
+        part = report[name]
+        lines.append(f"{title}: n={part['n']}  median |err| {part['median_abs_pct']:.1f} %  "
+                     f"p90 {part['p90_abs_pct']:.1f} %  worst {part['worst_abs_pct']:.1f} %  "
+                     f"mean signed {part['mean_pct']:+.1f} %")
+        for group in ("by_family", "by_framework", "by_method", "by_precision"):
+            for key, stats in part.get(group, {}).items():
+                lines.append(f"  {group[3:]:<10} {key:<12} n={stats['n']:<3} median {stats['median_abs_pct']:5.1f} %  "
+                             f"worst {stats['worst_abs_pct']:5.1f} %")
+        if name == "published":
+            for row in part["rows"]:
+                flag = "  <-- " + (row["explanation"] or "unexplained") if abs(row["error_pct"]) > 20 else ""
+                lines.append(f"    {row['id']:<24} {row['method']:<5} measured {row['measured_gb']:6.2f} GB  "
+                             f"estimated {row['estimated_gb']:6.2f} GB  {row['error_pct']:+6.1f} %{flag}")
+    return "\n".join(lines)

@@ -1,0 +1,3 @@
+from . import accuracy_report, format_report
+
+print(format_report(accuracy_report()))
