@@ -153,7 +153,7 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
         opt = opt / n  # P_os: optimizer state partitioned over N
     if setup.sharding in ("zero2", "zero3"):
         grads = grads / n  # P_g: gradients reduce-scattered to their owner
-    if setup.sharding == "zero3":
+    if setup.sharding == "zero3" and n > 1:
         layer_params = (spec.params_total - spec.params_embedding) / spec.num_layers
         unit = max(layer_params, spec.vocab_size * spec.hidden_size)
         # P_p: parameters partitioned; the current and the prefetched FSDP unit are gathered (FSDP docs).
@@ -208,7 +208,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     g_persist = grads if setup.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
 
     casts_all, casts_layer = _casts(spec, setup, lora)
-    if setup.sharding == "zero3":
+    if setup.sharding == "zero3" and setup.gpus > 1:
         casts_all = casts_layer  # FSDP/ZeRO-3 gathers and casts one unit at a time, then frees it
     layers = tokens * act.layers_per_token(spec, ctx)
     ckpt = tokens * act.checkpoint_per_token(spec, ctx)

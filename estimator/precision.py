@@ -54,7 +54,7 @@ def optimizer_state_bytes(optimizer: str, param_bytes: int) -> float:
     if optimizer == "sgd":
         return param_bytes  # one momentum buffer (HF docs: "SGD with momentum maintains only 1 state")
     if optimizer == "lion":
-        return param_bytes  # one exp_avg (Lion keeps only momentum)
+        return FP32  # one exp_avg; the Trainer's lion_32bit (bitsandbytes) keeps it in fp32
     if optimizer == "adafactor":
         return FP32  # 1-D tensors keep a full fp32 second moment; matrices are factored (memory.py)
     raise ValueError(f"unknown optimizer {optimizer!r}")

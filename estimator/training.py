@@ -70,7 +70,9 @@ class TrainingSetup:
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = (ALL_LINEAR,)
     fused_optimizer: bool = True  # HF Trainer default optim="adamw_torch_fused": no per-step temporaries
-    qlora_fp32_upcast: bool = True  # TRL/PEFT prepare_model_for_kbit_training casts non-4-bit params to fp32
+    # PEFT's prepare_model_for_kbit_training casts every non-4-bit param to fp32; current TRL no longer calls
+    # it (trl PR #4577, moved to experimental in #4704), so the default keeps them in 16-bit.
+    qlora_fp32_upcast: bool = False
     adapter_dtype: str = "fp32"  # PEFT upcasts adapters to fp32; LitGPT/torchtune keep them in bf16
     ce_fp32_upcast: bool = True  # HF loss upcasts logits to fp32 (logits.float()); LitGPT keeps bf16
     load_16bit_first: bool = False  # QLoRA: the framework puts the 16-bit checkpoint on the GPU, then quantises

@@ -12,7 +12,7 @@ LLAMA8 = load_preset("llama-3.1-8b")
     (TrainingSetup(method="full", precision="bf16"), 200_840),  # A_F = 16h+4qd+4kvd+8I+4a+8
     (TrainingSetup(method="full", precision="mixed"), 241_800),  # A_M = 26h+4qd+4kvd+8I+4a+8
     (TrainingSetup(method="lora", lora_rank=16), 217_448),  # A_R = 18h+6qd+4kvd+8I+14r+4a+8
-    (TrainingSetup(method="qlora", lora_rank=16), 303_464),  # A_Qp = 18h+6qd+4kvd+14I+14r+4a+8
+    (TrainingSetup(method="qlora", lora_rank=16, qlora_fp32_upcast=True), 303_464),  # A_Qp = 18h+6qd+4kvd+14I+14r+4a+8
 ])
 def test_layer_activation_closed_forms(setup, per_token):
     ctx = act.context(LLAMA8, setup)
@@ -40,7 +40,8 @@ def _gb(setup):
     (TrainingSetup(method="lora", seq_len=2048, grad_ckpt=True), 20.5),  # §6.1 with checkpointing
     (TrainingSetup(method="full", precision="bf16", seq_len=2048), 64.6),  # §6.2(c) pure bf16
     (TrainingSetup(method="full", precision="mixed", seq_len=2048), 131.5),  # §6.2(b) start of backward
-    (TrainingSetup(method="qlora", seq_len=2048, grad_ckpt=True), 13.8),  # §6.1 QLoRA + ckpt timeline
+    (TrainingSetup(method="qlora", seq_len=2048, grad_ckpt=True, qlora_fp32_upcast=True), 13.8),  # §6.1 QLoRA+ckpt
+    (TrainingSetup(method="qlora", seq_len=2048, grad_ckpt=True), 10.1),  # §6.1 without prepare's fp32 upcast
 ])
 def test_worked_examples(setup, expected_gb):
     assert _gb(setup) == pytest.approx(expected_gb, rel=0.02)
@@ -83,6 +84,18 @@ def test_zero3_divides_model_states():
     assert eight.total_bytes < one.total_bytes / 4
 
 
+def test_zero3_on_one_gpu_changes_nothing():
+    plain = estimate(LLAMA8, TrainingSetup(method="full", seq_len=512))
+    zero3 = estimate(LLAMA8, TrainingSetup(method="full", seq_len=512, sharding="zero3"))
+    assert zero3.total_bytes == plain.total_bytes
+
+
+def test_qlora_default_keeps_non_4bit_weights_in_16_bit():
+    est = estimate(LLAMA8, TrainingSetup(method="qlora"))
+    frozen = next(x for x in est.details if x.label == "Frozen base weights").bytes
+    assert frozen == pytest.approx(6_979_321_856 * (0.5 + 1 / 64 + 4 / 16384) + 2 * 1_050_939_392)
+
+
 def test_ddp_bucket_doubles_gradients():
     one = estimate(LLAMA8, TrainingSetup(method="full", seq_len=64))
     ddp = estimate(LLAMA8, TrainingSetup(method="full", seq_len=64, gpus=2))
@@ -98,7 +111,7 @@ def test_offload_moves_optimizer_to_cpu():
 
 
 @pytest.mark.parametrize(("optimizer", "per_param"), [
-    ("adamw", 4), ("adamw_8bit", 2 + 8 / 256), ("paged_adamw", 8), ("sgd", 2), ("lion", 2),
+    ("adamw", 4), ("adamw_8bit", 2 + 8 / 256), ("paged_adamw", 8), ("sgd", 2), ("lion", 4),
 ])
 def test_optimizer_state_bytes_full_bf16(optimizer, per_param):
     est = estimate(LLAMA8, TrainingSetup(method="full", optimizer=optimizer, seq_len=64))
@@ -123,7 +136,7 @@ def test_foreach_adamw_adds_step_temporaries():
 
 def test_qlora_weight_storage_matches_bitsandbytes_layout():
     # NF4 + double quant: 0.5 + 1/64 + 4/(64·256) B per weight (QLoRA §3); non-linear params upcast to fp32.
-    est = estimate(LLAMA8, TrainingSetup(method="qlora"))
+    est = estimate(LLAMA8, TrainingSetup(method="qlora", qlora_fp32_upcast=True))
     frozen = next(x for x in est.details if x.label == "Frozen base weights").bytes
     expected = 6_979_321_856 * (0.5 + 1 / 64 + 4 / 16384) + 4 * (8_030_261_248 - 6_979_321_856)
     assert frozen == pytest.approx(expected)

@@ -95,11 +95,16 @@ def test_qlora_le_lora_le_full_weights_generic(size, precision):
     assert _weights(spec, "qlora", precision) <= _weights(spec, "lora", precision) <= _weights(spec, "full", precision)
 
 
-def test_tiny_large_vocab_qlora_can_exceed_lora():
-    """A real effect, not a bug (litgpt #1112): prepare_model_for_kbit_training upcasts the embedding to fp32,
-    and a 0.1B model with a 128k vocabulary is mostly embedding."""
+def test_tiny_large_vocab_qlora_can_exceed_lora_with_fp32_upcast():
+    """A real effect, not a bug (bitsandbytes #1569): prepare_model_for_kbit_training upcasts the embedding
+    to fp32, and a 0.1B model with a 128k vocabulary is mostly embedding."""
     spec = generic_spec(0.1)
-    assert _weights(spec, "qlora") > _weights(spec, "lora")
+
+    def frozen(upcast):
+        est = estimate(spec, TrainingSetup(method="qlora", qlora_fp32_upcast=upcast, seq_len=64))
+        return next(x.bytes for x in est.details if x.label == "Frozen base weights")
+
+    assert frozen(True) > _weights(spec, "lora") > frozen(False)
 
 
 @SETTINGS
