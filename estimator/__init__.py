@@ -11,8 +11,17 @@ from .devices import CATALOG, Device, Verdict, custom_device, device_ids, get_de
 from .memory import COMPONENT_KEYS, COMPONENT_LABELS, DetailItem, Estimate, Phase
 from .memory import estimate as detailed_estimate
 from .model import (
-    MAX_SIZE_B, MIN_SIZE_B, ModelSpec, Preset, generic_spec, list_presets, load_preset,
-    parse_config_text, preset_ids, resolve_model, spec_from_config,
+    MAX_SIZE_B,
+    MIN_SIZE_B,
+    ModelSpec,
+    Preset,
+    generic_spec,
+    list_presets,
+    load_preset,
+    parse_config_text,
+    preset_ids,
+    resolve_model,
+    spec_from_config,
 )
 from .rule import rule_gb, seed_estimate, seed_figure_gb
 from .training import TrainingSetup, parse_targets

@@ -3,8 +3,8 @@ setup, and solvers for the largest batch, the longest max length, the smallest d
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from .devices import CATALOG, Device
 from .memory import Estimate
@@ -64,8 +64,7 @@ def smallest_device(spec: ModelSpec, setup: TrainingSetup, catalog: tuple[Device
                     estimate_fn: EstimateFn = _default_estimate) -> Device | None:
     """The catalog device with the least usable memory that still fits this setup."""
     total = estimate_fn(spec, setup).total_bytes
-    fitting = [d for d in catalog if d.kind == "discrete" or d.usable_bytes > 0]
-    fitting = [d for d in fitting if d.usable_bytes >= total]
+    fitting = [d for d in catalog if d.usable_bytes >= total]
     return min(fitting, key=lambda d: (d.usable_bytes, d.id)) if fitting else None
 
 

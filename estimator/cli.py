@@ -7,14 +7,31 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from . import (
-    CATALOG, COMPONENT_KEYS, Device, Estimate, ModelSpec, TrainingSetup, custom_device, estimate, fmt_both,
-    generic_spec, get_device, list_presets, load_preset, max_batch, max_seq_len, parse_config_text,
-    parse_targets, remedies, verdict,
+    CATALOG,
+    COMPONENT_KEYS,
+    Device,
+    Estimate,
+    ModelSpec,
+    TrainingSetup,
+    custom_device,
+    estimate,
+    fmt_both,
+    generic_spec,
+    get_device,
+    list_presets,
+    load_preset,
+    max_batch,
+    max_seq_len,
+    parse_config_text,
+    parse_targets,
+    remedies,
+    verdict,
 )
 from .training import ATTENTIONS, LOSSES, METHODS, OPTIMIZERS, PRECISIONS, SHARDINGS
 

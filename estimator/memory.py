@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 
 from . import activations as act
 from .model import ModelSpec
-from .precision import FP32, NF4_BYTES, NF4_DQ_BYTES, compute_bytes, optimizer_state_bytes, trainable_bytes, weight_bytes
+from .precision import (
+    FP32,
+    NF4_BYTES,
+    NF4_DQ_BYTES,
+    compute_bytes,
+    optimizer_state_bytes,
+    trainable_bytes,
+    weight_bytes,
+)
 from .training import TrainingSetup
 
 COMPONENT_KEYS = ("weights", "gradients", "optimizer", "activations", "overhead")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Mapping
+from typing import Any
 
 # Families whose config.json we understand. Anything else is a clear ValueError.
 SUPPORTED_FAMILIES = (
@@ -106,6 +107,11 @@ class ModelSpec:
 # Config parsing
 # --------------------------------------------------------------------------------------------
 
+def _safe(text: object, limit: int = 40) -> str:
+    """User text fit to quote: truncated, lone surrogates (valid in JSON, not in UTF-8) replaced."""
+    return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in str(text)[:limit])
+
+
 def _field(cfg: Mapping[str, Any], key: str, *, default: Any = None, required: bool = True) -> Any:
     value = cfg.get(key, default)
     if value is None and required:
@@ -115,12 +121,13 @@ def _field(cfg: Mapping[str, Any], key: str, *, default: Any = None, required: b
 
 def _positive_int(cfg: Mapping[str, Any], key: str, *, default: Any = None, limit: int = MAX_DIM) -> int:
     value = _field(cfg, key, default=default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"config.json field '{key}' must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not math.isfinite(value)):
+        raise ValueError(f"config.json field '{key}' must be a positive integer, got {_safe(repr(value))}")
     if value != int(value) or value < 1:
-        raise ValueError(f"config.json field '{key}' must be a positive integer, got {value!r}")
+        raise ValueError(f"config.json field '{key}' must be a positive integer, got {_safe(repr(value))}")
     if value > limit:
-        raise ValueError(f"config.json field '{key}' = {value:,} is beyond any real model (limit {limit:,})")
+        raise ValueError(f"config.json field '{key}' = {_safe(value)} is beyond any real model (limit {limit:,})")
     return int(value)
 
 
@@ -129,7 +136,7 @@ def _flag(cfg: Mapping[str, Any], key: str, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise ValueError(f"config.json field '{key}' must be true or false, got {value!r}")
+        raise ValueError(f"config.json field '{key}' must be true or false, got {_safe(repr(value))}")
     return value
 
 
@@ -194,7 +201,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
         raise ValueError("config.json is missing the field 'model_type'")
     if family not in SUPPORTED_FAMILIES:
         raise ValueError(
-            f"model_type '{family[:40]}' is not supported; supported: {', '.join(SUPPORTED_FAMILIES)}"
+            f"model_type '{_safe(family)}' is not supported; supported: {', '.join(SUPPORTED_FAMILIES)}"
         )
 
     h = _positive_int(cfg, "hidden_size")
@@ -275,7 +282,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
         tie_embeddings=tie, gated_mlp=family not in ("phi", "gpt_neox"), norm_kind=norm_kind,
         norms_per_layer=norms_per_layer, qk_norm=qk_norm, parallel_block=parallel,
         lm_head_bias=lm_head_bias, linears=tuple(linears),
-        hidden_act=str(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu")[:40],
+        hidden_act=_safe(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"),
         num_experts=num_experts,
         experts_per_token=experts_per_token, moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=shared_inter, moe_layers=moe_layers, source=source,
@@ -362,7 +369,7 @@ def parse_config_text(text: str | bytes, name: str = "uploaded config") -> Model
         cfg = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"the file is not valid JSON ({str(exc)[:80]})") from None
-    return spec_from_config(cfg, name=name)
+    return spec_from_config(cfg, name=_safe(name, 60))
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,7 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from estimator import (
-    COMPONENT_KEYS, TrainingSetup, estimate, generic_spec, list_presets, load_preset, spec_from_config,
+    COMPONENT_KEYS,
+    TrainingSetup,
+    estimate,
+    generic_spec,
+    list_presets,
+    load_preset,
+    spec_from_config,
 )
 from estimator.training import ATTENTIONS, LOSSES, METHODS, OPTIMIZERS, PRECISIONS, SHARDINGS
 
