@@ -76,7 +76,9 @@ def training_snippet(spec: ModelSpec, setup: TrainingSetup) -> str:
         "import torch",
         "from datasets import load_dataset",
     ]
-    if lora:
+    if setup.method == "qlora":
+        out.append("from peft import LoraConfig, prepare_model_for_kbit_training")
+    elif lora:
         out.append("from peft import LoraConfig")
     out.append("from transformers import AutoModelForCausalLM"
                + (", BitsAndBytesConfig" if setup.method == "qlora" else ""))
@@ -106,7 +108,11 @@ def training_snippet(spec: ModelSpec, setup: TrainingSetup) -> str:
     ]
     if setup.method == "qlora":
         out.append("    quantization_config=bnb_config,")
-    out += [")", ""]
+    out += [")"]
+    if setup.method == "qlora":
+        out += ["# fp32 norms, embeddings and head, as the estimate assumes (recent TRL no longer does this itself).",
+                f"model = prepare_model_for_kbit_training(model, use_gradient_checkpointing={setup.grad_ckpt})"]
+    out.append("")
 
     if lora:
         targets: str | list[str] = ALL_LINEAR if setup.lora_targets == (ALL_LINEAR,) else list(setup.lora_targets)
@@ -130,7 +136,9 @@ def training_snippet(spec: ModelSpec, setup: TrainingSetup) -> str:
         f"    gradient_checkpointing={setup.grad_ckpt},",
     ]
     if setup.grad_ckpt:
-        out.append('    gradient_checkpointing_kwargs={"use_reentrant": False},')
+        # TRL forces reentrant checkpointing for PEFT under ZeRO-3; non-reentrant elsewhere.
+        reentrant = lora and setup.sharding == "zero3"
+        out.append(f'    gradient_checkpointing_kwargs={{"use_reentrant": {reentrant}}},')
     out += [
         f"    bf16={bf16},",
         f"    fp16={fp16},",
@@ -139,6 +147,8 @@ def training_snippet(spec: ModelSpec, setup: TrainingSetup) -> str:
     ]
     if setup.loss == "chunked":
         out.append("    use_liger_kernel=True,  # fused linear + cross-entropy: logits never materialised")
+    else:
+        out.append('    loss_type="nll",  # HF cross-entropy on fp32 logits, as estimated (TRL may default to a chunked loss)')
     if setup.sharding != "none" or setup.offload_optimizer:
         stage = {"zero1": 1, "zero2": 2, "zero3": 3}.get(setup.sharding, 2)  # offload alone: ZeRO-Offload, stage 2
         offload = ', "offload_optimizer": {"device": "cpu"}' if setup.offload_optimizer else ""
@@ -154,8 +164,7 @@ def training_snippet(spec: ModelSpec, setup: TrainingSetup) -> str:
     out += [")", ""]
 
     if setup.method == "qlora":
-        out += ["# SFTTrainer runs peft.prepare_model_for_kbit_training on the 4-bit model (norms, embeddings and",
-                "# head in fp32), as the estimate assumes."]
+        out += ["# Recent TRL casts QLoRA adapters to bf16; the estimate counts fp32 adapters (slightly more memory)."]
     out += [
         "trainer = SFTTrainer(",
         "    model=model,",

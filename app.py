@@ -1,0 +1,21 @@
+"""Will it fit? — entrypoint: page config and navigation only. Pages live in pages/; every page draws the
+shared inputs itself (ui.inputs.render_inputs), so pages stay testable on their own.
+
+Page files are named after their URL paths: until a session has run st.navigation, Streamlit serves a deep
+link from the legacy pages/ folder by file name, so /compare, /fits, /sizes, /scale and /how still open the
+right page on a freshly started server."""
+
+import streamlit as st
+
+st.set_page_config(page_title="Will it fit?", page_icon=":material/memory:", layout="wide")
+
+PAGES = [
+    st.Page("pages/calculator.py", title="Calculator", icon=":material/calculate:", default=True),
+    st.Page("pages/compare.py", title="Compare methods", icon=":material/stacked_bar_chart:", url_path="compare"),
+    st.Page("pages/fits.py", title="What fits my device", icon=":material/laptop_mac:", url_path="fits"),
+    st.Page("pages/sizes.py", title="Size table", icon=":material/table:", url_path="sizes"),
+    st.Page("pages/scale.py", title="Scale out", icon=":material/hub:", url_path="scale"),
+    st.Page("pages/how.py", title="How it works", icon=":material/menu_book:", url_path="how"),
+]
+
+st.navigation(PAGES, position="top").run()

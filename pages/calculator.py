@@ -1,0 +1,132 @@
+"""Calculator: will this fine-tuning run fit? The verdict, the memory bar against the device, what to
+change, the breakdown with downloads, and a share link. Thin: inputs → estimator → ui builders → render."""
+
+import json
+
+import streamlit as st
+
+from estimator import estimate, max_batch, max_seq_len, remedies, smallest_device, to_gb, verdict
+from estimator.cli import estimate_json
+from estimator.training import METHOD_LABELS
+from ui.charts import both_units, chart_alt, memory_bar
+from ui.inputs import BATCH_MAX, MAX_LEN_MAX, link_params, plain, render_inputs, show_notes
+from ui.report import (
+    RuleGap,
+    band_warning,
+    breakdown_csv,
+    breakdown_frame,
+    limit_text,
+    remedy_line,
+    share_url,
+    verdict_detail,
+)
+
+inputs = render_inputs()
+spec, setup, device = inputs.model, inputs.setup, inputs.device
+present = inputs.presentation
+est = estimate(spec, setup, rule=inputs.rule)
+detailed = estimate(spec, setup) if inputs.rule else est
+v = verdict(est.total_bytes, device, est.high_bytes)
+
+
+def text(value: str) -> str:
+    """Markdown-escaped text: names can come from an uploaded config.json."""
+    return plain(value, limit=2000)
+
+
+show_notes(inputs)
+
+# ---- The verdict, first and big -------------------------------------------------------------------------
+mode = "seed rule of thumb" if inputs.rule else "detailed estimate"
+st.caption(text(f"{spec.name} · {METHOD_LABELS[setup.method]} · {setup.precision} · batch {setup.batch} × "
+                f"{setup.seq_len:,} tokens · {mode}"))
+color, icon = ("green", ":material/check_circle:") if v.fits else ("red", ":material/cancel:")
+(st.title if present else st.header)(f":{color}[{v.headline}]", icon=icon, anchor=False)
+estimate_line, device_line = verdict_detail(est, device, v)
+if present:
+    st.subheader(text(estimate_line), anchor=False)
+else:
+    st.markdown(text(estimate_line))
+st.caption(text(device_line))
+caution = band_warning(est, v)
+if caution:
+    st.warning(text(caution), icon=":material/warning:")
+
+if inputs.rule:
+    gap = RuleGap(est.total_bytes, detailed.total_bytes)
+    dv = verdict(detailed.total_bytes, device, detailed.high_bytes)
+    st.info(text(gap.sentence()) + "  \n" + text(f"Detailed verdict on this device: {dv.headline}."),
+            icon=":material/compare_arrows:")
+
+st.plotly_chart(memory_bar(est, device, font_size=18 if present else None), key="memory_bar", width="stretch",
+                config={"displayModeBar": False}, alt=chart_alt(est, device))
+if not present:
+    for note in est.notes:
+        st.caption(text(note))
+
+# ---- What to change -------------------------------------------------------------------------------------
+st.subheader("What to change", anchor=False)
+usable = device.usable_bytes
+if inputs.rule:
+    st.caption(text(f"The rule of thumb ignores length, batch and checkpointing, so these are priced with the "
+                    f"detailed estimate ({both_units(detailed.total_bytes)})."))
+if detailed.total_bytes <= usable:
+    st.caption("It fits; each change frees this much headroom. The seed's order: try the first ones first.")
+else:
+    st.caption("The seed's order when a run runs out of memory: try the first ones first.")
+try:
+    options = remedies(spec, setup)
+except ValueError as exc:  # the estimator could not build the comparison setup
+    st.warning(text(f"The changes could not be priced for this model: {exc}"), icon=":material/info:")
+    options = ()
+lines = []
+for r in options:
+    change = f" ({text(r.change)})" if r.applicable else ""
+    line = f"{r.order}. **{text(r.title)}**{change}: {text(remedy_line(r, usable))}"
+    if r.caveat and not present:
+        line += f"  \n   :gray[{text(r.caveat)}]"
+    lines.append(line)
+if lines:
+    st.markdown("\n".join(lines))
+
+best_batch = max_batch(spec, setup, usable, limit=BATCH_MAX)
+best_len = max_seq_len(spec, setup, usable, limit=MAX_LEN_MAX)
+smallest = smallest_device(spec, setup)
+fit_lines = [
+    f"- Largest batch that fits on this device (at max length {setup.seq_len:,}): "
+    f"**{text(limit_text(best_batch, BATCH_MAX, 'example'))}**",
+    f"- Longest max length that fits (at batch {setup.batch}): "
+    f"**{text(limit_text(best_len, MAX_LEN_MAX, 'token'))}**" + (" tokens" if best_len else ""),
+    "- Smallest catalog device that fits: " + (
+        f"**{text(smallest.name)}** ({text(both_units(smallest.usable_bytes))} usable)" if smallest else
+        "**none in the catalog**: try QLoRA, checkpointing, or sharding over several GPUs"),
+]
+st.markdown("\n".join(fit_lines))
+
+# ---- Breakdown and downloads ----------------------------------------------------------------------------
+if not present:
+    st.subheader("Breakdown at the peak", anchor=False)
+    table = breakdown_frame(est)
+    st.dataframe(
+        table, hide_index=True, width="stretch", key="breakdown", height=35 * (len(table) + 1) + 3,  # no scroll
+        column_config={
+            "component": st.column_config.TextColumn("Component", width="medium"),
+            "item": st.column_config.TextColumn("Item", width="medium"),
+            "bytes": st.column_config.NumberColumn("Bytes", format="localized"),
+            "gb": st.column_config.NumberColumn("GB", format="%.2f GB", help="Decimal: 1 GB = 10⁹ bytes"),
+            "gib": st.column_config.NumberColumn("GiB", format="%.2f GiB", help="Binary: 1 GiB = 2³⁰ bytes"),
+            "share": st.column_config.ProgressColumn("Share", format="percent", min_value=0.0, max_value=1.0),
+        },
+        alt=f"Memory by item at the peak ({est.peak_phase}); total {to_gb(est.total_bytes):,.1f} GB.",
+    )
+    with st.container(horizontal=True):
+        st.download_button("Download CSV", breakdown_csv(est), "will-it-fit.csv", "text/csv", key="download_csv",
+                           on_click="ignore", icon=":material/download:")
+        st.download_button("Download JSON", json.dumps(estimate_json(est, device), indent=2), "will-it-fit.json",
+                           "application/json", key="download_json", on_click="ignore", icon=":material/download:")
+
+# ---- Share ----------------------------------------------------------------------------------------------
+st.subheader("Share", anchor=False)
+st.code(share_url(st.context.url, link_params()), language=None)
+st.caption("This link holds every input (settings at their default are left out), so it reproduces this view; "
+           "the address bar holds them too.")

@@ -1,0 +1,65 @@
+"""What fits my device: the seed's 36 GB laptop diagram for any device. Model sizes × methods against the
+usable line, each marked fits or too big, and the largest model that fits each way, computed."""
+
+import streamlit as st
+
+from estimator.training import METHODS
+from ui.grids import (
+    METHOD_ORDER,
+    SEED_SIZES_B,
+    SHORT_METHOD,
+    chosen_models,
+    fits_grid,
+    setup_summary,
+    size_and_preset_options,
+    size_label,
+)
+from ui.inputs import plain, render_inputs, show_notes
+from ui.page_charts import fits_chart
+
+inputs = render_inputs()
+show_notes(inputs)
+spec, setup, device = inputs.model, inputs.setup, inputs.device
+font_size = 18 if inputs.presentation else None
+
+st.title("What fits my device")
+mode = "the seed's rule of thumb" if inputs.rule == "seed" else "the detailed estimate"
+st.caption(plain(f"{device.name}: {device.usable_bytes / 1e9:,.0f} GB usable of {device.capacity_bytes / 1e9:,.0f} "
+                 f"GB · {mode} · {setup_summary(None, setup, None)}"))
+
+options = st.expander("Models and methods", expanded=False) if inputs.presentation else st.container()
+with options:
+    left, right = st.columns([3, 2])
+    chosen = left.multiselect("Models", size_and_preset_options(), default=[size_label(s) for s in SEED_SIZES_B],
+                              key="models", bind="query-params",
+                              help="The seed's sizes (generic Llama-style decoders with that many parameters) and "
+                                   "the presets (real config.json files).")
+    methods = right.multiselect("Methods", list(METHODS), default=list(METHODS), key="methods",
+                                bind="query-params")
+if not chosen or not methods:
+    st.info("Choose at least one model and one method.", icon=":material/info:")
+    st.stop()
+
+grid = fits_grid(chosen_models(chosen), setup, device, inputs.rule, [m for m in METHOD_ORDER if m in methods])
+
+st.subheader("The largest model that fits")
+for conclusion in grid.conclusions:
+    line = plain(conclusion.text)
+    st.markdown(f"### {line}" if inputs.presentation else f"- **{line}**")
+st.caption("'Up to about' is the largest generic decoder that fits, solved for this device and setup; the "
+           "brackets name the listed models on either side of the line.")
+
+st.plotly_chart(fits_chart(grid, font_size=font_size), key="fits_chart", config={"displayModeBar": False},
+                alt="Horizontal bars of peak memory per model and method against the usable memory: "
+                    + "; ".join(f"{c.label} {c.estimate.total_bytes / 1e9:,.1f} GB "
+                                f"{'fits' if c.verdict.fits else 'too big'}" for c in grid.cells))
+if not inputs.presentation:
+    st.dataframe(
+        [{"Model": c.model_label, "Method": SHORT_METHOD[c.method], "Parameters (B)": c.size_b,
+          "Estimate (GB)": c.estimate.total_bytes / 1e9, "Estimate (GiB)": c.estimate.total_bytes / 2**30,
+          "Verdict": "fits" if c.verdict.fits else "too big",
+          "Headroom (GB)": c.verdict.margin_bytes / 1e9} for c in grid.cells],
+        hide_index=True, key="fits_table",
+        column_config={k: st.column_config.NumberColumn(format="%.1f")
+                       for k in ("Estimate (GB)", "Estimate (GiB)", "Headroom (GB)")} | {
+            "Parameters (B)": st.column_config.NumberColumn(format="%.2f")})

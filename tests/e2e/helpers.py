@@ -1,0 +1,47 @@
+"""Helpers for the browser tests: waiting for Streamlit to settle and reading what the page shows."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Page, expect
+
+VERDICT = re.compile(r"(Fits: .+ usable|Too big by [\d,.]+ GB)")
+
+
+def wait_for_app_run(page: Page, timeout: int = 30_000) -> None:
+    """Connected, the script finished, no skeletons left, and every plotly chart drawn (Streamlit's own
+    e2e helper, plus the charts)."""
+    page.wait_for_timeout(250)  # let debounced widget changes reach the server
+    for state in ("[data-test-connection-state='CONNECTED']", "[data-test-script-state='notRunning']"):
+        page.locator(f"[data-testid='stApp']{state}").wait_for(state="attached", timeout=timeout)
+    expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=timeout)
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
+                           ".every(c => c.querySelector('.js-plotly-plot') && c.querySelector('.main-svg'))",
+                           timeout=timeout)
+
+
+def open_app(page: Page, url: str) -> Page:
+    page.goto(url)
+    page.wait_for_selector("[data-testid='stAppViewContainer']", state="attached", timeout=30_000)
+    wait_for_app_run(page)
+    return page
+
+
+def verdict_text(page: Page) -> str:
+    """The verdict headline ('Fits: 17.0 GB of 27.0 GB usable' / 'Too big by 7.1 GB')."""
+    heading = page.locator("h1, h2").filter(has_text=VERDICT).first
+    match = VERDICT.search(heading.inner_text())
+    assert match, heading.inner_text()
+    return match.group(1)
+
+
+def chart_bars(page: Page, key: str = "memory_bar") -> list[dict]:
+    """The plotly traces the browser drew in the chart with this key: name, orientation and values."""
+    plot = page.locator(f".st-key-{key} .js-plotly-plot")
+    return plot.evaluate("el => el.data.filter(t => t.type === 'bar')"
+                         ".map(t => ({name: t.name, x: Array.from(t.x), y: Array.from(t.y)}))")
+
+
+def chart_total_gb(page: Page, key: str = "memory_bar") -> float:
+    return sum(t["x"][0] for t in chart_bars(page, key))

@@ -1,0 +1,296 @@
+"""ui.grids and ui.page_charts: the secondary pages' computations and figures, without Streamlit.
+
+The seed's own numbers are the fixtures: its 36 GB laptop diagram (six verdicts and three conclusions), its
+size table and its 7B figure."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from estimator import (
+    CATALOG,
+    COMPONENT_KEYS,
+    GB,
+    TrainingSetup,
+    custom_device,
+    estimate,
+    generic_spec,
+    get_device,
+    load_preset,
+    rule_gb,
+)
+from estimator.training import SHARDING_LABELS, SHARDINGS
+from ui.grids import (
+    GPU_COUNTS,
+    SEED_SIZES_B,
+    SHORT_SHARDING,
+    TABLE_SIZES_B,
+    best_layout,
+    chosen_models,
+    compare_setups,
+    components_table,
+    fits_grid,
+    max_fitting_size_b,
+    min_gpus_table,
+    round_size,
+    scale_out_curves,
+    seed_figure_rows,
+    seed_figure_table,
+    setup_summary,
+    size_and_preset_options,
+    size_table,
+)
+from ui.page_charts import fits_chart, scale_out_chart, seed_figure_chart
+
+LAPTOP = get_device("laptop-36gb")
+# The seed's 36 GB laptop diagram: (size, method) → (its estimate in GB, its verdict).
+SEED_DIAGRAM = {
+    (1.5, "lora"): (6, True), (7, "lora"): (17, True), (14, "lora"): (31, False),
+    (32, "qlora"): ((22, 26), True), (1.5, "full"): (22, True), (3, "full"): (40, False),
+}
+# The seed's size table (rule of thumb, GB): size → (LoRA, full).
+SEED_TABLE = {0.5: (4, 10), 1.5: (6, 22), 3: (9, 40), 7: (17, 88), 14: (31, 172)}
+
+
+@pytest.fixture(scope="module")
+def seed_grid():
+    return fits_grid(chosen_models([f"{s:g}B" for s in SEED_SIZES_B]), TrainingSetup(), LAPTOP, rule="seed")
+
+
+def test_laptop_usable_memory_is_the_seeds_27_gb():
+    assert LAPTOP.usable_bytes == 27 * GB
+
+
+@pytest.mark.parametrize(("key", "expected"), list(SEED_DIAGRAM.items()))
+def test_seed_rule_reproduces_the_laptop_diagram(seed_grid, key, expected):
+    size_b, method = key
+    gb, fits = expected
+    cell = seed_grid.cell(size_b, method)
+    total = cell.estimate.total_bytes / GB
+    if isinstance(gb, tuple):
+        assert gb[0] <= total <= gb[1]
+    else:
+        assert total == pytest.approx(gb)
+    assert cell.verdict.fits is fits
+
+
+def test_seed_rule_conclusions_are_computed_not_written(seed_grid):
+    by_method = {c.method: c for c in seed_grid.conclusions}
+    # LoRA "up to about 10B": 7B fits, 14B does not; the rule's break-even is (27 − 3) / 2 = 12B.
+    assert by_method["lora"].largest_listed.size_b == 7 and by_method["lora"].smallest_too_big.size_b == 14
+    assert by_method["lora"].max_size_b == pytest.approx((27 - 3) / 2, rel=0.003)
+    # Full fine-tuning "up to about 1.5B": 1.5B fits, 3B does not; break-even (27 − 4) / 12.
+    assert by_method["full"].largest_listed.size_b == 1.5 and by_method["full"].smallest_too_big.size_b == 3
+    assert by_method["full"].max_size_b == pytest.approx((27 - 4) / 12, rel=0.003)
+    # QLoRA "27–32B models": both fit, 70B does not; break-even (3 × (27 − 3) − 3) / 2.
+    assert seed_grid.cell(27, "qlora").verdict.fits and seed_grid.cell(32, "qlora").verdict.fits
+    assert by_method["qlora"].largest_listed.size_b == 32 and by_method["qlora"].smallest_too_big.size_b == 70
+    assert by_method["qlora"].max_size_b == pytest.approx((3 * (27 - 3) - 3) / 2, rel=0.003)
+    assert by_method["lora"].text == "LoRA: up to about 12B (7B fits, 14B is too big)."
+    assert by_method["full"].text == "Full fine-tuning: up to about 1.9B (1.5B fits, 3B is too big)."
+    assert by_method["qlora"].text == "QLoRA: up to about 34B (32B fits, 70B is too big)."
+
+
+def test_grid_covers_every_size_and_method_in_the_seed_order(seed_grid):
+    assert [c.method for c in seed_grid.cells] == [m for m in ("lora", "qlora", "full") for _ in SEED_SIZES_B]
+    assert [c.size_b for c in seed_grid.cells[:len(SEED_SIZES_B)]] == list(SEED_SIZES_B)
+    assert seed_grid.cells[0].label == "0.5B · LoRA"
+
+
+def test_detailed_grid_verdicts_agree_with_the_estimator():
+    setup = TrainingSetup(batch=2, seq_len=1024, grad_ckpt=True)
+    device = get_device("rtx-4090")
+    grid = fits_grid(chosen_models(["7B", "qwen2.5-7b"]), setup, device)
+    for cell in grid.cells:
+        spec = generic_spec(7) if cell.model_label == "7B" else load_preset("qwen2.5-7b")
+        total = estimate(spec, replace(setup, method=cell.method)).total_bytes
+        assert cell.estimate.total_bytes == total
+        assert cell.verdict.fits is (total <= device.usable_bytes)
+
+
+@pytest.mark.parametrize("method", ["lora", "qlora", "full"])
+def test_max_fitting_size_is_the_break_even_of_the_detailed_estimate(method):
+    setup = TrainingSetup(method=method, grad_ckpt=True)
+    device = get_device("a100-40gb")
+    size = max_fitting_size_b(setup, device)
+    assert estimate(generic_spec(size), setup).total_bytes <= device.usable_bytes
+    assert estimate(generic_spec(size * 1.01), setup).total_bytes > device.usable_bytes
+
+
+def test_max_fitting_size_at_the_ends():
+    tiny = custom_device(0.5)
+    assert max_fitting_size_b(TrainingSetup(method="full"), tiny) is None
+    huge = custom_device(100_000)
+    assert max_fitting_size_b(TrainingSetup(method="qlora"), huge, rule="seed") == 400.0
+
+
+def test_round_size():
+    assert [round_size(x) for x in (12.04, 1.917, 34.47, 0.349, 400.0)] == [12, 1.9, 34, 0.35, 400]
+
+
+def test_model_choices():
+    options = size_and_preset_options()
+    assert options[:len(SEED_SIZES_B)] == ["0.5B", "1.5B", "3B", "7B", "14B", "27B", "32B", "70B"]
+    assert "llama-3.1-8b" in options
+    models = chosen_models(["70B", "llama-3.1-8b", "nope"])
+    assert [label for label, _ in models] == ["70B", "Llama-3.1-8B"]
+    assert models[0][1].params_total == 70_000_000_000
+
+
+def test_size_table_rule_columns_are_the_seeds_table():
+    table = size_table(TrainingSetup()).set_index("Model")
+    for size_b, (lora, full) in SEED_TABLE.items():
+        row = table.loc[f"{size_b:g}B"]
+        assert row["LoRA · rule (GB)"] == lora
+        assert row["full · rule (GB)"] == full
+        assert row["QLoRA · rule (GB)"] == pytest.approx(rule_gb(size_b, "qlora"))
+    assert list(table["Parameters (B)"]) == list(TABLE_SIZES_B)
+
+
+def test_size_table_detailed_columns_follow_the_setup():
+    setup = TrainingSetup(batch=4, seq_len=512, precision="mixed", optimizer="adamw_8bit")
+    table = size_table(setup, sizes=(3, 14), extra=[("Llama-3.1-8B", load_preset("llama-3.1-8b"))])
+    assert list(table["Model"]) == ["3B", "Llama-3.1-8B", "14B"]
+    row = table.set_index("Model").loc["Llama-3.1-8B"]
+    expected = estimate(load_preset("llama-3.1-8b"), replace(setup, method="qlora")).total_bytes
+    assert row["QLoRA · detailed (GB)"] == pytest.approx(expected / 1e9)
+    assert row["QLoRA · detailed (GiB)"] == pytest.approx(expected / 2**30)
+    assert row["full · rule (GB)"] == pytest.approx(16 * 8.030261248 + 4)  # 'mixed': the fp32 master copy
+
+
+def test_seed_7b_figure_rows_and_table():
+    spec = generic_spec(7)
+    figures = dict(seed_figure_rows(spec, ["qlora", "full", "lora"]))
+    assert list(figures) == ["Full fine-tuning", "LoRA", "QLoRA"]
+    assert sum(figures["Full fine-tuning"].values()) == pytest.approx(112)
+    assert round(sum(figures["LoRA"].values())) == 15
+    assert 4 <= sum(figures["QLoRA"].values()) <= 5
+    table = seed_figure_table(spec, ["full", "lora", "qlora"]).set_index("Segment")
+    assert table.loc["Before activations", "Full fine-tuning (GB)"] == pytest.approx(112)
+    assert table.loc["Rule of thumb (with margin)", "LoRA (GB)"] == pytest.approx(17)
+    assert table.loc["Before activations", "LoRA (GiB)"] == pytest.approx(
+        table.loc["Before activations", "LoRA (GB)"] * 1e9 / 2**30)
+
+
+def test_compare_setups_orders_methods_and_adds_variants():
+    setup = TrainingSetup(precision="bf16", optimizer="adamw")
+    rows = compare_setups(setup, ["qlora", "lora"], ["mixed", "bf16", "adamw_8bit", "bogus"])
+    assert [label for label, _ in rows] == ["LoRA", "LoRA · mixed", "LoRA · adamw_8bit",
+                                            "QLoRA", "QLoRA · mixed", "QLoRA · adamw_8bit"]
+    assert rows[1][1] == replace(setup, method="lora", precision="mixed")
+    assert rows[2][1] == replace(setup, method="lora", optimizer="adamw_8bit")
+
+
+def test_components_table_sums_to_the_total():
+    spec = load_preset("llama-3.1-8b")
+    rows = [(label, estimate(spec, s)) for label, s in compare_setups(TrainingSetup(), ["full", "lora"])]
+    table = components_table(rows).set_index("Component")
+    for label, est in rows:
+        assert table[f"{label} (GB)"].iloc[:len(COMPONENT_KEYS)].sum() == pytest.approx(est.total_bytes / 1e9)
+        assert table.loc["Total", f"{label} (GiB)"] == pytest.approx(est.total_bytes / 2**30)
+
+
+# --------------------------------------------------------------------------------------------
+# Scale out
+# --------------------------------------------------------------------------------------------
+
+SEVENTY_FULL = TrainingSetup(method="full", grad_ckpt=True)
+
+
+def independent_min_gpus(setup: TrainingSetup, sharding: str, device_id: str, limit: int = 64) -> int | None:
+    spec = load_preset("llama-3.1-70b")
+    usable = get_device(device_id).usable_bytes
+    for n in range(1, limit + 1):
+        if estimate(spec, replace(setup, gpus=n, sharding=sharding)).total_bytes <= usable:
+            return n
+    return None
+
+
+def test_min_gpus_table_matches_an_independent_search():
+    spec = load_preset("llama-3.1-70b")
+    table = min_gpus_table(spec, SEVENTY_FULL).set_index("Device")
+    assert list(table.index) == [d.name for d in CATALOG if d.kind == "discrete"]
+    for device_id in ("h100-80gb", "a100-40gb", "rtx-4090"):
+        name = get_device(device_id).name
+        for sharding in SHARDINGS:
+            expected = independent_min_gpus(SEVENTY_FULL, sharding, device_id)
+            got = table.loc[name, SHORT_SHARDING[sharding]]
+            assert (None if pd.isna(got) else int(got)) == expected
+
+
+def test_zero3_shrinks_per_gpu_memory_and_ddp_does_not():
+    curves = scale_out_curves(load_preset("llama-3.1-70b"), SEVENTY_FULL)
+    zero3 = [e.total_bytes for e in curves["zero3"]]
+    assert all(b < a for a, b in zip(zero3, zero3[1:], strict=False))
+    ddp = [e.total_bytes for e in curves["none"]]
+    assert min(ddp[1:]) >= ddp[0]  # data parallel copies everything, plus gradient buckets
+
+
+def test_offload_moves_optimizer_state_to_cpu_except_for_plain_data_parallel():
+    spec = load_preset("llama-3.1-8b")
+    curves = scale_out_curves(spec, TrainingSetup(method="full"), (1, 4), offload=True)
+    assert all(e.cpu_offload_bytes == 0 for e in curves["none"])
+    for sharding in ("zero1", "zero2", "zero3"):
+        for est in curves[sharding]:
+            assert est.components_bytes["optimizer"] == 0 and est.cpu_offload_bytes > 0
+    plain = scale_out_curves(spec, TrainingSetup(method="full"), (4,))["zero3"][0]
+    assert curves["zero3"][1].total_bytes < plain.total_bytes
+
+
+def test_best_layout_is_the_fewest_gpus_then_the_simplest_sharding():
+    spec = load_preset("llama-3.1-70b")
+    sharding, n, est = best_layout(spec, SEVENTY_FULL, get_device("h100-80gb"))
+    expected = min((independent_min_gpus(SEVENTY_FULL, s, "h100-80gb") or 10**6, i) for i, s in enumerate(SHARDINGS))
+    assert (n, sharding) == (expected[0], SHARDINGS[expected[1]])
+    assert est.setup.gpus == n and est.total_bytes <= get_device("h100-80gb").usable_bytes
+    assert best_layout(spec, SEVENTY_FULL, get_device("gpu-16gb"), max_gpus=8) is None
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+def test_fits_chart_marks_every_bar_and_draws_the_usable_line(seed_grid):
+    fig = fits_chart(seed_grid)
+    verdicts = [a for a in fig.layout.annotations if a.name == "verdict"]
+    assert len(verdicts) == len(seed_grid.cells)
+    labels = dict(zip(fig.layout.yaxis.tickvals, fig.layout.yaxis.ticktext, strict=True))
+    texts = {labels[a.y]: a.text for a in verdicts}
+    assert "fits" in texts["7B · LoRA"] and "17.0 GB" in texts["7B · LoRA"]
+    assert "too big" in texts["14B · LoRA"] and "31.0 GB" in texts["14B · LoRA"]
+    assert "too big" in texts["3B · full"] and "40.0 GB" in texts["3B · full"]
+    usable = [s for s in fig.layout.shapes if s.name == "usable"]
+    assert usable and usable[0].x0 == pytest.approx(27)
+    assert fig.layout.xaxis.range[1] == pytest.approx(36 * 1.6)  # 70B full (844 GB) runs off the edge
+
+
+def test_seed_figure_chart_totals():
+    figures = seed_figure_rows(generic_spec(7), ["full", "lora", "qlora"])
+    fig = seed_figure_chart(figures, get_device("h100-80gb"))
+    totals = next(t for t in fig.data if t.name == "totals")
+    assert [round(y, 2) for y in totals.y] == [112.0, 14.67, 4.17]
+    assert {t.name for t in fig.data if t.type == "bar"} == {
+        "Weights (frozen base)", "Weights (trainable)", "Gradients", "Optimizer state (Adam + fp32 copy)"}
+    assert [s.y0 for s in fig.layout.shapes if s.name == "usable"] == [pytest.approx(80)]
+
+
+def test_scale_out_chart_is_log2_with_the_usable_line():
+    curves = scale_out_curves(load_preset("llama-3.1-70b"), SEVENTY_FULL)
+    fig = scale_out_chart(curves, GPU_COUNTS, get_device("h100-80gb"))
+    assert fig.layout.xaxis.type == "log"
+    assert list(fig.layout.xaxis.tickvals) == [1, 2, 4, 8, 16, 32, 64]
+    assert [t.name for t in fig.data] == [SHARDING_LABELS[s] for s in SHARDINGS]
+    zero3 = fig.data[SHARDINGS.index("zero3")]
+    assert list(zero3.y) == [e.total_bytes / 1e9 for e in curves["zero3"]]
+    assert [s.y0 for s in fig.layout.shapes if s.name == "usable"] == [pytest.approx(80)]
+
+
+def test_setup_summary():
+    text = setup_summary(load_preset("llama-3.1-8b"), TrainingSetup(batch=2, gpus=4, sharding="zero3"),
+                         get_device("h100-80gb"))
+    assert text == ("Llama-3.1-8B · batch 2 × 2,048 tokens · bf16 · adamw · checkpointing off · "
+                    "4 GPUs, ZeRO-3 / FSDP full shard · NVIDIA H100 80 GB")
+    assert setup_summary(None, TrainingSetup(), None).startswith("batch 1")

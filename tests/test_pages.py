@@ -1,0 +1,308 @@
+"""AppTest for the secondary pages (compare, what fits, size table, scale out, how it works): each page opened
+from the entrypoint with URL parameters, asserting the numbers it shows against the estimator and the seed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from estimator import TrainingSetup, estimate, generic_spec, get_device, load_preset, verdict
+from estimator.snippets import training_snippet
+from estimator.training import SHARDING_LABELS
+from validation import accuracy_report
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+GB = 1e9
+
+
+def open_page(page: str, **params: str | list[str]) -> AppTest:
+    """The app at `page` with these URL parameters, as a link would open it. AppTest applies bound URL values
+    on the run after a page switch (a browser applies them on load), hence the second run."""
+    at = AppTest.from_file(APP, default_timeout=30)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page(page).run()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at: AppTest) -> dict[str, dict]:
+    """Plotly specs by chart key."""
+    out = {}
+    for chart in at.get("plotly_chart"):
+        key = chart.proto.id.rsplit("-", 1)[-1]
+        out[key] = json.loads(chart.proto.spec)
+    return out
+
+
+def bar_labels(spec: dict) -> list[str]:
+    """The bars' labels, top to bottom or left to right (stacked_bars puts rows at 0, 1, … with tick text)."""
+    vertical = spec["data"][0].get("orientation") == "v"
+    axis = spec["layout"]["xaxis" if vertical else "yaxis"]
+    return axis.get("ticktext") or spec["data"][0]["x" if vertical else "y"]
+
+
+def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
+    return {m.label: (m.value, m.delta) for m in at.metric}
+
+
+# Each page's tables, told apart by a column only that table has (AppTest does not expose dataframe keys).
+TABLE_COLUMNS = {"seed_table": "Segment", "compare_table": "Component", "fits_table": "Verdict",
+                 "size_table": "LoRA · rule (GB)", "min_gpus_table": "Memory (GB)", "published_runs": "measured_gb",
+                 "optimizer_table": "Trainer optim"}
+
+
+def dataframe(at: AppTest, key: str):
+    for df in at.dataframe:
+        if TABLE_COLUMNS[key] in df.value.columns:
+            return df.value
+    raise KeyError(key)
+
+
+# --------------------------------------------------------------------------------------------
+# Compare methods
+# --------------------------------------------------------------------------------------------
+
+def test_compare_rule_mode_shows_the_seeds_7b_figure():
+    at = open_page("pages/compare.py", rule="true", model="by-size", size="7", device="h100-80gb")
+    assert metrics(at) == {"Full fine-tuning": ("≈ 112 GB", ""), "LoRA": ("≈ 15 GB", ""),
+                           "QLoRA": ("≈ 4.2 GB", "")}
+    spec = charts(at)["seed_figure"]
+    totals = next(t for t in spec["data"] if t.get("name") == "totals")
+    assert totals["y"][0] == pytest.approx(112)
+    assert round(totals["y"][1]) == 15
+    assert 4 <= totals["y"][2] <= 5
+    table = dataframe(at, "seed_table").set_index("Segment")
+    assert table.loc["Before activations", "Full fine-tuning (GB)"] == pytest.approx(112)
+    assert table.loc["Optimizer state", "Full fine-tuning (GB)"] == pytest.approx(84)  # 12 B × 7e9
+    assert table.loc["Frozen weights", "QLoRA (GB)"] == pytest.approx(3.5)  # 4-bit base: 0.5 B × 7e9
+    assert table.loc["Rule of thumb (with margin)", "LoRA (GB)"] == pytest.approx(17)
+
+
+def test_compare_detailed_shows_each_method_against_the_device():
+    at = open_page("pages/compare.py", model="llama-3.1-8b", device="a100-80gb", batch="2", max_len="1024")
+    spec, device = load_preset("llama-3.1-8b"), get_device("a100-80gb")
+    setup = TrainingSetup(batch=2, seq_len=1024)
+    shown = metrics(at)
+    for label, method in (("Full fine-tuning", "full"), ("LoRA", "lora"), ("QLoRA", "qlora")):
+        est = estimate(spec, replace(setup, method=method))
+        gb = est.total_bytes / GB
+        value = f"≈ {gb:,.0f} GB" if gb >= 10 else f"≈ {gb:,.1f} GB"
+        assert shown[label] == (value, "fits" if verdict(est.total_bytes, device).fits else "too big")
+    table = dataframe(at, "compare_table").set_index("Component")
+    full = estimate(spec, replace(setup, method="full"))
+    assert table.loc["Total", "Full fine-tuning (GB)"] == pytest.approx(full.total_bytes / GB)
+    assert table.loc["Optimizer state", "Full fine-tuning (GiB)"] == pytest.approx(
+        full.components_bytes["optimizer"] / 2**30)
+    chart = charts(at)["compare_chart"]
+    assert chart["data"][0]["orientation"] == "v"
+    assert bar_labels(chart) == ["Full fine-tuning", "LoRA", "QLoRA"]  # the seed figure's order
+    assert any(s.get("name") == "usable" and s["y0"] == pytest.approx(80) for s in chart["layout"]["shapes"])
+
+
+def test_compare_variants_and_method_subset():
+    at = open_page("pages/compare.py", methods=["lora", "qlora"], variants=["adamw_8bit", "mixed"])
+    table = dataframe(at, "compare_table")
+    labels = [c[:-5] for c in table.columns if c.endswith("(GB)")]
+    assert labels == ["LoRA", "LoRA · adamw_8bit", "LoRA · mixed", "QLoRA", "QLoRA · adamw_8bit", "QLoRA · mixed"]
+    spec = load_preset("llama-3.1-8b")
+    est = estimate(spec, TrainingSetup(method="qlora", optimizer="adamw_8bit"))
+    assert table.set_index("Component").loc["Total", "QLoRA · adamw_8bit (GB)"] == pytest.approx(est.total_bytes / GB)
+    # Six bars: still vertical, one per setup.
+    assert bar_labels(charts(at)["compare_chart"]) == labels
+
+
+def test_compare_presentation_hides_gib_columns_and_tucks_options_away():
+    at = open_page("pages/compare.py", present="true")
+    assert not [c for c in dataframe(at, "compare_table").columns if c.endswith("(GiB)")]
+    assert at.expander[-1].label == "Options" or any(e.label == "Options" for e in at.expander)
+    assert charts(at)["compare_chart"]["layout"]["font"]["size"] == 18
+
+
+# --------------------------------------------------------------------------------------------
+# What fits my device
+# --------------------------------------------------------------------------------------------
+
+SEED_VERDICTS = {("1.5B", "LoRA"): (6.0, "fits"), ("7B", "LoRA"): (17.0, "fits"), ("14B", "LoRA"): (31.0, "too big"),
+                 ("1.5B", "full"): (22.0, "fits"), ("3B", "full"): (40.0, "too big")}
+
+
+def test_fits_rule_mode_on_the_36gb_laptop_gives_the_seeds_six_verdicts():
+    at = open_page("pages/fits.py", rule="true", device="laptop-36gb")
+    table = dataframe(at, "fits_table").set_index(["Model", "Method"])
+    for key, (gb, word) in SEED_VERDICTS.items():
+        assert table.loc[key, "Estimate (GB)"] == pytest.approx(gb)
+        assert table.loc[key, "Verdict"] == word
+    assert 22 <= table.loc[("32B", "QLoRA"), "Estimate (GB)"] <= 26
+    assert table.loc[("32B", "QLoRA"), "Verdict"] == "fits"
+    lines = [m.value.replace("\\", "") for m in at.markdown]
+    assert "- **LoRA: up to about 12B (7B fits, 14B is too big).**" in lines
+    assert "- **Full fine-tuning: up to about 1.9B (1.5B fits, 3B is too big).**" in lines
+    assert "- **QLoRA: up to about 34B (32B fits, 70B is too big).**" in lines
+    annotations = [a["text"] for a in charts(at)["fits_chart"]["layout"]["annotations"] if a.get("name") == "verdict"]
+    assert "<b>17.0 GB · fits</b>" in annotations and "<b>31.0 GB · too big</b>" in annotations
+
+
+def test_fits_detailed_with_presets_agrees_with_the_estimator():
+    at = open_page("pages/fits.py", device="rtx-4090", models=["7B", "qwen2.5-7b"], methods=["qlora"],
+                   ckpt="true")
+    table = dataframe(at, "fits_table")
+    assert list(table["Model"]) == ["Qwen2.5-7B", "7B"] or list(table["Model"]) == ["7B", "Qwen2.5-7B"]
+    setup = TrainingSetup(method="qlora", grad_ckpt=True)
+    for _, row in table.iterrows():
+        spec = load_preset("qwen2.5-7b") if row["Model"] == "Qwen2.5-7B" else generic_spec(7)
+        est = estimate(spec, setup)
+        assert row["Estimate (GB)"] == pytest.approx(est.total_bytes / GB)
+        assert row["Verdict"] == ("fits" if est.total_bytes <= 24 * GB else "too big")
+    assert sum(1 for m in at.markdown if "QLoRA" in m.value) == 1  # one conclusion, for the chosen method
+
+
+# --------------------------------------------------------------------------------------------
+# Size table
+# --------------------------------------------------------------------------------------------
+
+SEED_TABLE = {"0.5B": (4, 10), "1.5B": (6, 22), "3B": (9, 40), "7B": (17, 88), "14B": (31, 172)}
+
+
+def test_size_table_rule_columns_equal_the_seeds_table():
+    at = open_page("pages/sizes.py", model="by-size")
+    table = dataframe(at, "size_table").set_index("Model")
+    for size, (lora, full) in SEED_TABLE.items():
+        assert (table.loc[size, "LoRA · rule (GB)"], table.loc[size, "full · rule (GB)"]) == (lora, full)
+    assert list(table.index)[-3:] == ["100B", "200B", "400B"]  # extended to larger sizes
+    assert "QLoRA · rule (GB)" in table.columns
+    assert at.download_button[0].proto.url.endswith(".csv")
+
+
+def test_size_table_detailed_columns_follow_the_sidebar_setup_and_add_your_model():
+    at = open_page("pages/sizes.py", batch="4", max_len="1024", ckpt="true", precision="mixed")
+    table = dataframe(at, "size_table").set_index("Model")
+    setup = TrainingSetup(batch=4, seq_len=1024, grad_ckpt=True, precision="mixed")
+    est = estimate(generic_spec(14), replace(setup, method="full"))
+    assert table.loc["14B", "full · detailed (GB)"] == pytest.approx(est.total_bytes / GB)
+    assert table.loc["14B", "full · rule (GB)"] == pytest.approx(16 * 14 + 4)  # mixed: the fp32 master copy
+    mine = load_preset("llama-3.1-8b")
+    assert table.loc["Llama-3.1-8B (yours)", "LoRA · detailed (GiB)"] == pytest.approx(
+        estimate(mine, setup).total_bytes / 2**30)
+
+
+# --------------------------------------------------------------------------------------------
+# Scale out
+# --------------------------------------------------------------------------------------------
+
+def smallest_gpu_count(setup: TrainingSetup, device_id: str, limit: int = 64) -> int | None:
+    """Computed here, independently of the page: walk the GPU counts until the per-GPU estimate fits."""
+    spec, usable = load_preset("llama-3.1-70b"), get_device(device_id).usable_bytes
+    return next((n for n in range(1, limit + 1)
+                 if estimate(spec, replace(setup, gpus=n)).total_bytes <= usable), None)
+
+
+def test_scale_out_llama70b_full_on_h100_under_zero3():
+    at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true")
+    expected = smallest_gpu_count(TrainingSetup(method="full", grad_ckpt=True, sharding="zero3"), "h100-80gb")
+    assert expected == 8
+    table = dataframe(at, "min_gpus_table").set_index("Device")
+    assert table.loc["NVIDIA H100 80 GB", "ZeRO-3 / FSDP"] == str(expected)
+    assert (table["DDP"] == "> 64").all()  # 70B full never fits one GPU's whole copy
+    assert at.success[0].value.replace("\\", "").startswith(f"Fits on {expected} × NVIDIA H100 80 GB with ZeRO-3")
+    chart = charts(at)["scale_chart"]
+    assert chart["layout"]["xaxis"]["type"] == "log"
+    zero3 = next(t for t in chart["data"] if t["name"] == SHARDING_LABELS["zero3"])
+    assert zero3["x"] == [1, 2, 4, 8, 16, 32, 64]
+
+
+def test_scale_out_offload_and_gpu_limit():
+    at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true",
+                   offload="true", maxgpus="16")
+    setup = TrainingSetup(method="full", grad_ckpt=True, sharding="zero2", offload_optimizer=True)
+    table = dataframe(at, "min_gpus_table").set_index("Device")
+    expected = smallest_gpu_count(setup, "h100-80gb", 16)
+    assert table.loc["NVIDIA H100 80 GB", "ZeRO-2"] == (str(expected) if expected else "> 16")
+    zero3 = next(t for t in charts(at)["scale_chart"]["data"] if t["name"] == SHARDING_LABELS["zero3"])
+    assert zero3["x"] == [1, 2, 4, 8, 16]
+
+
+def test_scale_out_in_rule_mode_says_it_uses_the_detailed_estimate():
+    at = open_page("pages/scale.py", rule="true")
+    assert any("quick rule has no notion of GPUs" in i.value for i in at.info)
+
+
+# --------------------------------------------------------------------------------------------
+# How it works
+# --------------------------------------------------------------------------------------------
+
+def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
+    at = open_page("pages/how.py", batch="4", max_len="4096", method="qlora", ckpt="true")
+    report = accuracy_report()
+    published = report["published"]
+    assert metrics(at)["Published runs: median error"][0] == f"{published['median_abs_pct']:.1f} %"
+    runs = dataframe(at, "published_runs")
+    assert len(runs) == published["n"]
+    assert list(runs["error_pct"]) == pytest.approx([r["error_pct"] for r in published["rows"]])
+    tracer_metric = metrics(at)["Tracer runs: median error"][0]
+    tracer = report["tracer"]
+    assert tracer_metric == (f"{tracer['median_abs_pct']:.1f} %" if tracer["n"] else "–")
+    (code,) = at.code
+    expected = training_snippet(load_preset("llama-3.1-8b"),
+                                TrainingSetup(method="qlora", batch=4, seq_len=4096, grad_ckpt=True))
+    assert code.value == expected.rstrip("\n")
+    assert "per_device_train_batch_size=4" in code.value and "max_length=4096" in code.value
+    assert len(dataframe(at, "optimizer_table")) == 7
+    assert len(at.get("latex")) >= 8  # the formulas
+    headers = [h.value for h in at.main.header]
+    assert headers == ["What goes into the peak", "The formulas", "Assumptions", "Units", "How accurate is it?",
+                       "Known limits", "A training script for this setup"]
+
+
+@pytest.mark.parametrize("page", ["pages/compare.py", "pages/fits.py", "pages/sizes.py", "pages/scale.py",
+                                  "pages/how.py"])
+def test_every_page_renders_in_presentation_mode_without_warnings(page):
+    at = open_page(page, present="true", device="laptop-36gb")
+    assert not at.warning and not at.error
+    assert at.title[0].value
+
+
+# --------------------------------------------------------------------------------------------
+# Page-specific URL parameters
+# --------------------------------------------------------------------------------------------
+
+PAGE_LINKS = {"pages/compare.py": {"methods": ["lora", "qlora"], "variants": "mixed"},
+              "pages/fits.py": {"models": ["7B", "14B"], "methods": "lora"},
+              "pages/scale.py": {"offload": "true", "maxgpus": "16"}}
+
+
+def test_page_params_are_the_ones_the_pages_bind():
+    from ui.inputs import PAGE_PARAMS, PARAMS
+
+    bound = set()
+    for page in PAGE_LINKS:
+        at = open_page(page)
+        keys = {w.key for kind in ("multiselect", "toggle", "select_slider") for w in getattr(at.main, kind)}
+        assert keys == set(PAGE_LINKS[page]), page
+        bound |= keys
+    assert bound == set(PAGE_PARAMS)  # ui.inputs knows every page parameter, so none is reported unknown
+    assert not bound & set(PARAMS)  # and none shadows a shared sidebar parameter
+
+
+@pytest.mark.parametrize("page", list(PAGE_LINKS))
+def test_page_params_set_their_widgets(page):
+    at = open_page(page, **PAGE_LINKS[page])
+    for key, value in PAGE_LINKS[page].items():
+        got = at.get_by_key(key).value
+        if key in ("methods", "variants", "models"):  # multiselects
+            assert list(got) == (value if isinstance(value, list) else [value])
+        else:
+            assert str(got).lower() == value
+
+
+@pytest.mark.parametrize("page", list(PAGE_LINKS))
+def test_page_params_are_not_reported_as_unknown(page):
+    at = open_page(page, **PAGE_LINKS[page])
+    assert not [w.value for w in at.warning if "unknown" in w.value]

@@ -1,0 +1,284 @@
+"""Chart builders: Estimate(s) + Device → plotly Figure. Pure functions (no Streamlit), so every page can
+reuse them and tests can read the figures directly.
+
+Memory is drawn in decimal GB (1 GB = 10⁹ bytes, what vendors print); hovers add GiB (2³⁰ bytes, what
+PyTorch and nvidia-smi report). Components keep one fixed colour everywhere (Okabe–Ito palette: safe for
+the common colour-vision deficiencies, mid-saturation so it reads on light and dark themes and on a
+projector); the device's limits are neutral grey and vermillion so they never look like a component.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from estimator import COMPONENT_KEYS, COMPONENT_LABELS, Device, Estimate, to_gb, to_gib
+
+# Fixed colour per component, in stacking order (weights → gradients → optimizer → activations → overhead).
+COMPONENT_COLORS: dict[str, str] = {
+    "weights": "#0072B2",  # blue
+    "gradients": "#E69F00",  # orange
+    "optimizer": "#009E73",  # bluish green
+    "activations": "#CC79A7",  # reddish purple
+    "overhead": "#6E6E6E",  # dark neutral grey: not the model's own memory; apart from activations under CVD
+}
+# LoRA/QLoRA: the frozen base is the lighter shade of the weights' blue (sky blue), adapters the full blue.
+FROZEN_COLOR = "#56B4E9"
+USABLE_COLOR = "#D55E00"  # vermillion: the limit that decides the verdict
+CAPACITY_COLOR = "#8C8C8C"  # grey: the machine's total memory
+RESERVED_FILL = "rgba(140, 140, 140, 0.22)"  # the OS-and-apps band, readable on white and on #0E1117
+BAND_COLOR = "#7F7F7F"  # low–high whisker
+
+# Trace names (also the legend). Weights split into two traces when any row trains adapters.
+FROZEN_NAME = "Weights (frozen base)"
+TRAINABLE_NAME = "Weights (trainable)"
+BAND_NAME = "Likely range (low–high)"
+
+# Detail labels the estimator uses for the frozen base (detailed mode) — the rest of "weights" trains
+# (adapters, their autocast copies) or is the full model's weights.
+_FROZEN_DETAIL_LABELS = frozenset({"Frozen base weights"})
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One stacked piece of a bar: a trace name, its colour and the component it belongs to."""
+
+    name: str
+    color: str
+    component: str
+
+
+def _esc(text: str) -> str:
+    """Plotly renders a subset of HTML in names, ticks and hovers: user text (an uploaded config's name)
+    must show literally."""
+    return html.escape(str(text), quote=False)
+
+
+def both_units(n_bytes: float, digits: int = 1) -> str:
+    """'17.2 GB (16.0 GiB)' — the label format every hover uses."""
+    return f"{to_gb(n_bytes):,.{digits}f} GB ({to_gib(n_bytes):,.{digits}f} GiB)"
+
+
+def splits_weights(est: Estimate) -> bool:
+    """Are the weights split into a frozen base and trainable adapters (LoRA/QLoRA)?"""
+    return est.setup.method in ("lora", "qlora")
+
+
+def frozen_weight_bytes(est: Estimate) -> float:
+    """Bytes of frozen base weights inside est's 'weights' component (0 for full fine-tuning).
+
+    Detailed mode names the frozen base in its details; the seed rule counts only the frozen base as
+    weights for LoRA/QLoRA (its adapter lives in the fixed margin)."""
+    if not splits_weights(est):
+        return 0.0
+    if est.mode == "seed":
+        return float(est.components_bytes["weights"])
+    return float(sum(d.bytes for d in est.details if d.component == "weights" and d.label in _FROZEN_DETAIL_LABELS))
+
+
+def segments(estimates: Sequence[Estimate]) -> list[Segment]:
+    """The stacked pieces, in order, for a set of estimates drawn on one axis."""
+    out: list[Segment] = []
+    for key in COMPONENT_KEYS:
+        if key == "weights" and any(splits_weights(e) for e in estimates):
+            out.append(Segment(FROZEN_NAME, FROZEN_COLOR, key))
+            out.append(Segment(TRAINABLE_NAME, COMPONENT_COLORS[key], key))
+        else:
+            out.append(Segment(COMPONENT_LABELS[key], COMPONENT_COLORS[key], key))
+    return out
+
+
+def segment_bytes(est: Estimate, seg: Segment) -> float:
+    """Bytes of one segment in one estimate; the segments of an estimate sum to its total."""
+    if seg.name == FROZEN_NAME:
+        return frozen_weight_bytes(est)
+    if seg.name == TRAINABLE_NAME:
+        return float(est.components_bytes["weights"]) - frozen_weight_bytes(est)
+    return float(est.components_bytes[seg.component])
+
+
+def _detail_lines(est: Estimate, seg: Segment) -> list[str]:
+    """The detail items behind a segment, for its hover."""
+    items = [d for d in est.details if d.component == seg.component and d.bytes > 0]
+    if seg.name == FROZEN_NAME:
+        items = [d for d in items if est.mode == "seed" or d.label in _FROZEN_DETAIL_LABELS]
+    elif seg.name == TRAINABLE_NAME:
+        items = [] if est.mode == "seed" else [d for d in items if d.label not in _FROZEN_DETAIL_LABELS]
+    return [f"· {_esc(d.label)}: {both_units(d.bytes, 2)}" for d in items]
+
+
+def _hover(row_label: str, est: Estimate, seg: Segment, value: float) -> str:
+    share = value / est.total_bytes if est.total_bytes else 0.0
+    head = f"<b>{_esc(seg.name)}</b>: {both_units(value, 2)} · {share:.0%} of {to_gb(est.total_bytes):,.1f} GB"
+    lines = [_esc(row_label), head, *_detail_lines(est, seg)]
+    return "<br>".join(lines)
+
+
+BAR_WIDTH = 0.5  # in category units; the likely-range whisker sits beside the bar, clear of its colours
+BAND_OFFSET = 0.4  # whisker position from the bar's centre (above a horizontal bar, right of a vertical one)
+LABEL_ROOM = 0.55  # extra category units before the first row: room for the device lines' labels
+BOTTOM_ROOM = 0.35  # and after the last row: room for the "OS and apps" label under the bars
+
+
+def stacked_bars(rows: Sequence[tuple[str, Estimate]], device: Device | None = None, *,
+                 orientation: str = "h", band: bool = True, title: str | None = None,
+                 font_size: int | None = None, show_values: bool = True) -> go.Figure:
+    """Several setups on one memory axis: one stacked bar per (label, Estimate), components in the fixed
+    order and colours, the device's capacity overlay when a device is given, and each estimate's likely
+    range (low–high) as a whisker beside its bar.
+
+    orientation "h" draws horizontal bars (memory on x; rows top to bottom in the given order), "v"
+    vertical bars (memory on y; rows left to right). Rows sit at numeric positions 0, 1, … with the labels
+    as tick text. Values are GB; hovers list the detail items in GB and GiB."""
+    if orientation not in ("h", "v"):
+        raise ValueError("orientation must be 'h' or 'v'")
+    if not rows:
+        raise ValueError("stacked_bars needs at least one (label, Estimate) row")
+    labels = [_esc(label) for label, _ in rows]
+    ests = [est for _, est in rows]
+    positions = list(range(len(rows)))
+    horizontal = orientation == "h"
+    longest = max(to_gb(e.high_bytes) for e in ests)
+    fig = go.Figure()
+    for seg in segments(ests):
+        values = [to_gb(segment_bytes(e, seg)) for e in ests]
+        hovers = [_hover(lbl, e, seg, segment_bytes(e, seg)) for lbl, e in zip(labels, ests, strict=True)]
+        # In-bar value only where the segment is wide enough to hold it (≥ 8 % of the longest bar).
+        text = [f"{v:,.1f} GB" if show_values and longest and v >= 0.08 * longest else "" for v in values]
+        bar = go.Bar(
+            name=seg.name, orientation=orientation, marker_color=seg.color, marker_line_width=0, width=BAR_WIDTH,
+            legendgroup=seg.name, hovertext=hovers, hoverinfo="text", text=text, textposition="inside",
+            insidetextanchor="middle", meta=seg.component,
+        )
+        bar.update(x=values, y=positions) if horizontal else bar.update(x=positions, y=values)
+        fig.add_trace(bar)
+    if band and any(e.high_bytes != e.low_bytes for e in ests):
+        totals = [to_gb(e.total_bytes) for e in ests]
+        plus = [to_gb(e.high_bytes - e.total_bytes) for e in ests]
+        minus = [to_gb(e.total_bytes - e.low_bytes) for e in ests]
+        beside = [p - BAND_OFFSET if horizontal else p + BAND_OFFSET for p in positions]
+        hovers = [f"{lbl}<br><b>Total {both_units(e.total_bytes)}</b><br>likely {both_units(e.low_bytes)}"
+                  f" – {both_units(e.high_bytes)}<br>peak: {_esc(e.peak_phase)}"
+                  for lbl, e in zip(labels, ests, strict=True)]
+        err = dict(type="data", symmetric=False, array=plus, arrayminus=minus, color=BAND_COLOR, thickness=2,
+                   width=6)
+        marker = dict(color=BAND_COLOR, size=10, symbol="line-ns-open" if horizontal else "line-ew-open",
+                      line=dict(width=3, color=BAND_COLOR))
+        whisker = go.Scatter(name=BAND_NAME, mode="markers", marker=marker, hovertext=hovers, hoverinfo="text")
+        if horizontal:
+            whisker.update(x=totals, y=beside, error_x=err)
+        else:
+            whisker.update(x=beside, y=totals, error_y=err)
+        fig.add_trace(whisker)
+
+    top = longest if device is None else max(longest, to_gb(device.capacity_bytes))
+    n_rows = len(rows)
+    value_axis = dict(title_text="Memory (GB; 1 GB = 10⁹ bytes)", range=[0, top * 1.1], zeroline=False,
+                      ticksuffix=" GB", automargin=True)
+    if horizontal:  # first row on top, with room above it for the device lines' labels
+        category_axis = dict(tickvals=positions, ticktext=labels, range=[n_rows - 0.5 + BOTTOM_ROOM, -0.5 - LABEL_ROOM],
+                             showgrid=False, zeroline=False, automargin=True)
+    else:
+        category_axis = dict(tickvals=positions, ticktext=labels, range=[-0.6, n_rows - 0.4], showgrid=False,
+                             zeroline=False, automargin=True)
+    fig.update_layout(
+        barmode="stack",
+        hovermode="closest",
+        showlegend=True,
+        # Legend on top (a horizontal row saves width); the lines' labels sit inside the plot.
+        legend=dict(orientation="h", traceorder="normal", x=0, xanchor="left", y=1.0, yanchor="bottom",
+                    title_text=""),
+        margin=dict(t=10, b=10, l=10, r=10),
+        uniformtext=dict(minsize=10, mode="hide"),
+        xaxis=value_axis if horizontal else category_axis,
+        yaxis=category_axis if horizontal else value_axis,
+        height=(190 + 70 * n_rows) if horizontal else 480,
+    )
+    if title:
+        fig.update_layout(title=dict(text=_esc(title), x=0, xanchor="left"), margin_t=40)
+    if font_size:  # Streamlit's theme sets legend and tick fonts itself: size each one explicitly
+        fig.update_layout(font=dict(size=font_size), legend_font_size=font_size, hoverlabel_font_size=font_size)
+        fig.update_xaxes(tickfont_size=font_size, title_font_size=font_size)
+        fig.update_yaxes(tickfont_size=font_size, title_font_size=font_size)
+        if horizontal:
+            fig.update_layout(height=fig.layout.height + 40)
+    if device is not None:
+        capacity_overlay(fig, device, axis="x" if horizontal else "y")
+    return fig
+
+
+def capacity_overlay(fig: go.Figure, device: Device, axis: str = "x") -> go.Figure:
+    """Draw the device's limits across the plot, as in the seed's 36 GB laptop diagram: a vermillion dashed
+    line labelled '27 GB usable' at the usable memory, a grey dotted line at the total memory, and the
+    band between them (the OS and apps' share) shaded. axis is the memory axis: 'x' for horizontal bars,
+    'y' for vertical ones. Discrete GPUs (usable = total) get the usable line only. Labels sit inside the
+    plot next to their line; when the two lines are close they take two rows. Returns fig."""
+    if axis not in ("x", "y"):
+        raise ValueError("axis must be 'x' or 'y'")
+    usable = to_gb(device.usable_bytes)
+    capacity = to_gb(device.capacity_bytes)
+    reserved = device.reserved_bytes > 0
+    memory_range = fig.layout[f"{axis}axis"].range
+    span = (memory_range[1] - memory_range[0]) if memory_range else max(capacity, 1.0) * 1.1
+    # Both labels sit left of their line, so the total's label lies inside the band: when the band is too
+    # narrow to hold it, the labels take two rows and the band goes unnamed.
+    close = (capacity - usable) < 0.12 * span
+    usable_text = f"<b>{_fmt_limit(usable)} GB usable</b>" + ("" if reserved else " (all of it)")
+    total_text = f"{_fmt_limit(capacity)} GB total"
+    add_line = fig.add_vline if axis == "x" else fig.add_hline
+    if reserved:
+        add_rect = fig.add_vrect if axis == "x" else fig.add_hrect
+        rect = {"x0": usable, "x1": capacity} if axis == "x" else {"y0": usable, "y1": capacity}
+        add_rect(**rect, fillcolor=RESERVED_FILL, line_width=0, layer="below", name="reserved")
+        add_line(capacity, line=dict(color=CAPACITY_COLOR, width=2, dash="dot"), name="capacity")
+    add_line(usable, line=dict(color=USABLE_COLOR, width=2.5, dash="dash"), name="usable")
+
+    def label(value: float, text: str, color: str, name: str, row: int) -> None:
+        if axis == "x":  # vertical line: label at the top, just left of the line
+            fig.add_annotation(x=value, xref="x", xanchor="right", xshift=-4, y=1, yref="paper", yanchor="top",
+                               yshift=-18 * row, text=text, showarrow=False, font=dict(color=color), name=name)
+        else:  # horizontal line: label just above it, usable at the left end, total at the right end
+            left = name == "usable-label"
+            fig.add_annotation(y=value, yref="y", yanchor="bottom", x=0 if left else 1, xref="paper",
+                               xanchor="left" if left else "right", text=text, showarrow=False,
+                               font=dict(color=color), name=name)
+
+    label(usable, usable_text, USABLE_COLOR, "usable-label", 0)
+    if reserved:
+        label(capacity, total_text, CAPACITY_COLOR, "capacity-label", 1 if close else 0)
+        if not close:  # name the shaded band where it is wide enough to hold the words
+            os_text = f"OS and apps: {capacity - usable:,.0f} GB"
+            if axis == "x":
+                fig.add_annotation(x=(usable + capacity) / 2, y=0, yref="paper", yanchor="bottom", showarrow=False,
+                                   text=os_text.replace(": ", "<br>"), font=dict(size=11, color=CAPACITY_COLOR),
+                                   name="reserved-label")
+            else:
+                fig.add_annotation(y=(usable + capacity) / 2, yref="y", x=0.5, xref="paper", showarrow=False,
+                                   text=os_text, font=dict(size=11, color=CAPACITY_COLOR), name="reserved-label")
+    return fig
+
+
+def _fmt_limit(gb: float) -> str:
+    """27 → '27', 13.5 → '13.5': device limits as people say them."""
+    return f"{gb:,.0f}" if abs(gb - round(gb)) < 0.05 else f"{gb:,.1f}"
+
+
+def memory_bar(estimate: Estimate, device: Device | None = None, *, title: str | None = None,
+               label: str = "Peak", font_size: int | None = None) -> go.Figure:
+    """One horizontal stacked bar of estimate's components (GB) against the device's capacity overlay,
+    with the low–high band as a whisker on the total. LoRA/QLoRA split the weights into the frozen base
+    and the trainable adapters; hovers list each segment's detail items in GB and GiB."""
+    return stacked_bars([(label, estimate)], device, orientation="h", title=title, font_size=font_size)
+
+
+def chart_alt(estimate: Estimate, device: Device | None = None) -> str:
+    """A plain-text description of memory_bar for screen readers (st.plotly_chart(alt=...))."""
+    parts = [f"{COMPONENT_LABELS[k]} {to_gb(estimate.components_bytes[k]):,.1f} GB" for k in COMPONENT_KEYS]
+    text = f"Stacked bar of peak memory: {', '.join(parts)}; total {to_gb(estimate.total_bytes):,.1f} GB"
+    if device is not None:
+        text += (f", against {to_gb(device.usable_bytes):,.1f} GB usable of "
+                 f"{to_gb(device.capacity_bytes):,.1f} GB on {device.name}")
+    return text + "."

@@ -1,0 +1,327 @@
+"""The secondary pages' computations, kept out of the page scripts so they can be tested without Streamlit:
+models × methods on one device (the seed's 36 GB laptop diagram, for any device), the size table, and
+per-GPU memory against GPU count under each sharding. Everything here calls the estimator; no formulas."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from estimator import (
+    CATALOG,
+    COMPONENT_KEYS,
+    COMPONENT_LABELS,
+    GB,
+    MAX_SIZE_B,
+    MIN_SIZE_B,
+    Device,
+    Estimate,
+    GiB,
+    ModelSpec,
+    TrainingSetup,
+    Verdict,
+    estimate,
+    generic_spec,
+    list_presets,
+    load_preset,
+    min_gpus,
+    preset_ids,
+    rule_gb,
+    seed_figure_gb,
+    verdict,
+)
+from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_LABELS, SHARDINGS
+
+# The model sizes the seed page uses (its size table, the 36 GB diagram and its conclusions), in billions.
+SEED_SIZES_B: tuple[float, ...] = (0.5, 1.5, 3, 7, 14, 27, 32, 70)
+# The seed diagram's order: LoRA first, then QLoRA, then full fine-tuning.
+METHOD_ORDER: tuple[str, ...] = ("lora", "qlora", "full")
+SHORT_METHOD = {"full": "full", "lora": "LoRA", "qlora": "QLoRA"}
+SHORT_SHARDING = {"none": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3 / FSDP"}
+
+
+def size_label(size_b: float) -> str:
+    """'0.5B', '7B', '1.5B'."""
+    return f"{size_b:g}B"
+
+
+@dataclass(frozen=True)
+class FitCell:
+    """One bar of the diagram: a model trained one way, its estimate and its verdict on the device."""
+
+    model_label: str
+    size_b: float
+    method: str
+    estimate: Estimate
+    verdict: Verdict
+
+    @property
+    def label(self) -> str:
+        return f"{self.model_label} · {SHORT_METHOD[self.method]}"
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """The largest model that fits one way: among the listed models, and as a size of a generic decoder."""
+
+    method: str
+    largest_listed: FitCell | None  # the biggest listed model that fits
+    smallest_too_big: FitCell | None  # the next listed model up, which does not fit
+    max_size_b: float | None  # the largest generic decoder (billions) that fits; None if not even the smallest
+
+    @property
+    def text(self) -> str:
+        name = METHOD_LABELS[self.method]
+        if self.max_size_b is None:
+            return f"{name}: not even a {size_label(MIN_SIZE_B)} model fits."
+        if self.max_size_b >= MAX_SIZE_B:
+            head = f"{name}: every size up to {size_label(MAX_SIZE_B)} fits"
+        else:
+            head = f"{name}: up to about {size_label(round_size(self.max_size_b))}"
+        listed = []
+        if self.largest_listed is not None:
+            listed.append(f"{self.largest_listed.model_label} fits")
+        if self.smallest_too_big is not None:
+            listed.append(f"{self.smallest_too_big.model_label} is too big")
+        return head + (f" ({', '.join(listed)})" if listed else "") + "."
+
+
+@dataclass(frozen=True)
+class FitsGrid:
+    device: Device
+    cells: tuple[FitCell, ...]  # grouped by method (METHOD_ORDER), smallest model first
+    conclusions: tuple[Conclusion, ...]
+
+    def cell(self, size_b: float, method: str) -> FitCell:
+        for c in self.cells:
+            if c.method == method and math.isclose(c.size_b, size_b, rel_tol=1e-9):
+                return c
+        raise KeyError((size_b, method))
+
+
+def round_size(size_b: float) -> float:
+    """Two significant figures: 12.04 → 12, 1.92 → 1.9, 34.47 → 34."""
+    if size_b <= 0:
+        return 0.0
+    digits = 1 - int(math.floor(math.log10(size_b)))
+    return round(size_b, max(digits, 0))
+
+
+def max_fitting_size_b(setup: TrainingSetup, device: Device, rule: str | None = None,
+                       rel_tol: float = 0.002) -> float | None:
+    """The largest generic decoder (billions of parameters) whose estimate fits the device's usable memory,
+    by bisection on a log scale over the sizes the estimator accepts. Memory never falls as the size grows."""
+
+    def fits(size_b: float) -> bool:
+        return estimate(generic_spec(size_b), setup, rule).total_bytes <= device.usable_bytes
+
+    lo, hi = MIN_SIZE_B, MAX_SIZE_B
+    if not fits(lo):
+        return None
+    if fits(hi):
+        return hi
+    while hi / lo > 1 + rel_tol:
+        mid = math.sqrt(lo * hi)
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def size_and_preset_options() -> list[str]:
+    """The fits page's model choices: the seed's sizes ('7B') then every preset id."""
+    return [size_label(s) for s in SEED_SIZES_B] + list(preset_ids())
+
+
+def chosen_models(choices: Sequence[str]) -> list[tuple[str, ModelSpec]]:
+    """(label, spec) for each choice: a seed size ('7B') is a generic decoder of that size, a preset id its real
+    architecture under its display name. Unknown choices are skipped."""
+    sizes = {size_label(s): s for s in SEED_SIZES_B}
+    names = {p.id: p.name for p in list_presets()}
+    out: list[tuple[str, ModelSpec]] = []
+    for choice in choices:
+        if choice in sizes:
+            out.append((choice, generic_spec(sizes[choice])))
+        elif choice in names:
+            out.append((names[choice], load_preset(choice)))
+    return out
+
+
+def fits_grid(models: Sequence[tuple[str, ModelSpec]], setup: TrainingSetup, device: Device,
+              rule: str | None = None, methods: Sequence[str] = METHOD_ORDER) -> FitsGrid:
+    """Every model × method on one device: estimates, verdicts and, per method, the conclusion line."""
+    ordered = sorted(models, key=lambda m: m[1].params_total)
+    cells: list[FitCell] = []
+    conclusions: list[Conclusion] = []
+    for method in methods:
+        method_setup = replace(setup, method=method)
+        row: list[FitCell] = []
+        for label, spec in ordered:
+            est = estimate(spec, method_setup, rule)
+            row.append(FitCell(label, spec.params_total / 1e9, method, est,
+                               verdict(est.total_bytes, device, est.high_bytes)))
+        cells.extend(row)
+        fitting = [c for c in row if c.verdict.fits]
+        largest = fitting[-1] if fitting else None
+        above = [c for c in row if not c.verdict.fits and (largest is None or c.size_b > largest.size_b)]
+        conclusions.append(Conclusion(method, largest, above[0] if above else None,
+                                      max_fitting_size_b(method_setup, device, rule)))
+    return FitsGrid(device, tuple(cells), tuple(conclusions))
+
+
+# --------------------------------------------------------------------------------------------
+# The size table
+# --------------------------------------------------------------------------------------------
+
+# The size table: the seed's sizes and a few larger ones, up to the largest the estimator accepts.
+TABLE_SIZES_B: tuple[float, ...] = (*SEED_SIZES_B, 100, 200, MAX_SIZE_B)
+TABLE_METHODS: tuple[str, ...] = ("lora", "full", "qlora")  # the seed's columns (LoRA, full), then QLoRA
+
+
+def size_table(setup: TrainingSetup, sizes: Sequence[float] = TABLE_SIZES_B,
+               extra: Sequence[tuple[str, ModelSpec]] = (), methods: Sequence[str] = TABLE_METHODS
+               ) -> pd.DataFrame:
+    """One row per model, smallest first: for each method the seed's rule of thumb (GB) next to the detailed
+    estimate for this setup (batch, length, precision, optimizer...) in GB and GiB. Sizes are generic
+    decoders of that many parameters; `extra` adds real models (e.g. the one chosen in the sidebar)."""
+    models = [(size_label(s), generic_spec(s)) for s in sizes] + list(extra)
+    models.sort(key=lambda m: m[1].params_total)
+    master = setup.precision == "mixed"
+    rows = []
+    for label, spec in models:
+        size_b = spec.params_total / 1e9
+        row: dict[str, object] = {"Model": label, "Parameters (B)": size_b}
+        for method in methods:
+            est = estimate(spec, replace(setup, method=method))
+            name = SHORT_METHOD[method]
+            row[f"{name} · rule (GB)"] = rule_gb(size_b, method, master)
+            row[f"{name} · detailed (GB)"] = est.total_bytes / GB
+            row[f"{name} · detailed (GiB)"] = est.total_bytes / GiB
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# Scale out
+# --------------------------------------------------------------------------------------------
+
+GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _scaled(setup: TrainingSetup, sharding: str, offload: bool, gpus: int = 1) -> TrainingSetup:
+    """The setup under one sharding. Optimizer offload goes with ZeRO/FSDP only (the estimator refuses it
+    for plain data parallel on several GPUs), so data parallel is always shown without it."""
+    return replace(setup, gpus=gpus, sharding=sharding, offload_optimizer=offload and sharding != "none")
+
+
+def scale_out_curves(spec: ModelSpec, setup: TrainingSetup, gpu_counts: Sequence[int] = GPU_COUNTS,
+                     shardings: Sequence[str] = SHARDINGS, offload: bool = False) -> dict[str, list[Estimate]]:
+    """Per-GPU detailed estimates for each sharding at each GPU count."""
+    return {sharding: [estimate(spec, _scaled(setup, sharding, offload, n)) for n in gpu_counts]
+            for sharding in shardings}
+
+
+def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Device] = CATALOG,
+                   shardings: Sequence[str] = SHARDINGS, offload: bool = False, max_gpus: int = 64
+                   ) -> pd.DataFrame:
+    """The smallest GPU count (≤ max_gpus) that fits each device under each sharding (columns named by
+    SHORT_SHARDING); missing where none does. Only discrete GPUs: unified-memory laptops do not scale out."""
+    rows = []
+    for device in devices:
+        if device.kind != "discrete":
+            continue
+        row: dict[str, object] = {"Device": device.name, "Memory (GB)": device.capacity_bytes / 1e9}
+        for sharding in shardings:
+            row[SHORT_SHARDING[sharding]] = min_gpus(spec, _scaled(setup, sharding, offload), device, max_gpus)
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    for sharding in shardings:  # whole GPU counts, missing where nothing up to max_gpus fits
+        frame[SHORT_SHARDING[sharding]] = frame[SHORT_SHARDING[sharding]].astype("Int64")
+    return frame
+
+
+# --------------------------------------------------------------------------------------------
+# Compare methods
+# --------------------------------------------------------------------------------------------
+
+# The compare page's extra bars: another precision or another optimizer, applied to every chosen method.
+VARIANT_OPTIONS: tuple[str, ...] = PRECISIONS + OPTIMIZERS
+# The seed's 7B figure order: full fine-tuning, LoRA, QLoRA.
+FIGURE_ORDER: tuple[str, ...] = ("full", "lora", "qlora")
+
+
+def compare_setups(setup: TrainingSetup, methods: Sequence[str], variants: Sequence[str] = ()
+                   ) -> list[tuple[str, TrainingSetup]]:
+    """(label, setup) for each chosen method (seed figure order) and, after each, the same method with each
+    variant precision or optimizer. A variant equal to the current setting adds nothing."""
+    out: list[tuple[str, TrainingSetup]] = []
+    for method in (m for m in FIGURE_ORDER if m in methods):
+        base = replace(setup, method=method)
+        out.append((METHOD_LABELS[method], base))
+        for variant in variants:
+            field = "precision" if variant in PRECISIONS else "optimizer"
+            if variant not in VARIANT_OPTIONS or getattr(base, field) == variant:
+                continue
+            out.append((f"{SHORT_METHOD[method]} · {variant}", replace(base, **{field: variant})))
+    return out
+
+
+def components_table(rows: Sequence[tuple[str, Estimate]]) -> pd.DataFrame:
+    """Components down, setups across: each setup's GB and GiB per component, then the total."""
+    data: dict[str, list[object]] = {"Component": [COMPONENT_LABELS[k] for k in COMPONENT_KEYS] + ["Total"]}
+    for label, est in rows:
+        values = [float(est.components_bytes[k]) for k in COMPONENT_KEYS] + [float(est.total_bytes)]
+        data[f"{label} (GB)"] = [v / GB for v in values]
+        data[f"{label} (GiB)"] = [v / GiB for v in values]
+    return pd.DataFrame(data)
+
+
+def seed_figure_rows(spec: ModelSpec, methods: Sequence[str], lora_rank: int = 16
+                     ) -> list[tuple[str, dict[str, float]]]:
+    """(method label, the seed figure's segments in GB) in the figure's order."""
+    return [(METHOD_LABELS[m], seed_figure_gb(spec, m, lora_rank)) for m in FIGURE_ORDER if m in methods]
+
+
+def seed_figure_table(spec: ModelSpec, methods: Sequence[str], lora_rank: int = 16,
+                      master_copy: bool = False) -> pd.DataFrame:
+    """Segments down (the seed figure's, before activations), then their sum and the rule of thumb's total
+    with its working margin; methods across, in GB and GiB."""
+    figures = seed_figure_rows(spec, methods, lora_rank)
+    keys = list(next(iter(figures))[1]) if figures else []
+    data: dict[str, list[object]] = {
+        "Segment": [k.capitalize() for k in keys] + ["Before activations", "Rule of thumb (with margin)"]}
+    size_b = spec.params_total / 1e9
+    for (label, segs), method in zip(figures, [m for m in FIGURE_ORDER if m in methods], strict=True):
+        values = [segs[k] for k in keys] + [sum(segs.values()), rule_gb(size_b, method, master_copy)]
+        data[f"{label} (GB)"] = values
+        data[f"{label} (GiB)"] = [v * GB / GiB for v in values]
+    return pd.DataFrame(data)
+
+
+def setup_summary(spec: ModelSpec | None, setup: TrainingSetup, device: Device | None) -> str:
+    """One plain-text line naming what a page computes for: model, batch × length, precision, optimizer,
+    checkpointing, GPUs, device (model and device left out when None)."""
+    parts = [spec.name] if spec is not None else []
+    parts += [f"batch {setup.batch} × {setup.seq_len:,} tokens", setup.precision, setup.optimizer,
+              "checkpointing on" if setup.grad_ckpt else "checkpointing off"]
+    if setup.gpus > 1:
+        parts.append(f"{setup.gpus} GPUs, {SHARDING_LABELS[setup.sharding]}")
+    if device is not None:
+        parts.append(device.name)
+    return " · ".join(parts)
+
+
+def best_layout(spec: ModelSpec, setup: TrainingSetup, device: Device, shardings: Sequence[str] = SHARDINGS,
+                offload: bool = False, max_gpus: int = 64) -> tuple[str, int, Estimate] | None:
+    """The fewest GPUs of this device that fit, and the least sharding that achieves it (shardings are tried
+    in the given order, simplest first): (sharding, GPU count, its estimate), or None if nothing fits."""
+    best: tuple[str, int, Estimate] | None = None
+    for sharding in shardings:
+        n = min_gpus(spec, _scaled(setup, sharding, offload), device, max_gpus)
+        if n is not None and (best is None or n < best[1]):
+            best = (sharding, n, estimate(spec, _scaled(setup, sharding, offload, n)))
+    return best

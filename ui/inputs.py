@@ -1,0 +1,376 @@
+"""The shared inputs panel: the one function every page calls. Widgets live in the sidebar, are keyed,
+and are bound to the URL (bind="query-params"), so any view is a shareable link and survives page
+switches. Invalid URL values fall back to defaults with a visible note; nothing from the URL or an
+uploaded file is ever rendered as HTML or Markdown."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from estimator import (
+    CATALOG,
+    MAX_SIZE_B,
+    MIN_SIZE_B,
+    Device,
+    ModelSpec,
+    TrainingSetup,
+    custom_device,
+    generic_spec,
+    get_device,
+    list_presets,
+    load_preset,
+    parse_config_text,
+    parse_targets,
+)
+from estimator.training import (
+    ATTENTIONS,
+    METHOD_LABELS,
+    OPTIMIZER_LABELS,
+    OPTIMIZERS,
+    PRECISION_LABELS,
+    PRECISIONS,
+    SHARDING_LABELS,
+    SHARDINGS,
+)
+from ui.report import VIEWER_PARAMS
+
+BY_SIZE = "by-size"
+UPLOAD = "upload"
+CUSTOM = "custom"
+DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_DEVICE = "rtx-4090"
+
+# The size slider: a log-like ladder from 0.1B to 400B (integral values as ints so the URL reads size=7).
+SIZE_STEPS: tuple[float, ...] = (
+    0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9, 10, 12,
+    14, 16, 20, 24, 27, 32, 40, 48, 56, 70, 80, 100, 120, 140, 175, 200, 235, 280, 340, 400,
+)
+assert SIZE_STEPS[0] == MIN_SIZE_B and SIZE_STEPS[-1] == MAX_SIZE_B
+POW2_LENGTHS: tuple[int, ...] = tuple(2**k for k in range(7, 18))  # 128 … 131072
+BATCH_MAX = 256
+MAX_LEN_MAX = 1 << 21
+RANKS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+GPUS_MAX = 1024
+CAPACITY_MAX_GB = 100_000.0
+
+DEFAULTS: dict[str, object] = {
+    "model": DEFAULT_MODEL, "size": 7, "method": "lora", "precision": "bf16", "optimizer": "adamw",
+    "batch": 1, "max_len": 2048, "ckpt": False, "attn": "sdpa", "rank": 16, "targets": "all-linear",
+    "gpus": 1, "sharding": "none", "device": DEFAULT_DEVICE, "capacity": 24.0, "kind": "discrete",
+    "rule": False, "present": False,
+}
+# Every URL parameter the app understands (bound widgets), in the README's order.
+PARAMS: tuple[str, ...] = tuple(DEFAULTS)
+# Link parameters that single pages bind to their own widgets (compare: methods, variants; fits: models,
+# methods; scale out: offload, maxgpus): known, so never "unknown" here (nor Streamlit's VIEWER_PARAMS).
+# Streamlit itself drops their invalid values. A page that binds a new widget adds its key here.
+PAGE_PARAMS: frozenset[str] = frozenset({"methods", "variants", "models", "offload", "maxgpus"})
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything a page needs: the model, the setup, the device and the mode, plus notes to show."""
+
+    model: ModelSpec
+    setup: TrainingSetup
+    device: Device
+    rule: str | None  # "seed" when the quick rule is on
+    presentation: bool
+    notes: tuple[str, ...]  # plain-text notes (invalid URL values, upload errors): render with st.text/caption
+    model_choice: str  # preset id, BY_SIZE or UPLOAD
+
+
+def model_options() -> list[str]:
+    return [p.id for p in list_presets()] + [BY_SIZE, UPLOAD]
+
+
+def _model_label(option: str) -> str:
+    names = {p.id: p.name for p in list_presets()}
+    return names.get(option, {"by-size": "By size (generic decoder)", "upload": "Upload config.json"}.get(option, option))
+
+
+def _valid_number(raw: str, low: float, high: float, integer: bool) -> bool:
+    try:
+        value = float(raw)
+    except ValueError:
+        return False
+    if not math.isfinite(value) or not low <= value <= high:
+        return False
+    return not integer or value == int(value)
+
+
+def _is_valid(key: str, raw: str) -> bool:
+    """Would the bound widget accept this URL value? (Streamlit drops invalid ones silently; we say so.)"""
+    choices: dict[str, list[str]] = {
+        "model": model_options(), "method": list(METHOD_LABELS), "precision": list(PRECISIONS),
+        "optimizer": list(OPTIMIZERS), "attn": list(ATTENTIONS), "sharding": list(SHARDINGS),
+        "device": [d.id for d in CATALOG] + [CUSTOM], "kind": ["discrete", "unified"],
+        "size": [str(s) for s in SIZE_STEPS], "rank": [str(r) for r in RANKS],
+    }
+    if key in choices:
+        return raw in choices[key]
+    if key in ("ckpt", "rule", "present"):
+        return raw.lower() in ("true", "false")
+    if key == "batch":
+        return _valid_number(raw, 1, BATCH_MAX, True)
+    if key == "max_len":
+        return _valid_number(raw, 1, MAX_LEN_MAX, True)
+    if key == "gpus":
+        return _valid_number(raw, 1, GPUS_MAX, True)
+    if key == "capacity":
+        return _valid_number(raw, 0.5, CAPACITY_MAX_GB, False)
+    if key == "targets":
+        return 0 < len(raw) <= 200
+    return False
+
+
+def url_notes() -> list[str]:
+    """Plain-text notes for invalid or unknown URL parameters (checked before the widgets consume them)."""
+    notes: list[str] = []
+    unknown = 0
+    for key in list(st.query_params.keys()):
+        if key not in PARAMS:
+            if key not in PAGE_PARAMS | VIEWER_PARAMS:
+                unknown += 1
+            continue
+        for raw in st.query_params.get_all(key):
+            if not _is_valid(key, raw):
+                notes.append(f"The link's value for '{key}' was not valid; using the default ({DEFAULTS[key]}).")
+                break
+    if unknown:
+        notes.append(f"Ignored {unknown} unknown link parameter(s).")
+    return notes
+
+
+# Whole-number inputs bound to the URL. Streamlit 1.67 seeds them with int(float(value)), which raises
+# OverflowError (not the ValueError it catches) for ?max_len=inf, 1e309 or a 400-digit number.
+INT_NUMBER_PARAMS = ("max_len", "gpus")
+_PENDING_NOTES = "_url_notes_before_rerun"
+
+
+def _overflowing_params() -> list[str]:
+    """Whole-number parameters whose link value is not a finite number Streamlit can convert."""
+    bad = []
+    for key in INT_NUMBER_PARAMS:
+        for raw in st.query_params.get_all(key):
+            try:
+                finite = math.isfinite(float(raw))
+            except ValueError:
+                continue  # not a number at all: Streamlit rejects it cleanly
+            if not finite:
+                bad.append(key)
+                break
+    return bad
+
+
+def _drop_overflowing_params(notes: list[str]) -> None:
+    """On a link's first run, before any widget binds them, remove the values Streamlit would crash on and
+    start again (the widgets seed from the URL of the run's request, so removing them is not enough);
+    the notes of this run are kept for the next."""
+    bad = _overflowing_params()
+    if not bad:
+        return
+    try:
+        for key in bad:
+            del st.query_params[key]
+    except StreamlitAPIException:  # already bound (not a fresh link): nothing safe to do
+        return
+    st.session_state[_PENDING_NOTES] = notes
+    st.rerun()
+
+
+_LAST_RUN = "_inputs_last_run"  # {"page": page script hash, "values": {parameter: value}}
+
+
+def _current_page() -> str:
+    ctx = get_script_run_ctx()
+    return ctx.page_script_hash if ctx is not None else ""
+
+
+def _carry_over_after_page_switch() -> None:
+    """Keep the inputs across a page switch. Streamlit 1.67 drops link-seeded bound parameters from the URL
+    when the user switches pages before touching a widget (its frontend only carries parameters of widgets
+    it has seen change), so the new page's widgets would start at their defaults. On the first run of a new
+    page, put the last page's values back through Session State, for the parameters the URL does not
+    carry. Runs before any widget exists. (The address bar catches up at the next change of an input;
+    link_params() builds share links from the values, so they are complete meanwhile.)"""
+    last = st.session_state.get(_LAST_RUN)
+    if not last or last["page"] == _current_page():
+        return
+    for key, value in last["values"].items():
+        if key not in st.query_params and value is not None and value != DEFAULTS[key]:
+            st.session_state[key] = value
+
+
+def _remember_inputs() -> None:
+    st.session_state[_LAST_RUN] = {"page": _current_page(),
+                                   "values": {key: st.session_state.get(key) for key in PARAMS}}
+
+
+def link_params() -> dict[str, list[str]]:
+    """The current inputs as link parameters, as Streamlit writes them (defaults left out). Built from the
+    widgets' values, not the address bar, which can lag after a page switch (see above)."""
+    params: dict[str, list[str]] = {}
+    for key in PARAMS:
+        value = st.session_state.get(key)
+        if value is None or value == DEFAULTS[key]:
+            continue
+        params[key] = [str(value).lower() if isinstance(value, bool) else str(value)]
+    return params
+
+
+def _sync_length_slider() -> None:
+    """Before the slider renders: point it at the power of two nearest the typed max length."""
+    # On a link's first run the bound number input has not read the URL yet: take its value from there.
+    from_url = st.query_params.get("max_len")
+    if "max_len" not in st.session_state and from_url is not None and _is_valid("max_len", from_url):
+        current: object = from_url
+    else:
+        current = st.session_state.get("max_len", DEFAULTS["max_len"])
+    try:
+        value = int(float(current))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = int(DEFAULTS["max_len"])  # type: ignore[call-overload]
+    st.session_state["max_len_pow2"] = min(POW2_LENGTHS, key=lambda p: abs(math.log2(max(value, 1)) - math.log2(p)))
+
+
+def _length_from_slider() -> None:
+    st.session_state["max_len"] = int(st.session_state["max_len_pow2"])
+
+
+def render_inputs() -> Inputs:
+    """Draw the shared sidebar and return validated Inputs. Never raises for bad input."""
+    notes = url_notes()
+    _drop_overflowing_params(notes)
+    notes = st.session_state.pop(_PENDING_NOTES, notes)  # after that rerun: the first run's notes
+    _carry_over_after_page_switch()
+    sb = st.sidebar
+    sb.header("Your setup")
+    rule_on = sb.toggle("Quick rule (seed)", value=False, key="rule", bind="query-params",
+                        help="The product page's rule of thumb: LoRA ≈ 2 GB per billion + 3 GB, full ≈ 12 GB "
+                             "per billion + 4 GB. Off = the detailed, architecture-aware estimate.")
+    # Bound selectboxes carry their *displayed* option in the URL (Streamlit serialises the format_func
+    # label), so the options are shown as their stable ids (?model=by-size) and the name goes underneath.
+    choice = sb.selectbox("Model", model_options(), index=model_options().index(DEFAULT_MODEL), key="model",
+                          bind="query-params",
+                          help="A preset (a real config.json), 'by-size' (a generic decoder of the size below), "
+                               "or 'upload' (your own config.json).")
+    sb.caption(plain(_model_label(choice)))
+    size = sb.select_slider("Model size (billions of parameters)", options=list(SIZE_STEPS), value=7, key="size",
+                            bind="query-params", disabled=choice != BY_SIZE,
+                            help="Used when Model is 'by-size': a Llama-style decoder of this size.")
+    spec: ModelSpec
+    if choice == BY_SIZE:
+        try:
+            spec = generic_spec(float(size))
+        except ValueError as exc:
+            spec = load_preset(DEFAULT_MODEL)
+            notes.append(f"A generic {size}B model could not be built ({exc}); showing {spec.name}.")
+    elif choice == UPLOAD:
+        upload = sb.file_uploader("config.json", type=["json"], key="upload",
+                                  help="A Hugging Face config.json (llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, "
+                                       "qwen3_moe, gemma, gemma2, gemma3_text, phi3, phi, gpt_neox).")
+        spec = load_preset(DEFAULT_MODEL)
+        if upload is None:
+            notes.append(f"No config.json uploaded yet; showing {spec.name}.")
+        else:
+            try:
+                spec = parse_config_text(upload.getvalue(), name=str(upload.name)[:60])
+            except ValueError as exc:
+                notes.append(f"That config.json could not be used: {exc}. Showing {spec.name}.")
+    else:
+        spec = load_preset(choice)
+
+    method = sb.segmented_control("Method", list(METHOD_LABELS), default="lora", key="method",
+                                  bind="query-params", required=True,
+                                  help="full = every weight trains; lora = frozen 16-bit base + small adapters; "
+                                       "qlora = frozen 4-bit base + adapters.")
+    precision = sb.selectbox("Precision", list(PRECISIONS), index=0, key="precision", bind="query-params",
+                             help="; ".join(f"{k}: {v}" for k, v in PRECISION_LABELS.items()))
+    batch = sb.slider("Batch size (per GPU)", 1, BATCH_MAX, 1, step=1, key="batch", bind="query-params")
+    _sync_length_slider()
+    sb.select_slider("Max length (tokens)", options=list(POW2_LENGTHS), key="max_len_pow2",
+                     on_change=_length_from_slider,
+                     help="Powers of two; type an exact length below.")
+    max_len = sb.number_input("Exact max length", min_value=1, max_value=MAX_LEN_MAX, value=2048, step=128,
+                              key="max_len", bind="query-params")
+    ckpt = sb.toggle("Gradient checkpointing", value=False, key="ckpt", bind="query-params",
+                     help="Keeps only each layer's input and recomputes the rest in backward: far less "
+                          "activation memory, 20–30 % slower.")
+
+    with sb.expander("Optimizer, attention, LoRA"):
+        optimizer = st.selectbox("Optimizer", list(OPTIMIZERS), index=0, key="optimizer", bind="query-params",
+                                 help="; ".join(f"{k}: {v}" for k, v in OPTIMIZER_LABELS.items()))
+        attn = st.selectbox("Attention", list(ATTENTIONS), index=0, key="attn", bind="query-params",
+                            help="sdpa = PyTorch SDPA / flash (no s² memory); eager = materialised scores.")
+        lora_off = method == "full"
+        rank = st.select_slider("LoRA rank", options=list(RANKS), value=16, key="rank", bind="query-params",
+                                disabled=lora_off)
+        targets_text = st.text_input("LoRA targets", value="all-linear", key="targets", bind="query-params",
+                                     max_chars=200, disabled=lora_off,
+                                     help=f"'all-linear' or names: {', '.join(spec.linear_names())}")
+    with sb.expander("GPUs and sharding"):
+        gpus = st.number_input("GPUs", min_value=1, max_value=GPUS_MAX, value=1, step=1, key="gpus",
+                               bind="query-params")
+        sharding = st.selectbox("Sharding", list(SHARDINGS), index=0, key="sharding", bind="query-params",
+                                help="; ".join(f"{k}: {v}" for k, v in SHARDING_LABELS.items()))
+
+    device_ids = [d.id for d in CATALOG] + [CUSTOM]
+    names = {d.id: d.name for d in CATALOG} | {CUSTOM: "Custom capacity"}
+    device_choice = sb.selectbox("Device", device_ids, index=device_ids.index(DEFAULT_DEVICE), key="device",
+                                 bind="query-params",
+                                 help="Unified-memory laptops can give about 75 % of RAM to training; a PC's "
+                                      "limit is its graphics card's own memory, not its RAM.")
+    sb.caption(plain(names.get(device_choice, device_choice)))
+    capacity = sb.number_input("Custom capacity (GB)", min_value=0.5, max_value=CAPACITY_MAX_GB, value=24.0,
+                               step=1.0, key="capacity", bind="query-params", disabled=device_choice != CUSTOM)
+    kind = sb.segmented_control("Custom memory kind", ["discrete", "unified"], default="discrete", key="kind",
+                                bind="query-params", required=True, disabled=device_choice != CUSTOM,
+                                help="unified = shared RAM (about 75 % usable); discrete = a GPU's own memory.")
+    present = sb.toggle("Presentation mode", value=False, key="present", bind="query-params",
+                        help="Larger verdict and fonts for meetings; still linkable.")
+
+    _remember_inputs()
+    device = custom_device(float(capacity), str(kind)) if device_choice == CUSTOM else get_device(device_choice)
+
+    targets: tuple[str, ...] = ("all-linear",)
+    if method != "full":
+        try:
+            targets = parse_targets(str(targets_text))
+            from estimator.activations import adapted_modules
+
+            adapted_modules(spec, TrainingSetup(method="lora", lora_targets=targets))
+        except ValueError as exc:
+            notes.append(f"LoRA targets: {exc}. Using all-linear.")
+            targets = ("all-linear",)
+    try:
+        setup = TrainingSetup(
+            method=str(method), precision=str(precision), optimizer=str(optimizer), batch=int(batch),
+            seq_len=int(max_len), grad_ckpt=bool(ckpt), attention=str(attn), lora_rank=int(rank),
+            lora_targets=targets, gpus=int(gpus), sharding=str(sharding),
+        )
+    except ValueError as exc:
+        notes.append(f"Setup not valid ({exc}); using defaults.")
+        setup = TrainingSetup()
+    return Inputs(model=spec, setup=setup, device=device, rule="seed" if rule_on else None,
+                  presentation=bool(present), notes=tuple(notes), model_choice=str(choice))
+
+
+_MD_SPECIAL = set("\\`*_{}[]()#+-.!|<>~$:")
+
+
+def plain(text: str, limit: int = 300) -> str:
+    """Escape Markdown so user-supplied text shows literally (st.warning renders Markdown; HTML is off)."""
+    text = " ".join(str(text).split())[:limit]
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in text)
+
+
+def show_notes(inputs: Inputs) -> None:
+    """Render the input notes as literal text: they may quote the URL or an uploaded file."""
+    for note in inputs.notes:
+        st.warning(plain(note), icon=":material/info:")

@@ -1,0 +1,143 @@
+"""Figure builders for the secondary pages (compare, what fits, scale out). Pure functions returning plotly
+Figures, no Streamlit; they reuse ui.charts' colours, stacked bars and device overlay so every page draws
+memory the same way. Values are decimal GB; hovers add GiB."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from estimator import Device, Estimate, to_gb
+from estimator.training import SHARDING_LABELS
+from ui.charts import (
+    COMPONENT_COLORS,
+    FROZEN_COLOR,
+    FROZEN_NAME,
+    TRAINABLE_NAME,
+    USABLE_COLOR,
+    _esc,
+    both_units,
+    capacity_overlay,
+    stacked_bars,
+)
+from ui.grids import FitsGrid
+
+# seed_figure_gb's segments → (legend name, colour): the same names and colours as the detailed bars.
+SEED_SEGMENTS: dict[str, tuple[str, str]] = {
+    "frozen weights": (FROZEN_NAME, FROZEN_COLOR),
+    "trainable weights": (TRAINABLE_NAME, COMPONENT_COLORS["weights"]),
+    "gradients": ("Gradients", COMPONENT_COLORS["gradients"]),
+    "optimizer state": ("Optimizer state (Adam + fp32 copy)", COMPONENT_COLORS["optimizer"]),
+}
+FITS_COLOR = "#009E73"  # bluish green (Okabe–Ito): the verdict "fits"
+# One colour and dash per sharding, distinct from the usable line's vermillion.
+SHARDING_STYLES: dict[str, tuple[str, str]] = {
+    "none": ("#8C8C8C", "dot"),
+    "zero1": ("#E69F00", "dashdot"),
+    "zero2": ("#56B4E9", "dash"),
+    "zero3": ("#0072B2", "solid"),
+}
+
+
+def _font_size(fig: go.Figure, size: int | None) -> None:
+    """Presentation mode: Streamlit's theme sets legend, tick and hover fonts itself, so size each one."""
+    if size:
+        fig.update_layout(font_size=size, legend_font_size=size, hoverlabel_font_size=size)
+        fig.update_xaxes(tickfont_size=size, title_font_size=size)
+        fig.update_yaxes(tickfont_size=size, title_font_size=size)
+
+
+def _row_height(n_rows: int, font_size: int | None) -> int:
+    """Pixels per bar: compact for many rows, never less than two lines of the label font."""
+    return max(28 if n_rows > 12 else 44, 2 * (font_size or 0))
+
+
+def seed_figure_chart(figures: Sequence[tuple[str, Mapping[str, float]]], device: Device | None = None, *,
+                      font_size: int | None = None) -> go.Figure:
+    """The seed's 7B figure for any model: GPU memory before activations (GB), one vertical stacked bar per
+    method with the segments frozen weights, trainable weights, gradients and optimizer state, each bar
+    topped with its total, against the device's limits."""
+    if not figures:
+        raise ValueError("seed_figure_chart needs at least one (label, segments) pair")
+    labels = [_esc(label) for label, _ in figures]
+    fig = go.Figure()
+    for key, (name, color) in SEED_SEGMENTS.items():
+        values = [float(segs.get(key, 0.0)) for _, segs in figures]
+        hovers = [f"{lbl}<br><b>{name}</b>: {both_units(v * 1e9, 2)}" for lbl, v in zip(labels, values, strict=True)]
+        fig.add_bar(name=name, x=labels, y=values, marker_color=color, marker_line_width=0, legendgroup=name,
+                    hovertext=hovers, hoverinfo="text")
+    totals = [sum(segs.values()) for _, segs in figures]
+    fig.add_scatter(x=labels, y=totals, mode="text", text=[f"<b>≈ {t:,.1f} GB</b>" for t in totals],
+                    textposition="top center", showlegend=False, hoverinfo="skip", name="totals")
+    top = max(totals)
+    if device is not None:
+        top = max(top, to_gb(device.capacity_bytes))
+    fig.update_layout(
+        barmode="stack", height=460, hovermode="closest",
+        legend=dict(orientation="h", traceorder="normal", x=0, xanchor="left", y=1.0, yanchor="bottom"),
+        margin=dict(t=36, b=10, l=10, r=24),
+        yaxis=dict(title_text="Memory before activations (GB; 1 GB = 10⁹ bytes)", range=[0, top * 1.15],
+                   ticksuffix=" GB", zeroline=False),
+        xaxis=dict(automargin=True),
+    )
+    _font_size(fig, font_size)
+    if device is not None:
+        capacity_overlay(fig, device, axis="y")
+    return fig
+
+
+def fits_chart(grid: FitsGrid, *, font_size: int | None = None) -> go.Figure:
+    """The seed's 36 GB laptop diagram for any device: one horizontal stacked bar per model × method against
+    the usable line, each marked 'fits' or 'too big' at its end. The memory axis stops at 1.6 × the device's
+    capacity (or the largest bar that fits): longer bars run off the edge with their total written inside."""
+    rows = [(c.label, c.estimate) for c in grid.cells]
+    fig = stacked_bars(rows, grid.device, orientation="h", band=False, show_values=False, font_size=font_size)
+    capacity = to_gb(grid.device.capacity_bytes)
+    fitting = [to_gb(c.estimate.total_bytes) for c in grid.cells if c.verdict.fits]
+    x_max = max([capacity * 1.6, *(t * 1.25 for t in fitting)])
+    rows_at = list(fig.layout.yaxis.tickvals or [_esc(c.label) for c in grid.cells])  # the bars' y positions
+    for row_y, cell in zip(rows_at, grid.cells, strict=True):
+        total = to_gb(cell.estimate.total_bytes)
+        word = "fits" if cell.verdict.fits else "too big"
+        color = FITS_COLOR if cell.verdict.fits else USABLE_COLOR
+        clipped = total > x_max * 0.82
+        fig.add_annotation(
+            x=min(total, x_max), y=row_y, xanchor="right" if clipped else "left",
+            text=f"<b>{total:,.1f} GB · {word}</b>" + (" →" if total > x_max else ""), showarrow=False,
+            font=dict(color="white" if clipped else color, size=(font_size or 12)),
+            bgcolor=color if clipped else None, borderpad=2, xshift=-4 if clipped else 6, name="verdict")
+    fig.update_layout(xaxis_range=[0, x_max], height=170 + _row_height(len(rows), font_size) * len(rows))
+    return fig
+
+
+def scale_out_chart(curves: Mapping[str, Sequence[Estimate]], gpu_counts: Sequence[int], device: Device, *,
+                    font_size: int | None = None) -> go.Figure:
+    """Per-GPU peak memory against the GPU count (log₂ axis), one line per sharding, with the device's
+    usable line: where a line drops below it, that many GPUs of this kind fit the run."""
+    fig = go.Figure()
+    for sharding, ests in curves.items():
+        color, dash = SHARDING_STYLES.get(sharding, ("#8C8C8C", "solid"))
+        name = SHARDING_LABELS.get(sharding, sharding)
+        totals = [to_gb(e.total_bytes) for e in ests]
+        hovers = []
+        for n, est in zip(gpu_counts, ests, strict=True):
+            text = f"<b>{_esc(name)}</b> · {n} GPU{'s' if n > 1 else ''}<br>{both_units(est.total_bytes)} per GPU"
+            if est.cpu_offload_bytes:
+                text += f"<br>optimizer state in CPU RAM: {both_units(est.cpu_offload_bytes)}"
+            hovers.append(text)
+        fig.add_scatter(x=list(gpu_counts), y=totals, name=name, mode="lines+markers",
+                        line=dict(color=color, dash=dash, width=3), marker=dict(size=8, color=color),
+                        hovertext=hovers, hoverinfo="text")
+    all_totals = [to_gb(e.total_bytes) for ests in curves.values() for e in ests]
+    top = max([*all_totals, to_gb(device.capacity_bytes)])
+    fig.update_layout(
+        height=460, hovermode="closest", margin=dict(t=36, b=10, l=10, r=24),
+        legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
+        xaxis=dict(type="log", title_text="GPUs (log₂ scale)", tickvals=list(gpu_counts),
+                   ticktext=[str(n) for n in gpu_counts]),
+        yaxis=dict(title_text="Peak memory per GPU (GB)", range=[0, top * 1.08], ticksuffix=" GB", zeroline=False),
+    )
+    _font_size(fig, font_size)
+    capacity_overlay(fig, device, axis="y")
+    return fig

@@ -1,0 +1,121 @@
+"""The numbers a page shows, as data and plain text: the breakdown table (and its CSV), the seed rule's gap
+to the detailed estimate, remedy and solver lines, and the share link. Pure (no Streamlit), so the page
+stays thin and these are tested directly. Sizes are labelled GB (10⁹ B) and GiB (2³⁰ B)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import pandas as pd
+
+from estimator import COMPONENT_KEYS, COMPONENT_LABELS, Device, Estimate, Remedy, Verdict, to_gb, to_gib
+from ui.charts import both_units
+
+# Streamlit's own viewer options: not part of a setup, so never copied into a share link.
+VIEWER_PARAMS = frozenset({"embed", "embed_options"})
+NEGLIGIBLE_BYTES = 0.05e9  # below what one decimal of GB shows: "saves nothing", not "saves 0.0 GB"
+BREAKDOWN_COLUMNS = ("component", "item", "bytes", "gb", "gib", "share")
+
+
+def breakdown_frame(est: Estimate) -> pd.DataFrame:
+    """One row per detail item at the peak phase (component order), then a total row. Columns: component
+    label, item, bytes, GB, GiB, share of the total (0–1). The items of a component sum to it."""
+    rows = []
+    total = float(est.total_bytes)
+    for key in COMPONENT_KEYS:
+        for item in (d for d in est.details if d.component == key and d.bytes > 0):
+            rows.append((COMPONENT_LABELS[key], item.label, float(round(item.bytes)), to_gb(item.bytes),
+                         to_gib(item.bytes), item.bytes / total if total else 0.0))
+    rows.append(("Total", f"peak: {est.peak_phase}", float(round(total)), to_gb(total), to_gib(total), 1.0))
+    # Bytes as float64: absurd setups (400B, fp32, 2M tokens × 256) pass int64, which Arrow cannot hold.
+    return pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS))
+
+
+def breakdown_csv(est: Estimate) -> str:
+    """The breakdown table as CSV: the same rows and numbers as on screen, bytes exact."""
+    frame = breakdown_frame(est)
+    frame["bytes"] = [int(b) for b in frame["bytes"]]  # whole bytes, exact (Python ints)
+    return frame.to_csv(index=False, float_format="%.4f")
+
+
+def verdict_detail(est: Estimate, device: Device, v: Verdict) -> tuple[str, str]:
+    """The two lines under the headline (plain text, no Markdown): the estimate (expected peak in both
+    units, the likely range, the peak phase) and the device (usable and total memory)."""
+    parts = [f"Expected peak {both_units(est.total_bytes)}"]
+    if est.high_bytes != est.low_bytes:
+        parts.append(f"likely {to_gb(est.low_bytes):,.1f}–{to_gb(est.high_bytes):,.1f} GB "
+                     f"({to_gib(est.low_bytes):,.1f}–{to_gib(est.high_bytes):,.1f} GiB)")
+    parts.append(f"peak during: {est.peak_phase}")
+    device_line = f"{device.name}: {both_units(v.usable_bytes)} usable of {both_units(device.capacity_bytes)}"
+    return " · ".join(parts), device_line
+
+
+def band_warning(est: Estimate, v: Verdict) -> str | None:
+    """A caution when the verdict hangs on the estimate's error: it fits but the high end does not, or it
+    does not fit but the low end would."""
+    if v.fits and not v.high_fits:
+        return (f"Close call: the upper end of the likely range ({both_units(est.high_bytes)}) is above the "
+                f"usable {both_units(v.usable_bytes)}. Leave some headroom or apply a change below.")
+    if not v.fits and est.low_bytes <= v.usable_bytes:
+        return (f"Borderline: the lower end of the likely range ({both_units(est.low_bytes)}) would fit in "
+                f"{both_units(v.usable_bytes)}; a small change below should make it fit.")
+    return None
+
+
+@dataclass(frozen=True)
+class RuleGap:
+    """How far the detailed estimate is from the seed's rule of thumb."""
+
+    seed_bytes: float
+    detailed_bytes: float
+
+    @property
+    def diff_bytes(self) -> float:
+        """detailed − seed: positive when the rule under-estimates."""
+        return self.detailed_bytes - self.seed_bytes
+
+    @property
+    def diff_pct(self) -> float:
+        """The difference relative to the seed's number, in percent."""
+        return 100.0 * self.diff_bytes / self.seed_bytes if self.seed_bytes else float("inf")
+
+    def sentence(self) -> str:
+        if abs(self.diff_bytes) < 0.05e9:
+            return f"The detailed estimate ({both_units(self.detailed_bytes)}) matches the rule of thumb."
+        direction = "above" if self.diff_bytes > 0 else "below"
+        return (f"Seed rule {both_units(self.seed_bytes)} · detailed estimate {both_units(self.detailed_bytes)}: "
+                f"the detailed estimate is {to_gb(abs(self.diff_bytes)):,.1f} GB "
+                f"({to_gib(abs(self.diff_bytes)):,.1f} GiB, {abs(self.diff_pct):,.0f} %) {direction} the rule.")
+
+
+def remedy_line(r: Remedy, usable_bytes: float) -> str:
+    """'saves 8.7 GB (8.1 GiB) → 25.4 GB, fits' (plain text). A change that does not apply says so; one
+    that costs memory here (QLoRA's fp32 upcasts can outweigh its 4-bit base) says how much it adds."""
+    if not r.applicable:
+        return "not available here (already applied, or at its minimum)."
+    fits = "fits" if r.new_total_bytes <= usable_bytes else "still too big"
+    if abs(r.saves_bytes) < NEGLIGIBLE_BYTES:
+        return f"saves nothing here ({to_gb(r.new_total_bytes):,.1f} GB after)."
+    if r.saves_bytes < 0:
+        return f"adds {both_units(-r.saves_bytes)} here → {to_gb(r.new_total_bytes):,.1f} GB, {fits}"
+    return f"saves {both_units(r.saves_bytes)} → {to_gb(r.new_total_bytes):,.1f} GB, {fits}"
+
+
+def limit_text(value: int | None, limit: int, unit: str) -> str:
+    """A solver's answer: 'None fits', '4,096 tokens', or '256 or more' when the search hit its limit."""
+    if value is None:
+        return f"none fits (not even 1 {unit})"
+    if value >= limit:
+        return f"{limit:,} or more"
+    return f"{value:,}"
+
+
+def share_url(base_url: str | None, params: Mapping[str, Iterable[str]]) -> str:
+    """The link that reproduces the view: the app's URL and every setup parameter now in the address bar
+    (defaults are absent there and stay absent), minus Streamlit's viewer options."""
+    pairs = [(k, v) for k, values in params.items() if k not in VIEWER_PARAMS for v in values]
+    query = urlencode(pairs)
+    base = (base_url or "").rstrip("/") + "/"
+    return base + ("?" + query if query else "")
