@@ -1,0 +1,215 @@
+"""Hosting: the Dockerfile's command line serves the app (health check and pages), and the image's recipe agrees
+with the repository (Python version, requirements, what .dockerignore leaves out). There is no Docker engine
+here, so the test runs the image's ENTRYPOINT command directly, on a free local port."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import json
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+# The app's own code: what `streamlit run app.py` imports.
+APP_SOURCES = ["app.py", "pages", "ui", "estimator", "validation"]
+# Files the running app reads besides its code.
+APP_DATA = ["requirements.txt", ".streamlit/config.toml", "estimator/presets/index.json",
+            "data/published_measurements.csv", "data/published_configs/llama-2-7b.json",
+            "tests/data/preset_param_counts.json"]
+# Import name → distribution name in requirements.txt, where they differ.
+DISTRIBUTIONS = {"yaml": "pyyaml"}
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the Dockerfile, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def instruction(name: str) -> list[str]:
+    return [args for word, args in instructions() if word == name]
+
+
+def entrypoint() -> list[str]:
+    (args,) = instruction("ENTRYPOINT")
+    return json.loads(args)  # exec form: a JSON array
+
+
+def requirement_names() -> set[str]:
+    names = set()
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            names.add(re.split(r"[<>=!~\[; ]", line, maxsplit=1)[0].lower())
+    return names
+
+
+def third_party_imports() -> set[str]:
+    """Top-level modules the app imports that are neither the standard library nor its own packages."""
+    local = {p.stem for p in ROOT.iterdir() if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"}
+    found = set()
+    files = [p for src in APP_SOURCES for p in ([ROOT / src] if src.endswith(".py") else (ROOT / src).rglob("*.py"))]
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in local:
+                    found.add(top)
+    return found
+
+
+def dockerignored(path: str) -> bool:
+    """Docker's rule: the last matching pattern wins; '!' re-includes; a pattern matching a parent folder
+    excludes everything under it."""
+    patterns = [p.strip() for p in DOCKERIGNORE.read_text().splitlines() if p.strip() and not p.startswith("#")]
+    parts = path.split("/")
+    candidates = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    ignored = False
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        pat = pattern[1:] if negate else pattern
+        pat = pat.rstrip("/")
+        regexes = [pat, pat.replace("**/", "")] if pat.startswith("**/") else [pat]
+        if any(fnmatch.fnmatchcase(c, r) for c in candidates for r in regexes):
+            ignored = not negate
+    return ignored
+
+
+# --------------------------------------------------------------------------------------------
+# The recipe
+# --------------------------------------------------------------------------------------------
+
+def test_dockerfile_follows_the_official_streamlit_recipe():
+    (base,) = instruction("FROM")
+    assert base == "python:3.11-slim"
+    assert instruction("EXPOSE") == ["8501"]
+    (health,) = instruction("HEALTHCHECK")
+    assert health.split() == ["CMD", "curl", "--fail", "http://localhost:8501/_stcore/health"]
+    assert any("curl" in args for args in instruction("RUN")), "the health check needs curl in the image"
+    assert entrypoint() == ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]
+
+
+def test_image_python_satisfies_the_project():
+    (base,) = instruction("FROM")
+    version = tuple(int(x) for x in re.search(r"python:(\d+)\.(\d+)", base).groups())
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    minimum = tuple(int(x) for x in re.search(r">=\s*(\d+)\.(\d+)", requires).groups())
+    assert version >= minimum
+
+
+def test_image_installs_the_runtime_requirements_before_copying_the_code():
+    steps = instructions()
+    copy_req = steps.index(("COPY", "requirements.txt ."))
+    install = next(i for i, (word, args) in enumerate(steps)
+                   if word == "RUN" and "pip install" in args and "-r requirements.txt" in args)
+    copy_all = steps.index(("COPY", ". ."))
+    assert copy_req < install < copy_all  # dependency layer cached across code changes
+
+
+def test_requirements_cover_every_third_party_import_of_the_app():
+    needed = {DISTRIBUTIONS.get(m, m).lower() for m in third_party_imports()}
+    assert {"streamlit", "plotly", "pandas"} <= needed  # the scan sees the app's real imports
+    assert needed <= requirement_names(), f"missing from requirements.txt: {sorted(needed - requirement_names())}"
+
+
+def test_requirements_streamlit_supports_url_binding():
+    line = next(li for li in (ROOT / "requirements.txt").read_text().splitlines() if li.startswith("streamlit"))
+    minimum = tuple(int(x) for x in re.search(r">=\s*(\d+)\.(\d+)", line).groups())
+    assert minimum >= (1, 59)  # bind="query-params" (1.55) and persist_state (1.59)
+
+
+def test_dockerignore_keeps_what_the_app_needs_and_drops_the_rest():
+    for path in [*APP_SOURCES, *APP_DATA, "app.py", "pages/compare.py", "ui/inputs.py", "validation/__init__.py"]:
+        assert not dockerignored(path), f"{path} is excluded from the image but the app needs it"
+    for path in [".git", ".venv/bin/python", "tests/test_hosting.py", "tests/e2e/conftest.py", "calibration/trace.py",
+                 "ui/__pycache__/inputs.cpython-311.pyc", "screenshots/x.png"]:
+        assert dockerignored(path), f"{path} would be copied into the image"
+
+
+# --------------------------------------------------------------------------------------------
+# The command line, running
+# --------------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+
+
+@pytest.fixture(scope="module")
+def served():
+    """The image's ENTRYPOINT, run from the repository root as the image's WORKDIR holds it. Later flags win in
+    Streamlit's command line, so a free port and the loopback address are appended (as `docker run IMAGE
+    --server.port=...` would append them)."""
+    port = free_port()
+    command = [sys.executable, "-m", *entrypoint(), f"--server.port={port}", "--server.address=127.0.0.1",
+               "--server.headless=true", "--browser.gatherUsageStats=false"]
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    try:
+        while True:
+            try:
+                if get(f"{url}/_stcore/health") == (200, "ok"):
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                pytest.fail(f"{shlex.join(command)} did not come up:\n{log.read().decode(errors='replace')}")
+            time.sleep(0.25)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_health_endpoint_answers_ok(served):
+    assert get(f"{served}/_stcore/health") == (200, "ok")
+
+
+@pytest.mark.parametrize("path", ["/", "/compare", "/fits", "/sizes", "/scale", "/how",
+                                  "/?model=by-size&size=7&device=laptop-36gb&rule=true"])
+def test_app_pages_load(served, path):
+    status, body = get(served + path)
+    assert status == 200
+    assert "<title>" in body and 'id="root"' in body  # Streamlit's app shell; the page renders over the socket
