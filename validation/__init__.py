@@ -203,3 +203,18 @@ def format_report(report: dict[str, Any]) -> str:
                 lines.append(f"    {row['id']:<24} {row['method']:<5} measured {row['measured_gb']:6.2f} GB  "
                              f"estimated {row['estimated_gb']:6.2f} GB  {row['error_pct']:+6.1f} %{flag}")
     return "\n".join(lines)
+
+
+def derived_band(report: dict[str, Any] | None = None) -> tuple[float, float]:
+    """The low/high band of the app (estimator.memory.MODEL_ERROR_LOW/HIGH), derived from the measured
+    error: over the tracer fixtures and the published rows whose gap the model should cover (rows explained
+    by effects outside the model are left out), the 10th and 90th percentiles of measured ÷ estimated.
+    Returns (low, high) as fractions, rounded to whole percent."""
+    report = report or accuracy_report()
+    ratios = [r["measured_bytes"] / r["estimated_bytes"] for r in report["tracer"]["rows"]]
+    ratios += [r["measured_gb"] / r["estimated_gb"] for r in report["published"]["rows"] if not r["explanation"]]
+    if not ratios:
+        return 0.10, 0.10
+    low = max(0.0, 1.0 - _pct(ratios, 0.10))
+    high = max(0.0, _pct(ratios, 0.90) - 1.0)
+    return round(low, 2), round(high, 2)
