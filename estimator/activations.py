@@ -129,6 +129,8 @@ def _attention(spec: ModelSpec, ctx: ActivationContext) -> float:
     saved = _linear_inputs(attn_in, spec.hidden_size, ctx.resid, ctx)
     if ctx.eager:
         probs = (FP32 + (c if c != FP32 else 0)) * a * ctx.seq_len  # fp32 softmax output + bf16 copy
+        if spec.attn_softcap:
+            probs += c * a * ctx.seq_len  # Gemma-2 soft-capping: tanh saves its output (calibration)
         saved += 3 * c * qd + probs  # q, repeat_kv'd k and v
         if ctx.base_trainable:
             saved += c * qd  # o_proj saves the transposed contiguous attention output
@@ -261,6 +263,22 @@ def final_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     return saved
 
 
+def backward_extra_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """What one layer's backward adds on top of its saved tensors at its worst moment, net of what it has
+    already freed. At the MLP backward: gradients of the intermediates and of the hidden state (calibration:
+    2·I + 2·h elements in the compute dtype). With eager attention, later, at the softmax backward: two fp32
+    score-sized gradients (≈ 8 bytes per score element), while the MLP's saved tensors and the 16-bit
+    probabilities have already been consumed and freed (MemTracker on the tracer fixtures)."""
+    inter = max(spec.intermediate_size, spec.moe_intermediate_size * max(1, spec.experts_per_token))
+    mlp_moment = ctx.c * (2 * inter + 2 * spec.hidden_size)
+    if not ctx.eager:
+        return mlp_moment
+    probs16 = ctx.c if ctx.c != FP32 else 0
+    layer = dense_layer(spec, ctx) if spec.num_layers > spec.moe_layers else moe_layer(spec, ctx)
+    attn_moment = (2 * FP32 - probs16) * spec.num_heads * ctx.seq_len - layer.mlp
+    return max(mlp_moment, attn_moment)
+
+
 def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """Gradient checkpointing keeps each decoder layer's input hidden state (Korthikanti §5 full recompute:
     2sbh per layer in bf16; fp32 residual streams keep 4h)."""
@@ -290,6 +308,8 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         return LossMemory(kept=0.0, transient=float(tile), head_input_grad=float(ctx.c * tokens * spec.hidden_size))
     ce = FP32 if setup.ce_fp32_upcast else ctx.c  # LitGPT runs cross-entropy on bf16 logits
     kept = ce * tokens * vocab
+    if spec.final_softcap:
+        kept += ctx.c * tokens * vocab  # Gemma-2 logit soft-capping: tanh keeps its output for backward
     if ctx.qlora_upcast:
         kept += FP32 * tokens * vocab
     return LossMemory(kept=float(kept), transient=float(2 * ce * tokens * vocab), head_input_grad=0.0)

@@ -223,10 +223,8 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     final = tokens * (act.final_per_token(spec, ctx) + act.rope_per_token(spec, ctx))
     one_layer = tokens * act.max_layer_per_token(spec, ctx)
     loss = act.loss_memory(spec, setup, ctx)
-    inter = max(spec.intermediate_size, spec.moe_intermediate_size * max(1, spec.experts_per_token))
-    # Backward temporaries of the layer being differentiated: grads of the MLP intermediates and of the
-    # hidden state (calibration: 2·I + 2·h elements in the compute dtype).
-    bwd_temp = tokens * c * (2 * inter + 2 * spec.hidden_size)
+    # Backward temporaries of the layer being differentiated, net of what it has freed (activations.py).
+    bwd_temp = tokens * act.backward_extra_per_token(spec, ctx)
     # QLoRA: each 4-bit matmul dequantises its whole weight to the compute dtype (bnb _dequant_linear_fallback).
     dequant = float(spec.largest_linear_params * c) if setup.method == "qlora" else 0.0
 
@@ -255,7 +253,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     act_loss_kept = d("activations", "Logits and loss (saved)", loss.kept, "4 B × T × V fp32 log-softmax")
     act_loss_tr = d("activations", "Cross-entropy backward buffers", loss.transient + loss.head_input_grad,
                     "8 B × T × V (grad out + grad in)" if setup.loss == "standard" else "fused chunk tile")
-    act_temp = d("activations", "Backward temporaries", bwd_temp, "c × T × (2I + 2h)")
+    act_temp = d("activations", "Backward temporaries", bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
     act_one = d("activations", "Recomputed layer", one_layer, "T × one layer's saved tensors")
     act_deq = d("activations", "QLoRA dequantisation buffer", dequant, "largest 4-bit matrix in 16-bit")
     phases: list[Phase]

@@ -66,6 +66,8 @@ class ModelSpec:
     lm_head_bias: bool
     linears: tuple[LinearModule, ...]  # every linear of one decoder layer
     hidden_act: str = "silu"  # MLP activation; Phi-2's python "gelu_new" saves four tensors instead of one
+    attn_softcap: bool = False  # Gemma-2: tanh soft-capping of attention scores (eager keeps the tanh output)
+    final_softcap: bool = False  # Gemma-2: tanh soft-capping of the logits (keeps a 16-bit tanh output)
     num_experts: int = 0
     experts_per_token: int = 0
     moe_intermediate_size: int = 0
@@ -224,7 +226,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     moe_layers = 0
     linears = _dense_linears(family, h, qd, kvd, inter, cfg)
     if family in ("mixtral", "qwen2_moe", "qwen3_moe"):
-        key = "num_local_experts" if family == "mixtral" else "num_experts"
+        # Mixtral says num_local_experts; Qwen MoE configs say num_experts (transformers 5 accepts both).
+        key = "num_local_experts" if family == "mixtral" or "num_experts" not in cfg else "num_experts"
         num_experts = _positive_int(cfg, key, limit=4096)
         experts_per_token = _positive_int(cfg, "num_experts_per_tok", limit=num_experts)
         if family == "mixtral":
@@ -283,6 +286,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
         norms_per_layer=norms_per_layer, qk_norm=qk_norm, parallel_block=parallel,
         lm_head_bias=lm_head_bias, linears=tuple(linears),
         hidden_act=_safe(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"),
+        attn_softcap=family == "gemma2" and cfg.get("attn_logit_softcapping", 50.0) is not None,
+        final_softcap=family == "gemma2" and cfg.get("final_logit_softcapping", 30.0) is not None,
         num_experts=num_experts,
         experts_per_token=experts_per_token, moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=shared_inter, moe_layers=moe_layers, source=source,
