@@ -59,6 +59,9 @@ def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
     output head). Named targets must exist in this architecture, or PEFT raises; so do we."""
     names = set(spec.linear_names())
     if setup.lora_targets == (ALL_LINEAR,):
+        if spec.family == "qwen2_moe":
+            # PEFT does not map qwen2_moe's fused experts and router back to linears: all-linear skips them
+            return frozenset(n for n in names if not n.startswith(("experts.", "router.")))
         return frozenset(names)
     names.add(LM_HEAD)  # PEFT can adapt the output head when named explicitly
     unknown = [t for t in setup.lora_targets if t not in names]
@@ -77,8 +80,17 @@ def lora_params(spec: ModelSpec, setup: TrainingSetup) -> int:
     targets = adapted_modules(spec, setup)
     r = setup.lora_rank
     head = r * (spec.hidden_size + spec.vocab_size) if LM_HEAD in targets else 0
-    return head + sum(r * (m.in_features + m.out_features) * m.count * (m.layers or spec.num_layers)
-                      for m in spec.linears if m.name in targets)
+    total = head
+    for m in spec.linears:
+        if m.name not in targets:
+            continue
+        per = r * (m.in_features + m.out_features)
+        if m.role == "expert_in":
+            # transformers 5 fuses gate and up into one 3-D gate_up_proj; PEFT wraps it with rank 2r and a
+            # dense B (r·E rows per expert tensor): 2r·E·(h + 2I) for the pair instead of 2r·E·(h + I).
+            per += r * m.out_features
+        total += per * m.count * (m.layers or spec.num_layers)
+    return total
 
 
 def _norm_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
@@ -214,6 +226,9 @@ def moe_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
         per_expert += gathered  # expert linears save the gathered input
         if ctx.base_trainable:
             per_expert += ctx.c * h  # output × routing weight saves the expert output
+    if any(m.name in ctx.adapted for m in experts_in):
+        # LoRA on the fused gate_up tensor: its own input copy and a rank-2r intermediate per routed pair
+        per_expert += ctx.adapter_in * (h + 2 * ctx.rank) if ctx.adapter_copies else ctx.adapter_in * 2 * ctx.rank
     mlp += k * per_expert
     if spec.shared_expert_intermediate_size:
         shared_in = [m for m in spec.linears if m.role == "mlp_in" and m.layers == spec.moe_layers]
@@ -224,6 +239,14 @@ def moe_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
         attention=_attention(spec, ctx),
         mlp=mlp,
     )
+
+
+def moe_lora_delta_bytes(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """PEFT adapts transformers 5's fused 3-D expert tensors with a ParamWrapper that builds the delta weight
+    B·A for every expert and keeps it for backward: one adapter-dtype copy of each adapted expert tensor per
+    MoE layer (calibration: qwen3_moe LoRA all-linear)."""
+    return float(sum(m.in_features * m.out_features * m.count * ctx.adapter_in
+                     for m in spec.linears if m.role.startswith("expert") and m.name in ctx.adapted))
 
 
 def layers_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:

@@ -218,10 +218,11 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     casts_all, casts_layer = _casts(spec, setup, lora)
     if setup.sharding == "zero3" and setup.gpus > 1:
         casts_all = casts_layer  # FSDP/ZeRO-3 gathers and casts one unit at a time, then frees it
-    layers = tokens * act.layers_per_token(spec, ctx)
+    moe_delta = act.moe_lora_delta_bytes(spec, ctx)  # per MoE layer
+    layers = tokens * act.layers_per_token(spec, ctx) + moe_delta * spec.moe_layers
     ckpt = tokens * act.checkpoint_per_token(spec, ctx)
     final = tokens * (act.final_per_token(spec, ctx) + act.rope_per_token(spec, ctx))
-    one_layer = tokens * act.max_layer_per_token(spec, ctx)
+    one_layer = tokens * act.max_layer_per_token(spec, ctx) + moe_delta
     loss = act.loss_memory(spec, setup, ctx)
     # Backward temporaries of the layer being differentiated, net of what it has freed (activations.py).
     bwd_temp = tokens * act.backward_extra_per_token(spec, ctx)

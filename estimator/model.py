@@ -253,13 +253,22 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
                 LinearModule("w3", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
                 LinearModule("w2", moe_inter, h, mlp_bias, "expert_out", num_experts, moe_layers),
             ]
+        elif family == "qwen2_moe":
+            # transformers 5 fuses the routed experts into 3-D tensors named experts.gate_up_proj / down_proj;
+            # PEFT's all-linear leaves them (and the router) alone for qwen2_moe (meta-device check).
+            experts = [
+                LinearModule("experts.gate_proj", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
+                LinearModule("experts.up_proj", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
+                LinearModule("experts.down_proj", moe_inter, h, mlp_bias, "expert_out", num_experts, moe_layers),
+            ]
         else:
             experts = [
                 LinearModule("gate_proj", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
                 LinearModule("up_proj", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
                 LinearModule("down_proj", moe_inter, h, mlp_bias, "expert_out", num_experts, moe_layers),
             ]
-        router = [LinearModule("gate", h, num_experts, False, "router", 1, moe_layers)]
+        router_name = "router.gate" if family == "qwen2_moe" else "gate"
+        router = [LinearModule(router_name, h, num_experts, False, "router", 1, moe_layers)]
         shared: list[LinearModule] = []
         if family == "qwen2_moe":
             shared_inter = _positive_int(cfg, "shared_expert_intermediate_size")
