@@ -154,10 +154,11 @@ st.markdown(
     f"(range {mem.CUDA_CONTEXT_LOW / 1e9:.1f}–{mem.CUDA_CONTEXT_HIGH / 1e9:.1f} GB; PyTorch's lazy module loading, "
     "PR #86509). Not visible to `torch.cuda.memory_allocated`, visible in nvidia-smi.\n"
     f"- **Allocator slack**: {mem.ALLOCATOR_SLACK:.0%} of the tensors (PyTorch's caching allocator rounds "
-    f"and fragments; {mem.ALLOCATOR_SLACK:.0%}–{mem.ALLOCATOR_SLACK_HIGH:.0%} seen).\n"
+    "and fragments; 5–15 % is typical).\n"
     f"- **Several GPUs**: + {mem.NCCL_BYTES / 1e9:.2f} GB of NCCL buffers per GPU.\n"
-    f"- **The likely range** on every chart: the tensors ± {mem.MODEL_ERROR_HIGH:.0%} (the estimate's error "
-    "against measurements), with the overhead at its low and high ends."
+    f"- **The likely range** on every chart: the tensors − {mem.MODEL_ERROR_LOW:.0%} / + {mem.MODEL_ERROR_HIGH:.0%} "
+    "(the 10th and 90th percentiles of measured ÷ estimated over the published runs the model covers, "
+    "`validation.derived_band`), with the overhead at its low and high ends."
 )
 
 st.subheader("Sharding over several GPUs")
