@@ -1,0 +1,1 @@
+"""Ground-truth memory calibration for the estimator (developer tool; needs .venv-cal)."""

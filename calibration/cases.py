@@ -1,0 +1,347 @@
+"""The calibration matrix: a fixed, deterministic list of (model config, training setup) cases.
+
+Nothing here is random: ``get_cases()`` always returns the same list in the same order, so
+tests/data/calibration/fixtures.json can be regenerated bit-for-bit (see calibration/run_matrix.py).
+
+Case schema (input to calibration.trace.trace_case)::
+
+    {
+      "id": "llama-a-full-bf16-b1s2048",      # unique, stable
+      "family": "llama",                        # HF model_type
+      "config": {...},                          # full HF config dict (AutoConfig.for_model(...).to_dict(), minus noise)
+      "setup": {
+        "method": "full" | "lora",
+        "precision": "bf16" | "mixed" | "fp32",  # bf16: model in bf16, no autocast (LoRA: autocast bf16)
+                                                 # mixed: fp32 model + autocast bf16; fp32: no autocast
+        "optimizer": "adamw",                    # torch.optim.AdamW(fused=True), HF Trainer default
+        "batch": int, "seq_len": int,
+        "grad_ckpt": bool,                       # non-reentrant, every decoder layer
+        "attention": "sdpa" | "eager",
+        "lora_rank": int | None, "lora_alpha": int | None (2*rank),
+        "lora_targets": "all-linear" | [module names] | None,
+        "lora_dropout": 0.0,
+        "loss": "standard"                       # HF ForCausalLMLoss (logits.float() + cross_entropy)
+      },
+      "tags": [...]                              # free-form hints (e.g. "moe", "sliding_window_mask")
+    }
+
+Shapes are small and deliberately not those of released models; fake tracing cost depends on the number of
+ops (layers), not on tensor sizes, so long sequences and large vocabularies are cheap.  MoE cases with fp32
+weights cannot run under FakeTensorMode (the grouped_mm meta kernel only accepts bf16) and run for real on CPU,
+so they are kept tiny.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+# --------------------------------------------------------------------------------------------------
+# Model shapes (non-preset).  Keys are passed to AutoConfig.for_model(family, **spec).
+# --------------------------------------------------------------------------------------------------
+_NOISE_KEYS = {
+    "transformers_version",
+    "id2label",
+    "label2id",
+    "return_dict",
+    "output_hidden_states",
+    "output_attentions",
+    "chunk_size_feed_forward",
+    "problem_type",
+    "is_encoder_decoder",
+    "_name_or_path",
+    "dtype",
+    "torch_dtype",
+}
+
+_ARCH = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
+    "phi3": "Phi3ForCausalLM",
+    "gpt_neox": "GPTNeoXForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+}
+
+# Two shapes per dense family: "a" (wider / bigger vocab) and "b" (other head layout / tying).
+SHAPES: dict[str, dict[str, dict[str, Any]]] = {
+    "llama": {
+        "a": dict(vocab_size=32000, hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
+                  num_attention_heads=8, num_key_value_heads=2, head_dim=64, tie_word_embeddings=False),
+        "b": dict(vocab_size=4096, hidden_size=256, intermediate_size=688, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=4, head_dim=64, tie_word_embeddings=True),
+        "c": dict(vocab_size=50000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=6,
+                  num_attention_heads=16, num_key_value_heads=4, head_dim=64, tie_word_embeddings=False),
+    },
+    "mistral": {
+        "a": dict(vocab_size=24000, hidden_size=640, intermediate_size=1792, num_hidden_layers=4,
+                  num_attention_heads=10, num_key_value_heads=2, head_dim=64, sliding_window=None,
+                  tie_word_embeddings=False),
+        "b": dict(vocab_size=8000, hidden_size=512, intermediate_size=1536, num_hidden_layers=3,
+                  num_attention_heads=8, num_key_value_heads=8, head_dim=128, sliding_window=None,
+                  tie_word_embeddings=False),
+        # Mistral-v0.1-style sliding window shorter than the sequence: SDPA gets a materialised mask
+        "sw": dict(vocab_size=24000, hidden_size=640, intermediate_size=1792, num_hidden_layers=4,
+                   num_attention_heads=10, num_key_value_heads=2, head_dim=64, sliding_window=1024,
+                   tie_word_embeddings=False),
+    },
+    "qwen2": {
+        "a": dict(vocab_size=20000, hidden_size=448, intermediate_size=1216, num_hidden_layers=4,
+                  num_attention_heads=7, num_key_value_heads=1, tie_word_embeddings=True),
+        "b": dict(vocab_size=6000, hidden_size=896, intermediate_size=2432, num_hidden_layers=2,
+                  num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=False),
+    },
+    "qwen3": {
+        "a": dict(vocab_size=16000, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
+                  num_attention_heads=8, num_key_value_heads=4, head_dim=128, tie_word_embeddings=False),
+        "b": dict(vocab_size=3000, hidden_size=768, intermediate_size=2048, num_hidden_layers=3,
+                  num_attention_heads=12, num_key_value_heads=4, head_dim=64, tie_word_embeddings=True),
+    },
+    "gemma2": {
+        "a": dict(vocab_size=12000, hidden_size=576, intermediate_size=1536, num_hidden_layers=4,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=128, query_pre_attn_scalar=128,
+                  tie_word_embeddings=True),
+        "b": dict(vocab_size=2000, hidden_size=256, intermediate_size=1024, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=4, head_dim=64, query_pre_attn_scalar=64,
+                  tie_word_embeddings=True),
+    },
+    "phi3": {
+        "a": dict(vocab_size=10000, hidden_size=512, intermediate_size=1408, num_hidden_layers=4,
+                  num_attention_heads=8, num_key_value_heads=8, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                  tie_word_embeddings=False),
+        "b": dict(vocab_size=40000, hidden_size=768, intermediate_size=2048, num_hidden_layers=3,
+                  num_attention_heads=12, num_key_value_heads=4, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                  tie_word_embeddings=False),
+    },
+    "gpt_neox": {
+        "a": dict(vocab_size=30000, hidden_size=512, intermediate_size=2048, num_hidden_layers=4,
+                  num_attention_heads=8, tie_word_embeddings=False),
+        "b": dict(vocab_size=5000, hidden_size=768, intermediate_size=3072, num_hidden_layers=2,
+                  num_attention_heads=12, tie_word_embeddings=False),
+    },
+    "qwen3_moe": {
+        "a": dict(vocab_size=5000, hidden_size=256, intermediate_size=768, moe_intermediate_size=256,
+                  num_experts=8, num_experts_per_tok=2, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=64, tie_word_embeddings=False),
+        "b": dict(vocab_size=3000, hidden_size=384, intermediate_size=1024, moe_intermediate_size=192,
+                  num_experts=16, num_experts_per_tok=4, num_hidden_layers=3, num_attention_heads=6,
+                  num_key_value_heads=2, head_dim=64, norm_topk_prob=True, tie_word_embeddings=True),
+    },
+    "mixtral": {
+        "a": dict(vocab_size=8000, hidden_size=512, intermediate_size=768, num_local_experts=4,
+                  num_experts_per_tok=2, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
+                  head_dim=64, tie_word_embeddings=False),
+    },
+}
+
+# LoRA target sets per family (explicit module names; "all-linear" is passed through to PEFT).
+_ATTN = {
+    "default": ["q_proj", "k_proj", "v_proj", "o_proj"],
+    "phi3": ["qkv_proj", "o_proj"],
+    "gpt_neox": ["query_key_value", "dense"],
+}
+_QV = {"default": ["q_proj", "v_proj"], "phi3": ["qkv_proj"], "gpt_neox": ["query_key_value"]}
+_MLP = {
+    "default": ["gate_proj", "up_proj", "down_proj"],
+    "phi3": ["gate_up_proj", "down_proj"],
+    "gpt_neox": ["dense_h_to_4h", "dense_4h_to_h"],
+}
+
+
+def lora_targets(family: str, which: str) -> str | list[str]:
+    if which == "all-linear":
+        return "all-linear"
+    table = {"attn": _ATTN, "qv": _QV, "mlp": _MLP}[which]
+    return list(table.get(family, table["default"]))
+
+
+def full_config(family: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Expand a shape spec into a full HF config dict (what a config.json would hold)."""
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(family, **spec).to_dict()
+    out = {k: v for k, v in cfg.items() if k not in _NOISE_KEYS}
+    out["model_type"] = family
+    out["architectures"] = [_ARCH[family]]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Setup template (10 per dense family).  Token counts are rotated per family so that families do not
+# all share the same (batch, seq_len) pairs.
+# --------------------------------------------------------------------------------------------------
+# (shape, method, precision, grad_ckpt, lora target set, rank)
+_DENSE_TEMPLATE: list[tuple[str, str, str, bool, str | None, int | None]] = [
+    ("a", "full", "bf16", False, None, None),
+    ("b", "full", "bf16", True, None, None),
+    ("a", "full", "mixed", False, None, None),
+    ("b", "full", "mixed", True, None, None),
+    ("a", "full", "fp32", False, None, None),
+    ("a", "lora", "bf16", False, "all-linear", 16),
+    ("b", "lora", "bf16", True, "qv", 8),
+    ("a", "lora", "mixed", False, "attn", 32),
+    ("b", "lora", "fp32", True, "mlp", 64),
+    ("a", "lora", "bf16", True, "all-linear", 4),
+]
+# (batch, seq_len) pairs; case j of family f uses _TOKENS[(j + 3*f) % len(_TOKENS)]
+_TOKENS: list[tuple[int, int]] = [
+    (1, 2048), (4, 1024), (2, 512), (1, 4096), (1, 256), (2, 2048),
+    (8, 512), (1, 8192), (2, 1024), (4, 256), (1, 1024), (8, 256),
+]
+
+_DENSE_FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "gemma2", "phi3", "gpt_neox"]
+_MAX_EAGER_SEQ = 4096  # eager attention materialises b*a*s^2 fp32 scores: keep it realistic
+
+
+def _setup(method, precision, batch, seq, ckpt, attention, targets=None, rank=None) -> dict[str, Any]:
+    return {
+        "method": method,
+        "precision": precision,
+        "optimizer": "adamw",
+        "batch": int(batch),
+        "seq_len": int(seq),
+        "grad_ckpt": bool(ckpt),
+        "attention": attention,
+        "lora_rank": int(rank) if method == "lora" else None,
+        "lora_alpha": 2 * int(rank) if method == "lora" else None,
+        "lora_targets": targets if method == "lora" else None,
+        "lora_dropout": 0.0,
+        "loss": "standard",
+    }
+
+
+def _case_id(family, shape, setup) -> str:
+    parts = [family, shape, setup["method"]]
+    if setup["method"] == "lora":
+        t = setup["lora_targets"]
+        tname = "all" if t == "all-linear" else "+".join(x.replace("_proj", "") for x in t)
+        parts.append(f"r{setup['lora_rank']}-{tname}")
+    parts.append(setup["precision"])
+    parts.append(f"b{setup['batch']}s{setup['seq_len']}")
+    if setup["grad_ckpt"]:
+        parts.append("ckpt")
+    parts.append(setup["attention"])
+    return "-".join(parts)
+
+
+def _make(family: str, shape: str, setup: dict[str, Any], tags: list[str] | None = None, mode=None) -> dict:
+    case = {
+        "id": _case_id(family, shape, setup),
+        "family": family,
+        "config": full_config(family, SHAPES[family][shape]),
+        "setup": setup,
+        "tags": list(tags or []),
+    }
+    if mode:
+        case["mode"] = mode
+    return case
+
+
+def _dense_cases() -> list[dict]:
+    cases = []
+    for f, family in enumerate(_DENSE_FAMILIES):
+        for j, (shape, method, precision, ckpt, tset, rank) in enumerate(_DENSE_TEMPLATE):
+            batch, seq = _TOKENS[(j + 3 * f) % len(_TOKENS)]
+            attention = "sdpa"
+            if family == "gemma2":
+                attention = "eager"  # Gemma-2 logit soft-capping needs eager attention
+            elif j == 9 and family in ("llama", "mistral", "qwen2"):
+                attention = "eager"  # a few eager-attention cases for SDPA-capable families
+            if attention == "eager" and seq > _MAX_EAGER_SEQ:
+                batch, seq = batch * (seq // _MAX_EAGER_SEQ), _MAX_EAGER_SEQ
+            targets = lora_targets(family, tset) if method == "lora" else None
+            st = _setup(method, precision, batch, seq, ckpt, attention, targets, rank)
+            tags = ["dense"] + (["eager_attention"] if attention == "eager" else [])
+            cases.append(_make(family, shape, st, tags))
+    return cases
+
+
+def _extra_cases() -> list[dict]:
+    """Hand-picked cases for axes the template does not reach."""
+    out = []
+    # the biggest llama shape: weights dominate at short sequences, activations at long ones
+    out.append(_make("llama", "c", _setup("full", "bf16", 1, 512, False, "sdpa"), ["dense", "weights_dominant"]))
+    out.append(_make("llama", "c", _setup("full", "mixed", 2, 4096, True, "sdpa"), ["dense"]))
+    out.append(_make("llama", "c", _setup("lora", "bf16", 4, 2048, False, "sdpa", "all-linear", 32), ["dense"]))
+    out.append(_make("llama", "c", _setup("lora", "bf16", 1, 8192, True, "sdpa", lora_targets("llama", "qv"), 16),
+                     ["dense"]))
+    out.append(_make("llama", "b", _setup("full", "fp32", 2, 2048, True, "sdpa"), ["dense"]))
+    out.append(_make("llama", "b", _setup("lora", "mixed", 1, 512, True, "eager", "all-linear", 8),
+                     ["dense", "eager_attention"]))
+    out.append(_make("qwen2", "a", _setup("lora", "fp32", 2, 1024, False, "sdpa", "all-linear", 16), ["dense"]))
+    out.append(_make("qwen3", "b", _setup("full", "bf16", 8, 1024, False, "eager"), ["dense", "eager_attention"]))
+    out.append(_make("phi3", "a", _setup("lora", "mixed", 4, 512, True, "sdpa", "all-linear", 16), ["dense"]))
+    out.append(_make("gpt_neox", "a", _setup("full", "fp32", 1, 2048, True, "sdpa"), ["dense"]))
+    # sliding window < seq_len: transformers builds a (b,1,s,s) bool mask, SDPA drops enable_gqa (repeat_kv)
+    out.append(_make("mistral", "sw", _setup("full", "bf16", 1, 4096, False, "sdpa"), ["dense", "sliding_window_mask"]))
+    out.append(_make("mistral", "sw", _setup("lora", "bf16", 2, 2048, True, "sdpa", "all-linear", 16),
+                     ["dense", "sliding_window_mask"]))
+    # short sequences, bigger shapes: weights, gradients and optimizer states dominate the peak
+    wd = ["dense", "weights_dominant"]
+    out.append(_make("llama", "c", _setup("full", "mixed", 1, 256, False, "sdpa"), wd))
+    out.append(_make("llama", "c", _setup("full", "fp32", 1, 256, True, "sdpa"), wd))
+    out.append(_make("llama", "c", _setup("lora", "bf16", 1, 256, True, "sdpa", "all-linear", 8), wd))
+    out.append(_make("qwen2", "b", _setup("full", "bf16", 1, 256, False, "sdpa"), wd))
+    out.append(_make("qwen3", "b", _setup("full", "mixed", 2, 256, True, "sdpa"), wd))
+    out.append(_make("phi3", "b", _setup("lora", "mixed", 1, 256, True, "sdpa", "all-linear", 16), wd))
+    out.append(_make("gpt_neox", "b", _setup("full", "fp32", 1, 256, False, "sdpa"), wd))
+    out.append(_make("mistral", "b", _setup("full", "mixed", 1, 512, True, "sdpa"), wd))
+    out.append(_make("gemma2", "a", _setup("full", "bf16", 1, 256, False, "eager"), wd + ["eager_attention"]))
+    return out
+
+
+def _moe_cases() -> list[dict]:
+    out = []
+    bf16 = [  # fake-traced
+        ("a", "full", "bf16", 1, 2048, False, None, None),
+        ("a", "full", "bf16", 2, 1024, True, None, None),
+        ("b", "full", "bf16", 4, 512, False, None, None),
+        ("b", "lora", "bf16", 1, 4096, False, "all-linear", 16),
+        ("a", "lora", "bf16", 2, 2048, True, "attn", 8),
+    ]
+    for shape, method, precision, b, s, ckpt, tset, rank in bf16:
+        targets = lora_targets("qwen3_moe", tset) if method == "lora" else None
+        out.append(_make("qwen3_moe", shape, _setup(method, precision, b, s, ckpt, "sdpa", targets, rank), ["moe"]))
+    real = [  # fp32 expert weights: grouped_mm has no fp32 meta kernel -> real CPU run (tiny on purpose)
+        ("a", "full", "mixed", 1, 512, False, None, None),
+        ("a", "full", "fp32", 1, 256, True, None, None),
+        ("a", "lora", "mixed", 2, 256, True, "all-linear", 8),
+    ]
+    for shape, method, precision, b, s, ckpt, tset, rank in real:
+        targets = lora_targets("qwen3_moe", tset) if method == "lora" else None
+        out.append(_make("qwen3_moe", shape, _setup(method, precision, b, s, ckpt, "sdpa", targets, rank),
+                         ["moe", "real_cpu_run"]))
+    out.append(_make("qwen3_moe", "b", _setup("full", "bf16", 1, 256, False, "sdpa"), ["moe", "weights_dominant"]))
+    out.append(_make("mixtral", "a", _setup("full", "bf16", 2, 1024, False, "sdpa"), ["moe"]))
+    out.append(_make("mixtral", "a", _setup("lora", "bf16", 1, 2048, True, "sdpa", "all-linear", 16), ["moe"]))
+    return out
+
+
+def get_cases() -> list[dict]:
+    """All calibration cases, deterministic order, unique ids."""
+    cases = _dense_cases() + _extra_cases() + _moe_cases()
+    ids = [c["id"] for c in cases]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise AssertionError(f"duplicate case ids: {sorted(dup)}")
+    return copy.deepcopy(cases)
+
+
+if __name__ == "__main__":
+    import collections
+    import json
+    import sys
+
+    cs = get_cases()
+    if "--json" in sys.argv:
+        json.dump(cs, sys.stdout, indent=1)
+    else:
+        for c in cs:
+            print(c["id"])
+        cnt = collections.Counter((c["family"], c["setup"]["method"], c["setup"]["precision"]) for c in cs)
+        print(len(cs), "cases")
+        for k, v in sorted(cnt.items()):
+            print(" ", *k, v)
