@@ -73,11 +73,11 @@ def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
     return frozenset(setup.lora_targets)
 
 
-def lora_params(spec: ModelSpec, setup: TrainingSetup) -> int:
+def lora_params(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] | None = None) -> int:
     """LoRA parameters: r × (in + out) per adapted module (A: r×in, B: out×r, no bias; LoRA paper §4)."""
     if setup.method == "full":
         return 0
-    targets = adapted_modules(spec, setup)
+    targets = adapted if adapted is not None else adapted_modules(spec, setup)
     r = setup.lora_rank
     head = r * (spec.hidden_size + spec.vocab_size) if LM_HEAD in targets else 0
     total = head
@@ -136,8 +136,8 @@ def _attention(spec: ModelSpec, ctx: ActivationContext) -> float:
     enable_gqa K and V stay kv-width (§3.2). Eager saves repeated K/V, fp32 softmax output and the bf16
     probabilities: 2 s²-sized tensors per head (Korthikanti et al. §4.1, without dropout)."""
     qd, kvd, a, c = spec.q_dim, spec.kv_dim, spec.num_heads, ctx.c
-    attn_in = [m for m in spec.linears if m.role == "attn_in"]
-    attn_out = [m for m in spec.linears if m.role == "attn_out"]
+    attn_in = list(spec.by_role.get("attn_in", ()))
+    attn_out = list(spec.by_role.get("attn_out", ()))
     saved = _linear_inputs(attn_in, spec.hidden_size, ctx.resid, ctx)
     if ctx.eager:
         probs = (FP32 + (c if c != FP32 else 0)) * a * ctx.seq_len  # fp32 softmax output + bf16 copy
@@ -199,11 +199,11 @@ class LayerActivations:
 
 def dense_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
     """One dense decoder layer (no MoE), bytes per token."""
-    mlp_in = [m for m in spec.linears if m.role == "mlp_in" and not m.layers]
-    mlp_out = [m for m in spec.linears if m.role == "mlp_out" and not m.layers]
+    mlp_in = [m for m in spec.by_role.get("mlp_in", ()) if not m.layers]
+    mlp_out = [m for m in spec.by_role.get("mlp_out", ()) if not m.layers]
     if not mlp_in:  # MoE models: a dense layer uses the dense MLP modules (those with a layer count)
-        mlp_in = [m for m in spec.linears if m.role == "mlp_in"][:2]
-        mlp_out = [m for m in spec.linears if m.role == "mlp_out"][:1]
+        mlp_in = list(spec.by_role.get("mlp_in", ()))[:2]
+        mlp_out = list(spec.by_role.get("mlp_out", ()))[:1]
     return LayerActivations(
         norms=spec.norms_per_layer * _norm_saved(spec, ctx),
         attention=_attention(spec, ctx),
@@ -215,9 +215,9 @@ def moe_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
     """One MoE layer: attention as dense; router softmax in fp32 (4E); each of the k routed experts runs a
     gated MLP of width I_moe on a gathered copy of the token (c·h) whose output is scaled by the routing
     weight (another c·h); Qwen2-MoE adds a dense shared expert. Estimated, then checked by the tracer."""
-    experts_in = [m for m in spec.linears if m.role == "expert_in"]
-    experts_out = [m for m in spec.linears if m.role == "expert_out"]
-    router = [m for m in spec.linears if m.role == "router"]
+    experts_in = list(spec.by_role.get("expert_in", ()))
+    experts_out = list(spec.by_role.get("expert_out", ()))
+    router = list(spec.by_role.get("router", ()))
     h, k = spec.hidden_size, spec.experts_per_token
     mlp = _linear_inputs(router, h, ctx.resid, ctx) + FP32 * spec.num_experts  # router logits → fp32 softmax
     per_expert = _mlp(spec, ctx, spec.moe_intermediate_size, experts_in, experts_out, trainable_input=False)
@@ -231,8 +231,8 @@ def moe_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
         per_expert += ctx.adapter_in * (h + 2 * ctx.rank) if ctx.adapter_copies else ctx.adapter_in * 2 * ctx.rank
     mlp += k * per_expert
     if spec.shared_expert_intermediate_size:
-        shared_in = [m for m in spec.linears if m.role == "mlp_in" and m.layers == spec.moe_layers]
-        shared_out = [m for m in spec.linears if m.role == "mlp_out" and m.layers == spec.moe_layers]
+        shared_in = [m for m in spec.by_role.get("mlp_in", ()) if m.layers == spec.moe_layers]
+        shared_out = [m for m in spec.by_role.get("mlp_out", ()) if m.layers == spec.moe_layers]
         mlp += _mlp(spec, ctx, spec.shared_expert_intermediate_size, shared_in, shared_out)
     return LayerActivations(
         norms=spec.norms_per_layer * _norm_saved(spec, ctx),
@@ -249,25 +249,31 @@ def moe_lora_delta_bytes(spec: ModelSpec, ctx: ActivationContext) -> float:
                      for m in spec.linears if m.role.startswith("expert") and m.name in ctx.adapted))
 
 
-def layers_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+def layer_sizes(spec: ModelSpec, ctx: ActivationContext) -> tuple[LayerActivations | None, LayerActivations | None]:
+    """(dense layer, MoE layer) bytes per token, each computed once; None where the model has none."""
+    dense = dense_layer(spec, ctx) if spec.num_layers > spec.moe_layers else None
+    moe = moe_layer(spec, ctx) if spec.moe_layers else None
+    return dense, moe
+
+
+def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
+                     sizes: tuple[LayerActivations | None, LayerActivations | None] | None = None) -> float:
     """All decoder layers, bytes per token. With a frozen embedding (LoRA/QLoRA) no gradient reaches the
     first layer's input, so its input norm(s) save nothing (§3.3 R: "layer 0's first norm saves nothing")."""
-    dense = spec.num_layers - spec.moe_layers
-    total = dense * dense_layer(spec, ctx).total
-    if spec.moe_layers:
-        total += spec.moe_layers * moe_layer(spec, ctx).total
+    dense_size, moe_size = sizes or layer_sizes(spec, ctx)
+    total = (spec.num_layers - spec.moe_layers) * (dense_size.total if dense_size else 0.0)
+    if moe_size:
+        total += spec.moe_layers * moe_size.total
     if not ctx.base_trainable:
         first_norms = 2 if (spec.parallel_block and spec.family == "gpt_neox") else 1
         total -= first_norms * _norm_saved(spec, ctx)
     return total
 
 
-def max_layer_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+def max_layer_per_token(spec: ModelSpec, ctx: ActivationContext,
+                        sizes: tuple[LayerActivations | None, LayerActivations | None] | None = None) -> float:
     """The largest single layer: what gradient checkpointing recomputes at once."""
-    sizes = [dense_layer(spec, ctx).total] if spec.num_layers > spec.moe_layers else []
-    if spec.moe_layers:
-        sizes.append(moe_layer(spec, ctx).total)
-    return max(sizes)
+    return max(x.total for x in (sizes or layer_sizes(spec, ctx)) if x is not None)
 
 
 def rope_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
@@ -286,7 +292,8 @@ def final_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     return saved
 
 
-def backward_extra_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+def backward_extra_per_token(spec: ModelSpec, ctx: ActivationContext,
+                             sizes: tuple[LayerActivations | None, LayerActivations | None] | None = None) -> float:
     """What one layer's backward adds on top of its saved tensors at its worst moment, net of what it has
     already freed. At the MLP backward: gradients of the intermediates and of the hidden state (calibration:
     2·I + 2·h elements in the compute dtype). With eager attention, later, at the softmax backward: two fp32
@@ -297,7 +304,9 @@ def backward_extra_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     if not ctx.eager:
         return mlp_moment
     probs16 = ctx.c if ctx.c != FP32 else 0
-    layer = dense_layer(spec, ctx) if spec.num_layers > spec.moe_layers else moe_layer(spec, ctx)
+    dense_size, moe_size = sizes or layer_sizes(spec, ctx)
+    layer = dense_size or moe_size
+    assert layer is not None
     attn_moment = (2 * FP32 - probs16) * spec.num_heads * ctx.seq_len - layer.mlp
     return max(mlp_moment, attn_moment)
 

@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -101,8 +101,20 @@ class ModelSpec:
         """Largest single decoder matrix: the QLoRA dequantisation buffer holds one of these."""
         return max((m.in_features * m.out_features for m in self.linears), default=0)
 
-    def linear_names(self) -> tuple[str, ...]:
+    @cached_property
+    def _names(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(m.name for m in self.linears))
+
+    def linear_names(self) -> tuple[str, ...]:
+        return self._names
+
+    @cached_property
+    def by_role(self) -> dict[str, tuple[LinearModule, ...]]:
+        """Linears grouped by role, computed once per spec (estimates run in a hot loop)."""
+        groups: dict[str, list[LinearModule]] = {}
+        for m in self.linears:
+            groups.setdefault(m.role, []).append(m)
+        return {role: tuple(mods) for role, mods in groups.items()}
 
 
 # --------------------------------------------------------------------------------------------
