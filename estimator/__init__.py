@@ -6,7 +6,7 @@ frozen dataclasses out (Estimate, Verdict, Remedy). Bytes inside; GB = 1e9 B and
 
 from __future__ import annotations
 
-from .advice import Remedy, max_batch, max_seq_len, min_gpus, remedies, smallest_device
+from .advice import Remedy, max_batch, max_seq_len, min_gpus, min_gpus_for_devices, remedies, smallest_device
 from .devices import CATALOG, Device, Verdict, custom_device, device_ids, get_device, verdict
 from .memory import COMPONENT_KEYS, COMPONENT_LABELS, DetailItem, Estimate, Phase
 from .memory import estimate as detailed_estimate
@@ -42,7 +42,7 @@ __all__ = [
     "CATALOG", "COMPONENT_KEYS", "COMPONENT_LABELS", "GB", "GiB", "MAX_SIZE_B", "MIN_SIZE_B",
     "DetailItem", "Device", "Estimate", "ModelSpec", "Phase", "Preset", "Remedy", "TrainingSetup", "Verdict",
     "custom_device", "detailed_estimate", "device_ids", "estimate", "fmt_both", "fmt_gb", "generic_spec",
-    "get_device", "list_presets", "load_preset", "max_batch", "max_seq_len", "min_gpus", "parse_config_text",
+    "get_device", "list_presets", "load_preset", "max_batch", "max_seq_len", "min_gpus", "min_gpus_for_devices", "parse_config_text",
     "parse_targets", "preset_ids", "remedies", "resolve_model", "rule_gb", "seed_estimate", "seed_figure_gb",
     "smallest_device", "spec_from_config", "to_gb", "to_gib", "verdict",
 ]

@@ -78,6 +78,27 @@ def min_gpus(spec: ModelSpec, setup: TrainingSetup, device: Device, max_gpus: in
     return None
 
 
+def min_gpus_for_devices(spec: ModelSpec, setup: TrainingSetup, devices: tuple[Device, ...] | list[Device],
+                         max_gpus: int = 64, estimate_fn: EstimateFn = _default_estimate
+                         ) -> dict[str, int | None]:
+    """min_gpus for many devices at once: per-GPU memory depends on the GPU count, not on the device, so each
+    count is estimated once and every device answered from it (device id → smallest count, or None)."""
+    answers: dict[str, int | None] = {d.id: None for d in devices}
+    open_devices = list(devices)
+    for n in range(1, min(max_gpus, MAX_GPUS) + 1):
+        if not open_devices:
+            break
+        total = estimate_fn(spec, replace(setup, gpus=n)).total_bytes
+        still_open = []
+        for device in open_devices:
+            if total <= device.usable_bytes:
+                answers[device.id] = n
+            else:
+                still_open.append(device)
+        open_devices = still_open
+    return answers
+
+
 def _smaller_model(spec: ModelSpec) -> ModelSpec | None:
     """The next smaller model: the largest preset of the same family below this one, else half the size."""
     same = []

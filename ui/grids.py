@@ -27,7 +27,7 @@ from estimator import (
     generic_spec,
     list_presets,
     load_preset,
-    min_gpus,
+    min_gpus_for_devices,
     preset_ids,
     rule_gb,
     seed_figure_gb,
@@ -230,13 +230,14 @@ def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Devi
                    ) -> pd.DataFrame:
     """The smallest GPU count (≤ max_gpus) that fits each device under each sharding (columns named by
     SHORT_SHARDING); missing where none does. Only discrete GPUs: unified-memory laptops do not scale out."""
+    gpus_only = [d for d in devices if d.kind == "discrete"]
+    answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), gpus_only, max_gpus)
+               for sharding in shardings}  # each (sharding, count) estimated once for every device
     rows = []
-    for device in devices:
-        if device.kind != "discrete":
-            continue
+    for device in gpus_only:
         row: dict[str, object] = {"Device": device.name, "Memory (GB)": device.capacity_bytes / 1e9}
         for sharding in shardings:
-            row[SHORT_SHARDING[sharding]] = min_gpus(spec, _scaled(setup, sharding, offload), device, max_gpus)
+            row[SHORT_SHARDING[sharding]] = answers[sharding][device.id]
         rows.append(row)
     frame = pd.DataFrame(rows)
     for sharding in shardings:  # whole GPU counts, missing where nothing up to max_gpus fits
@@ -321,7 +322,7 @@ def best_layout(spec: ModelSpec, setup: TrainingSetup, device: Device, shardings
     in the given order, simplest first): (sharding, GPU count, its estimate), or None if nothing fits."""
     best: tuple[str, int, Estimate] | None = None
     for sharding in shardings:
-        n = min_gpus(spec, _scaled(setup, sharding, offload), device, max_gpus)
+        n = min_gpus_for_devices(spec, _scaled(setup, sharding, offload), [device], max_gpus)[device.id]
         if n is not None and (best is None or n < best[1]):
             best = (sharding, n, estimate(spec, _scaled(setup, sharding, offload, n)))
     return best

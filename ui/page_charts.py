@@ -97,17 +97,19 @@ def fits_chart(grid: FitsGrid, *, font_size: int | None = None) -> go.Figure:
     fitting = [to_gb(c.estimate.total_bytes) for c in grid.cells if c.verdict.fits]
     x_max = max([capacity * 1.6, *(t * 1.25 for t in fitting)])
     rows_at = list(fig.layout.yaxis.tickvals or [_esc(c.label) for c in grid.cells])  # the bars' y positions
+    labels = []  # added in one update: add_annotation per bar re-validates the whole list (quadratic)
     for row_y, cell in zip(rows_at, grid.cells, strict=True):
         total = to_gb(cell.estimate.total_bytes)
         word = "fits" if cell.verdict.fits else "too big"
         color = FITS_COLOR if cell.verdict.fits else USABLE_COLOR
         clipped = total > x_max * 0.82
-        fig.add_annotation(
+        labels.append(dict(
             x=min(total, x_max), y=row_y, xanchor="right" if clipped else "left",
             text=f"<b>{total:,.1f} GB · {word}</b>" + (" →" if total > x_max else ""), showarrow=False,
             font=dict(color="white" if clipped else color, size=(font_size or 12)),
-            bgcolor=color if clipped else None, borderpad=2, xshift=-4 if clipped else 6, name="verdict")
-    fig.update_layout(xaxis_range=[0, x_max], height=170 + _row_height(len(rows), font_size) * len(rows))
+            bgcolor=color if clipped else None, borderpad=2, xshift=-4 if clipped else 6, name="verdict"))
+    fig.update_layout(annotations=[*fig.layout.annotations, *labels], xaxis_range=[0, x_max],
+                      height=170 + _row_height(len(rows), font_size) * len(rows))
     return fig
 
 
