@@ -134,12 +134,12 @@ def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
     return total + FP32 * norms
 
 
-def _casts(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, float]:
+def _casts(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, float, float]:
     """bf16 copies of fp32 weights that autocast makes and autograd keeps until each layer's backward:
-    (all layers + head, one layer). Mixed precision casts every linear weight (§3.3 M: + 2 B × P); fp32
+    (all layers + head, one layer, the head alone). Mixed precision casts every linear weight (§3.3 M: + 2 B × P); fp32
     LoRA adapters under autocast are cast too (§3.3 R: + 2 B × LoRA params)."""
     if not setup.autocast:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     per_layer = 0.0
     head = 0.0
     if setup.precision == "mixed" and setup.method != "qlora":
@@ -147,7 +147,7 @@ def _casts(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, flo
         head += 2 * spec.vocab_size * spec.hidden_size  # lm_head (or the tied embedding used as head)
     if trainable_bytes(setup) == FP32 and setup.method != "full":
         per_layer += 2 * lora / spec.num_layers  # fp32 adapters → bf16 under autocast
-    return per_layer * spec.num_layers + head, per_layer + head
+    return per_layer * spec.num_layers + head, per_layer, head
 
 
 def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, opt: float
@@ -215,7 +215,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         g_embed_last /= setup.gpus
     g_persist = grads if setup.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
 
-    casts_all, casts_layer = _casts(spec, setup, lora)
+    casts_all, casts_layer, head_casts = _casts(spec, setup, lora)
     if setup.sharding == "zero3" and setup.gpus > 1:
         casts_all = casts_layer  # FSDP/ZeRO-3 gathers and casts one unit at a time, then frees it
     moe_delta = act.moe_lora_delta_bytes(spec, ctx)  # per MoE layer
@@ -271,11 +271,10 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         ]
     else:
         act_ckpt = d("activations", "Checkpointed layer inputs", ckpt, "T × L × h (layer inputs)")
-        head_casts = casts_all - casts_layer * spec.num_layers if casts_all else 0.0
         phases = [
-            phase("loss backward", max(head_casts, 0.0), g_persist, "Gradients (accumulated)",
+            phase("loss backward", head_casts, g_persist, "Gradients (accumulated)",
                   [act_ckpt, act_final, act_loss_kept, act_loss_tr]),
-            phase("backward, recomputing last layer", max(head_casts, 0.0) + casts_layer, g_persist + g_head,
+            phase("backward, recomputing last layer", head_casts + casts_layer, g_persist + g_head,
                   "Gradients (head)", [act_ckpt, act_final, act_one, act_temp, act_deq]),
             phase("backward, recomputing first layer", casts_layer, max(grads - g_embed_last, g_persist),
                   "Gradients", [act_one, act_temp, act_deq]),
