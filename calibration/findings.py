@@ -10,6 +10,10 @@ for every regime (full bf16 / mixed / fp32, LoRA variants, with and without grad
 CE transients, optimizer-state bytes per parameter and the fused-AdamW step temporaries.
 
     HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.findings [--json calibration/findings.json]
+    HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.findings --families [--json calibration/findings_families.json]
+
+The second form reports per-layer bytes/token of every family (shape "a" of calibration/cases.py).
+Results are summarised in calibration/README.md ("Findings").
 """
 
 from __future__ import annotations
@@ -189,10 +193,17 @@ def family_layer_bytes(family: str, method: str = "full", attention: str | None 
             m = trace_case(case)["measured"]
             vals[L] = m["snapshots"]["after_forward"]["activations"]
         per[T] = vals[3] - vals[2]
-    # per(T) = alpha*T + beta*T^2 + c ; assume c = 0 for full FT (checked for llama), solve alpha, beta
+    # per(T) = alpha*T + beta*T^2 + c.  Two points: eager attention (s^2 terms) -> assume c = 0 (true for full FT,
+    # checked for llama); SDPA -> beta = 0 and c = token-independent per-layer bytes (LoRA/autocast weight casts).
     t1, t2 = 256, 512
-    beta = (per[t2] / t2 - per[t1] / t1) / (t2 - t1)
-    alpha = per[t1] / t1 - beta * t1
+    if attention == "eager":
+        beta = (per[t2] / t2 - per[t1] / t1) / (t2 - t1)
+        alpha = per[t1] / t1 - beta * t1
+        const = 0.0
+    else:
+        beta = 0.0
+        alpha = (per[t2] - per[t1]) / (t2 - t1)
+        const = per[t1] - alpha * t1
     h = spec["hidden_size"]
     a = spec["num_attention_heads"]
     k = spec.get("num_key_value_heads", a)
@@ -200,7 +211,7 @@ def family_layer_bytes(family: str, method: str = "full", attention: str | None 
     inter = spec.get("moe_intermediate_size") or spec["intermediate_size"]
     f_full = 16 * h + 4 * a * d + 4 * k * d + 8 * inter + 4 * a + 8
     return {"family": family, "method": method, "attention": attention, "alpha_bytes_per_token": alpha,
-            "beta_bytes_per_token_sq": beta, "per_layer_T256": per[t1], "per_layer_T512": per[t2],
+            "beta_bytes_per_token_sq": beta, "const_bytes": const, "per_layer_T256": per[t1], "per_layer_T512": per[t2],
             "llama_formula_A_F": f_full if method == "full" else None}
 
 
@@ -216,7 +227,7 @@ def families_main() -> list[dict]:
             rows.append(r)
             f = r["llama_formula_A_F"]
             print(f"{fam:10s} {method:4s} {r['attention']:5s} per layer {r['alpha_bytes_per_token']:9.1f} B/tok"
-                  f" + {r['beta_bytes_per_token_sq']:7.2f} B*T/tok"
+                  f" + {r['beta_bytes_per_token_sq']:7.2f} B*T/tok + {r['const_bytes']:,.0f} B"
                   + (f"  (Llama A_F with these dims: {f})" if f else ""), flush=True)
     return rows
 

@@ -384,17 +384,20 @@ def load_preset(preset_id: str) -> ModelSpec:
 
 def parse_config_text(text: str | bytes, name: str = "uploaded config") -> ModelSpec:
     """Parse an uploaded config.json (text or bytes). Every failure is a ValueError with a clear message."""
+    if len(text) > 1_000_000:  # checked before decoding: a 100 MB upload is refused at once
+        raise ValueError("the file is larger than 1 MB; a config.json is a few kB")
     if isinstance(text, bytes):
         try:
-            text = text.decode("utf-8")
+            text = text.decode("utf-8-sig")  # tolerate a byte-order mark (Windows editors add one)
         except UnicodeDecodeError:
             raise ValueError("the file is not UTF-8 text; upload a Hugging Face config.json") from None
-    if len(text) > 1_000_000:
-        raise ValueError("the file is larger than 1 MB; a config.json is a few kB")
+    text = text.removeprefix("\ufeff")
     try:
         cfg = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise ValueError(f"the file is not valid JSON ({str(exc)[:80]})") from None
+        raise ValueError(f"the file is not valid JSON ({_safe(exc, 80)})") from None
+    except ValueError:  # int() refuses numbers longer than sys.get_int_max_str_digits() (4300 digits)
+        raise ValueError("the file has a number with thousands of digits; no real config.json does") from None
     return spec_from_config(cfg, name=_safe(name, 60))
 
 

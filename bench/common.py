@@ -1,0 +1,156 @@
+"""Shared helpers for bench/run.py and scripts/load_test.py: start a local `streamlit run` server, wait for a
+Streamlit page to settle, read the memory chart's data in the browser, and summarise latencies.
+
+Everything binds to 127.0.0.1: these tools never load a remote host.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--disable-renderer-backgrounding",
+               "--disable-background-timer-throttling", "--disable-backgrounding-occluded-windows"]
+
+# Selectors (Streamlit 1.67): widget containers carry .st-key-<key>; the slider is a native range input.
+APP_RUNNING = "[data-testid='stApp'][data-test-script-state='running']"
+APP_IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+APP_CONNECTED = "[data-testid='stApp'][data-test-connection-state='CONNECTED']"
+EXCEPTION = "[data-testid='stException']"
+SLIDER = ".st-key-{key} input[type='range']"
+CHART = ".st-key-{key} .js-plotly-plot"
+
+# A signature of the plotly chart's data: changes whenever any bar changes.
+CHART_SIGNATURE_JS = """(sel) => {
+  const el = document.querySelector(sel);
+  if (!el || !el.data || !el._fullLayout) return null;
+  const arr = (v) => (v && typeof v === 'object' && 'length' in v) ? Array.from(v) : v;
+  return JSON.stringify(el.data.map(t => [t.name, arr(t.x), arr(t.y)]));
+}"""
+CHART_CHANGED_JS = "([sel, prev]) => { const s = (" + CHART_SIGNATURE_JS + ")(sel); return s !== null && s !== prev; }"
+TEXT_SIGNATURE_JS = """(sel) => { const el = document.querySelector(sel); return el ? el.textContent : null; }"""
+TEXT_CHANGED_JS = "([sel, prev]) => { const s = (" + TEXT_SIGNATURE_JS + ")(sel); return s !== null && s !== prev; }"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def is_loopback_url(url: str) -> bool:
+    """Only http(s) URLs on this machine (127.0.0.0/8, ::1, localhost) may be load-tested."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False
+    if parts.hostname == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def wait_healthy(url: str, timeout_s: float = 60.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
+                if resp.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"no healthy streamlit server at {url} after {timeout_s:.0f} s")
+
+
+@contextmanager
+def streamlit_server(script: Path | str = ROOT / "app.py", port: int | None = None, cwd: Path | str = ROOT,
+                     extra_args: Sequence[str] = ()):
+    """Run `streamlit run script` on 127.0.0.1 (stdout to a temp file, not a pipe); yield (url, proc, t_start)."""
+    port = port or free_port()
+    log = tempfile.TemporaryFile("w+")
+    cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true",
+           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none", "--server.runOnSave", "false", *extra_args]
+    t_start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=str(cwd), stdout=log, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        try:
+            wait_healthy(url, proc=proc)
+        except RuntimeError:
+            log.seek(0)
+            raise RuntimeError("streamlit did not start:\n" + log.read()[-3000:]) from None
+        proc.log = log  # type: ignore[attr-defined]
+        yield url, proc, t_start
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        log.close()
+
+
+def server_log_errors(proc: subprocess.Popen) -> list[str]:
+    """Tracebacks / 'Uncaught app execution' lines the server logged (the user sees a redacted box)."""
+    log = getattr(proc, "log", None)
+    if log is None:
+        return []
+    log.flush()
+    log.seek(0)
+    text = log.read()
+    return [line for line in text.splitlines() if re.search(r"Uncaught app exception|Uncaught app execution|Traceback", line)]
+
+
+def launch_kwargs(headed: bool = False) -> dict[str, object]:
+    kwargs: dict[str, object] = {"headless": not headed, "args": LAUNCH_ARGS}
+    if Path(CHROMIUM).exists():
+        kwargs["executable_path"] = CHROMIUM
+    return kwargs
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); NaN when empty."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def replace_section(path: Path, name: str, body: str) -> None:
+    """Replace the text between <!-- name:begin --> and <!-- name:end --> in a Markdown file (append if absent)."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    block = f"{begin}\n{body.rstrip()}\n{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip() + ("\n\n" if text else "") + block + "\n"
+    path.write_text(text, encoding="utf-8")

@@ -1,0 +1,426 @@
+"""Benchmarks: prints numbers, never asserts timings.
+
+  1. one estimate (median µs per call, several model × method cases)
+  2. the solvers (max_batch, max_seq_len, smallest_device) and the what-fits grid (all presets + the seed's
+     sizes × 3 methods), ms
+  3. a full rerun of each page after one input change (AppTest, median ms)
+  4. browser cold start: `streamlit run` → memory chart visible (s)
+  5. slider → updated output latency in Chromium: our batch slider → memory chart data changed, against a
+     trivial Streamlit page (one slider + st.write) measured the same way in the same run, as a ratio
+
+Targets (printed as ok/MISS): one estimate ≤ 50 µs, each page rerun ≤ 100 ms, slider latency ≤ 1.5 × trivial.
+
+Usage:
+  .venv/bin/python bench/run.py                 # everything (about 3 minutes on 2 cores)
+  .venv/bin/python bench/run.py --only estimator,pages
+  .venv/bin/python bench/run.py --quick --write-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+import timeit
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import (  # noqa: E402
+    APP_IDLE,
+    CHART,
+    CHART_CHANGED_JS,
+    CHART_SIGNATURE_JS,
+    ROOT,
+    SLIDER,
+    TEXT_CHANGED_JS,
+    TEXT_SIGNATURE_JS,
+    launch_kwargs,
+    median,
+    percentile,
+    replace_section,
+    streamlit_server,
+)
+
+APP = ROOT / "app.py"
+DOC = ROOT / "docs" / "performance.md"
+PAGES = ("pages/calculator.py", "pages/compare.py", "pages/fits.py", "pages/sizes.py", "pages/scale.py",
+         "pages/how.py")
+SECTIONS = ("estimator", "pages", "browser")
+TARGET_ESTIMATE_US = 50.0
+TARGET_PAGE_MS = 100.0
+TARGET_RATIO = 1.5
+
+TRIVIAL_PAGE = textwrap.dedent("""\
+    import streamlit as st
+
+    value = st.sidebar.slider("Batch size (per GPU)", 1, 256, 1, step=1, key="batch")
+    st.write(f"Value: {value}")
+    """)
+TRIVIAL_OUT = "[data-testid='stMain'] [data-testid='stMarkdownContainer']"
+# A third reference: the same slider and only our memory chart (separates Plotly's own render cost from the rest).
+CHART_ONLY_PAGE = textwrap.dedent("""\
+    import sys
+
+    sys.path.insert(0, {root!r})
+    import streamlit as st
+
+    from estimator import TrainingSetup, estimate, get_device, load_preset
+    from ui.charts import memory_bar
+
+    value = st.sidebar.slider("Batch size (per GPU)", 1, 256, 1, step=1, key="batch")
+    est = estimate(load_preset("llama-3.1-8b"), TrainingSetup(method="lora", batch=value))
+    st.plotly_chart(memory_bar(est, get_device("rtx-4090")), key="memory_bar", config={{"displayModeBar": False}})
+    """)
+
+
+def _flag(ok: bool) -> str:
+    return "ok" if ok else "MISS"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 1–2. Estimator
+# ---------------------------------------------------------------------------------------------------------
+
+MINIMA: dict[str, float] = {}  # the fastest loop per case: a reference less disturbed by other load
+
+
+def per_call_us(fn, number: int, repeat: int, name: str | None = None) -> float:
+    """Median over `repeat` timing loops of `number` calls, in µs per call (the minimum goes to MINIMA)."""
+    fn()  # warm caches (presets are lru_cached)
+    times = timeit.repeat(fn, number=number, repeat=repeat)
+    if name:
+        MINIMA[name] = min(times) / number * 1e6
+    return statistics.median(times) / number * 1e6
+
+
+def bench_estimator(quick: bool) -> dict[str, object]:
+    from estimator import (
+        TrainingSetup,
+        estimate,
+        generic_spec,
+        get_device,
+        list_presets,
+        load_preset,
+        max_batch,
+        max_seq_len,
+        smallest_device,
+    )
+    from ui.grids import SEED_SIZES_B, fits_grid
+    from ui.inputs import BATCH_MAX, MAX_LEN_MAX
+
+    number, repeat = (300, 7) if quick else (2000, 15)
+    default_setup = TrainingSetup(method="lora")  # the app's defaults: LoRA, bf16, batch 1 × 2048, sdpa
+    cases = {
+        "llama-3.1-8b lora (app default)": (load_preset("llama-3.1-8b"), default_setup),
+        "llama-3.1-8b full": (load_preset("llama-3.1-8b"), replace(default_setup, method="full")),
+        "llama-3.1-8b qlora": (load_preset("llama-3.1-8b"), replace(default_setup, method="qlora")),
+        "llama-3.1-8b lora, ckpt": (load_preset("llama-3.1-8b"), replace(default_setup, grad_ckpt=True)),
+        "mixtral-8x7b lora (MoE)": (load_preset("mixtral-8x7b"), default_setup),
+        "qwen3-30b-a3b qlora (MoE)": (load_preset("qwen3-30b-a3b"), replace(default_setup, method="qlora")),
+        "generic 70B full zero3 ×8": (generic_spec(70.0), replace(default_setup, method="full", gpus=8,
+                                                                  sharding="zero3")),
+        "seed rule (llama-3.1-8b)": (load_preset("llama-3.1-8b"), default_setup),
+    }
+    estimate_us: dict[str, float] = {}
+    for name, (spec, setup) in cases.items():
+        rule = "seed" if name.startswith("seed rule") else None
+        estimate_us[name] = per_call_us(lambda s=spec, u=setup, r=rule: estimate(s, u, r), number, repeat, name)
+    detailed = {k: v for k, v in estimate_us.items() if not k.startswith("seed")}
+
+    spec = load_preset("llama-3.1-8b")
+    device = get_device("rtx-4090")
+    fitting = replace(default_setup, method="qlora", grad_ckpt=True)  # fits a 24 GB card: real bisection
+    n_solver, r_solver = (20, 5) if quick else (100, 9)
+    solvers_ms = {
+        "max_batch (default setup)": per_call_us(
+            lambda: max_batch(spec, default_setup, device.usable_bytes, limit=BATCH_MAX), n_solver, r_solver) / 1e3,
+        "max_batch (qlora+ckpt, fits)": per_call_us(
+            lambda: max_batch(spec, fitting, device.usable_bytes, limit=BATCH_MAX), n_solver, r_solver) / 1e3,
+        "max_seq_len (default setup)": per_call_us(
+            lambda: max_seq_len(spec, default_setup, device.usable_bytes, limit=MAX_LEN_MAX), n_solver,
+            r_solver) / 1e3,
+        "max_seq_len (qlora+ckpt, fits)": per_call_us(
+            lambda: max_seq_len(spec, fitting, device.usable_bytes, limit=MAX_LEN_MAX), n_solver, r_solver) / 1e3,
+        "smallest_device": per_call_us(lambda: smallest_device(spec, default_setup), n_solver, r_solver) / 1e3,
+    }
+    models = [(p.name, load_preset(p.id)) for p in list_presets()] + [(f"{s:g}B", generic_spec(float(s)))
+                                                                      for s in SEED_SIZES_B]
+    n_grid, r_grid = (2, 3) if quick else (5, 7)
+    grid_ms = per_call_us(lambda: fits_grid(models, default_setup, device), n_grid, r_grid) / 1e3
+    grid_only_ms = per_call_us(
+        lambda: [estimate(s, replace(default_setup, method=m)) for _, s in models for m in ("lora", "qlora", "full")],
+        n_grid, r_grid) / 1e3
+    return {
+        "estimate_us": estimate_us,
+        "estimate_min_us": {k: MINIMA[k] for k in estimate_us},
+        "estimate_headline_us": estimate_us["llama-3.1-8b lora (app default)"],
+        "estimate_worst_us": max(detailed.values()),
+        "solvers_ms": solvers_ms,
+        "grid_models": len(models),
+        "grid_ms": grid_ms,
+        "grid_estimates_only_ms": grid_only_ms,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3. Page reruns (AppTest)
+# ---------------------------------------------------------------------------------------------------------
+
+def bench_pages(quick: bool) -> dict[str, object]:
+    logging.disable(logging.WARNING)  # "missing ScriptRunContext" chatter
+    from streamlit.testing.v1 import AppTest
+
+    runs = 5 if quick else 11
+    result: dict[str, dict[str, float]] = {}
+    for page in PAGES:
+        at = AppTest.from_file(str(APP), default_timeout=60).run()
+        if page != PAGES[0]:
+            at.switch_page(page).run()
+        first = None
+        times: list[float] = []
+        cpu: list[float] = []
+        for i in range(runs + 2):  # two warm-up reruns
+            at.slider(key="batch").set_value(2 if i % 2 == 0 else 1)
+            t, c = time.perf_counter(), time.process_time()
+            at.run()
+            elapsed = (time.perf_counter() - t) * 1000
+            cpu_ms = (time.process_time() - c) * 1000
+            if at.exception:
+                raise RuntimeError(f"{page}: exception after changing batch: {[e.value for e in at.exception]}")
+            if first is None:
+                first = elapsed
+            elif i >= 2:
+                times.append(elapsed)
+                cpu.append(cpu_ms)
+        result[page] = {"median_ms": median(times), "min_ms": min(times), "max_ms": max(times),
+                        "cpu_ms": median(cpu)}
+    return {"pages_ms": result, "runs": runs}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 4–5. Browser
+# ---------------------------------------------------------------------------------------------------------
+
+def _wait_idle(page) -> None:
+    page.wait_for_selector(APP_IDLE, state="attached", timeout=60_000)
+
+
+def _latencies(page, slider_sel: str, changed_js: str, signature_js: str, target: str, n: int) -> list[float]:
+    """Press ArrowRight/ArrowLeft on the slider n times; ms from the key press to the target's content changing."""
+    slider = page.locator(slider_sel)
+    out = []
+    for i in range(n):
+        prev = page.evaluate(signature_js, target)
+        t = time.perf_counter()
+        slider.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
+        page.wait_for_function(changed_js, arg=[target, prev], polling="raf", timeout=60_000)
+        out.append((time.perf_counter() - t) * 1000)
+        _wait_idle(page)
+        page.wait_for_timeout(150)
+    return out
+
+
+def bench_browser(quick: bool) -> dict[str, object]:
+    from playwright.sync_api import sync_playwright
+
+    chart = CHART.format(key="memory_bar")
+    slider = SLIDER.format(key="batch")
+    cold_runs = 1 if quick else 3
+    n_changes = 10 if quick else 30
+    cold: list[dict[str, float]] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(**launch_kwargs())
+        # Cold start: process start → health endpoint → first chart visible in a fresh browser context.
+        for _ in range(cold_runs):
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            page = context.new_page()
+            with streamlit_server(APP) as (url, _proc, t_start):
+                t_healthy = time.perf_counter()
+                page.goto(url)
+                page.wait_for_selector(chart, state="visible", timeout=120_000)
+                t_chart = time.perf_counter()
+                # A second visitor on the now-warm server (imports done, presets cached).
+                page2 = context.new_page()
+                t2 = time.perf_counter()
+                page2.goto(url)
+                page2.wait_for_selector(chart, state="visible", timeout=120_000)
+                warm = time.perf_counter() - t2
+            context.close()
+            cold.append({"server_healthy_s": t_healthy - t_start, "first_chart_s": t_chart - t_start,
+                         "warm_visit_s": warm})
+
+        # Slider latency, ours vs trivial (and the chart-only page): all servers up at once, measured in
+        # alternating blocks so that background load hits each the same.
+        with tempfile.TemporaryDirectory() as tmp:
+            trivial_script = Path(tmp) / "trivial_app.py"
+            trivial_script.write_text(TRIVIAL_PAGE, encoding="utf-8")
+            chart_script = Path(tmp) / "chart_only_app.py"
+            chart_script.write_text(CHART_ONLY_PAGE.format(root=str(ROOT)), encoding="utf-8")
+            with streamlit_server(APP) as (ours_url, _p1, _), \
+                    streamlit_server(trivial_script, cwd=tmp) as (trivial_url, _p2, _), \
+                    streamlit_server(chart_script, cwd=tmp) as (chart_url, _p3, _):
+                ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+                pages = {"ours": ctx.new_page(), "trivial": ctx.new_page(), "chart_only": ctx.new_page()}
+                targets = {"ours": (ours_url, chart, CHART_CHANGED_JS, CHART_SIGNATURE_JS),
+                           "trivial": (trivial_url, TRIVIAL_OUT, TEXT_CHANGED_JS, TEXT_SIGNATURE_JS),
+                           "chart_only": (chart_url, chart, CHART_CHANGED_JS, CHART_SIGNATURE_JS)}
+                for name, page in pages.items():
+                    url, target, _, _ = targets[name]
+                    page.goto(url)
+                    page.wait_for_selector(target, state="visible", timeout=120_000)
+                    _wait_idle(page)
+                samples: dict[str, list[float]] = {name: [] for name in pages}
+                block = 5
+                for round_ in range(max(1, n_changes // block) + 1):
+                    for name, page in pages.items():
+                        _, target, changed_js, signature_js = targets[name]
+                        page.bring_to_front()
+                        got = _latencies(page, slider, changed_js, signature_js, target, block if round_ else 3)
+                        if round_:  # round 0 warms up each page (first reruns): not counted
+                            samples[name] += got
+                ctx.close()
+                ours_ms, trivial_ms, chart_ms = samples["ours"], samples["trivial"], samples["chart_only"]
+        browser.close()
+    ours_p50, trivial_p50 = median(ours_ms), median(trivial_ms)
+    return {
+        "cold": cold,
+        "cold_first_chart_s": median([c["first_chart_s"] for c in cold]),
+        "cold_server_healthy_s": median([c["server_healthy_s"] for c in cold]),
+        "warm_visit_s": median([c["warm_visit_s"] for c in cold]),
+        "slider_ours_ms": {"p50": ours_p50, "p95": percentile(ours_ms, 95), "n": len(ours_ms)},
+        "slider_trivial_ms": {"p50": trivial_p50, "p95": percentile(trivial_ms, 95), "n": len(trivial_ms)},
+        "slider_chart_only_ms": {"p50": median(chart_ms), "p95": percentile(chart_ms, 95), "n": len(chart_ms)},
+        "slider_ratio": ours_p50 / trivial_p50 if trivial_p50 else float("nan"),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------------------------
+
+def print_report(res: dict[str, dict[str, object]]) -> None:
+    if "estimator" in res:
+        e = res["estimator"]
+        print("\n== Estimator ==")
+        for name, us in e["estimate_us"].items():
+            print(f"  estimate  {name:<34} {us:8.1f} µs  (fastest loop {e['estimate_min_us'][name]:.1f} µs)")
+        print(f"  headline (app default) {e['estimate_headline_us']:.1f} µs, worst detailed case "
+              f"{e['estimate_worst_us']:.1f} µs   target ≤ {TARGET_ESTIMATE_US:g} µs: "
+              f"{_flag(e['estimate_worst_us'] <= TARGET_ESTIMATE_US)}")
+        for name, ms in e["solvers_ms"].items():
+            print(f"  solver    {name:<34} {ms:8.2f} ms")
+        print(f"  what-fits grid ({e['grid_models']} models × 3 methods, with conclusions) {e['grid_ms']:.1f} ms; "
+              f"estimates alone {e['grid_estimates_only_ms']:.1f} ms")
+    if "pages" in res:
+        print(f"\n== Page rerun after one input change (AppTest, median of {res['pages']['runs']}) ==")
+        for page, t in res["pages"]["pages_ms"].items():
+            print(f"  {page:<24} {t['median_ms']:7.1f} ms  (min {t['min_ms']:.1f}, max {t['max_ms']:.1f}; CPU "
+                  f"{t['cpu_ms']:.1f})  "
+                  f"target ≤ {TARGET_PAGE_MS:g} ms: {_flag(t['median_ms'] <= TARGET_PAGE_MS)}")
+    if "browser" in res:
+        b = res["browser"]
+        print("\n== Browser (Chromium, headless) ==")
+        print(f"  cold start: server healthy {b['cold_server_healthy_s']:.2f} s, first chart visible "
+              f"{b['cold_first_chart_s']:.2f} s; a second visitor {b['warm_visit_s']:.2f} s")
+        o, t = b["slider_ours_ms"], b["slider_trivial_ms"]
+        print(f"  slider → update p50/p95: ours {o['p50']:.0f}/{o['p95']:.0f} ms, trivial page "
+              f"{t['p50']:.0f}/{t['p95']:.0f} ms (n={o['n']} each); ratio {b['slider_ratio']:.2f}   "
+              f"target ≤ {TARGET_RATIO:g}: {_flag(b['slider_ratio'] <= TARGET_RATIO)}")
+        c = b["slider_chart_only_ms"]
+        print(f"  reference: the same slider + only our memory chart p50/p95 {c['p50']:.0f}/{c['p95']:.0f} ms "
+              f"({c['p50'] / t['p50']:.2f} × trivial)")
+
+
+def docs_section(res: dict[str, dict[str, object]], argv: list[str]) -> str:
+    cmd = ".venv/bin/python bench/run.py " + " ".join(argv)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    lines = [f"Measured {time.strftime('%Y-%m-%d %H:%M')} on this machine ({os.cpu_count()} cores; load average "
+             f"{load} when the run ended, so other work shared the CPUs); reproduce with `{cmd.strip()}`.", ""]
+    if "estimator" in res:
+        e = res["estimator"]
+        lines += ["| Estimator | Median | Fastest loop | Target |", "|---|---|---|---|"]
+        for name, us in e["estimate_us"].items():
+            target = f"≤ {TARGET_ESTIMATE_US:g} µs: {_flag(us <= TARGET_ESTIMATE_US)}" if "seed" not in name else ""
+            lines.append(f"| one estimate: {name} | {us:.1f} µs | {e['estimate_min_us'][name]:.1f} µs | {target} |")
+        for name, ms in e["solvers_ms"].items():
+            lines.append(f"| {name} | {ms:.2f} ms | | |")
+        lines.append(f"| what-fits grid: {e['grid_models']} models (all presets + seed sizes) × 3 methods, "
+                     f"with the per-method largest-size solve | {e['grid_ms']:.1f} ms | | |")
+        lines.append(f"| the same {e['grid_models'] * 3} estimates alone | {e['grid_estimates_only_ms']:.1f} ms | | |")
+        lines.append("")
+    if "pages" in res:
+        lines += [f"| Page: full rerun after one input change (AppTest, {res['pages']['runs']} reruns) | Median "
+                  f"| Min–max | CPU (median) | Target ≤ {TARGET_PAGE_MS:g} ms |", "|---|---|---|---|---|"]
+        for page, t in res["pages"]["pages_ms"].items():
+            lines.append(f"| {page} | {t['median_ms']:.0f} ms | {t['min_ms']:.0f}–{t['max_ms']:.0f} ms | "
+                         f"{t['cpu_ms']:.0f} ms | {_flag(t['median_ms'] <= TARGET_PAGE_MS)} |")
+        lines.append("")
+    if "browser" in res:
+        b = res["browser"]
+        o, t = b["slider_ours_ms"], b["slider_trivial_ms"]
+        lines += ["| Browser (headless Chromium) | Value |", "|---|---|",
+                  f"| cold start: `streamlit run` → health endpoint | {b['cold_server_healthy_s']:.2f} s |",
+                  f"| cold start: `streamlit run` → memory chart visible (median of {len(b['cold'])}) | "
+                  f"{b['cold_first_chart_s']:.2f} s |",
+                  f"| second visitor on the warm server → chart visible | {b['warm_visit_s']:.2f} s |",
+                  f"| batch slider → memory chart data changed, p50 / p95 (n={o['n']}) | {o['p50']:.0f} / "
+                  f"{o['p95']:.0f} ms |",
+                  f"| trivial page (one slider + st.write) → text changed, p50 / p95 (n={t['n']}) | "
+                  f"{t['p50']:.0f} / {t['p95']:.0f} ms |",
+                  f"| ratio ours / trivial (p50) | **{b['slider_ratio']:.2f}** (target ≤ {TARGET_RATIO:g}: "
+                  f"{_flag(b['slider_ratio'] <= TARGET_RATIO)}) |",
+                  f"| reference: slider + only our memory chart → chart changed, p50 / p95 | "
+                  f"{b['slider_chart_only_ms']['p50']:.0f} / {b['slider_chart_only_ms']['p95']:.0f} ms "
+                  f"({b['slider_chart_only_ms']['p50'] / t['p50']:.2f} × trivial) |", ""]
+    return "\n".join(lines)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:
+        sys.stderr.write(f"bench/run.py: error: {message}\n")
+        raise SystemExit(2)
+
+
+def _sections(text: str) -> list[str]:
+    chosen = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in chosen if s not in SECTIONS]
+    if bad or not chosen:
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(SECTIONS)} (comma-separated), got {text!r}")
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = _Parser(description="Will-it-fit benchmarks (prints numbers; never asserts timings).")
+    p.add_argument("--only", type=_sections, default=list(SECTIONS), help="estimator,pages,browser (default all)")
+    p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
+    p.add_argument("--write-docs", action="store_true", help=f"write the figures into {DOC.relative_to(ROOT)}")
+    p.add_argument("--json", action="store_true", help="print the raw figures as JSON")
+    args = p.parse_args(argv)
+    res: dict[str, dict[str, object]] = {}
+    if "estimator" in args.only:
+        res["estimator"] = bench_estimator(args.quick)
+    if "pages" in args.only:
+        res["pages"] = bench_pages(args.quick)
+    if "browser" in args.only:
+        res["browser"] = bench_browser(args.quick)
+    print_report(res)
+    if args.json:
+        print(json.dumps(res, default=float))
+    if args.write_docs:
+        section = "bench" if set(args.only) == set(SECTIONS) else "bench-" + "-".join(args.only)
+        replace_section(DOC, section, docs_section(res, [a for a in argv if a != "--write-docs"] + ["--write-docs"]))
+        print(f"\nwrote {DOC.relative_to(ROOT)} (section {section})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,477 @@
+"""Load test: N concurrent sessions change inputs on a local Will-it-fit server for a bounded time.
+
+Starts `streamlit run app.py` on 127.0.0.1 (or targets --url, which must be on this machine) and opens
+--sessions concurrent sessions of one of two kinds:
+
+  --client ws       (default) raw websocket clients speaking Streamlit's own protocol (the protobuf BackMsg /
+                    ForwardMsg messages the browser sends and receives): each session changes the batch
+                    slider's widget state (now and then the checkpointing toggle), asks for a rerun, and
+                    times the rerun until the memory chart's new spec arrives and until the run finishes.
+                    Cheap on the client side, so it measures the server.
+  --client browser  Playwright browser contexts in one Chromium: the batch slider moved by keyboard (now and
+                    then the checkpointing toggle clicked), timed until the chart's data changed in the page.
+                    Measures what a user sees, but on a 2-core machine 20 Chromium pages mostly measure
+                    Chromium.
+
+Each session waits for its previous change to finish (as a user does), then pauses --think-ms. The run stops
+after --duration seconds or --max-changes changes, whichever comes first, and reports:
+
+  errors   exception elements, disconnects (websocket closed; in the browser also leaving CONNECTED), page
+           crashes and JS errors (browser), changes whose chart never updated (timeout or unchanged),
+           runs that did not finish cleanly, server-logged tracebacks: must all be 0
+  reruns   input changes answered with an updated chart
+  latency  p50 / p95 / max from the change to the updated chart (ms); ws mode adds change → run finished
+
+Usage:
+  .venv/bin/python scripts/load_test.py                       # 20 websocket sessions, 60 s
+  .venv/bin/python scripts/load_test.py --client browser      # 20 browser contexts, 60 s
+  .venv/bin/python scripts/load_test.py --sessions 5 --duration 10 --max-changes 100
+  .venv/bin/python scripts/load_test.py --url http://127.0.0.1:8501 --write-docs
+
+Exit status: 0 when there were no errors, 1 when there were, 2 for bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import (  # noqa: E402
+    APP_CONNECTED,
+    APP_IDLE,
+    CHART,
+    CHART_CHANGED_JS,
+    CHART_SIGNATURE_JS,
+    EXCEPTION,
+    ROOT,
+    SLIDER,
+    is_loopback_url,
+    launch_kwargs,
+    median,
+    percentile,
+    replace_section,
+    server_log_errors,
+    streamlit_server,
+)
+
+CHART_SEL = CHART.format(key="memory_bar")
+BATCH_SEL = SLIDER.format(key="batch")
+CKPT_SEL = ".st-key-ckpt label"
+DOC = ROOT / "docs" / "performance.md"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one clear line, exit 2 (argparse's default prints usage too)
+        sys.stderr.write(f"load_test.py: error: {message}\n")
+        raise SystemExit(2)
+
+
+def _int_in(low: int, high: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
+        return value
+    return parse
+
+
+def _float_in(low: float, high: float):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not low <= value <= high:  # also rejects nan
+            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g}, got {text}")
+        return value
+    return parse
+
+
+def _local_url(text: str) -> str:
+    if not is_loopback_url(text):
+        raise argparse.ArgumentTypeError(f"only a server on this machine may be load-tested "
+                                         f"(http://127.0.0.1:PORT or http://localhost:PORT), got {text!r}")
+    return text.rstrip("/")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = _Parser(description="Concurrent-session load test of the Will-it-fit Streamlit app (127.0.0.1 only).")
+    p.add_argument("--client", choices=["ws", "browser"], default="ws",
+                   help="ws: Streamlit-protocol websocket clients (default); browser: Playwright contexts")
+    p.add_argument("--sessions", type=_int_in(1, 100), default=20, help="concurrent sessions (default 20)")
+    p.add_argument("--duration", type=_float_in(1, 600), default=60.0, help="seconds of input changes (default 60)")
+    p.add_argument("--max-changes", type=_int_in(1, 100_000), default=3000,
+                   help="stop after this many input changes in total (default 3000)")
+    p.add_argument("--think-ms", type=_int_in(0, 60_000), default=250,
+                   help="pause between a session's changes, randomised ±50%% (default 250)")
+    p.add_argument("--timeout", type=_float_in(1, 300), default=60.0,
+                   help="seconds a change may take to update the chart before it counts as an error (default 60)")
+    p.add_argument("--url", type=_local_url, help="target a running server instead of starting one")
+    p.add_argument("--seed", type=_int_in(0, 2**31), default=1, help="random seed (default 1)")
+    p.add_argument("--write-docs", action="store_true", help=f"write the figures into {DOC.relative_to(ROOT)}")
+    p.add_argument("--json", action="store_true", help="print the result as JSON too")
+    return p.parse_args(argv)
+
+
+@dataclass
+class Stats:
+    latencies_ms: list[float] = field(default_factory=list)
+    changes: int = 0  # changes attempted during the measured window
+    reruns: int = 0  # changes answered with an updated chart
+    exceptions: int = 0
+    disconnects: int = 0
+    crashes: int = 0
+    js_errors: list[str] = field(default_factory=list)
+    timeouts: int = 0
+    bad_runs: int = 0  # ws: a run that finished with a compile error, or a change that left the chart unchanged
+    load_failures: int = 0
+    server_errors: int = 0
+    load_s: list[float] = field(default_factory=list)
+    finish_ms: list[float] = field(default_factory=list)  # ws: change → script_finished
+
+    @property
+    def errors(self) -> int:
+        return (self.exceptions + self.disconnects + self.crashes + len(self.js_errors) + self.timeouts
+                + self.bad_runs + self.load_failures + self.server_errors)
+
+
+class WsSession:
+    """One Streamlit session over a raw websocket: the messages the browser would send, without a browser."""
+
+    def __init__(self, idx: int, url: str, stats: Stats, rng: random.Random, args: argparse.Namespace):
+        self.idx, self.url, self.stats, self.rng, self.args = idx, url, stats, rng, args
+        self.ws = None
+        self.closing = False
+        self.page_hash = ""
+        self.ids: dict[str, str] = {}  # widget key → widget id
+        self.batch, self.ckpt, self.direction = 1, False, 1
+        self.chart = b""
+
+    async def _send_rerun(self) -> None:
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+
+        msg = BackMsg()
+        state = msg.rerun_script
+        state.query_string = ""
+        state.page_script_hash = self.page_hash
+        if "batch" in self.ids:
+            widget = state.widget_states.widgets.add()
+            widget.id = self.ids["batch"]
+            widget.double_array_value.data.append(self.batch)  # sliders carry a list of doubles
+        if "ckpt" in self.ids:
+            widget = state.widget_states.widgets.add()
+            widget.id = self.ids["ckpt"]
+            widget.bool_value = self.ckpt
+        await self.ws.send(msg.SerializeToString())
+
+    async def _collect(self, t0: float) -> tuple[float | None, float, int, int]:
+        """Read ForwardMsgs until the run finishes: (ms to a changed chart or None, ms to finish, exceptions,
+        finish status)."""
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        chart_ms: float | None = None
+        exceptions = 0
+        while True:
+            raw = await asyncio.wait_for(self.ws.recv(), timeout=self.args.timeout)
+            msg = ForwardMsg()
+            msg.ParseFromString(raw)
+            kind = msg.WhichOneof("type")
+            if kind == "navigation":
+                self.page_hash = msg.navigation.page_script_hash
+            elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+                element = msg.delta.new_element
+                etype = element.WhichOneof("type")
+                inner = getattr(element, etype)
+                widget_id = getattr(inner, "id", "")
+                if isinstance(widget_id, str) and widget_id.endswith(("-batch", "-ckpt")):
+                    self.ids[widget_id.rsplit("-", 1)[1]] = widget_id
+                if etype == "plotly_chart" and inner.spec.encode() != self.chart:
+                    if chart_ms is None:
+                        chart_ms = (time.perf_counter() - t0) * 1000
+                    self.chart = inner.spec.encode()
+                elif etype == "exception":
+                    exceptions += 1
+            elif kind == "script_finished":
+                return chart_ms, (time.perf_counter() - t0) * 1000, exceptions, int(msg.script_finished)
+
+    async def open(self) -> bool:
+        import websockets
+
+        t = time.perf_counter()
+        try:
+            self.ws = await websockets.connect(self.url.replace("http", "ws", 1) + "/_stcore/stream",
+                                               subprotocols=["streamlit"], max_size=None, open_timeout=self.args.timeout)
+            await self._send_rerun()
+            _, _, exceptions, _ = await self._collect(time.perf_counter())
+            if exceptions:
+                self.stats.exceptions += exceptions
+            if "batch" not in self.ids or not self.chart:
+                raise RuntimeError("the first run showed no batch slider or no memory chart")
+        except Exception as exc:  # noqa: BLE001 - any failure to load counts as an error, and is reported
+            self.stats.load_failures += 1
+            print(f"session {self.idx}: did not load: {str(exc).splitlines()[0] if str(exc) else exc!r}",
+                  file=sys.stderr)
+            return False
+        self.stats.load_s.append(time.perf_counter() - t)
+        return True
+
+    async def change(self) -> None:
+        if self.rng.random() < 0.15 and "ckpt" in self.ids:
+            self.ckpt = not self.ckpt
+        else:
+            if self.batch >= 16:
+                self.direction = -1
+            elif self.batch <= 1:
+                self.direction = 1
+            self.batch += self.direction
+        self.stats.changes += 1
+        t0 = time.perf_counter()
+        await self._send_rerun()
+        try:
+            chart_ms, finish_ms, exceptions, status = await self._collect(t0)
+        except TimeoutError:
+            self.stats.timeouts += 1
+            return
+        self.stats.exceptions += exceptions
+        self.stats.finish_ms.append(finish_ms)
+        if status == 1:  # FINISHED_WITH_COMPILE_ERROR
+            self.stats.bad_runs += 1
+        if chart_ms is None:  # the chart did not change: the input did not reach the script
+            self.stats.bad_runs += 1
+            return
+        self.stats.latencies_ms.append(chart_ms)
+        self.stats.reruns += 1
+
+    async def close(self) -> None:
+        self.closing = True
+        if self.ws is not None:
+            await self.ws.close()
+
+
+class Session:
+    def __init__(self, idx: int, browser, url: str, stats: Stats, rng: random.Random, args: argparse.Namespace):
+        self.idx, self.browser, self.url, self.stats, self.rng, self.args = idx, browser, url, stats, rng, args
+        self.page = None
+        self.context = None
+        self.closing = False
+        self.direction = 1
+
+    async def open(self) -> bool:
+        self.context = await self.browser.new_context(viewport={"width": 1280, "height": 900})
+        page = self.page = await self.context.new_page()
+        page.on("websocket", self._on_websocket)
+        page.on("crash", lambda *_: self._count("crashes"))
+        page.on("pageerror", lambda exc: self.stats.js_errors.append(f"session {self.idx}: {exc}"[:300]))
+        t = time.perf_counter()
+        try:
+            await page.goto(self.url, timeout=self.args.timeout * 1000)
+            await page.wait_for_selector(CHART_SEL, timeout=self.args.timeout * 1000)
+            await page.wait_for_selector(APP_IDLE, state="attached", timeout=self.args.timeout * 1000)
+        except Exception as exc:  # noqa: BLE001 - any failure to load counts as an error, and is reported
+            self.stats.load_failures += 1
+            print(f"session {self.idx}: did not load: {str(exc).splitlines()[0]}", file=sys.stderr)
+            return False
+        self.stats.load_s.append(time.perf_counter() - t)
+        return True
+
+    def _count(self, name: str) -> None:
+        if not self.closing:
+            setattr(self.stats, name, getattr(self.stats, name) + 1)
+
+    def _on_websocket(self, ws) -> None:
+        if "_stcore/stream" in ws.url:
+            ws.on("close", lambda *_: self._count("disconnects"))
+
+    async def change(self) -> None:
+        """One input change, then wait for the chart's data to differ."""
+        page = self.page
+        prev = await page.evaluate(CHART_SIGNATURE_JS, CHART_SEL)
+        use_toggle = self.rng.random() < 0.15
+        t0 = time.perf_counter()
+        if use_toggle:
+            await page.locator(CKPT_SEL).click()
+        else:
+            slider = page.locator(BATCH_SEL)
+            value = int(await slider.input_value())
+            if value >= 16:
+                self.direction = -1
+            elif value <= 1:
+                self.direction = 1
+            await slider.press("ArrowRight" if self.direction > 0 else "ArrowLeft")
+        self.stats.changes += 1
+        try:
+            await page.wait_for_function(CHART_CHANGED_JS, arg=[CHART_SEL, prev], polling=10,
+                                         timeout=self.args.timeout * 1000)
+        except Exception:  # noqa: BLE001 - a Playwright timeout: the chart never updated
+            self.stats.timeouts += 1
+            return
+        self.stats.latencies_ms.append((time.perf_counter() - t0) * 1000)
+        self.stats.reruns += 1
+        # Let the run finish before the next change, then check the page is healthy.
+        await page.wait_for_selector(APP_IDLE, state="attached", timeout=self.args.timeout * 1000)
+        if await page.locator(EXCEPTION).count():
+            self.stats.exceptions += 1
+        if not await page.locator(APP_CONNECTED).count():
+            self.stats.disconnects += 1
+
+    async def close(self) -> None:
+        self.closing = True
+        if self.context is not None:
+            await self.context.close()
+
+
+async def _ramp_and_loop(sessions: list, args: argparse.Namespace, stats: Stats) -> float:
+    """Open the sessions a few at a time (on 2 cores, all at once would only measure the ramp), then let every
+    loaded session change inputs until the deadline or the change budget. Returns the measured seconds."""
+    opened = []
+    for start in range(0, len(sessions), 4):
+        batch = sessions[start:start + 4]
+        results = await asyncio.gather(*(s.open() for s in batch))
+        opened += [s for s, ok in zip(batch, results, strict=True) if ok]
+    print(f"{len(opened)}/{len(sessions)} sessions loaded; changing inputs for up to {args.duration:g} s "
+          f"or {args.max_changes} changes", file=sys.stderr)
+    t_begin = time.perf_counter()
+    deadline = t_begin + args.duration
+
+    async def loop(s) -> None:
+        while time.perf_counter() < deadline and stats.changes < args.max_changes:
+            try:
+                await s.change()
+            except Exception as exc:  # noqa: BLE001 - e.g. the connection closed: count it, stop this session
+                stats.disconnects += 1
+                print(f"session {s.idx}: {str(exc).splitlines()[0] if str(exc) else exc!r}", file=sys.stderr)
+                return
+            if args.think_ms:
+                await asyncio.sleep(args.think_ms * s.rng.uniform(0.5, 1.5) / 1000)
+
+    await asyncio.gather(*(loop(s) for s in opened))
+    elapsed = time.perf_counter() - t_begin
+    for s in sessions:
+        await s.close()
+    return elapsed
+
+
+async def _drive(url: str, args: argparse.Namespace, stats: Stats) -> float:
+    rng = random.Random(args.seed)
+    if args.client == "ws":
+        sessions = [WsSession(i, url, stats, random.Random(rng.random()), args) for i in range(args.sessions)]
+        return await _ramp_and_loop(sessions, args, stats)
+
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(**launch_kwargs())
+        sessions = [Session(i, browser, url, stats, random.Random(rng.random()), args) for i in range(args.sessions)]
+        elapsed = await _ramp_and_loop(sessions, args, stats)
+        await browser.close()
+    return elapsed
+
+
+def run(args: argparse.Namespace) -> tuple[Stats, float]:
+    stats = Stats()
+    if args.url:
+        elapsed = asyncio.run(_drive(args.url, args, stats))
+        return stats, elapsed
+    with streamlit_server() as (url, proc, _):
+        elapsed = asyncio.run(_drive(url, args, stats))
+        stats.server_errors = len(server_log_errors(proc))
+    return stats, elapsed
+
+
+def report(stats: Stats, elapsed: float, args: argparse.Namespace) -> dict[str, object]:
+    lat = stats.latencies_ms
+    return {
+        "sessions": args.sessions, "duration_s": round(elapsed, 1), "changes": stats.changes,
+        "reruns_served": stats.reruns, "reruns_per_s": round(stats.reruns / elapsed, 1) if elapsed else 0.0,
+        "errors": stats.errors, "exceptions": stats.exceptions, "disconnects": stats.disconnects,
+        "client": args.client, "crashes": stats.crashes, "js_errors": len(stats.js_errors),
+        "timeouts": stats.timeouts, "bad_runs": stats.bad_runs,
+        "load_failures": stats.load_failures, "server_errors": stats.server_errors,
+        "p50_ms": round(percentile(lat, 50)), "p95_ms": round(percentile(lat, 95)),
+        "max_ms": round(max(lat)) if lat else float("nan"),
+        "load_median_s": round(median(stats.load_s), 1) if stats.load_s else float("nan"),
+        "finish_p50_ms": round(percentile(stats.finish_ms, 50)) if stats.finish_ms else None,
+        "finish_p95_ms": round(percentile(stats.finish_ms, 95)) if stats.finish_ms else None,
+    }
+
+
+def table(result: dict[str, object]) -> str:
+    rows = [("client", result["client"]), ("sessions", result["sessions"]), ("duration (s)", result["duration_s"]),
+            ("input changes", result["changes"]), ("reruns served (chart updated)", result["reruns_served"]),
+            ("reruns / s", result["reruns_per_s"]), ("errors (total)", result["errors"]),
+            ("  exception elements", result["exceptions"]), ("  disconnects", result["disconnects"]),
+            ("  page crashes / JS errors", f"{result['crashes']} / {result['js_errors']}"),
+            ("  chart never updated (timeout)", result["timeouts"]),
+            ("  run not clean / chart unchanged", result["bad_runs"]),
+            ("  sessions that failed to load", result["load_failures"]),
+            ("  server-logged tracebacks", result["server_errors"]),
+            ("change → chart p50 (ms)", result["p50_ms"]), ("change → chart p95 (ms)", result["p95_ms"]),
+            ("change → chart max (ms)", result["max_ms"]), ("session load, median (s)", result["load_median_s"])]
+    if result["finish_p50_ms"] is not None:
+        rows.append(("change → run finished p50 / p95 (ms)", f"{result['finish_p50_ms']} / {result['finish_p95_ms']}"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def docs_section(result: dict[str, object], args: argparse.Namespace) -> str:
+    cmd = (f".venv/bin/python scripts/load_test.py --client {args.client} --sessions {args.sessions} "
+           f"--duration {args.duration:g} --max-changes {args.max_changes} --think-ms {args.think_ms} --write-docs")
+    kind = ("raw websocket clients (Streamlit protocol)" if args.client == "ws"
+            else "Playwright browser contexts in one Chromium")
+    rows = [
+        (f"Concurrent sessions: {kind}", result["sessions"]),
+        ("Measured window (s)", result["duration_s"]),
+        ("Input changes", result["changes"]),
+        ("Reruns served (chart updated)", f"{result['reruns_served']} ({result['reruns_per_s']}/s)"),
+        ("Errors: exceptions / disconnects / crashes / JS errors / timeouts / unclean or unchanged runs / "
+         "load failures / server tracebacks",
+         f"**{result['errors']}**: {result['exceptions']} / {result['disconnects']} / {result['crashes']} / "
+         f"{result['js_errors']} / {result['timeouts']} / {result['bad_runs']} / {result['load_failures']} / "
+         f"{result['server_errors']}"),
+        ("Input change → updated chart, p50 / p95 / max (ms)",
+         f"{result['p50_ms']} / {result['p95_ms']} / {result['max_ms']}"),
+    ]
+    if result["finish_p50_ms"] is not None:
+        rows.append(("Input change → run finished, p50 / p95 (ms)",
+                     f"{result['finish_p50_ms']} / {result['finish_p95_ms']}"))
+    return "\n".join([
+        f"{kind.capitalize()}, measured {time.strftime('%Y-%m-%d %H:%M')} on this machine ({os.cpu_count()} cores, "
+        f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end; the server and the clients "
+        f"share them); reproduce with `{cmd}`.",
+        "",
+        "| Load test | Value |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in rows),
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    stats, elapsed = run(args)
+    result = report(stats, elapsed, args)
+    print(table(result))
+    for line in stats.js_errors[:5]:
+        print(f"JS error: {line}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result))
+    if args.write_docs:
+        section = f"load-test-{args.client}" + ("" if args.think_ms == 250 else f"-think{args.think_ms}")
+        replace_section(DOC, section, docs_section(result, args))
+        print(f"wrote {DOC.relative_to(ROOT)}", file=sys.stderr)
+    return 0 if result["errors"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

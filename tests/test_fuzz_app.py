@@ -1,0 +1,145 @@
+"""Fuzz the whole app through AppTest: random query parameters (valid and invalid values for every bound
+parameter, repeated keys, unknown names), a random page, then a random widget change. No run may show an
+exception element or render link text as live markup.
+
+Default suite: 25 cases (derandomized, so every run checks the same cases). `-m slow`: 500 cases.
+Hypothesis shrinks a failure to a minimal link; the failing params are printed with the case.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from estimator import CATALOG
+from estimator.training import ATTENTIONS, METHODS, OPTIMIZERS, PRECISIONS, SHARDINGS
+from tests.test_bad_input import APP, IMG, MD_LINK, PAGES, SCRIPT, URL_PARAMS, assert_safe
+from ui.inputs import POW2_LENGTHS, RANKS, SIZE_STEPS, model_options
+
+# Valid values per parameter, as a link would carry them.
+VALID: dict[str, list[str]] = {
+    "model": model_options(),
+    "size": [f"{s:g}" for s in SIZE_STEPS],
+    "method": list(METHODS),
+    "precision": list(PRECISIONS),
+    "optimizer": list(OPTIMIZERS),
+    "batch": ["1", "2", "4", "8", "16", "64", "256"],
+    "max_len": [str(n) for n in POW2_LENGTHS] + ["1", "100", "3000", "2097152"],
+    "ckpt": ["true", "false", "True"],
+    "attn": list(ATTENTIONS),
+    "rank": [str(r) for r in RANKS],
+    "targets": ["all-linear", "q_proj,v_proj", "q_proj; k_proj; v_proj; o_proj", "lm_head", "w1,w2,w3",
+                "query_key_value", "gate_up_proj"],
+    "gpus": ["1", "2", "8", "64", "1024"],
+    "sharding": list(SHARDINGS),
+    "device": [d.id for d in CATALOG] + ["custom"],
+    "capacity": ["0.5", "8", "24", "80", "192.5", "100000"],
+    "kind": ["discrete", "unified"],
+    "rule": ["true", "false"],
+    "present": ["true", "false"],
+}
+assert set(VALID) == set(URL_PARAMS)
+
+NASTY = ["", " ", "zzz", "0", "-1", "-0", "1.5", "1e309", "-1e309", "nan", "NaN", "inf", "-inf", "9" * 400,
+         "0x10", "1_000", "１２", "true ", "[1, 2]", '{"a": 1}', "null", "None", "x" * 10_000, SCRIPT, IMG,
+         MD_LINK, "a\x00b", "💥\u202e", "%3Cscript%3E", "../../etc/passwd", "' OR 1=1 --", "by-size ", "LORA"]
+
+finite_numbers = st.one_of(
+    st.integers(-(10**6), 10**7).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.floats(-1e6, 1e7).map(lambda x: f"{x:g}"),
+)
+
+
+def value_for(key: str) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.sampled_from(VALID[key]),  # valid: exercises real combinations
+        st.sampled_from(VALID[key]),
+        st.sampled_from(NASTY),
+        finite_numbers,
+        st.text(max_size=40),
+    )
+
+
+def param_value(key: str) -> st.SearchStrategy[str | list[str]]:
+    one = value_for(key)
+    return st.one_of(one, one, one, st.lists(one, min_size=2, max_size=3))  # sometimes a repeated key
+
+
+links = st.fixed_dictionaries({}, optional={key: param_value(key) for key in URL_PARAMS})
+unknown = st.dictionaries(st.text(min_size=1, max_size=20).filter(lambda k: k not in URL_PARAMS),
+                          st.text(max_size=20), max_size=2)
+
+# A widget change after the page loaded: (kind, key, value), valid values only (the UI constrains them).
+actions = st.one_of(
+    st.none(),
+    st.tuples(st.just("slider"), st.just("batch"), st.integers(1, 256)),
+    st.tuples(st.just("selectbox"), st.just("model"), st.sampled_from(model_options())),
+    st.tuples(st.just("selectbox"), st.just("device"), st.sampled_from(VALID["device"])),
+    st.tuples(st.just("selectbox"), st.just("optimizer"), st.sampled_from(VALID["optimizer"])),
+    st.tuples(st.just("toggle"), st.sampled_from(["ckpt", "rule", "present"]), st.booleans()),
+    st.tuples(st.just("number_input"), st.just("max_len"), st.integers(1, 1 << 21)),
+    st.tuples(st.just("number_input"), st.just("gpus"), st.integers(1, 1024)),
+    st.tuples(st.just("select_slider"), st.just("size"), st.sampled_from(list(SIZE_STEPS))),
+    st.tuples(st.just("button_group"), st.just("method"), st.sampled_from(list(METHODS))),
+    st.tuples(st.just("text_input"), st.just("targets"), st.sampled_from(VALID["targets"] + [SCRIPT, "zzz", ""])),
+)
+
+
+def _widget(at, kind: str, key: str):
+    for el in getattr(at, kind):
+        if getattr(el, "key", None) == key:
+            return el
+    return None
+
+
+def run_case(params: dict[str, object], page_path: str, action: tuple | None) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=30)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert_safe(at)
+    if page_path != PAGES[0]:
+        at.switch_page(page_path).run()
+        assert_safe(at)
+    if action is not None:
+        kind, key, value = action
+        widget = _widget(at, kind, key)
+        if widget is not None and not getattr(widget, "disabled", False):
+            if kind == "number_input" and isinstance(widget.value, float) and not math.isnan(widget.value):
+                value = float(value)
+            widget.set_value(value).run()
+            assert_safe(at)
+
+
+def _check(params, extra, page_path, action):
+    run_case({**extra, **params}, page_path, action)
+
+
+COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+              print_blob=True)
+
+
+@settings(max_examples=25, derandomize=True, **COMMON)
+@given(params=links, extra=unknown, page_path=st.sampled_from(PAGES), action=actions)
+def test_fuzz_app_quick(params, extra, page_path, action):
+    _check(params, extra, page_path, action)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, **COMMON)
+@given(params=links, extra=unknown, page_path=st.sampled_from(PAGES), action=actions)
+def test_fuzz_app_long(params, extra, page_path, action):
+    _check(params, extra, page_path, action)
+
+
+@pytest.mark.parametrize("page_path", PAGES)
+def test_every_page_with_all_nasty_values(page_path):
+    """Deterministic corner: every parameter at once with each nasty value, on each page (one run each)."""
+    for value in (SCRIPT, "nan", "", "x" * 10_000):
+        run_case(dict.fromkeys(URL_PARAMS, value), page_path, None)
