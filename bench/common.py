@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -122,10 +123,20 @@ def server_log_errors(proc: subprocess.Popen) -> list[str]:
     return [line for line in text.splitlines() if re.search(r"Uncaught app exception|Uncaught app execution|Traceback", line)]
 
 
+def system_chromium() -> str | None:
+    """A system Chromium (CHROMIUM_PATH, /usr/bin/chromium, chromium or chromium-browser on PATH), if any."""
+    for candidate in (CHROMIUM, shutil.which("chromium"), shutil.which("chromium-browser")):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
+
+
 def launch_kwargs(headed: bool = False) -> dict[str, object]:
+    """Playwright launch options: a system Chromium if there is one, else Playwright's own browser."""
     kwargs: dict[str, object] = {"headless": not headed, "args": LAUNCH_ARGS}
-    if Path(CHROMIUM).exists():
-        kwargs["executable_path"] = CHROMIUM
+    exe = system_chromium()
+    if exe:
+        kwargs["executable_path"] = exe
     return kwargs
 
 
