@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 METHODS = ("full", "lora", "qlora")
@@ -103,9 +102,6 @@ class TrainingSetup:
                 raise ValueError(f"LoRA target {str(target)[:40]!r} is not a module name")
         if ALL_LINEAR in self.lora_targets and len(self.lora_targets) > 1:
             raise ValueError("'all-linear' cannot be combined with named target modules")
-        if self.sharding != "none" and self.gpus == 1:
-            # Sharding over one GPU is legal (DeepSpeed allows it) and changes nothing; keep it.
-            pass
         if self.offload_optimizer and self.sharding == "none" and self.gpus > 1:
             raise ValueError("optimizer offload needs ZeRO or FSDP sharding (choose zero1, zero2 or zero3)")
 
@@ -130,7 +126,3 @@ def parse_targets(text: str) -> tuple[str, ...]:
     if not parts:
         raise ValueError("LoRA targets are empty; use 'all-linear' or names like q_proj,v_proj")
     return parts
-
-
-def is_finite_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

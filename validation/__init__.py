@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import statistics
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -121,13 +120,6 @@ def _published_spec(config_id: str) -> ModelSpec:
         return load_preset(config_id)
     path = PUBLISHED_CONFIGS / f"{config_id}.json"
     return spec_from_config(json.loads(path.read_text()), name=config_id, source=config_id)
-
-
-@dataclass(frozen=True)
-class Row:
-    """One compared measurement."""
-
-    data: dict[str, Any]
 
 
 def tracer_rows() -> list[dict[str, Any]]:
