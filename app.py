@@ -7,7 +7,10 @@ right page on a freshly started server."""
 
 import streamlit as st
 
-st.set_page_config(page_title="Will it fit?", page_icon=":material/memory:", layout="wide")
+# A presentation link (?present=true) opens with the sidebar folded away: the verdict fills the screen.
+presenting = st.query_params.get("present", "").lower() == "true"
+st.set_page_config(page_title="Will it fit?", page_icon=":material/memory:", layout="wide",
+                   initial_sidebar_state="collapsed" if presenting else "auto")
 
 PAGES = [
     st.Page("pages/calculator.py", title="Calculator", icon=":material/calculate:", default=True),
