@@ -1,0 +1,22 @@
+"""Presentation mode: a ?present=true link opens with the sidebar folded away and the bigger verdict."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.e2e.helpers import open_app
+
+pytestmark = pytest.mark.e2e
+
+
+def test_presentation_link_folds_the_sidebar(page: Page, app_url: str):
+    open_app(page, app_url + "/?present=true&method=qlora&device=gpu-16gb")
+    expect(page.get_by_test_id("stSidebar")).to_have_attribute("data-collapsed", "true")
+    expect(page.locator("h1").filter(has_text="Too big by")).to_be_visible()  # st.title in presentation mode
+
+
+def test_normal_link_keeps_the_sidebar(page: Page, app_url: str):
+    open_app(page, app_url + "/?method=qlora&device=gpu-16gb")
+    expect(page.get_by_test_id("stSidebar")).to_have_attribute("data-collapsed", "false")
+    expect(page.locator("h2").filter(has_text="Too big by")).to_be_visible()  # st.header otherwise
