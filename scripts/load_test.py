@@ -447,7 +447,7 @@ def docs_section(result: dict[str, object], args: argparse.Namespace) -> str:
         rows.append(("Input change → run finished, p50 / p95 (ms)",
                      f"{result['finish_p50_ms']} / {result['finish_p95_ms']}"))
     return "\n".join([
-        f"{kind.capitalize()}, measured {time.strftime('%Y-%m-%d %H:%M')} on this machine ({os.cpu_count()} cores, "
+        f"{kind[0].upper() + kind[1:]}, measured {time.strftime('%Y-%m-%d %H:%M')} on this machine ({os.cpu_count()} cores, "
         f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end; the server and the clients "
         f"share them); reproduce with `{cmd}`.",
         "",

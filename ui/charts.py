@@ -142,19 +142,21 @@ def stacked_bars(rows: Sequence[tuple[str, Estimate]], device: Device | None = N
     positions = list(range(len(rows)))
     horizontal = orientation == "h"
     longest = max(to_gb(e.high_bytes) for e in ests)
-    fig = go.Figure()
+    # Traces as plain dicts, validated once by go.Figure below: building go.Bar objects and calling
+    # fig.add_trace / bar.update re-validates every property on each call (~2 ms per trace).
+    traces: list[dict] = []
     for seg in segments(ests):
         values = [to_gb(segment_bytes(e, seg)) for e in ests]
         hovers = [_hover(lbl, e, seg, segment_bytes(e, seg)) for lbl, e in zip(labels, ests, strict=True)]
         # In-bar value only where the segment is wide enough to hold it (≥ 8 % of the longest bar).
         text = [f"{v:,.1f} GB" if show_values and longest and v >= 0.08 * longest else "" for v in values]
-        bar = go.Bar(
-            name=seg.name, orientation=orientation, marker_color=seg.color, marker_line_width=0, width=BAR_WIDTH,
-            legendgroup=seg.name, hovertext=hovers, hoverinfo="text", text=text, textposition="inside",
-            insidetextanchor="middle", meta=seg.component,
+        bar = dict(
+            type="bar", name=seg.name, orientation=orientation, marker=dict(color=seg.color, line=dict(width=0)),
+            width=BAR_WIDTH, legendgroup=seg.name, hovertext=hovers, hoverinfo="text", text=text,
+            textposition="inside", insidetextanchor="middle", meta=seg.component,
         )
         bar.update(x=values, y=positions) if horizontal else bar.update(x=positions, y=values)
-        fig.add_trace(bar)
+        traces.append(bar)
     if band and any(e.high_bytes != e.low_bytes for e in ests):
         totals = [to_gb(e.total_bytes) for e in ests]
         plus = [to_gb(e.high_bytes - e.total_bytes) for e in ests]
@@ -167,12 +169,14 @@ def stacked_bars(rows: Sequence[tuple[str, Estimate]], device: Device | None = N
                    width=6)
         marker = dict(color=BAND_COLOR, size=10, symbol="line-ns-open" if horizontal else "line-ew-open",
                       line=dict(width=3, color=BAND_COLOR))
-        whisker = go.Scatter(name=BAND_NAME, mode="markers", marker=marker, hovertext=hovers, hoverinfo="text")
+        whisker = dict(type="scatter", name=BAND_NAME, mode="markers", marker=marker, hovertext=hovers,
+                       hoverinfo="text")
         if horizontal:
             whisker.update(x=totals, y=beside, error_x=err)
         else:
             whisker.update(x=beside, y=totals, error_y=err)
-        fig.add_trace(whisker)
+        traces.append(whisker)
+    fig = go.Figure(data=traces)
 
     top = longest if device is None else max(longest, to_gb(device.capacity_bytes))
     n_rows = len(rows)
@@ -228,23 +232,33 @@ def capacity_overlay(fig: go.Figure, device: Device, axis: str = "x") -> go.Figu
     close = (capacity - usable) < 0.12 * span
     usable_text = f"<b>{_fmt_limit(usable)} GB usable</b>" + ("" if reserved else " (all of it)")
     total_text = f"{_fmt_limit(capacity)} GB total"
-    add_line = fig.add_vline if axis == "x" else fig.add_hline
+    # Shapes and labels as plain dicts added in one layout update: fig.add_vline/add_annotation re-validate
+    # the figure's whole shape/annotation lists on every call (over half of a memory bar's build time).
+    shapes: list[dict] = []
+    notes: list[dict] = []
+
+    def span(value_from: float, value_to: float) -> dict:
+        if axis == "x":  # vertical: across the plot's height
+            return {"x0": value_from, "x1": value_to, "xref": "x", "y0": 0, "y1": 1, "yref": "y domain"}
+        return {"x0": 0, "x1": 1, "xref": "x domain", "y0": value_from, "y1": value_to, "yref": "y"}
+
     if reserved:
-        add_rect = fig.add_vrect if axis == "x" else fig.add_hrect
-        rect = {"x0": usable, "x1": capacity} if axis == "x" else {"y0": usable, "y1": capacity}
-        add_rect(**rect, fillcolor=RESERVED_FILL, line_width=0, layer="below", name="reserved")
-        add_line(capacity, line=dict(color=CAPACITY_COLOR, width=2, dash="dot"), name="capacity")
-    add_line(usable, line=dict(color=USABLE_COLOR, width=2.5, dash="dash"), name="usable")
+        shapes.append({"type": "rect", **span(usable, capacity), "fillcolor": RESERVED_FILL, "line": {"width": 0},
+                       "layer": "below", "name": "reserved"})
+        shapes.append({"type": "line", **span(capacity, capacity),
+                       "line": {"color": CAPACITY_COLOR, "width": 2, "dash": "dot"}, "name": "capacity"})
+    shapes.append({"type": "line", **span(usable, usable), "line": {"color": USABLE_COLOR, "width": 2.5, "dash": "dash"},
+                   "name": "usable"})
 
     def label(value: float, text: str, color: str, name: str, row: int) -> None:
         if axis == "x":  # vertical line: label at the top, just left of the line
-            fig.add_annotation(x=value, xref="x", xanchor="right", xshift=-4, y=1, yref="paper", yanchor="top",
-                               yshift=-18 * row, text=text, showarrow=False, font=dict(color=color), name=name)
+            notes.append(dict(x=value, xref="x", xanchor="right", xshift=-4, y=1, yref="paper", yanchor="top",
+                              yshift=-18 * row, text=text, showarrow=False, font=dict(color=color), name=name))
         else:  # horizontal line: label just above it, usable at the left end, total at the right end
             left = name == "usable-label"
-            fig.add_annotation(y=value, yref="y", yanchor="bottom", x=0 if left else 1, xref="paper",
-                               xanchor="left" if left else "right", text=text, showarrow=False,
-                               font=dict(color=color), name=name)
+            notes.append(dict(y=value, yref="y", yanchor="bottom", x=0 if left else 1, xref="paper",
+                              xanchor="left" if left else "right", text=text, showarrow=False,
+                              font=dict(color=color), name=name))
 
     label(usable, usable_text, USABLE_COLOR, "usable-label", 0)
     if reserved:
@@ -252,12 +266,13 @@ def capacity_overlay(fig: go.Figure, device: Device, axis: str = "x") -> go.Figu
         if not close:  # name the shaded band where it is wide enough to hold the words
             os_text = f"OS and apps: {capacity - usable:,.0f} GB"
             if axis == "x":
-                fig.add_annotation(x=(usable + capacity) / 2, y=0, yref="paper", yanchor="bottom", showarrow=False,
-                                   text=os_text.replace(": ", "<br>"), font=dict(size=11, color=CAPACITY_COLOR),
-                                   name="reserved-label")
+                notes.append(dict(x=(usable + capacity) / 2, y=0, yref="paper", yanchor="bottom", showarrow=False,
+                                  text=os_text.replace(": ", "<br>"), font=dict(size=11, color=CAPACITY_COLOR),
+                                  name="reserved-label"))
             else:
-                fig.add_annotation(y=(usable + capacity) / 2, yref="y", x=0.5, xref="paper", showarrow=False,
-                                   text=os_text, font=dict(size=11, color=CAPACITY_COLOR), name="reserved-label")
+                notes.append(dict(y=(usable + capacity) / 2, yref="y", x=0.5, xref="paper", showarrow=False,
+                                  text=os_text, font=dict(size=11, color=CAPACITY_COLOR), name="reserved-label"))
+    fig.update_layout(shapes=[*fig.layout.shapes, *shapes], annotations=[*fig.layout.annotations, *notes])
     return fig
 
 
