@@ -5,30 +5,12 @@ chromium-browser on PATH), else Playwright's own download; with neither, every t
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-LAUNCH_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync"]
-
-
-def system_chromium() -> str | None:
-    for candidate in (os.environ.get("CHROMIUM_PATH"), "/usr/bin/chromium", shutil.which("chromium"),
-                      shutil.which("chromium-browser")):
-        if candidate and Path(candidate).is_file():
-            return candidate
-    return None
+from bench.common import LAUNCH_ARGS, streamlit_server, system_chromium
 
 
 def _playwright_chromium() -> bool:
@@ -56,47 +38,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
-    """pytest-playwright's launch options, pointed at a system Chromium when there is one."""
-    args = {**browser_type_launch_args, "args": [*browser_type_launch_args.get("args", []), *LAUNCH_FLAGS]}
+    """pytest-playwright's launch options plus a system Chromium and the flags this sandbox needs."""
+    args = {**browser_type_launch_args, "args": [*browser_type_launch_args.get("args", []), *LAUNCH_ARGS]}
     exe = system_chromium()
     if exe:
         args["executable_path"] = exe
     return args
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
-    """A real server for the whole session; its log is printed if it fails to start."""
-    port = _free_port()
-    log = tempfile.TemporaryFile()  # not a pipe: a full pipe would block the server
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    """A real `streamlit run app.py` for the whole session (bench/common.py; its log is in the error if it
+    fails to start)."""
     try:
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail("streamlit did not start:\n" + log.read().decode(errors="replace")[-4000:])
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        with streamlit_server() as (url, _proc, _started):
+            yield url
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
