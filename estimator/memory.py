@@ -143,7 +143,7 @@ def _casts(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, flo
     per_layer = 0.0
     head = 0.0
     if setup.precision == "mixed" and setup.method != "qlora":
-        per_layer += 2 * spec.params_quantizable / spec.num_layers  # every decoder linear weight
+        per_layer += 2 * spec.layer_linear_params  # every decoder linear weight
         head += 2 * spec.vocab_size * spec.hidden_size  # lm_head (or the tied embedding used as head)
     if trainable_bytes(setup) == FP32 and setup.method != "full":
         per_layer += 2 * lora / spec.num_layers  # fp32 adapters → bf16 under autocast
@@ -162,7 +162,7 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
     if setup.sharding in ("zero2", "zero3"):
         grads = grads / n  # P_g: gradients reduce-scattered to their owner
     if setup.sharding == "zero3" and n > 1:
-        layer_params = (spec.params_total - spec.params_embedding) / spec.num_layers
+        layer_params = spec.layer_linear_params  # one FSDP unit = one decoder layer
         unit = max(layer_params, spec.vocab_size * spec.hidden_size)
         # P_p: parameters partitioned; the current and the prefetched FSDP unit are gathered (FSDP docs).
         gathered = (unit + layer_params) * weight_bytes(setup)

@@ -109,6 +109,13 @@ class ModelSpec:
         return self._names
 
     @cached_property
+    def layer_linear_params(self) -> float:
+        """Linear parameters of an average decoder layer, from the module shapes (for the generic decoder these
+        grow with the size even where the layer count steps up)."""
+        total = sum(m.params_per_copy * m.count * (m.layers or self.num_layers) for m in self.linears)
+        return total / self.num_layers
+
+    @cached_property
     def by_role(self) -> dict[str, tuple[LinearModule, ...]]:
         """Linears grouped by role, computed once per spec (estimates run in a hot loop)."""
         groups: dict[str, list[LinearModule]] = {}
