@@ -71,11 +71,7 @@ def smallest_device(spec: ModelSpec, setup: TrainingSetup, catalog: tuple[Device
 def min_gpus(spec: ModelSpec, setup: TrainingSetup, device: Device, max_gpus: int = 64,
              estimate_fn: EstimateFn = _default_estimate) -> int | None:
     """The smallest GPU count (1..max_gpus) whose per-GPU memory fits the device, for this sharding."""
-    limit = min(max_gpus, MAX_GPUS)
-    for n in range(1, limit + 1):
-        if estimate_fn(spec, replace(setup, gpus=n)).total_bytes <= device.usable_bytes:
-            return n
-    return None
+    return min_gpus_for_devices(spec, setup, [device], max_gpus, estimate_fn)[device.id]
 
 
 def min_gpus_for_devices(spec: ModelSpec, setup: TrainingSetup, devices: tuple[Device, ...] | list[Device],

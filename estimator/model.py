@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any
@@ -326,8 +326,6 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
 
 def _with_counts(spec: ModelSpec) -> ModelSpec:
     """Fill the exact parameter counts from the module list (formulas.md §1)."""
-    from dataclasses import replace
-
     h, layers = spec.hidden_size, spec.num_layers
     norm_params = h * (2 if spec.norm_kind == "layer" else 1)  # LayerNorm has weight and bias
     quantizable = 0
@@ -442,8 +440,6 @@ def generic_spec(size_b: float) -> ModelSpec:
         "intermediate_size": inter, "vocab_size": GENERIC_VOCAB, "tie_word_embeddings": tie,
     }
     shaped = spec_from_config(cfg, name=f"{size_b:g}B (generic decoder)", source="generic")
-    from dataclasses import replace
-
     # Keep the exact requested size: embeddings as shaped (capped at half the model), the rest in
     # decoder linears, so weights grow monotonically with the size slider.
     embedding = min(shaped.params_embedding, total // 2)

@@ -27,6 +27,7 @@ from estimator import (
     generic_spec,
     list_presets,
     load_preset,
+    min_gpus,
     min_gpus_for_devices,
     preset_ids,
     rule_gb,
@@ -322,7 +323,7 @@ def best_layout(spec: ModelSpec, setup: TrainingSetup, device: Device, shardings
     in the given order, simplest first): (sharding, GPU count, its estimate), or None if nothing fits."""
     best: tuple[str, int, Estimate] | None = None
     for sharding in shardings:
-        n = min_gpus_for_devices(spec, _scaled(setup, sharding, offload), [device], max_gpus)[device.id]
+        n = min_gpus(spec, _scaled(setup, sharding, offload), device, max_gpus)
         if n is not None and (best is None or n < best[1]):
             best = (sharding, n, estimate(spec, _scaled(setup, sharding, offload, n)))
     return best

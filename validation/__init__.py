@@ -122,12 +122,23 @@ def _published_spec(config_id: str) -> ModelSpec:
     return spec_from_config(json.loads(path.read_text()), name=config_id, source=config_id)
 
 
+@lru_cache(maxsize=1)
+def _fixtures() -> tuple[dict[str, Any], ...]:
+    """The tracer fixtures, read once per process (600 kB of JSON; the How-it-works page reruns often)."""
+    return tuple(json.loads(FIXTURES.read_text())) if FIXTURES.exists() else ()
+
+
+@lru_cache(maxsize=1)
+def _published() -> tuple[dict[str, str], ...]:
+    """The published measurements CSV, read once per process."""
+    with PUBLISHED.open(newline="", encoding="utf-8") as fh:
+        return tuple(csv.DictReader(fh))
+
+
 def tracer_rows() -> list[dict[str, Any]]:
     """Every tracer fixture with the estimator's tensor-level peak next to the measured one."""
-    if not FIXTURES.exists():
-        return []
     rows = []
-    for case in json.loads(FIXTURES.read_text()):
+    for case in _fixtures():
         s = case["setup"]
         spec = spec_from_config(case["config"], name=case["id"])
         targets = s.get("lora_targets") or "all-linear"
@@ -154,39 +165,38 @@ def tracer_rows() -> list[dict[str, Any]]:
 def published_rows() -> list[dict[str, Any]]:
     """Every published measurement with the estimator's prediction of the same quantity."""
     rows = []
-    with PUBLISHED.open(newline="", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            spec = _published_spec(r["config_id"])
-            options = dict(FRAMEWORK_OPTIONS.get(r["framework"], {}))
-            notes = r.get("notes", "")
-            if "CEWithChunkedOutputLoss" in notes or "chunked CE" in notes:
-                options["loss"] = "chunked"
-            setup = TrainingSetup(
-                method=r["method"], precision=r["precision"], optimizer=r["optimizer"], batch=int(r["batch"]),
-                seq_len=int(r["seq_len"]), grad_ckpt=r["grad_ckpt"].lower() == "true",
-                attention=r["attention"] or "sdpa", lora_rank=int(r["lora_rank"] or 16),
-                lora_targets=_map_targets(spec, _targets(r["lora_targets"])), gpus=int(r["gpus"] or 1),
-                sharding=r["sharding"] or "none", **options,
-            )
-            est = estimate(spec, setup)
-            unit = GiB if r["measured_unit"] == "GiB" else GB
-            measured = float(r["measured_value"]) * unit
-            if r["measure"] == "max_reserved":
-                predicted = est.tensor_bytes * (1 + ALLOCATOR_SLACK)  # reserved = allocated + allocator slack
-            elif r["measure"] == "nvidia-smi":
-                predicted = est.total_bytes
-            else:
-                predicted = est.tensor_bytes
-            error = 100.0 * (predicted - measured) / measured
-            reasons = [ROW_EXPLANATIONS[r["id"]]] if r["id"] in ROW_EXPLANATIONS else [
-                text for key, text in EXPLANATIONS.items() if key in notes.lower() or key in notes]
-            rows.append({
-                "id": r["id"], "model": r["model"], "framework": r["framework"], "method": setup.method,
-                "precision": setup.precision, "batch": setup.batch, "seq_len": setup.seq_len,
-                "grad_ckpt": setup.grad_ckpt, "gpus": setup.gpus, "measure": r["measure"],
-                "measured_gb": measured / GB, "estimated_gb": predicted / GB, "error_pct": error,
-                "source": r["source"], "explanation": "; ".join(reasons),
-            })
+    for r in _published():
+        spec = _published_spec(r["config_id"])
+        options = dict(FRAMEWORK_OPTIONS.get(r["framework"], {}))
+        notes = r.get("notes", "")
+        if "CEWithChunkedOutputLoss" in notes or "chunked CE" in notes:
+            options["loss"] = "chunked"
+        setup = TrainingSetup(
+            method=r["method"], precision=r["precision"], optimizer=r["optimizer"], batch=int(r["batch"]),
+            seq_len=int(r["seq_len"]), grad_ckpt=r["grad_ckpt"].lower() == "true",
+            attention=r["attention"] or "sdpa", lora_rank=int(r["lora_rank"] or 16),
+            lora_targets=_map_targets(spec, _targets(r["lora_targets"])), gpus=int(r["gpus"] or 1),
+            sharding=r["sharding"] or "none", **options,
+        )
+        est = estimate(spec, setup)
+        unit = GiB if r["measured_unit"] == "GiB" else GB
+        measured = float(r["measured_value"]) * unit
+        if r["measure"] == "max_reserved":
+            predicted = est.tensor_bytes * (1 + ALLOCATOR_SLACK)  # reserved = allocated + allocator slack
+        elif r["measure"] == "nvidia-smi":
+            predicted = est.total_bytes
+        else:
+            predicted = est.tensor_bytes
+        error = 100.0 * (predicted - measured) / measured
+        reasons = [ROW_EXPLANATIONS[r["id"]]] if r["id"] in ROW_EXPLANATIONS else [
+            text for key, text in EXPLANATIONS.items() if key in notes.lower() or key in notes]
+        rows.append({
+            "id": r["id"], "model": r["model"], "framework": r["framework"], "method": setup.method,
+            "precision": setup.precision, "batch": setup.batch, "seq_len": setup.seq_len,
+            "grad_ckpt": setup.grad_ckpt, "gpus": setup.gpus, "measure": r["measure"],
+            "measured_gb": measured / GB, "estimated_gb": predicted / GB, "error_pct": error,
+            "source": r["source"], "explanation": "; ".join(reasons),
+        })
     return rows
 
 
