@@ -32,7 +32,9 @@ from ui.charts import (
     USABLE_COLOR,
     capacity_overlay,
     chart_alt,
+    font_layout,
     memory_bar,
+    overlay_items,
     stacked_bars,
 )
 
@@ -269,6 +271,37 @@ def test_vertical_overlay_draws_horizontal_lines():
         capacity_overlay(fig, LAPTOP, axis="z")
 
 
+def test_overlay_items_are_what_both_paths_draw():
+    """stacked_bars puts overlay_items' shapes and labels into its one layout; capacity_overlay adds the
+    same ones to an existing figure: both draw the laptop's three limits and three labels."""
+    est = estimate(LLAMA, TrainingSetup())
+    fig = memory_bar(est, LAPTOP)
+    shape_dicts, label_dicts = overlay_items(LAPTOP, "x", fig.layout.xaxis.range)
+    assert [s["name"] for s in shape_dicts] == ["reserved", "capacity", "usable"]
+    assert [a["name"] for a in label_dicts] == ["usable-label", "capacity-label", "reserved-label"]
+    assert [s.name for s in fig.layout.shapes] == ["reserved", "capacity", "usable"]
+    assert shapes(fig, "usable")[0].x0 == pytest.approx(27.0)
+    bare = memory_bar(est)
+    capacity_overlay(bare, LAPTOP, axis="x")
+    assert bare.layout.shapes == memory_bar(est, LAPTOP).layout.shapes
+    assert bare.layout.annotations == memory_bar(est, LAPTOP).layout.annotations
+    with pytest.raises(ValueError):
+        overlay_items(LAPTOP, "z")
+
+
+def test_presentation_font_reaches_every_text():
+    """Streamlit's theme sets legend, tick and hover fonts itself: font_size must size each one."""
+    fig = memory_bar(estimate(LLAMA, TrainingSetup()), RTX, font_size=22)
+    layout = fig.layout
+    assert (layout.font.size, layout.legend.font.size, layout.hoverlabel.font.size) == (22, 22, 22)
+    for axis in (layout.xaxis, layout.yaxis):
+        assert (axis.tickfont.size, axis.title.font.size) == (22, 22)
+    assert layout.xaxis.title.text == "Memory (GB; 1 GB = 10⁹ bytes)"  # merged, not replaced
+    assert layout.height == memory_bar(estimate(LLAMA, TrainingSetup()), RTX).layout.height + 40
+    assert memory_bar(estimate(LLAMA, TrainingSetup()), RTX).layout.legend.font.size is None
+    assert font_layout({"xaxis": {"title": {"text": "t"}}}, 9)["xaxis"]["title"] == {"text": "t", "font": {"size": 9}}
+
+
 # ---- several setups --------------------------------------------------------------------------------------
 
 
@@ -306,12 +339,6 @@ def test_user_text_is_escaped():
     assert fig.layout.yaxis.ticktext[0] == "&lt;b onmouseover=x&gt;evil&lt;/b&gt;"
     assert "<a" not in fig.layout.title.text
     assert all("<b onmouseover" not in t.hovertext[0] for t in bars(fig))
-
-
-def test_presentation_font_size_reaches_legend_and_ticks():
-    fig = memory_bar(estimate(LLAMA, TrainingSetup()), RTX, font_size=18)
-    assert fig.layout.font.size == fig.layout.legend.font.size == fig.layout.xaxis.tickfont.size == 18
-    assert memory_bar(estimate(LLAMA, TrainingSetup()), RTX).layout.legend.font.size is None
 
 
 def test_alt_text_names_every_component_and_the_device():

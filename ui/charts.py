@@ -176,11 +176,9 @@ def stacked_bars(rows: Sequence[tuple[str, Estimate]], device: Device | None = N
         else:
             whisker.update(x=beside, y=totals, error_y=err)
         traces.append(whisker)
-    fig = go.Figure(data=traces)
-
     top = longest if device is None else max(longest, to_gb(device.capacity_bytes))
     n_rows = len(rows)
-    value_axis = dict(title_text="Memory (GB; 1 GB = 10⁹ bytes)", range=[0, top * 1.1], zeroline=False,
+    value_axis = dict(title=dict(text="Memory (GB; 1 GB = 10⁹ bytes)"), range=[0, top * 1.1], zeroline=False,
                       ticksuffix=" GB", automargin=True)
     if horizontal:  # first row on top, with room above it for the device lines' labels
         category_axis = dict(tickvals=positions, ticktext=labels, range=[n_rows - 0.5 + BOTTOM_ROOM, -0.5 - LABEL_ROOM],
@@ -188,13 +186,15 @@ def stacked_bars(rows: Sequence[tuple[str, Estimate]], device: Device | None = N
     else:
         category_axis = dict(tickvals=positions, ticktext=labels, range=[-0.6, n_rows - 0.4], showgrid=False,
                              zeroline=False, automargin=True)
-    fig.update_layout(
+    # The whole layout as one dict, validated once by go.Figure: each fig.update_layout call re-parses and
+    # re-validates its keys (two calls were ~70 % of the chart's build time, on every rerun).
+    layout = dict(
         barmode="stack",
         hovermode="closest",
         showlegend=True,
         # Legend on top (a horizontal row saves width); the lines' labels sit inside the plot.
         legend=dict(orientation="h", traceorder="normal", x=0, xanchor="left", y=1.0, yanchor="bottom",
-                    title_text=""),
+                    title=dict(text="")),
         margin=dict(t=10, b=10, l=10, r=10),
         uniformtext=dict(minsize=10, mode="hide"),
         xaxis=value_axis if horizontal else category_axis,
@@ -202,41 +202,64 @@ def stacked_bars(rows: Sequence[tuple[str, Estimate]], device: Device | None = N
         height=(190 + 70 * n_rows) if horizontal else 480,
     )
     if title:
-        fig.update_layout(title=dict(text=_esc(title), x=0, xanchor="left"), margin_t=40)
-    if font_size:  # Streamlit's theme sets legend and tick fonts itself: size each one explicitly
-        fig.update_layout(font=dict(size=font_size), legend_font_size=font_size, hoverlabel_font_size=font_size)
-        fig.update_xaxes(tickfont_size=font_size, title_font_size=font_size)
-        fig.update_yaxes(tickfont_size=font_size, title_font_size=font_size)
+        layout.update(title=dict(text=_esc(title), x=0, xanchor="left"))
+        layout["margin"]["t"] = 40
+    if font_size:
+        font_layout(layout, font_size)
         if horizontal:
-            fig.update_layout(height=fig.layout.height + 40)
+            layout["height"] += 40
     if device is not None:
-        capacity_overlay(fig, device, axis="x" if horizontal else "y")
-    return fig
+        shapes, notes = overlay_items(device, "x" if horizontal else "y", value_axis["range"])
+        layout.update(shapes=shapes, annotations=notes)
+    return go.Figure(data=traces, layout=layout)
+
+
+def font_layout(layout: dict, size: int) -> dict:
+    """Presentation mode: Streamlit's theme sets legend, tick and hover fonts itself, so size each one
+    explicitly (in place, into a layout dict; returns it)."""
+    layout["font"] = {**layout.get("font", {}), "size": size}
+    layout["legend"] = {**layout.get("legend", {}), "font": {"size": size}}
+    layout["hoverlabel"] = {**layout.get("hoverlabel", {}), "font": {"size": size}}
+    for axis in ("xaxis", "yaxis"):
+        spec = dict(layout.get(axis, {}))
+        spec["tickfont"] = {"size": size}
+        spec["title"] = {**spec.get("title", {}), "font": {"size": size}}
+        layout[axis] = spec
+    return layout
 
 
 def capacity_overlay(fig: go.Figure, device: Device, axis: str = "x") -> go.Figure:
-    """Draw the device's limits across the plot, as in the seed's 36 GB laptop diagram: a vermillion dashed
-    line labelled '27 GB usable' at the usable memory, a grey dotted line at the total memory, and the
-    band between them (the OS and apps' share) shaded. axis is the memory axis: 'x' for horizontal bars,
-    'y' for vertical ones. Discrete GPUs (usable = total) get the usable line only. Labels sit inside the
-    plot next to their line; when the two lines are close they take two rows. Returns fig."""
+    """Draw the device's limits across fig's plot (see overlay_items), added in one layout update;
+    returns fig."""
+    memory_range = fig.layout[f"{axis}axis"].range if axis in ("x", "y") else None
+    shapes, notes = overlay_items(device, axis, memory_range)
+    # One layout update: fig.add_vline/add_annotation re-validate the figure's whole shape/annotation lists
+    # on every call (over half of a memory bar's build time).
+    fig.update_layout(shapes=[*fig.layout.shapes, *shapes], annotations=[*fig.layout.annotations, *notes])
+    return fig
+
+
+def overlay_items(device: Device, axis: str = "x",
+                  memory_range: Sequence[float] | None = None) -> tuple[list[dict], list[dict]]:
+    """The device's limits as plotly shapes and annotations (plain dicts), as in the seed's 36 GB laptop
+    diagram: a vermillion dashed line labelled '27 GB usable' at the usable memory, a grey dotted line at
+    the total memory, and the band between them (the OS and apps' share) shaded. axis is the memory axis:
+    'x' for horizontal bars, 'y' for vertical ones; memory_range is that axis's range in GB (None: the
+    capacity + 10 %). Discrete GPUs (usable = total) get the usable line only. Labels sit inside the plot
+    next to their line; when the two lines are close they take two rows."""
     if axis not in ("x", "y"):
         raise ValueError("axis must be 'x' or 'y'")
     usable = to_gb(device.usable_bytes)
     capacity = to_gb(device.capacity_bytes)
     reserved = device.reserved_bytes > 0
-    memory_range = fig.layout[f"{axis}axis"].range
     span = (memory_range[1] - memory_range[0]) if memory_range else max(capacity, 1.0) * 1.1
     # Both labels sit left of their line, so the total's label lies inside the band: when the band is too
     # narrow to hold it, the labels take two rows and the band goes unnamed.
     close = (capacity - usable) < 0.12 * span
     usable_text = f"<b>{_fmt_limit(usable)} GB usable</b>" + ("" if reserved else " (all of it)")
     total_text = f"{_fmt_limit(capacity)} GB total"
-    # Shapes and labels as plain dicts added in one layout update: fig.add_vline/add_annotation re-validate
-    # the figure's whole shape/annotation lists on every call (over half of a memory bar's build time).
     shapes: list[dict] = []
     notes: list[dict] = []
-
     def span(value_from: float, value_to: float) -> dict:
         if axis == "x":  # vertical: across the plot's height
             return {"x0": value_from, "x1": value_to, "xref": "x", "y0": 0, "y1": 1, "yref": "y domain"}
@@ -272,8 +295,7 @@ def capacity_overlay(fig: go.Figure, device: Device, axis: str = "x") -> go.Figu
             else:
                 notes.append(dict(y=(usable + capacity) / 2, yref="y", x=0.5, xref="paper", showarrow=False,
                                   text=os_text, font=dict(size=11, color=CAPACITY_COLOR), name="reserved-label"))
-    fig.update_layout(shapes=[*fig.layout.shapes, *shapes], annotations=[*fig.layout.annotations, *notes])
-    return fig
+    return shapes, notes
 
 
 def _fmt_limit(gb: float) -> str:

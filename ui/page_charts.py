@@ -19,6 +19,7 @@ from ui.charts import (
     _esc,
     both_units,
     capacity_overlay,
+    font_layout,
     stacked_bars,
 )
 from ui.grids import FitsGrid
@@ -43,9 +44,7 @@ SHARDING_STYLES: dict[str, tuple[str, str]] = {
 def _font_size(fig: go.Figure, size: int | None) -> None:
     """Presentation mode: Streamlit's theme sets legend, tick and hover fonts itself, so size each one."""
     if size:
-        fig.update_layout(font_size=size, legend_font_size=size, hoverlabel_font_size=size)
-        fig.update_xaxes(tickfont_size=size, title_font_size=size)
-        fig.update_yaxes(tickfont_size=size, title_font_size=size)
+        fig.update_layout(font_layout({}, size))
 
 
 def _row_height(n_rows: int, font_size: int | None) -> int:
