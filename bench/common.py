@@ -6,6 +6,7 @@ Everything binds to 127.0.0.1: these tools never load a remote host.
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import os
 import re
@@ -35,6 +36,7 @@ APP_CONNECTED = "[data-testid='stApp'][data-test-connection-state='CONNECTED']"
 EXCEPTION = "[data-testid='stException']"
 SLIDER = ".st-key-{key} input[type='range']"
 CHART = ".st-key-{key} .js-plotly-plot"
+ECHARTS = ".st-key-{key} div[_echarts_instance_]"  # st.echarts_chart's container (SVG renderer)
 
 # A signature of the plotly chart's data: changes whenever any bar changes.
 CHART_SIGNATURE_JS = """(sel) => {
@@ -44,6 +46,9 @@ CHART_SIGNATURE_JS = """(sel) => {
   return JSON.stringify(el.data.map(t => [t.name, arr(t.x), arr(t.y)]));
 }"""
 CHART_CHANGED_JS = "([sel, prev]) => { const s = (" + CHART_SIGNATURE_JS + ")(sel); return s !== null && s !== prev; }"
+# An SVG-rendered chart (ECharts): its markup changes whenever a bar or label does.
+SVG_SIGNATURE_JS = """(sel) => { const el = document.querySelector(sel); return el ? el.innerHTML : null; }"""
+SVG_CHANGED_JS = "([sel, prev]) => { const s = (" + SVG_SIGNATURE_JS + ")(sel); return s !== null && s !== prev; }"
 TEXT_SIGNATURE_JS = """(sel) => { const el = document.querySelector(sel); return el ? el.textContent : null; }"""
 TEXT_CHANGED_JS = "([sel, prev]) => { const s = (" + TEXT_SIGNATURE_JS + ")(sel); return s !== null && s !== prev; }"
 
@@ -165,3 +170,28 @@ def replace_section(path: Path, name: str, body: str) -> None:
     else:
         text = text.rstrip() + ("\n\n" if text else "") + block + "\n"
     path.write_text(text, encoding="utf-8")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse for the performance tools: a bad flag gives one clear line and exit status 2 (argparse's
+    default prints the usage too)."""
+
+    def error(self, message: str) -> None:
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def in_range(convert, low: float, high: float):
+    """An argparse type: convert (int or float), then check low <= value <= high (which also rejects nan)."""
+    what = "a whole number" if convert is int else "a number"
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not low <= value <= high:
+            bounds = f"{low} and {high}" if convert is int else f"{low:g} and {high:g}"
+            raise argparse.ArgumentTypeError(f"must be between {bounds}, got {text}")
+        return value
+    return parse

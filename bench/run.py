@@ -6,7 +6,10 @@
   3. a full rerun of each page after one input change (AppTest, median ms)
   4. browser cold start: `streamlit run` → memory chart visible (s)
   5. slider → updated output latency in Chromium: our batch slider → memory chart data changed, against a
-     trivial Streamlit page (one slider + st.write) measured the same way in the same run, as a ratio
+     trivial Streamlit page (one slider + st.write) measured the same way in the same run, as a ratio. The
+     reference pages run with the app's own .streamlit/config.toml (the same server settings); three more
+     references separate the costs: a one-trace Plotly bar, the slider + only our memory chart, and the
+     trivial page with Streamlit's default settings.
 
 Targets (printed as ok/MISS): one estimate ≤ 50 µs, each page rerun ≤ 100 ms, slider latency ≤ 1.5 × trivial.
 
@@ -19,9 +22,11 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -38,10 +43,14 @@ from bench.common import (  # noqa: E402
     CHART,
     CHART_CHANGED_JS,
     CHART_SIGNATURE_JS,
+    ECHARTS,
     ROOT,
     SLIDER,
+    SVG_CHANGED_JS,
+    SVG_SIGNATURE_JS,
     TEXT_CHANGED_JS,
     TEXT_SIGNATURE_JS,
+    OneLineParser,
     launch_kwargs,
     median,
     percentile,
@@ -65,7 +74,16 @@ TRIVIAL_PAGE = textwrap.dedent("""\
     st.write(f"Value: {value}")
     """)
 TRIVIAL_OUT = "[data-testid='stMain'] [data-testid='stMarkdownContainer']"
-# A third reference: the same slider and only our memory chart (separates Plotly's own render cost from the rest).
+# The smallest Plotly chart the same slider can drive: one bar, one trace (Plotly.js's own floor).
+PLOTLY_MIN_PAGE = textwrap.dedent("""\
+    import plotly.graph_objects as go
+    import streamlit as st
+
+    value = st.sidebar.slider("Batch size (per GPU)", 1, 256, 1, step=1, key="batch")
+    st.plotly_chart(go.Figure(go.Bar(x=[value], y=["Peak"], orientation="h")), key="memory_bar",
+                    config={"displayModeBar": False})
+    """)
+# The same slider and only our memory chart (separates our chart's render cost from the rest of the page).
 CHART_ONLY_PAGE = textwrap.dedent("""\
     import sys
 
@@ -79,6 +97,36 @@ CHART_ONLY_PAGE = textwrap.dedent("""\
     est = estimate(load_preset("llama-3.1-8b"), TrainingSetup(method="lora", batch=value))
     st.plotly_chart(memory_bar(est, get_device("rtx-4090")), key="memory_bar", config={{"displayModeBar": False}})
     """)
+# Not what the app draws (the design card asks for Plotly): the same components and usable line as an ECharts
+# stacked bar (Streamlit's built-in st.echarts_chart, SVG renderer), to price the choice of chart library.
+ECHARTS_ONLY_PAGE = textwrap.dedent("""\
+    import sys
+
+    sys.path.insert(0, {root!r})
+    import streamlit as st
+
+    from estimator import COMPONENT_KEYS, COMPONENT_LABELS, TrainingSetup, estimate, get_device, load_preset
+    from ui.charts import COMPONENT_COLORS
+
+    value = st.sidebar.slider("Batch size (per GPU)", 1, 256, 1, step=1, key="batch")
+    est = estimate(load_preset("llama-3.1-8b"), TrainingSetup(method="lora", batch=value))
+    series = [{{"type": "bar", "stack": "memory", "name": COMPONENT_LABELS[k], "itemStyle": {{"color": COMPONENT_COLORS[k]}},
+               "data": [round(est.components_bytes[k] / 1e9, 2)], "label": {{"show": True}}}} for k in COMPONENT_KEYS]
+    series[0]["markLine"] = {{"symbol": "none", "data": [{{"xAxis": get_device("rtx-4090").usable_bytes / 1e9}}]}}
+    st.echarts_chart({{"animation": False, "legend": {{}}, "xAxis": {{"type": "value"}},
+                      "yAxis": {{"type": "category", "data": ["Peak"]}}, "series": series}},
+                     key="memory_bar", renderer="svg")
+    """)
+# name → (label in the report, page source or None for the app, the output's kind, same server settings as ours)
+SLIDER_PAGES: dict[str, tuple[str, str | None, str, bool]] = {
+    "ours": ("our calculator: batch slider → memory chart data changed", None, "plotly", True),
+    "trivial": ("trivial page (one slider + st.write) → text changed", TRIVIAL_PAGE, "text", True),
+    "plotly_min": ("reference: slider + a one-trace Plotly bar → chart changed", PLOTLY_MIN_PAGE, "plotly", True),
+    "chart_only": ("reference: slider + only our memory chart → chart changed", CHART_ONLY_PAGE, "plotly", True),
+    "echarts_only": ("reference: slider + the same bar in ECharts (st.echarts_chart) → chart changed",
+                     ECHARTS_ONLY_PAGE, "echarts", True),
+    "trivial_default": ("reference: the trivial page with Streamlit's default settings", TRIVIAL_PAGE, "text", False),
+}
 
 
 def _flag(ok: bool) -> str:
@@ -228,6 +276,31 @@ def _latencies(page, slider_sel: str, changed_js: str, signature_js: str, target
     return out
 
 
+@contextlib.contextmanager
+def slider_servers(names):
+    """Start a server for each named SLIDER_PAGES entry; yield {name: (url, output selector, changed JS,
+    signature JS)}. The reference pages run with our .streamlit/config.toml, so the server settings are the
+    same as the app's (trivial_default keeps Streamlit's defaults)."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as servers:
+        targets = {}
+        for name in names:
+            _label, source, kind, same_settings = SLIDER_PAGES[name]
+            if source is None:
+                url = servers.enter_context(streamlit_server(APP))[0]
+            else:
+                folder = Path(tmp) / name
+                folder.mkdir()
+                if same_settings:
+                    shutil.copytree(ROOT / ".streamlit", folder / ".streamlit")
+                (folder / "page.py").write_text(source.format(root=str(ROOT)) if "{root" in source else source,
+                                                encoding="utf-8")
+                url = servers.enter_context(streamlit_server(folder / "page.py", cwd=folder))[0]
+            targets[name] = {"plotly": (url, CHART.format(key="memory_bar"), CHART_CHANGED_JS, CHART_SIGNATURE_JS),
+                             "echarts": (url, ECHARTS.format(key="memory_bar"), SVG_CHANGED_JS, SVG_SIGNATURE_JS),
+                             "text": (url, TRIVIAL_OUT, TEXT_CHANGED_JS, TEXT_SIGNATURE_JS)}[kind]
+        yield targets
+
+
 def bench_browser(quick: bool) -> dict[str, object]:
     from playwright.sync_api import sync_playwright
 
@@ -257,51 +330,37 @@ def bench_browser(quick: bool) -> dict[str, object]:
             cold.append({"server_healthy_s": t_healthy - t_start, "first_chart_s": t_chart - t_start,
                          "warm_visit_s": warm})
 
-        # Slider latency, ours vs trivial (and the chart-only page): all servers up at once, measured in
-        # alternating blocks so that background load hits each the same.
-        with tempfile.TemporaryDirectory() as tmp:
-            trivial_script = Path(tmp) / "trivial_app.py"
-            trivial_script.write_text(TRIVIAL_PAGE, encoding="utf-8")
-            chart_script = Path(tmp) / "chart_only_app.py"
-            chart_script.write_text(CHART_ONLY_PAGE.format(root=str(ROOT)), encoding="utf-8")
-            with streamlit_server(APP) as (ours_url, _p1, _), \
-                    streamlit_server(trivial_script, cwd=tmp) as (trivial_url, _p2, _), \
-                    streamlit_server(chart_script, cwd=tmp) as (chart_url, _p3, _):
-                ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-                pages = {"ours": ctx.new_page(), "trivial": ctx.new_page(), "chart_only": ctx.new_page()}
-                targets = {"ours": (ours_url, chart, CHART_CHANGED_JS, CHART_SIGNATURE_JS),
-                           "trivial": (trivial_url, TRIVIAL_OUT, TEXT_CHANGED_JS, TEXT_SIGNATURE_JS),
-                           "chart_only": (chart_url, chart, CHART_CHANGED_JS, CHART_SIGNATURE_JS)}
+        # Slider latency, ours vs the reference pages: all servers up at once, measured in alternating blocks
+        # so that background load hits each the same.
+        with slider_servers(SLIDER_PAGES) as targets:
+            ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+            pages = {name: ctx.new_page() for name in targets}
+            for name, page in pages.items():
+                url, target, _, _ = targets[name]
+                page.goto(url)
+                page.wait_for_selector(target, state="visible", timeout=120_000)
+                _wait_idle(page)
+            samples: dict[str, list[float]] = {name: [] for name in pages}
+            block = 5
+            for round_ in range(max(1, n_changes // block) + 1):
                 for name, page in pages.items():
-                    url, target, _, _ = targets[name]
-                    page.goto(url)
-                    page.wait_for_selector(target, state="visible", timeout=120_000)
-                    _wait_idle(page)
-                samples: dict[str, list[float]] = {name: [] for name in pages}
-                block = 5
-                for round_ in range(max(1, n_changes // block) + 1):
-                    for name, page in pages.items():
-                        _, target, changed_js, signature_js = targets[name]
-                        page.bring_to_front()
-                        got = _latencies(page, slider, changed_js, signature_js, target, block if round_ else 3)
-                        if round_:  # round 0 warms up each page (first reruns): not counted
-                            samples[name] += got
-                ctx.close()
-                ours_ms, trivial_ms, chart_ms = samples["ours"], samples["trivial"], samples["chart_only"]
+                    _, target, changed_js, signature_js = targets[name]
+                    page.bring_to_front()
+                    got = _latencies(page, slider, changed_js, signature_js, target, block if round_ else 3)
+                    if round_:  # round 0 warms up each page (first reruns): not counted
+                        samples[name] += got
+            ctx.close()
         browser.close()
-    ours_p50, trivial_p50 = median(ours_ms), median(trivial_ms)
+    slider_ms = {name: {"p50": median(v), "p95": percentile(v, 95), "n": len(v)} for name, v in samples.items()}
+    trivial_p50 = slider_ms["trivial"]["p50"]
     return {
         "cold": cold,
         "cold_first_chart_s": median([c["first_chart_s"] for c in cold]),
         "cold_server_healthy_s": median([c["server_healthy_s"] for c in cold]),
         "warm_visit_s": median([c["warm_visit_s"] for c in cold]),
-        "slider_ours_ms": {"p50": ours_p50, "p95": percentile(ours_ms, 95), "n": len(ours_ms)},
-        "slider_trivial_ms": {"p50": trivial_p50, "p95": percentile(trivial_ms, 95), "n": len(trivial_ms)},
-        "slider_chart_only_ms": {"p50": median(chart_ms), "p95": percentile(chart_ms, 95), "n": len(chart_ms)},
-        "slider_ratio": ours_p50 / trivial_p50 if trivial_p50 else float("nan"),
+        "slider_ms": slider_ms,
+        "slider_ratio": slider_ms["ours"]["p50"] / trivial_p50 if trivial_p50 else float("nan"),
     }
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------------------------------------
@@ -330,13 +389,12 @@ def print_report(res: dict[str, dict[str, object]]) -> None:
         print("\n== Browser (Chromium, headless) ==")
         print(f"  cold start: server healthy {b['cold_server_healthy_s']:.2f} s, first chart visible "
               f"{b['cold_first_chart_s']:.2f} s; a second visitor {b['warm_visit_s']:.2f} s")
-        o, t = b["slider_ours_ms"], b["slider_trivial_ms"]
-        print(f"  slider → update p50/p95: ours {o['p50']:.0f}/{o['p95']:.0f} ms, trivial page "
-              f"{t['p50']:.0f}/{t['p95']:.0f} ms (n={o['n']} each); ratio {b['slider_ratio']:.2f}   "
-              f"target ≤ {TARGET_RATIO:g}: {_flag(b['slider_ratio'] <= TARGET_RATIO)}")
-        c = b["slider_chart_only_ms"]
-        print(f"  reference: the same slider + only our memory chart p50/p95 {c['p50']:.0f}/{c['p95']:.0f} ms "
-              f"({c['p50'] / t['p50']:.2f} × trivial)")
+        t = b["slider_ms"]["trivial"]["p50"]
+        for name, (label, *_rest) in SLIDER_PAGES.items():
+            m = b["slider_ms"][name]
+            print(f"  {label:<66} p50/p95 {m['p50']:4.0f}/{m['p95']:4.0f} ms (n={m['n']}), {m['p50'] / t:.2f} × trivial")
+        print(f"  ratio ours / trivial (p50) {b['slider_ratio']:.2f}   target ≤ {TARGET_RATIO:g}: "
+              f"{_flag(b['slider_ratio'] <= TARGET_RATIO)}")
 
 
 def docs_section(res: dict[str, dict[str, object]], argv: list[str]) -> str:
@@ -365,28 +423,21 @@ def docs_section(res: dict[str, dict[str, object]], argv: list[str]) -> str:
         lines.append("")
     if "browser" in res:
         b = res["browser"]
-        o, t = b["slider_ours_ms"], b["slider_trivial_ms"]
+        t = b["slider_ms"]["trivial"]["p50"]
         lines += ["| Browser (headless Chromium) | Value |", "|---|---|",
                   f"| cold start: `streamlit run` → health endpoint | {b['cold_server_healthy_s']:.2f} s |",
                   f"| cold start: `streamlit run` → memory chart visible (median of {len(b['cold'])}) | "
                   f"{b['cold_first_chart_s']:.2f} s |",
-                  f"| second visitor on the warm server → chart visible | {b['warm_visit_s']:.2f} s |",
-                  f"| batch slider → memory chart data changed, p50 / p95 (n={o['n']}) | {o['p50']:.0f} / "
-                  f"{o['p95']:.0f} ms |",
-                  f"| trivial page (one slider + st.write) → text changed, p50 / p95 (n={t['n']}) | "
-                  f"{t['p50']:.0f} / {t['p95']:.0f} ms |",
-                  f"| ratio ours / trivial (p50) | **{b['slider_ratio']:.2f}** (target ≤ {TARGET_RATIO:g}: "
-                  f"{_flag(b['slider_ratio'] <= TARGET_RATIO)}) |",
-                  f"| reference: slider + only our memory chart → chart changed, p50 / p95 | "
-                  f"{b['slider_chart_only_ms']['p50']:.0f} / {b['slider_chart_only_ms']['p95']:.0f} ms "
-                  f"({b['slider_chart_only_ms']['p50'] / t['p50']:.2f} × trivial) |", ""]
+                  f"| second visitor on the warm server → chart visible | {b['warm_visit_s']:.2f} s |", "",
+                  "| Slider → updated output (same server settings unless noted) | p50 / p95 | × trivial (p50) |",
+                  "|---|---|---|"]
+        for name, (label, *_rest) in SLIDER_PAGES.items():
+            m = b["slider_ms"][name]
+            ratio = f"**{m['p50'] / t:.2f}** (target ≤ {TARGET_RATIO:g}: {_flag(m['p50'] / t <= TARGET_RATIO)})" \
+                if name == "ours" else f"{m['p50'] / t:.2f}"
+            lines.append(f"| {label} (n={m['n']}) | {m['p50']:.0f} / {m['p95']:.0f} ms | {ratio} |")
+        lines.append("")
     return "\n".join(lines)
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        sys.stderr.write(f"bench/run.py: error: {message}\n")
-        raise SystemExit(2)
 
 
 def _sections(text: str) -> list[str]:
@@ -399,7 +450,7 @@ def _sections(text: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    p = _Parser(description="Will-it-fit benchmarks (prints numbers; never asserts timings).")
+    p = OneLineParser(prog="bench/run.py", description="Will-it-fit benchmarks (prints numbers; never asserts timings).")
     p.add_argument("--only", type=_sections, default=list(SECTIONS), help="estimator,pages,browser (default all)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     p.add_argument("--write-docs", action="store_true", help=f"write the figures into {DOC.relative_to(ROOT)}")

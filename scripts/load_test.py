@@ -54,6 +54,8 @@ from bench.common import (  # noqa: E402
     EXCEPTION,
     ROOT,
     SLIDER,
+    OneLineParser,
+    in_range,
     is_loopback_url,
     launch_kwargs,
     median,
@@ -69,28 +71,6 @@ CKPT_SEL = ".st-key-ckpt label"
 DOC = ROOT / "docs" / "performance.md"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one clear line, exit 2 (argparse's default prints usage too)
-        sys.stderr.write(f"load_test.py: error: {message}\n")
-        raise SystemExit(2)
-
-
-def _in_range(convert, low: float, high: float):
-    """An argparse type: convert (int or float), then check low <= value <= high (which also rejects nan)."""
-    what = "a whole number" if convert is int else "a number"
-
-    def parse(text: str):
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not low <= value <= high:
-            bounds = f"{low} and {high}" if convert is int else f"{low:g} and {high:g}"
-            raise argparse.ArgumentTypeError(f"must be between {bounds}, got {text}")
-        return value
-    return parse
-
-
 def _local_url(text: str) -> str:
     if not is_loopback_url(text):
         raise argparse.ArgumentTypeError(f"only a server on this machine may be load-tested "
@@ -99,19 +79,19 @@ def _local_url(text: str) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = _Parser(description="Concurrent-session load test of the Will-it-fit Streamlit app (127.0.0.1 only).")
+    p = OneLineParser(prog="load_test.py", description="Concurrent-session load test of the Will-it-fit Streamlit app (127.0.0.1 only).")
     p.add_argument("--client", choices=["ws", "browser"], default="ws",
                    help="ws: Streamlit-protocol websocket clients (default); browser: Playwright contexts")
-    p.add_argument("--sessions", type=_in_range(int, 1, 100), default=20, help="concurrent sessions (default 20)")
-    p.add_argument("--duration", type=_in_range(float, 1, 600), default=60.0, help="seconds of input changes (default 60)")
-    p.add_argument("--max-changes", type=_in_range(int, 1, 100_000), default=3000,
+    p.add_argument("--sessions", type=in_range(int, 1, 100), default=20, help="concurrent sessions (default 20)")
+    p.add_argument("--duration", type=in_range(float, 1, 600), default=60.0, help="seconds of input changes (default 60)")
+    p.add_argument("--max-changes", type=in_range(int, 1, 100_000), default=3000,
                    help="stop after this many input changes in total (default 3000)")
-    p.add_argument("--think-ms", type=_in_range(int, 0, 60_000), default=250,
+    p.add_argument("--think-ms", type=in_range(int, 0, 60_000), default=250,
                    help="pause between a session's changes, randomised ±50%% (default 250)")
-    p.add_argument("--timeout", type=_in_range(float, 1, 300), default=60.0,
+    p.add_argument("--timeout", type=in_range(float, 1, 300), default=60.0,
                    help="seconds a change may take to update the chart before it counts as an error (default 60)")
     p.add_argument("--url", type=_local_url, help="target a running server instead of starting one")
-    p.add_argument("--seed", type=_in_range(int, 0, 2**31), default=1, help="random seed (default 1)")
+    p.add_argument("--seed", type=in_range(int, 0, 2**31), default=1, help="random seed (default 1)")
     p.add_argument("--write-docs", action="store_true", help=f"write the figures into {DOC.relative_to(ROOT)}")
     p.add_argument("--json", action="store_true", help="print the result as JSON too")
     return p.parse_args(argv)

@@ -435,6 +435,10 @@ def test_upload_bad_config_in_browser(page, app_url, tmp_path):  # noqa: F811
     ["scripts/load_test.py", "--bogus"],
     ["bench/run.py", "--only", "everything"],
     ["bench/run.py", "--bogus"],
+    ["bench/slider_trace.py", "--pages", "nope"],
+    ["bench/slider_trace.py", "--pages", ","],
+    ["bench/slider_trace.py", "--changes", "0"],
+    ["bench/slider_trace.py", "--changes", "lots"],
 ])
 def test_tool_flags_are_validated(argv):
     import subprocess
