@@ -108,13 +108,18 @@ def streamlit_server(script: Path | str = ROOT / "app.py", port: int | None = No
         proc.log = log  # type: ignore[attr-defined]
         yield url, proc, t_start
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
         log.close()
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """Terminate a server process; kill it if it has not exited within timeout_s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
 
 
 def server_log_errors(proc: subprocess.Popen) -> list[str]:

@@ -9,17 +9,17 @@ import fnmatch
 import json
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from bench.common import free_port, stop_process, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -156,12 +156,6 @@ def test_dockerignore_keeps_what_the_app_needs_and_drops_the_rest():
 # The command line, running
 # --------------------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -181,25 +175,15 @@ def served():
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
     try:
-        while True:
-            try:
-                if get(f"{url}/_stcore/health") == (200, "ok"):
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail(f"{shlex.join(command)} did not come up:\n{log.read().decode(errors='replace')}")
-            time.sleep(0.25)
+        try:
+            wait_healthy(url, timeout_s=90, proc=proc)
+        except RuntimeError:
+            log.seek(0)
+            pytest.fail(f"{shlex.join(command)} did not come up:\n{log.read().decode(errors='replace')}")
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, timeout_s=15)
         log.close()
 
 
