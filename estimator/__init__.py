@@ -7,7 +7,17 @@ frozen dataclasses out (Estimate, Verdict, Remedy). Bytes inside; GB = 1e9 B and
 from __future__ import annotations
 
 from .advice import Remedy, max_batch, max_seq_len, min_gpus, min_gpus_for_devices, remedies, smallest_device
-from .devices import CATALOG, Device, Verdict, custom_device, device_ids, get_device, verdict
+from .devices import (
+    CATALOG,
+    Device,
+    Verdict,
+    custom_device,
+    device_ids,
+    device_label,
+    find_devices,
+    get_device,
+    verdict,
+)
 from .memory import COMPONENT_KEYS, COMPONENT_LABELS, DetailItem, Estimate, Phase
 from .memory import estimate as detailed_estimate
 from .model import (
@@ -41,7 +51,7 @@ def estimate(model: ModelSpec, setup: TrainingSetup, rule: str | None = None) ->
 __all__ = [
     "CATALOG", "COMPONENT_KEYS", "COMPONENT_LABELS", "GB", "GiB", "MAX_SIZE_B", "MIN_SIZE_B",
     "DetailItem", "Device", "Estimate", "ModelSpec", "Phase", "Preset", "Remedy", "TrainingSetup", "Verdict",
-    "custom_device", "detailed_estimate", "device_ids", "estimate", "fmt_both", "fmt_gb", "generic_spec",
+    "custom_device", "detailed_estimate", "device_ids", "device_label", "find_devices", "estimate", "fmt_both", "fmt_gb", "generic_spec",
     "get_device", "list_presets", "load_preset", "max_batch", "max_seq_len", "min_gpus", "min_gpus_for_devices", "parse_config_text",
     "parse_targets", "preset_ids", "remedies", "resolve_model", "rule_gb", "seed_estimate", "seed_figure_gb",
     "smallest_device", "spec_from_config", "to_gb", "to_gib", "verdict",

@@ -1,7 +1,7 @@
 """Activations: the tensors autograd saves for backward, per token and per layer, from the architecture.
 
-Closed forms follow formulas.md §3.3 (measured with saved-tensor hooks) and are re-checked against the
-FakeTensor tracer in tests/test_calibration.py. All figures are bytes per token unless named otherwise.
+Closed forms follow docs/formulas.md §3.3 (measured with saved-tensor hooks) and are re-checked against the
+FakeTensor tracer (validation/, checked by tests/test_accuracy.py). All figures are bytes per token unless named otherwise.
 """
 
 from __future__ import annotations
@@ -11,10 +11,15 @@ from dataclasses import dataclass
 
 from .model import LinearModule, ModelSpec
 from .precision import FP32, adapter_bytes, compute_bytes
+from .stacks import loss_impl_id
 from .training import ALL_LINEAR, TrainingSetup
 
 INT64 = 8
 LM_HEAD = "lm_head"
+FULL_LOGITS_IMPLS = frozenset({"hf", "bf16", "torchtune"})  # options.LOSS_IMPLS that build [T, V] logits
+TRL_TOKEN_TILE = 4096  # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE (TRL 1.16.0)
+TRL_VOCAB_TILE = 32768  # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE (TRL 1.16.0)
+TORCHTUNE_CHUNKS = 8  # torchtune 0.6.1 CEWithChunkedOutputLoss(num_output_chunks=8)
 
 
 @dataclass(frozen=True)
@@ -32,16 +37,18 @@ class ActivationContext:
     eager: bool
     seq_len: int
     qlora_upcast: bool
+    head_module: bool  # does the lm_head module run on all tokens (and save its input when it trains)?
 
 
 def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
     c = compute_bytes(setup)
     # Residual stream dtype = dtype of the loaded model: fp32 for mixed/fp32, and for QLoRA after
-    # prepare_model_for_kbit_training (embeddings and norms upcast to fp32, formulas.md §3.3 Qp).
-    fp32_resid = setup.precision in ("mixed", "fp32") or (setup.method == "qlora" and setup.qlora_fp32_upcast)
+    # prepare_model_for_kbit_training (embeddings and norms upcast to fp32, docs/formulas.md §3.3 Qp).
+    # QLoRA with fp32 norms (PEFT's preparation, or Axolotl's norms-only patch) gives an fp32 residual stream.
+    fp32_resid = setup.precision in ("mixed", "fp32") or setup.fp32_residual
     resid = FP32 if fp32_resid else c
     # bnb 4-bit matmuls return their input's dtype, so fp32 residuals give fp32 MLP intermediates (§3.3 Qp).
-    mlp = FP32 if (setup.method == "qlora" and setup.qlora_fp32_upcast) else c
+    mlp = FP32 if setup.fp32_residual else c
     return ActivationContext(
         c=c, resid=resid, mlp=mlp,
         adapter_in=2 if setup.autocast else adapter_bytes(setup),  # autocast computes LoRA in bf16 (§3.2 PEFT)
@@ -51,6 +58,8 @@ def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
         adapted=adapted_modules(spec, setup) if setup.method != "full" else frozenset(),
         rank=setup.lora_rank, eager=setup.attention == "eager", seq_len=setup.seq_len,
         qlora_upcast=setup.method == "qlora" and setup.qlora_fp32_upcast,
+        # TRL's fused head and the fused kernels read lm_head.weight directly: the module never runs.
+        head_module=loss_impl_id(setup) in FULL_LOGITS_IMPLS,
     )
 
 
@@ -284,7 +293,7 @@ def rope_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
 def final_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """Final norm + lm_head input (when the head is trainable) + input ids and labels (int64)."""
     saved = _norm_saved(spec, ctx) + 2 * INT64
-    if ctx.base_trainable:
+    if ctx.base_trainable and ctx.head_module:
         saved += ctx.c * spec.hidden_size  # lm_head saves its input for its weight grad
     elif LM_HEAD in ctx.adapted:
         head = LinearModule(LM_HEAD, spec.hidden_size, spec.vocab_size, False, "head")
@@ -319,29 +328,68 @@ def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
 
 @dataclass(frozen=True)
 class LossMemory:
-    """Logits and cross-entropy memory for the whole micro-batch, bytes."""
+    """Logits and cross-entropy memory for the whole micro-batch, bytes, as one implementation builds it."""
 
-    kept: float  # saved for backward through the whole backward pass start
-    transient: float  # extra at the loss-backward moment (gradients of the log-softmax)
-    head_input_grad: float  # fused kernels keep grad_input of the head from forward
+    kept: float  # saved from the loss forward until the start of backward
+    transient: float  # extra at the loss's worst moment (its backward, or the end of its forward)
+    impl: str  # options.LOSS_IMPLS id
+    kept_formula: str
+    transient_formula: str
 
 
 def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> LossMemory:
-    """HF ForCausalLMLoss: logits.float() then cross_entropy. log_softmax keeps its fp32 output (4·T·V);
-    its backward adds grad_out and grad_in (8·T·V) → 12·T·V at the peak (formulas.md §4). QLoRA with
-    prepare_model_for_kbit_training keeps fp32 logits too (+4·T·V, §3.3 Qp). 'chunked' = a fused
-    linear + cross-entropy kernel (Liger FLCE): one [chunk, V] tile at a time, chunk =
-    next_pow2(ceil(T / ceil(V/h))), plus a grad_input [T, h] buffer."""
+    """The loss of the setup's stack (options.LOSS_IMPLS; docs/formulas.md §4). T = tokens, V = vocabulary,
+    H = hidden size, c = compute dtype bytes."""
     tokens = setup.tokens
-    vocab = spec.vocab_size
-    if setup.loss == "chunked":
-        chunk = min(tokens, 2 ** math.ceil(math.log2(max(1, math.ceil(tokens / math.ceil(vocab / spec.hidden_size))))))
-        tile = chunk * vocab * (ctx.c + 2 * FP32)  # logits tile + fp32 softmax work and its gradient
-        return LossMemory(kept=0.0, transient=float(tile), head_input_grad=float(ctx.c * tokens * spec.hidden_size))
-    ce = FP32 if setup.ce_fp32_upcast else ctx.c  # LitGPT runs cross-entropy on bf16 logits
+    vocab, hidden = spec.vocab_size, spec.hidden_size
+    impl = loss_impl_id(setup)
+    if impl == "trl":
+        # TRL 1.16 fused chunked head (trl/kernels/chunked_logprob.py). Positions with a label: all but the last
+        # of each sequence (labels shifted by one; the estimate assumes every token counts).
+        scored = max(tokens - setup.batch, 0)
+        # Forward keeps the gathered hidden states hidden_states[mask] (c·N·H) and per-token fp32 log_z,
+        # entropy and int64 targets for its backward.
+        kept = ctx.resid * scored * hidden + (2 * FP32 + INT64) * scored
+        # Backward: an fp32 grad_hidden [N, H] zeros, its cast back to the hidden dtype on return, one
+        # [min(N, 4096), 32768] tile in the compute dtype, grad_logprobs.float() (4·N).
+        tile = ctx.c * min(scored, TRL_TOKEN_TILE) * min(vocab, TRL_VOCAB_TILE)
+        cast_back = ctx.resid if ctx.resid != FP32 else 0  # grad_hidden.to(hidden.dtype): no copy for fp32
+        transient = (FP32 + cast_back) * scored * hidden + tile + FP32 * scored
+        if ctx.base_trainable:
+            # The head trains: an fp32 grad_weight [V, H] zeros, then .to(weight dtype) on return (a copy
+            # unless the weight is fp32; that copy becomes the head's gradient, counted from the next phase).
+            transient += FP32 * vocab * hidden
+        if ctx.resid == FP32 and ctx.c != FP32:
+            transient += ctx.c * min(vocab, TRL_VOCAB_TILE) * hidden  # weight[start:end].to(bf16) per tile
+        return LossMemory(kept, transient, impl, "c·N·H gathered hidden states + per-token fp32 stats",
+                          "fp32 grad_hidden + its cast + one 4096 × 32768 tile" + (
+                              " + fp32 grad of the head" if ctx.base_trainable else ""))
+    if impl in ("liger", "cce"):
+        # Liger FLCE (liger_kernel 0.8.5 ops/fused_linear_cross_entropy.py): the gradients are computed in
+        # forward, one [chunk, V] tile at a time, chunk = next_pow2(ceil(T / ceil(V / H))); grad_input [T, H]
+        # is kept until backward (and grad_weight [V, H] when the head trains: counted with the gradients).
+        # The Triton CE kernel works in fp32 registers and writes the logits gradient into the tile in place.
+        chunk = min(tokens, 2 ** math.ceil(math.log2(max(1, math.ceil(tokens / math.ceil(vocab / hidden))))))
+        tile = chunk * vocab * ctx.c  # one [chunk, V] logits tile in the compute dtype
+        kept = ctx.resid * tokens * hidden + FP32 * tokens  # grad_input in the input's dtype + fp32 loss_1d
+        return LossMemory(kept, float(tile), impl, "grad_input [T, H] from forward",
+                          "one [chunk × V] logits tile")
+    if impl == "torchtune":
+        # CEWithChunkedOutputLoss: each of the 8 output chunks is upcast (logits.float()) and its fp32
+        # log-softmax kept for backward (4·T·V in all); the worst moment is the end of the loss forward, with
+        # the 16-bit logits chunks (c·T·V) and the last chunk's fp32 copy (4·T·V / 8) still alive.
+        kept = FP32 * tokens * vocab
+        transient = ctx.c * tokens * vocab + FP32 * tokens * vocab / TORCHTUNE_CHUNKS
+        return LossMemory(kept, transient, impl, "4 B × T × V fp32 log-softmax (8 chunks)",
+                          "16-bit logits chunks + one fp32 chunk")
+    # Full logits: HF ForCausalLMLoss (logits.float() then cross_entropy): log_softmax keeps its fp32 output
+    # (4·T·V); its backward adds grad_out and grad_in (8·T·V) → 12·T·V at the peak (§4). "bf16" = LitGPT's
+    # chunked_cross_entropy on bf16-true logits (no upcast).
+    ce = FP32 if impl == "hf" else ctx.c
     kept = ce * tokens * vocab
     if spec.final_softcap:
         kept += ctx.c * tokens * vocab  # Gemma-2 logit soft-capping: tanh keeps its output for backward
     if ctx.qlora_upcast:
-        kept += FP32 * tokens * vocab
-    return LossMemory(kept=float(kept), transient=float(2 * ce * tokens * vocab), head_input_grad=0.0)
+        kept += FP32 * tokens * vocab  # prepare_model_for_kbit_training: an fp32 head keeps fp32 logits (§3.3 Qp)
+    return LossMemory(float(kept), float(2 * ce * tokens * vocab), impl, f"{ce} B × T × V log-softmax",
+                      f"{2 * ce} B × T × V (grad out + grad in)")

@@ -18,9 +18,9 @@ from . import (
     Device,
     Estimate,
     ModelSpec,
-    TrainingSetup,
     custom_device,
     estimate,
+    find_devices,
     fmt_both,
     generic_spec,
     get_device,
@@ -33,6 +33,7 @@ from . import (
     remedies,
     verdict,
 )
+from .stacks import DEFAULT_STACK, STACK_IDS, resolve_setup, setup_json
 from .training import ATTENTIONS, LOSSES, METHODS, OPTIMIZERS, PRECISIONS, SHARDINGS
 
 
@@ -48,15 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--model", help="preset id (see --list-presets)")
     src.add_argument("--config", help="path to a Hugging Face config.json")
     src.add_argument("--size", type=float, help="model size in billions of parameters (generic decoder)")
+    p.add_argument("--stack", choices=STACK_IDS, default=DEFAULT_STACK,
+                   help="training stack whose defaults fill every setting not given (default: %(default)s)")
     p.add_argument("--method", choices=METHODS, default="lora")
-    p.add_argument("--rule", choices=("seed",), help="use the seed page's rule of thumb")
+    p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate")
     p.add_argument("--precision", choices=PRECISIONS, default="bf16")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default: the stack's")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seq-len", type=int, default=2048)
-    p.add_argument("--grad-ckpt", action="store_true")
+    p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None,
+                   help="gradient checkpointing on/off (default: the stack's)")
+    p.add_argument("--offload-activations", action=argparse.BooleanOptionalAction, default=None,
+                   help="offload the checkpointed layer inputs to CPU RAM (default: the stack's)")
     p.add_argument("--attention", choices=ATTENTIONS, default="sdpa")
-    p.add_argument("--loss", choices=LOSSES, default="standard")
+    p.add_argument("--loss", choices=LOSSES, default=None, help="default: the stack's")
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--lora-targets", default="all-linear")
     p.add_argument("--gpus", type=int, default=1)
@@ -81,7 +87,7 @@ def estimate_json(est: Estimate, device: Device | None = None) -> dict[str, Any]
     """The JSON document the CLI prints (also the app's JSON export)."""
     doc: dict[str, Any] = {
         "model": est.model.name, "family": est.model.family, "mode": est.mode,
-        "setup": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(est.setup).items()},
+        "setup": setup_json(est.setup),
         "params_total": est.params_total, "params_trainable": est.params_trainable,
         "components_bytes": {k: int(round(est.components_bytes[k])) for k in COMPONENT_KEYS},
         "peak_phase": est.peak_phase,
@@ -127,9 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         spec = _model(args)
-        setup = TrainingSetup(
-            method=args.method, precision=args.precision, optimizer=args.optimizer, batch=args.batch,
-            seq_len=args.seq_len, grad_ckpt=args.grad_ckpt, attention=args.attention, loss=args.loss,
+        setup = resolve_setup(
+            args.stack, method=args.method, precision=args.precision, optimizer=args.optimizer,
+            batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
+            offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
             lora_rank=args.lora_rank, lora_targets=parse_targets(args.lora_targets), gpus=args.gpus,
             sharding=args.sharding, offload_optimizer=args.offload_optimizer,
         )
@@ -139,7 +146,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ValueError("--device custom needs --capacity GB")
             device = custom_device(args.capacity, "unified" if args.unified else "discrete")
         elif args.device:
-            device = get_device(args.device)
+            try:
+                device = get_device(args.device)
+            except ValueError:  # a name or nickname ("4080", "A6000", "T4") finds its catalog entry
+                matches = find_devices(args.device)
+                if not matches:
+                    raise
+                device = matches[0]
         est = estimate(spec, setup, rule=args.rule)
     except ValueError as exc:
         parser.error(str(exc))
@@ -158,6 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} × {setup.seq_len} tokens")
+        ckpt = "offloaded checkpointing" if setup.offload_activations else (
+            "checkpointing" if setup.grad_ckpt else "no checkpointing")
+        print(f"  stack {setup.stack} ({setup_json(setup)['stack_version']}): {ckpt}, loss {setup.loss}, "
+              f"optimizer {setup.optimizer}")
         for key in COMPONENT_KEYS:
             print(f"  {key:<12} {fmt_both(est.components_bytes[key])}")
         print(f"  {'total':<12} {fmt_both(est.total_bytes)}  (band {fmt_both(est.low_bytes)} – "

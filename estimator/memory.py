@@ -1,7 +1,7 @@
 """Peak memory of one training step: phases, the peak phase, overhead and the low/expected/high band.
 
 peak = max over phases of (weights + gradients + optimizer state + live activations) + overhead
-(formulas.md §0). Phases are the moments where the high-water mark can occur in a steady-state step
+(docs/formulas.md §0). Phases are the moments where the high-water mark can occur in a steady-state step
 (step ≥ 2, so optimizer state exists; zero_grad(set_to_none=True), the Trainer default).
 """
 
@@ -32,18 +32,18 @@ COMPONENT_LABELS = {
     "overhead": "Overhead (CUDA + allocator)",
 }
 
-# CUDA context + cuBLAS workspaces, invisible to torch.cuda.memory_allocated (formulas.md §5):
+# CUDA context + cuBLAS workspaces, invisible to torch.cuda.memory_allocated (docs/formulas.md §5):
 # 287 MB measured with lazy module loading (pytorch PR #86509), 1.3–2 GB on old stacks (HF docs).
 CUDA_CONTEXT_BYTES = 500_000_000  # expected: CUDA 12 with lazy loading
 CUDA_CONTEXT_LOW = 300_000_000
 CUDA_CONTEXT_HIGH = 1_000_000_000
 NCCL_BYTES = 250_000_000  # NCCL communicator buffers per GPU when more than one GPU (~hundreds of MB)
-# Caching-allocator rounding and fragmentation: reserved ≈ allocated × 1.05–1.15 (formulas.md §5).
+# Caching-allocator rounding and fragmentation: reserved ≈ allocated × 1.05–1.15 (docs/formulas.md §5).
 ALLOCATOR_SLACK = 0.05
 # Relative error of the tensor-level estimate on real runs: 10th/90th percentile of measured ÷ estimated over
 # the published measurements (validation.derived_band; tests/test_accuracy.py re-derives and checks them).
-MODEL_ERROR_LOW = 0.11
-MODEL_ERROR_HIGH = 0.16
+MODEL_ERROR_LOW = 0.13
+MODEL_ERROR_HIGH = 0.15
 
 
 class DetailItem(NamedTuple):
@@ -102,7 +102,7 @@ class Estimate:
 
 def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, float, str]:
     """(frozen bytes, trainable bytes, formula). QLoRA: decoder linears in NF4 + double quant; the rest
-    (embeddings, head, norms) 16-bit, or fp32 after prepare_model_for_kbit_training (formulas.md §2.1)."""
+    (embeddings, head, norms) 16-bit, or fp32 after prepare_model_for_kbit_training (docs/formulas.md §2.1)."""
     wb = weight_bytes(setup)
     if setup.method == "full":
         return 0.0, float(spec.params_total * wb), f"{wb} B × {spec.params_total:,} params"
@@ -222,9 +222,18 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     sizes = act.layer_sizes(spec, ctx)  # each layer kind computed once
     layers = tokens * act.layers_per_token(spec, ctx, sizes) + moe_delta * spec.moe_layers
     ckpt = tokens * act.checkpoint_per_token(spec, ctx)
+    offloaded = 0.0
+    if setup.offload_activations:
+        # Offloaded checkpointing (transformers activation_checkpointing_enable(offload=True): save_on_cpu;
+        # Unsloth's 'unsloth' mode): every layer input is copied to pinned CPU RAM in forward and one layer's
+        # input at a time comes back for its recompute in backward.
+        offloaded = ckpt
+        ckpt = tokens * ctx.resid * spec.hidden_size
     final = tokens * (act.final_per_token(spec, ctx) + act.rope_per_token(spec, ctx))
     one_layer = tokens * act.max_layer_per_token(spec, ctx, sizes) + moe_delta
     loss = act.loss_memory(spec, setup, ctx)
+    # Liger / Cut Cross-Entropy compute the head's weight gradient in forward: it exists from the loss on.
+    g_loss = g_head if loss.impl in ("liger", "cce") else 0.0
     # Backward temporaries of the layer being differentiated, net of what it has freed (activations.py).
     bwd_temp = tokens * act.backward_extra_per_token(spec, ctx, sizes)
     # QLoRA: each 4-bit matmul dequantises its whole weight to the compute dtype (bnb _dequant_linear_fallback).
@@ -252,9 +261,8 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         return Phase(name, weights + casts, grad, opt + temp, sum(a.bytes for a in acts), tuple(items))
 
     act_final = d("activations", "Final norm, head input, token ids", final, "T × (norm + head input + ids)")
-    act_loss_kept = d("activations", "Logits and loss (saved)", loss.kept, "4 B × T × V fp32 log-softmax")
-    act_loss_tr = d("activations", "Cross-entropy backward buffers", loss.transient + loss.head_input_grad,
-                    "8 B × T × V (grad out + grad in)" if setup.loss == "standard" else "fused chunk tile")
+    act_loss_kept = d("activations", "Logits and loss (saved)", loss.kept, loss.kept_formula)
+    act_loss_tr = d("activations", "Loss backward buffers", loss.transient, loss.transient_formula)
     act_temp = d("activations", "Backward temporaries", bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
     act_one = d("activations", "Recomputed layer", one_layer, "T × one layer's saved tensors")
     act_deq = d("activations", "QLoRA dequantisation buffer", dequant, "largest 4-bit matrix in 16-bit")
@@ -262,7 +270,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     if not setup.grad_ckpt:
         act_layers = d("activations", "Layer activations", layers, "T × Σ layers' saved tensors")
         phases = [
-            phase("loss backward", casts_all, g_persist, "Gradients (accumulated)",
+            phase("loss backward", casts_all, g_persist + g_loss, "Gradients (accumulated)",
                   [act_layers, act_final, act_loss_kept, act_loss_tr]),
             phase("backward, output layer", casts_all, g_persist + g_head, "Gradients (head)",
                   [act_layers, act_final, act_temp, act_deq]),
@@ -270,15 +278,23 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
                   [d("activations", "First layer's activations", one_layer, "T × one layer"), act_temp, act_deq]),
         ]
     else:
-        act_ckpt = d("activations", "Checkpointed layer inputs", ckpt, "T × L × h (layer inputs)")
+        act_ckpt = d("activations", "Checkpointed layer inputs", ckpt,
+                     "T × h (one layer's input back from CPU)" if offloaded else "T × L × h (layer inputs)")
         phases = [
-            phase("loss backward", head_casts, g_persist, "Gradients (accumulated)",
+            phase("loss backward", head_casts, g_persist + g_loss, "Gradients (accumulated)",
                   [act_ckpt, act_final, act_loss_kept, act_loss_tr]),
             phase("backward, recomputing last layer", head_casts + casts_layer, g_persist + g_head,
                   "Gradients (head)", [act_ckpt, act_final, act_one, act_temp, act_deq]),
             phase("backward, recomputing first layer", casts_layer, max(grads - g_embed_last, g_persist),
                   "Gradients", [act_one, act_temp, act_deq]),
         ]
+    if setup.method == "full" and spec.tie_embeddings:
+        # Tied embeddings: at the end of backward autograd holds the head's gradient of the shared weight (in
+        # its input buffer), the embedding's dense gradient and their sum at once (real-width traces:
+        # calibration/README.md), each V × H in the gradient dtype.
+        tied = 2 * head_params * gb / (setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
+        phases.append(phase("backward, tied embedding", 0.0, max(grads, g_persist) + tied,
+                            "Gradients (+ embedding gradient and the tied sum)", []))
     phases.append(phase("optimizer step", 0.0, grads, "Gradients", [], opt_temp))
     if setup.method == "qlora" and setup.load_16bit_first:
         # LitGPT's bnb precision plugin loads the bf16 state dict onto the GPU before quantising: the
@@ -317,5 +333,5 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=trainable,
         components_bytes=components, details=details, total_bytes=tensor_peak + overhead,
         low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
-        cpu_offload_bytes=cpu_bytes, notes=tuple(notes),
+        cpu_offload_bytes=cpu_bytes + offloaded, notes=tuple(notes),
     )

@@ -1,6 +1,6 @@
 """The model: one `ModelSpec` with exact parameter counts, from a Hugging Face config.json, a preset, or a bare size.
 
-Parameter counts follow the module structure of the transformers classes (formulas.md §1): every
+Parameter counts follow the module structure of the transformers classes (docs/formulas.md §1): every
 nn.Linear of a decoder layer is listed with its in/out features so that LoRA targeting, QLoRA
 quantisation and activations are all derived from the same list.
 """
@@ -325,7 +325,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
 
 
 def _with_counts(spec: ModelSpec) -> ModelSpec:
-    """Fill the exact parameter counts from the module list (formulas.md §1)."""
+    """Fill the exact parameter counts from the module list (docs/formulas.md §1)."""
     h, layers = spec.hidden_size, spec.num_layers
     norm_params = h * (2 if spec.norm_kind == "layer" else 1)  # LayerNorm has weight and bias
     quantizable = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .options import OPTIMIZERS
 from .training import TrainingSetup
 
 FP32 = 4  # bytes per fp32 element
@@ -43,18 +44,16 @@ def trainable_bytes(setup: TrainingSetup) -> int:
 
 
 def optimizer_state_bytes(optimizer: str, param_bytes: int) -> float:
-    """Optimizer-state bytes per trainable parameter (formulas.md §2.2). Adafactor is shape-dependent and
-    handled in memory.py; this returns its 1-D fallback (one fp32 second moment per element)."""
-    if optimizer == "adamw":
-        return 2 * param_bytes  # exp_avg and exp_avg_sq, created zeros_like(param): param dtype (torch.optim)
-    if optimizer == "paged_adamw":
-        return 2 * FP32  # bnb 32-bit optimizers keep fp32 states whatever the param dtype
-    if optimizer in ("adamw_8bit", "paged_adamw_8bit"):
-        return 2 * BNB_8BIT_STATE  # two 8-bit blockwise states (Dettmers et al. 2110.02861)
-    if optimizer == "sgd":
-        return param_bytes  # one momentum buffer (HF docs: "SGD with momentum maintains only 1 state")
-    if optimizer == "lion":
-        return FP32  # one exp_avg; the Trainer's lion_32bit (bitsandbytes) keeps it in fp32
-    if optimizer == "adafactor":
-        return FP32  # 1-D tensors keep a full fp32 second moment; matrices are factored (memory.py)
-    raise ValueError(f"unknown optimizer {optimizer!r}")
+    """Optimizer-state bytes per trainable parameter (docs/formulas.md §2.2), from the optimizer's one
+    description (options.OPTIMIZERS). Adafactor is shape-dependent and handled in memory.py; this returns its
+    1-D fallback (one fp32 second moment per element)."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}")
+    option = OPTIMIZERS[optimizer]
+    per_state = {
+        "param": param_bytes,  # created zeros_like(param): the parameter's dtype (torch.optim)
+        "fp32": FP32,  # bitsandbytes 32-bit optimizers keep fp32 states whatever the param dtype
+        "8bit": BNB_8BIT_STATE,  # 8-bit blockwise state (Dettmers et al. 2110.02861)
+        "factored": FP32,  # Adafactor: 1-D tensors keep a full fp32 second moment; matrices in memory.py
+    }[option.state_dtype]
+    return option.states * per_state

@@ -1,4 +1,4 @@
-"""The seed page's rule of thumb, exactly as stated (../shared/seed-notes.md), so the app can show it next to
+"""The seed page's rule of thumb, exactly as the product page states it (quoted in the README's opening), so the app can show it next to
 the detailed estimate and say how far apart they are."""
 
 from __future__ import annotations

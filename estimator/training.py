@@ -4,30 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import options
+
 METHODS = ("full", "lora", "qlora")
-PRECISIONS = ("bf16", "fp16", "mixed", "fp32")
-OPTIMIZERS = ("adamw", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd", "adafactor", "lion")
+PRECISIONS: tuple[str, ...] = tuple(options.PRECISIONS)
+OPTIMIZERS: tuple[str, ...] = tuple(options.OPTIMIZERS)
 ATTENTIONS = ("sdpa", "eager")
-LOSSES = ("standard", "chunked")
+LOSSES: tuple[str, ...] = tuple(options.LOSSES)
+QLORA_PREPS: tuple[str, ...] = tuple(options.QLORA_PREPS)
 ADAPTER_DTYPES = ("fp32", "bf16")
 SHARDINGS = ("none", "zero1", "zero2", "zero3")
 
 METHOD_LABELS = {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA"}
-PRECISION_LABELS = {
-    "bf16": "bf16 (pure 16-bit)",
-    "fp16": "fp16 (pure 16-bit)",
-    "mixed": "Mixed (fp32 master + bf16 compute)",
-    "fp32": "fp32",
-}
-OPTIMIZER_LABELS = {
-    "adamw": "AdamW (fused, HF Trainer default)",
-    "adamw_8bit": "8-bit AdamW (bitsandbytes)",
-    "paged_adamw": "Paged AdamW 32-bit",
-    "paged_adamw_8bit": "Paged AdamW 8-bit",
-    "sgd": "SGD with momentum",
-    "adafactor": "Adafactor",
-    "lion": "Lion",
-}
+PRECISION_LABELS = {k: o.label for k, o in options.PRECISIONS.items()}
+OPTIMIZER_LABELS = {k: o.label for k, o in options.OPTIMIZERS.items()}
+LOSS_LABELS = {k: o.label for k, o in options.LOSSES.items()}
 SHARDING_LABELS = {
     "none": "Data parallel (DDP)",
     "zero1": "ZeRO-1 (optimizer sharded)",
@@ -56,7 +47,10 @@ def _check_int(name: str, value: object, low: int, high: int) -> None:
 
 @dataclass(frozen=True)
 class TrainingSetup:
-    """How one training step runs. Defaults follow the Hugging Face Trainer + PEFT defaults."""
+    """How one training step runs, every setting explicit. The field defaults are a neutral baseline (HF
+    Trainer + PEFT, no checkpointing, the standard loss); what a user's framework does comes from a training
+    stack (estimator.stacks.resolve_setup), which also records itself in `stack` and the fields it filled in
+    `from_stack`."""
 
     method: str = "lora"
     precision: str = "bf16"
@@ -65,21 +59,23 @@ class TrainingSetup:
     seq_len: int = 2048  # tokens per example (max length; padding to it is assumed)
     grad_ckpt: bool = False
     attention: str = "sdpa"  # SDPA/flash (no s² memory) or eager (materialised attention scores)
-    loss: str = "standard"  # HF cross-entropy on fp32 logits, or a chunked/fused linear+CE kernel
+    loss: str = "standard"  # options.LOSSES: full logits, the stack's chunked loss, or a fused kernel
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = (ALL_LINEAR,)
-    fused_optimizer: bool = True  # HF Trainer default optim="adamw_torch_fused": no per-step temporaries
-    # PEFT's prepare_model_for_kbit_training casts every non-4-bit param to fp32; current TRL no longer calls
-    # it (trl PR #4577, moved to experimental in #4704), so the default keeps them in 16-bit.
-    qlora_fp32_upcast: bool = False
+    # options.QLORA_PREPS: what happens to the non-4-bit weights. Current TRL no longer calls PEFT's
+    # prepare_model_for_kbit_training (trl PR #4577, moved to experimental in #4704): "none" by default.
+    qlora_prep: str = "none"
     adapter_dtype: str = "fp32"  # PEFT upcasts adapters to fp32; LitGPT/torchtune keep them in bf16
-    ce_fp32_upcast: bool = True  # HF loss upcasts logits to fp32 (logits.float()); LitGPT keeps bf16
+    offload_activations: bool = False  # checkpointed layer inputs live in CPU RAM (needs grad_ckpt)
+    max_grad_norm: float = 1.0  # gradient clipping (HF default); clip_grad_norm_ keeps only per-tensor norms
     load_16bit_first: bool = False  # QLoRA: the framework puts the 16-bit checkpoint on the GPU, then quantises
     nf4_double_quant: bool = True  # QLoRA default (bnb_4bit_use_double_quant=True); LitGPT's bnb.nf4 has none
     gpus: int = 1
     sharding: str = "none"
     offload_optimizer: bool = False  # ZeRO-Offload / FSDP CPU offload of optimizer state
     grad_accum: int = 1  # >1 keeps gradients alive through the next forward
+    stack: str | None = None  # the training stack the defaults came from (estimator.stacks), None = explicit
+    from_stack: tuple[str, ...] = ()  # the fields whose values the stack chose
 
     def __post_init__(self) -> None:
         _check_choice("method", self.method, METHODS)
@@ -89,6 +85,17 @@ class TrainingSetup:
         _check_choice("loss", self.loss, LOSSES)
         _check_choice("sharding", self.sharding, SHARDINGS)
         _check_choice("adapter_dtype", self.adapter_dtype, ADAPTER_DTYPES)
+        _check_choice("qlora_prep", self.qlora_prep, QLORA_PREPS)
+        if self.stack is not None:
+            from .stacks import STACK_IDS  # stacks imports this module: look the ids up at run time
+
+            _check_choice("stack", self.stack, STACK_IDS)
+        if self.offload_activations and not self.grad_ckpt:
+            raise ValueError("activation offloading needs gradient checkpointing (it offloads the checkpointed "
+                             "layer inputs)")
+        if isinstance(self.max_grad_norm, bool) or not isinstance(self.max_grad_norm, (int, float)) or not (
+                0 <= self.max_grad_norm < float("inf")):
+            raise ValueError(f"max_grad_norm must be a number ≥ 0, got {str(self.max_grad_norm)[:20]!r}")
         _check_int("batch", self.batch, 1, MAX_BATCH)
         _check_int("seq_len", self.seq_len, 1, MAX_SEQ_LEN)
         _check_int("lora_rank", self.lora_rank, 1, MAX_RANK)
@@ -104,6 +111,21 @@ class TrainingSetup:
             raise ValueError("'all-linear' cannot be combined with named target modules")
         if self.offload_optimizer and self.sharding == "none" and self.gpus > 1:
             raise ValueError("optimizer offload needs ZeRO or FSDP sharding (choose zero1, zero2 or zero3)")
+
+    @property
+    def fused_optimizer(self) -> bool:
+        """Does the optimizer step run without parameter-sized temporaries? (options.OPTIMIZERS)"""
+        return not options.OPTIMIZERS[self.optimizer].step_temporaries
+
+    @property
+    def qlora_fp32_upcast(self) -> bool:
+        """Are the non-4-bit weights (embeddings, head) fp32 after the QLoRA preparation?"""
+        return options.QLORA_PREPS[self.qlora_prep].upcast_embeddings
+
+    @property
+    def fp32_residual(self) -> bool:
+        """QLoRA with fp32 norms: the residual stream and MLP intermediates turn fp32."""
+        return self.method == "qlora" and options.QLORA_PREPS[self.qlora_prep].fp32_residual
 
     @property
     def tokens(self) -> int:

@@ -7,6 +7,7 @@ import streamlit as st
 
 from estimator import estimate, max_batch, max_seq_len, remedies, smallest_device, to_gb, verdict
 from estimator.cli import estimate_json
+from estimator.stacks import setup_summary
 from estimator.training import METHOD_LABELS
 from ui.charts import both_units, chart_alt, memory_bar
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX, link_params, plain, render_inputs, show_notes
@@ -40,6 +41,7 @@ show_notes(inputs)
 mode = "seed rule of thumb" if inputs.rule else "detailed estimate"
 st.caption(text(f"{spec.name} · {METHOD_LABELS[setup.method]} · {setup.precision} · batch {setup.batch} × "
                 f"{setup.seq_len:,} tokens · {mode}"))
+st.caption(text(setup_summary(setup)))
 color, icon = ("green", ":material/check_circle:") if v.fits else ("red", ":material/cancel:")
 (st.title if present else st.header)(f":{color}[{v.headline}]", icon=icon, anchor=False)
 estimate_line, device_line = verdict_detail(est, device, v)

@@ -8,9 +8,10 @@ import streamlit as st
 from estimator import GB, estimate, fmt_both
 from estimator import memory as mem
 from estimator.devices import UNIFIED_USABLE_FRACTION
-from estimator.precision import BNB_8BIT_STATE, NF4_DQ_BYTES, optimizer_state_bytes
-from estimator.snippets import OPTIM_NAMES, training_snippet
-from estimator.training import OPTIMIZER_LABELS, OPTIMIZERS
+from estimator.options import CHECKPOINTING, LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS
+from estimator.precision import NF4_DQ_BYTES, optimizer_state_bytes
+from estimator.snippets import snippet_language, training_snippet
+from estimator.stacks import STACK_FIELDS, STACKS, setup_summary
 from ui.inputs import plain, render_inputs, show_notes
 from validation import accuracy_report
 
@@ -51,7 +52,9 @@ st.markdown(
     "4. **Optimizer step**: weights + all gradients + optimizer state (+ step temporaries for non-fused "
     "optimizers).\n\n"
     "Long examples peak at 1–2 (activations), full fine-tuning of big models at 4 (optimizer). Source: the "
-    "phase analysis in the research notes (`formulas.md` §0), checked by the tracer."
+    "phase analysis in `docs/formulas.md` §0, checked by the tracer. Full fine-tuning of a model with tied "
+    "embeddings has one more moment at the very end of backward: the head's and the embedding's gradients of "
+    "the shared matrix and their sum exist at once."
 )
 st.latex(r"\text{peak} = \max_{\text{phase}} \big(W + G + O + A\big)_{\text{phase}} + \text{overhead}")
 
@@ -66,9 +69,11 @@ st.markdown(
     "| `fp32` | 4 | 4 | PyTorch dtypes |\n"
     f"| QLoRA base: decoder linears in NF4 + double quantisation | {NF4_DQ_BYTES:.4f} | – | bitsandbytes "
     "`quantize_4bit` (64-weight blocks, 8-bit scales per 256 blocks); QLoRA paper §3 |\n"
-    "| QLoRA base: embeddings, head, norms | 4 (upcast to fp32) | – | PEFT "
-    "`prepare_model_for_kbit_training` (older TRL ran it for 4-bit models; the script below calls it) |"
+    "| QLoRA base: embeddings, head, norms | 2, or 4 where the stack's QLoRA preparation upcasts them "
+    "(table below) | – | the stack's preparation |"
 )
+st.dataframe(pd.DataFrame([{"QLoRA preparation": o.label, "What it does": o.summary, "Source": o.source}
+                           for o in QLORA_PREPS.values()]), hide_index=True, key="qlora_prep_table")
 st.subheader("LoRA and QLoRA")
 st.markdown(
     "The base is frozen; each adapted matrix of shape in × out gets two small ones, A (r × in) and B (out × r). "
@@ -89,21 +94,14 @@ st.latex(r"G = P_{\text{trainable}} \times \text{bytes(trainable dtype)}")
 
 st.subheader("Optimizer state, per trainable weight")
 optim_rows = []
-for name in OPTIMIZERS:
-    note = {
-        "adamw": "two moments in the weight's dtype (torch.optim); fused: no step temporaries",
-        "adamw_8bit": f"two 8-bit states + an fp32 scale per 256 values = {2 * BNB_8BIT_STATE:.3f} B (bitsandbytes)",
-        "paged_adamw": "fp32 states whatever the weight dtype; paged to CPU only under memory pressure",
-        "paged_adamw_8bit": "as 8-bit AdamW, paged",
-        "sgd": "one momentum buffer",
-        "adafactor": "factored second moment: 4·(rows + columns) bytes per matrix, ≈ 0 per weight",
-        "lion": "one momentum buffer",
-    }[name]
+for name, option in OPTIMIZERS.items():
     per_fp32 = optimizer_state_bytes(name, 4)
     per_bf16 = optimizer_state_bytes(name, 2)
-    optim_rows.append({"Optimizer": OPTIMIZER_LABELS[name], "Trainer optim": OPTIM_NAMES[name],
-                       "fp32 weights (B)": "≈ 0" if name == "adafactor" else f"{per_fp32:g}",
-                       "bf16 weights (B)": "≈ 0" if name == "adafactor" else f"{per_bf16:g}", "Why": note})
+    optim_rows.append({"Optimizer": option.label, "Trainer optim": option.hf_optim,
+                       "fp32 weights (B)": "≈ 0" if option.state_dtype == "factored" else f"{per_fp32:g}",
+                       "bf16 weights (B)": "≈ 0" if option.state_dtype == "factored" else f"{per_bf16:g}",
+                       "Step temporaries": "one parameter-sized buffer" if option.step_temporaries else "none",
+                       "Why": option.summary, "Source": option.source})
 st.dataframe(pd.DataFrame(optim_rows), hide_index=True, key="optimizer_table")
 st.caption("Sources: torch.optim (state dtype = weight dtype); bitsandbytes optimizers (block-wise 8-bit, "
            "paged); Dettmers et al. 2021 (8-bit optimizers); transformers' Adafactor. Full fine-tuning in `mixed` "
@@ -125,28 +123,60 @@ st.markdown(
     "each LoRA adapter keeps its own bf16 copy of its input. QLoRA's MLP runs in fp32 because "
     "`prepare_model_for_kbit_training` makes the residual stream fp32. **Eager attention** adds the s × s "
     "scores: about 6 · a · s bytes per token per layer. Sources: Korthikanti et al. 2022 §4 (the method), "
-    "FlashAttention (what is kept), measured per tensor with saved-tensor hooks (`formulas.md` §3.3)."
+    "FlashAttention (what is kept), measured per tensor with saved-tensor hooks (`docs/formulas.md` §3.3)."
 )
 
 st.subheader("Logits and loss")
 st.markdown(
-    "Hugging Face computes the loss on **fp32 logits**: with V the vocabulary and T the tokens in the batch, "
-    "the log-softmax output (4·T·V bytes) is kept for backward, and the backward pass adds its input and "
-    "output gradients (8·T·V more). For Llama-3 (V = 128,256) at 2,048 tokens that is 1.05 GB kept and "
-    "2.1 GB during backward: often the single biggest activation. QLoRA keeps fp32 logits twice (+4·T·V). "
-    "A fused linear + cross-entropy kernel (Liger) never builds the full logits. Source: transformers "
-    "`ForCausalLMLoss`; Liger-Kernel `fused_linear_cross_entropy`."
+    "The loss is often the single biggest activation, and the training stack decides how it is built. With V "
+    "the vocabulary, T the tokens in the batch, H the hidden size and c the compute dtype's bytes:"
 )
-st.latex(r"A_{\text{loss}} = \underbrace{4\,T V}_{\text{kept}} + \underbrace{8\,T V}_{\text{backward}}")
+st.dataframe(pd.DataFrame([{"Loss": LOSSES[o.kind].label, "Implementation": o.label, "What is counted": o.summary,
+                            "Source": o.source} for o in LOSS_IMPLS.values()]), hide_index=True, key="loss_table")
+st.latex(r"A_{\text{loss, standard}} = \underbrace{4\,T V}_{\text{kept}} + "
+         r"\underbrace{8\,T V}_{\text{backward}}")
+st.markdown("For Llama-3 (V = 128,256) at 2,048 tokens the standard loss keeps 1.05 GB and adds 2.1 GB in "
+            "backward; TRL's chunked head needs about 0.2 GB for the same batch.")
 
 st.subheader("Gradient checkpointing")
 st.markdown(
     "Each layer keeps only its input (2·h bytes per token in bf16, 4·h with an fp32 residual stream) and "
     "recomputes the rest during backward, one layer at a time: activations drop from L layers' worth to "
-    "L inputs plus one layer. 20–30 % slower. Source: Korthikanti et al. 2022 §5 (full recomputation); "
-    "Hugging Face `gradient_checkpointing_enable`."
+    "L inputs plus one layer. 20–30 % slower. With offloading the L inputs wait in CPU RAM and one comes back "
+    "at a time."
 )
+st.dataframe(pd.DataFrame([{"Checkpointing": o.label, "What it does": o.summary, "Source": o.source}
+                           for o in CHECKPOINTING.values()]), hide_index=True, key="checkpointing_table")
 st.latex(r"A_{\text{ckpt}} = T\,(L \cdot 2h + A_{\text{one layer}})")
+
+st.header("Training stacks")
+st.markdown(
+    "The first number you see should be the number of the stack you run. Each stack fills every setting you "
+    "leave on *auto*; you can override any of them in the sidebar, and the calculator says which values came "
+    "from the stack. Each value below was read in that project's source, at the version named."
+)
+st.caption(plain(setup_summary(setup)))
+stack_rows = []
+for stack in STACKS.values():
+    stack_rows.append({
+        "Stack": stack.label, "Version read": stack.version,
+        "Checkpointing": CHECKPOINTING["offload" if stack.offload_activations else
+                                       ("on" if stack.grad_ckpt else "off")].label,
+        "Loss": LOSS_IMPLS[stack.loss_impls[stack.loss]].label,
+        "Losses offered": ", ".join(stack.loss_impls),
+        "Optimizer": OPTIMIZERS[stack.optimizer].label,
+        "LoRA adapters": stack.adapter_dtype, "QLoRA adapters": stack.qlora_adapter_dtype,
+        "QLoRA preparation": QLORA_PREPS[stack.qlora_prep].label,
+        "Gradient clipping": f"max norm {stack.max_grad_norm:g}" if stack.max_grad_norm else "none",
+        "In short": stack.summary,
+    })
+st.dataframe(pd.DataFrame(stack_rows), hide_index=True, key="stack_table")
+source_rows = [{"Stack": stack.label, "Setting": field, "Source (file, version)": stack.sources.get(field, "")}
+               for stack in STACKS.values() for field in STACK_FIELDS if field in stack.sources]
+with st.expander("Sources of every stack value"):
+    st.dataframe(pd.DataFrame(source_rows), hide_index=True, key="stack_sources")
+st.caption("Gradient clipping (`clip_grad_norm_`) keeps only one norm per tensor: it adds nothing measurable "
+           "at the peak.")
 
 st.subheader("Overhead")
 st.markdown(
@@ -173,32 +203,27 @@ st.markdown("Activations are **not** sharded: each GPU keeps its own micro-batch
 
 st.header("Assumptions")
 st.markdown(
-    "The defaults are what a plain Hugging Face run does, so the estimate matches a script you would write:\n\n"
-    "- **HF Trainer / TRL SFTTrainer**, `optim=\"adamw_torch_fused\"` (fused AdamW: no step temporaries), "
-    "`zero_grad(set_to_none=True)`, no gradient accumulation buffers unless you accumulate.\n"
+    "What the stack does not decide:\n\n"
+    "- `zero_grad(set_to_none=True)`, no gradient accumulation buffers unless you accumulate.\n"
     "- **SDPA attention** (`attn_implementation=\"sdpa\"`): flash or memory-efficient kernels, no s² memory.\n"
-    "- **HF cross-entropy on fp32 logits** (`ForCausalLMLoss`).\n"
-    "- **PEFT LoRA with fp32 adapters**, no dropout, all linear layers unless you name them.\n"
-    "- **QLoRA**: NF4 with double quantisation, bf16 compute, and PEFT's `prepare_model_for_kbit_training` "
-    "(fp32 norms, embeddings and head).\n"
-    "- **Recent TRL `SFTConfig` defaults differ**: gradient checkpointing on, `max_length=1024`, and a chunked "
-    "loss (`loss_type=\"chunked_nll\"`) in the newest releases; `SFTTrainer` no longer upcasts QLoRA models "
-    "and keeps QLoRA adapters in bf16. The script at the bottom sets each of these explicitly, so it runs "
-    "what the sidebar describes.\n"
-    "- **Every example is max-length tokens** (padding to max length; the worst batch you can get).\n"
-    "- **Usable memory**: a discrete GPU's whole memory; a unified-memory laptop "
-    f"(Apple silicon) about {UNIFIED_USABLE_FRACTION:.0%} of RAM, the rest being the OS and apps' "
-    "(Apple's `recommendedMaxWorkingSetSize`; the seed page says the same).\n"
-    "- **The quick rule** (sidebar toggle) is the seed page's rule of thumb as written: LoRA ≈ 2 GB per "
+    "- **LoRA**: no dropout, all linear layers unless you name them.\n"
+    "- **QLoRA**: NF4 with double quantisation (LitGPT's `bnb.nf4`: without), 16-bit compute.\n"
+    "- **Every example is max-length tokens** (padding to max length; the worst batch you can get), and every "
+    "token counts in the loss.\n"
+    "- **Usable memory**: a discrete GPU's whole memory as its driver reports it (nvidia-smi's MiB); a "
+    f"unified-memory laptop (Apple silicon) about {UNIFIED_USABLE_FRACTION:.0%} of its RAM, the rest being the "
+    "OS and apps' (Apple's `recommendedMaxWorkingSetSize`; the product page says the same).\n"
+    "- **The rule of thumb** (sidebar toggle) is the product page's rule as written: LoRA ≈ 2 GB per "
     "billion + 3 GB, full ≈ 12 GB per billion + 4 GB, QLoRA ≈ a third of LoRA + 3 GB. It ignores batch, "
-    "length and optimizer."
+    "length, optimizer and stack."
 )
 
 st.header("Units")
 st.markdown(
-    "**GB = 10⁹ bytes** (what GPU vendors and the seed page print) and **GiB = 2³⁰ bytes = 1.074 GB** (what "
-    "PyTorch and nvidia-smi print). An \"80 GB\" H100 is 80 × 10⁹ bytes here; the same memory reads 74.5 GiB "
-    "in nvidia-smi. Charts are in GB; hovers and tables add GiB, e.g. " + plain(fmt_both(80 * GB)) + "."
+    "**GB = 10⁹ bytes** (what the product page prints) and **GiB = 2³⁰ bytes = 1.074 GB** (what PyTorch "
+    "prints; nvidia-smi's MiB are 2²⁰ bytes). An \"80 GB\" H100 is what nvidia-smi reports, 81,559 MiB = "
+    + plain(fmt_both(81_559 * 2**20)) + ": more than 80 × 10⁹ bytes, less than 80 GiB. Charts are in GB; "
+    "hovers and tables add GiB."
 )
 
 st.header("How accurate is it?")
@@ -244,7 +269,7 @@ RUN_COLUMNS = {
 if published["rows"]:
     st.subheader("Published runs")
     pub = pd.DataFrame(published["rows"])
-    pub_columns = ["id", "model", "method", "precision", "batch", "seq_len", "grad_ckpt", "measure", "measured_gb",
+    pub_columns = ["id", "model", "stack", "method", "precision", "batch", "seq_len", "grad_ckpt", "measure", "measured_gb",
                    "estimated_gb", "error_pct", "explanation", "source"]
     st.dataframe(pub[[c for c in pub_columns if c in pub.columns]], hide_index=True, key="published_runs",
                  column_config=RUN_COLUMNS | {
@@ -254,7 +279,8 @@ if published["rows"]:
                      "explanation": st.column_config.TextColumn("Why it differs"),
                      "source": st.column_config.TextColumn("Source")})
     st.caption("Error = (estimated − measured) / measured. Rows with an explanation used a technique the estimate "
-               "does not model (torch.compile, optimizer-in-backward, offloading, validation peaks).")
+               "does not model (torch.compile, optimizer-in-backward, validation peaks). Each run is estimated "
+               "with its own framework's stack.")
 if tracer["rows"]:
     st.subheader("Tracer runs")
     tr = pd.DataFrame(tracer["rows"])
@@ -272,10 +298,10 @@ if tracer["rows"]:
 st.header("Known limits")
 st.markdown(
     "- **Not modelled**: tensor and pipeline parallelism, torch.compile (usually lowers activations), "
-    "sequence packing and padding-free batches (both lower activations), activation offloading, "
+    "sequence packing and padding-free batches (both lower activations), "
     "optimizer-in-backward, evaluation and generation during training (can peak higher than training).\n"
-    "- **Fused kernels**: only Liger's fused linear + cross-entropy is modelled (the *chunked* loss); its "
-    "fused RMSNorm and SwiGLU would lower activations further.\n"
+    "- **Fused kernels**: Liger's fused linear + cross-entropy is modelled (the *fused* loss; Unsloth's Cut "
+    "Cross-Entropy is counted the same way); Liger's fused RMSNorm and SwiGLU would lower activations further.\n"
     "- **Mixture-of-experts** activations (routing buffers, per-expert copies) are estimated, then checked by "
     "the tracer on small MoE models only.\n"
     "- **Padding masks**: with a padding mask on older PyTorch, SDPA repeats K and V to full width; not counted.\n"
@@ -289,7 +315,7 @@ st.markdown(
 )
 
 st.header("A training script for this setup")
-st.markdown("The sidebar's setup as a TRL `SFTConfig` + PEFT `LoraConfig` script, with exactly the assumptions "
-            "above (batch, max length, checkpointing, dtypes, optimizer, attention, LoRA rank and targets). "
-            "Fill in your data and run it.")
-st.code(training_snippet(spec, setup), language="python")
+st.markdown("The sidebar's setup in the chosen stack's own terms, with exactly the assumptions of the estimate "
+            "(batch, max length, checkpointing, dtypes, optimizer, loss, attention, LoRA rank and targets). Fill "
+            "in your data and run it.")
+st.code(training_snippet(spec, setup), language=snippet_language(setup))

@@ -26,8 +26,8 @@ def test_json_schema_and_sum(capsys):
     assert doc["low_bytes"] < doc["total_bytes"] < doc["high_bytes"]
     assert doc["peak_phase"]
     device = doc["device"]
-    assert device["capacity_bytes"] == 24_000_000_000 and device["usable_bytes"] == 24_000_000_000
-    assert device["fits"] is (doc["total_bytes"] <= 24e9)
+    assert device["capacity_bytes"] == 24_564 * 2**20 and device["usable_bytes"] == 24_564 * 2**20  # nvidia-smi
+    assert device["fits"] is (doc["total_bytes"] <= 24_564 * 2**20)
 
 
 def test_seed_rule_mode(capsys):
@@ -50,7 +50,7 @@ def test_lists(capsys):
     devices = run_json(capsys, "--list-devices")
     laptop = next(d for d in devices if d["id"] == "laptop-36gb")
     assert laptop == {"id": "laptop-36gb", "name": laptop["name"], "kind": "unified",
-                      "capacity_bytes": 36_000_000_000, "usable_bytes": 27_000_000_000}
+                      "capacity_bytes": 36 * 2**30, "usable_bytes": 27 * 2**30}
 
 
 def test_advice(capsys):

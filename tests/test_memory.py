@@ -1,4 +1,4 @@
-"""The detailed estimate against the closed forms and worked examples of formulas.md (§3.3, §6)."""
+"""The detailed estimate against the closed forms and worked examples of docs/formulas.md (§3.3, §6)."""
 
 import pytest
 
@@ -12,7 +12,7 @@ LLAMA8 = load_preset("llama-3.1-8b")
     (TrainingSetup(method="full", precision="bf16"), 200_840),  # A_F = 16h+4qd+4kvd+8I+4a+8
     (TrainingSetup(method="full", precision="mixed"), 241_800),  # A_M = 26h+4qd+4kvd+8I+4a+8
     (TrainingSetup(method="lora", lora_rank=16), 217_448),  # A_R = 18h+6qd+4kvd+8I+14r+4a+8
-    (TrainingSetup(method="qlora", lora_rank=16, qlora_fp32_upcast=True), 303_464),  # A_Qp = 18h+6qd+4kvd+14I+14r+4a+8
+    (TrainingSetup(method="qlora", lora_rank=16, qlora_prep="peft"), 303_464),  # A_Qp = 18h+6qd+4kvd+14I+14r+4a+8
 ])
 def test_layer_activation_closed_forms(setup, per_token):
     ctx = act.context(LLAMA8, setup)
@@ -40,7 +40,7 @@ def _gb(setup):
     (TrainingSetup(method="lora", seq_len=2048, grad_ckpt=True), 20.5),  # §6.1 with checkpointing
     (TrainingSetup(method="full", precision="bf16", seq_len=2048), 64.6),  # §6.2(c) pure bf16
     (TrainingSetup(method="full", precision="mixed", seq_len=2048), 131.5),  # §6.2(b) start of backward
-    (TrainingSetup(method="qlora", seq_len=2048, grad_ckpt=True, qlora_fp32_upcast=True), 13.8),  # §6.1 QLoRA+ckpt
+    (TrainingSetup(method="qlora", seq_len=2048, grad_ckpt=True, qlora_prep="peft"), 13.8),  # §6.1 QLoRA+ckpt
     (TrainingSetup(method="qlora", seq_len=2048, grad_ckpt=True), 10.1),  # §6.1 without prepare's fp32 upcast
 ])
 def test_worked_examples(setup, expected_gb):
@@ -73,7 +73,7 @@ def test_eager_adds_quadratic_attention():
 def test_chunked_loss_removes_logit_memory():
     std = estimate(LLAMA8, TrainingSetup(method="lora", seq_len=8192))
     chunked = estimate(LLAMA8, TrainingSetup(method="lora", seq_len=8192, loss="chunked"))
-    # the HF loss keeps 4·T·V and adds 8·T·V in backward: 12 × 8192 × 128256 ≈ 12.6 GB (formulas.md §4)
+    # the HF loss keeps 4·T·V and adds 8·T·V in backward: 12 × 8192 × 128256 ≈ 12.6 GB (docs/formulas.md §4)
     assert std.tensor_bytes - chunked.tensor_bytes > 11e9
 
 
@@ -130,17 +130,17 @@ def test_adafactor_is_factored():
 
 def test_foreach_adamw_adds_step_temporaries():
     fused = estimate(LLAMA8, TrainingSetup(method="full", seq_len=64))
-    foreach = estimate(LLAMA8, TrainingSetup(method="full", seq_len=64, fused_optimizer=False))
+    foreach = estimate(LLAMA8, TrainingSetup(method="full", seq_len=64, optimizer="adamw_foreach"))
     assert foreach.tensor_bytes - fused.tensor_bytes == pytest.approx(2 * LLAMA8.params_total, rel=0.01)
 
 
 def test_qlora_weight_storage_matches_bitsandbytes_layout():
     # NF4 + double quant: 0.5 + 1/64 + 4/(64·256) B per weight (QLoRA §3); non-linear params upcast to fp32.
-    est = estimate(LLAMA8, TrainingSetup(method="qlora", qlora_fp32_upcast=True))
+    est = estimate(LLAMA8, TrainingSetup(method="qlora", qlora_prep="peft"))
     frozen = next(x for x in est.details if x.label == "Frozen base weights").bytes
     expected = 6_979_321_856 * (0.5 + 1 / 64 + 4 / 16384) + 4 * (8_030_261_248 - 6_979_321_856)
     assert frozen == pytest.approx(expected)
-    assert frozen / 1e9 == pytest.approx(7.80, abs=0.01)  # formulas.md §6.1 QLoRA variant
+    assert frozen / 1e9 == pytest.approx(7.80, abs=0.01)  # docs/formulas.md §6.1 QLoRA variant
 
 
 def test_unknown_lora_target_is_a_clear_error():

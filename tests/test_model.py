@@ -11,7 +11,7 @@ from estimator.model import SUPPORTED_FAMILIES
 
 DATA = Path(__file__).parent / "data"
 
-# Counts of what transformers builds (formulas.md §1 table, verified there on the meta device).
+# Counts of what transformers builds (docs/formulas.md §1 table, verified there on the meta device).
 KNOWN_COUNTS = [
     ("llama-3.1-8b", 8_030_261_248),
     ("llama-3.2-1b", 1_235_814_400),
@@ -65,7 +65,7 @@ def test_required_presets_are_shipped():
 
 
 def test_moe_active_parameters():
-    # Qwen3-30B-A3B: 3.35B active of 30.5B (formulas.md §1); Mixtral: 2 of 8 experts per token.
+    # Qwen3-30B-A3B: 3.35B active of 30.5B (docs/formulas.md §1); Mixtral: 2 of 8 experts per token.
     assert load_preset("qwen3-30b-a3b").params_active == 3_353_032_704
     mixtral = load_preset("mixtral-8x7b")
     assert 12.8e9 < mixtral.params_active < 13.0e9

@@ -17,7 +17,13 @@ from estimator import (
     load_preset,
     spec_from_config,
 )
-from estimator.training import ATTENTIONS, LOSSES, METHODS, OPTIMIZERS, PRECISIONS, SHARDINGS
+from estimator.stacks import STACK_IDS, STACKS
+from estimator.training import ATTENTIONS, LOSSES, METHODS, OPTIMIZERS, PRECISIONS, QLORA_PREPS, SHARDINGS
+
+
+def _stack_offers_loss(setup) -> bool:
+    """Setups a stack can run: its loss kinds only (the others raise in resolve_setup and loss_impl_id)."""
+    return setup.stack is None or setup.loss in STACKS[setup.stack].loss_impls
 
 PRESETS = [p.id for p in list_presets()]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -28,9 +34,9 @@ setups = st.builds(
     optimizer=st.sampled_from(OPTIMIZERS), batch=st.integers(1, 64), seq_len=st.integers(1, 65536),
     grad_ckpt=st.booleans(), attention=st.sampled_from(ATTENTIONS), loss=st.sampled_from(LOSSES),
     lora_rank=st.sampled_from([1, 4, 8, 16, 64, 256]), gpus=st.integers(1, 64),
-    sharding=st.sampled_from(SHARDINGS), fused_optimizer=st.booleans(), qlora_fp32_upcast=st.booleans(),
-    adapter_dtype=st.sampled_from(["fp32", "bf16"]),
-)
+    sharding=st.sampled_from(SHARDINGS), qlora_prep=st.sampled_from(QLORA_PREPS),
+    adapter_dtype=st.sampled_from(["fp32", "bf16"]), stack=st.sampled_from((None, *STACK_IDS)),
+).filter(_stack_offers_loss)
 models = st.one_of(st.sampled_from(PRESETS).map(load_preset),
                    st.floats(0.1, 400, allow_nan=False).map(generic_spec))
 
@@ -107,7 +113,7 @@ def test_tiny_large_vocab_qlora_can_exceed_lora_with_fp32_upcast():
     spec = generic_spec(0.1)
 
     def frozen(upcast):
-        est = estimate(spec, TrainingSetup(method="qlora", qlora_fp32_upcast=upcast, seq_len=64))
+        est = estimate(spec, TrainingSetup(method="qlora", qlora_prep="peft" if upcast else "none", seq_len=64))
         return next(x.bytes for x in est.details if x.label == "Frozen base weights")
 
     assert frozen(True) > _weights(spec, "lora") > frozen(False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import pandas as pd
 
@@ -34,6 +34,7 @@ from estimator import (
     seed_figure_gb,
     verdict,
 )
+from estimator.stacks import resolve_setup
 from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_LABELS, SHARDINGS
 
 # The model sizes the seed page uses (its size table, the 36 GB diagram and its conclusions), in billions.
@@ -42,6 +43,17 @@ SEED_SIZES_B: tuple[float, ...] = (0.5, 1.5, 3, 7, 14, 27, 32, 70)
 METHOD_ORDER: tuple[str, ...] = ("lora", "qlora", "full")
 SHORT_METHOD = {"full": "full", "lora": "LoRA", "qlora": "QLoRA"}
 SHORT_SHARDING = {"none": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3 / FSDP"}
+
+
+def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
+    """The same setup trained another way. A stack's defaults can depend on the method (TRL: fp32 LoRA
+    adapters, bf16 ones on a 4-bit base), so the values the stack chose are chosen again for this method;
+    the user's own choices are kept."""
+    if setup.stack is None:
+        return replace(setup, method=method)
+    given = {f.name: getattr(setup, f.name) for f in fields(setup)
+             if f.name not in setup.from_stack and f.name not in ("stack", "from_stack")}
+    return resolve_setup(setup.stack, **{**given, "method": method})
 
 
 def size_label(size_b: float) -> str:
@@ -159,7 +171,7 @@ def fits_grid(models: Sequence[tuple[str, ModelSpec]], setup: TrainingSetup, dev
     cells: list[FitCell] = []
     conclusions: list[Conclusion] = []
     for method in methods:
-        method_setup = replace(setup, method=method)
+        method_setup = with_method(setup, method)
         row: list[FitCell] = []
         for label, spec in ordered:
             est = estimate(spec, method_setup, rule)
@@ -197,7 +209,7 @@ def size_table(setup: TrainingSetup, sizes: Sequence[float] = TABLE_SIZES_B,
         size_b = spec.params_total / 1e9
         row: dict[str, object] = {"Model": label, "Parameters (B)": size_b}
         for method in methods:
-            est = estimate(spec, replace(setup, method=method))
+            est = estimate(spec, with_method(setup, method))
             name = SHORT_METHOD[method]
             row[f"{name} · rule (GB)"] = rule_gb(size_b, method, master)
             row[f"{name} · detailed (GB)"] = est.total_bytes / GB
@@ -262,7 +274,7 @@ def compare_setups(setup: TrainingSetup, methods: Sequence[str], variants: Seque
     variant precision or optimizer. A variant equal to the current setting adds nothing."""
     out: list[tuple[str, TrainingSetup]] = []
     for method in (m for m in FIGURE_ORDER if m in methods):
-        base = replace(setup, method=method)
+        base = with_method(setup, method)
         out.append((METHOD_LABELS[method], base))
         for variant in variants:
             field = "precision" if variant in PRECISIONS else "optimizer"

@@ -20,6 +20,7 @@ from estimator import (
     ModelSpec,
     TrainingSetup,
     custom_device,
+    find_devices,
     generic_spec,
     get_device,
     list_presets,
@@ -27,6 +28,8 @@ from estimator import (
     parse_config_text,
     parse_targets,
 )
+from estimator.options import LOSSES
+from estimator.stacks import DEFAULT_STACK, STACK_IDS, STACKS, get_stack, resolve_setup, setup_summary
 from estimator.training import (
     ATTENTIONS,
     METHOD_LABELS,
@@ -58,9 +61,15 @@ RANKS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 GPUS_MAX = 1024
 CAPACITY_MAX_GB = 100_000.0
 
+AUTO = "auto"  # "the stack's default" for the settings a training stack fills
+CKPT_CHOICES: tuple[str, ...] = (AUTO, "true", "false", "offload")  # offload = on, inputs in CPU RAM
+LOSS_CHOICES: tuple[str, ...] = (AUTO, *LOSSES)
+OPTIMIZER_CHOICES: tuple[str, ...] = (AUTO, *OPTIMIZERS)
+
 DEFAULTS: dict[str, object] = {
-    "model": DEFAULT_MODEL, "size": 7, "method": "lora", "precision": "bf16", "optimizer": "adamw",
-    "batch": 1, "max_len": 2048, "ckpt": False, "attn": "sdpa", "rank": 16, "targets": "all-linear",
+    "model": DEFAULT_MODEL, "size": 7, "stack": DEFAULT_STACK, "method": "lora", "precision": "bf16",
+    "optimizer": AUTO, "batch": 1, "max_len": 2048, "ckpt": AUTO, "loss": AUTO, "attn": "sdpa", "rank": 16,
+    "targets": "all-linear",
     "gpus": 1, "sharding": "none", "device": DEFAULT_DEVICE, "capacity": 24.0, "kind": "discrete",
     "rule": False, "present": False,
 }
@@ -108,13 +117,14 @@ def _is_valid(key: str, raw: str) -> bool:
     """Would the bound widget accept this URL value? (Streamlit drops invalid ones silently; we say so.)"""
     choices: dict[str, list[str]] = {
         "model": model_options(), "method": list(METHOD_LABELS), "precision": list(PRECISIONS),
-        "optimizer": list(OPTIMIZERS), "attn": list(ATTENTIONS), "sharding": list(SHARDINGS),
+        "optimizer": list(OPTIMIZER_CHOICES), "attn": list(ATTENTIONS), "sharding": list(SHARDINGS),
+        "stack": list(STACK_IDS), "loss": list(LOSS_CHOICES), "ckpt": list(CKPT_CHOICES),
         "device": [d.id for d in CATALOG] + [CUSTOM], "kind": ["discrete", "unified"],
         "size": [str(s) for s in SIZE_STEPS], "rank": [str(r) for r in RANKS],
     }
     if key in choices:
         return raw in choices[key]
-    if key in ("ckpt", "rule", "present"):
+    if key in ("rule", "present"):
         return raw.lower() in ("true", "false")
     if key == "batch":
         return _valid_number(raw, 1, BATCH_MAX, True)
@@ -182,6 +192,24 @@ def _drop_overflowing_params(notes: list[str]) -> None:
         return
     st.session_state[_PENDING_NOTES] = notes
     st.rerun()
+
+
+_FIND_NOTE = "_device_find_note"
+
+
+def _find_device() -> None:
+    """The 'Find a device' box: point the Device selectbox at the best catalog match (estimator.find_devices)."""
+    query = str(st.session_state.get("device_find", "")).strip()
+    if not query:
+        st.session_state[_FIND_NOTE] = ""
+        return
+    matches = find_devices(query)
+    if matches:
+        st.session_state["device"] = matches[0].id
+        others = ", ".join(d.id for d in matches[1:4])
+        st.session_state[_FIND_NOTE] = f"Found {matches[0].name}" + (f" (also: {others})" if others else "")
+    else:
+        st.session_state[_FIND_NOTE] = f"No device matches '{query[:40]}'."
 
 
 _LAST_RUN = "_inputs_last_run"  # {"page": page script hash, "values": {parameter: value}}
@@ -290,6 +318,12 @@ def render_inputs() -> Inputs:
                                   bind="query-params", required=True,
                                   help="full = every weight trains; lora = frozen 16-bit base + small adapters; "
                                        "qlora = frozen 4-bit base + adapters.")
+    stack_id = sb.selectbox("Training stack", list(STACK_IDS), index=list(STACK_IDS).index(DEFAULT_STACK),
+                            key="stack", bind="query-params",
+                            help="The framework you train with: its defaults fill every setting left on 'auto' "
+                                 "(checkpointing, loss, optimizer, adapter dtypes, QLoRA preparation). "
+                                 + "; ".join(f"{k}: {st_.label}" for k, st_ in STACKS.items()))
+    sb.caption(plain(get_stack(str(stack_id)).version if stack_id in STACKS else ""))
     precision = sb.selectbox("Precision", list(PRECISIONS), index=0, key="precision", bind="query-params",
                              help="; ".join(f"{k}: {v}" for k, v in PRECISION_LABELS.items()))
     batch = sb.slider("Batch size (per GPU)", 1, BATCH_MAX, 1, step=1, key="batch", bind="query-params")
@@ -299,13 +333,21 @@ def render_inputs() -> Inputs:
                      help="Powers of two; type an exact length below.")
     max_len = sb.number_input("Exact max length", min_value=1, max_value=MAX_LEN_MAX, value=2048, step=128,
                               key="max_len", bind="query-params")
-    ckpt = sb.toggle("Gradient checkpointing", value=False, key="ckpt", bind="query-params",
-                     help="Keeps only each layer's input and recomputes the rest in backward: far less "
-                          "activation memory, 20–30 % slower.")
+    ckpt = sb.segmented_control(
+        "Gradient checkpointing", list(CKPT_CHOICES), default=AUTO, key="ckpt", bind="query-params",
+        required=True,
+        help="auto = what the training stack does; true = keep only each layer's input and recompute the rest in "
+             "backward (far less activation memory, 20–30 % slower); offload = the same with those inputs in CPU "
+             "RAM (transformers' offloaded checkpointing, Unsloth's default).")
 
-    with sb.expander("Optimizer, attention, LoRA"):
-        optimizer = st.selectbox("Optimizer", list(OPTIMIZERS), index=0, key="optimizer", bind="query-params",
-                                 help="; ".join(f"{k}: {v}" for k, v in OPTIMIZER_LABELS.items()))
+    with sb.expander("Optimizer, loss, attention, LoRA"):
+        optimizer = st.selectbox("Optimizer", list(OPTIMIZER_CHOICES), index=0, key="optimizer",
+                                 bind="query-params",
+                                 help="auto = the stack's default; " + "; ".join(
+                                     f"{k}: {v}" for k, v in OPTIMIZER_LABELS.items()))
+        loss = st.selectbox("Loss", list(LOSS_CHOICES), index=0, key="loss", bind="query-params",
+                            help="auto = the stack's loss; " + "; ".join(
+                                f"{k}: {o.summary}" for k, o in LOSSES.items()))
         attn = st.selectbox("Attention", list(ATTENTIONS), index=0, key="attn", bind="query-params",
                             help="sdpa = PyTorch SDPA / flash (no s² memory); eager = materialised scores.")
         lora_off = method == "full"
@@ -320,6 +362,11 @@ def render_inputs() -> Inputs:
         sharding = st.selectbox("Sharding", list(SHARDINGS), index=0, key="sharding", bind="query-params",
                                 help="; ".join(f"{k}: {v}" for k, v in SHARDING_LABELS.items()))
 
+    sb.text_input("Find a device", key="device_find", on_change=_find_device, max_chars=60,
+                  placeholder="4080, A6000, T4, H100, M3 Max…",
+                  help="Type a card's name or a nickname: the Device box below jumps to the first match.")
+    if st.session_state.get(_FIND_NOTE):
+        sb.caption(plain(st.session_state[_FIND_NOTE]))
     device_ids = [d.id for d in CATALOG] + [CUSTOM]
     names = {d.id: d.name for d in CATALOG} | {CUSTOM: "Custom capacity"}
     device_choice = sb.selectbox("Device", device_ids, index=device_ids.index(DEFAULT_DEVICE), key="device",
@@ -348,15 +395,25 @@ def render_inputs() -> Inputs:
         except ValueError as exc:
             notes.append(f"LoRA targets: {exc}. Using all-linear.")
             targets = ("all-linear",)
+    stack_id = str(stack_id) if stack_id in STACKS else DEFAULT_STACK
+    settings = dict(
+        method=str(method), precision=str(precision), batch=int(batch), seq_len=int(max_len),
+        attention=str(attn), lora_rank=int(rank), lora_targets=targets, gpus=int(gpus), sharding=str(sharding),
+        optimizer=None if optimizer == AUTO else str(optimizer),
+        grad_ckpt={"true": True, "false": False, "offload": True}.get(str(ckpt)),
+        offload_activations={"offload": True, "false": False, "true": False}.get(str(ckpt)),
+        loss=None if loss == AUTO else str(loss),
+    )
     try:
-        setup = TrainingSetup(
-            method=str(method), precision=str(precision), optimizer=str(optimizer), batch=int(batch),
-            seq_len=int(max_len), grad_ckpt=bool(ckpt), attention=str(attn), lora_rank=int(rank),
-            lora_targets=targets, gpus=int(gpus), sharding=str(sharding),
-        )
+        setup = resolve_setup(stack_id, **settings)
     except ValueError as exc:
-        notes.append(f"Setup not valid ({exc}); using defaults.")
-        setup = TrainingSetup()
+        notes.append(f"{exc}. Using the stack's own loss.")
+        try:
+            setup = resolve_setup(stack_id, **{**settings, "loss": None})
+        except ValueError as exc2:
+            notes.append(f"Setup not valid ({exc2}); using defaults.")
+            setup = resolve_setup(DEFAULT_STACK)
+    sb.caption(plain(setup_summary(setup)))
     return Inputs(model=spec, setup=setup, device=device, rule="seed" if rule_on else None,
                   presentation=bool(present), notes=tuple(notes), model_choice=str(choice))
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from estimator import ModelSpec, TrainingSetup, estimate, load_preset, preset_ids, spec_from_config
 from estimator.memory import ALLOCATOR_SLACK
+from estimator.stacks import resolve_setup
 from estimator.units import GB, GiB
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,23 +24,21 @@ FIXTURES = ROOT / "tests" / "data" / "calibration" / "fixtures.json"
 PUBLISHED = ROOT / "data" / "published_measurements.csv"
 PUBLISHED_CONFIGS = ROOT / "data" / "published_configs"
 
-# What each framework does differently from the HF Trainer + PEFT defaults the estimator assumes.
-FRAMEWORK_OPTIONS: dict[str, dict[str, Any]] = {
-    # LitGPT: bf16-true (adapters bf16, no autocast), CE on bf16 logits, bnb.nf4 without double quant,
-    # no fp32 upcast of the non-quantised weights.
-    "litgpt": {"adapter_dtype": "bf16", "ce_fp32_upcast": False, "nf4_double_quant": False,
-               "qlora_fp32_upcast": False, "load_16bit_first": True},
-    # torchtune: whole model incl. adapters in bf16; torchao NF4 (double-quantised scalers); no upcast.
-    "torchtune": {"adapter_dtype": "bf16", "qlora_fp32_upcast": False},
-    "peft-bench": {},
-    "hf-trainer": {},
+# The training stack each published framework ran (estimator.stacks): its defaults fill what a row does not
+# state. The PEFT benchmark (method_comparison/MetaMathQA/run.py) is a hand-written loop: the plain stack.
+FRAMEWORK_STACKS: dict[str, str] = {
+    "litgpt": "litgpt",
+    "torchtune": "torchtune",
+    "peft-bench": "plain",
+    "hf-trainer": "trainer",
 }
+
 
 # Published rows that use techniques outside the model; their errors are reported and explained.
 EXPLANATIONS: dict[str, str] = {
-    "torch.compile": "torch.compile fuses elementwise ops and frees intermediates: fewer saved activations",
+    "compile": "torch.compile fuses elementwise ops and frees intermediates (and its compiled cross-entropy "
+               "keeps the 16-bit logits, not an fp32 log-softmax): fewer saved activations",
     "optimizer_in_bwd": "the optimizer step runs inside backward, so the full gradient set never exists",
-    "activation offloading": "activations are offloaded to CPU RAM during forward",
     "validation": "the peak includes validation and sample generation at other batch sizes",
     "packed": "packed samples use a block-causal document mask",
 }
@@ -146,6 +145,7 @@ def tracer_rows() -> list[dict[str, Any]]:
             method=s["method"], precision=s["precision"], optimizer=s.get("optimizer", "adamw"),
             batch=int(s["batch"]), seq_len=int(s["seq_len"]), grad_ckpt=bool(s["grad_ckpt"]),
             attention=s.get("attention", "sdpa"), loss=s.get("loss", "standard"),
+            offload_activations=bool(s.get("offload_activations", False)),
             lora_rank=int(s.get("lora_rank") or 16),
             lora_targets=("all-linear",) if targets == "all-linear" else tuple(targets),
         )
@@ -167,16 +167,23 @@ def published_rows() -> list[dict[str, Any]]:
     rows = []
     for r in _published():
         spec = _published_spec(r["config_id"])
-        options = dict(FRAMEWORK_OPTIONS.get(r["framework"], {}))
         notes = r.get("notes", "")
+        # "adamw" in the table names the algorithm; whether it ran fused or foreach is the stack's default.
+        optimizer = None if r["optimizer"] == "adamw" else r["optimizer"]
+        # The loss and offloading a row states in its notes (torchtune's memory table switches them row by row).
+        loss = None
         if "CEWithChunkedOutputLoss" in notes or "chunked CE" in notes:
-            options["loss"] = "chunked"
-        setup = TrainingSetup(
-            method=r["method"], precision=r["precision"], optimizer=r["optimizer"], batch=int(r["batch"]),
+            loss = "chunked"
+        elif "standard cross-entropy" in notes or "plain CrossEntropyLoss" in notes:
+            loss = "standard"
+        offload = True if "activation offloading" in notes else None
+        setup = resolve_setup(
+            FRAMEWORK_STACKS[r["framework"]],
+            method=r["method"], precision=r["precision"], optimizer=optimizer, batch=int(r["batch"]),
             seq_len=int(r["seq_len"]), grad_ckpt=r["grad_ckpt"].lower() == "true",
             attention=r["attention"] or "sdpa", lora_rank=int(r["lora_rank"] or 16),
             lora_targets=_map_targets(spec, _targets(r["lora_targets"])), gpus=int(r["gpus"] or 1),
-            sharding=r["sharding"] or "none", **options,
+            sharding=r["sharding"] or "none", loss=loss, offload_activations=offload,
         )
         est = estimate(spec, setup)
         unit = GiB if r["measured_unit"] == "GiB" else GB
@@ -191,7 +198,8 @@ def published_rows() -> list[dict[str, Any]]:
         reasons = [ROW_EXPLANATIONS[r["id"]]] if r["id"] in ROW_EXPLANATIONS else [
             text for key, text in EXPLANATIONS.items() if key in notes.lower() or key in notes]
         rows.append({
-            "id": r["id"], "model": r["model"], "framework": r["framework"], "method": setup.method,
+            "id": r["id"], "model": r["model"], "framework": r["framework"], "stack": setup.stack,
+            "method": setup.method,
             "precision": setup.precision, "batch": setup.batch, "seq_len": setup.seq_len,
             "grad_ckpt": setup.grad_ckpt, "gpus": setup.gpus, "measure": r["measure"],
             "measured_gb": measured / GB, "estimated_gb": predicted / GB, "error_pct": error,
