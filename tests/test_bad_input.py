@@ -27,8 +27,8 @@ PAGES = ("pages/calculator.py", "pages/compare.py", "pages/fits.py", "pages/size
          "pages/scale.py", "pages/how.py")
 
 # The URL parameters the brief promises (ui.inputs binds one widget to each).
-URL_PARAMS = ("model", "size", "method", "precision", "optimizer", "batch", "max_len", "ckpt", "attn", "rank",
-              "targets", "gpus", "sharding", "device", "capacity", "kind", "rule", "present")
+URL_PARAMS = ("model", "size", "stack", "method", "precision", "optimizer", "batch", "max_len", "ckpt", "loss",
+              "attn", "rank", "targets", "gpus", "sharding", "device", "capacity", "kind", "rule", "present")
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"
@@ -141,7 +141,7 @@ def test_baseline_shows_a_verdict(baseline):
 
 @pytest.mark.parametrize("kind", list(PAYLOADS))
 def test_every_param_set_to_bad_value(kind, baseline):
-    """All 18 parameters at once set to one bad value, plus unknown names: defaults, notes, no markup."""
+    """All 20 parameters at once set to one bad value, plus unknown names: defaults, notes, no markup."""
     payload = PAYLOADS[kind]
     params: dict[str, object] = dict.fromkeys(URL_PARAMS, payload)
     params["nonsense"] = payload
@@ -182,6 +182,79 @@ def test_one_bad_param_alone(key, baseline):
         else:
             assert f"'{key}'" in notes, notes
         assert verdict_of(at) == verdict_of(baseline)
+
+
+def _summary(at: AppTest) -> str:
+    """The main page's setup summary line (estimator.stacks.setup_summary), unescaped."""
+    from estimator.stacks import STACKS
+
+    heads = tuple(f"{stack.version}: " for stack in STACKS.values())
+    found = [_unescape(c.value) for c in at.main.caption if _unescape(c.value).startswith(heads)]
+    assert len(found) == 1, [c.value for c in at.main.caption]
+    return found[0]
+
+
+@pytest.mark.parametrize("payload", ["zzz", "TRL", "trl ", "", SCRIPT])
+def test_unknown_stack_falls_back_to_trl_with_a_note(payload, baseline):
+    from estimator.stacks import resolve_setup, setup_summary
+
+    at = run({"stack": payload})
+    assert_safe(at)
+    assert "The link's value for 'stack' was not valid; using the default (trl)." in notes_text(at)
+    assert at.sidebar.selectbox(key="stack").value == "trl"
+    assert _summary(at) == setup_summary(resolve_setup("trl")) == _summary(baseline)
+    assert verdict_of(at) == verdict_of(baseline)
+    assert chart_data(at) == chart_data(baseline)
+
+
+@pytest.mark.parametrize("payload", ["zzz", "liger", "Fused", "", SCRIPT])
+def test_unknown_loss_falls_back_to_auto_with_a_note(payload, baseline):
+    at = run({"loss": payload})
+    assert_safe(at)
+    assert "The link's value for 'loss' was not valid; using the default (auto)." in notes_text(at)
+    assert at.get_by_key("loss").value == "auto"
+    assert _summary(at) == _summary(baseline)
+    assert verdict_of(at) == verdict_of(baseline)
+    assert chart_data(at) == chart_data(baseline)
+
+
+def _unavailable_losses() -> list[tuple[str, str]]:
+    from estimator.stacks import STACKS
+
+    return [(sid, loss) for sid, stack in STACKS.items() for loss in stack.unavailable]
+
+
+@pytest.mark.parametrize(("stack_id", "loss"), _unavailable_losses(), ids=lambda v: str(v))
+def test_a_loss_the_stack_cannot_do_names_the_stack_and_uses_its_loss(stack_id, loss):
+    """?stack=torchtune&loss=fused and the like: a valid link value the stack cannot honour. A note naming the
+    stack, and the page works on with the stack's own loss."""
+    from estimator import estimate, get_device, verdict
+    from estimator.stacks import STACKS, resolve_setup, setup_summary
+
+    stack = STACKS[stack_id]
+    at = run({"stack": stack_id, "loss": loss})
+    assert_safe(at)
+    notes = notes_text(at)
+    assert f"the {stack.label} stack cannot use the '{loss}' loss" in notes, notes
+    assert "Using the stack's own loss." in notes
+    setup = resolve_setup(stack_id)
+    assert _summary(at) == setup_summary(setup)
+    est = estimate(load_preset("llama-3.1-8b"), setup)
+    expected = verdict(est.total_bytes, get_device("rtx-4090"), est.high_bytes).headline
+    assert _unescape(verdict_of(at)[0]).endswith(f"[{expected}]")
+    assert chart_data(at)
+
+
+@pytest.mark.parametrize("page_path", PAGES[1:])
+def test_a_loss_the_stack_cannot_do_on_every_page(page_path):
+    at = run({"stack": "torchtune", "loss": "fused"})
+    at.switch_page(page_path)
+    for key, value in {"stack": "torchtune", "loss": "fused"}.items():
+        at.query_params[key] = value
+    at.run()
+    assert_safe(at)
+    assert "the torchtune stack cannot use the 'fused' loss" in notes_text(at)
+    assert at.title and not at.error
 
 
 def test_repeated_and_mixed_values(baseline):

@@ -35,6 +35,7 @@ from estimator import (
     verdict,
 )
 from estimator.cli import estimate_json
+from estimator.stacks import DEFAULT_STACK, resolve_setup, setup_summary
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX
 from ui.report import NEGLIGIBLE_BYTES, breakdown_csv, breakdown_frame
 
@@ -45,6 +46,14 @@ TIMEOUT = 30
 LLAMA = load_preset("llama-3.1-8b")
 RTX = get_device("rtx-4090")
 LAPTOP = get_device("laptop-36gb")
+# The app's default view is the default training stack's setup (TRL), not TrainingSetup()'s neutral baseline.
+assert DEFAULT_STACK == "trl"
+TRL = resolve_setup("trl")
+
+
+def trl(**settings) -> TrainingSetup:
+    """What the sidebar resolves with the TRL stack and these settings."""
+    return resolve_setup("trl", **settings)
 
 
 def run(params: dict[str, str] | None = None) -> AppTest:
@@ -96,13 +105,16 @@ def default_at() -> AppTest:
 
 
 def test_default_view_shows_the_estimators_verdict(default_at):
-    est = estimate(LLAMA, TrainingSetup())
+    est = estimate(LLAMA, TRL)
     assert headline(default_at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
-    assert headline(default_at).startswith("Too big by ")  # 8B LoRA at 2,048 tokens needs > 24 GB
-    assert default_at.header[0].proto.body.startswith(":red[")
+    # 8B LoRA at 2,048 tokens under TRL (checkpointing, chunked loss) ≈ 19 GB: fits the 4090's 25.8 GB.
+    assert headline(default_at) == f"Fits: {to_gb(est.total_bytes):,.1f} GB of 25.8 GB usable"
+    assert default_at.header[0].proto.body.startswith(":green[")
     captions = [unescape(c.value) for c in default_at.caption]
     assert "Llama-3.1-8B · LoRA · bf16 · batch 1 × 2,048 tokens · detailed estimate" in captions
-    assert f"{RTX.name}: 24.0 GB (22.4 GiB) usable of 24.0 GB (22.4 GiB)" in captions
+    assert f"{RTX.name}: {to_gb(RTX.usable_bytes):,.1f} GB ({RTX.usable_bytes / 2**30:,.1f} GiB) usable of " \
+           f"{to_gb(RTX.capacity_bytes):,.1f} GB ({RTX.capacity_bytes / 2**30:,.1f} GiB)" in captions
+    assert f"{RTX.name}: 25.8 GB (24.0 GiB) usable of 25.8 GB (24.0 GiB)" in captions  # nvidia-smi's 24,564 MiB
     detail = markdown_text(default_at)
     assert f"Expected peak {to_gb(est.total_bytes):,.1f} GB ({est.total_bytes / 2**30:,.1f} GiB)" in detail
     assert f"likely {to_gb(est.low_bytes):,.1f}–{to_gb(est.high_bytes):,.1f} GB" in detail
@@ -111,10 +123,12 @@ def test_default_view_shows_the_estimators_verdict(default_at):
 
 
 def test_default_chart_and_table_carry_the_same_numbers(default_at):
-    est = estimate(LLAMA, TrainingSetup())
+    est = estimate(LLAMA, TRL)
     assert bar_total_gb(default_at) == pytest.approx(to_gb(est.total_bytes))
+    assert bar_total_gb(default_at) != pytest.approx(to_gb(estimate(LLAMA, TrainingSetup()).total_bytes))
     usable_line = next(s for s in chart(default_at)["layout"]["shapes"] if s.get("name") == "usable")
-    assert usable_line["x0"] == pytest.approx(24.0)
+    assert usable_line["x0"] == pytest.approx(to_gb(RTX.usable_bytes))
+    assert usable_line["x0"] == pytest.approx(24_564 * 2**20 / 1e9)  # 25.8 GB
     (table,) = default_at.dataframe
     pd.testing.assert_frame_equal(table.value.reset_index(drop=True), breakdown_frame(est))
     assert [b.label for b in default_at.download_button] == ["Download CSV", "Download JSON"]
@@ -124,13 +138,15 @@ def test_inputs_survive_a_rerun_because_the_page_draws_them(default_at):
     """AppTest reruns only the page after set_value(): the sidebar is still complete and still applied."""
     at = run({"device": "laptop-36gb"})
     before = {kind: len(getattr(at.sidebar, kind)) for kind in ("selectbox", "slider", "select_slider", "toggle",
-                                                               "number_input", "text_input")}
-    assert before["selectbox"] == 6 and before["toggle"] == 3  # rule, ckpt, present
+                                                               "number_input", "text_input", "button_group")}
+    # model, stack, precision, optimizer, loss, attn, sharding, device; toggles rule, present;
+    # segmented controls method, ckpt, kind
+    assert before["selectbox"] == 8 and before["toggle"] == 2 and before["button_group"] == 3
     at.sidebar.slider(key="batch").set_value(2).run()
     after = {kind: len(getattr(at.sidebar, kind)) for kind in before}
     assert after == before
     assert at.sidebar.selectbox(key="device").value == "laptop-36gb"
-    assert headline(at) == expected_headline(LLAMA, TrainingSetup(batch=2), LAPTOP)
+    assert headline(at) == expected_headline(LLAMA, trl(batch=2), LAPTOP)
 
 
 @pytest.mark.parametrize(("folder", "vanishes"), [("pages", True), ("views", False)])
@@ -156,14 +172,15 @@ def test_entrypoint_widgets_vanish_on_rerun_next_to_a_pages_folder(tmp_path, fol
 # ---- the seed's worked examples (rule mode) --------------------------------------------------------------
 
 SEED_EXAMPLES = [
-    # (URL parameters, the verdict headline) — ../shared/seed-notes.md, 36 GB laptop and 16 GB GPU
-    ({"size": "1.5", "method": "lora", "device": "laptop-36gb"}, "Fits: 6.0 GB of 27.0 GB usable"),
-    ({"size": "7", "method": "lora", "device": "laptop-36gb"}, "Fits: 17.0 GB of 27.0 GB usable"),
-    ({"size": "14", "method": "lora", "device": "laptop-36gb"}, "Too big by 4.0 GB"),
-    ({"size": "1.5", "method": "full", "device": "laptop-36gb"}, "Fits: 22.0 GB of 27.0 GB usable"),
-    ({"size": "3", "method": "full", "device": "laptop-36gb"}, "Too big by 13.0 GB"),
-    ({"size": "8", "method": "lora", "device": "gpu-16gb"}, "Too big by 3.0 GB"),
-    ({"size": "8", "method": "qlora", "device": "gpu-16gb"}, "Fits: 9.3 GB of 16.0 GB usable"),
+    # (URL parameters, the verdict headline) — the product page's 36 GB laptop and 16 GB GPU, at the sizes
+    # the machines report: the laptop's 27 GiB usable is 29.0 GB, the 16 GB card's 16,376 MiB is 17.2 GB.
+    ({"size": "1.5", "method": "lora", "device": "laptop-36gb"}, "Fits: 6.0 GB of 29.0 GB usable"),
+    ({"size": "7", "method": "lora", "device": "laptop-36gb"}, "Fits: 17.0 GB of 29.0 GB usable"),
+    ({"size": "14", "method": "lora", "device": "laptop-36gb"}, "Too big by 2.0 GB"),
+    ({"size": "1.5", "method": "full", "device": "laptop-36gb"}, "Fits: 22.0 GB of 29.0 GB usable"),
+    ({"size": "3", "method": "full", "device": "laptop-36gb"}, "Too big by 11.0 GB"),
+    ({"size": "8", "method": "lora", "device": "gpu-16gb"}, "Too big by 1.8 GB"),
+    ({"size": "8", "method": "qlora", "device": "gpu-16gb"}, "Fits: 9.3 GB of 17.2 GB usable"),
 ]
 
 
@@ -175,9 +192,22 @@ def test_seed_examples_in_rule_mode(params, expected):
     assert "seed rule of thumb" in unescape(at.caption[0].value)
 
 
-def test_rule_mode_shows_the_seed_number_and_the_gap_to_the_detailed_estimate():
+def test_rule_mode_under_trl_matches_the_seed_number():
+    """TRL's 7B LoRA estimate lands within 0.05 GB of the seed's 17 GB: the comparison box says they match."""
     at = run({"model": "by-size", "size": "7", "rule": "true", "device": "laptop-36gb"})
-    detailed = estimate(generic_spec(7), TrainingSetup())
+    detailed = estimate(generic_spec(7), TRL)
+    assert abs(detailed.total_bytes - 17e9) < 0.05e9
+    (info,) = at.info
+    text = unescape(info.value)
+    assert f"The detailed estimate ({to_gb(detailed.total_bytes):,.1f} GB (" in text
+    assert "matches the rule of thumb" in text
+    assert bar_total_gb(at) == pytest.approx(17.0)
+
+
+def test_rule_mode_shows_the_seed_number_and_the_gap_to_the_detailed_estimate():
+    # The plain loop (no checkpointing, full fp32 logits) is far above the rule: the box gives the gap.
+    at = run({"model": "by-size", "size": "7", "rule": "true", "device": "laptop-36gb", "stack": "plain"})
+    detailed = estimate(generic_spec(7), resolve_setup("plain"))
     (info,) = at.info
     text = unescape(info.value)
     diff = detailed.total_bytes - 17e9
@@ -198,30 +228,35 @@ BASE = {"model": "by-size", "size": "7", "device": "laptop-36gb"}
 SEVEN = generic_spec(7)
 # (widget kind, key, new value, extra URL parameters, expected (spec, setup, device) after the change)
 WIDGETS = [
-    ("selectbox", "model", "qwen2.5-7b", {}, (load_preset("qwen2.5-7b"), TrainingSetup(), LAPTOP)),
-    ("select_slider", "size", 14, {}, (generic_spec(14), TrainingSetup(), LAPTOP)),
-    ("segmented_control", "method", "qlora", {}, (SEVEN, TrainingSetup(method="qlora"), LAPTOP)),
-    ("selectbox", "precision", "mixed", {}, (SEVEN, TrainingSetup(precision="mixed"), LAPTOP)),
-    ("slider", "batch", 4, {}, (SEVEN, TrainingSetup(batch=4), LAPTOP)),
-    ("select_slider", "max_len_pow2", 512, {}, (SEVEN, TrainingSetup(seq_len=512), LAPTOP)),
-    ("number_input", "max_len", 3000, {}, (SEVEN, TrainingSetup(seq_len=3000), LAPTOP)),
-    ("toggle", "ckpt", True, {}, (SEVEN, TrainingSetup(grad_ckpt=True), LAPTOP)),
+    ("selectbox", "model", "qwen2.5-7b", {}, (load_preset("qwen2.5-7b"), TRL, LAPTOP)),
+    ("select_slider", "size", 14, {}, (generic_spec(14), TRL, LAPTOP)),
+    ("segmented_control", "method", "qlora", {}, (SEVEN, trl(method="qlora"), LAPTOP)),
+    ("selectbox", "stack", "plain", {}, (SEVEN, resolve_setup("plain"), LAPTOP)),
+    ("selectbox", "precision", "mixed", {}, (SEVEN, trl(precision="mixed"), LAPTOP)),
+    ("slider", "batch", 4, {}, (SEVEN, trl(batch=4), LAPTOP)),
+    ("select_slider", "max_len_pow2", 512, {}, (SEVEN, trl(seq_len=512), LAPTOP)),
+    ("number_input", "max_len", 3000, {}, (SEVEN, trl(seq_len=3000), LAPTOP)),
+    # TRL checkpoints by default: "false" turns it off, "offload" moves the layer inputs to CPU RAM.
+    ("segmented_control", "ckpt", "false", {}, (SEVEN, trl(grad_ckpt=False, offload_activations=False), LAPTOP)),
+    ("segmented_control", "ckpt", "offload", {}, (SEVEN, trl(grad_ckpt=True, offload_activations=True), LAPTOP)),
     ("selectbox", "optimizer", "adamw_8bit", {"method": "full"},
-     (SEVEN, TrainingSetup(method="full", optimizer="adamw_8bit"), LAPTOP)),
-    ("selectbox", "attn", "eager", {}, (SEVEN, TrainingSetup(attention="eager"), LAPTOP)),
-    ("select_slider", "rank", 256, {}, (SEVEN, TrainingSetup(lora_rank=256), LAPTOP)),
-    ("text_input", "targets", "q_proj,v_proj", {}, (SEVEN, TrainingSetup(lora_targets=("q_proj", "v_proj")), LAPTOP)),
-    ("number_input", "gpus", 4, {}, (SEVEN, TrainingSetup(gpus=4), LAPTOP)),
+     (SEVEN, trl(method="full", optimizer="adamw_8bit"), LAPTOP)),
+    ("selectbox", "loss", "standard", {}, (SEVEN, trl(loss="standard"), LAPTOP)),
+    ("selectbox", "attn", "eager", {}, (SEVEN, trl(attention="eager"), LAPTOP)),
+    ("select_slider", "rank", 256, {}, (SEVEN, trl(lora_rank=256), LAPTOP)),
+    ("text_input", "targets", "q_proj,v_proj", {}, (SEVEN, trl(lora_targets=("q_proj", "v_proj")), LAPTOP)),
+    ("number_input", "gpus", 4, {}, (SEVEN, trl(gpus=4), LAPTOP)),
     ("selectbox", "sharding", "zero3", {"gpus": "8", "method": "full"},
-     (SEVEN, TrainingSetup(method="full", gpus=8, sharding="zero3"), LAPTOP)),
-    ("selectbox", "device", "h100-80gb", {}, (SEVEN, TrainingSetup(), get_device("h100-80gb"))),
-    ("number_input", "capacity", 48.0, {"device": "custom"}, (SEVEN, TrainingSetup(), custom_device(48, "discrete"))),
+     (SEVEN, trl(method="full", gpus=8, sharding="zero3"), LAPTOP)),
+    ("selectbox", "device", "h100-80gb", {}, (SEVEN, TRL, get_device("h100-80gb"))),
+    ("number_input", "capacity", 48.0, {"device": "custom"}, (SEVEN, TRL, custom_device(48, "discrete"))),
     ("segmented_control", "kind", "unified", {"device": "custom"},
-     (SEVEN, TrainingSetup(), custom_device(24, "unified"))),
+     (SEVEN, TRL, custom_device(24, "unified"))),
 ]
 
 
-@pytest.mark.parametrize(("kind", "key", "value", "extra", "expected"), WIDGETS, ids=[w[1] for w in WIDGETS])
+@pytest.mark.parametrize(("kind", "key", "value", "extra", "expected"), WIDGETS,
+                         ids=[f"{w[1]}={w[2]}" for w in WIDGETS])
 def test_every_widget_changes_the_verdict_and_chart(kind, key, value, extra, expected):
     at = run({**BASE, **extra})
     before = (headline(at), bar_total_gb(at))
@@ -236,9 +271,82 @@ def test_every_widget_changes_the_verdict_and_chart(kind, key, value, extra, exp
     assert all(re.match(r"(Close call|Borderline)", unescape(w.value)) for w in at.warning), at.warning
 
 
+# ---- training stacks -----------------------------------------------------------------------------------------
+
+
+def main_captions(at: AppTest) -> list[str]:
+    return [unescape(c.value) for c in at.main.caption]
+
+
+def test_default_view_is_the_trl_stack(default_at):
+    """The number a user sees first is TRL's (checkpointing on, chunked LM-head loss), and the page says so."""
+    assert default_at.sidebar.selectbox(key="stack").value == "trl"
+    summary = setup_summary(TRL)
+    assert summary == ("TRL 1.16.0 (transformers 5.24, PEFT 0.21): checkpointing on (TRL default) · "
+                       "loss: TRL fused chunked LM head (TRL default) · optimizer: AdamW (fused) (TRL default) · "
+                       "fp32 adapters (TRL default)")
+    assert summary in main_captions(default_at)
+    assert summary in [unescape(c.value) for c in default_at.sidebar.caption]
+    est = estimate(LLAMA, TRL)
+    assert headline(default_at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
+    assert bar_total_gb(default_at) == pytest.approx(to_gb(est.total_bytes))
+    assert f"Expected peak {to_gb(est.total_bytes):,.1f} GB" in markdown_text(default_at)
+
+
+def test_switching_the_stack_to_plain_changes_verdict_chart_and_summary(default_at):
+    at = run()
+    at.sidebar.selectbox(key="stack").set_value("plain").run()
+    assert not at.exception, [e.value for e in at.exception]
+    plain_setup = resolve_setup("plain")
+    est = estimate(LLAMA, plain_setup)
+    assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
+    assert headline(at).startswith("Too big by ")  # no checkpointing, full fp32 logits: ≈ 36 GB
+    assert headline(at) != headline(default_at)
+    assert bar_total_gb(at) == pytest.approx(to_gb(est.total_bytes))
+    assert at.header[0].proto.body.startswith(":red[")
+    summary = setup_summary(plain_setup)
+    assert summary.startswith("torch 2.x hand-written loop: checkpointing off (Plain PyTorch loop default)")
+    assert summary in main_captions(at) and setup_summary(TRL) not in main_captions(at)
+    (code,) = at.code
+    assert dict(parse_qsl(urlsplit(code.value).query)) == {"stack": "plain"}  # the share link carries it
+
+
+def test_a_setting_given_beats_the_stack_and_the_summary_says_whose_it_is():
+    at = run({"stack": "trainer", "ckpt": "true"})
+    setup = resolve_setup("trainer", grad_ckpt=True, offload_activations=False)  # what ckpt=true sets
+    summary = setup_summary(setup)
+    assert "checkpointing on (your choice)" in summary
+    assert "loss: HF ForCausalLMLoss (HF Trainer default)" in summary
+    assert summary in main_captions(at)
+    est = estimate(LLAMA, setup)
+    assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
+    assert bar_total_gb(at) == pytest.approx(to_gb(est.total_bytes))
+    # The Trainer alone does not checkpoint: the explicit choice is what changed the number.
+    assert bar_total_gb(at) < to_gb(estimate(LLAMA, resolve_setup("trainer")).total_bytes) - 1
+    assert not at.warning, [w.value for w in at.warning]
+
+
+def test_a_loss_the_stack_cannot_do_gives_a_note_and_the_stacks_loss():
+    at = run({"stack": "torchtune", "loss": "fused"})
+    notes = [unescape(w.value) for w in at.warning]
+    assert any("torchtune stack cannot use the 'fused' loss" in n and "Using the stack's own loss" in n
+               for n in notes), notes
+    setup = resolve_setup("torchtune")
+    assert setup.loss == "chunked"
+    summary = setup_summary(setup)
+    assert "loss: torchtune CEWithChunkedOutputLoss (torchtune default)" in summary
+    assert summary in main_captions(at)
+    est = estimate(LLAMA, setup)
+    assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
+    assert bar_total_gb(at) == pytest.approx(to_gb(est.total_bytes))
+    (table,) = at.dataframe
+    pd.testing.assert_frame_equal(table.value.reset_index(drop=True), breakdown_frame(est))
+
+
 def test_presentation_mode_is_bigger_and_sparer():
     at = run({**BASE, "present": "true"})
-    assert headline(at).startswith("Too big by ")
+    assert headline(at) == expected_headline(SEVEN, TRL, LAPTOP)
+    assert headline(at).startswith("Fits: ")  # 7B LoRA under TRL ≈ 17 GB of the laptop's 29 GB
     assert len(at.title) == 1 and not [h for h in at.header if h.value.startswith(":")]
     assert at.subheader[0].value.startswith("Expected peak")  # the estimate line, one size up
     assert not at.dataframe and not at.download_button
@@ -253,7 +361,7 @@ def test_presentation_mode_is_bigger_and_sparer():
 def test_remedies_in_the_seeds_order_with_their_savings():
     at = run(BASE)
     text = markdown_text(at)
-    setup = TrainingSetup()
+    setup = TRL
     usable = LAPTOP.usable_bytes
     positions = []
     for r in remedies(SEVEN, setup):
@@ -274,7 +382,7 @@ def test_remedies_in_the_seeds_order_with_their_savings():
 
 def test_largest_batch_longest_length_and_smallest_device():
     at = run({**BASE, "size": "1.5", "device": "rtx-4090"})
-    spec, setup = generic_spec(1.5), TrainingSetup()
+    spec, setup = generic_spec(1.5), TRL
     text = markdown_text(at)
     batch = max_batch(spec, setup, RTX.usable_bytes, limit=BATCH_MAX)
     length = max_seq_len(spec, setup, RTX.usable_bytes, limit=MAX_LEN_MAX)
@@ -325,11 +433,13 @@ def test_downloads_hold_the_numbers_on_screen(monkeypatch):
     monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", _RecordingStorage)
     _RecordingStorage.files.clear()
     at = run({**BASE, "batch": "2"})
-    setup = TrainingSetup(batch=2)
+    setup = trl(batch=2)
     est = estimate(SEVEN, setup)
     document = json.loads(_RecordingStorage.files["will-it-fit.json"])
     assert document == json.loads(json.dumps(estimate_json(est, LAPTOP)))
-    assert document["device"]["fits"] is False and document["setup"]["batch"] == 2
+    assert document["device"]["fits"] is (est.total_bytes <= LAPTOP.usable_bytes) is True  # ≈ 18 of 29 GB
+    assert document["setup"]["batch"] == 2 and document["setup"]["stack"] == "trl"
+    assert document["setup"]["grad_ckpt"] is True and "grad_ckpt" in document["setup"]["from_stack"]
     assert document["total_bytes"] == sum(document["components_bytes"].values())
     csv = _RecordingStorage.files["will-it-fit.csv"].decode()
     assert csv == breakdown_csv(est)
@@ -348,7 +458,7 @@ def test_share_link_reproduces_the_inputs():
     assert dict(parse_qsl(link.query)) == {k: v for k, v in params.items() if k != "size"}
     # The link, opened again, shows the same verdict.
     again = run(dict(parse_qsl(link.query)))
-    assert headline(again) == headline(at) == "Too big by 61.0 GB"  # 12 × 7 + 4 = 88 GB vs 27 usable
+    assert headline(again) == headline(at) == "Too big by 59.0 GB"  # 12 × 7 + 4 = 88 GB vs 27 GiB (29.0 GB) usable
 
 
 @pytest.mark.parametrize("raw", ["inf", "-inf", "1e309", "9" * 400])

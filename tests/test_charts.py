@@ -38,8 +38,10 @@ from ui.charts import (
     stacked_bars,
 )
 
-LAPTOP = get_device("laptop-36gb")  # unified: 27 GB usable of 36 GB
-RTX = get_device("rtx-4090")  # discrete: 24 GB, all usable
+LAPTOP = get_device("laptop-36gb")  # unified: 27 GiB (29.0 GB) usable of 36 GiB (38.7 GB), as macOS reports RAM
+RTX = get_device("rtx-4090")  # discrete: 24,564 MiB (25.8 GB) as nvidia-smi reports it, all usable
+LAPTOP_USABLE_GB, LAPTOP_TOTAL_GB = 27 * 2**30 / 1e9, 36 * 2**30 / 1e9  # 28.99 and 38.65 GB
+RTX_GB = 24_564 * 2**20 / 1e9  # 25.76 GB
 LLAMA = load_preset("llama-3.1-8b")
 WHITE, STREAMLIT_DARK = "#FFFFFF", "#0E1117"
 
@@ -191,7 +193,7 @@ def test_hover_lists_the_detail_items_in_gb_and_gib():
     for item in (d for d in est.details if d.component == "activations"):
         expected = f"{item.label}: {to_gb(item.bytes):,.2f} GB ({item.bytes / 2**30:,.2f} GiB)"
         assert expected in hover
-    assert "Logits and loss (saved)" in hover and "Cross-entropy backward buffers" in hover
+    assert "Logits and loss (saved)" in hover and "Loss backward buffers" in hover
     assert "Frozen base weights" in traces[FROZEN_NAME].hovertext[0]
     assert "Frozen base weights" not in traces[TRAINABLE_NAME].hovertext[0]
     assert "Trainable weights" in traces[TRAINABLE_NAME].hovertext[0]
@@ -217,34 +219,35 @@ def test_seed_rule_has_no_band():
 
 
 def test_unified_laptop_overlay_matches_the_seeds_diagram():
-    """36 GB laptop: a labelled line at 27 GB usable, a line at 36 GB total, the OS-and-apps band shaded."""
+    """36 GB laptop: a labelled line at 27 GiB (29 GB) usable, a line at 36 GiB (38.7 GB) total, the OS-and-apps
+    band shaded."""
     fig = memory_bar(estimate(generic_spec(7), TrainingSetup(), rule="seed"), LAPTOP)
     (usable,) = shapes(fig, "usable")
     (capacity,) = shapes(fig, "capacity")
     (band,) = shapes(fig, "reserved")
     assert usable.type == capacity.type == "line"
-    assert usable.x0 == usable.x1 == pytest.approx(27.0) and usable.yref.endswith("domain")
-    assert capacity.x0 == capacity.x1 == pytest.approx(36.0)
-    assert (band.type, band.x0, band.x1) == ("rect", pytest.approx(27.0), pytest.approx(36.0))
+    assert usable.x0 == usable.x1 == pytest.approx(LAPTOP_USABLE_GB) and usable.yref.endswith("domain")
+    assert capacity.x0 == capacity.x1 == pytest.approx(LAPTOP_TOTAL_GB)
+    assert (band.type, band.x0, band.x1) == ("rect", pytest.approx(LAPTOP_USABLE_GB), pytest.approx(LAPTOP_TOTAL_GB))
     assert band.layer == "below"
     assert usable.line.color == USABLE_COLOR
-    assert annotation(fig, "usable-label").text == "<b>27 GB usable</b>"
-    assert annotation(fig, "usable-label").x == pytest.approx(27.0)
-    assert annotation(fig, "capacity-label").text == "36 GB total"
-    assert "9 GB" in annotation(fig, "reserved-label").text
-    assert fig.layout.xaxis.range[1] >= 36.0
+    assert annotation(fig, "usable-label").text == "<b>29 GB usable</b>"
+    assert annotation(fig, "usable-label").x == pytest.approx(LAPTOP_USABLE_GB)
+    assert annotation(fig, "capacity-label").text == "38.7 GB total"
+    assert "10 GB" in annotation(fig, "reserved-label").text  # 9 GiB = 9.7 GB
+    assert fig.layout.xaxis.range[1] >= LAPTOP_TOTAL_GB
 
 
 def test_discrete_gpu_has_one_line_and_no_band():
     fig = memory_bar(estimate(LLAMA, TrainingSetup()), RTX)
     (usable,) = shapes(fig, "usable")
-    assert usable.x0 == pytest.approx(24.0)
+    assert usable.x0 == pytest.approx(RTX_GB)
     assert not shapes(fig, "capacity") and not shapes(fig, "reserved")
-    assert annotation(fig, "usable-label").text == "<b>24 GB usable</b> (all of it)"
+    assert annotation(fig, "usable-label").text == "<b>25.8 GB usable</b> (all of it)"
 
 
 def test_labels_take_two_rows_when_the_lines_are_close():
-    """A 70B full fine-tune on the laptop: 27 and 36 GB are a sliver of a ~1 TB axis."""
+    """A 70B full fine-tune on the laptop: 29 and 38.7 GB are a sliver of a ~1 TB axis."""
     fig = memory_bar(estimate(load_preset("llama-3.1-70b"), TrainingSetup(method="full")), LAPTOP)
     assert annotation(fig, "usable-label").yshift == 0
     assert annotation(fig, "capacity-label").yshift < 0
@@ -280,7 +283,7 @@ def test_overlay_items_are_what_both_paths_draw():
     assert [s["name"] for s in shape_dicts] == ["reserved", "capacity", "usable"]
     assert [a["name"] for a in label_dicts] == ["usable-label", "capacity-label", "reserved-label"]
     assert [s.name for s in fig.layout.shapes] == ["reserved", "capacity", "usable"]
-    assert shapes(fig, "usable")[0].x0 == pytest.approx(27.0)
+    assert shapes(fig, "usable")[0].x0 == pytest.approx(LAPTOP_USABLE_GB)
     bare = memory_bar(est)
     capacity_overlay(bare, LAPTOP, axis="x")
     assert bare.layout.shapes == memory_bar(est, LAPTOP).layout.shapes
@@ -325,7 +328,7 @@ def test_vertical_stacked_bars():
     assert all(t.orientation == "v" for t in bars(fig))
     assert list(fig.layout.xaxis.ticktext) == ["a", "b"]
     assert sum(t.y[1] for t in bars(fig)) == pytest.approx(to_gb(rows[1][1].total_bytes))
-    assert shapes(fig, "usable")[0].y0 == pytest.approx(24.0)
+    assert shapes(fig, "usable")[0].y0 == pytest.approx(RTX_GB)
     with pytest.raises(ValueError):
         stacked_bars(rows, RTX, orientation="diagonal")
     with pytest.raises(ValueError):
@@ -344,7 +347,7 @@ def test_user_text_is_escaped():
 def test_alt_text_names_every_component_and_the_device():
     est = estimate(generic_spec(7), TrainingSetup(), rule="seed")
     alt = chart_alt(est, LAPTOP)
-    assert "Weights 14.0 GB" in alt and "total 17.0 GB" in alt and "27.0 GB usable of 36.0 GB" in alt
+    assert "Weights 14.0 GB" in alt and "total 17.0 GB" in alt and "29.0 GB usable of 38.7 GB" in alt
 
 
 def test_chart_builders_never_import_streamlit():

@@ -15,20 +15,31 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from estimator import CATALOG
-from estimator.training import ATTENTIONS, METHODS, OPTIMIZERS, PRECISIONS, SHARDINGS
+from estimator.stacks import STACK_IDS
+from estimator.training import ATTENTIONS, METHODS, PRECISIONS, SHARDINGS
 from tests.test_bad_input import APP, IMG, MD_LINK, PAGES, SCRIPT, URL_PARAMS, assert_safe
-from ui.inputs import POW2_LENGTHS, RANKS, SIZE_STEPS, model_options
+from ui.inputs import (
+    CKPT_CHOICES,
+    LOSS_CHOICES,
+    OPTIMIZER_CHOICES,
+    POW2_LENGTHS,
+    RANKS,
+    SIZE_STEPS,
+    model_options,
+)
 
 # Valid values per parameter, as a link would carry them.
 VALID: dict[str, list[str]] = {
     "model": model_options(),
     "size": [f"{s:g}" for s in SIZE_STEPS],
+    "stack": list(STACK_IDS),
     "method": list(METHODS),
     "precision": list(PRECISIONS),
-    "optimizer": list(OPTIMIZERS),
+    "optimizer": list(OPTIMIZER_CHOICES),  # "auto" (the stack's) and every optimizer
     "batch": ["1", "2", "4", "8", "16", "64", "256"],
     "max_len": [str(n) for n in POW2_LENGTHS] + ["1", "100", "3000", "2097152"],
-    "ckpt": ["true", "false", "True"],
+    "ckpt": list(CKPT_CHOICES),  # auto, true, false, offload
+    "loss": list(LOSS_CHOICES),  # auto and every loss kind; some stacks cannot do some (a note, not a crash)
     "attn": list(ATTENTIONS),
     "rank": [str(r) for r in RANKS],
     "targets": ["all-linear", "q_proj,v_proj", "q_proj; k_proj; v_proj; o_proj", "lm_head", "w1,w2,w3",
@@ -80,7 +91,10 @@ actions = st.one_of(
     st.tuples(st.just("selectbox"), st.just("model"), st.sampled_from(model_options())),
     st.tuples(st.just("selectbox"), st.just("device"), st.sampled_from(VALID["device"])),
     st.tuples(st.just("selectbox"), st.just("optimizer"), st.sampled_from(VALID["optimizer"])),
-    st.tuples(st.just("toggle"), st.sampled_from(["ckpt", "rule", "present"]), st.booleans()),
+    st.tuples(st.just("selectbox"), st.just("stack"), st.sampled_from(VALID["stack"])),
+    st.tuples(st.just("selectbox"), st.just("loss"), st.sampled_from(VALID["loss"])),
+    st.tuples(st.just("button_group"), st.just("ckpt"), st.sampled_from(VALID["ckpt"])),
+    st.tuples(st.just("toggle"), st.sampled_from(["rule", "present"]), st.booleans()),
     st.tuples(st.just("number_input"), st.just("max_len"), st.integers(1, 1 << 21)),
     st.tuples(st.just("number_input"), st.just("gpus"), st.integers(1, 1024)),
     st.tuples(st.just("select_slider"), st.just("size"), st.sampled_from(list(SIZE_STEPS))),
@@ -143,3 +157,24 @@ def test_every_page_with_all_nasty_values(page_path):
     """Deterministic corner: every parameter at once with each nasty value, on each page (one run each)."""
     for value in (SCRIPT, "nan", "", "x" * 10_000):
         run_case(dict.fromkeys(URL_PARAMS, value), page_path, None)
+
+
+@pytest.mark.parametrize("stack", VALID["stack"])
+def test_every_stack_with_every_loss_and_checkpointing_choice(stack):
+    """Deterministic corner: each stack under each loss and checkpointing choice, QLoRA included (its adapter
+    dtype and preparation come from the stack). No exception; a loss the stack cannot do gives its note."""
+    from streamlit.testing.v1 import AppTest
+
+    from estimator.stacks import STACKS
+    from tests.test_bad_input import notes_text, verdict_of
+
+    for loss in VALID["loss"]:
+        for ckpt in VALID["ckpt"]:
+            at = AppTest.from_file(APP, default_timeout=30)
+            for key, value in {"stack": stack, "loss": loss, "ckpt": ckpt, "method": "qlora"}.items():
+                at.query_params[key] = value
+            at.run()
+            assert_safe(at)
+            assert verdict_of(at)[0], (stack, loss, ckpt)
+            cannot = loss in STACKS[stack].unavailable
+            assert ("cannot use the" in notes_text(at)) is cannot, (stack, loss, ckpt, notes_text(at))

@@ -22,6 +22,7 @@ from estimator import (
     load_preset,
     rule_gb,
 )
+from estimator.stacks import resolve_setup
 from estimator.training import SHARDING_LABELS, SHARDINGS
 from ui.grids import (
     GPU_COUNTS,
@@ -42,10 +43,12 @@ from ui.grids import (
     setup_summary,
     size_and_preset_options,
     size_table,
+    with_method,
 )
 from ui.page_charts import fits_chart, scale_out_chart, seed_figure_chart
 
 LAPTOP = get_device("laptop-36gb")
+USABLE_GB = 27 * 2**30 / GB  # the laptop's usable memory: 27 GiB (75 % of 36 GiB of RAM) = 28.99 GB
 # The seed's 36 GB laptop diagram: (size, method) → (its estimate in GB, its verdict).
 SEED_DIAGRAM = {
     (1.5, "lora"): (6, True), (7, "lora"): (17, True), (14, "lora"): (31, False),
@@ -61,7 +64,7 @@ def seed_grid():
 
 
 def test_laptop_usable_memory_is_the_seeds_27_gb():
-    assert LAPTOP.usable_bytes == 27 * GB
+    assert LAPTOP.usable_bytes == 27 * 2**30  # the seed's "about 27 GB", as the GiB macOS reports
 
 
 @pytest.mark.parametrize(("key", "expected"), list(SEED_DIAGRAM.items()))
@@ -79,19 +82,19 @@ def test_seed_rule_reproduces_the_laptop_diagram(seed_grid, key, expected):
 
 def test_seed_rule_conclusions_are_computed_not_written(seed_grid):
     by_method = {c.method: c for c in seed_grid.conclusions}
-    # LoRA "up to about 10B": 7B fits, 14B does not; the rule's break-even is (27 − 3) / 2 = 12B.
+    # LoRA "up to about 10B": 7B fits, 14B does not; the rule's break-even is (usable − 3) / 2 ≈ 13B.
     assert by_method["lora"].largest_listed.size_b == 7 and by_method["lora"].smallest_too_big.size_b == 14
-    assert by_method["lora"].max_size_b == pytest.approx((27 - 3) / 2, rel=0.003)
-    # Full fine-tuning "up to about 1.5B": 1.5B fits, 3B does not; break-even (27 − 4) / 12.
+    assert by_method["lora"].max_size_b == pytest.approx((USABLE_GB - 3) / 2, rel=0.003)
+    # Full fine-tuning "up to about 1.5B": 1.5B fits, 3B does not; break-even (usable − 4) / 12.
     assert by_method["full"].largest_listed.size_b == 1.5 and by_method["full"].smallest_too_big.size_b == 3
-    assert by_method["full"].max_size_b == pytest.approx((27 - 4) / 12, rel=0.003)
-    # QLoRA "27–32B models": both fit, 70B does not; break-even (3 × (27 − 3) − 3) / 2.
+    assert by_method["full"].max_size_b == pytest.approx((USABLE_GB - 4) / 12, rel=0.003)
+    # QLoRA "27–32B models": both fit, 70B does not; break-even (3 × (usable − 3) − 3) / 2.
     assert seed_grid.cell(27, "qlora").verdict.fits and seed_grid.cell(32, "qlora").verdict.fits
     assert by_method["qlora"].largest_listed.size_b == 32 and by_method["qlora"].smallest_too_big.size_b == 70
-    assert by_method["qlora"].max_size_b == pytest.approx((3 * (27 - 3) - 3) / 2, rel=0.003)
-    assert by_method["lora"].text == "LoRA: up to about 12B (7B fits, 14B is too big)."
-    assert by_method["full"].text == "Full fine-tuning: up to about 1.9B (1.5B fits, 3B is too big)."
-    assert by_method["qlora"].text == "QLoRA: up to about 34B (32B fits, 70B is too big)."
+    assert by_method["qlora"].max_size_b == pytest.approx((3 * (USABLE_GB - 3) - 3) / 2, rel=0.003)
+    assert by_method["lora"].text == "LoRA: up to about 13B (7B fits, 14B is too big)."
+    assert by_method["full"].text == "Full fine-tuning: up to about 2.1B (1.5B fits, 3B is too big)."
+    assert by_method["qlora"].text == "QLoRA: up to about 37B (32B fits, 70B is too big)."
 
 
 def test_grid_covers_every_size_and_method_in_the_seed_order(seed_grid):
@@ -184,6 +187,43 @@ def test_compare_setups_orders_methods_and_adds_variants():
     assert rows[2][1] == replace(setup, method="lora", optimizer="adamw_8bit")
 
 
+@pytest.mark.parametrize("stack", ["trl", "torchtune", "unsloth"])
+def test_a_stack_setup_switched_to_another_method_is_what_the_stack_does_for_it(stack):
+    """Regression: the compare, fits and size pages switched methods with dataclasses.replace, keeping the LoRA
+    adapter dtype for QLoRA; TRL keeps QLoRA adapters in bf16 and LoRA adapters in fp32, so the QLoRA bar
+    differed from the calculator's QLoRA number."""
+    spec = load_preset("llama-3.1-8b")
+    for start in ("lora", "qlora", "full"):
+        setup = resolve_setup(stack, method=start, batch=2, seq_len=1024)
+        for method in ("full", "lora", "qlora"):
+            expected = resolve_setup(stack, method=method, batch=2, seq_len=1024)
+            assert with_method(setup, method) == expected
+        rows = dict(compare_setups(setup, ["lora", "qlora"]))
+        assert rows["QLoRA"] == resolve_setup(stack, method="qlora", batch=2, seq_len=1024)
+        assert rows["LoRA"] == resolve_setup(stack, method="lora", batch=2, seq_len=1024)
+    trl_lora = resolve_setup("trl")
+    assert with_method(trl_lora, "qlora").adapter_dtype == "bf16" and trl_lora.adapter_dtype == "fp32"
+    assert estimate(spec, with_method(trl_lora, "qlora")).total_bytes != estimate(
+        spec, replace(trl_lora, method="qlora")).total_bytes
+    # The user's own choices survive the switch; only the stack's are chosen again.
+    mine = resolve_setup("trl", adapter_dtype="fp32", grad_ckpt=False)
+    assert with_method(mine, "qlora").adapter_dtype == "fp32" and not with_method(mine, "qlora").grad_ckpt
+    assert with_method(mine, "qlora").from_stack == resolve_setup("trl", method="qlora", adapter_dtype="fp32",
+                                                                  grad_ckpt=False).from_stack
+    # No stack: a plain replace, as before.
+    assert with_method(TrainingSetup(), "qlora") == TrainingSetup(method="qlora")
+
+
+def test_fits_grid_and_size_table_use_the_stacks_setup_per_method():
+    device = get_device("rtx-4090")
+    setup = resolve_setup("trl")
+    grid = fits_grid([("7B", generic_spec(7))], setup, device, None, ["lora", "qlora"])
+    expected = estimate(generic_spec(7), resolve_setup("trl", method="qlora"))
+    assert grid.cell(7, "qlora").estimate.total_bytes == expected.total_bytes
+    table = size_table(setup, sizes=(7,)).set_index("Model")
+    assert table.loc["7B", "QLoRA · detailed (GB)"] == pytest.approx(expected.total_bytes / GB)
+
+
 def test_components_table_sums_to_the_total():
     spec = load_preset("llama-3.1-8b")
     rows = [(label, estimate(spec, s)) for label, s in compare_setups(TrainingSetup(), ["full", "lora"])]
@@ -263,8 +303,8 @@ def test_fits_chart_marks_every_bar_and_draws_the_usable_line(seed_grid):
     assert "too big" in texts["14B · LoRA"] and "31.0 GB" in texts["14B · LoRA"]
     assert "too big" in texts["3B · full"] and "40.0 GB" in texts["3B · full"]
     usable = [s for s in fig.layout.shapes if s.name == "usable"]
-    assert usable and usable[0].x0 == pytest.approx(27)
-    assert fig.layout.xaxis.range[1] == pytest.approx(36 * 1.6)  # 70B full (844 GB) runs off the edge
+    assert usable and usable[0].x0 == pytest.approx(USABLE_GB)
+    assert fig.layout.xaxis.range[1] == pytest.approx(36 * 2**30 / GB * 1.6)  # 70B full (844 GB) runs off the edge
 
 
 def test_seed_figure_chart_totals():
@@ -274,7 +314,7 @@ def test_seed_figure_chart_totals():
     assert [round(y, 2) for y in totals.y] == [112.0, 14.67, 4.17]
     assert {t.name for t in fig.data if t.type == "bar"} == {
         "Weights (frozen base)", "Weights (trainable)", "Gradients", "Optimizer state (Adam + fp32 copy)"}
-    assert [s.y0 for s in fig.layout.shapes if s.name == "usable"] == [pytest.approx(80)]
+    assert [s.y0 for s in fig.layout.shapes if s.name == "usable"] == [pytest.approx(81_559 * 2**20 / GB)]  # 85.5 GB
 
 
 def test_scale_out_chart_is_log2_with_the_usable_line():
@@ -285,12 +325,12 @@ def test_scale_out_chart_is_log2_with_the_usable_line():
     assert [t.name for t in fig.data] == [SHARDING_LABELS[s] for s in SHARDINGS]
     zero3 = fig.data[SHARDINGS.index("zero3")]
     assert list(zero3.y) == [e.total_bytes / 1e9 for e in curves["zero3"]]
-    assert [s.y0 for s in fig.layout.shapes if s.name == "usable"] == [pytest.approx(80)]
+    assert [s.y0 for s in fig.layout.shapes if s.name == "usable"] == [pytest.approx(81_559 * 2**20 / GB)]  # 85.5 GB
 
 
 def test_setup_summary():
     text = setup_summary(load_preset("llama-3.1-8b"), TrainingSetup(batch=2, gpus=4, sharding="zero3"),
                          get_device("h100-80gb"))
     assert text == ("Llama-3.1-8B · batch 2 × 2,048 tokens · bf16 · adamw · checkpointing off · "
-                    "4 GPUs, ZeRO-3 / FSDP full shard · NVIDIA H100 80 GB")
+                    "4 GPUs, ZeRO-3 / FSDP full shard · NVIDIA H100 80GB HBM3 (81,559 MiB)")
     assert setup_summary(None, TrainingSetup(), None).startswith("batch 1")

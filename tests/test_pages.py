@@ -12,12 +12,18 @@ from streamlit.testing.v1 import AppTest
 
 from estimator import TrainingSetup, estimate, generic_spec, get_device, load_preset, verdict
 from estimator.snippets import training_snippet
+from estimator.stacks import resolve_setup
 from estimator.training import SHARDING_LABELS
 from validation import accuracy_report
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 GB = 1e9
+
+
+def trl(**settings) -> TrainingSetup:
+    """The setup the sidebar resolves by default: the TRL stack with these settings."""
+    return resolve_setup("trl", **settings)
 
 
 def open_page(page: str, **params: str | list[str]) -> AppTest:
@@ -56,7 +62,7 @@ def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
 # Each page's tables, told apart by a column only that table has (AppTest does not expose dataframe keys).
 TABLE_COLUMNS = {"seed_table": "Segment", "compare_table": "Component", "fits_table": "Verdict",
                  "size_table": "LoRA · rule (GB)", "min_gpus_table": "Memory (GB)", "published_runs": "measured_gb",
-                 "optimizer_table": "Trainer optim"}
+                 "optimizer_table": "Trainer optim", "stack_table": "Version read"}
 
 
 def dataframe(at: AppTest, key: str):
@@ -89,22 +95,25 @@ def test_compare_rule_mode_shows_the_seeds_7b_figure():
 def test_compare_detailed_shows_each_method_against_the_device():
     at = open_page("pages/compare.py", model="llama-3.1-8b", device="a100-80gb", batch="2", max_len="1024")
     spec, device = load_preset("llama-3.1-8b"), get_device("a100-80gb")
-    setup = TrainingSetup(batch=2, seq_len=1024)
     shown = metrics(at)
     for label, method in (("Full fine-tuning", "full"), ("LoRA", "lora"), ("QLoRA", "qlora")):
-        est = estimate(spec, replace(setup, method=method))
+        # Each bar is what TRL does for that method (its QLoRA adapters are bf16, its LoRA adapters fp32).
+        est = estimate(spec, trl(method=method, batch=2, seq_len=1024))
         gb = est.total_bytes / GB
         value = f"≈ {gb:,.0f} GB" if gb >= 10 else f"≈ {gb:,.1f} GB"
         assert shown[label] == (value, "fits" if verdict(est.total_bytes, device).fits else "too big")
     table = dataframe(at, "compare_table").set_index("Component")
-    full = estimate(spec, replace(setup, method="full"))
+    full = estimate(spec, trl(method="full", batch=2, seq_len=1024))
+    qlora = estimate(spec, trl(method="qlora", batch=2, seq_len=1024))
+    assert table.loc["Total", "QLoRA (GB)"] == pytest.approx(qlora.total_bytes / GB)
     assert table.loc["Total", "Full fine-tuning (GB)"] == pytest.approx(full.total_bytes / GB)
     assert table.loc["Optimizer state", "Full fine-tuning (GiB)"] == pytest.approx(
         full.components_bytes["optimizer"] / 2**30)
     chart = charts(at)["compare_chart"]
     assert chart["data"][0]["orientation"] == "v"
     assert bar_labels(chart) == ["Full fine-tuning", "LoRA", "QLoRA"]  # the seed figure's order
-    assert any(s.get("name") == "usable" and s["y0"] == pytest.approx(80) for s in chart["layout"]["shapes"])
+    usable_gb = 81_920 * 2**20 / GB  # the A100 80GB's 81,920 MiB as nvidia-smi reports it = 85.9 GB
+    assert any(s.get("name") == "usable" and s["y0"] == pytest.approx(usable_gb) for s in chart["layout"]["shapes"])
 
 
 def test_compare_variants_and_method_subset():
@@ -113,7 +122,7 @@ def test_compare_variants_and_method_subset():
     labels = [c[:-5] for c in table.columns if c.endswith("(GB)")]
     assert labels == ["LoRA", "LoRA · adamw_8bit", "LoRA · mixed", "QLoRA", "QLoRA · adamw_8bit", "QLoRA · mixed"]
     spec = load_preset("llama-3.1-8b")
-    est = estimate(spec, TrainingSetup(method="qlora", optimizer="adamw_8bit"))
+    est = estimate(spec, trl(method="qlora", optimizer="adamw_8bit"))
     assert table.set_index("Component").loc["Total", "QLoRA · adamw_8bit (GB)"] == pytest.approx(est.total_bytes / GB)
     # Six bars: still vertical, one per setup.
     assert bar_labels(charts(at)["compare_chart"]) == labels
@@ -143,9 +152,10 @@ def test_fits_rule_mode_on_the_36gb_laptop_gives_the_seeds_six_verdicts():
     assert 22 <= table.loc[("32B", "QLoRA"), "Estimate (GB)"] <= 26
     assert table.loc[("32B", "QLoRA"), "Verdict"] == "fits"
     lines = [m.value.replace("\\", "") for m in at.markdown]
-    assert "- **LoRA: up to about 12B (7B fits, 14B is too big).**" in lines
-    assert "- **Full fine-tuning: up to about 1.9B (1.5B fits, 3B is too big).**" in lines
-    assert "- **QLoRA: up to about 34B (32B fits, 70B is too big).**" in lines
+    # Break-evens at the laptop's 27 GiB (29.0 GB) usable: (29 − 3) / 2, (29 − 4) / 12, (3 × (29 − 3) − 3) / 2.
+    assert "- **LoRA: up to about 13B (7B fits, 14B is too big).**" in lines
+    assert "- **Full fine-tuning: up to about 2.1B (1.5B fits, 3B is too big).**" in lines
+    assert "- **QLoRA: up to about 37B (32B fits, 70B is too big).**" in lines
     annotations = [a["text"] for a in charts(at)["fits_chart"]["layout"]["annotations"] if a.get("name") == "verdict"]
     assert "<b>17.0 GB · fits</b>" in annotations and "<b>31.0 GB · too big</b>" in annotations
 
@@ -155,12 +165,13 @@ def test_fits_detailed_with_presets_agrees_with_the_estimator():
                    ckpt="true")
     table = dataframe(at, "fits_table")
     assert list(table["Model"]) == ["Qwen2.5-7B", "7B"] or list(table["Model"]) == ["7B", "Qwen2.5-7B"]
-    setup = TrainingSetup(method="qlora", grad_ckpt=True)
+    setup = trl(method="qlora", grad_ckpt=True, offload_activations=False)  # what ckpt=true sets
+    usable = get_device("rtx-4090").usable_bytes
     for _, row in table.iterrows():
         spec = load_preset("qwen2.5-7b") if row["Model"] == "Qwen2.5-7B" else generic_spec(7)
         est = estimate(spec, setup)
         assert row["Estimate (GB)"] == pytest.approx(est.total_bytes / GB)
-        assert row["Verdict"] == ("fits" if est.total_bytes <= 24 * GB else "too big")
+        assert row["Verdict"] == ("fits" if est.total_bytes <= usable else "too big")
     assert sum(1 for m in at.markdown if "QLoRA" in m.value) == 1  # one conclusion, for the chosen method
 
 
@@ -184,8 +195,8 @@ def test_size_table_rule_columns_equal_the_seeds_table():
 def test_size_table_detailed_columns_follow_the_sidebar_setup_and_add_your_model():
     at = open_page("pages/sizes.py", batch="4", max_len="1024", ckpt="true", precision="mixed")
     table = dataframe(at, "size_table").set_index("Model")
-    setup = TrainingSetup(batch=4, seq_len=1024, grad_ckpt=True, precision="mixed")
-    est = estimate(generic_spec(14), replace(setup, method="full"))
+    setup = trl(batch=4, seq_len=1024, grad_ckpt=True, offload_activations=False, precision="mixed")
+    est = estimate(generic_spec(14), trl(method="full", batch=4, seq_len=1024, grad_ckpt=True, precision="mixed"))
     assert table.loc["14B", "full · detailed (GB)"] == pytest.approx(est.total_bytes / GB)
     assert table.loc["14B", "full · rule (GB)"] == pytest.approx(16 * 14 + 4)  # mixed: the fp32 master copy
     mine = load_preset("llama-3.1-8b")
@@ -197,6 +208,9 @@ def test_size_table_detailed_columns_follow_the_sidebar_setup_and_add_your_model
 # Scale out
 # --------------------------------------------------------------------------------------------
 
+H100 = "NVIDIA H100 80GB HBM3 (81,559 MiB)"  # the device's name: nvidia-smi's product name and total
+
+
 def smallest_gpu_count(setup: TrainingSetup, device_id: str, limit: int = 64) -> int | None:
     """Computed here, independently of the page: walk the GPU counts until the per-GPU estimate fits."""
     spec, usable = load_preset("llama-3.1-70b"), get_device(device_id).usable_bytes
@@ -206,12 +220,12 @@ def smallest_gpu_count(setup: TrainingSetup, device_id: str, limit: int = 64) ->
 
 def test_scale_out_llama70b_full_on_h100_under_zero3():
     at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true")
-    expected = smallest_gpu_count(TrainingSetup(method="full", grad_ckpt=True, sharding="zero3"), "h100-80gb")
+    expected = smallest_gpu_count(trl(method="full", grad_ckpt=True, sharding="zero3"), "h100-80gb")
     assert expected == 8
     table = dataframe(at, "min_gpus_table").set_index("Device")
-    assert table.loc["NVIDIA H100 80 GB", "ZeRO-3 / FSDP"] == str(expected)
+    assert table.loc[H100, "ZeRO-3 / FSDP"] == str(expected)
     assert (table["DDP"] == "> 64").all()  # 70B full never fits one GPU's whole copy
-    assert at.success[0].value.replace("\\", "").startswith(f"Fits on {expected} × NVIDIA H100 80 GB with ZeRO-3")
+    assert at.success[0].value.replace("\\", "").startswith(f"Fits on {expected} × {H100} with ZeRO-3")
     chart = charts(at)["scale_chart"]
     assert chart["layout"]["xaxis"]["type"] == "log"
     zero3 = next(t for t in chart["data"] if t["name"] == SHARDING_LABELS["zero3"])
@@ -221,10 +235,10 @@ def test_scale_out_llama70b_full_on_h100_under_zero3():
 def test_scale_out_offload_and_gpu_limit():
     at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true",
                    offload="true", maxgpus="16")
-    setup = TrainingSetup(method="full", grad_ckpt=True, sharding="zero2", offload_optimizer=True)
+    setup = trl(method="full", grad_ckpt=True, sharding="zero2", offload_optimizer=True)
     table = dataframe(at, "min_gpus_table").set_index("Device")
     expected = smallest_gpu_count(setup, "h100-80gb", 16)
-    assert table.loc["NVIDIA H100 80 GB", "ZeRO-2"] == (str(expected) if expected else "> 16")
+    assert table.loc[H100, "ZeRO-2"] == (str(expected) if expected else "> 16")
     zero3 = next(t for t in charts(at)["scale_chart"]["data"] if t["name"] == SHARDING_LABELS["zero3"])
     assert zero3["x"] == [1, 2, 4, 8, 16]
 
@@ -251,13 +265,20 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     assert tracer_metric == (f"{tracer['median_abs_pct']:.1f} %" if tracer["n"] else "–")
     (code,) = at.code
     expected = training_snippet(load_preset("llama-3.1-8b"),
-                                TrainingSetup(method="qlora", batch=4, seq_len=4096, grad_ckpt=True))
+                                trl(method="qlora", batch=4, seq_len=4096, grad_ckpt=True, offload_activations=False))
+    assert code.value.splitlines()[1].startswith("# Stack: TRL, TRL 1.16.0")
     assert code.value == expected.rstrip("\n")
     assert "per_device_train_batch_size=4" in code.value and "max_length=4096" in code.value
-    assert len(dataframe(at, "optimizer_table")) == 7
+    from estimator.options import OPTIMIZERS
+
+    assert len(dataframe(at, "optimizer_table")) == len(OPTIMIZERS) == 8  # adamw_foreach joined with the stacks
+    from estimator.stacks import STACKS
+
+    stacks = dataframe(at, "stack_table")
+    assert list(stacks["Stack"]) == [s.label for s in STACKS.values()] and len(stacks) == 7
     assert len(at.get("latex")) >= 8  # the formulas
     headers = [h.value for h in at.main.header]
-    assert headers == ["What goes into the peak", "The formulas", "Assumptions", "Units", "How accurate is it?",
+    assert headers == ["What goes into the peak", "The formulas", "Training stacks", "Assumptions", "Units", "How accurate is it?",
                        "Known limits", "A training script for this setup"]
 
 

@@ -84,7 +84,7 @@ def test_verdict_detail_lines():
     assert line.startswith(f"Expected peak {to_gb(est.total_bytes):,.1f} GB (")
     assert f"likely {to_gb(est.low_bytes):,.1f}–{to_gb(est.high_bytes):,.1f} GB" in line
     assert line.endswith(f"peak during: {est.peak_phase}")
-    assert device_line == f"{LAPTOP.name}: 27.0 GB (25.1 GiB) usable of 36.0 GB (33.5 GiB)"
+    assert device_line == f"{LAPTOP.name}: 29.0 GB (27.0 GiB) usable of 38.7 GB (36.0 GiB)"  # 36 GiB of RAM
     seed = estimate(LLAMA, TrainingSetup(), rule="seed")
     assert "likely" not in verdict_detail(seed, LAPTOP, verdict(seed.total_bytes, LAPTOP))[0]
 
