@@ -11,8 +11,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from estimator import TrainingSetup, estimate, generic_spec, get_device, to_gb, verdict
+from estimator import TrainingSetup, estimate, generic_spec, get_device, load_preset, to_gb, verdict
 from estimator.cli import estimate_json
+from estimator.stacks import resolve_setup
 from tests.e2e.helpers import chart_bars, chart_total_gb, open_app, verdict_text, wait_for_app_run
 
 pytestmark = pytest.mark.e2e
@@ -20,6 +21,11 @@ pytestmark = pytest.mark.e2e
 LAPTOP = get_device("laptop-36gb")
 SEVEN = generic_spec(7)
 LAPTOP_7B = "/?model=by-size&size=7&device=laptop-36gb"
+
+
+def trl(**settings) -> TrainingSetup:
+    """The setup the sidebar resolves by default: the TRL stack with these settings."""
+    return resolve_setup("trl", **settings)
 
 
 def expected(setup: TrainingSetup, rule: str | None = None) -> tuple[str, float]:
@@ -33,12 +39,12 @@ def query(page: Page) -> dict[str, list[str]]:
 
 def test_link_parameters_set_the_numbers(page: Page, app_url: str):
     open_app(page, app_url + LAPTOP_7B + "&rule=true")
-    assert verdict_text(page) == "Fits: 17.0 GB of 27.0 GB usable"  # the seed: 7B LoRA ≈ 17 GB
+    assert verdict_text(page) == "Fits: 17.0 GB of 29.0 GB usable"  # the seed: 7B LoRA ≈ 17 GB; 27 GiB usable
     assert chart_total_gb(page) == pytest.approx(17.0)
     expect(page.locator(".st-key-size input[type=range]")).to_have_value("19")  # index of 7 on the ladder
     expect(page.locator(".st-key-rule input[type=checkbox]")).to_be_checked()
     open_app(page, app_url + LAPTOP_7B)  # the detailed estimate for the same link without the rule
-    headline, total = expected(TrainingSetup())
+    headline, total = expected(trl())
     assert verdict_text(page) == headline
     assert chart_total_gb(page) == pytest.approx(total, abs=1e-6)
 
@@ -52,7 +58,7 @@ def test_keyboard_moves_sliders_and_the_chart_verdict_and_url_follow(page: Page,
     wait_for_app_run(page)
     expect(page).to_have_url(re.compile(r"[?&]batch=2(&|$)"))
     expect(batch).to_have_value("2")
-    headline, total = expected(TrainingSetup(batch=2))
+    headline, total = expected(trl(batch=2))
     assert verdict_text(page) == headline
     assert chart_total_gb(page) == pytest.approx(total, abs=1e-6)
     assert {t["name"] for t in chart_bars(page)} >= {"Weights (frozen base)", "Activations"}
@@ -64,8 +70,8 @@ def test_keyboard_moves_sliders_and_the_chart_verdict_and_url_follow(page: Page,
     wait_for_app_run(page)
     expect(page).to_have_url(re.compile(r"[?&]max_len=128(&|$)"))
     expect(page.locator(".st-key-max_len input")).to_have_value("128")
-    headline, total = expected(TrainingSetup(batch=2, seq_len=128))
-    assert verdict_text(page) == headline == f"Fits: {total:,.1f} GB of 27.0 GB usable"
+    headline, total = expected(trl(batch=2, seq_len=128))
+    assert verdict_text(page) == headline == f"Fits: {total:,.1f} GB of 29.0 GB usable"  # 27 GiB
     assert chart_total_gb(page) == pytest.approx(total, abs=1e-6)
 
 
@@ -74,7 +80,7 @@ def test_inputs_survive_switching_pages(page: Page, app_url: str):
     drops link-seeded parameters on that switch; ui.inputs carries the values over)."""
     open_app(page, app_url + LAPTOP_7B + "&method=full&rule=true&max_len=4096")
     before = verdict_text(page)
-    assert before == "Too big by 61.0 GB"
+    assert before == "Too big by 59.0 GB"  # 88 GB vs the laptop's 27 GiB (29.0 GB) usable
     page.get_by_role("link", name="Compare methods").click()
     wait_for_app_run(page)
     expect(page).to_have_url(re.compile(r"/compare"))
@@ -115,12 +121,14 @@ def test_share_link_reproduces_the_view_in_a_fresh_page(page: Page, app_url: str
 
 
 def test_json_download_is_the_estimators_document(page: Page, app_url: str):
-    open_app(page, app_url + LAPTOP_7B + "&ckpt=true")
+    open_app(page, app_url + LAPTOP_7B + "&ckpt=false")  # TRL checkpoints; the link turns it off
     with page.expect_download() as info:
         page.get_by_role("button", name="Download JSON").click()
     document = json.loads(open(info.value.path(), encoding="utf-8").read())
-    est = estimate(SEVEN, TrainingSetup(grad_ckpt=True))
+    est = estimate(SEVEN, trl(grad_ckpt=False, offload_activations=False))
     assert document == json.loads(json.dumps(estimate_json(est, LAPTOP)))
+    assert document["setup"]["stack"] == "trl" and document["setup"]["grad_ckpt"] is False
+    assert "grad_ckpt" not in document["setup"]["from_stack"] and "loss" in document["setup"]["from_stack"]
     assert to_gb(document["total_bytes"]) == pytest.approx(chart_total_gb(page), abs=1e-6)
 
 
@@ -138,5 +146,34 @@ def test_both_themes_render(page: Page, app_url: str, theme: str, dark: bool):
     # The components keep their fixed colours in both themes, and the usable line is drawn.
     colours = plot.evaluate("el => el._fullData.filter(t => t.type === 'bar').map(t => t.marker.color)")
     assert colours[0].lower() == "#56b4e9" and colours[-1].lower() == "#6e6e6e"
-    expect(page.locator(".st-key-memory_bar g.annotation-text-g").filter(has_text="27 GB usable")).to_have_count(1)
+    expect(page.locator(".st-key-memory_bar g.annotation-text-g").filter(has_text="29 GB usable")).to_have_count(1)
     assert verdict_text(page).startswith(("Fits", "Too big"))
+
+
+def test_switching_the_training_stack_changes_the_verdict_and_the_url(page: Page, app_url: str):
+    """The default view is TRL's number; choosing the plain PyTorch loop in the sidebar's "Training stack"
+    box gives that loop's number (no checkpointing, full fp32 logits) and the address bar records it."""
+    rtx = get_device("rtx-4090")
+    llama = load_preset("llama-3.1-8b")
+    open_app(page, app_url + "/")
+    trl_est = estimate(llama, trl())
+    before = verdict_text(page)
+    assert before == verdict(trl_est.total_bytes, rtx, trl_est.high_bytes).headline
+    assert chart_total_gb(page) == pytest.approx(to_gb(trl_est.total_bytes), abs=1e-6)
+    expect(page.locator(".st-key-stack input")).to_have_value("trl")
+
+    page.get_by_test_id("stSidebar").locator(".st-key-stack").click()
+    page.get_by_role("option", name="plain", exact=True).click()
+    wait_for_app_run(page)
+
+    plain_est = estimate(llama, resolve_setup("plain"))
+    after = verdict(plain_est.total_bytes, rtx, plain_est.high_bytes).headline
+    assert after != before and after.startswith("Too big by ")  # ≈ 36 GB against the 4090's 25.8 GB
+    expect(page.locator("h1, h2").filter(has_text=after)).to_have_count(1)
+    assert verdict_text(page) == after
+    assert chart_total_gb(page) == pytest.approx(to_gb(plain_est.total_bytes), abs=1e-6)
+    expect(page).to_have_url(re.compile(r"[?&]stack=plain(&|$)"))
+    assert query(page) == {"stack": ["plain"]}
+    expect(page.locator(".st-key-stack input")).to_have_value("plain")
+    expect(page.get_by_test_id("stMain").get_by_text(
+        "torch 2.x hand-written loop: checkpointing off (Plain PyTorch loop default)")).to_be_visible()

@@ -6,12 +6,12 @@ from __future__ import annotations
 import csv
 import io
 import re
-from dataclasses import replace
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from estimator import TrainingSetup, estimate, generic_spec, load_preset
+from estimator import estimate, generic_spec, load_preset
+from estimator.stacks import resolve_setup
 from tests.e2e.helpers import open_app, wait_for_app_run
 from validation import accuracy_report
 
@@ -56,7 +56,7 @@ def test_compare_detailed_and_the_methods_control_writes_the_url(page: Page, app
     spec = load_preset("llama-3.1-8b")
     shown = metric_values(page)
     assert list(shown) == ["Full fine-tuning", "LoRA"]
-    lora_gb = estimate(spec, TrainingSetup()).total_bytes / 1e9
+    lora_gb = estimate(spec, resolve_setup("trl")).total_bytes / 1e9  # the default stack's LoRA
     assert shown["LoRA"] == f"≈ {lora_gb:,.0f} GB"
     drawn = plot(page, "compare_chart").evaluate(
         "el => el.data.filter(t => t.type === 'bar').map(t => Array.from(t.y))")
@@ -73,9 +73,9 @@ def test_compare_detailed_and_the_methods_control_writes_the_url(page: Page, app
 
 def test_fits_on_the_36gb_laptop_in_rule_mode(page: Page, app_url: str):
     open_page(page, app_url, "/fits?device=laptop-36gb&rule=true")
-    for line in ("LoRA: up to about 12B (7B fits, 14B is too big).",
-                 "QLoRA: up to about 34B (32B fits, 70B is too big).",
-                 "Full fine-tuning: up to about 1.9B (1.5B fits, 3B is too big)."):
+    for line in ("LoRA: up to about 13B (7B fits, 14B is too big).",  # break-evens at 27 GiB (29.0 GB) usable
+                 "QLoRA: up to about 37B (32B fits, 70B is too big).",
+                 "Full fine-tuning: up to about 2.1B (1.5B fits, 3B is too big)."):
         expect(page.get_by_text(line)).to_be_visible()
     texts = plot(page, "fits_chart").evaluate(
         "el => el.layout.annotations.filter(a => a.name === 'verdict').map(a => a.text)")
@@ -83,7 +83,7 @@ def test_fits_on_the_36gb_laptop_in_rule_mode(page: Page, app_url: str):
                      "<b>22.0 GB · fits</b>", "<b>40.0 GB · too big</b>", "<b>25.3 GB · fits</b>"):
         assert expected in texts
     usable = plot(page, "fits_chart").evaluate("el => el.layout.shapes.find(s => s.name === 'usable').x0")
-    assert usable == pytest.approx(27)
+    assert usable == pytest.approx(27 * 2**30 / 1e9)  # 27 GiB = 29.0 GB
 
 
 def test_size_table_csv_holds_the_seeds_table(page: Page, app_url: str):
@@ -95,14 +95,14 @@ def test_size_table_csv_holds_the_seeds_table(page: Page, app_url: str):
                                "14B": (31, 172)}.items():
         assert float(rows[size]["LoRA · rule (GB)"]) == lora
         assert float(rows[size]["full · rule (GB)"]) == full
-    detailed = estimate(generic_spec(7), replace(TrainingSetup(batch=2, seq_len=1024), method="full")).total_bytes
+    detailed = estimate(generic_spec(7), resolve_setup("trl", method="full", batch=2, seq_len=1024)).total_bytes
     assert float(rows["7B"]["full · detailed (GB)"]) == pytest.approx(detailed / 1e9, abs=5e-4)
     assert "Llama-3.1-8B (yours)" in rows
 
 
 def test_scale_out_and_the_offload_toggle_writes_the_url(page: Page, app_url: str):
     open_page(page, app_url, "/scale?model=llama-3.1-70b&method=full&device=h100-80gb&ckpt=true")
-    expect(page.get_by_text(re.compile(r"Fits on 8 × NVIDIA H100 80 GB with ZeRO-3"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"Fits on 8 × NVIDIA H100 80GB HBM3 \(81,559 MiB\) with ZeRO-3"))).to_be_visible()
     x = plot(page, "scale_chart").evaluate("el => el.data.map(t => Array.from(t.x))")
     assert all(xs == [1, 2, 4, 8, 16, 32, 64] for xs in x)
     assert plot(page, "scale_chart").evaluate("el => el.layout.xaxis.type") == "log"
