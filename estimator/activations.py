@@ -16,7 +16,7 @@ from .training import ALL_LINEAR, TrainingSetup
 
 INT64 = 8
 LM_HEAD = "lm_head"
-FULL_LOGITS_IMPLS = frozenset({"hf", "bf16", "torchtune"})  # options.LOSS_IMPLS that build [T, V] logits
+FULL_LOGITS_IMPLS = frozenset({"hf", "bf16", "litgpt", "torchtune"})  # options.LOSS_IMPLS that build [T, V] logits
 TRL_TOKEN_TILE = 4096  # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE (TRL 1.16.0)
 TRL_VOCAB_TILE = 32768  # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE (TRL 1.16.0)
 TORCHTUNE_CHUNKS = 8  # torchtune 0.6.1 CEWithChunkedOutputLoss(num_output_chunks=8)
@@ -356,9 +356,9 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         cast_back = ctx.resid if ctx.resid != FP32 else 0  # grad_hidden.to(hidden.dtype): no copy for fp32
         transient = (FP32 + cast_back) * scored * hidden + tile + FP32 * scored
         if ctx.base_trainable:
-            # The head trains: an fp32 grad_weight [V, H] zeros, then .to(weight dtype) on return (a copy
-            # unless the weight is fp32; that copy becomes the head's gradient, counted from the next phase).
-            transient += FP32 * vocab * hidden
+            # The head trains: an fp32 grad_weight [V, H] zeros, then .to(weight dtype) on return: a copy unless
+            # the weight is fp32, alive next to the fp32 one at that moment (real-width trace rw-qwen3-0.6b full).
+            transient += (FP32 + (ctx.resid if ctx.resid != FP32 else 0)) * vocab * hidden
         if ctx.resid == FP32 and ctx.c != FP32:
             transient += ctx.c * min(vocab, TRL_VOCAB_TILE) * hidden  # weight[start:end].to(bf16) per tile
         return LossMemory(kept, transient, impl, "c·N·H gathered hidden states + per-token fp32 stats",
@@ -371,6 +371,10 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         # The Triton CE kernel works in fp32 registers and writes the logits gradient into the tile in place.
         chunk = min(tokens, 2 ** math.ceil(math.log2(max(1, math.ceil(tokens / math.ceil(vocab / hidden))))))
         tile = chunk * vocab * ctx.c  # one [chunk, V] logits tile in the compute dtype
+        if ctx.resid == FP32 and ctx.c != FP32:
+            # Under autocast (fp32 weights) every chunk's matmul casts the whole head to 16-bit first
+            # (amp_custom_fwd keeps autocast on): one c·V·H copy at a time (real-width trace, mixed precision).
+            tile += ctx.c * vocab * hidden
         kept = ctx.resid * tokens * hidden + FP32 * tokens  # grad_input in the input's dtype + fp32 loss_1d
         return LossMemory(kept, float(tile), impl, "grad_input [T, H] from forward",
                           "one [chunk × V] logits tile")
@@ -383,8 +387,8 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         return LossMemory(kept, transient, impl, "4 B × T × V fp32 log-softmax (8 chunks)",
                           "16-bit logits chunks + one fp32 chunk")
     # Full logits: HF ForCausalLMLoss (logits.float() then cross_entropy): log_softmax keeps its fp32 output
-    # (4·T·V); its backward adds grad_out and grad_in (8·T·V) → 12·T·V at the peak (§4). "bf16" = LitGPT's
-    # chunked_cross_entropy on bf16-true logits (no upcast).
+    # (4·T·V); its backward adds grad_out and grad_in (8·T·V) → 12·T·V at the peak (§4). "bf16" and "litgpt"
+    # (LitGPT's chunked_cross_entropy on bf16-true logits) have no upcast.
     ce = FP32 if impl == "hf" else ctx.c
     kept = ce * tokens * vocab
     if spec.final_softcap:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from .devices import CATALOG, Device
 from .memory import Estimate
 from .model import ModelSpec, generic_spec, list_presets, load_preset
+from .stacks import with_method
 from .training import MAX_BATCH, MAX_GPUS, MAX_SEQ_LEN, TrainingSetup
 
 EstimateFn = Callable[[ModelSpec, TrainingSetup], Estimate]
@@ -132,13 +133,13 @@ def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _d
         replace(setup, batch=half_batch) if setup.batch > 1 else None,
         "Fewer examples per step; raise gradient accumulation to keep the effective batch.")
     add(3, "Switch to QLoRA", f"{setup.method} → qlora (4-bit base)", spec,
-        replace(setup, method="qlora") if setup.method != "qlora" else None,
+        with_method(setup, "qlora") if setup.method != "qlora" else None,
         "A 4-bit base is about a quarter of a 16-bit one; training is somewhat slower.")
     add(4, "Use gradient checkpointing", "checkpointing off → on", spec,
         replace(setup, grad_ckpt=True) if not setup.grad_ckpt else None,
         "20–30 % slower: activations are recomputed in backward.")
     if setup.method == "full":
-        add(5, "Use LoRA instead of full fine-tuning", "full → lora", spec, replace(setup, method="lora"),
+        add(5, "Use LoRA instead of full fine-tuning", "full → lora", spec, with_method(setup, "lora"),
             "Fewer trainable weights; less room to change behaviour.")
     else:
         smaller = _smaller_model(spec)

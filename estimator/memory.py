@@ -134,7 +134,7 @@ def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
     return total + FP32 * norms
 
 
-def _casts(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, float, float]:
+def _casts(spec: ModelSpec, setup: TrainingSetup, lora: int, head_module: bool = True) -> tuple[float, float, float]:
     """bf16 copies of fp32 weights that autocast makes and autograd keeps until each layer's backward:
     (all layers + head, one layer, the head alone). Mixed precision casts every linear weight (§3.3 M: + 2 B × P); fp32
     LoRA adapters under autocast are cast too (§3.3 R: + 2 B × LoRA params)."""
@@ -144,7 +144,8 @@ def _casts(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, flo
     head = 0.0
     if setup.precision == "mixed" and setup.method != "qlora":
         per_layer += 2 * spec.layer_linear_params  # every decoder linear weight
-        head += 2 * spec.vocab_size * spec.hidden_size  # lm_head (or the tied embedding used as head)
+        if head_module:  # fused/chunked heads cast one vocabulary slice at a time (counted with the loss)
+            head += 2 * spec.vocab_size * spec.hidden_size  # lm_head (or the tied embedding used as head)
     if trainable_bytes(setup) == FP32 and setup.method != "full":
         per_layer += 2 * lora / spec.num_layers  # fp32 adapters → bf16 under autocast
     return per_layer * spec.num_layers + head, per_layer, head
@@ -215,7 +216,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         g_embed_last /= setup.gpus
     g_persist = grads if setup.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
 
-    casts_all, casts_layer, head_casts = _casts(spec, setup, lora)
+    casts_all, casts_layer, head_casts = _casts(spec, setup, lora, ctx.head_module)
     if setup.sharding == "zero3" and setup.gpus > 1:
         casts_all = casts_layer  # FSDP/ZeRO-3 gathers and casts one unit at a time, then frees it
     moe_delta = act.moe_lora_delta_bytes(spec, ctx)  # per MoE layer

@@ -90,8 +90,12 @@ LOSS_IMPLS: dict[str, LossImpl] = {o.id: o for o in (
              "transformers 5.24 loss/loss_utils.py ForCausalLMLoss; traced (calibration/README.md)"),
     LossImpl("bf16", "standard", "Cross-entropy on 16-bit logits",
              "No fp32 upcast: the 16-bit log-softmax is kept (2 B × T × V) and its backward adds 4 B × T × V.",
-             "LitGPT 0.5.13 litgpt/utils.py chunked_cross_entropy on bf16-true logits (chunks share one logits "
-             "tensor); calibrated on LitGPT's published runs"),
+             "torch.nn.CrossEntropyLoss on bf16 logits (torchtune 0.6.1 recipes with loss=torch.nn.CrossEntropyLoss)"),
+    LossImpl("litgpt", "chunked", "LitGPT chunked cross-entropy (bf16)",
+             "The head runs in chunks of 128 tokens and cross-entropy per chunk on the bf16 logits, no fp32 upcast: "
+             "counted as 2 B × T × V kept and 4 B × T × V in backward (the chunks stay referenced by the loop).",
+             "litgpt 0.5.13 litgpt/finetune/lora.py (lm_head_chunk_size=128), litgpt/utils.py "
+             "chunked_cross_entropy; calibrated on LitGPT's published runs"),
     LossImpl("trl", "chunked", "TRL fused chunked LM head",
              "Only the positions with a label are projected, in tiles of 4,096 tokens × 32,768 vocabulary; forward "
              "keeps the gathered hidden states [T, H]; backward builds an fp32 [T, H] input gradient (plus an fp32 "

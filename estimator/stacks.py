@@ -7,7 +7,7 @@ the version read. Pure data and one resolver: no Streamlit, Plotly or torch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from .options import LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS
@@ -177,7 +177,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                 "in chunks of 128, torch's default AdamW (foreach), bnb.nf4 without double quantisation, the "
                 "16-bit checkpoint on the GPU before quantising.",
         grad_ckpt=False, offload_activations=False, loss="chunked",
-        loss_impls={"chunked": "bf16"}, optimizer="adamw_foreach",
+        loss_impls={"chunked": "litgpt"}, optimizer="adamw_foreach",
         adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=False,
         load_16bit_first=True, max_grad_norm=0.0,
         sources={
@@ -273,6 +273,17 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, **settings: Any) -> TrainingSet
                          "layer inputs); turn checkpointing on or offloading off")
     stack.loss_impl(values["loss"])  # raises when the stack cannot do this loss
     return TrainingSetup(stack=stack.id, from_stack=tuple(from_stack), **values)
+
+
+def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
+    """The same setup trained another way. A stack's defaults can depend on the method (TRL: fp32 LoRA
+    adapters, bf16 ones on a 4-bit base), so the values the stack chose are chosen again for this method;
+    the user's own choices are kept."""
+    if setup.stack is None:
+        return replace(setup, method=method)
+    given = {f.name: getattr(setup, f.name) for f in fields(setup)
+             if f.name not in setup.from_stack and f.name not in ("stack", "from_stack")}
+    return resolve_setup(setup.stack, **{**given, "method": method})
 
 
 def loss_impl_id(setup: TrainingSetup) -> str:

@@ -5,7 +5,7 @@ the setup being estimated."""
 import pandas as pd
 import streamlit as st
 
-from estimator import GB, estimate, fmt_both
+from estimator import estimate, fmt_both
 from estimator import memory as mem
 from estimator.devices import UNIFIED_USABLE_FRACTION
 from estimator.options import CHECKPOINTING, LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS

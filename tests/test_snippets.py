@@ -330,7 +330,7 @@ def extract(stack: str, text: str) -> dict[str, object]:
         else:
             s["lora"] = None
         s["qlora"] = {"quantize": opts["--quantize"]} if "--quantize" in opts else None
-        s["loss"] = "bf16"
+        s["loss"] = "litgpt"  # LitGPT always runs its chunked cross-entropy
     return s
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -34,7 +34,7 @@ from estimator import (
     seed_figure_gb,
     verdict,
 )
-from estimator.stacks import resolve_setup
+from estimator.stacks import with_method
 from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_LABELS, SHARDINGS
 
 # The model sizes the seed page uses (its size table, the 36 GB diagram and its conclusions), in billions.
@@ -43,17 +43,6 @@ SEED_SIZES_B: tuple[float, ...] = (0.5, 1.5, 3, 7, 14, 27, 32, 70)
 METHOD_ORDER: tuple[str, ...] = ("lora", "qlora", "full")
 SHORT_METHOD = {"full": "full", "lora": "LoRA", "qlora": "QLoRA"}
 SHORT_SHARDING = {"none": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3 / FSDP"}
-
-
-def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
-    """The same setup trained another way. A stack's defaults can depend on the method (TRL: fp32 LoRA
-    adapters, bf16 ones on a 4-bit base), so the values the stack chose are chosen again for this method;
-    the user's own choices are kept."""
-    if setup.stack is None:
-        return replace(setup, method=method)
-    given = {f.name: getattr(setup, f.name) for f in fields(setup)
-             if f.name not in setup.from_stack and f.name not in ("stack", "from_stack")}
-    return resolve_setup(setup.stack, **{**given, "method": method})
 
 
 def size_label(size_b: float) -> str:

@@ -1,0 +1,149 @@
+"""Training stacks: what each framework does by default, what the user overrides, and the echo of both."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from estimator import estimate, load_preset, remedies
+from estimator.cli import main
+from estimator.options import LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS
+from estimator.stacks import (
+    STACK_FIELDS,
+    STACKS,
+    get_stack,
+    loss_impl_id,
+    resolve_setup,
+    setup_json,
+    setup_summary,
+    with_method,
+)
+from estimator.training import TrainingSetup
+
+LLAMA = load_preset("llama-3.1-8b")
+
+# (stack, method) → (grad_ckpt, offload, loss kind, loss implementation, optimizer, adapter dtype, QLoRA prep)
+DEFAULTS = [
+    ("trl", "lora", (True, False, "chunked", "trl", "adamw", "fp32", "none")),
+    ("trl", "qlora", (True, False, "chunked", "trl", "adamw", "bf16", "none")),
+    ("trainer", "qlora", (False, False, "standard", "hf", "adamw", "fp32", "peft")),
+    ("unsloth", "lora", (True, True, "fused", "cce", "adamw", "fp32", "none")),
+    ("axolotl", "qlora", (False, False, "standard", "hf", "adamw", "fp32", "none")),
+    ("torchtune", "lora", (True, False, "chunked", "torchtune", "adamw", "bf16", "none")),
+    ("litgpt", "lora", (False, False, "chunked", "litgpt", "adamw_foreach", "bf16", "none")),
+    ("litgpt", "qlora", (False, False, "chunked", "litgpt", "paged_adamw", "bf16", "none")),
+    ("plain", "full", (False, False, "standard", "hf", "adamw_foreach", "fp32", "none")),
+]
+
+
+@pytest.mark.parametrize(("stack", "method", "expected"), DEFAULTS)
+def test_each_stack_fills_what_its_framework_does(stack, method, expected):
+    s = resolve_setup(stack, method=method)
+    assert (s.grad_ckpt, s.offload_activations, s.loss, loss_impl_id(s), s.optimizer, s.adapter_dtype,
+            s.qlora_prep) == expected
+    assert s.stack == stack and set(s.from_stack) == set(STACK_FIELDS)
+
+
+def test_every_stack_value_has_a_source_and_known_options():
+    for stack in STACKS.values():
+        assert stack.version and stack.summary
+        assert set(STACK_FIELDS) - {"nf4_double_quant", "load_16bit_first"} <= set(stack.sources)
+        assert stack.loss in stack.loss_impls and set(stack.loss_impls) <= set(LOSSES)
+        assert all(impl in LOSS_IMPLS and LOSS_IMPLS[impl].kind == kind for kind, impl in stack.loss_impls.items())
+        assert stack.optimizer in OPTIMIZERS and stack.qlora_prep in QLORA_PREPS
+        assert set(stack.unavailable) == set(LOSSES) - set(stack.loss_impls)
+
+
+def test_a_given_setting_wins_and_is_not_marked_as_the_stacks():
+    s = resolve_setup("trl", grad_ckpt=False, loss="standard", optimizer="adamw_8bit")
+    assert (s.grad_ckpt, s.loss, s.optimizer) == (False, "standard", "adamw_8bit")
+    assert {"grad_ckpt", "loss", "optimizer"}.isdisjoint(s.from_stack)
+    assert "checkpointing off (your choice)" in setup_summary(s)
+    assert "loss: HF ForCausalLMLoss (your choice)" in setup_summary(s)
+    assert "optimizer: 8-bit AdamW (bitsandbytes) (your choice)" in setup_summary(s)
+
+
+def test_checkpointing_off_takes_the_stacks_offloading_with_it():
+    s = resolve_setup("unsloth", grad_ckpt=False)
+    assert not s.grad_ckpt and not s.offload_activations
+    with pytest.raises(ValueError, match="needs gradient checkpointing"):
+        resolve_setup("trl", grad_ckpt=False, offload_activations=True)
+
+
+@pytest.mark.parametrize(("stack", "loss", "why"), [
+    ("trl", "fused", "TRL 1.16 raises"), ("torchtune", "fused", "no fused"), ("litgpt", "standard", "always"),
+    ("plain", "chunked", "own loss"), ("trainer", "chunked", "no chunked loss"),
+])
+def test_a_loss_the_stack_cannot_do_is_refused_with_the_reason(stack, loss, why):
+    with pytest.raises(ValueError, match=why):
+        resolve_setup(stack, loss=loss)
+
+
+def test_unknown_stack_and_setting_are_refused():
+    with pytest.raises(ValueError, match="unknown stack"):
+        get_stack("deepspeed-chat")
+    with pytest.raises(ValueError, match="unknown setting"):
+        resolve_setup("trl", flash=True)
+    with pytest.raises(ValueError, match="stack must be one of"):
+        TrainingSetup(stack="nope")
+
+
+def test_the_default_stack_changes_the_headline_numbers():
+    """The issue's examples: TRL's checkpointing and chunked head against the old defaults."""
+    trl = estimate(LLAMA, resolve_setup("trl", method="qlora")).total_bytes
+    old = estimate(LLAMA, TrainingSetup(method="qlora")).total_bytes
+    assert round(trl / 1e9, 1) == 8.0 and round(old / 1e9, 1) == 25.4
+    plain = estimate(LLAMA, resolve_setup("plain", method="full")).total_bytes
+    trainer = estimate(LLAMA, resolve_setup("trainer", method="full")).total_bytes
+    assert plain - trainer == pytest.approx(2 * LLAMA.params_total, rel=0.06)  # foreach AdamW's step buffer
+
+
+def test_offloading_keeps_one_layer_input_on_the_gpu_and_reports_the_rest_as_cpu_ram():
+    on = estimate(LLAMA, resolve_setup("trl", batch=4, seq_len=8192))
+    off = estimate(LLAMA, resolve_setup("trl", batch=4, seq_len=8192, offload_activations=True))
+    ckpt = LLAMA.num_layers * 2 * LLAMA.hidden_size * 4 * 8192  # L bf16 layer inputs
+    assert off.cpu_offload_bytes == ckpt
+    assert on.tensor_bytes - off.tensor_bytes == pytest.approx(ckpt * (LLAMA.num_layers - 1) / LLAMA.num_layers,
+                                                                rel=0.01)
+
+
+def test_switching_method_rechooses_the_stacks_method_dependent_values():
+    lora = resolve_setup("trl", method="lora", batch=2)
+    qlora = with_method(lora, "qlora")
+    assert qlora == resolve_setup("trl", method="qlora", batch=2)
+    assert (lora.adapter_dtype, qlora.adapter_dtype) == ("fp32", "bf16")
+    remedy = next(r for r in remedies(LLAMA, lora) if r.title == "Switch to QLoRA")
+    assert remedy.new_total_bytes == estimate(LLAMA, qlora).total_bytes
+
+
+def test_setup_json_echoes_every_effective_value():
+    doc = setup_json(resolve_setup("unsloth", method="qlora", batch=3))
+    assert doc["stack"] == "unsloth" and doc["stack_version"].startswith("unsloth 2026.10.9")
+    assert (doc["batch"], doc["grad_ckpt"], doc["offload_activations"], doc["checkpointing"]) == (3, True, True,
+                                                                                                "offload")
+    assert (doc["loss"], doc["loss_impl"], doc["hf_optim"]) == ("fused", "cce", "adamw_torch_fused")
+    assert doc["qlora_prep"] == "none" and "qlora_prep_label" in doc
+    assert "batch" not in doc["from_stack"] and "loss" in doc["from_stack"]
+    json.dumps(doc)
+
+
+def test_cli_stack_flags_and_setup_echo(capsys):
+    assert main(["--json", "--stack", "trainer", "--grad-ckpt", "--loss", "fused", "--method", "lora"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["setup"]["stack"] == "trainer" and doc["setup"]["loss_impl"] == "liger"
+    assert doc["setup"]["grad_ckpt"] is True and "grad_ckpt" not in doc["setup"]["from_stack"]
+    assert set(doc["components_bytes"]) == {"weights", "gradients", "optimizer", "activations", "overhead"}
+    assert main(["--json", "--stack", "trl", "--no-grad-ckpt"]) == 0
+    assert json.loads(capsys.readouterr().out)["setup"]["grad_ckpt"] is False
+
+
+@pytest.mark.parametrize("argv", [["--stack", "megatron"], ["--loss", "liger"], ["--stack", "torchtune", "--loss",
+                                                                                  "fused"],
+                                  ["--no-grad-ckpt", "--offload-activations"]])
+def test_cli_bad_stack_input_exits_2_with_one_line(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("estimator: error:") and "\n" not in err
