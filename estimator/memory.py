@@ -228,8 +228,10 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         # Offloaded checkpointing (transformers activation_checkpointing_enable(offload=True): save_on_cpu;
         # Unsloth's 'unsloth' mode): every layer input is copied to pinned CPU RAM in forward and one layer's
         # input at a time comes back for its recompute in backward.
+        # Two layer inputs stay on the device: the one being recomputed and the next one brought back
+        # (real-width traces with offload: +1 × T·h over the one-layer count).
         offloaded = ckpt
-        ckpt = tokens * ctx.resid * spec.hidden_size
+        ckpt = min(2, spec.num_layers) * tokens * ctx.resid * spec.hidden_size
     final = tokens * (act.final_per_token(spec, ctx) + act.rope_per_token(spec, ctx))
     one_layer = tokens * act.max_layer_per_token(spec, ctx, sizes) + moe_delta
     loss = act.loss_memory(spec, setup, ctx)
@@ -280,14 +282,16 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         ]
     else:
         act_ckpt = d("activations", "Checkpointed layer inputs", ckpt,
-                     "T × h (one layer's input back from CPU)" if offloaded else "T × L × h (layer inputs)")
+                     "2 × T × h (layer inputs back from CPU)" if offloaded else "T × L × h (layer inputs)")
+        recompute = d("activations", "Recompute transients (LoRA)", tokens * act.recompute_extra_per_token(spec, ctx),
+                      "c × T × (I + h)")
         phases = [
             phase("loss backward", head_casts, g_persist + g_loss, "Gradients (accumulated)",
                   [act_ckpt, act_final, act_loss_kept, act_loss_tr]),
             phase("backward, recomputing last layer", head_casts + casts_layer, g_persist + g_head,
-                  "Gradients (head)", [act_ckpt, act_final, act_one, act_temp, act_deq]),
+                  "Gradients (head)", [act_ckpt, act_final, act_one, act_temp, recompute, act_deq]),
             phase("backward, recomputing first layer", casts_layer, max(grads - g_embed_last, g_persist),
-                  "Gradients", [act_one, act_temp, act_deq]),
+                  "Gradients", [act_one, act_temp, recompute, act_deq]),
         ]
     if setup.method == "full" and spec.tie_embeddings:
         # Tied embeddings: at the end of backward autograd holds the head's gradient of the shared weight (in
