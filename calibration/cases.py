@@ -20,12 +20,17 @@ Case schema (input to calibration.trace.trace_case)::
         "lora_rank": int | None, "lora_alpha": int | None (2*rank),
         "lora_targets": "all-linear" | [module names] | None,
         "lora_dropout": 0.0,
-        "loss": "standard"                       # HF ForCausalLMLoss (logits.float() + cross_entropy)
+        "loss": "standard" | "chunked" | "fused",  # standard: HF ForCausalLMLoss (logits.float() + cross_entropy);
+                                                 # chunked: TRL 1.16 SFT fused chunked LM head; fused: Liger FLCE
+                                                 # (calibration/losses.py).  Missing (older fixtures) = "standard"
+        "offload_activations": bool              # only with grad_ckpt: transformers activation_checkpointing_enable(
+                                                 # offload=True).  Only the "rw-" cases carry the key; missing = false
       },
       "tags": [...]                              # free-form hints (e.g. "moe", "sliding_window_mask")
     }
 
-Shapes are small and deliberately not those of released models; fake tracing cost depends on the number of
+The original 102 cases use small shapes, deliberately not those of released models; the "rw-" cases (appended
+at the end, ``_rw_cases``) use released models' widths and vocabularies with 2-4 layers. fake tracing cost depends on the number of
 ops (layers), not on tensor sizes, so long sequences and large vocabularies are cheap.  MoE cases with fp32
 weights cannot run under FakeTensorMode (the grouped_mm meta kernel only accepts bf16) and run for real on CPU,
 so they are kept tiny.
@@ -320,9 +325,110 @@ def _moe_cases() -> list[dict]:
     return out
 
 
+# --------------------------------------------------------------------------------------------------
+# Real-width cases (prefix "rw-"): released models' hidden sizes, heads and vocabularies, with only 2-4 decoder
+# layers (fake tracing cost grows with the op count, not with tensor sizes).  They exercise the loss heads
+# ("standard", TRL's "chunked", Liger's "fused"), activation offloading and the tied-embedding end of backward at
+# the widths where those terms matter.  RoPE parameters are left at the family defaults (no effect on memory).
+# --------------------------------------------------------------------------------------------------
+RW_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama3.2-1b": ("llama", dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=3,
+                                  num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                                  tie_word_embeddings=True)),
+    "llama3.2-3b": ("llama", dict(vocab_size=128256, hidden_size=3072, intermediate_size=8192, num_hidden_layers=2,
+                                  num_attention_heads=24, num_key_value_heads=8, head_dim=128,
+                                  tie_word_embeddings=True)),
+    "qwen2.5-0.5b": ("qwen2", dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=4,
+                                   num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)),
+    "qwen2.5-1.5b": ("qwen2", dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960,
+                                   num_hidden_layers=2, num_attention_heads=12, num_key_value_heads=2,
+                                   tie_word_embeddings=True)),
+    "qwen3-0.6b": ("qwen3", dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=3,
+                                 num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                                 tie_word_embeddings=True)),
+    # Gemma-2 defaults are the 2B's: head_dim 256, query_pre_attn_scalar 256, attention soft-capping 50, final
+    # logit soft-capping 30, sliding window 4096 on alternate layers
+    "gemma2-2b": ("gemma2", dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=2,
+                                 num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                                 query_pre_attn_scalar=256, final_logit_softcapping=30.0,
+                                 attn_logit_softcapping=50.0, tie_word_embeddings=True)),
+    "llama3.1-8b": ("llama", dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=2,
+                                  num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                                  tie_word_embeddings=False)),
+}
+LOSSES = ("standard", "chunked", "fused")
+_ROT = None  # template marker: loss rotates over LOSSES by model
+# (method, precision, grad_ckpt, offload_activations, loss, stack tag).  grad_ckpt None: alternates by model.
+_RW_TEMPLATE: list[tuple[str, str, bool | None, bool, str | None, str | None]] = [
+    ("full", "bf16", False, False, "standard", "stack-plain"),
+    ("full", "bf16", True, False, "chunked", "stack-trl-default"),  # TRL 1.16 SFT defaults: bf16, ckpt, chunked
+    ("full", "bf16", True, False, "fused", "stack-hf-liger"),  # HF Trainer use_liger_kernel=True + ckpt
+    ("full", "bf16", True, True, _ROT, None),
+    ("full", "mixed", True, False, _ROT, None),
+    ("full", "mixed", False, False, _ROT, None),
+    ("full", "fp32", None, False, _ROT, None),
+    ("lora", "bf16", False, False, "standard", "stack-plain"),
+    ("lora", "bf16", True, False, "chunked", "stack-trl-default"),
+    ("lora", "bf16", True, True, _ROT, None),
+    ("lora", "mixed|fp32", None, False, _ROT, None),  # mixed on even models, fp32 on odd ones
+    ("lora", "bf16", True, False, "fused", "stack-hf-liger"),
+]
+_RW_TOKENS: list[tuple[int, int]] = [
+    (1, 512), (2, 1024), (1, 2048), (4, 1024), (1, 4096), (2, 2048),
+    (4, 512), (2, 4096), (1, 1024), (4, 2048), (2, 512), (4, 4096),
+]
+
+
+def _rw_case_id(model: str, layers: int, setup: dict[str, Any]) -> str:
+    parts = ["rw", model, f"L{layers}", setup["method"]]
+    if setup["method"] == "lora":
+        parts.append(f"r{setup['lora_rank']}-all")
+    parts += [setup["precision"], f"b{setup['batch']}s{setup['seq_len']}"]
+    if setup["grad_ckpt"]:
+        parts.append("ckpt")
+    if setup["offload_activations"]:
+        parts.append("offload")
+    parts += [setup["loss"], setup["attention"]]
+    return "-".join(parts)
+
+
+def _rw_cases() -> list[dict]:
+    out = []
+    for m, (model, (family, spec)) in enumerate(RW_MODELS.items()):
+        tied = bool(spec["tie_word_embeddings"])
+        for j, (method, precision, ckpt, offload, loss, stack) in enumerate(_RW_TEMPLATE):
+            if precision == "mixed|fp32":
+                precision = "mixed" if m % 2 == 0 else "fp32"
+            if ckpt is None:
+                ckpt = m % 2 == 0
+            if loss is _ROT:
+                loss = LOSSES[(j + m) % len(LOSSES)]
+            batch, seq = _RW_TOKENS[(j + 5 * m) % len(_RW_TOKENS)]
+            attention = "eager" if family == "gemma2" else "sdpa"
+            st = _setup(method, precision, batch, seq, ckpt, attention,
+                        "all-linear" if method == "lora" else None, 16 if method == "lora" else None)
+            st["loss"] = loss
+            st["offload_activations"] = bool(offload)
+            tags = ["dense", "real-width", "tied" if tied else "untied", f"loss-{loss}"]
+            if offload:
+                tags.append("offload")
+            if stack:
+                tags.append(stack)
+            if attention == "eager":
+                tags.append("eager_attention")
+            out.append({
+                "id": _rw_case_id(model, int(spec["num_hidden_layers"]), st),
+                "family": family,
+                "config": full_config(family, spec),
+                "setup": st,
+                "tags": tags,
+            })
+    return out
+
+
 def get_cases() -> list[dict]:
     """All calibration cases, deterministic order, unique ids."""
-    cases = _dense_cases() + _extra_cases() + _moe_cases()
+    cases = _dense_cases() + _extra_cases() + _moe_cases() + _rw_cases()
     ids = [c["id"] for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:

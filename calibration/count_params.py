@@ -47,7 +47,7 @@ PRESETS = ROOT / "estimator" / "presets"
 DEFAULT_OUT = ROOT / "tests" / "data" / "preset_param_counts.json"
 LORA_R = 16
 
-# Exact totals published / derived independently (research/formulas.md §1); the script fails if one differs.
+# Exact totals published / derived independently (docs/formulas.md §1); the script fails if one differs.
 KNOWN_TOTALS = {
     "llama-3.1-8b": 8_030_261_248,
     "qwen2.5-7b": 7_615_616_512,

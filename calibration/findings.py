@@ -1,6 +1,6 @@
 """Derive per-token / per-parameter constants from traces and compare them with formulas.md.
 
-Traces a Llama-shaped model (h=512, a=8, k=2, d=64, I=1792: the shape used in formulas.md §3.3) at
+Traces a Llama-shaped model (h=512, a=8, k=2, d=64, I=1792: the shape used in docs/formulas.md §3.3) at
 L in {2, 3}, T in {256, 512} and V in {1000, 2000} and solves for
 
     saved activations after forward  A(L, T, V) = T*(L*a_layer + c_tok) + L*k_layer + k0     (V fixed)
@@ -40,7 +40,7 @@ REGIMES = {
     "LoRA all-linear fp32": ("lora", "fp32", "all-linear"),
 }
 
-# formulas.md §3.3 closed forms (bytes/token/layer); None where formulas.md gives none
+# docs/formulas.md §3.3 closed forms (bytes/token/layer); None where formulas.md gives none
 FORMULA = {
     "full bf16": 16 * H + 4 * QD + 4 * KVD + 8 * I_ + 4 * A + 8,
     "full mixed": 26 * H + 4 * QD + 4 * KVD + 8 * I_ + 4 * A + 8,

@@ -1,10 +1,16 @@
 """Trace every calibration case and write tests/data/calibration/fixtures.json.
 
-Regenerate (from the repository root, with the calibration venv; ~5 minutes on 2 cores):
+Regenerate (from the repository root, with the calibration venv; ~20-25 minutes on 2 cores for all 186 cases,
+~16 of them for the 84 real-width "rw-" cases):
 
     HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.run_matrix            # 2 worker processes
     HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.run_matrix -j 1       # serial
     HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.run_matrix --only llama --out /tmp/llama.json
+    HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.run_matrix --only-prefix rw- --merge   # new cases only
+
+``--merge`` traces only the selected cases and merges them into the existing output file: the other entries are
+kept byte-for-byte as stored (not re-traced), traced ones replace entries with the same id, and the file is
+written in ``get_cases()`` order (entries whose id is no longer in the matrix are dropped, with a warning).
 
 The .venv-cal environment: ``python3 -m venv .venv-cal && .venv-cal/bin/pip install -r
 requirements-calibration.txt`` (torch 2.13.0 CPU build, transformers, peft, accelerate).
@@ -58,14 +64,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (default 2)")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help=f"output JSON (default {DEFAULT_OUT.relative_to(ROOT)})")
     ap.add_argument("--only", action="append", default=[], help="substring filter on case ids (repeatable)")
+    ap.add_argument("--only-prefix", action="append", default=[],
+                    help="prefix filter on case ids, e.g. rw- (repeatable; combined with --only by AND)")
+    ap.add_argument("--merge", action="store_true",
+                    help="merge the traced cases into the existing --out file instead of overwriting it")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
     from calibration.cases import get_cases
 
-    cases = get_cases()
+    all_cases = get_cases()
+    cases = all_cases
     if args.only:
         cases = [c for c in cases if any(s in c["id"] for s in args.only)]
+    if args.only_prefix:
+        cases = [c for c in cases if any(c["id"].startswith(p) for p in args.only_prefix)]
     print(f"tracing {len(cases)} cases with {args.jobs} process(es)", flush=True)
 
     t_start = time.perf_counter()
@@ -96,13 +109,21 @@ def main(argv: list[str] | None = None) -> int:
         pool.join()
     wall = time.perf_counter() - t_start
 
-    ordered = []
-    for c in cases:  # keep the deterministic case order
-        if c["id"] in results:
-            r = results[c["id"]]
-            r["measured"].pop("trace_seconds", None)
-            ordered.append(r)
+    for r in results.values():
+        r["measured"].pop("trace_seconds", None)
     out = Path(args.out)
+    if args.merge and out.exists():
+        with open(out) as f:
+            stored = {r["id"]: r for r in json.load(f)}
+        known = {c["id"] for c in all_cases}
+        dropped = sorted(set(stored) - known)
+        if dropped:
+            print(f"warning: dropping {len(dropped)} stored case(s) no longer in the matrix: {dropped}", flush=True)
+        merged = {**stored, **results}
+        ordered = [merged[c["id"]] for c in all_cases if c["id"] in merged]  # get_cases() order
+        print(f"merge: {len(results)} traced, {len(ordered) - len(results)} kept from {out}", flush=True)
+    else:
+        ordered = [results[c["id"]] for c in cases if c["id"] in results]  # keep the deterministic case order
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as f:
         json.dump(ordered, f, indent=1, sort_keys=False)
@@ -120,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     for fam in fams:
         row = [by.get((fam, m, p), 0) for m, p in cols]
         print(f"{fam:10s} " + " ".join(f"{n:10d}" for n in row) + f"  {sum(row):5d}")
+    losses = collections.Counter(
+        (r["setup"].get("loss") or "standard") + ("+offload" if r["setup"].get("offload_activations") else "")
+        for r in ordered
+    )
+    print("losses:", dict(sorted(losses.items())))
     modes = collections.Counter(r["measured"]["mode"] for r in ordered)
     phases = collections.Counter(r["measured"]["peak_phase"] for r in ordered)
     print("modes:", dict(modes), " peak phases:", dict(phases))

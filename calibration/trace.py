@@ -13,7 +13,9 @@ Usage (developer tool; needs .venv-cal, see calibration/README.md):
     HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.trace CASE.json [-o OUT.json]
     HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.trace --case CASE_ID [-o OUT.json]
 
-CASE.json holds one case dict (or a list of them); see calibration/cases.py for the schema.
+CASE.json holds one case dict (or a list of them); see calibration/cases.py for the schema.  Setup keys "loss"
+("standard" | "chunked": TRL 1.16 SFT's fused chunked LM head | "fused": Liger FLCE) and "offload_activations"
+(transformers' offloaded checkpointing) are implemented in calibration/losses.py.
 """
 
 from __future__ import annotations
@@ -308,12 +310,17 @@ def _retie(groups) -> None:
             mod._parameters[name] = shared
 
 
-def _enable_grad_ckpt(model) -> None:
+def _enable_grad_ckpt(model, offload: bool = False) -> None:
     kwargs = {"use_reentrant": False}
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     if hasattr(base, "activation_checkpointing_enable"):
-        base.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        if offload:  # transformers 5.24 modeling_utils.py:3160-3167 (save_on_cpu swapped, see calibration/losses.py)
+            base.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs, offload=True)
+        else:
+            base.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:  # older transformers
+        if offload:
+            raise ValueError("offload_activations needs transformers >= 5 (activation_checkpointing_enable)")
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if hasattr(base.config, "use_cache"):
         base.config.use_cache = False  # what HF does when checkpointing during training
@@ -343,10 +350,43 @@ def build_model(case: dict, device: str):
         model = get_peft_model(model, lcfg)  # autocast_adapter_dtype=True: adapters in fp32
     elif setup["method"] != "full":
         raise ValueError(f"unknown method {setup['method']!r}")
+    loss = loss_kind(setup)
+    if loss == "chunked":
+        from calibration.losses import add_trl_fused_head
+
+        add_trl_fused_head(model)  # SFTTrainer.__init__: after PEFT, on the base model
+    elif loss == "fused":
+        from calibration.losses import apply_liger_flce
+
+        apply_liger_flce(model)
+    elif loss != "standard":
+        raise ValueError(f"unknown loss {loss!r}")
+    offload = bool(setup.get("offload_activations", False))
+    if offload and not setup.get("grad_ckpt"):
+        raise ValueError("offload_activations needs grad_ckpt")
     if setup.get("grad_ckpt"):
-        _enable_grad_ckpt(model)
+        _enable_grad_ckpt(model, offload=offload)
     model.train()
     return model
+
+
+def loss_kind(setup: dict) -> str:
+    """Case setup key "loss" (older fixtures have no key: "standard")."""
+    return setup.get("loss") or "standard"
+
+
+def _loss_and_offload_ctx(setup: dict) -> contextlib.ExitStack:
+    """Patches that must stay in place for the whole trace (see calibration/losses.py)."""
+    stack = contextlib.ExitStack()
+    if loss_kind(setup) == "chunked":
+        from calibration.losses import trl_gpu_path
+
+        stack.enter_context(trl_gpu_path())
+    if setup.get("offload_activations"):
+        from calibration.losses import offloaded_checkpoint_inputs
+
+        stack.enter_context(offloaded_checkpoint_inputs())
+    return stack
 
 
 def param_counts(model: torch.nn.Module) -> tuple[int, int]:
@@ -375,7 +415,12 @@ def _train_step(model, opt, setup: dict, vocab: int, tracker: _Tracker, snaps: d
     labels = input_ids.clone()  # DataCollatorForLanguageModeling: labels = input_ids.clone()
     tracker.phase_override = None
     with _autocast_ctx(setup):
-        loss = model(input_ids=input_ids, labels=labels).loss  # no reference to the outputs is kept
+        if loss_kind(setup) == "chunked":  # TRL SFTTrainer.compute_loss with the fused chunked LM head
+            from calibration.losses import trl_sft_loss
+
+            loss = trl_sft_loss(model, input_ids, labels)
+        else:  # "standard" (HF ForCausalLMLoss) or "fused" (Liger lce_forward stand-in): the model's own loss
+            loss = model(input_ids=input_ids, labels=labels).loss  # no reference to the outputs is kept
     if snaps is not None:
         snaps["after_forward"] = _categories(tracker._curr_mem_snap)
     loss.backward()
@@ -438,6 +483,11 @@ def _real_mode_mask_decisions():
 
 
 def _run(case: dict, mode: str) -> dict:
+    with _loss_and_offload_ctx(case["setup"]):
+        return _run_inner(case, mode)
+
+
+def _run_inner(case: dict, mode: str) -> dict:
     setup = case["setup"]
     vocab = int(case["config"]["vocab_size"])
     torch.manual_seed(0)
@@ -512,11 +562,23 @@ def _run(case: dict, mode: str) -> dict:
     return measured
 
 
-def tool_versions() -> dict[str, str]:
+def tool_versions(case: dict | None = None) -> dict[str, str]:
+    """torch / transformers / peft, plus trl for the "chunked" loss and the Liger version the "fused" stand-in
+    reproduces (older fixtures, loss "standard", keep exactly the three keys)."""
     import peft
     import transformers
 
-    return {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
+    out = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
+    loss = loss_kind(case["setup"]) if case else "standard"
+    if loss == "chunked":
+        from calibration.losses import trl_tool_version
+
+        out["trl"] = trl_tool_version()
+    elif loss == "fused":
+        from calibration.losses import LIGER_VERSION
+
+        out["liger_kernel"] = f"{LIGER_VERSION} (CPU stand-in, calibration/losses.py)"
+    return out
 
 
 def trace_case(case: dict) -> dict:
@@ -545,7 +607,7 @@ def trace_case(case: dict) -> dict:
     measured["trace_seconds"] = round(time.perf_counter() - t0, 2)
     out = copy.deepcopy(case)
     out["measured"] = measured
-    out["tool"] = tool_versions()
+    out["tool"] = tool_versions(case)
     return out
 
 
