@@ -33,6 +33,7 @@ from . import (
     remedies,
     verdict,
 )
+from .hub import HubModel, fetch_model
 from .stacks import DEFAULT_STACK, STACK_IDS, resolve_setup, setup_json
 from .training import ATTENTIONS, LOSSES, METHODS, OPTIMIZERS, PRECISIONS, SHARDINGS
 
@@ -46,7 +47,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m estimator", description="Peak GPU memory of one fine-tuning step.")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--model", help="preset id (see --list-presets)")
+    src.add_argument("--model", help="preset id (see --list-presets), or a Hugging Face model id ORG/NAME[@REVISION] "
+                                      "(HF_TOKEN for gated or private models)")
     src.add_argument("--config", help="path to a Hugging Face config.json")
     src.add_argument("--size", type=float, help="model size in billions of parameters (generic decoder)")
     p.add_argument("--stack", choices=STACK_IDS, default=DEFAULT_STACK,
@@ -105,17 +107,22 @@ def estimate_json(est: Estimate, device: Device | None = None) -> dict[str, Any]
     return doc
 
 
-def _model(args: argparse.Namespace) -> ModelSpec:
+def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
     if args.config:
         path = Path(args.config)
         try:
             data = path.read_bytes()
         except OSError as exc:
             raise ValueError(f"cannot read {args.config}: {exc.strerror}") from None
-        return parse_config_text(data, name=path.name)
+        return parse_config_text(data, name=path.name), None
     if args.size is not None:
-        return generic_spec(args.size)
-    return load_preset(args.model or "llama-3.1-8b")
+        return generic_spec(args.size), None
+    if args.model and "/" in args.model:  # a Hugging Face model id (presets have no slash)
+        return fetch_model(args.model)
+    try:
+        return load_preset(args.model or "llama-3.1-8b"), None
+    except ValueError as exc:
+        raise ValueError(f"{exc}; or a Hugging Face model id ORG/NAME[@REVISION]") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -132,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{d.id:<14} {d.name} — usable {fmt_both(d.usable_bytes)}" for d in CATALOG))
         return 0
     try:
-        spec = _model(args)
+        spec, hub = _model(args)
         setup = resolve_setup(
             args.stack, method=args.method, precision=args.precision, optimizer=args.optimizer,
             batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
@@ -158,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
         return 2  # unreachable: error() exits
     doc = estimate_json(est, device)
+    if hub is not None:
+        doc["hub"] = hub.as_json()
     if args.advice and device is not None and args.rule is None:
         usable = device.usable_bytes
         doc["advice"] = {
@@ -170,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
+        if hub is not None:
+            print(hub.label)
         print(f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} × {setup.seq_len} tokens")
         ckpt = "offloaded checkpointing" if setup.offload_activations else (
             "checkpointing" if setup.grad_ckpt else "no checkpointing")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
@@ -211,19 +212,97 @@ def _dense_linears(family: str, h: int, qd: int, kvd: int, inter: int, cfg: Mapp
     return attn + mlp
 
 
+# --------------------------------------------------------------------------------------------
+# Unknown model types: a Llama-like estimate from the usual decoder fields (issue 11)
+# --------------------------------------------------------------------------------------------
+
+# The fields every Hugging Face decoder config states; an unknown model_type with all of them is estimated
+# as a Llama-style decoder (num_key_value_heads, head_dim, tie_word_embeddings, attention_bias, mlp_bias and
+# hidden_act are read when present).
+DECODER_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
+# Encoders and encoder-decoders state the same fields but are not decoder language models.
+NOT_DECODERS = frozenset({
+    "bert", "roberta", "xlm-roberta", "camembert", "distilbert", "albert", "electra", "deberta", "deberta-v2",
+    "modernbert", "mpnet", "t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "whisper", "vit", "clip",
+    "siglip", "wav2vec2", "hubert",
+})
+# Keys that mark a mixture of experts: a dense Llama-like estimate would leave out most of its weights.
+MOE_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_experts_per_tok")
+# Fields a multimodal wrapper may keep at its top level rather than in text_config.
+_TEXT_FIELDS_AT_TOP = (*DECODER_FIELDS, "num_key_value_heads", "head_dim", "tie_word_embeddings")
+
+
+def _check_generic(cfg: Mapping[str, Any], family: str) -> list[str]:
+    """Whether an unknown model_type can be estimated as a Llama-like decoder: the caveat notes, or a
+    ValueError saying why not (encoder, mixture of experts, or the usual decoder fields missing)."""
+    quoted = f"model_type '{_safe(family)}' is not supported"
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", family):
+        raise ValueError(f"{quoted}: it is not the name of a transformers model type")
+    if family.lower() in NOT_DECODERS or cfg.get("is_encoder_decoder") is True:
+        raise ValueError(f"{quoted}: it is an encoder or encoder-decoder model, and this calculator estimates "
+                         f"decoder language models")
+    moe = [k for k in MOE_FIELDS if isinstance(cfg.get(k), int) and not isinstance(cfg.get(k), bool)
+           and cfg[k] > 1]
+    if moe:
+        raise ValueError(f"{quoted}: it is a mixture of experts ('{moe[0]}' = {_safe(cfg[moe[0]])}), which a "
+                         f"Llama-like estimate would undercount; supported: {', '.join(SUPPORTED_FAMILIES)}")
+    missing = [k for k in DECODER_FIELDS if cfg.get(k) is None]
+    if missing:
+        raise ValueError(f"{quoted}, and its config lacks the usual decoder fields for a Llama-like estimate "
+                         f"(missing {', '.join(repr(k) for k in missing)}); supported: "
+                         f"{', '.join(SUPPORTED_FAMILIES)}")
+    notes = [f"model_type '{_safe(family)}' is not one of the modelled families: estimated as a Llama-like "
+             f"decoder (q/k/v/o attention, gated MLP, RMSNorm) from its hidden size, layers, heads, vocabulary "
+             f"and intermediate size; expect larger errors than for a modelled family"]
+    if cfg.get("tie_word_embeddings") is None:
+        notes.append("tie_word_embeddings is not set in this config: the output layer is assumed untied, as in "
+                     "Llama")
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and any(isinstance(t, str) and "linear" in t for t in layer_types):
+        notes.append("its layer_types include linear-attention layers, estimated here as full attention layers")
+    return notes
+
+
+def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: str, source: str) -> ModelSpec:
+    """A multimodal wrapper (gemma3, mistral3, qwen3_5, llava, …): the language model from its text_config,
+    with a note that the other towers are not counted."""
+    top = cfg.get("model_type")
+    wrapper = f" ({_safe(top)})" if isinstance(top, str) and top else ""
+    text = {k: v for k, v in text_cfg.items() if k != "text_config"}
+    for key in _TEXT_FIELDS_AT_TOP:  # a few wrappers keep these at the top level
+        if text.get(key) is None and cfg.get(key) is not None:
+            text[key] = cfg[key]
+    if not isinstance(text.get("model_type"), str) or not text.get("model_type"):
+        if isinstance(top, str) and top:
+            text["model_type"] = top  # transformers would build the wrapper's default text model
+    try:
+        spec = spec_from_config(text, name=name, source=source)
+    except ValueError as exc:
+        raise ValueError(f"multimodal config{wrapper}, in its text_config: {exc}") from None
+    towers = [label for key, label in (("vision_config", "vision"), ("audio_config", "audio"))
+              if isinstance(cfg.get(key), Mapping)]
+    tower = f"{' and '.join(towers)} tower" if towers else "non-text towers"
+    note = (f"multimodal model{wrapper}: the language model ({spec.family}, from text_config) is estimated, "
+            f"training on text; the {tower}'s weights are not counted yet")
+    return replace(spec, notes=(*spec.notes, note))
+
+
 def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source: str = "config.json") -> ModelSpec:
-    """Build a ModelSpec from a Hugging Face config.json dict. Raises ValueError naming the bad field."""
+    """Build a ModelSpec from a Hugging Face config.json dict. Raises ValueError naming the bad field.
+
+    A supported model_type follows its family's module structure. An unknown model_type with the usual decoder
+    fields gets a Llama-like estimate and a note saying so; a multimodal wrapper is read from its text_config."""
     if not isinstance(cfg, Mapping):
         raise ValueError("config.json must be a JSON object")
-    if isinstance(cfg.get("text_config"), Mapping) and "model_type" not in cfg.get("text_config", {}):
-        raise ValueError("multimodal configs are not supported: pass the text model's config")
+    if isinstance(cfg.get("text_config"), Mapping):
+        return _multimodal_spec(cfg, cfg["text_config"], name, source)
     family = cfg.get("model_type")
     if not isinstance(family, str) or not family:
         raise ValueError("config.json is missing the field 'model_type'")
-    if family not in SUPPORTED_FAMILIES:
-        raise ValueError(
-            f"model_type '{_safe(family)}' is not supported; supported: {', '.join(SUPPORTED_FAMILIES)}"
-        )
+    notes: list[str] = []
+    if family not in SUPPORTED_FAMILIES:  # Llama-like: _dense_linears' default branch, RMSNorm, gated MLP
+        notes = _check_generic(cfg, family)
+        family = _safe(family)
 
     h = _positive_int(cfg, "hidden_size")
     layers = _positive_int(cfg, "num_hidden_layers", limit=MAX_LAYERS)
@@ -240,7 +319,6 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     tie_default = family in ("gemma", "gemma2", "gemma3_text")  # Gemma configs tie by default
     tie = _flag(cfg, "tie_word_embeddings", tie_default)
 
-    notes: list[str] = []
     num_experts = experts_per_token = moe_inter = shared_inter = 0
     moe_layers = 0
     linears = _dense_linears(family, h, qd, kvd, inter, cfg)

@@ -616,7 +616,10 @@ def _axolotl(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
                      f"{precision.compute_dtype}.")
 
     def line(key: str, value: object) -> str:
-        return f"{key}: {json.dumps(value)}"
+        text = json.dumps(value)
+        if isinstance(value, float) and "e" in text and "." not in text:
+            text = text.replace("e", ".0e", 1)  # YAML 1.1 (PyYAML, axolotl) reads 2e-05 as a string, 2.0e-05 as a float
+        return f"{key}: {text}"
 
     model_id = _model_id(spec)
     out: list[str] = []

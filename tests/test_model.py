@@ -200,3 +200,128 @@ def test_generic_size_out_of_range(size):
 def test_unknown_preset_lists_choices():
     with pytest.raises(ValueError, match="llama-3.1-8b"):
         load_preset("gpt-5")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Unknown model types: a Llama-like estimate with a caveat; multimodal wrappers read from text_config
+# ---------------------------------------------------------------------------------------------------------
+
+PRESETS = Path(__file__).resolve().parents[1] / "estimator" / "presets"
+
+
+def _preset_cfg(preset_id: str) -> dict:
+    return json.loads((PRESETS / f"{preset_id}.json").read_text(encoding="utf-8"))
+
+
+LLAMA_8B_CFG = _preset_cfg("llama-3.1-8b")
+
+
+@pytest.mark.parametrize("setup", [
+    TrainingSetup(method="lora"),
+    TrainingSetup(method="full", precision="mixed", batch=2, seq_len=4096, grad_ckpt=True),
+    TrainingSetup(method="qlora", lora_rank=64, lora_targets=("q_proj", "v_proj")),
+])
+def test_unknown_model_type_with_llama_numbers_is_llama(setup):
+    from estimator import estimate
+
+    spec = spec_from_config({**LLAMA_8B_CFG, "model_type": "acme_decoder"}, name="Acme 8B")
+    llama = load_preset("llama-3.1-8b")
+    assert spec.family == "acme_decoder" and spec.name == "Acme 8B"
+    assert spec.params_total == llama.params_total == 8_030_261_248
+    assert spec.params_quantizable == llama.params_quantizable and spec.linears == llama.linears
+    assert estimate(spec, setup).total_bytes == estimate(llama, setup).total_bytes
+    (note,) = spec.notes
+    assert note.startswith("model_type 'acme_decoder' is not one of the modelled families: estimated as a "
+                           "Llama-like decoder")
+    assert note in estimate(spec, setup).notes  # the page and the CLI show the estimate's notes
+
+
+def test_unknown_model_type_caveat_reaches_the_cli_json(tmp_path, capsys):
+    from estimator.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA_8B_CFG, "model_type": "olmo2"}), encoding="utf-8")
+    assert main(["--config", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["family"] == "olmo2" and doc["params_total"] == 8_030_261_248
+    assert any("Llama-like" in note for note in doc["notes"])
+
+
+def test_unknown_model_type_reads_the_optional_fields():
+    base = {k: v for k, v in LLAMA_8B_CFG.items() if k != "tie_word_embeddings"}
+    untied = spec_from_config({**base, "model_type": "granite"})
+    assert any("tie_word_embeddings is not set" in n for n in untied.notes)
+    assert untied.params_total == 8_030_261_248  # untied, as Llama
+    tied = spec_from_config({**base, "model_type": "granite", "tie_word_embeddings": True})
+    assert untied.params_total - tied.params_total == 128256 * 4096
+    # No num_key_value_heads: multi-head attention, head_dim = hidden_size / heads.
+    h, layers = 512, 2
+    no_gqa = {k: v for k, v in _cfg("llama").items() if k != "num_key_value_heads"}
+    spec = spec_from_config({**no_gqa, "model_type": "newfam", "tie_word_embeddings": False})
+    assert spec.num_kv_heads == 8 and spec.head_dim == 64
+    assert spec.params_total == layers * (4 * h * h + 3 * h * 1024 + 2 * h) + 2 * 1000 * h + h
+    # attention_bias is read as Llama reads it: q, k, v and o biases.
+    biased = spec_from_config({**_cfg("llama"), "model_type": "newfam", "attention_bias": True})
+    assert biased.params_total == _by_hand("llama") + layers * (512 + 2 * 128 + 512)
+
+
+@pytest.mark.parametrize(("cfg", "message"), [
+    ({"model_type": "falcon", "hidden_size": 4096}, "lacks the usual decoder fields"),
+    ({**{k: v for k, v in LLAMA_8B_CFG.items() if k != "intermediate_size"}, "model_type": "newfam"},
+     "missing 'intermediate_size'"),
+    ({**LLAMA_8B_CFG, "model_type": "bert"}, "encoder"),
+    ({**LLAMA_8B_CFG, "model_type": "newfam", "is_encoder_decoder": True}, "encoder"),
+    ({**LLAMA_8B_CFG, "model_type": "deepseek_v3", "n_routed_experts": 256}, "mixture of experts"),
+    ({**LLAMA_8B_CFG, "model_type": "glm4_moe", "num_experts_per_tok": 8}, "mixture of experts"),
+    ({**LLAMA_8B_CFG, "model_type": "<b>x</b>"}, "not the name of a transformers model type"),
+])
+def test_unknown_model_types_that_cannot_be_estimated_say_why(cfg, message):
+    with pytest.raises(ValueError, match="is not supported") as info:
+        spec_from_config(cfg)
+    assert message in str(info.value)
+
+
+def test_hybrid_linear_attention_layers_are_flagged():
+    layer_types = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 8
+    spec = spec_from_config({**LLAMA_8B_CFG, "model_type": "qwen3_next_dense", "layer_types": layer_types})
+    assert any("linear-attention layers" in n for n in spec.notes)
+
+
+@pytest.mark.parametrize(("wrapper", "preset", "towers"), [
+    ("gemma3", "gemma-3-1b", {"vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152}}),
+    ("mistral3", "mistral-7b-v0.3", {"vision_config": {"model_type": "pixtral", "hidden_size": 1024}}),
+    ("qwen2_5_omni_like", "qwen2.5-0.5b", {"vision_config": {}, "audio_config": {}}),
+])
+def test_multimodal_wrapper_uses_its_text_config(wrapper, preset, towers):
+    text = _preset_cfg(preset)
+    spec = spec_from_config({"model_type": wrapper, "text_config": text, **towers}, name="mm")
+    expected = load_preset(preset)
+    assert spec.family == expected.family and spec.params_total == expected.params_total
+    assert spec.linears == expected.linears
+    note = spec.notes[-1]
+    assert note.startswith(f"multimodal model ({wrapper}): the language model ({expected.family}, from text_config)")
+    tower = "vision and audio tower" if "audio_config" in towers else "vision tower"
+    assert f"the {tower}'s weights are not counted yet" in note
+
+
+def test_multimodal_wrapper_with_an_unknown_text_model_gets_both_caveats():
+    # Qwen3.5's layout: a qwen3_5 wrapper, a qwen3_5_text language model with hybrid layers, a vision tower.
+    text = {**LLAMA_8B_CFG, "model_type": "qwen3_5_text",
+            "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 8}
+    spec = spec_from_config({"model_type": "qwen3_5", "text_config": text, "vision_config": {"depth": 27}})
+    assert spec.family == "qwen3_5_text" and spec.params_total == 8_030_261_248
+    joined = " | ".join(spec.notes)
+    assert "Llama-like" in joined and "linear-attention" in joined and "vision tower" in joined
+
+
+def test_multimodal_wrapper_fields_at_the_top_level_and_missing_fields():
+    # tie_word_embeddings and vocab_size kept at the wrapper's top level are used for the text model.
+    text = {k: v for k, v in _preset_cfg("qwen2.5-0.5b").items() if k not in ("vocab_size", "tie_word_embeddings")}
+    spec = spec_from_config({"model_type": "llava_like", "text_config": text, "vocab_size": 151936,
+                             "tie_word_embeddings": True})
+    assert spec.params_total == load_preset("qwen2.5-0.5b").params_total
+    # A text_config without the decoder fields is a clear error naming the wrapper and the field.
+    with pytest.raises(ValueError, match=r"multimodal config \(gemma3\), in its text_config: .*'num_attention_heads'"):
+        spec_from_config({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "hidden_size": 2560,
+                                                                  "num_hidden_layers": 34, "vocab_size": 262208,
+                                                                  "intermediate_size": 10240}})

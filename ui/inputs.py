@@ -28,6 +28,7 @@ from estimator import (
     parse_config_text,
     parse_targets,
 )
+from estimator.hub import HubError, fetch_model, is_model_id, normalise_model_id
 from estimator.options import LOSSES
 from estimator.stacks import DEFAULT_STACK, STACK_IDS, STACKS, get_stack, resolve_setup, setup_summary
 from estimator.training import (
@@ -94,13 +95,58 @@ class Inputs:
     model_choice: str  # preset id, BY_SIZE or UPLOAD
 
 
-def model_options() -> list[str]:
-    return [p.id for p in list_presets()] + [BY_SIZE, UPLOAD]
+def model_options(hub_model: str | None = None) -> list[str]:
+    """The Model picker's options: the presets, by-size, upload, and the Hub model id in use, if any."""
+    return [p.id for p in list_presets()] + [BY_SIZE, UPLOAD] + ([hub_model] if hub_model else [])
 
 
 def _model_label(option: str) -> str:
     names = {p.id: p.name for p in list_presets()}
     return names.get(option, {"by-size": "By size (generic decoder)", "upload": "Upload config.json"}.get(option, option))
+
+
+def is_hub_choice(value: object) -> bool:
+    """A Hub model id in its canonical form 'org/name[@revision]' (what the Model picker and the URL carry)."""
+    return isinstance(value, str) and "/" in value and is_model_id(value) and normalise_model_id(value) == value
+
+
+HUB_BOX = "hub_id"  # the "Hugging Face model id" text box (not in the URL: the Model picker carries the id)
+_HUB_NOTE = "_hub_id_note"
+
+
+def _hub_model_option() -> str | None:
+    """The Hub id the Model picker offers this run: the current choice, else the link's, else the box's."""
+    for raw in (st.session_state.get("model"), st.query_params.get("model"), st.session_state.get(HUB_BOX)):
+        if is_hub_choice(raw):
+            return str(raw)
+    return None
+
+
+def _use_hub_id() -> None:
+    """The Hugging Face model id box: point the Model picker (and so the URL's `model`) at the typed id."""
+    raw = str(st.session_state.get(HUB_BOX, "")).strip()
+    st.session_state[_HUB_NOTE] = ""
+    if not raw:
+        if is_hub_choice(st.session_state.get("model")):
+            st.session_state["model"] = DEFAULT_MODEL  # the box emptied: back to the default model
+        return
+    try:
+        canonical = normalise_model_id(raw)
+    except HubError as exc:
+        st.session_state[_HUB_NOTE] = str(exc)
+        return
+    st.session_state[HUB_BOX] = canonical
+    st.session_state["model"] = canonical
+
+
+def hub_token() -> str | None:
+    """The server's Hugging Face token for gated or private models: Streamlit secrets' HF_TOKEN, else None
+    (estimator.hub then reads the HF_TOKEN environment variable). Never shown, logged or put in a link."""
+    try:
+        value = st.secrets.get("HF_TOKEN")
+    except Exception:  # no secrets file: st.secrets raises when read
+        return None
+    return str(value) if value else None
 
 
 def _valid_number(raw: str, low: float, high: float, integer: bool) -> bool:
@@ -115,6 +161,8 @@ def _valid_number(raw: str, low: float, high: float, integer: bool) -> bool:
 
 def _is_valid(key: str, raw: str) -> bool:
     """Would the bound widget accept this URL value? (Streamlit drops invalid ones silently; we say so.)"""
+    if key == "model" and is_hub_choice(raw):
+        return True
     choices: dict[str, list[str]] = {
         "model": model_options(), "method": list(METHOD_LABELS), "precision": list(PRECISIONS),
         "optimizer": list(OPTIMIZER_CHOICES), "attn": list(ATTENTIONS), "sharding": list(SHARDINGS),
@@ -284,11 +332,23 @@ def render_inputs() -> Inputs:
                              "per billion + 4 GB. Off = the detailed, architecture-aware estimate.")
     # Bound selectboxes carry their *displayed* option in the URL (Streamlit serialises the format_func
     # label), so the options are shown as their stable ids (?model=by-size) and the name goes underneath.
-    choice = sb.selectbox("Model", model_options(), index=model_options().index(DEFAULT_MODEL), key="model",
+    hub_option = _hub_model_option()
+    if hub_option and HUB_BOX not in st.session_state:
+        st.session_state[HUB_BOX] = hub_option  # a link to a Hub model shows its id in the box
+    options = model_options(hub_option)
+    choice = sb.selectbox("Model", options, index=options.index(DEFAULT_MODEL), key="model",
                           bind="query-params",
                           help="A preset (a real config.json), 'by-size' (a generic decoder of the size below), "
-                               "or 'upload' (your own config.json).")
-    sb.caption(plain(_model_label(choice)))
+                               "'upload' (your own config.json), or the Hugging Face model id typed below.")
+    model_caption = sb.empty()
+    model_caption.caption(plain(_model_label(choice)))
+    sb.text_input("…or a Hugging Face model id", key=HUB_BOX, on_change=_use_hub_id, max_chars=200,
+                  placeholder="org/name or org/name@revision",
+                  help="Reads the model's config.json (and its safetensors headers for the exact parameter count) "
+                       "from the Hugging Face Hub. The link then carries the id. Gated and private models need a "
+                       "token on the server (HF_TOKEN).")
+    if st.session_state.get(_HUB_NOTE):
+        sb.caption(plain(st.session_state[_HUB_NOTE]))
     size = sb.select_slider("Model size (billions of parameters)", options=list(SIZE_STEPS), value=7, key="size",
                             bind="query-params", disabled=choice != BY_SIZE,
                             help="Used when Model is 'by-size': a Llama-style decoder of this size.")
@@ -302,7 +362,8 @@ def render_inputs() -> Inputs:
     elif choice == UPLOAD:
         upload = sb.file_uploader("config.json", type=["json"], key="upload",
                                   help="A Hugging Face config.json (llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, "
-                                       "qwen3_moe, gemma, gemma2, gemma3_text, phi3, phi, gpt_neox).")
+                                       "qwen3_moe, gemma, gemma2, gemma3_text, phi3, phi, gpt_neox; other decoders "
+                                       "get a Llama-like estimate with a caveat).")
         spec = load_preset(DEFAULT_MODEL)
         if upload is None:
             notes.append(f"No config.json uploaded yet; showing {spec.name}.")
@@ -311,6 +372,15 @@ def render_inputs() -> Inputs:
                 spec = parse_config_text(upload.getvalue(), name=str(upload.name)[:60])
             except ValueError as exc:
                 notes.append(f"That config.json could not be used: {exc}. Showing {spec.name}.")
+    elif is_hub_choice(choice):
+        try:
+            with st.spinner(f"Reading {choice} from the Hugging Face Hub…"):
+                spec, hub = fetch_model(str(choice), token=hub_token())
+            model_caption.caption(plain(hub.label) + (f"  \n{plain(hub.stored)}" if hub.stored else ""))
+        except HubError as exc:
+            spec = load_preset(DEFAULT_MODEL)
+            model_caption.caption(plain(f"{choice}: not read from the Hub"))
+            notes.append(f"The Hub model '{choice}' could not be used: {exc}. Showing {spec.name}.")
     else:
         spec = load_preset(choice)
 
