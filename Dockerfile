@@ -13,6 +13,12 @@ RUN apt-get update \
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt
 
+# The optional exact trace (requirements-exact.txt): CPU torch from PyTorch's CPU index (PyPI's torch is a
+# multi-GB CUDA build), then transformers, peft, trl at the pinned versions. ~1 GB more image.
+COPY requirements-exact.txt .
+RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
+    && pip install --no-cache-dir -r requirements-exact.txt
+
 COPY . .
 
 # An unprivileged user with UID 1000 (what Hugging Face Docker Spaces expect; harmless elsewhere).

@@ -132,6 +132,18 @@ def test_image_installs_the_runtime_requirements_before_copying_the_code():
     assert copy_req < install < copy_all  # dependency layer cached across code changes
 
 
+def test_image_installs_the_exact_trace_with_cpu_torch():
+    steps = instructions()
+    copy_req = steps.index(("COPY", "requirements-exact.txt ."))
+    install = next(i for i, (word, args) in enumerate(steps)
+                   if word == "RUN" and "-r requirements-exact.txt" in args)
+    args = steps[install][1]
+    assert "download.pytorch.org/whl/cpu" in args and "torch==2.13.0" in args  # never PyPI's CUDA build
+    assert copy_req < install < steps.index(("COPY", ". ."))
+    pins = [li for li in (ROOT / "requirements-exact.txt").read_text().splitlines() if li and not li.startswith("#")]
+    assert all("==" in li for li in pins), pins  # pinned: the traced numbers name these versions
+
+
 def test_requirements_cover_every_third_party_import_of_the_app():
     needed = {DISTRIBUTIONS.get(m, m).lower() for m in third_party_imports()}
     assert {"streamlit", "plotly", "pandas"} <= needed  # the scan sees the app's real imports
@@ -147,7 +159,12 @@ def test_requirements_streamlit_supports_url_binding():
 def test_dockerignore_keeps_what_the_app_needs_and_drops_the_rest():
     for path in [*APP_SOURCES, *APP_DATA, "app.py", "pages/compare.py", "ui/inputs.py", "validation/__init__.py"]:
         assert not dockerignored(path), f"{path} is excluded from the image but the app needs it"
-    for path in [".git", ".venv/bin/python", "tests/test_hosting.py", "tests/e2e/conftest.py", "calibration/trace.py",
+    # the exact trace (exact/worker.py) runs the calibration tracer: trace.py and losses.py go in, the rest not
+    for path in ["exact/worker.py", "calibration/__init__.py", "calibration/trace.py", "calibration/losses.py",
+                 "requirements-exact.txt"]:
+        assert not dockerignored(path), f"{path} is excluded from the image but the exact trace needs it"
+    for path in [".git", ".venv/bin/python", "tests/test_hosting.py", "tests/e2e/conftest.py", "calibration/cases.py",
+                 "calibration/run_matrix.py",
                  "ui/__pycache__/inputs.cpython-311.pyc", "screenshots/x.png"]:
         assert dockerignored(path), f"{path} would be copied into the image"
 

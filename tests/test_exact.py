@@ -1,0 +1,134 @@
+"""The exact trace's estimator side (estimator/exact.py): no torch needed here. What can be traced, what is
+refused and why, what is added to the trace, and the answer when the optional install is missing."""
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from estimator import TrainingSetup, estimate, exact, load_preset, spec_from_config
+from estimator.precision import NF4_DQ_BYTES
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 2000, "tie_word_embeddings": False}
+
+
+def test_estimator_never_imports_torch():
+    for path in (ROOT / "estimator").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.split(".")[0] in ("torch", "transformers", "peft", "exact") for n in names), path
+
+
+def test_tracer_setup_maps_every_field_the_tracer_reads():
+    s = TrainingSetup(method="lora", precision="mixed", batch=2, seq_len=512, grad_ckpt=True, loss="chunked",
+                      lora_rank=8, lora_targets=("q_proj", "v_proj"), offload_activations=True)
+    out, notes = exact.tracer_setup(s)
+    assert out == {"method": "lora", "precision": "mixed", "optimizer": "adamw", "batch": 2, "seq_len": 512,
+                   "grad_ckpt": True, "attention": "sdpa", "loss": "chunked", "max_grad_norm": 1.0,
+                   "lora_rank": 8, "lora_targets": ["q_proj", "v_proj"], "offload_activations": True}
+    assert notes == ()
+    full, _ = exact.tracer_setup(TrainingSetup(method="full"))
+    assert "lora_rank" not in full and full["method"] == "full"
+    assert exact.tracer_setup(TrainingSetup())[0]["lora_targets"] == "all-linear"
+
+
+def test_qlora_fp16_and_other_optimizers_are_traced_as_their_equivalent_and_said():
+    out, notes = exact.tracer_setup(TrainingSetup(method="qlora", precision="fp16", optimizer="adamw_8bit"))
+    assert (out["method"], out["precision"], out["optimizer"]) == ("lora", "bf16", "adamw")
+    text = " ".join(notes)
+    assert "QLoRA" in text and "16-bit equivalent" in text and "fp16 is traced as bf16" in text
+    assert "adamw_8bit" in text
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"gpus": 2, "sharding": "zero3"}, "one device"),
+    ({"grad_accum": 4}, "gradient accumulation"),
+])
+def test_setups_a_one_device_trace_cannot_represent_are_refused_with_the_reason(kwargs, words):
+    with pytest.raises(exact.ExactRefused, match=words):
+        exact.tracer_setup(TrainingSetup(**kwargs))
+
+
+def test_ten_thousand_layers_are_refused_before_any_worker_starts():
+    with pytest.raises(exact.ExactRefused, match="10,000 layers are more than"):
+        exact.check_config({**TINY, "num_hidden_layers": 10_000})
+    with pytest.raises(exact.ExactRefused, match="10,000 layers"):  # a multimodal wrapper's text model too
+        exact.check_config({"model_type": "gemma3", "text_config": {**TINY, "num_hidden_layers": 10_000}})
+
+
+@pytest.mark.parametrize("cfg, words", [
+    ([1, 2], "JSON object"), ({"hidden_size": 8}, "no model_type"),
+    ({**TINY, "hidden_size": 10**9}, "hidden_size"), ({**TINY, "x": "a" * 1_100_000}, "larger than 1 MB"),
+])
+def test_bad_configs_are_refused_in_one_line(cfg, words):
+    with pytest.raises(exact.ExactRefused, match=words) as info:
+        exact.check_config(cfg)
+    assert "\n" not in str(info.value)
+
+
+def test_remote_code_is_dropped_and_keys_are_stable():
+    clean = exact.check_config({**TINY, "auto_map": {"AutoModelForCausalLM": "evil.Model"}})
+    assert "auto_map" not in clean
+    s = TrainingSetup()
+    k1 = exact.make_job(TINY, s)[0]
+    assert k1 == exact.make_job(dict(reversed(list(TINY.items()))), s)[0]  # key order does not matter
+    assert k1 != exact.make_job(TINY, TrainingSetup(seq_len=4096))[0]
+
+
+def test_preset_config_is_the_shipped_config_json():
+    cfg = exact.preset_config("llama-3.2-1b")
+    assert cfg["model_type"] == "llama" and cfg["num_hidden_layers"] == 16
+    with pytest.raises(exact.ExactRefused):
+        exact.preset_config("../../etc/passwd")
+
+
+RAW = {"ok": True, "peak_bytes": 10_000_000_000, "seconds": 12.5, "peak_phase": "backward",
+       "peak_region": "head", "peak_module": "m", "peak_op": "aten.x",
+       "peak_by_category": {"parameters": 6_000_000_000, "optimizer_states": 1_000_000_000},
+       "quantizable_params": 2_000_000_000, "quantizable_bytes": 4_000_000_000, "params_total": 1, "params_trainable": 1,
+       "versions": {"torch": "2.13.0+cpu", "transformers": "5.24.0", "peft": "0.21.2"}}
+
+
+def test_combine_adds_what_the_trace_cannot_see_and_names_it():
+    setup = TrainingSetup(method="lora")
+    est = estimate(load_preset("llama-3.2-1b"), setup)
+    res = exact.combine(RAW, setup, est)
+    labels = [a.label for a in res.added]
+    assert labels == ["CUDA context and workspaces", "Allocator slack"]
+    assert res.added[1].bytes == round(0.05 * 10_000_000_000)
+    assert res.total_bytes == 10_000_000_000 + 500_000_000 + 500_000_000
+    assert res.versions_label == "traced with torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2"
+    doc = res.as_json(fast_total=11_500_000_000)
+    assert doc["fast_minus_exact_bytes"] == 500_000_000 and doc["peak_bytes"] == 10_000_000_000
+
+
+def test_combine_qlora_swaps_16_bit_linears_for_nf4_and_adds_the_dequant_buffer():
+    setup = TrainingSetup(method="qlora", optimizer="adamw_8bit")
+    spec = load_preset("llama-3.2-1b")
+    est = estimate(spec, setup)
+    res = exact.combine(RAW, setup, est)
+    by = {a.label: a.bytes for a in res.added}
+    assert by["16-bit linear weights bitsandbytes stores in 4-bit (traced, removed)"] == -4_000_000_000
+    assert by["NF4 storage of those weights"] == round(2_000_000_000 * NF4_DQ_BYTES)
+    assert by["QLoRA dequantisation buffer (CUDA kernel)"] == spec.largest_linear_params * 2
+    assert by["AdamW state at the peak (traced, replaced by adamw_8bit)"] == -1_000_000_000
+    assert by["adamw_8bit state"] > 0
+
+
+def test_without_the_optional_install_the_answer_says_what_to_install(monkeypatch):
+    monkeypatch.setenv(exact.PYTHON_ENV, sys.executable)  # the test venv has no torch
+    ok, why = exact.available()
+    if ok:
+        pytest.skip("this Python has torch")
+    assert not ok and "pip install -r requirements-exact.txt" in why and "\n" not in why
+    monkeypatch.setenv(exact.PYTHON_ENV, "/nonexistent/python")
+    ok, why = exact.available()
+    assert not ok and "cannot be run" in why
+
+
+def test_the_fast_estimate_of_the_tiny_config_exists():  # the reliability tests trace this config
+    assert estimate(spec_from_config(TINY), TrainingSetup()).total_bytes > 0
