@@ -20,6 +20,7 @@ from . import (
     ModelSpec,
     custom_device,
     estimate,
+    exact,
     find_devices,
     fmt_both,
     generic_spec,
@@ -35,7 +36,7 @@ from . import (
 )
 from .hub import HubModel, fetch_model
 from .stacks import DEFAULT_STACK, STACK_IDS, resolve_setup, setup_json
-from .training import ATTENTIONS, LOSSES, METHODS, OPTIMIZERS, PRECISIONS, SHARDINGS
+from .training import ATTENTIONS, LOSSES, METHODS, OPTIMIZERS, PRECISIONS, SHARDINGS, TrainingSetup
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--capacity", type=float, help="custom device capacity in GB (with --device custom)")
     p.add_argument("--unified", action="store_true", help="custom device shares RAM (75 %% usable)")
     p.add_argument("--advice", action="store_true", help="add remedies and solvers (needs --device)")
+    p.add_argument("--exact", action="store_true",
+                   help="also trace the step with PyTorch (needs requirements-exact.txt; minutes on a CPU)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--list-presets", action="store_true")
     p.add_argument("--list-devices", action="store_true")
@@ -125,9 +128,57 @@ def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
         raise ValueError(f"{exc}; or a Hugging Face model id ORG/NAME[@REVISION]") from None
 
 
+def _exact_config(args: argparse.Namespace, hub: HubModel | None) -> dict[str, Any]:
+    """The config dict the exact trace builds the model from (a preset's, the file's, or the Hub's config.json)."""
+    if args.size is not None:
+        raise ValueError("--exact needs a real architecture (--model or --config); a size alone has no config.json")
+    if args.config:
+        try:
+            cfg = json.loads(Path(args.config).read_bytes().decode("utf-8-sig"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise ValueError(f"cannot read {args.config} as JSON: {str(exc)[:80]}") from None
+        return cfg
+    if hub is not None:
+        return exact.hub_config(hub)
+    return exact.preset_config(args.model or "llama-3.1-8b")
+
+
+def _run_exact(args: argparse.Namespace, hub: HubModel | None, setup: TrainingSetup,
+               est: Estimate | None) -> exact.ExactResult:
+    """Trace (minutes); every failure is a ValueError with one line."""
+    cfg = _exact_config(args, hub)
+    sys.stderr.write("estimator: tracing with PyTorch (FakeTensorMode) in a worker process; this takes minutes\n")
+    pool = exact.get_pool()
+    try:
+        return exact.trace_exact(cfg, setup, est, pool=pool)
+    except RuntimeError as exc:
+        raise ValueError(str(exc)) from None
+    finally:
+        pool.shutdown()
+
+
+def _exact_text(res: exact.ExactResult, est: Estimate | None) -> list[str]:
+    added = ", ".join(f"{a.label} {'+' if a.bytes >= 0 else '−'}{fmt_both(abs(a.bytes))}" for a in res.added)
+    lines = [f"  {'exact':<12} {fmt_both(res.total_bytes)}  (traced {fmt_both(res.peak_bytes)}; added: {added})",
+             f"  {'':<12} peak: {res.peak_phase}/{res.peak_region}, {res.peak_op}; {res.versions_label}; "
+             f"{res.seconds:.0f} s"]
+    if est is not None:
+        diff = est.total_bytes - res.total_bytes
+        lines.append(f"  {'difference':<12} fast − exact = {'+' if diff >= 0 else '−'}{fmt_both(abs(diff))} "
+                     f"({100 * diff / res.total_bytes:+.1f} %)")
+    else:
+        lines.append(f"  {'difference':<12} none: the fast estimate is missing for this model")
+    lines.extend(f"  note: {n}" for n in res.notes)
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.exact:
+        ok, why = exact.available()
+        if not ok:
+            parser.error(why)
     if args.list_presets:
         rows = [{"id": p.id, "name": p.name, "family": p.family, "hf_repo": p.hf_repo,
                  "params_total": load_preset(p.id).params_total} for p in list_presets()]
@@ -138,8 +189,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(rows, indent=2) if args.json else "\n".join(
             f"{d.id:<14} {d.name} — usable {fmt_both(d.usable_bytes)}" for d in CATALOG))
         return 0
+    fast_error: str | None = None
     try:
-        spec, hub = _model(args)
+        try:
+            spec, hub = _model(args)
+        except ValueError as exc:
+            if not (args.exact and args.config):
+                raise
+            fast_error, spec, hub = str(exc), None, None  # the exact trace may still know this model_type
         setup = resolve_setup(
             args.stack, method=args.method, precision=args.precision, optimizer=args.optimizer,
             batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
@@ -160,11 +217,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not matches:
                     raise
                 device = matches[0]
-        est = estimate(spec, setup, rule=args.rule)
+        est = estimate(spec, setup, rule=args.rule) if spec is not None else None
+        exact_res = _run_exact(args, hub, setup, est) if args.exact else None
     except ValueError as exc:
         parser.error(str(exc))
         return 2  # unreachable: error() exits
+    if est is None:  # only with --exact: the fast estimator refused this config, the trace did not
+        assert exact_res is not None
+        doc = {"model": Path(args.config).name, "fast_estimate_error": fast_error, "setup": setup_json(setup),
+               "exact": exact_res.as_json()}
+        if args.json:
+            print(json.dumps(doc, indent=2))
+        else:
+            print(f"{Path(args.config).name} · {setup.method} · {setup.precision} · batch {setup.batch} × "
+                  f"{setup.seq_len} tokens")
+            print(f"  fast estimate missing: {fast_error}")
+            print("\n".join(_exact_text(exact_res, None)))
+        return 0
     doc = estimate_json(est, device)
+    if exact_res is not None:
+        doc["exact"] = exact_res.as_json(est.total_bytes)
     if hub is not None:
         doc["hub"] = hub.as_json()
     if args.advice and device is not None and args.rule is None:
@@ -193,6 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if device is not None:
             v = verdict(est.total_bytes, device, est.high_bytes)
             print(f"  {device.name}: {v.headline}")
+        if exact_res is not None:
+            print("\n".join(_exact_text(exact_res, est)))
     return 0
 
 

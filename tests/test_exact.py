@@ -132,3 +132,78 @@ def test_without_the_optional_install_the_answer_says_what_to_install(monkeypatc
 
 def test_the_fast_estimate_of_the_tiny_config_exists():  # the reliability tests trace this config
     assert estimate(spec_from_config(TINY), TrainingSetup()).total_bytes > 0
+
+
+# ---- CLI --exact (the trace itself is replaced by a stand-in here; the slow suite runs the real one) ----------
+def _cli(argv, capsys):
+    from estimator.cli import main
+
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_cli_exact_without_the_install_exits_2_with_one_line(monkeypatch, capsys):
+    monkeypatch.setenv(exact.PYTHON_ENV, "/nonexistent/python")
+    rc, out, err = _cli(["--model", "llama-3.2-1b", "--exact"], capsys)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and "pip install -r requirements-exact.txt" in err
+
+
+@pytest.fixture
+def fake_trace(monkeypatch):
+    """exact.available() → yes, and the pool answers RAW at once (no worker, no torch)."""
+    monkeypatch.setattr(exact, "available", lambda: (True, "torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2"))
+    seen = {}
+
+    class _Pool:
+        def shutdown(self):
+            seen["shutdown"] = True
+
+    def fake(cfg, setup, est=None, pool=None):
+        seen["cfg"], seen["setup"] = cfg, setup
+        _, _, notes = exact.make_job(cfg, setup)
+        return exact.combine(RAW, setup, est, notes)
+
+    monkeypatch.setattr(exact, "get_pool", lambda: _Pool())
+    monkeypatch.setattr(exact, "trace_exact", fake)
+    return seen
+
+
+def test_cli_exact_json_has_the_exact_object_next_to_the_estimate(fake_trace, capsys):
+    import json
+
+    rc, out, _ = _cli(["--model", "llama-3.2-1b", "--exact", "--json"], capsys)
+    doc = json.loads(out)
+    assert rc == 0 and fake_trace["cfg"]["num_hidden_layers"] == 16 and fake_trace["shutdown"]
+    ex = doc["exact"]
+    assert ex["peak_bytes"] == 10_000_000_000 and ex["peak_phase"] == "backward" and ex["seconds"] == 12.5
+    assert ex["versions"]["torch"] == "2.13.0+cpu" and ex["peak_by_category"]["parameters"] == 6_000_000_000
+    assert ex["fast_minus_exact_bytes"] == doc["total_bytes"] - ex["total_bytes"]
+
+
+def test_cli_exact_text_prints_the_difference(fake_trace, capsys):
+    rc, out, _ = _cli(["--model", "llama-3.2-1b", "--exact"], capsys)
+    assert rc == 0
+    assert "  exact        11.0 GB (10.2 GiB)" in out and "fast − exact =" in out
+    assert "traced with torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2" in out
+
+
+def test_cli_exact_traces_a_config_the_fast_estimator_refuses(fake_trace, capsys, tmp_path):
+    import json
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "t5", "d_model": 512, "vocab_size": 32128, "num_layers": 6}))
+    rc, out, _ = _cli(["--config", str(cfg), "--exact", "--json"], capsys)
+    doc = json.loads(out)
+    assert rc == 0 and doc["fast_estimate_error"] and doc["exact"]["peak_bytes"] == 10_000_000_000
+    rc, out, err = _cli(["--config", str(cfg)], capsys)  # without --exact: the usual refusal, exit 2
+    assert rc == 2
+
+
+def test_cli_exact_needs_an_architecture(fake_trace, capsys):
+    rc, _, err = _cli(["--size", "7", "--exact"], capsys)
+    assert rc == 2 and "--exact needs a real architecture" in err
