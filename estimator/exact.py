@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -150,6 +151,26 @@ def preset_config(preset_id: str) -> dict[str, Any]:
         raise ExactRefused(f"unknown preset {preset_id[:60]!r}")
     text = resources.files("estimator.presets").joinpath(f"{preset_id}.json").read_text(encoding="utf-8")
     return json.loads(text)
+
+
+def hub_config(hub: Any) -> dict[str, Any]:
+    """The config.json of a Hub model the estimator has just read (estimator.hub.fetch_model cached it locally)."""
+    try:
+        from huggingface_hub import hf_hub_download
+
+        try:
+            path = hf_hub_download(hub.repo_id, "config.json", revision=hub.revision, local_files_only=True)
+        except Exception:  # noqa: BLE001 - not in the local cache (e.g. another HF_HUB_CACHE): ask the Hub
+            path = hf_hub_download(hub.repo_id, "config.json", revision=hub.revision)
+        data = Path(path).read_bytes()
+    except Exception as exc:  # noqa: BLE001 - any Hub failure is one line
+        raise ExactRefused(f"the config.json of {hub.model_id} could not be read again ({type(exc).__name__})") from None
+    if len(data) > MAX_CONFIG_CHARS:
+        raise ExactRefused("the config is larger than 1 MB; a config.json is a few kB")
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise ExactRefused(f"the config.json of {hub.model_id} is not JSON") from None
 
 
 def check_config(cfg: Any) -> dict[str, Any]:
@@ -429,7 +450,9 @@ class ExactPool:
         self._jobs: dict[str, _Job] = {}
         self._cache: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._failed: dict[str, _Job] = {}  # the last failure per key (a new submit retries it)
+        self._broken_heads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._watchdog: threading.Thread | None = None
+        self._closed = False
 
     # -- executor ---------------------------------------------------------------------------------
     def _get_executor(self) -> ProcessPoolExecutor:
@@ -475,10 +498,16 @@ class ExactPool:
 
     def _on_done(self, job: _Job, fut: Future) -> None:
         with self._lock:
-            if fut.cancelled() or job.fut is not fut:
+            if job.fut is not fut:
                 return
-            exc = fut.exception()
-            running = bool(self._order) and self._order[0] is job
+            exc = BrokenProcessPool("cancelled") if fut.cancelled() else fut.exception()
+            if isinstance(exc, BrokenProcessPool):
+                # Every job of a dead worker's pool fails at once; the one that was running is the queue's head
+                # when the first of them arrives here (the others are still behind it).
+                head = self._broken_heads.setdefault(job.executor, self._order[0] if self._order else None)
+                running = head is job
+            else:
+                running = bool(self._order) and self._order[0] is job
             if exc is None:
                 res = fut.result()
                 if res.get("ok"):
@@ -491,12 +520,16 @@ class ExactPool:
             elif isinstance(exc, BrokenProcessPool):
                 if job.executor is self._executor:  # the worker died: the next job gets a fresh one
                     self._executor = None
-                if not running:  # it never started: run it on the fresh worker
-                    self._dispatch(job)
-                    return
+                if not running and not self._closed:  # it never started: run it on the fresh worker
+                    try:
+                        self._dispatch(job)
+                        return
+                    except RuntimeError:  # the interpreter is shutting down
+                        pass
                 job.error = (f"the trace ran past its time limit ({self.time_limit_s:.0f} s) and was stopped"
                              if job.timed_out else
-                             "the trace worker stopped (killed, or out of host memory); try again")
+                             "the trace worker stopped (killed, or out of host memory); try again" if running else
+                             "the trace service was stopped before this trace started; try again")
             else:
                 job.error = f"the trace failed: {type(exc).__name__}: {str(exc)[:200]}"
             job.finished = time.monotonic()
@@ -551,11 +584,15 @@ class ExactPool:
         return self.status(key)
 
     def shutdown(self) -> None:
+        """Stop the worker (queued traces end with a note). The pool may be used again afterwards."""
         with self._lock:
+            self._closed = True
             ex, self._executor = self._executor, None
         if ex is not None:
             self._kill_workers(ex)
-            ex.shutdown(wait=False, cancel_futures=True)
+            ex.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            self._closed = False
 
 
 _POOLS: dict[str, ExactPool] = {}

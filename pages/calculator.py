@@ -10,7 +10,8 @@ from estimator.cli import estimate_json
 from estimator.stacks import setup_summary
 from estimator.training import METHOD_LABELS
 from ui.charts import both_units, chart_alt, memory_bar
-from ui.inputs import BATCH_MAX, MAX_LEN_MAX, link_params, plain, render_inputs, show_notes
+from ui.exact import render_exact
+from ui.inputs import BATCH_MAX, MAX_LEN_MAX, hub_token, link_params, plain, render_inputs, show_notes
 from ui.report import (
     RuleGap,
     band_warning,
@@ -65,6 +66,8 @@ st.plotly_chart(memory_bar(est, device, font_size=18 if present else None), key=
 if not present:
     for note in est.notes:
         st.caption(text(note))
+    render_exact(inputs.model_choice, spec.source, setup, detailed, device, upload=st.session_state.get("upload"),
+                 hub_token=hub_token())
 
 # ---- What to change -------------------------------------------------------------------------------------
 st.subheader("What to change", anchor=False)

@@ -207,3 +207,71 @@ def test_cli_exact_traces_a_config_the_fast_estimator_refuses(fake_trace, capsys
 def test_cli_exact_needs_an_architecture(fake_trace, capsys):
     rc, _, err = _cli(["--size", "7", "--exact"], capsys)
     assert rc == 2 and "--exact needs a real architecture" in err
+
+
+# ---- the calculator's section (ui/exact.py) ----------------------------------------------------------------------
+def test_calculator_without_the_install_explains_how_to_enable_the_trace(monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv(exact.PYTHON_ENV, "/nonexistent/python")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception
+    button = next(b for b in at.button if b.key == "exact_button")
+    assert button.disabled and button.label == "Trace exactly"
+    assert any("pip install -r requirements-exact.txt" in c.value for c in at.caption)
+
+
+def test_calculator_with_a_cached_trace_shows_it_next_to_the_fast_estimate(monkeypatch):
+    """The pool already holds this (config, setup): the result shows at once, with the difference and versions."""
+    from streamlit.testing.v1 import AppTest
+
+    from estimator.stacks import resolve_setup
+
+    interp = exact.Interpreter("/x/python", (("peft", "0.21.2"), ("torch", "2.13.0+cpu"),
+                                             ("transformers", "5.24.0")), ())
+    monkeypatch.setattr(exact, "find_interpreter", lambda: interp)
+    pool = exact.ExactPool(interp)
+    monkeypatch.setattr(exact, "get_pool", lambda: pool)
+    key, _, _ = exact.make_job(exact.preset_config("llama-3.1-8b"), resolve_setup("trl"))
+    pool._cache[key] = RAW
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "Exact: 11.00 GB (10.24 GiB); the fast estimate" in text
+    assert any("traced with torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2" in c.value for c in at.caption)
+
+
+def test_exact_bar_draws_the_trace_the_additions_and_the_fast_estimate():
+    from ui.exact import difference_line, exact_bar
+
+    setup = TrainingSetup()
+    est = estimate(load_preset("llama-3.2-1b"), setup)
+    res = exact.combine(RAW, setup, est)
+    fig = exact_bar(est, res, None)
+    by_name = {t.name: t.x[0] for t in fig.data}
+    assert by_name["Traced by PyTorch"] == pytest.approx(10.0)
+    assert by_name["Added (CUDA context, slack, …)"] == pytest.approx(1.0)
+    assert by_name["Fast estimate"] == pytest.approx(est.total_bytes / 1e9)
+    assert "missing" in difference_line(None, res)
+    assert f"({100 * (est.total_bytes - res.total_bytes) / res.total_bytes:+.1f} %)" in difference_line(est, res)
+
+
+def test_exact_source_per_model_choice():
+    from ui.exact import exact_source
+
+    assert exact_source("llama-3.2-1b", "llama-3.2-1b").config["num_hidden_layers"] == 16
+    assert exact_source("by-size", "generic").config is None
+    assert "Upload" in exact_source("upload", "llama-3.1-8b").reason
+
+    class _Up:
+        def __init__(self, data):
+            self.data = data
+
+        def getvalue(self):
+            return self.data
+
+    refused = exact_source("upload", "llama-3.1-8b", _Up(b'{"model_type": "t5", "d_model": 512}'))
+    assert refused.config["model_type"] == "t5" and refused.fast_missing  # the fast estimator refused it
+    assert exact_source("upload", "config.json", _Up(b"not json")).config is None

@@ -1,0 +1,181 @@
+"""The "Trace exactly" section of the calculator: PyTorch's own count next to the fast estimate.
+
+The trace runs in the server's worker pool (estimator/exact.py: one trace at a time per server, others queue and
+see their place; results cached by (config, setup)). A fragment polls the pool every POLL_S seconds while a trace
+is queued or running, so the rest of the page stays responsive. The chart builder `exact_bar` is a pure function.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from estimator import Device, Estimate, to_gb, to_gib
+from estimator import exact as ex
+from estimator.hub import HubError, fetch_model, is_model_id
+from estimator.model import preset_ids
+
+from .charts import USABLE_COLOR, both_units
+from .inputs import plain
+
+POLL_S = 2.0
+EXACT_COLOR = "#332288"  # indigo (Tol's palette): not one of the component colours
+FAST_COLOR = "#0072B2"
+SECONDS_PER_LAYER = 15.0  # for the progress bar only: a 16-layer 1B LoRA trace took ~240 s on 2 busy cores
+BASE_SECONDS = 20.0  # starting the worker and importing torch
+
+
+@dataclass(frozen=True)
+class ExactSource:
+    """The config dict to trace, or why there is none; `fast_missing` when the fast estimator refused it."""
+
+    config: dict[str, Any] | None
+    reason: str = ""
+    fast_missing: str = ""
+
+
+def exact_source(model_choice: str, spec_source: str, upload: Any = None, hub_token: str | None = None) -> ExactSource:
+    """The config.json behind the model picker's choice: a preset's, the uploaded file's, or the Hub's."""
+    if model_choice in preset_ids():
+        return ExactSource(ex.preset_config(model_choice))
+    if model_choice == "upload":
+        if upload is None:
+            return ExactSource(None, "Upload a config.json to trace it.")
+        try:
+            cfg = json.loads(upload.getvalue().decode("utf-8-sig"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
+            return ExactSource(None, "The uploaded file is not JSON.")
+        missing = "" if spec_source == "config.json" else "the fast estimator could not read this config.json"
+        return ExactSource(cfg, fast_missing=missing)
+    if is_model_id(model_choice):
+        try:
+            _, hub = fetch_model(model_choice, token=hub_token)
+            return ExactSource(ex.hub_config(hub))
+        except (HubError, ex.ExactRefused) as exc:
+            return ExactSource(None, str(exc))
+    return ExactSource(None, "A model given by size has no architecture to trace: pick a preset, upload a "
+                             "config.json or give a Hugging Face model id.")
+
+
+def expected_seconds(cfg: dict[str, Any]) -> float:
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    layers = text.get("num_hidden_layers", cfg.get("num_hidden_layers", 16))
+    layers = layers if isinstance(layers, int) and layers > 0 else 16
+    return BASE_SECONDS + SECONDS_PER_LAYER * layers
+
+
+def exact_bar(fast: Estimate | None, result: ex.ExactResult, device: Device | None = None) -> go.Figure:
+    """Two bars: the fast estimate and the exact trace (traced part + what was added), with the usable limit."""
+    fig = go.Figure()
+    rows = ["Exact trace"] + (["Fast estimate"] if fast is not None else [])
+    traced_gb = to_gb(result.peak_bytes)
+    added_gb = to_gb(result.total_bytes - result.peak_bytes)
+    fig.add_bar(y=["Exact trace"], x=[traced_gb], orientation="h", name="Traced by PyTorch", marker_color=EXACT_COLOR,
+                hovertemplate=f"Traced: {to_gb(result.peak_bytes):.2f} GB ({to_gib(result.peak_bytes):.2f} GiB)"
+                              "<extra></extra>")
+    fig.add_bar(y=["Exact trace"], x=[added_gb], orientation="h", name="Added (CUDA context, slack, …)",
+                marker_color="#AA99DD",
+                hovertemplate="<br>".join(f"{a.label}: {to_gb(a.bytes):+.2f} GB" for a in result.added) + "<extra></extra>")
+    if fast is not None:
+        fig.add_bar(y=["Fast estimate"], x=[to_gb(fast.total_bytes)], orientation="h", name="Fast estimate",
+                    marker_color=FAST_COLOR,
+                    hovertemplate=f"Fast estimate: {both_units(fast.total_bytes, 2)}<extra></extra>")
+    if device is not None:
+        fig.add_vline(x=to_gb(device.usable_bytes), line_color=USABLE_COLOR, line_dash="dash",
+                      annotation_text=f"usable {to_gb(device.usable_bytes):.1f} GB", annotation_position="top")
+    fig.update_layout(barmode="stack", height=120 + 40 * len(rows), margin={"l": 10, "r": 10, "t": 30, "b": 30},
+                      xaxis_title="GB (10⁹ bytes)", legend={"orientation": "h", "y": -0.5},
+                      yaxis={"categoryorder": "array", "categoryarray": rows[::-1]})
+    return fig
+
+
+def difference_line(fast: Estimate | None, result: ex.ExactResult) -> str:
+    if fast is None:
+        return f"Exact: {both_units(result.total_bytes, 2)}. The fast estimate is missing for this model."
+    diff = fast.total_bytes - result.total_bytes
+    pct = 100.0 * diff / result.total_bytes
+    word = "above" if diff >= 0 else "below"
+    return (f"Exact: {both_units(result.total_bytes, 2)}; the fast estimate ({both_units(fast.total_bytes, 2)}) is "
+            f"{both_units(abs(diff), 2)} {word} it ({pct:+.1f} %).")
+
+
+def _submit(key: str, payload: dict[str, Any]) -> None:
+    try:
+        ex.get_pool().submit(payload, key)
+    except ex.ExactUnavailable as exc:  # the install went away between the render and the click
+        st.session_state["_exact_error"] = str(exc)
+
+
+def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | None, device: Device | None,
+                 upload: Any = None, hub_token: str | None = None) -> None:
+    """The section: availability, the button, the queue/progress while it runs, the result chart."""
+    st.subheader("Trace it exactly", anchor=False)
+    ok, why = ex.available()
+    if not ok:
+        st.button("Trace exactly", key="exact_button", disabled=True, icon=":material/memory:")
+        st.caption(f"PyTorch's own count of this training step runs on the server's CPU, without a GPU, once the "
+                   f"optional install is there: `pip install -r requirements-exact.txt` (CPU torch, transformers, "
+                   f"peft), or set `{ex.PYTHON_ENV}` to a Python that has it. ({why.split('; ', 1)[-1]})")
+        return
+    src = exact_source(model_choice, spec_source, upload, hub_token)
+    if src.config is None:
+        st.caption(plain(src.reason))
+        return
+    if src.fast_missing:
+        fast = None
+    try:
+        key, payload, notes = ex.make_job(src.config, setup)
+    except ex.ExactRefused as exc:
+        st.info(plain(f"This cannot be traced: {exc}"), icon=":material/info:")
+        return
+    pool = ex.get_pool()
+    status = pool.status(key)
+    pending = status.state in ("queued", "running")
+
+    @st.fragment(run_every=POLL_S if pending else None)
+    def _live() -> None:
+        stt = pool.status(key)
+        if stt.state in ("queued", "running") and not pending:  # just submitted: redraw once, with polling
+            st.rerun()
+        if stt.state in ("queued", "running"):
+            if stt.state == "queued":
+                ahead = stt.position
+                st.progress(0.0, text=f"Queued: {ahead} trace{'s' if ahead != 1 else ''} ahead of yours "
+                                      f"(one trace at a time per server).")
+            else:
+                frac = min(0.95, stt.elapsed_s / expected_seconds(src.config))
+                st.progress(frac, text=f"Tracing with PyTorch… {stt.elapsed_s:.0f} s (about "
+                                       f"{expected_seconds(src.config):.0f} s expected; time limit "
+                                       f"{stt.time_limit_s:.0f} s). You can keep using the page.")
+            return
+        if pending:  # it has just finished: redraw the page once, without polling
+            st.rerun()
+        if stt.state == "done" and stt.result is not None:
+            res = ex.combine(stt.result, setup, fast, notes)
+            st.markdown(difference_line(fast, res))
+            st.plotly_chart(exact_bar(fast, res, device), key="exact_bar", width="stretch",
+                            config={"displayModeBar": False})
+            st.caption(f"{res.versions_label}, in {res.seconds:.0f} s; peak at {res.peak_phase}/{res.peak_region} "
+                       f"({res.peak_op}). Added from the estimator: "
+                       + "; ".join(f"{a.label} {to_gb(a.bytes):+.2f} GB" for a in res.added) + ".")
+            for note in res.notes:
+                st.caption(plain(note, limit=1000))
+            return
+        if stt.state == "failed":
+            st.warning(plain(f"The trace did not finish: {stt.error}"), icon=":material/warning:")
+        if src.fast_missing:
+            st.caption(f"The fast estimate is missing: {src.fast_missing}. The exact trace can still answer.")
+        st.button("Trace exactly", key="exact_button", icon=":material/memory:", on_click=_submit,
+                  args=(key, payload),
+                  help="Runs two real Hugging Face training steps of this model and setup under PyTorch's "
+                       "FakeTensorMode on the server's CPU and counts every tensor (minutes).")
+        st.caption(f"Uses {ok and why}. Takes about {expected_seconds(src.config):.0f} s; the result is kept "
+                   "for everyone who asks for the same model and setup.")
+        if st.session_state.get("_exact_error"):
+            st.caption(plain(str(st.session_state.pop("_exact_error"))))
+
+    _live()
