@@ -59,6 +59,31 @@ CACHE_SIZE = 64
 TRACED_OPTIMIZERS = ("adamw",)  # the tracer's optimizer: torch AdamW(fused=True), the HF Trainer default
 
 
+# The How page shows these (one description of the feature; README.md says the same in prose).
+WHAT_EXACT_MEANS = (
+    "**Exact** is PyTorch's own count, not a formula: two real Hugging Face training steps of your model and "
+    "setup — transformers builds the model from its config.json, PEFT adds the adapters, the HF Trainer's "
+    "AdamW (fused), gradient clipping and autocast — run on the server's CPU under `FakeTensorMode` (shapes and "
+    "dtypes only: no memory, no GPU, no weights downloaded), while `torch.distributed._tools.mem_tracker."
+    "MemTracker` records every live tensor. The answer is the steady-state (second step) peak that "
+    "`torch.cuda.max_memory_allocated()` would report, by category, with the phase and operation where it "
+    "happens. It is the tracer behind the accuracy fixtures (`calibration/trace.py`); on a CPU, fake and real "
+    "runs agree byte for byte (`calibration/selfcheck.py`)."
+)
+WHAT_EXACT_LEAVES_OUT = (
+    "CUDA context and cuBLAS workspaces: added from the estimator (docs/formulas.md §5).",
+    f"The caching allocator's rounding and fragmentation: added, {ALLOCATOR_SLACK:.0%} of the traced bytes.",
+    "bitsandbytes' 4-bit kernels (QLoRA): the 16-bit equivalent is traced, its 16-bit linear weights are replaced "
+    "by the NF4 storage and the dequantisation buffer is added; the result says so.",
+    "Optimizers that exist only as CUDA kernels (8-bit, paged, Lion): AdamW is traced and its state replaced "
+    "by the estimator's figure.",
+    "Not counted at all: FlashAttention's and cuDNN's own workspaces, and memory outside PyTorch's allocator "
+    "(vLLM, NCCL).",
+    "Not traced (refused, with the reason): several GPUs, ZeRO/FSDP sharding, optimizer offload, gradient "
+    "accumulation; a model given only by size.",
+)
+
+
 class ExactUnavailable(RuntimeError):
     """No interpreter with the optional install: the message says what to install."""
 
@@ -70,15 +95,17 @@ class ExactRefused(ValueError):
 # --------------------------------------------------------------------------------------------------
 # The interpreter
 # --------------------------------------------------------------------------------------------------
+# Reads the installed versions without importing torch (milliseconds, not the ~10 s of `import torch`): the
+# page asks on every run. A broken install still ends with the worker's one-line error.
 _PROBE = (
     "import json, sys\n"
-    "try:\n"
-    "    import torch, transformers, peft\n"
-    "except Exception as exc:\n"
-    "    print(json.dumps({'ok': False, 'error': type(exc).__name__ + ': ' + str(exc)[:200]}))\n"
+    "from importlib import metadata, util\n"
+    "missing = [m for m in ('torch', 'transformers', 'peft') if util.find_spec(m) is None]\n"
+    "if missing:\n"
+    "    print(json.dumps({'ok': False, 'error': 'no module ' + ', '.join(missing)}))\n"
     "else:\n"
-    "    print(json.dumps({'ok': True, 'sys_path': sys.path, 'versions': {'torch': torch.__version__,\n"
-    "        'transformers': transformers.__version__, 'peft': peft.__version__}}))\n"
+    "    print(json.dumps({'ok': True, 'sys_path': sys.path,\n"
+    "        'versions': {m: metadata.version(m) for m in ('torch', 'transformers', 'peft')}}))\n"
 )
 
 
@@ -99,7 +126,7 @@ class Interpreter:
 @lru_cache(maxsize=8)
 def _probe(python: str) -> Interpreter | str:
     try:
-        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=180,
+        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60,
                               cwd=str(ROOT), env={**os.environ, "PYTHONPATH": ""})
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{python} cannot be run ({type(exc).__name__})"
@@ -144,7 +171,7 @@ def available() -> tuple[bool, str]:
 # Inputs: the config dict and the tracer's setup dict
 # --------------------------------------------------------------------------------------------------
 def preset_config(preset_id: str) -> dict[str, Any]:
-    """The config.json shipped with a preset (estimator/presets/ID.json)."""
+    """The config.json shipped with a preset (the presets folder, one JSON per id)."""
     from .model import preset_ids
 
     if preset_id not in preset_ids():

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from estimator import estimate, fmt_both
+from estimator import exact as exact_doc
 from estimator import memory as mem
 from estimator.devices import UNIFIED_USABLE_FRACTION
 from estimator.options import CHECKPOINTING, LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS
@@ -294,6 +295,15 @@ if tracer["rows"]:
                      "estimated_gb": st.column_config.NumberColumn("Estimated (GB)", format="%.4f"),
                      "family": st.column_config.TextColumn("Family"),
                      "attention": st.column_config.TextColumn("Attention")})
+
+st.header("The exact trace")
+st.markdown(exact_doc.WHAT_EXACT_MEANS)
+st.markdown("What it leaves out, and what is added for it:\n\n"
+            + "\n".join(f"- {item}" for item in exact_doc.WHAT_EXACT_LEAVES_OUT))
+st.caption(f"Optional install: `pip install -r requirements-exact.txt` (CPU torch, transformers, peft, trl), or "
+           f"`{exact_doc.PYTHON_ENV}` pointing at a Python that has it. Tracing costs CPU time per operation (about "
+           f"15 s per decoder layer on two busy cores); configs over {exact_doc.MAX_TRACE_LAYERS} layers are "
+           f"refused, and each trace has a time limit.")
 
 st.header("Known limits")
 st.markdown(

@@ -44,7 +44,8 @@ def interp() -> ex.Interpreter:
 
 def _cli_args(case: dict, cfg_path: Path) -> list[str]:
     s = case["setup"]
-    args = ["--config", str(cfg_path), "--stack", "trainer", "--method", s["method"], "--precision", s["precision"],
+    stack = "trl" if s.get("loss") == "chunked" else "trainer"  # the stack that has this loss; every setting given
+    args = ["--config", str(cfg_path), "--stack", stack, "--method", s["method"], "--precision", s["precision"],
             "--optimizer", s.get("optimizer", "adamw"), "--batch", str(s["batch"]), "--seq-len", str(s["seq_len"]),
             "--attention", s["attention"], "--loss", s.get("loss") or "standard",
             "--grad-ckpt" if s["grad_ckpt"] else "--no-grad-ckpt",

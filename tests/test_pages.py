@@ -279,7 +279,7 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     assert len(at.get("latex")) >= 8  # the formulas
     headers = [h.value for h in at.main.header]
     assert headers == ["What goes into the peak", "The formulas", "Training stacks", "Assumptions", "Units", "How accurate is it?",
-                       "Known limits", "A training script for this setup"]
+                       "The exact trace", "Known limits", "A training script for this setup"]
 
 
 @pytest.mark.parametrize("page", ["pages/compare.py", "pages/fits.py", "pages/sizes.py", "pages/scale.py",

@@ -1,0 +1,61 @@
+"""Slow + browser: the calculator's "Trace exactly" button against a real `streamlit run` server whose exact
+interpreter is the calibration venv (CI installs requirements-exact.txt into it). A small uploaded config traces
+in well under a minute: the page shows the progress, stays usable, then the second bar, the difference and the
+traced versions."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from bench.common import streamlit_server
+from estimator import exact as ex
+from tests.e2e.helpers import chart_bars, open_app, wait_for_app_run
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+EXACT_PY = os.environ.get(ex.PYTHON_ENV) or str(ROOT / ".venv-cal" / "bin" / "python")
+UPLOADER = "[data-testid='stFileUploaderDropzoneInput']"
+TINY = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 2000, "tie_word_embeddings": False}
+
+
+@pytest.fixture(scope="module")
+def exact_app_url() -> Iterator[str]:
+    if isinstance(ex._probe(EXACT_PY), str):
+        pytest.skip("no exact interpreter (requirements-exact.txt)")
+    old = os.environ.get(ex.PYTHON_ENV)
+    os.environ[ex.PYTHON_ENV] = EXACT_PY  # the server inherits it
+    try:
+        with streamlit_server() as (url, _proc, _started):
+            yield url
+    finally:
+        if old is None:
+            os.environ.pop(ex.PYTHON_ENV, None)
+        else:
+            os.environ[ex.PYTHON_ENV] = old
+
+
+def test_trace_exactly_button_shows_progress_then_the_second_bar(page: Page, exact_app_url: str):
+    open_app(page, exact_app_url + "/?model=upload&device=rtx-4090")
+    page.locator(UPLOADER).set_input_files({"name": "tiny.json", "mimeType": "application/json",
+                                            "buffer": json.dumps(TINY).encode()})
+    wait_for_app_run(page)
+    button = page.get_by_role("button", name="Trace exactly")
+    expect(button).to_be_enabled(timeout=60_000)
+    button.click()
+    expect(page.get_by_text("Tracing with PyTorch").or_(page.get_by_text("Queued:")).first).to_be_visible(
+        timeout=30_000)
+    # the page stays usable while the trace runs: another input still reruns the page
+    page.get_by_text("traced with torch").first.wait_for(timeout=300_000)
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
+    expect(page.get_by_text("Exact:").first).to_be_visible()
+    names = {b["name"] for b in chart_bars(page, "exact_bar")}
+    assert {"Traced by PyTorch", "Added (CUDA context, slack, …)", "Fast estimate"} <= names
+    expect(page.get_by_text("transformers 5.24.0, peft 0.21.2").first).to_be_visible()
