@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 
 from bench.common import streamlit_server
 from estimator import exact as ex
-from tests.e2e.helpers import chart_bars, open_app, wait_for_app_run
+from tests.e2e.helpers import VERDICT, chart_bars, open_app, wait_for_app_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -52,7 +52,9 @@ def test_trace_exactly_button_shows_progress_then_the_second_bar(page: Page, exa
     button.click()
     expect(page.get_by_text("Tracing with PyTorch").or_(page.get_by_text("Queued:")).first).to_be_visible(
         timeout=30_000)
-    # the page stays usable while the trace runs: another input still reruns the page
+    # the page is not held by the trace: its runs finish (the fragment only polls) and the verdict stays shown
+    wait_for_app_run(page)
+    expect(page.locator("h1, h2").filter(has_text=VERDICT).first).to_be_visible()
     page.get_by_text("traced with torch").first.wait_for(timeout=300_000)
     expect(page.locator("[data-testid='stException']")).to_have_count(0)
     expect(page.get_by_text("Exact:").first).to_be_visible()
