@@ -214,8 +214,10 @@ def check_config(cfg: Any) -> dict[str, Any]:
     mt = clean.get("model_type")
     if not isinstance(mt, str) or not mt:
         raise ExactRefused("the config has no model_type, so transformers cannot build it")
-    if clean.get("auto_map"):
-        clean.pop("auto_map")  # custom code is never run: transformers' own class for model_type is used
+    # Custom code is never run (transformers' own class for model_type builds the model), no quantisation is
+    # applied on the CPU, and private keys ("_name_or_path", "_attn_implementation") never steer the build.
+    for key in [k for k in clean if k in ("auto_map", "quantization_config", "trust_remote_code") or k.startswith("_")]:
+        clean.pop(key)
     text_cfg = clean.get("text_config") if isinstance(clean.get("text_config"), dict) else {}
     for scope in (clean, text_cfg):
         layers = scope.get("num_hidden_layers", scope.get("n_layer", scope.get("num_layers")))

@@ -71,8 +71,9 @@ def test_bad_configs_are_refused_in_one_line(cfg, words):
 
 
 def test_remote_code_is_dropped_and_keys_are_stable():
-    clean = exact.check_config({**TINY, "auto_map": {"AutoModelForCausalLM": "evil.Model"}})
-    assert "auto_map" not in clean
+    clean = exact.check_config({**TINY, "auto_map": {"AutoModelForCausalLM": "evil.Model"}, "trust_remote_code": True,
+                                "_name_or_path": "/etc", "quantization_config": {"load_in_4bit": True}})
+    assert clean == TINY
     s = TrainingSetup()
     k1 = exact.make_job(TINY, s)[0]
     assert k1 == exact.make_job(dict(reversed(list(TINY.items()))), s)[0]  # key order does not matter
