@@ -542,6 +542,7 @@ class ExactPool:
                 if res.get("ok"):
                     job.result = res
                     self._cache[job.key] = res
+                    self._jobs.pop(job.key, None)  # the cache answers from now on
                     while len(self._cache) > CACHE_SIZE:
                         self._cache.popitem(last=False)
                 else:
@@ -626,6 +627,19 @@ class ExactPool:
 
 _POOLS: dict[str, ExactPool] = {}
 _POOLS_LOCK = threading.Lock()
+
+
+def _kill_running_traces() -> None:
+    """At interpreter exit, stop the workers first: concurrent.futures' own exit hook would otherwise wait for a
+    running trace (minutes) before the server can stop."""
+    for pool in list(_POOLS.values()):
+        pool._closed = True
+        pool._kill_workers(pool._executor)
+
+
+# threading's exit hooks run in reverse order of registration, so this runs before concurrent.futures' join.
+if hasattr(threading, "_register_atexit"):
+    threading._register_atexit(_kill_running_traces)
 
 
 def get_pool() -> ExactPool:

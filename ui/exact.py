@@ -173,8 +173,11 @@ def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | No
                   args=(key, payload),
                   help="Runs two real Hugging Face training steps of this model and setup under PyTorch's "
                        "FakeTensorMode on the server's CPU and counts every tensor (minutes).")
-        st.caption(f"Uses {ok and why}. Takes about {expected_seconds(src.config):.0f} s; the result is kept "
-                   "for everyone who asks for the same model and setup.")
+        expected = expected_seconds(src.config)
+        st.caption(f"Uses {ok and why}. Takes about {expected:.0f} s; the result is kept for everyone who asks "
+                   "for the same model and setup."
+                   + (f" This deep model may need longer than the server's time limit ({pool.time_limit_s:.0f} s)."
+                      if expected > pool.time_limit_s else ""))
         if st.session_state.get("_exact_error"):
             st.caption(plain(str(st.session_state.pop("_exact_error"))))
 
