@@ -30,7 +30,17 @@ COMPONENT_LABELS = {
     "optimizer": "Optimizer state",
     "activations": "Activations",
     "overhead": "Overhead (CUDA + allocator)",
+    "reference": "Reference model",  # preference/RL trainers only (estimator/trainers.py)
+    "generation": "Generation (KV cache / vLLM)",  # GRPO only (estimator/trainers.py)
 }
+# Every component an estimate can have, in the stacked bar's order; SFT estimates hold COMPONENT_KEYS only,
+# preference/RL ones add "reference" and "generation" when they are non-zero (estimator/trainers.py).
+ALL_COMPONENT_KEYS = ("weights", "reference", "gradients", "optimizer", "activations", "generation", "overhead")
+
+
+def component_keys(est: Estimate) -> tuple[str, ...]:
+    """The components this estimate holds, in ALL_COMPONENT_KEYS order."""
+    return tuple(k for k in ALL_COMPONENT_KEYS if k in est.components_bytes)
 
 # CUDA context + cuBLAS workspaces, invisible to torch.cuda.memory_allocated (docs/formulas.md §5):
 # 287 MB measured with lazy module loading (pytorch PR #86509), 1.3–2 GB on old stacks (HF docs).
@@ -81,7 +91,7 @@ class Estimate:
     mode: str  # "detailed" or "seed"
     params_total: int
     params_trainable: int
-    components_bytes: dict[str, float]  # exactly COMPONENT_KEYS; sums to total_bytes
+    components_bytes: dict[str, float]  # COMPONENT_KEYS (+ 'reference', 'generation'); sums to total_bytes
     details: tuple[DetailItem, ...]
     total_bytes: float
     low_bytes: float
