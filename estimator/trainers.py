@@ -275,16 +275,17 @@ def generation_batch(setup: TrainingSetup) -> int:
     return setup.batch * setup.gpus * setup.grad_accum
 
 
-def check(setup: TrainingSetup, tr: TrainerSetup) -> None:
-    """The checks TRL makes that depend on the batch and the stack. ValueError with a clear message."""
+def check(setup: TrainingSetup, tr: TrainerSetup, strict: bool = True) -> None:
+    """The checks TRL makes that depend on the batch and the stack. ValueError with a clear message.
+    strict=False skips the batch-shape rules the memory does not depend on (for the solvers)."""
     opt = tr.option
-    if setup.batch < opt.min_batch:
+    if strict and setup.batch < opt.min_batch:
         raise ValueError(f"{opt.label} needs a per-device batch of at least {opt.min_batch} (TRL: 'Actual (not "
                          "effective) batch size must be > 1', kto_trainer.py)")
     if setup.batch * opt.sequences > MAX_BATCH:
         raise ValueError(f"{opt.label} runs {opt.sequences} × batch sequences per forward; batch must be at most "
                          f"{MAX_BATCH // opt.sequences:,}")
-    if opt.generates:
+    if opt.generates and strict:
         gb = generation_batch(setup)
         if gb % tr.gens:
             raise ValueError(f"GRPO needs the generation batch (batch {setup.batch} × GPUs {setup.gpus} × gradient "
@@ -402,10 +403,11 @@ class TrainerEstimate(Estimate):
 
 
 def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
-                     device_capacity: float | None = None) -> Estimate:
+                     device_capacity: float | None = None, strict: bool = True) -> Estimate:
     """Peak per-GPU memory of one step of the trainer (docs/formulas.md §9). `device_capacity` (bytes, the
-    device's total memory) is needed for vLLM colocate mode, which reserves a fraction of it."""
-    check(setup, tr)
+    device's total memory) is needed for vLLM colocate mode, which reserves a fraction of it. strict=False
+    prices batches TRL would refuse (KTO batch 1, num_generations not dividing the batch): the solvers' use."""
+    check(setup, tr, strict)
     opt = tr.option
     if opt.id == "sft":
         return sft_estimate(spec, setup)
@@ -601,3 +603,95 @@ def trainer_json(tr: TrainerSetup) -> dict[str, object]:
             doc.update(vllm_gpu_memory_utilization=tr.vllm_util, vllm_enable_sleep_mode=tr.vllm_sleep)
     return doc
 
+
+
+def solver_estimate_fn(tr: TrainerSetup, device_capacity: float | None = None):
+    """An estimate function for the solvers and remedies (advice.EstimateFn): the trainer's estimate without the
+    batch-divisibility checks, since the memory does not depend on them (the solvers try every batch)."""
+
+    def fn(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
+        return estimate_trainer(spec, setup, tr, device_capacity, strict=False)
+
+    return fn
+
+
+def all_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, device_capacity: float | None = None
+                 ) -> tuple:
+    """The seed's remedies priced for this trainer, then the trainer's own. GRPO's length is prompt +
+    completion, so the seed's 'lower the max length' gives way to 'shorter completions'."""
+    from .advice import remedies
+
+    opt = tr.option
+    out = []
+    for r in remedies(spec, setup, solver_estimate_fn(tr, device_capacity)):
+        if r.order == 1 and opt.generates:
+            continue  # GRPO's length is prompt + completion: see "Shorter completions"
+        if r.order == 2 and setup.batch // 2 < opt.min_batch:
+            r = replace(r, change=f"{opt.label} needs a batch of at least {opt.min_batch}", saves_bytes=0.0,
+                        new_total_bytes=r.new_total_bytes + r.saves_bytes, applicable=False)
+        if r.order == 5 and setup.method == "full" and reference_bytes(spec, setup, tr):
+            r = replace(r, title="Use LoRA: the reference becomes the adapter-off base (no copy)")
+        out.append(r)
+    return tuple(out) + trainer_remedies(spec, setup, tr, device_capacity)
+
+
+def max_completion_len(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, usable_bytes: float,
+                       device_capacity: float | None = None) -> int | None:
+    """GRPO: the longest max_completion_length that fits (memory never falls as it grows)."""
+    from .advice import _largest_int
+
+    limit = MAX_SEQ_LEN - tr.prompt_length
+    if limit < 1:
+        return None
+
+    def fits(c: int) -> bool:
+        est = estimate_trainer(spec, setup, replace(tr, completion_len=c), device_capacity, strict=False)
+        return est.total_bytes <= usable_bytes
+
+    return _largest_int(1, limit, fits)
+
+
+def trainer_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
+                     device_capacity: float | None = None) -> tuple:
+    """The remedies that apply to this trainer, each priced for this setup (advice.Remedy, orders 6–12):
+    precomputed reference log-probs, fewer generations, shorter completions, vLLM sleep or
+    server mode, a lower vllm_gpu_memory_utilization."""
+    from .advice import Remedy
+
+    fn = solver_estimate_fn(tr, device_capacity)
+    base = fn(spec, setup).total_bytes
+    out: list[Remedy] = []
+    opt = tr.option
+
+    def add(order: int, title: str, change: str, new_setup: TrainingSetup, new_tr: TrainerSetup, caveat: str) -> None:
+        total = solver_estimate_fn(new_tr, device_capacity)(spec, new_setup).total_bytes
+        out.append(Remedy(order, title, change, base - total, total, True, caveat))
+
+    if opt.can_precompute and tr.uses_reference():
+        add(6, "Precompute the reference log-probs", "precompute_ref_log_probs False → True", setup,
+            replace(tr, precompute_ref=True),
+            "The reference scores the dataset once before training; it cannot follow sync_ref_model.")
+    if opt.generates:
+        if tr.gens >= 4 and setup.batch % 2 == 0:
+            add(8, "Fewer generations per prompt", f"num_generations {tr.gens} → {tr.gens // 2}, batch "
+                f"{setup.batch} → {setup.batch // 2} (same prompts per step)",
+                replace(setup, batch=setup.batch // 2), replace(tr, num_generations=tr.gens // 2),
+                "Fewer completions per prompt give noisier advantages.")
+        if tr.completion_length > 1:
+            half = max(1, tr.completion_length // 2)
+            add(9, "Shorter completions", f"max_completion_length {tr.completion_length:,} → {half:,}", setup,
+                replace(tr, completion_len=half), "Truncated completions get no reward for what they cut off.")
+        mode = tr.generation_mode
+        if mode == "vllm-colocate" and not tr.vllm_sleep:
+            add(10, "vLLM sleep mode", "vllm_enable_sleep_mode False → True", setup, replace(tr, vllm_sleep=True),
+                "vLLM frees its memory during training and reloads weights each step (slower).")
+        if mode == "vllm-colocate" and tr.vllm_util > 0.1:
+            lower = round(max(0.1, tr.vllm_util - 0.1), 2)
+            add(11, "Lower vllm_gpu_memory_utilization", f"vllm_gpu_memory_utilization {tr.vllm_util:g} → "
+                f"{lower:g}", setup, replace(tr, vllm_gpu_util=lower),
+                "vLLM must still hold its weights and a KV cache for the generation batch.")
+        if mode != "vllm-server":
+            add(12, "Generate on a vLLM server", f"{mode} → vllm-server (trl vllm-serve on other GPUs)", setup,
+                replace(tr, generation="vllm-server", vllm_gpu_util=None, vllm_sleep=False),
+                "Needs one or more extra GPUs for the server.")
+    return tuple(out)

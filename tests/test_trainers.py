@@ -1,6 +1,7 @@
 """Preference and RL trainers (estimator/trainers.py): each trainer's terms with exact values, the bad-input
 errors TRL itself raises, and properties (DPO ≥ SFT; GRPO never falls as generations or completions grow)."""
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -191,3 +192,71 @@ def test_grpo_never_falls_as_generations_or_completions_grow(method, per_prompt,
     base = total(gens, completion)
     assert total(gens * more_gens, completion) >= base
     assert total(gens, completion + extra) >= base
+
+
+# ---- CLI -------------------------------------------------------------------------------------------------
+
+def run_json(capsys, *args):
+    from estimator.cli import main
+
+    assert main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cli_dpo_full_json(capsys):
+    doc = run_json(capsys, "--model", "qwen2.5-0.5b", "--method", "full", "--trainer", "dpo", "--batch", "2",
+                   "--seq-len", "512")
+    assert doc["components_bytes"]["reference"] == 2 * 494_032_768
+    assert list(doc["components_bytes"]) == ["weights", "reference", "gradients", "optimizer", "activations",
+                                             "overhead"]
+    assert sum(doc["components_bytes"].values()) == doc["total_bytes"]
+    assert doc["trainer"]["trainer_version"] == "TRL 1.16.0" and doc["trainer"]["forward_sequences"] == 4
+    assert doc["trainer"]["beta"] == 0.1 and doc["trainer"]["reference_model"] is True
+    plain = run_json(capsys, "--model", "qwen2.5-0.5b", "--method", "full", "--batch", "2", "--seq-len", "512")
+    assert "trainer" not in plain and set(plain["components_bytes"]) == {
+        "weights", "gradients", "optimizer", "activations", "overhead"}
+
+
+def test_cli_grpo_vllm_and_advice(capsys):
+    doc = run_json(capsys, "--model", "qwen2.5-0.5b", "--trainer", "grpo", "--batch", "8", "--generation",
+                   "vllm-colocate", "--vllm-gpu-util", "0.25", "--device", "h100-80gb", "--advice")
+    assert doc["components_bytes"]["generation"] == round(0.25 * 81_559 * 2**20)
+    assert doc["trainer"]["forward_seq_len"] == 1024 and doc["trainer"]["num_generations"] == 8
+    titles = [r["title"] for r in doc["advice"]["remedies"]]
+    assert "vLLM sleep mode" in titles and "Generate on a vLLM server" in titles
+    assert "Lower the max length" not in titles and doc["advice"]["max_completion_len"] > 512
+    server = next(r for r in doc["advice"]["remedies"] if r["title"] == "Generate on a vLLM server")
+    assert server["saves_bytes"] >= doc["components_bytes"]["generation"]
+
+
+def test_cli_text_names_the_trainer(capsys):
+    from estimator.cli import main
+
+    assert main(["--size", "1", "--trainer", "grpo", "--batch", "8", "--completion-len", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "batch 8 completions × (512 + 256) tokens · GRPO (TRL 1.16.0)" in out and "generation" not in out.split(
+        "\n")[0]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--trainer", "kto"], "KTO needs a per-device batch of at least 2"),
+    (["--trainer", "grpo", "--batch", "4"], "divisible by num_generations (8)"),
+    (["--trainer", "grpo", "--num-generations", "1", "--batch", "2"], "at least 2 completions"),
+    (["--trainer", "dpo", "--num-generations", "4"], "num_generations is a GRPO option"),
+    (["--trainer", "orpo", "--precompute-ref"], "no reference log-probs to precompute"),
+    (["--trainer", "grpo", "--batch", "8", "--generation", "vllm-colocate"], "choose a device"),
+    (["--trainer", "grpo", "--batch", "8", "--vllm-gpu-util", "0.5"], "colocate mode only"),
+    (["--trainer", "grpo", "--batch", "8", "--seq-len", "1024"], "drop --seq-len"),
+    (["--trainer", "dpo", "--loss", "standard"], "cannot use the 'standard' loss"),
+    (["--trainer", "reward", "--beta", "0.2"], "has no beta"),
+    (["--trainer", "dpo", "--rule", "seed"], "rule of thumb covers SFT only"),
+    (["--trainer", "ppo"], "invalid choice"),
+])
+def test_cli_bad_combinations_exit_2_with_one_line(capsys, args, message):
+    from estimator.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--size", "1", *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
