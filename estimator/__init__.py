@@ -35,6 +35,7 @@ from .model import (
 )
 from .rule import rule_gb, seed_estimate, seed_figure_gb
 from .trainers import TRAINER_IDS, TRAINERS, TrainerSetup, estimate_trainer
+from .trainers import check as check_trainer
 from .training import TrainingSetup, parse_targets
 from .units import GB, GiB, fmt_both, fmt_gb, to_gb, to_gib
 
@@ -50,7 +51,7 @@ def estimate(model: ModelSpec, setup: TrainingSetup, rule: str | None = None, tr
                              f"{trainer.option.label} trainer")
         return estimate_trainer(model, setup, trainer, device_capacity)
     if trainer is not None:
-        estimate_trainer(model, setup, trainer)  # checks the options given to SFT
+        check_trainer(setup, trainer)  # SFT: only the checks (no second estimate)
     if rule is None or rule == "detailed":
         return detailed_estimate(model, setup)
     if rule == "seed":

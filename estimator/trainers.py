@@ -305,8 +305,8 @@ def trainer_loss(setup: TrainingSetup, tr: TrainerSetup) -> str:
     through the fused chunked head (loss 'chunked'), ORPO and SimPO build full logits ('standard'). Other
     stacks (Unsloth patches TRL's trainers with its own losses) keep the stack's loss."""
     opt = tr.option
-    if setup.stack != "trl" or opt.head == "score":
-        return setup.loss
+    if setup.stack != "trl" or opt.head == "score" or opt.id == "sft":
+        return setup.loss  # SFT: the stack's (or the user's) loss
     return "standard" if opt.head == "logits" else "chunked"
 
 
