@@ -473,10 +473,13 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         gen = 0.0
         acts = 0.0
         if mode == "hf":
-            kv = kv_cache_bytes(spec, setup, sequences, length)
+            # The cache holds every token fed to the model: the prompt and all completion tokens but the last
+            # sampled one (real CPU generate: calibration/trainer_trace.py kv_check, exact).
+            cached = max(length - 1, 1)
+            kv = kv_cache_bytes(spec, setup, sequences, cached)
             gen = kv
-            items.append(d("generation", f"KV cache ({sequences} sequences × {length:,} tokens)", kv,
-                           "2 × layers × KV heads × head dim × c × sequences × (prompt + completion)"))
+            items.append(d("generation", f"KV cache ({sequences} sequences × {cached:,} tokens)", kv,
+                           "2 × layers × KV heads × head dim × c × sequences × (prompt + completion − 1)"))
             # Prefill: a no_grad forward over every prompt token (one layer's working set), the cache's
             # torch.cat growth (one layer's K and V copied at a time), and last-position logits in c and fp32
             # plus the fp32 sampling probabilities (generate keeps only the last position's logits).

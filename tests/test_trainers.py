@@ -90,8 +90,8 @@ def test_grpo_kv_cache_is_the_formula():
     tr = TrainerSetup("grpo", prompt_len=256, completion_len=256)
     est = estimate(QWEN3_06B, s, trainer=tr)
     gen = next(p for p in est.phases if p.name == "generation")
-    # 2 (K, V) × 28 layers × 8 KV heads × 128 × 2 B × 8 sequences × 512 tokens
-    assert gen.generation == 2 * 28 * 8 * 128 * 2 * 8 * 512 == kv_cache_bytes(QWEN3_06B, s, 8, 512)
+    # 2 (K, V) × 28 layers × 8 KV heads × 128 × 2 B × 8 sequences × 511 cached tokens (the last is never fed)
+    assert gen.generation == 2 * 28 * 8 * 128 * 2 * 8 * 511 == kv_cache_bytes(QWEN3_06B, s, 8, 511)
     assert policy_setup(s, tr).seq_len == 512
 
 

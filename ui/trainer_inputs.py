@@ -233,7 +233,7 @@ def how_section_markdown() -> str:
         "tile.\n\n"
         "**GRPO generation** holds the weights and the optimizer state (no gradients: after `zero_grad`) plus "
         "the KV cache of batch × gradient accumulation sequences: **KV = 2 × layers × KV heads × head dim × c × "
-        "sequences × (prompt + completion)**, with the prefill's one-layer working set and the last-token logits "
+        "sequences × (prompt + completion − 1)**, with the prefill's one-layer working set and the last-token logits "
         f"on top. `num_generations` (default {GRPO_NUM_GENERATIONS}) must divide batch × GPUs × accumulation; it "
         "does not change the memory, because `per_device_train_batch_size` counts completions.\n\n" + gen + "\n\n"
         "`peak_phase` names the winner: generation, reference forward, a backward phase or the optimizer step."
