@@ -299,7 +299,24 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--json")
     p.add_argument("--only")
+    p.add_argument("--rescore", help="a --json output: recompute the estimates for its traces (no tracing)")
     args = p.parse_args(argv)
+    if args.rescore:
+        with open(args.rescore, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        cases = {c["name"]: c for c in matrix()}
+        for row in doc["traces"]:
+            est, phase = estimate_case(cases[row["name"]])
+            row.update(estimate_tensor_bytes=int(est), estimate_peak_phase=phase,
+                       error=round(est / row["measured"]["peak_bytes"] - 1, 4))
+            print(f"{row['name']:<28} {row['error']:+.1%} ({phase})")
+        errs = [abs(r["error"]) for r in doc["traces"]]
+        doc["summary"] = {"n": len(errs), "median_abs": statistics.median(errs), "worst_abs": max(errs)}
+        print(f"median |error| {statistics.median(errs):.1%}, worst {max(errs):.1%} over {len(errs)} traces")
+        with open(args.json or args.rescore, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1)
+            fh.write("\n")
+        return 0
     rows = []
     for case in matrix():
         if args.only and args.only not in case["name"]:

@@ -32,7 +32,7 @@ from .memory import (
 )
 from .memory import estimate as sft_estimate
 from .model import ModelSpec
-from .precision import FP32, compute_bytes, weight_bytes
+from .precision import FP32, compute_bytes, trainable_bytes, weight_bytes
 from .training import MAX_BATCH, MAX_SEQ_LEN, TrainingSetup
 
 TRL_VERSION = "TRL 1.16.0"
@@ -319,15 +319,26 @@ def policy_setup(setup: TrainingSetup, tr: TrainerSetup) -> TrainingSetup:
 
 
 def reward_spec(spec: ModelSpec) -> ModelSpec:
-    """The sequence-classification model: the vocabulary head is replaced by a [1, hidden] score head
-    (transformers GenericForSequenceClassification). Untied models lose V × H head parameters; tied ones keep
-    the embedding (counted as tied: conservative, its end-of-backward gradient sum is kept)."""
+    """The sequence-classification model (transformers GenericForSequenceClassification): the vocabulary head is
+    replaced by a [1, hidden] score head, so the spec's output head has one row (vocab_size 1, untied). The input
+    embedding keeps its V × H parameters (and, for full fine-tuning, its dense gradient); an untied model loses
+    its V × H lm_head. Traced: calibration/trainer_trace.py (reward rows)."""
     head = spec.vocab_size * spec.hidden_size
-    if spec.tie_embeddings:
-        return replace(spec, params_total=spec.params_total + spec.hidden_size)
-    return replace(spec, params_total=spec.params_total - head + spec.hidden_size,
-                   params_embedding=spec.params_embedding - head, tie_embeddings=True,
+    removed = 0 if spec.tie_embeddings else head
+    return replace(spec, vocab_size=1, tie_embeddings=False,
+                   params_total=spec.params_total - removed + spec.hidden_size,
+                   params_embedding=spec.params_embedding - removed + spec.hidden_size,
                    notes=spec.notes + ("Reward model: the output head is a 1-output score layer.",))
+
+
+# ORPO / CPO (trl/experimental, TRL 1.16.0) build the logits themselves instead of the fused head. Over
+# T = 2 × batch × length tokens (traced: calibration/trainer_trace.py): the [T, V] logits in the compute dtype
+# c stay alive (the returned chosen/rejected slices keep them); selective_log_softmax saves each row's
+# log-softmax and ORPO's cross-entropy on the chosen half saves its log-softmax (CPO's NLL term is off with
+# cpo_alpha=0, pure SimPO): in fp32 under autocast (log_softmax autocasts to fp32), else in c. In backward the
+# logits gradient (c·T·V) meets the logits, the chosen-half log-softmax and, for full fine-tuning, the head's
+# weight gradient.
+ORPO_NLL_SHARE = {"orpo": 0.5, "simpo": 0.0}  # the chosen half's cross-entropy log-softmax, × T·V
 
 
 def reference_bytes(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> float:
@@ -429,10 +440,21 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     vllm_always = vllm if not tr.vllm_sleep else 0.0  # sleep mode (level 2) frees it during training
 
     dropped = ("Logits and loss (saved)", "Loss backward buffers") if opt.head == "score" else ()
+    swap: dict[str, DetailItem] = {}
+    if opt.head == "logits":
+        c = compute_bytes(ps)
+        tv = ps.tokens * spec.vocab_size
+        sm = FP32 if ps.autocast else c  # log_softmax autocasts to fp32
+        nll = ORPO_NLL_SHARE[opt.id]
+        swap = {"Logits and loss (saved)": d(
+            "activations", "Logits and log-softmaxes (saved)", (c + sm * (1 + nll)) * tv,
+            f"c·T·V logits + {sm} B × T·V row log-softmax" + (f" + {sm} B × T·V / 2 chosen-half cross-entropy"
+                                                                if nll else ""))}
+        dropped = ("Loss backward buffers",)
 
     def lift(p: Phase, extra_acts: tuple[DetailItem, ...] = (), drop: tuple[str, ...] = dropped,
              gen: float = vllm_always, name: str | None = None) -> TrainerPhase:
-        items = [x for x in p.details if x.label not in drop] + list(extra_acts)
+        items = [swap.get(x.label, x) for x in p.details if x.label not in drop] + list(extra_acts)
         acts = sum(x.bytes for x in items if x.component == "activations")
         if ref:
             items.append(ref_item)
@@ -442,11 +464,31 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
                             reference=ref, generation=gen)
 
     phases: list[TrainerPhase] = [lift(p) for p in base.phases]
+    if opt.head == "score" and setup.method == "full" and setup.grad_accum == 1:
+        # The reward model's input embedding (V × H, dense) gets its gradient last, after the first layer's
+        # backward (reward_spec gives the spec a 1-row head, so memory.estimate cannot tell): take it out there.
+        embed_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
+            setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
+        phases = [replace(p, gradients=p.gradients - embed_grad) if p.name.endswith("first layer") else p
+                  for p in phases]
     loss_bwd = base.phases[0]  # "loss backward": the policy's saved activations + the loss's backward buffers
     opt_step = next(p for p in base.phases if p.name == "optimizer step")
     training_tokens = ps.tokens
     fused = opt.head == "fused"
 
+    if opt.head == "logits":
+        c = compute_bytes(ps)
+        tv = ps.tokens * spec.vocab_size
+        head_grad = 0.0
+        if setup.method == "full":
+            head_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
+                setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
+        grad_phase = lift(loss_bwd, (d("activations", "Logits, their gradient, chosen-half log-softmax",
+                                       (2 + ORPO_NLL_SHARE[opt.id]) * c * tv,
+                                       f"{2 + ORPO_NLL_SHARE[opt.id]:g} × c·T·V"),),
+                          drop=("Loss backward buffers", "Logits and loss (saved)"), name="backward, logits gradient")
+        phases.append(replace(grad_phase, gradients=grad_phase.gradients + head_grad, details=grad_phase.details + (
+            (d("gradients", "Head weight gradient", head_grad, "V × H"),) if head_grad else ())))
     if opt.reference == "always" and tr.uses_reference():
         # DPO/KTO: the reference forward runs after the policy forward, while the policy's saved activations
         # (checkpointed inputs, head input, the fused head's saved tensors) are alive (dpo_trainer.py l. 1299 →
@@ -533,6 +575,8 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + nccl + fixed
     high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + nccl + fixed
     notes = [n for n in base.notes if not n.startswith("Reward model")] + list(trainer_notes(spec, setup, tr))
+    if opt.head == "score" and setup.sharding == "zero3" and setup.gpus > 1:
+        notes.append("ZeRO-3 with a reward model: the embedding's gathered unit is not counted.")
     return TrainerEstimate(
         model=spec, setup=setup, mode="detailed", params_total=pspec.params_total,
         params_trainable=base.params_trainable, components_bytes=components, details=details,

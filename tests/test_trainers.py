@@ -74,8 +74,12 @@ def test_orpo_builds_full_logits():
     est = estimate(QWEN25, s, trainer=TrainerSetup("orpo"))
     assert policy_setup(s, TrainerSetup("orpo")).loss == "standard"
     assert est.peak_phase == "loss backward"
-    # fp32 log-softmax kept (4 B) + its backward (8 B) over 2 × 1024 tokens × vocabulary
-    assert est.components_bytes["activations"] > 12 * 2048 * QWEN25.vocab_size
+    # LoRA under autocast: bf16 logits (2 B) + fp32 row log-softmax (4 B) + fp32 chosen-half cross-entropy
+    # (4 B × ½) over 2 × 1024 tokens × vocabulary (traced, calibration/trainer_trace.py)
+    kept = next(x for x in est.details if x.label == "Logits and log-softmaxes (saved)")
+    assert kept.bytes == (2 + 4 * 1.5) * 2048 * QWEN25.vocab_size
+    simpo = estimate(QWEN25, s, trainer=TrainerSetup("simpo"))
+    assert next(x for x in simpo.details if x.label.startswith("Logits and")).bytes == 6 * 2048 * QWEN25.vocab_size
 
 
 def test_reward_model_has_no_vocabulary_logits():
