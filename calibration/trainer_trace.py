@@ -42,7 +42,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from calibration import trace as tr  # noqa: E402
-from calibration.cases import RW_MODELS as _REAL_WIDTH  # noqa: E402
+from calibration.trainer_cases import KV_CONFIG, KV_FAMILY, KV_RUNS, estimate_case, kv_estimate, matrix  # noqa: E402
 
 BETA = 0.1
 
@@ -233,31 +233,9 @@ def _build_reward(full: dict):
     return model
 
 
-def estimate_case(case: dict) -> float:
-    """The estimator's tensor peak (total minus overhead) for the same step."""
-    from estimator import TrainerSetup, estimate, spec_from_config
-    from estimator.stacks import resolve_setup
-
-    spec = spec_from_config({"model_type": case["family"], **case["config"]}, name=case["name"])
-    kw = dict(method=case["method"], precision=case["precision"], batch=case["batch"], grad_ckpt=True)
-    if case["trainer"] == "grpo":
-        trainer = TrainerSetup("grpo", num_generations=case["batch"], prompt_len=case["seq_len"] - case["completion"],
-                               completion_len=case["completion"])
-        setup = resolve_setup("trl", **kw)
-    else:
-        trainer = TrainerSetup(case["trainer"])
-        setup = resolve_setup("trl", seq_len=case["seq_len"], **kw)
-    est = estimate(spec, setup, trainer=trainer)
-    return est.total_bytes - est.components_bytes["overhead"], est.peak_phase
-
-
 def kv_check(family: str, config: dict, sequences: int, prompt: int, completion: int) -> dict:
     """Real CPU generate on a tiny random-weight model: the DynamicCache's bytes at the end vs kv_cache_bytes."""
     from transformers import AutoModelForCausalLM
-
-    from estimator import spec_from_config
-    from estimator.stacks import resolve_setup
-    from estimator.trainers import kv_cache_bytes
 
     cfg = tr._hf_config({"family": family, "config": config})
     torch.manual_seed(0)
@@ -271,28 +249,9 @@ def kv_check(family: str, config: dict, sequences: int, prompt: int, completion:
     measured = 0
     for layer in cache.layers:
         measured += layer.keys.numel() * layer.keys.element_size() + layer.values.numel() * layer.values.element_size()
-    spec = spec_from_config({"model_type": family, **config}, name=family)
-    # The cache holds prompt + completion − 1 positions (the last sampled token is never fed back), as the
-    # estimate counts (estimator/trainers.py).
-    est = kv_cache_bytes(spec, resolve_setup("trl"), sequences, prompt + completion - 1)
+    est = kv_estimate(sequences, prompt, completion)
     return {"family": family, "sequences": sequences, "prompt": prompt, "completion": completion,
             "cache_len": int(cache.get_seq_length()), "measured_bytes": int(measured), "estimate_bytes": int(est)}
-
-
-def matrix() -> list[dict]:
-    out = []
-    picks = {"qwen2.5-0.5b": 4, "qwen3-0.6b": 2}
-    for name, layers in picks.items():
-        family, cfg = _REAL_WIDTH[name]
-        cfg = dict(cfg, num_hidden_layers=layers)
-        for trainer in ("dpo", "kto", "orpo", "reward", "grpo"):
-            for method in ("lora", "full"):
-                seq = 512
-                case = {"name": f"{name}-{trainer}-{method}", "family": family, "config": cfg, "trainer": trainer,
-                        "method": method, "precision": "bf16", "batch": 2 if trainer != "grpo" else 4,
-                        "seq_len": seq + (256 if trainer == "grpo" else 0), "completion": 256}
-                out.append(case)
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -334,10 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{case['name']:<28} measured {measured['peak_bytes'] / 1e9:7.3f} GB ({measured['peak_phase']}:"
               f"{measured['peak_region']}) estimate {est / 1e9:7.3f} GB ({phase}) {err:+.1%} "
               f"[{time.perf_counter() - t0:.0f} s]", flush=True)
-    kv = [kv_check("qwen3", dict(_REAL_WIDTH["qwen3-0.6b"][1], num_hidden_layers=2, vocab_size=1024,
-                                 hidden_size=256, intermediate_size=512, num_attention_heads=4,
-                                 num_key_value_heads=2, head_dim=64), n, pr, c)
-          for n, pr, c in ((4, 32, 16), (8, 64, 32))]
+    kv = [kv_check(KV_FAMILY, KV_CONFIG, n, pr, c) for n, pr, c in KV_RUNS]
     for k in kv:
         print(f"KV cache {k}: {k['estimate_bytes'] / k['measured_bytes'] - 1:+.2%}")
     errs = [abs(r["error"]) for r in rows]
