@@ -60,3 +60,18 @@ def trainer_rows(batches: tuple[int, ...] = (1, 2, 4, 8)) -> list[dict[str, Any]
             "error_pct": 100 * (replay["total_bytes"] / measured - 1) if replay else None,
         })
     return out
+
+
+TRAINER_FINDINGS = ROOT / "tests" / "data" / "calibration" / "trainer_findings.json"  # in the image (.dockerignore drops calibration/)
+
+
+@lru_cache(maxsize=1)
+def trainer_trace_summary() -> dict[str, float]:
+    """n, median and worst |error| (fractions) of the estimator against the stored trainer traces
+    (tests/data/calibration/trainer_findings.json; tests/test_trainer_calibration.py re-derives them)."""
+    import json
+    import statistics
+
+    rows = json.loads(TRAINER_FINDINGS.read_text(encoding="utf-8"))["traces"]
+    errors = [abs(r["error"]) for r in rows]
+    return {"n": len(errors), "median_abs": statistics.median(errors), "worst_abs": max(errors)}
