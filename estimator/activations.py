@@ -168,6 +168,17 @@ def _attention(spec: ModelSpec, ctx: ActivationContext) -> float:
     return saved
 
 
+def sliding_mask_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """Extra bytes per token of one sliding-window layer under SDPA once seq_len >= window: transformers 5.24
+    cannot hand SDPA is_causal (masking_utils._ignore_causal_mask_sdpa: kv_length >= local_attention_size) and
+    builds a (b, 1, s, s) bool mask, so GQA is lost (sdpa_attention.use_gqa_in_sdpa: no mask only) and K, V are
+    repeat_kv'd to q width, and SDPA converts the mask to an additive one in the compute dtype that it saves
+    (aten convert_boolean_attn_mask): c·s + 2c·(q_dim − kv_dim) (tracer: mistral sliding-window cases)."""
+    if ctx.eager or not spec.sliding_layers or ctx.seq_len < spec.sliding_window:
+        return 0.0
+    return float(ctx.c * ctx.seq_len + 2 * ctx.c * (spec.q_dim - spec.kv_dim))
+
+
 def _act_saved_factor(spec: ModelSpec) -> int:
     """Tensors of width I that the activation function saves: F.silu / F.gelu save their input (1);
     Phi-2's python gelu_new saves x, tanh(...), 0.5x and 1+tanh(...) (4)."""
@@ -273,6 +284,7 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
     total = (spec.num_layers - spec.moe_layers) * (dense_size.total if dense_size else 0.0)
     if moe_size:
         total += spec.moe_layers * moe_size.total
+    total += spec.sliding_layers * sliding_mask_per_token(spec, ctx)  # masked SDPA on sliding-window layers
     if not ctx.base_trainable:
         first_norms = 2 if (spec.parallel_block and spec.family == "gpt_neox") else 1
         total -= first_norms * _norm_saved(spec, ctx)
@@ -282,7 +294,7 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
 def max_layer_per_token(spec: ModelSpec, ctx: ActivationContext,
                         sizes: tuple[LayerActivations | None, LayerActivations | None] | None = None) -> float:
     """The largest single layer: what gradient checkpointing recomputes at once."""
-    return max(x.total for x in (sizes or layer_sizes(spec, ctx)) if x is not None)
+    return max(x.total for x in (sizes or layer_sizes(spec, ctx)) if x is not None) + sliding_mask_per_token(spec, ctx)
 
 
 def rope_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
@@ -337,7 +349,10 @@ def recompute_extra_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
 def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """Gradient checkpointing keeps each decoder layer's input hidden state (Korthikanti §5 full recompute:
     2sbh per layer in bf16; fp32 residual streams keep 4h)."""
-    return spec.num_layers * ctx.resid * spec.hidden_size
+    saved = spec.num_layers * ctx.resid * spec.hidden_size
+    if sliding_mask_per_token(spec, ctx):
+        saved += ctx.seq_len  # the (b, 1, s, s) bool sliding-window mask is a layer argument: kept with the inputs
+    return saved
 
 
 @dataclass(frozen=True)
