@@ -404,6 +404,10 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
             # Under autocast (fp32 weights) every chunk's matmul casts the whole head to 16-bit first
             # (amp_custom_fwd keeps autocast on): one c·V·H copy at a time (real-width trace, mixed precision).
             tile += ctx.c * vocab * hidden
+        if impl == "liger" and ctx.base_trainable and ctx.c == FP32:
+            # fp32 logits (fp32 training, no autocast) take the legacy fallback, grad_weight += mm(...).float():
+            # a [V, H] fp32 product per chunk next to the fp32 grad_weight (ops/fused_linear_cross_entropy.py:370-375)
+            tile += FP32 * vocab * hidden
         kept = ctx.resid * tokens * hidden + FP32 * tokens  # grad_input in the input's dtype + fp32 loss_1d
         return LossMemory(kept, float(tile), impl, "grad_input [T, H] from forward",
                           "one [chunk × V] logits tile")
