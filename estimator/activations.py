@@ -204,6 +204,14 @@ def _mlp(spec: ModelSpec, ctx: ActivationContext, inter: int, mlp_in: list[Linea
     return saved
 
 
+def _down_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """What the dense MLP's output projection(s) save, as counted in _mlp."""
+    mlp_out = [m for m in spec.by_role.get("mlp_out", ()) if not m.layers]
+    if ctx.base_trainable:
+        return float(ctx.mlp * spec.intermediate_size * len(mlp_out))
+    return _linear_inputs(mlp_out, spec.intermediate_size, ctx.mlp, ctx)
+
+
 @dataclass(frozen=True)
 class LayerActivations:
     """Bytes per token saved by one decoder layer, split for display."""
@@ -321,7 +329,18 @@ def backward_extra_per_token(spec: ModelSpec, ctx: ActivationContext,
     score-sized gradients (≈ 8 bytes per score element), while the MLP's saved tensors and the 16-bit
     probabilities have already been consumed and freed (MemTracker on the tracer fixtures)."""
     inter = max(spec.intermediate_size, spec.moe_intermediate_size * max(1, spec.experts_per_token))
-    mlp_moment = ctx.c * (2 * inter + 2 * spec.hidden_size)
+    if spec.moe_layers:
+        mlp_moment = ctx.c * (2 * inter + 2 * spec.hidden_size)  # MoE layers (calibration)
+    else:
+        # Dense: the worst moment is the gated product's backward (aten.mul after down_proj's backward: the
+        # product's grad and both factors' grads, 3 I-wide) or, with LoRA on the down projection, its own backward
+        # (base-path and LoRA-path input grads and their sum, 3 I-wide); a plain MLP with a frozen fc2 has 2
+        # (gelu's output and input grads). Plus the layer's h-wide output grad, while what down_proj saved (its
+        # input, LoRA's rank-r intermediate) is already freed by its own backward (tracer inventories at the
+        # peak op: qwen3 q+v bf16, qwen3 / gpt_neox LoRA-on-MLP fp32, with checkpointing).
+        down_adapted = any(m.name in ctx.adapted for m in spec.by_role.get("mlp_out", ()))
+        wide = 3 if (spec.gated_mlp or down_adapted) else 2
+        mlp_moment = ctx.c * (wide * inter + spec.hidden_size) - _down_saved(spec, ctx)
     if not ctx.eager:
         return mlp_moment
     probs16 = ctx.c if ctx.c != FP32 else 0
@@ -332,18 +351,31 @@ def backward_extra_per_token(spec: ModelSpec, ctx: ActivationContext,
     return max(mlp_moment, attn_moment)
 
 
-def recompute_extra_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
-    """LoRA under checkpointing: while a layer is recomputed and differentiated, one more MLP-wide and one more
-    hidden-wide tensor in the compute dtype are alive than the layer's saved tensors and backward temporaries
-    (real-width traces, 24 LoRA all-linear + checkpointing cases in 5 families: the gap is c·T·(I + h) within
-    3 %)."""
-    # Seen only where the down projection carries an adapter whose input is cast per module (fp32 adapters under
-    # autocast); LoRA on q/v only, or fp32 training without autocast, matches the saved tensors alone.
+def recompute_extra_per_token(spec: ModelSpec, ctx: ActivationContext, bwd_temp: float) -> float:
+    """LoRA under checkpointing, where the down projection's adapter gets its own cast of the input (fp32 adapters
+    under autocast): the layer's worst moment is the end of its recompute, inside that adapter, not its MLP
+    backward. Alive then on top of the saved tensors: the product (c·I, saved by nobody), PEFT's cast of it to the
+    adapter dtype (4·I, peft/tuners/lora/layer.py Linear.forward keeps x until it returns), and five hidden-wide
+    tensors (the MLP input, the base output, the residual, the layer's output grad and its LoRA-scaled copy).
+    Returns what this adds over the MLP-backward moment bwd_temp (tracer inventory at the peak op,
+    rw-qwen2.5-0.5b LoRA bf16 + checkpointing)."""
     down_adapted = any(m.name in ctx.adapted for m in spec.by_role.get("mlp_out", ()))
-    if ctx.base_trainable or not ctx.adapter_copies or not down_adapted:
+    if ctx.base_trainable or not ctx.adapter_copies or not down_adapted or spec.moe_layers:
         return 0.0
-    inter = spec.intermediate_size if spec.num_layers > spec.moe_layers else spec.moe_intermediate_size
-    return float(ctx.c * (inter + spec.hidden_size))
+    inter = spec.intermediate_size
+    moment = ctx.c * inter + FP32 * inter + 5 * ctx.c * spec.hidden_size
+    return max(0.0, moment - bwd_temp)
+
+
+def checkpoint_alias_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """Bytes of a recomputed layer's saved tensors that are its checkpointed input itself. With an fp32 residual
+    stream RMSNorm's x.to(float32) is a no-op, so the "fp32 copy" its first norm saves is the checkpoint already
+    counted per layer (tracer inventories: qwen3 / qwen2 LoRA-on-MLP fp32 + checkpointing). LayerNorm models
+    (GPT-NeoX, Phi-2) alias too, but their fused QKV output stays alive through V's view: not modelled, the two
+    roughly cancel (tracer: gpt_neox LoRA fp32 + checkpointing)."""
+    if ctx.resid != FP32 or spec.norm_kind != "rms":
+        return 0.0
+    return float(FP32 * spec.hidden_size)
 
 
 def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
@@ -403,7 +435,9 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         if ctx.resid == FP32 and ctx.c != FP32:
             # Under autocast (fp32 weights) every chunk's matmul casts the whole head to 16-bit first
             # (amp_custom_fwd keeps autocast on): one c·V·H copy at a time (real-width trace, mixed precision).
-            tile += ctx.c * vocab * hidden
+            # A trainable head is cast twice, weight.t() for the logits and weight for grad_input, and both copies
+            # stay alive to the end of the loss forward (tracer: rw-llama3.1-8b full mixed fused, forward head).
+            tile += (2 if ctx.base_trainable else 1) * ctx.c * vocab * hidden
         if impl == "liger" and ctx.base_trainable and ctx.c == FP32:
             # fp32 logits (fp32 training, no autocast) take the legacy fallback, grad_weight += mm(...).float():
             # a [V, H] fp32 product per chunk next to the fp32 grad_weight (ops/fused_linear_cross_entropy.py:370-375)
