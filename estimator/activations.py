@@ -343,12 +343,22 @@ def backward_extra_per_token(spec: ModelSpec, ctx: ActivationContext,
         mlp_moment = ctx.c * (wide * inter + spec.hidden_size) - _down_saved(spec, ctx)
     if not ctx.eager:
         return mlp_moment
-    probs16 = ctx.c if ctx.c != FP32 else 0
     dense_size, moe_size = sizes or layer_sizes(spec, ctx)
     layer = dense_size or moe_size
     assert layer is not None
-    attn_moment = (2 * FP32 - probs16) * spec.num_heads * ctx.seq_len - layer.mlp
-    return max(mlp_moment, attn_moment)
+    # Eager softmax backward: everything the layer saved after the softmax in forward (the probabilities' 16-bit
+    # copy, V, o_proj's input, the later norms, the MLP) has been consumed and freed by then. Alive: the first
+    # norm, the q/k/v inputs, Q and the repeated K, q/k norms, the fp32 softmax output, Gemma-2's tanh output,
+    # two fp32 score-sized grads, V's grad and the layer's output grad (tracer inventory at
+    # aten._softmax_backward_data, gemma2 full bf16 + checkpointing).
+    qd, kvd, a, s = spec.q_dim, spec.kv_dim, spec.num_heads, ctx.seq_len
+    attn_in = list(spec.by_role.get("attn_in", ()))
+    moment = _norm_saved(spec, ctx) + _linear_inputs(attn_in, spec.hidden_size, ctx.resid, ctx) + 2 * ctx.c * qd
+    if spec.qk_norm:
+        moment += FP32 * (qd + kvd) + 4 * (a + spec.num_kv_heads) + (ctx.resid * (qd + kvd) if ctx.base_trainable else 0)
+    moment += FP32 * a * s + (ctx.c * a * s if spec.attn_softcap else 0)  # softmax output, tanh output
+    moment += 2 * FP32 * a * s + ctx.c * (qd + spec.hidden_size)  # fp32 score grads, V's grad, output grad
+    return max(mlp_moment, moment - layer.total)
 
 
 def recompute_extra_per_token(spec: ModelSpec, ctx: ActivationContext, bwd_temp: float) -> float:
@@ -384,6 +394,12 @@ def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     saved = spec.num_layers * ctx.resid * spec.hidden_size
     if sliding_mask_per_token(spec, ctx):
         saved += ctx.seq_len  # the (b, 1, s, s) bool sliding-window mask is a layer argument: kept with the inputs
+    if ctx.eager:
+        # Eager attention always gets a materialised (b, 1, s, s) additive mask in the embeddings' dtype
+        # (masking_utils.eager_mask, transformers 5.24), one per attention kind (full; sliding): as layer arguments
+        # the checkpoint keeps them to the end of backward (tracer inventory, gemma2 full mixed + checkpointing).
+        kinds = (1 if spec.sliding_layers < spec.num_layers else 0) + (1 if spec.sliding_layers else 0)
+        saved += kinds * ctx.resid * ctx.seq_len
     return saved
 
 
