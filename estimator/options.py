@@ -78,17 +78,18 @@ class LossOption:
     id: str
     label: str
     summary: str
+    default_impl: str  # the LOSS_IMPLS id counted when no stack says which implementation runs
 
 
 LOSSES: dict[str, LossOption] = {o.id: o for o in (
     LossOption("standard", "Standard (full logits)",
-               "The whole [tokens × vocabulary] logits tensor is built, then cross-entropy runs on it."),
+               "The whole [tokens × vocabulary] logits tensor is built, then cross-entropy runs on it.", "hf"),
     LossOption("chunked", "Chunked (no full logits)",
                "The stack's chunked loss: the head and cross-entropy run a slice of tokens or vocabulary at a "
-               "time, so the full logits never exist at once."),
+               "time, so the full logits never exist at once.", "trl"),
     LossOption("fused", "Fused linear + cross-entropy kernel",
                "A fused kernel (Liger, Cut Cross-Entropy) computes head, loss and gradients chunk by chunk "
-               "in forward and keeps only the gradients."),
+               "in forward and keeps only the gradients.", "liger"),
 )}
 
 
