@@ -21,6 +21,7 @@ from .precision import (
     trainable_bytes,
     weight_bytes,
 )
+from .stacks import get_stack
 from .training import TrainingSetup
 
 COMPONENT_KEYS = ("weights", "gradients", "optimizer", "activations", "overhead")
@@ -43,7 +44,7 @@ ALLOCATOR_SLACK = 0.05
 # Relative error of the tensor-level estimate on real runs: 10th/90th percentile of measured ÷ estimated over
 # the published measurements (validation.derived_band; tests/test_accuracy.py re-derives and checks them).
 MODEL_ERROR_LOW = 0.13
-MODEL_ERROR_HIGH = 0.15
+MODEL_ERROR_HIGH = 0.06
 
 
 class DetailItem(NamedTuple):
@@ -180,6 +181,7 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
 
 def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
+    spec = act.stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
     ctx = act.context(spec, setup)
     tokens = setup.tokens
     c = compute_bytes(setup)
@@ -248,6 +250,8 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     bwd_temp = tokens * act.backward_extra_per_token(spec, ctx, sizes)
     # QLoRA: each 4-bit matmul dequantises its whole weight to the compute dtype (bnb _dequant_linear_fallback).
     dequant = float(spec.largest_linear_params * c) if setup.method == "qlora" else 0.0
+    if setup.method == "qlora" and setup.stack and get_stack(setup.stack).quantize_head:
+        dequant = float(max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) * c)  # the 4-bit head
 
     def d(component: str, label: str, value: float, formula: str) -> DetailItem:
         return DetailItem(component, label, float(value), formula)

@@ -88,9 +88,12 @@ LOSS_IMPLS: dict[str, LossImpl] = {o.id: o for o in (
              "logits.float() then cross_entropy: the fp32 log-softmax is kept for backward (4 B × T × V) and its "
              "backward adds grad-out and grad-in (8 B × T × V): 12 B × T × V at the loss backward.",
              "transformers 5.24 loss/loss_utils.py ForCausalLMLoss; traced (calibration/README.md)"),
-    LossImpl("bf16", "standard", "Cross-entropy on 16-bit logits",
-             "No fp32 upcast: the 16-bit log-softmax is kept (2 B × T × V) and its backward adds 4 B × T × V.",
-             "torch.nn.CrossEntropyLoss on bf16 logits (torchtune 0.6.1 recipes with loss=torch.nn.CrossEntropyLoss)"),
+    LossImpl("torchtune_full", "standard", "torchtune cross-entropy on fp32 logits",
+             "Without output chunks the model itself upcasts: TransformerDecoder.unembed returns "
+             "self.output(h).float(), so CrossEntropyLoss keeps the fp32 log-softmax (4 B × T × V) and its backward "
+             "adds grad-out and grad-in (8 B × T × V): 12 B × T × V, as transformers' loss.",
+             "torchtune 0.6.1 torchtune/modules/transformer.py unembed (num_output_chunks = 0); recipes/"
+             "full_finetune_single_device.py with loss=torch.nn.CrossEntropyLoss (del logits after the loss)"),
     LossImpl("litgpt", "chunked", "LitGPT chunked cross-entropy (bf16)",
              "The head runs in chunks of 128 tokens and cross-entropy per chunk on the bf16 logits, no fp32 upcast: "
              "counted as 2 B × T × V kept and 4 B × T × V in backward (the chunks stay referenced by the loop).",

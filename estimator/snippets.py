@@ -818,7 +818,8 @@ def _litgpt(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str
         tokens += ["--optimizer", json.dumps({"class_path": component, "init_args": init_args})]
     if lora:
         switches = _adapter_switches(setup, notes, "LitGPT")
-        tokens += ["--lora_r", str(setup.lora_rank), "--lora_alpha", str(2 * setup.lora_rank), "--lora_dropout", "0"]
+        tokens += ["--lora_r", str(setup.lora_rank), "--lora_alpha", str(2 * setup.lora_rank),
+                   "--lora_dropout", str(STACKS["litgpt"].lora_dropout)]  # the dropout the estimate counts
         for name, (_, flag) in _ATTN_TARGETS.items():
             tokens += [f"--lora_{flag}", str(switches[name]).lower()]
         tokens += ["--lora_mlp", str(switches["mlp"]).lower(), "--lora_head", str(switches["lm_head"]).lower()]

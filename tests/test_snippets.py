@@ -294,7 +294,7 @@ def extract(stack: str, text: str) -> dict[str, object]:
         s["optimizer"] = (ov["optimizer"], opt_kwargs)
         s["clip"] = 0.0 if ov["clip_grad_norm"] == "None" else float(ov["clip_grad_norm"])
         s["loss"] = {"torchtune.modules.loss.CEWithChunkedOutputLoss": "torchtune",
-                     "torch.nn.CrossEntropyLoss": "bf16"}[ov["loss"]]
+                     "torch.nn.CrossEntropyLoss": "torchtune_full"}[ov["loss"]]
         s["in_bwd"] = ov.get("optimizer_in_bwd")
         if "model.lora_rank" in ov:
             attn = ov["model.lora_attn_modules"].strip("[]").split(",")
@@ -324,7 +324,8 @@ def extract(stack: str, text: str) -> dict[str, object]:
             flags = {"q_proj": opts["--lora_query"], "k_proj": opts["--lora_key"], "v_proj": opts["--lora_value"],
                      "o_proj": opts["--lora_projection"], "mlp": opts["--lora_mlp"], "lm_head": opts["--lora_head"]}
             assert set(flags.values()) <= {"true", "false"}
-            assert opts["--lora_dropout"] == "0"
+            # LitGPT's own default dropout, which the estimate counts (masks and copies, activations.litgpt_layer)
+            assert float(opts["--lora_dropout"]) == STACKS["litgpt"].lora_dropout == 0.05
             s["lora"] = (int(opts["--lora_r"]), int(opts["--lora_alpha"]),
                          _switch_targets({k: v == "true" for k, v in flags.items()}))
         else:
