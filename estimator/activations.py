@@ -298,7 +298,7 @@ def max_layer_per_token(spec: ModelSpec, ctx: ActivationContext,
 def rope_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """RoPE cos and sin, computed once per forward and saved by every layer's multiply (shared)."""
     if ctx.litgpt is not None:
-        return 0.0  # LitGPT: cos/sin are the model's fp32 (T, rope_n_elem) buffers, no per-step tensors (§3.5)
+        return 0.0  # LitGPT: cos/sin are the model's fp32 (T, rope_n_elem) buffers, no per-step tensors (§3.6)
     return 2 * ctx.c * spec.head_dim if spec.family not in ("gpt_neox", "phi") else 2 * ctx.c * spec.head_dim // 2
 
 
@@ -432,7 +432,7 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
 # --------------------------------------------------------------------------------------------------------------
 # LitGPT 0.5.13's own model (stack model_code "litgpt"): what litgpt.model.GPT and litgpt.lora.GPT save for
 # backward under bf16-true with SDPA. Closed form from FakeTensor + MemTracker traces of LitGPT's model on 14
-# published rows (calibration/litgpt_trace.py; byte-exact per layer), docs/formulas.md §3.5.
+# published rows (calibration/litgpt_trace.py; byte-exact per layer), docs/formulas.md §3.6.
 # --------------------------------------------------------------------------------------------------------------
 LITGPT_HEAD_CHUNK = 128  # litgpt/finetune/lora.py (0.5.13): model(input_ids, lm_head_chunk_size=128)
 LITGPT_FAMILIES = frozenset({"llama", "mistral", "qwen2", "gemma", "phi3", "phi", "gpt_neox"})  # traced/same blocks
@@ -555,7 +555,7 @@ def _lora_input(width: int, ctx: ActivationContext, p: bool) -> float:
 
 
 def litgpt_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
-    """One LitGPT decoder block (litgpt/model.py, litgpt/lora.py 0.5.13), bytes per token (docs/formulas.md §3.5)."""
+    """One LitGPT decoder block (litgpt/model.py, litgpt/lora.py 0.5.13), bytes per token (docs/formulas.md §3.6)."""
     lit = ctx.litgpt
     assert lit is not None
     c, h, inter, r = ctx.c, spec.hidden_size, spec.intermediate_size, ctx.rank

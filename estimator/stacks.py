@@ -202,12 +202,12 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
             "max_grad_norm": "litgpt finetune: no gradient clipping by default",
             "model_code": "litgpt/model.py, litgpt/lora.py (0.5.13): LitGPT's own GPT, Block, CausalSelfAttention, "
                           "LLaMAMLP/GptNeoxMLP, RMSNorm and LoRAQKVLinear save other tensors than the "
-                          "transformers modules (docs/formulas.md §3.5)",
+                          "transformers modules (docs/formulas.md §3.6)",
             "lora_dropout": "litgpt/finetune/lora.py (0.5.13): setup(lora_dropout=0.05); every config_hub "
                             "lora.yaml uses 0.05 (gemma-2b 0.1, the same bytes): a bool mask and a copy per "
                             "LoRA input",
             "untied_head": "litgpt/finetune/lora.py, full.py (0.5.13): tie_embeddings is unsupported in finetune; "
-                           "scripts/convert_hf_checkpoint.py copies the embedding into lm_head.weight",
+                           "litgpt/scripts/convert_hf_checkpoint.py copies the embedding into lm_head.weight",
             "quantize_head": "litgpt/finetune/lora.py (0.5.13): BitsandbytesPrecision(quantize[4:], dtype) with no "
                              "ignore_modules; lightning/fabric/plugins/precision/bitsandbytes.py (2.6) "
                              "_convert_layers replaces every nn.Linear, lm_head included",
