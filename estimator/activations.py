@@ -408,6 +408,14 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         kept = ctx.resid * tokens * hidden + FP32 * tokens  # grad_input in the input's dtype + fp32 loss_1d
         return LossMemory(kept, float(tile), impl, "grad_input [T, H] from forward",
                           "one [chunk × V] logits tile")
+    if impl == "torchtune" and setup.compile:
+        # torchtune compile=True compiles compute_cross_entropy (training/_compile.py compile_loss): inductor's
+        # partitioner (min-cut, torch 2.13) keeps the 16-bit logits chunk and two fp32 row statistics (max,
+        # logsumexp) instead of the fp32 log-softmax; the fused backward writes each chunk's 16-bit gradient.
+        kept = ctx.c * tokens * vocab + 2 * FP32 * tokens
+        transient = ctx.c * tokens * vocab / TORCHTUNE_CHUNKS
+        return LossMemory(kept, transient, impl, "c·T·V 16-bit logits chunks (compiled cross-entropy)",
+                          "one chunk's 16-bit gradient")
     if impl == "torchtune":
         # CEWithChunkedOutputLoss: each of the 8 output chunks is upcast (logits.float()) and its fp32
         # log-softmax kept for backward (4·T·V in all); the worst moment is the end of the loss forward, with
@@ -425,6 +433,11 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         kept += ctx.c * tokens * vocab  # Gemma-2 logit soft-capping: tanh keeps its output for backward
     if ctx.qlora_upcast:
         kept += FP32 * tokens * vocab  # prepare_model_for_kbit_training: an fp32 head keeps fp32 logits (§3.3 Qp)
+    if impl == "torchtune_full" and setup.compile:
+        # compiled nn.CrossEntropyLoss (torchtune compile_loss compiles the whole loss): it keeps its fp32 input
+        # (the model's upcast logits) and row statistics; one fused kernel writes the fp32 gradient.
+        return LossMemory(float(kept), float(ce * tokens * vocab), impl, "fp32 logits (compiled cross-entropy)",
+                          f"{ce} B × T × V gradient (fused backward)")
     return LossMemory(float(kept), float(2 * ce * tokens * vocab), impl, f"{ce} B × T × V log-softmax",
                       f"{2 * ce} B × T × V (grad out + grad in)")
 

@@ -294,6 +294,10 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, **settings: Any) -> TrainingSet
         raise ValueError("activation offloading needs gradient checkpointing (it offloads the checkpointed "
                          "layer inputs); turn checkpointing on or offloading off")
     stack.loss_impl(values["loss"])  # raises when the stack cannot do this loss
+    for name in ("compile", "optimizer_in_bwd"):
+        if values.get(name) and stack.id != "torchtune":
+            raise ValueError(f"'{name}' is modelled for the torchtune stack only (its recipes' compile and "
+                             "optimizer_in_bwd switches); choose --stack torchtune or leave it off")
     return TrainingSetup(stack=stack.id, from_stack=tuple(from_stack), **values)
 
 

@@ -296,6 +296,7 @@ def extract(stack: str, text: str) -> dict[str, object]:
         s["loss"] = {"torchtune.modules.loss.CEWithChunkedOutputLoss": "torchtune",
                      "torch.nn.CrossEntropyLoss": "torchtune_full"}[ov["loss"]]
         s["in_bwd"] = ov.get("optimizer_in_bwd")
+        s["compile"] = ov.get("compile")
         if "model.lora_rank" in ov:
             attn = ov["model.lora_attn_modules"].strip("[]").split(",")
             names = {"q_proj": "q_proj" in attn, "k_proj": "k_proj" in attn, "v_proj": "v_proj" in attn,
@@ -388,7 +389,8 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
         assert s["optimizer"] == (cls, tt_kwargs)
         base_fused = lora or s["config"].startswith("qwen2_5/0.5B_full")
         assert s["removed"] == ({"optimizer.fused"} if base_fused and "fused" not in tt_kwargs else set())
-        assert s["in_bwd"] == ("False" if setup.method == "full" else None)
+        assert s["in_bwd"] == (str(setup.optimizer_in_bwd) if setup.method == "full" else None)
+        assert s["compile"] == str(setup.compile)
     elif stack == "litgpt":
         assert s["optimizer"] == TORCH_CLASSES[setup.optimizer]
         assert ("always builds bitsandbytes' PagedAdamW" in notes) == (qlora and setup.optimizer != "paged_adamw")
