@@ -11,6 +11,7 @@ import shlex
 import textwrap
 from collections.abc import Callable
 
+from .hub import is_model_id, parse_model_id
 from .model import ModelSpec, list_presets
 from .options import LOSS_IMPLS, OPTIMIZERS, PRECISIONS, QLORA_PREPS
 from .stacks import STACKS, loss_impl_id
@@ -67,6 +68,10 @@ _DEEPSPEED_STAGES = {"zero1": 1, "zero2": 2, "zero3": 3}
 
 
 def _model_id(spec: ModelSpec) -> str:
+    """The Hub id the snippet loads: a preset's repo, the id a Hub model was fetched by (without its revision,
+    which from_pretrained takes separately), or a placeholder for an uploaded config or a size."""
+    if spec.source == "hub" and is_model_id(spec.name):
+        return parse_model_id(spec.name)[0]
     repos = {p.id: p.hf_repo for p in list_presets()}
     return repos.get(spec.source) or PLACEHOLDER_MODEL_ID
 

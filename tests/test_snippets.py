@@ -9,6 +9,7 @@ import ast
 import itertools
 import json
 import shlex
+from dataclasses import replace
 
 import pytest
 
@@ -670,3 +671,20 @@ def test_yaml_parses_with_pyyaml_when_installed():
 
 LLAMA_CONFIG_TEXT = """{"model_type": "llama", "hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 2,
 "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000}"""
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_a_hub_model_loads_its_own_repo_id(stack):
+    """A model fetched from the Hub by id is loaded by that id (its revision goes to from_pretrained separately);
+    an uploaded config keeps the placeholder."""
+    base = load_preset("qwen2.5-0.5b")
+    setup = resolve_setup(stack, method="lora")
+    hub = replace(base, name="acme/qwen-sft@v2", source="hub")
+    text = training_snippet(hub, setup)
+    assert PLACEHOLDER_MODEL_ID not in text and "acme/qwen-sft@v2" not in code(text)
+    if stack != "torchtune":  # torchtune names its model through a copied config, not a Hub id
+        assert "acme/qwen-sft" in code(text)
+    uploaded = replace(base, name="my config", source="config.json")
+    assert "acme/qwen-sft" not in training_snippet(uploaded, setup)
+    if stack != "torchtune":
+        assert PLACEHOLDER_MODEL_ID in training_snippet(uploaded, setup)
