@@ -54,8 +54,12 @@ ROW_EXPLANATIONS: dict[str, str] = {
     "litgpt-hub-13": "gemma-2b QLoRA with LoRA on every linear and the 256k-vocabulary head: the 4-bit head and its "
                      "dequantisation are counted (LitGPT quantises every nn.Linear); like hub-19, -20 and -22 (small "
                      "models, LoRA on all linears + head over 4-bit weights) the run's peak is 2.4–4.7 GB above the "
-                     "training step although the LoRA twin (hub-05) is within 12 %: bitsandbytes overhead on small "
-                     "models (litgpt issue #1112) and validation/generation, not modelled",
+                     "training step although the LoRA twin (hub-05) is within 12 %. Part of it is the bitsandbytes of "
+                     "those runs: up to 0.43 MatMul4Bit keeps its 16-bit input for backward (autograd/_functions.py "
+                     "ctx.tensors = (A, B); 0.45 keeps only the weight, and the estimate models the newest), which "
+                     "adds 0.8–2.2 GB on hub-13/19/20/22 and leaves the 7B/8B rows unchanged (their peak is the "
+                     "load); the rest is bitsandbytes overhead on small models (litgpt issue #1112) and "
+                     "validation/generation, not modelled",
     "litgpt-hub-19": "phi-2 QLoRA peaks above its LoRA twin (hub-09, within 5 %) although 4-bit weights save 4 GB: "
                      "bitsandbytes overhead on small models (litgpt issue #1112) and validation/generation, not "
                      "modelled (see hub-13)",
