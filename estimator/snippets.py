@@ -730,14 +730,15 @@ def _torchtune(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[
         if base_has_fused:
             tokens.append("~optimizer.fused")
         tokens += [f"optimizer.{key}={value}" for key, value in kwargs.items()]
-    if setup.method == "full":
-        tokens.append("optimizer_in_bwd=False")  # the estimate keeps every gradient until the step
+    if setup.method == "full":  # the estimate frees each gradient in backward only with optimizer_in_bwd
+        tokens.append(f"optimizer_in_bwd={setup.optimizer_in_bwd}")
+    tokens.append(f"compile={setup.compile}")  # compiled losses keep 16-bit logits (activations.loss_memory)
     tokens.append(f"clip_grad_norm={float(setup.max_grad_norm) if setup.max_grad_norm > 0 else None}")
     impl = loss_impl_id(setup)
     if impl == "torchtune":
         tokens.append("loss=torchtune.modules.loss.CEWithChunkedOutputLoss")
     else:  # the standard loss: full logits, one cross-entropy
-        tokens.append("loss=torch.nn.CrossEntropyLoss")  # on the bf16 logits: the estimate's "bf16" loss
+        tokens.append("loss=torch.nn.CrossEntropyLoss")  # on the model's fp32 logits: "torchtune_full"
     if lora:
         switches = _adapter_switches(setup, notes, "torchtune")
         attn = [tt for name, (tt, _) in _ATTN_TARGETS.items() if switches[name]]
@@ -810,7 +811,8 @@ def _litgpt(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str
         tokens += ["--optimizer", json.dumps({"class_path": component, "init_args": init_args})]
     if lora:
         switches = _adapter_switches(setup, notes, "LitGPT")
-        tokens += ["--lora_r", str(setup.lora_rank), "--lora_alpha", str(2 * setup.lora_rank), "--lora_dropout", "0"]
+        tokens += ["--lora_r", str(setup.lora_rank), "--lora_alpha", str(2 * setup.lora_rank),
+                   "--lora_dropout", str(STACKS["litgpt"].lora_dropout)]  # the dropout the estimate counts
         for name, (_, flag) in _ATTN_TARGETS.items():
             tokens += [f"--lora_{flag}", str(switches[name]).lower()]
         tokens += ["--lora_mlp", str(switches["mlp"]).lower(), "--lora_head", str(switches["lm_head"]).lower()]
