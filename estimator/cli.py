@@ -79,7 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=1)
     p.add_argument("--sharding", choices=SHARDINGS, default="none")
     p.add_argument("--offload-optimizer", action="store_true")
-    p.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (GRPO: steps per generation)")
+    p.add_argument("--grad-accum", type=int, default=1,
+                   help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation)")
+    p.add_argument("--compile", action="store_true",
+                   help="torchtune compile=True: its compiled cross-entropy keeps 16-bit logits (torchtune stack)")
+    p.add_argument("--optimizer-in-bwd", action="store_true",
+                   help="torchtune optimizer_in_bwd=True: each gradient is applied and freed in backward "
+                        "(torchtune stack, full fine-tuning)")
     tg = p.add_argument_group("preference and RL trainers (TRL 1.16.0)")
     tg.add_argument("--trainer", choices=TRAINER_IDS, default="sft", help="default: %(default)s")
     tg.add_argument("--precompute-ref", action="store_true", help="DPO/KTO: precompute_ref_log_probs=True")
@@ -173,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
             lora_rank=args.lora_rank, lora_targets=parse_targets(args.lora_targets), gpus=args.gpus,
             sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
+            compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
         )
         trainer = TrainerSetup(
             args.trainer, beta=args.beta, precompute_ref=args.precompute_ref, num_generations=args.num_generations,
