@@ -257,6 +257,11 @@ def tracer_setup(setup: TrainingSetup) -> tuple[dict[str, Any], tuple[str, ...]]
     if setup.optimizer not in TRACED_OPTIMIZERS:
         notes.append(f"The optimizer {setup.optimizer} runs CUDA or other kernels the trace does not have: AdamW was "
                      "traced and its state replaced by the estimator's figure for this optimizer.")
+    if getattr(setup, "compile", False):
+        notes.append("torch.compile is not traced: the step runs eagerly (a compiled loss may keep less).")
+    if getattr(setup, "optimizer_in_bwd", False):
+        notes.append("The optimizer step is traced after backward, not inside it (optimizer_in_bwd): gradients "
+                     "of all parameters exist at once in the trace.")
     targets: Any = ALL_LINEAR if setup.lora_targets == (ALL_LINEAR,) else list(setup.lora_targets)
     out: dict[str, Any] = {
         "method": method, "precision": precision, "optimizer": "adamw", "batch": setup.batch,

@@ -295,8 +295,9 @@ def extract(stack: str, text: str) -> dict[str, object]:
         s["optimizer"] = (ov["optimizer"], opt_kwargs)
         s["clip"] = 0.0 if ov["clip_grad_norm"] == "None" else float(ov["clip_grad_norm"])
         s["loss"] = {"torchtune.modules.loss.CEWithChunkedOutputLoss": "torchtune",
-                     "torch.nn.CrossEntropyLoss": "bf16"}[ov["loss"]]
+                     "torch.nn.CrossEntropyLoss": "torchtune_full"}[ov["loss"]]
         s["in_bwd"] = ov.get("optimizer_in_bwd")
+        s["compile"] = ov.get("compile")
         if "model.lora_rank" in ov:
             attn = ov["model.lora_attn_modules"].strip("[]").split(",")
             names = {"q_proj": "q_proj" in attn, "k_proj": "k_proj" in attn, "v_proj": "v_proj" in attn,
@@ -325,7 +326,8 @@ def extract(stack: str, text: str) -> dict[str, object]:
             flags = {"q_proj": opts["--lora_query"], "k_proj": opts["--lora_key"], "v_proj": opts["--lora_value"],
                      "o_proj": opts["--lora_projection"], "mlp": opts["--lora_mlp"], "lm_head": opts["--lora_head"]}
             assert set(flags.values()) <= {"true", "false"}
-            assert opts["--lora_dropout"] == "0"
+            # LitGPT's own default dropout, which the estimate counts (masks and copies, activations.litgpt_layer)
+            assert float(opts["--lora_dropout"]) == STACKS["litgpt"].lora_dropout == 0.05
             s["lora"] = (int(opts["--lora_r"]), int(opts["--lora_alpha"]),
                          _switch_targets({k: v == "true" for k, v in flags.items()}))
         else:
@@ -388,7 +390,8 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
         assert s["optimizer"] == (cls, tt_kwargs)
         base_fused = lora or s["config"].startswith("qwen2_5/0.5B_full")
         assert s["removed"] == ({"optimizer.fused"} if base_fused and "fused" not in tt_kwargs else set())
-        assert s["in_bwd"] == ("False" if setup.method == "full" else None)
+        assert s["in_bwd"] == (str(setup.optimizer_in_bwd) if setup.method == "full" else None)
+        assert s["compile"] == str(setup.compile)
     elif stack == "litgpt":
         assert s["optimizer"] == TORCH_CLASSES[setup.optimizer]
         assert ("always builds bitsandbytes' PagedAdamW" in notes) == (qlora and setup.optimizer != "paged_adamw")
