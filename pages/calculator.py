@@ -77,8 +77,9 @@ st.plotly_chart(memory_bar(est, device, font_size=18 if present else None), key=
 if not present:
     for note in est.notes:
         st.caption(text(note))
-    render_exact(inputs.model_choice, spec.source, setup, detailed, device, upload=st.session_state.get("upload"),
-                 hub_token=hub_token())
+    if trainer.trainer == "sft":  # the exact trace runs a supervised step (ui/exact.py)
+        render_exact(inputs.model_choice, spec.source, setup, detailed, device,
+                     upload=st.session_state.get("upload"), hub_token=hub_token())
 
 # ---- What to change -------------------------------------------------------------------------------------
 st.subheader("What to change", anchor=False)
