@@ -56,7 +56,7 @@ def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
         adapter_copies=setup.autocast and adapter_bytes(setup) == FP32,
         base_trainable=setup.method == "full",
         adapted=adapted_modules(spec, setup) if setup.method != "full" else frozenset(),
-        rank=setup.lora_rank, eager=setup.attention == "eager", seq_len=setup.seq_len,
+        rank=setup.lora_rank, eager=setup.attention == "eager", seq_len=setup.lm_seq_len,
         qlora_upcast=setup.method == "qlora" and setup.qlora_fp32_upcast,
         # TRL's fused head and the fused kernels read lm_head.weight directly: the module never runs.
         head_module=loss_impl_id(setup) in FULL_LOGITS_IMPLS,
@@ -109,6 +109,10 @@ def _norm_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
     h = spec.hidden_size
     if spec.norm_kind == "layer":
         return ctx.resid * h + 8  # native_layer_norm saves input, mean, rstd
+    if spec.norm_kind == "layer_nobias":
+        # Cohere2LayerNorm (modeling_cohere2.py): in fp32, (x - mean) is saved by pow and by the multiply with
+        # rsqrt (4 B per token); the normalised fp32 tensor is saved for the weight's gradient when it trains.
+        return FP32 * h + 4 + (FP32 * h if ctx.base_trainable else 0)
     trainable = ctx.resid * h if ctx.base_trainable else 0
     if spec.family.startswith("gemma") and ctx.base_trainable:
         trainable = FP32 * h  # Gemma's norm multiplies in fp32 by (1 + weight): saves the fp32 normalised x
@@ -161,8 +165,10 @@ def _attention(spec: ModelSpec, ctx: ActivationContext) -> float:
         # o_proj's input is the attention output O: SDPA saves it already (trainable o_proj shares it).
         saved += _linear_inputs(attn_out, spec.q_dim, c, ctx, already_saved=not ctx.eager)
     if spec.qk_norm:
-        # per-head RMSNorm on q and k: fp32 input copies + rstd (+ normalised copies when trainable)
-        saved += FP32 * (qd + kvd) + 4 * (a + spec.num_kv_heads)
+        # per-head RMSNorm on q and k: fp32 input copies + rstd (+ normalised copies when trainable); OLMo 2's
+        # q_norm/k_norm span all heads: one rstd each per token
+        rstd = 2 if spec.qk_norm_full_width else a + spec.num_kv_heads
+        saved += FP32 * (qd + kvd) + 4 * rstd
         if ctx.base_trainable:
             saved += ctx.resid * (qd + kvd)
     return saved
@@ -175,12 +181,13 @@ def _act_saved_factor(spec: ModelSpec) -> int:
 
 
 def _mlp(spec: ModelSpec, ctx: ActivationContext, inter: int, mlp_in: list[LinearModule],
-         mlp_out: list[LinearModule], trainable_input: bool = True) -> float:
+         mlp_out: list[LinearModule], trainable_input: bool = True, input_saved: bool = False) -> float:
     """Gated MLP (SwiGLU/GeGLU): act_fn saves the gate output, the product saves act output and up output,
     down_proj saves the product when trainable → 2h + 8I for full FT, 6I frozen (§3.2). Plain MLP: the
     activation saves fc1's output; fc2 saves the activation output when trainable."""
     m_bytes = ctx.mlp
-    saved = _linear_inputs(mlp_in, spec.hidden_size, ctx.resid, ctx) if trainable_input else 0.0
+    saved = _linear_inputs(mlp_in, spec.hidden_size, ctx.resid, ctx, already_saved=input_saved) \
+        if trainable_input else 0.0
     act = _act_saved_factor(spec) * m_bytes * inter
     if spec.gated_mlp:
         saved += act + 2 * m_bytes * inter  # act_fn input, act output and up output (mul saves both)
@@ -216,7 +223,9 @@ def dense_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
     return LayerActivations(
         norms=spec.norms_per_layer * _norm_saved(spec, ctx),
         attention=_attention(spec, ctx),
-        mlp=_mlp(spec, ctx, spec.intermediate_size, mlp_in, mlp_out),
+        # One norm feeding attention and MLP in parallel (Cohere2, Phi-2): the attention linears already saved it.
+        mlp=_mlp(spec, ctx, spec.intermediate_size, mlp_in, mlp_out,
+                 input_saved=spec.parallel_block and spec.norms_per_layer == 1),
     )
 
 
@@ -273,7 +282,7 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
     total = (spec.num_layers - spec.moe_layers) * (dense_size.total if dense_size else 0.0)
     if moe_size:
         total += spec.moe_layers * moe_size.total
-    if not ctx.base_trainable:
+    if not ctx.base_trainable and not spec.norm_after:  # OLMo 2's norms read sublayer outputs, which need grad
         first_norms = 2 if (spec.parallel_block and spec.family == "gpt_neox") else 1
         total -= first_norms * _norm_saved(spec, ctx)
     return total
@@ -360,7 +369,8 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
     if impl == "trl":
         # TRL 1.16 fused chunked head (trl/kernels/chunked_logprob.py). Positions with a label: all but the last
         # of each sequence (labels shifted by one; the estimate assumes every token counts).
-        scored = max(tokens - setup.batch, 0)
+        # Image tokens carry no label (the collator masks them): TRL gathers only the labelled positions.
+        scored = max(tokens - setup.batch - setup.batch * setup.image_tokens, 0)
         # Forward keeps the gathered hidden states hidden_states[mask] (c·N·H) and per-token fp32 log_z,
         # entropy and int64 targets for its backward.
         kept = ctx.resid * scored * hidden + (2 * FP32 + INT64) * scored

@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default: the stack's")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--image-tokens", type=int, default=0,
+                   help="image tokens per example, for a multimodal model trained on images (Gemma 3: 256 per "
+                        "image); they lengthen the language model's sequence")
     p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None,
                    help="gradient checkpointing on/off (default: the stack's)")
     p.add_argument("--offload-activations", action=argparse.BooleanOptionalAction, default=None,
@@ -145,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
             offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
             lora_rank=args.lora_rank, lora_targets=parse_targets(args.lora_targets), gpus=args.gpus,
-            sharding=args.sharding, offload_optimizer=args.offload_optimizer,
+            sharding=args.sharding, offload_optimizer=args.offload_optimizer, image_tokens=args.image_tokens,
         )
         device = None
         if args.device == "custom" or (args.device is None and args.capacity is not None):
