@@ -28,6 +28,7 @@ def _shape(spec: dict, layers: int) -> dict:
     text = spec.get("text_config", spec)
     text["num_hidden_layers"] = layers
     text["vocab_size"] = 1000
+    text["pad_token_id"] = text["bos_token_id"] = text["eos_token_id"] = 0  # inside the cut vocabulary
     if "text_config" in spec:
         spec["image_token_index"] = 999
     return spec
@@ -38,6 +39,7 @@ def layer_row(model: str, method: str) -> dict:
     from calibration.trace import trace_case
     from estimator import TrainingSetup, spec_from_config
     from estimator import activations as act
+    from estimator.memory import _casts
 
     family, spec = RWD_MODELS[model]
     after = {}
@@ -51,8 +53,12 @@ def layer_row(model: str, method: str) -> dict:
         after[layers] = trace_case(case)["measured"]["snapshots"]["after_forward"]["activations"]
     traced = after[3] - after[2]
     est_spec = spec_from_config(full_config(family, _shape(spec, 3)))
-    ctx = act.context(est_spec, TrainingSetup(method=method, precision="bf16", batch=1, seq_len=T))
-    estimated = act.dense_layer(est_spec, ctx).total * T
+    setup = TrainingSetup(method=method, precision="bf16", batch=1, seq_len=T)
+    ctx = act.context(est_spec, setup)
+    # + the layer's autocast copies of its fp32 LoRA weights, which the tracer counts with the activations
+    # (estimator.memory._casts: 2 B per adapter parameter of the layer)
+    casts = _casts(est_spec, setup, act.lora_params(est_spec, setup, ctx.adapted))[1]
+    estimated = act.dense_layer(est_spec, ctx).total * T + casts
     return {"model": model, "family": family, "method": method, "tokens": T, "traced_layer_bytes": traced,
             "estimated_layer_bytes": estimated, "error_pct": round(100 * (estimated - traced) / traced, 3)}
 

@@ -102,6 +102,13 @@ def lora_params(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] |
     return total
 
 
+def _fp32_norm_product(spec: ModelSpec) -> bool:
+    """Norms that multiply the weight with the fp32 normalised tensor and cast afterwards, so the weight's gradient
+    keeps the fp32 tensor: Gemma's (1 + weight) and OLMo 2's Olmo2RMSNorm ((weight * x).to(dtype),
+    transformers 5.24.0 modeling_olmo2.py; real-width layer traces, calibration/family_layers.py)."""
+    return spec.family.startswith("gemma") or spec.norm_after
+
+
 def _norm_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
     """One norm's saved tensors. HF RMSNorm keeps an fp32 copy of its input (4h) and the fp32 rstd (4),
     plus the normalised tensor for its weight grad when trainable (§3.2). LayerNorm keeps its input and
@@ -110,11 +117,13 @@ def _norm_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
     if spec.norm_kind == "layer":
         return ctx.resid * h + 8  # native_layer_norm saves input, mean, rstd
     if spec.norm_kind == "layer_nobias":
-        # Cohere2LayerNorm (modeling_cohere2.py): in fp32, (x - mean) is saved by pow and by the multiply with
-        # rsqrt (4 B per token); the normalised fp32 tensor is saved for the weight's gradient when it trains.
-        return FP32 * h + 4 + (FP32 * h if ctx.base_trainable else 0)
+        # Cohere2LayerNorm (transformers 5.24.0 modeling_cohere2.py) computes (x - mean) in fp32 twice: once inside
+        # the variance (saved by pow) and once for the output (saved by the multiply with rsqrt, 4 B per token);
+        # the normalised fp32 tensor is saved for the weight's gradient when it trains (real-width layer trace,
+        # calibration/family_layers.py).
+        return 2 * FP32 * h + 4 + (FP32 * h if ctx.base_trainable else 0)
     trainable = ctx.resid * h if ctx.base_trainable else 0
-    if spec.family.startswith("gemma") and ctx.base_trainable:
+    if _fp32_norm_product(spec) and ctx.base_trainable:
         trainable = FP32 * h  # Gemma's norm multiplies in fp32 by (1 + weight): saves the fp32 normalised x
     return FP32 * h + 4 + trainable
 
@@ -170,7 +179,7 @@ def _attention(spec: ModelSpec, ctx: ActivationContext) -> float:
         rstd = 2 if spec.qk_norm_full_width else a + spec.num_kv_heads
         saved += FP32 * (qd + kvd) + 4 * rstd
         if ctx.base_trainable:
-            saved += ctx.resid * (qd + kvd)
+            saved += (FP32 if _fp32_norm_product(spec) else ctx.resid) * (qd + kvd)
     return saved
 
 

@@ -32,6 +32,10 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
                     "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256},
 }
 
+# Dropout probabilities configs state (StarCoder2: residual/embedding/attention; Phi: resid/embd/attn_pdrop).
+DROPOUT_FIELDS = ("attention_dropout", "residual_dropout", "embedding_dropout", "hidden_dropout", "resid_pdrop",
+                  "embd_pdrop", "attn_pdrop", "mlp_dropout")
+
 # Limits that keep absurd configs (1e12 layers) from producing nonsense or overflowing the UI.
 MAX_PARAMS = 10**13  # 10 trillion parameters: far above any released model
 MAX_DIM = 1 << 20  # hidden/intermediate/vocab sizes above ~1M are not real configs
@@ -414,6 +418,13 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
         notes = _check_generic(cfg, family)
         family = _safe(family)
 
+    dropouts = [k for k in DROPOUT_FIELDS if isinstance(cfg.get(k), (int, float)) and not isinstance(cfg.get(k), bool)
+                and cfg[k] > 0]
+    if dropouts:  # StarCoder2's and Granite's configs train with dropout 0.1
+        notes.append(f"this config trains with dropout ({', '.join(dropouts[:3])} > 0): the dropout masks "
+                     f"(1 byte per element, where a layer keeps one) are not counted; SDPA/flash attention dropout "
+                     f"keeps only a random seed on the GPU")
+
     h = _positive_int(cfg, "hidden_size")
     layers = _positive_int(cfg, "num_hidden_layers", limit=MAX_LAYERS)
     heads = _positive_int(cfg, "num_attention_heads", limit=65536)
@@ -504,7 +515,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     spec = ModelSpec(
         name=name, family=family, vocab_size=vocab, hidden_size=h, intermediate_size=inter,
         num_layers=layers, num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
-        tie_embeddings=tie, gated_mlp=family not in ("phi", "gpt_neox"), norm_kind=norm_kind,
+        tie_embeddings=tie, gated_mlp=family not in ("phi", "gpt_neox", "starcoder2"), norm_kind=norm_kind,
         norms_per_layer=norms_per_layer, qk_norm=qk_norm, parallel_block=parallel,
         lm_head_bias=lm_head_bias, linears=tuple(linears),
         hidden_act=_safe(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"),

@@ -145,5 +145,7 @@ def test_page_image_tokens_from_the_link():
 
 
 def test_page_hides_image_tokens_for_text_models():
-    at = _page({"model": "qwen3-8b"})
+    at = _page({"model": "qwen3-8b", "images": "256"})
     assert "images" not in [w.key for w in at.sidebar.number_input]
+    notes = " ".join(w.value.replace("\\", "") for w in at.warning)
+    assert "Image tokens apply to multimodal models only; Qwen3-8B is a text model" in notes

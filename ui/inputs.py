@@ -411,6 +411,9 @@ def render_inputs() -> Inputs:
                                  key="images", bind="query-params",
                                  help="For training on images: the placeholder tokens each example's images add to "
                                       "the language model's sequence (Gemma 3: 256 per image). 0 = text only.")
+    elif st.query_params.get("images", "0") not in ("0", ""):
+        notes.append(f"Image tokens apply to multimodal models only; {spec.name} is a text model, so the link's "
+                     f"'images' value is not used.")
     ckpt = sb.segmented_control(
         "Gradient checkpointing", list(CKPT_CHOICES), default=AUTO, key="ckpt", bind="query-params",
         required=True,
