@@ -37,9 +37,6 @@ def _shape(spec: dict, layers: int) -> dict:
 def layer_row(model: str, method: str) -> dict:
     from calibration.cases import RWD_MODELS, full_config
     from calibration.trace import trace_case
-    from estimator import TrainingSetup, spec_from_config
-    from estimator import activations as act
-    from estimator.memory import _casts
 
     family, spec = RWD_MODELS[model]
     after = {}
@@ -52,15 +49,26 @@ def layer_row(model: str, method: str) -> dict:
                 "config": full_config(family, _shape(spec, layers)), "setup": setup, "mode": "auto"}
         after[layers] = trace_case(case)["measured"]["snapshots"]["after_forward"]["activations"]
     traced = after[3] - after[2]
+    estimated = estimated_layer_bytes(model, method)
+    return {"model": model, "family": family, "method": method, "tokens": T, "traced_layer_bytes": traced,
+            "estimated_layer_bytes": estimated, "error_pct": round(100 * (estimated - traced) / traced, 3)}
+
+
+def estimated_layer_bytes(model: str, method: str) -> float:
+    """The estimator's bytes of one decoder layer of this real-width shape at b=1, T=512, bf16."""
+    from calibration.cases import RWD_MODELS, full_config
+    from estimator import TrainingSetup, spec_from_config
+    from estimator import activations as act
+    from estimator.memory import _casts
+
+    family, spec = RWD_MODELS[model]
     est_spec = spec_from_config(full_config(family, _shape(spec, 3)))
     setup = TrainingSetup(method=method, precision="bf16", batch=1, seq_len=T)
     ctx = act.context(est_spec, setup)
     # + the layer's autocast copies of its fp32 LoRA weights, which the tracer counts with the activations
     # (estimator.memory._casts: 2 B per adapter parameter of the layer)
     casts = _casts(est_spec, setup, act.lora_params(est_spec, setup, ctx.adapted))[1]
-    estimated = act.dense_layer(est_spec, ctx).total * T + casts
-    return {"model": model, "family": family, "method": method, "tokens": T, "traced_layer_bytes": traced,
-            "estimated_layer_bytes": estimated, "error_pct": round(100 * (estimated - traced) / traced, 3)}
+    return act.dense_layer(est_spec, ctx).total * T + casts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +77,21 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--only", action="append", default=[], help="model names (default: all)")
+    ap.add_argument("--recompute", help="re-estimate the rows of this JSON file (no tracing) and write --json")
     args = ap.parse_args(argv)
+    if args.recompute:
+        with open(args.recompute) as fh:
+            rows = json.load(fh)
+        for row in rows:
+            row["estimated_layer_bytes"] = estimated_layer_bytes(row["model"], row["method"])
+            row["error_pct"] = round(100 * (row["estimated_layer_bytes"] - row["traced_layer_bytes"])
+                                     / row["traced_layer_bytes"], 3)
+            print(f"{row['model']:16s} {row['method']:4s} {row['error_pct']:+.2f} %")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(rows, fh, indent=1)
+                fh.write("\n")
+        return 0
     rows = []
     for model in args.only or list(RWD_MODELS):
         for method in ("full", "lora"):
