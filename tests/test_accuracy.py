@@ -90,7 +90,7 @@ def _dense_family_fixtures():
 
 def test_issue11_dense_families_within_2_percent_median_5_worst():
     """olmo2, granite, smollm3, cohere2, starcoder2, ernie4_5 and the gemma3 / mistral3 wrappers at real widths:
-    full and LoRA all-linear, with and without checkpointing, Gemma 3 with 256 image tokens too."""
+    full and LoRA all-linear, with and without checkpointing."""
     ids = {case["id"] for case in _dense_family_fixtures()}
     rows = [r for r in REPORT["tracer"]["rows"] if r["id"] in ids]
     assert len(rows) == len(ids) >= 30
