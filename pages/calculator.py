@@ -5,9 +5,11 @@ import json
 
 import streamlit as st
 
-from estimator import estimate, max_batch, max_seq_len, remedies, smallest_device, to_gb, verdict
+from estimator import estimate, to_gb, verdict
 from estimator.cli import estimate_json
 from estimator.stacks import setup_summary
+from estimator.trainer_snippets import trainer_snippet
+from estimator.trainers import TRL_VERSION
 from estimator.training import METHOD_LABELS
 from ui.charts import both_units, chart_alt, memory_bar
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX, link_params, plain, render_inputs, show_notes
@@ -21,12 +23,16 @@ from ui.report import (
     share_url,
     verdict_detail,
 )
+from ui.trainer_inputs import render_trainer_inputs, trainer_link_params, trainer_remedies_and_limits
 
 inputs = render_inputs()
 spec, setup, device = inputs.model, inputs.setup, inputs.device
 present = inputs.presentation
-est = estimate(spec, setup, rule=inputs.rule)
-detailed = estimate(spec, setup) if inputs.rule else est
+trainer_in = render_trainer_inputs(setup)  # SFT unless the Trainer box says otherwise (ui/trainer_inputs.py)
+setup, trainer = trainer_in.setup, trainer_in.trainer
+rule = inputs.rule if trainer.trainer == "sft" else None  # the seed's rule covers SFT only
+est = estimate(spec, setup, rule=rule, trainer=trainer, device_capacity=device.capacity_bytes)
+detailed = estimate(spec, setup) if rule else est
 v = verdict(est.total_bytes, device, est.high_bytes)
 
 
@@ -36,11 +42,16 @@ def text(value: str) -> str:
 
 
 show_notes(inputs)
+for note in trainer_in.notes + (("The quick rule covers SFT only; showing the detailed estimate.",)
+                                if inputs.rule and not rule else ()):
+    st.warning(plain(note), icon=":material/info:")
 
 # ---- The verdict, first and big -------------------------------------------------------------------------
-mode = "seed rule of thumb" if inputs.rule else "detailed estimate"
+mode = "seed rule of thumb" if rule else "detailed estimate"
+length = (f"({trainer.prompt_length:,} + {trainer.completion_length:,}) tokens" if trainer.option.generates
+          else f"{setup.seq_len:,} tokens")
 st.caption(text(f"{spec.name} · {METHOD_LABELS[setup.method]} · {setup.precision} · batch {setup.batch} × "
-                f"{setup.seq_len:,} tokens · {mode}"))
+                f"{length} · {mode}" + ("" if trainer.trainer == "sft" else f" · {trainer.option.label}")))
 st.caption(text(setup_summary(setup)))
 color, icon = ("green", ":material/check_circle:") if v.fits else ("red", ":material/cancel:")
 (st.title if present else st.header)(f":{color}[{v.headline}]", icon=icon, anchor=False)
@@ -54,7 +65,7 @@ caution = band_warning(est, v)
 if caution:
     st.warning(text(caution), icon=":material/warning:")
 
-if inputs.rule:
+if rule:
     gap = RuleGap(est.total_bytes, detailed.total_bytes)
     dv = verdict(detailed.total_bytes, device, detailed.high_bytes)
     st.info(text(gap.sentence()) + "  \n" + text(f"Detailed verdict on this device: {dv.headline}."),
@@ -69,7 +80,7 @@ if not present:
 # ---- What to change -------------------------------------------------------------------------------------
 st.subheader("What to change", anchor=False)
 usable = device.usable_bytes
-if inputs.rule:
+if rule:
     st.caption(text(f"The rule of thumb ignores length, batch and checkpointing, so these are priced with the "
                     f"detailed estimate ({both_units(detailed.total_bytes)})."))
 if detailed.total_bytes <= usable:
@@ -77,10 +88,10 @@ if detailed.total_bytes <= usable:
 else:
     st.caption("The seed's order when a run runs out of memory: try the first ones first.")
 try:
-    options = remedies(spec, setup)
+    options, best_batch, best_len, smallest = trainer_remedies_and_limits(spec, setup, trainer, device)
 except ValueError as exc:  # the estimator could not build the comparison setup
     st.warning(text(f"The changes could not be priced for this model: {exc}"), icon=":material/info:")
-    options = ()
+    options, best_batch, best_len, smallest = (), None, None, None
 lines = []
 for r in options:
     change = f" ({text(r.change)})" if r.applicable else ""
@@ -91,13 +102,12 @@ for r in options:
 if lines:
     st.markdown("\n".join(lines))
 
-best_batch = max_batch(spec, setup, usable, limit=BATCH_MAX)
-best_len = max_seq_len(spec, setup, usable, limit=MAX_LEN_MAX)
-smallest = smallest_device(spec, setup)
+long_name = "max completion length" if trainer.option.generates else "max length"
+at_length = length if trainer.option.generates else f"max length {setup.seq_len:,}"
 fit_lines = [
-    f"- Largest batch that fits on this device (at max length {setup.seq_len:,}): "
+    f"- Largest batch that fits on this device (at {at_length}): "
     f"**{text(limit_text(best_batch, BATCH_MAX, 'example'))}**",
-    f"- Longest max length that fits (at batch {setup.batch}): "
+    f"- Longest {long_name} that fits (at batch {setup.batch}): "
     f"**{text(limit_text(best_len, MAX_LEN_MAX, 'token'))}**" + (" tokens" if best_len else ""),
     "- Smallest catalog device that fits: " + (
         f"**{text(smallest.name)}** ({text(both_units(smallest.usable_bytes))} usable)" if smallest else
@@ -127,8 +137,13 @@ if not present:
         st.download_button("Download JSON", json.dumps(estimate_json(est, device), indent=2), "will-it-fit.json",
                            "application/json", key="download_json", on_click="ignore", icon=":material/download:")
 
+# ---- The trainer's TRL script (estimator/trainer_snippets.py) -------------------------------------------
+if trainer.trainer != "sft" and not present:
+    with st.expander(f"{trainer.option.config_class} script for this estimate ({TRL_VERSION})"):
+        st.code(trainer_snippet(spec, setup, trainer), language="python")
+
 # ---- Share ----------------------------------------------------------------------------------------------
 st.subheader("Share", anchor=False)
-st.code(share_url(st.context.url, link_params()), language=None)
+st.code(share_url(st.context.url, {**link_params(), **trainer_link_params()}), language=None)
 st.caption("This link holds every input (settings at their default are left out), so it reproduces this view; "
            "the address bar holds them too.")

@@ -42,6 +42,7 @@ from estimator.training import (
     SHARDINGS,
 )
 from ui.report import VIEWER_PARAMS
+from ui.trainer_inputs import TRAINER_PARAMS
 
 BY_SIZE = "by-size"
 UPLOAD = "upload"
@@ -79,7 +80,8 @@ PARAMS: tuple[str, ...] = tuple(DEFAULTS)
 # Link parameters that single pages bind to their own widgets (compare: methods, variants; fits: models,
 # methods; scale out: offload, maxgpus): known, so never "unknown" here (nor Streamlit's VIEWER_PARAMS).
 # Streamlit itself drops their invalid values. A page that binds a new widget adds its key here.
-PAGE_PARAMS: frozenset[str] = frozenset({"methods", "variants", "models", "offload", "maxgpus"})
+PAGE_PARAMS: frozenset[str] = frozenset({"methods", "variants", "models", "offload", "maxgpus"}) | frozenset(
+    TRAINER_PARAMS)  # the calculator's trainer controls (ui/trainer_inputs.py)
 
 
 @dataclass(frozen=True)

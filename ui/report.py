@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import pandas as pd
 
-from estimator import COMPONENT_KEYS, COMPONENT_LABELS, Device, Estimate, Remedy, Verdict, to_gb, to_gib
+from estimator import COMPONENT_LABELS, Device, Estimate, Remedy, Verdict, component_keys, to_gb, to_gib
 from ui.charts import both_units
 
 # Streamlit's own viewer options: not part of a setup, so never copied into a share link.
@@ -24,7 +24,7 @@ def breakdown_frame(est: Estimate) -> pd.DataFrame:
     label, item, bytes, GB, GiB, share of the total (0–1). The items of a component sum to it."""
     rows = []
     total = float(est.total_bytes)
-    for key in COMPONENT_KEYS:
+    for key in component_keys(est):
         for item in (d for d in est.details if d.component == key and d.bytes > 0):
             rows.append((COMPONENT_LABELS[key], item.label, float(round(item.bytes)), to_gb(item.bytes),
                          to_gib(item.bytes), item.bytes / total if total else 0.0))
