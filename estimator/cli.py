@@ -196,6 +196,8 @@ def _exact_text(res: exact.ExactResult, est: Estimate | None) -> list[str]:
     lines = [f"  {'exact':<12} {fmt_both(res.total_bytes)}  (traced {fmt_both(res.peak_bytes)}; added: {added})",
              f"  {'':<12} peak: {res.peak_phase}/{res.peak_region}, {res.peak_op}; {res.versions_label}; "
              f"{res.seconds:.0f} s"]
+    if res.depth_line:
+        lines.append(f"  {'':<12} depth: {res.depth_line}")
     if est is not None:
         diff = est.total_bytes - res.total_bytes
         lines.append(f"  {'difference':<12} fast − exact = {'+' if diff >= 0 else '−'}{fmt_both(abs(diff))} "

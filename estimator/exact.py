@@ -48,7 +48,7 @@ TIMEOUT_ENV = "WIF_EXACT_TIMEOUT_S"
 HOST_MEMORY_ENV = "WIF_EXACT_MAX_HOST_GB"
 INSTALL_HINT = ("the exact trace needs the optional install: pip install -r requirements-exact.txt "
                 f"(or set {PYTHON_ENV} to a Python that has it)")
-DEFAULT_TIMEOUT_S = 900.0  # a 16-layer 1B model takes ~2–4 min on two busy CPU cores
+DEFAULT_TIMEOUT_S = 900.0  # a full-depth 16-layer 1B trace took ~4 min on two busy CPU cores (most are shallow)
 DEFAULT_MAX_HOST_BYTES = 16 * 10**9  # the worker's address-space cap (fake tensors need no data memory)
 # Fake tracing costs CPU time per op, not memory per byte: ~10–15 s per decoder layer on a slow CPU. Deeper
 # configs are refused before a worker is started (the largest released decoders have ~130 layers).
@@ -67,7 +67,12 @@ WHAT_EXACT_MEANS = (
     "dtypes only: no memory, no GPU, no weights downloaded), while `torch.distributed._tools.mem_tracker."
     "MemTracker` records every live tensor. The answer is the steady-state (second step) peak that "
     "`torch.cuda.max_memory_allocated()` would report, by category, with the phase and operation where it "
-    "happens. It is the tracer behind the accuracy fixtures (`calibration/trace.py`); on a CPU, fake and real "
+    "happens. Tracing costs CPU time per layer, so a deep model is traced at two shallow depths — multiples of "
+    "its layer pattern (sliding/full attention, dense-first MoE layers, linear-attention hybrids), e.g. 2 and 4 "
+    "layers — and the peak and every category are extrapolated linearly to the real depth: exact when the layers "
+    "repeat (every period adds the same bytes), checked by the peak falling at the same moment at both depths; "
+    "otherwise, or when the pattern cannot be kept in fewer layers, the full depth is traced. The result says "
+    "which. It is the tracer behind the accuracy fixtures (`calibration/trace.py`); on a CPU, fake and real "
     "runs agree byte for byte (`calibration/selfcheck.py`)."
 )
 WHAT_EXACT_LEAVES_OUT = (
@@ -307,6 +312,14 @@ class ExactResult:
     added: tuple[Added, ...]
     notes: tuple[str, ...]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    # {"traced": [a, b], "extrapolated_to": L, "how": one line} when two shallow copies were traced and the peak
+    # extrapolated in depth; {"traced": [L], "extrapolated_to": None, ...} for a full-depth trace
+    depth: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def depth_line(self) -> str:
+        """One line: the depths traced and whether they were extrapolated ("" for an older worker's answer)."""
+        return str(self.depth.get("how", ""))
 
     @property
     def total_bytes(self) -> int:
@@ -326,6 +339,7 @@ class ExactResult:
             "params_total": self.params_total, "params_trainable": self.params_trainable,
             "added": [{"label": a.label, "bytes": a.bytes, "source": a.source} for a in self.added],
             "total_bytes": self.total_bytes, "notes": list(self.notes),
+            "depth": {k: v for k, v in self.depth.items() if k != "how"} | {"note": self.depth_line},
         }
         if fast_total is not None:
             doc["fast_minus_exact_bytes"] = int(round(fast_total)) - self.total_bytes
@@ -375,7 +389,7 @@ def combine(raw: dict[str, Any], setup: TrainingSetup, est: Estimate | None,
         peak_module=str(raw.get("peak_module")), peak_op=str(raw.get("peak_op")),
         seconds=float(raw.get("seconds", 0.0)), versions=dict(raw.get("versions", {})),
         params_total=int(raw.get("params_total", 0)), params_trainable=int(raw.get("params_trainable", 0)),
-        added=tuple(added), notes=all_notes, raw=raw,
+        added=tuple(added), notes=all_notes, raw=raw, depth=dict(raw.get("depth") or {}),
     )
 
 

@@ -76,6 +76,121 @@ def quantizable_linear_bytes(case: dict) -> tuple[int, int]:
     return int(n), int(nbytes)
 
 
+# --------------------------------------------------------------------------------------------------
+# Depth: trace two shallow copies and extrapolate (each decoder layer adds the same bytes)
+# --------------------------------------------------------------------------------------------------
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+MAX_PERIOD = 12  # sliding/full patterns of released models repeat every 2–6 layers (Gemma 3: 5 local + 1 global)
+LINEAR_FIELDS = ("peak_bytes", "first_step_peak_bytes", "params_total", "params_trainable", "optimizer_state_bytes")
+
+
+def _text_scope(cfg: dict) -> dict:
+    """The dict that holds the decoder's depth: text_config for multimodal wrappers, else the config itself."""
+    tc = cfg.get("text_config")
+    return tc if isinstance(tc, dict) and any(k in tc for k in LAYER_KEYS) else cfg
+
+
+def _layer_key(scope: dict) -> str | None:
+    return next((k for k in LAYER_KEYS if isinstance(scope.get(k), int) and not isinstance(scope.get(k), bool)), None)
+
+
+def _decoder_layers(model):
+    """The longest nn.ModuleList in the model whose name ends in 'layers' / 'h' / 'blocks' (the decoder stack)."""
+    import torch
+
+    best = None
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.ModuleList) and name.split(".")[-1] in ("layers", "h", "blocks"):
+            if best is None or len(mod) > len(best):
+                best = mod
+    return best
+
+
+def layer_signatures(case: dict) -> list[tuple]:
+    """One hashable description per decoder layer of the (meta) model: every submodule's class and parameter shape,
+    plus the layer's attention type. Two layers with the same signature keep the same bytes in a training step."""
+    from calibration.trace import build_model
+
+    model = build_model(case, "meta")
+    layers = _decoder_layers(model)
+    if layers is None:
+        return []
+    sigs = []
+    for layer in layers:
+        parts = [(n, type(m).__name__, tuple((pn, tuple(p.shape), str(p.dtype), p.requires_grad)
+                                             for pn, p in m.named_parameters(recurse=False)))
+                 for n, m in layer.named_modules()]
+        attn = [getattr(m, a) for _, m in layer.named_modules() for a in ("attention_type", "sliding_window",
+                                                                           "is_sliding", "layer_type")
+                if isinstance(getattr(m, a, None), (str, int, bool))]
+        sigs.append((tuple(parts), tuple(attn)))
+    return sigs
+
+
+def _pattern(sigs: list) -> tuple[int, int]:
+    """(k, p): the layers from k on repeat with period p (k dense-first / odd layers before the pattern)."""
+    n = len(sigs)
+    best = (n, 1)
+    for p in range(1, min(MAX_PERIOD, n) + 1):
+        k = 0
+        for i in range(n - 1, p - 1, -1):  # the smallest k with sigs[i] == sigs[i - p] for every i >= k + p
+            if sigs[i] != sigs[i - p]:
+                k = i - p + 1
+                break
+        if k + p < best[0] + best[1]:
+            best = (k, p)
+    return best
+
+
+def plan_depths(k: int, p: int, n: int) -> tuple[int, int] | None:
+    """Two depths a < b, both past the first k layers, whose layer sequences are prefixes of the real one and
+    with n - a and b - a whole periods (so x(n) = x(a) + (x(b) − x(a)) / (b − a) · (n − a) adds whole periods);
+    None when they would not be shallower than the model."""
+    r = (n - k) % p
+    a = k + r
+    while a < 2 or a < k + p:  # at least one whole period and two layers traced
+        a += p
+    b = a + p * max(1, -(-2 // p))  # two more layers at least
+    return (a, b) if b < n else None
+
+
+def with_depth(cfg: dict, depth: int, n: int) -> dict:
+    """A copy of the config with `depth` decoder layers: per-layer lists cut to their first `depth` entries,
+    layer-index lists (mlp_only_layers) filtered."""
+    out = json.loads(json.dumps(cfg))
+    scope = _text_scope(out)
+    scope[_layer_key(scope)] = depth
+    for key, val in list(scope.items()):
+        if isinstance(val, list) and len(val) == n and key not in ("architectures",):
+            scope[key] = val[:depth]
+        elif key in ("mlp_only_layers",) and isinstance(val, list):
+            scope[key] = [i for i in val if isinstance(i, int) and i < depth]
+    return out
+
+
+def extrapolate(ra: dict, rb: dict, a: int, b: int, n: int) -> dict:
+    """x(n) = x(a) + (x(b) − x(a)) / (b − a) · (n − a) for the peak, every category and the counts; exact when each
+    period of layers adds the same bytes (checked: the increment divides evenly)."""
+    def lin(xa: int, xb: int) -> int:
+        num = (int(xb) - int(xa)) * (n - a)
+        if num % (b - a):
+            raise ValueError(f"uneven increment {xb - xa} over {b - a} layers")
+        return int(xa) + num // (b - a)
+
+    out = dict(rb)
+    for f in LINEAR_FIELDS:
+        out[f] = lin(ra[f], rb[f])
+    cats = set(ra["peak_by_category"]) | set(rb["peak_by_category"])
+    out["peak_by_category"] = {c: lin(ra["peak_by_category"].get(c, 0), rb["peak_by_category"].get(c, 0))
+                               for c in sorted(cats)}
+    return out
+
+
+def _moment(m: dict) -> tuple:
+    """Where the peak is, with layer indices left out (layer 1 of 2 and layer 3 of 4 are the same moment)."""
+    return (m["peak_phase"], m["peak_region"], m["peak_op"], re.sub(r"\.\d+(\.|$)", r".N\1", str(m["peak_module"])))
+
+
 def versions() -> dict[str, str]:
     import peft
     import torch
@@ -99,6 +214,50 @@ def trace_job(job: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(_trace_job(job), default=str))
 
 
+def _trace_depth(case: dict, job: dict) -> tuple[dict, dict, dict]:
+    """(measured, trace record, depth note): two shallow traces extrapolated when the layers repeat, else the full
+    depth. depth = {"traced": [a, b] or [n], "extrapolated_to": n or None, "how": one line}."""
+    from calibration.trace import trace_case
+
+    cfg = case["config"]
+    scope = _text_scope(cfg)
+    key = _layer_key(scope)
+    n = scope.get(key) if key else None
+    full = {"traced": [n], "extrapolated_to": None}
+
+    def run_full(why: str):
+        traced = trace_case(case)
+        return traced["measured"], traced, {**full, "how": why}
+
+    if not job.get("extrapolate", True) or not isinstance(n, int) or n < 4:
+        return run_full(f"traced at the full depth ({n} layers)")
+    sigs = layer_signatures(case)
+    if len(sigs) != n:
+        return run_full(f"traced at the full depth ({n} layers): the decoder layers could not be compared")
+    k, p = _pattern(sigs)
+    ab = plan_depths(k, p, n)
+    if ab is None:
+        return run_full(f"traced at the full depth ({n} layers): the layer pattern (period {p}, {k} leading "
+                        "layers) leaves no shallower copy")
+    a, b = ab
+    shallow = [{**case, "config": with_depth(cfg, d, n)} for d in (a, b)]
+    if any(layer_signatures(c) != sigs[:d] for c, d in zip(shallow, (a, b), strict=True)):
+        return run_full(f"traced at the full depth ({n} layers): a shallower config does not keep the layer pattern")
+    ta, tb = (trace_case(c) for c in shallow)
+    ma, mb = ta["measured"], tb["measured"]
+    if _moment(ma) != _moment(mb) or ma["first_step_peak_phase"] != mb["first_step_peak_phase"]:
+        return run_full(f"traced at the full depth ({n} layers): the peak is not at the same moment at {a} and "
+                        f"{b} layers")
+    try:
+        m = extrapolate(ma, mb, a, b, n)
+    except ValueError as exc:
+        return run_full(f"traced at the full depth ({n} layers): {exc}")
+    pattern = "identical layers" if (k, p) == (0, 1) else (
+        f"a pattern repeating every {p} layers" + (f" after {k} leading layers" if k else ""))
+    how = f"traced at {a} and {b} layers, extrapolated to {n}: exact for {pattern}"
+    return m, tb, {"traced": [a, b], "extrapolated_to": n, "how": how}
+
+
 def _trace_job(job: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
@@ -110,12 +269,9 @@ def _trace_job(job: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(model_type, str):
             raise TraceRefused("the config has no model_type")
         _hf_config_class(model_type)
-        from calibration.trace import trace_case
-
         case = {"id": "exact", "family": model_type, "config": cfg, "setup": dict(job["setup"]), "mode": "fake"}
         quant = quantizable_linear_bytes(case) if job.get("quantizable") else (0, 0)
-        traced = trace_case(case)
-        m = traced["measured"]
+        m, traced, depth = _trace_depth(case, job)
         return {
             "ok": True,
             "peak_bytes": m["peak_bytes"],
@@ -133,6 +289,7 @@ def _trace_job(job: dict[str, Any]) -> dict[str, Any]:
             "mode": m["mode"],
             "tool": traced["tool"],
             "versions": versions(),
+            "depth": depth,
             "seconds": round(time.perf_counter() - t0, 2),
         }
     except MemoryError:

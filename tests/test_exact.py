@@ -91,7 +91,9 @@ RAW = {"ok": True, "peak_bytes": 10_000_000_000, "seconds": 12.5, "peak_phase": 
        "peak_region": "head", "peak_module": "m", "peak_op": "aten.x",
        "peak_by_category": {"parameters": 6_000_000_000, "optimizer_states": 1_000_000_000},
        "quantizable_params": 2_000_000_000, "quantizable_bytes": 4_000_000_000, "params_total": 1, "params_trainable": 1,
-       "versions": {"torch": "2.13.0+cpu", "transformers": "5.24.0", "peft": "0.21.2"}}
+       "versions": {"torch": "2.13.0+cpu", "transformers": "5.24.0", "peft": "0.21.2"},
+       "depth": {"traced": [2, 4], "extrapolated_to": 16,
+                 "how": "traced at 2 and 4 layers, extrapolated to 16: exact for identical layers"}}
 
 
 def test_combine_adds_what_the_trace_cannot_see_and_names_it():
@@ -184,6 +186,8 @@ def test_cli_exact_json_has_the_exact_object_next_to_the_estimate(fake_trace, ca
     assert ex["peak_bytes"] == 10_000_000_000 and ex["peak_phase"] == "backward" and ex["seconds"] == 12.5
     assert ex["versions"]["torch"] == "2.13.0+cpu" and ex["peak_by_category"]["parameters"] == 6_000_000_000
     assert ex["fast_minus_exact_bytes"] == doc["total_bytes"] - ex["total_bytes"]
+    assert ex["depth"] == {"traced": [2, 4], "extrapolated_to": 16,
+                           "note": "traced at 2 and 4 layers, extrapolated to 16: exact for identical layers"}
 
 
 def test_cli_exact_text_prints_the_difference(fake_trace, capsys):
@@ -191,6 +195,7 @@ def test_cli_exact_text_prints_the_difference(fake_trace, capsys):
     assert rc == 0
     assert "  exact        11.0 GB (10.2 GiB)" in out and "fast − exact =" in out
     assert "traced with torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2" in out
+    assert "depth: traced at 2 and 4 layers, extrapolated to 16: exact for identical layers" in out
 
 
 def test_cli_exact_traces_a_config_the_fast_estimator_refuses(fake_trace, capsys, tmp_path):
@@ -242,6 +247,7 @@ def test_calculator_with_a_cached_trace_shows_it_next_to_the_fast_estimate(monke
     text = " ".join(m.value for m in at.markdown)
     assert "Exact: 11.00 GB (10.24 GiB); the fast estimate" in text
     assert any("traced with torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2" in c.value for c in at.caption)
+    assert any("Depth: traced at 2 and 4 layers, extrapolated to 16" in c.value for c in at.caption)
 
 
 def test_exact_bar_draws_the_trace_the_additions_and_the_fast_estimate():
@@ -276,3 +282,48 @@ def test_exact_source_per_model_choice():
     refused = exact_source("upload", "llama-3.1-8b", _Up(b'{"model_type": "t5", "d_model": 512}'))
     assert refused.config["model_type"] == "t5" and refused.fast_missing  # the fast estimator refused it
     assert exact_source("upload", "config.json", _Up(b"not json")).config is None
+
+
+# --- depth: two shallow traces, extrapolated (exact/worker.py imports no torch at module level) ---------------
+def test_layer_patterns_and_the_two_shallow_depths():
+    from exact import worker
+
+    assert worker._pattern(["d"] * 24) == (0, 1) and worker.plan_depths(0, 1, 24) == (2, 4)
+    sw = ["s", "f"] * 13  # sliding/full alternation: whole periods, and n − a a whole number of periods
+    assert worker._pattern(sw) == (0, 2) and worker.plan_depths(0, 2, 26) == (2, 4)
+    gemma3 = (["s"] * 5 + ["f"]) * 4 + ["s", "s"]  # 26 layers, 5 local + 1 global
+    k, p = worker._pattern(gemma3)
+    assert (k, p) == (0, 6) and worker.plan_depths(k, p, 26) == (8, 14)  # 26 − 8 and 14 − 8: whole periods
+    dense_first = ["dense"] * 3 + ["moe"] * 58  # first_k_dense_replace = 3
+    assert worker._pattern(dense_first) == (3, 1) and worker.plan_depths(3, 1, 61) == (4, 6)
+    assert worker.plan_depths(0, 1, 4) is None and worker.plan_depths(0, 6, 12) is None  # not shallower: full depth
+
+
+def test_with_depth_cuts_per_layer_lists_and_layer_indices():
+    from exact import worker
+
+    cfg = {"model_type": "qwen2_moe", "num_hidden_layers": 6, "layer_types": ["full_attention"] * 6,
+           "mlp_only_layers": [0, 5], "architectures": ["X"]}
+    cut = worker.with_depth(cfg, 4, 6)
+    assert cut["num_hidden_layers"] == 4 and cut["layer_types"] == ["full_attention"] * 4
+    assert cut["mlp_only_layers"] == [0] and cut["architectures"] == ["X"] and cfg["num_hidden_layers"] == 6
+    vlm = {"model_type": "gemma3", "text_config": {"num_hidden_layers": 26}, "vision_config": {"num_hidden_layers": 27}}
+    assert worker.with_depth(vlm, 8, 26)["text_config"]["num_hidden_layers"] == 8
+    assert worker.with_depth(vlm, 8, 26)["vision_config"]["num_hidden_layers"] == 27  # the tower keeps its depth
+
+
+def test_extrapolation_is_linear_in_depth_and_refuses_uneven_increments():
+    from exact import worker
+
+    def m(peak, act):
+        return {"peak_bytes": peak, "first_step_peak_bytes": peak + 1, "params_total": 10 * peak,
+                "params_trainable": 5, "optimizer_state_bytes": 0, "peak_by_category": {"activations": act}}
+
+    out = worker.extrapolate(m(1000, 300), m(1600, 500), 2, 4, 24)
+    assert out["peak_bytes"] == 1000 + 300 * 22 and out["peak_by_category"] == {"activations": 300 + 100 * 22}
+    assert out["params_total"] == 10000 + 3000 * 22 and out["first_step_peak_bytes"] == 1001 + 300 * 22
+    with pytest.raises(ValueError, match="uneven"):
+        worker.extrapolate(m(1000, 300), m(1601, 500), 2, 4, 23)
+    a = {"peak_phase": "backward", "peak_region": "layers", "peak_op": "aten.mm", "peak_module": "model.layers.1.mlp"}
+    assert worker._moment(a) == worker._moment({**a, "peak_module": "model.layers.3.mlp"})
+    assert worker._moment(a) != worker._moment({**a, "peak_op": "aten.bmm"})

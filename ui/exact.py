@@ -26,6 +26,7 @@ POLL_S = 2.0
 EXACT_COLOR = "#332288"  # indigo (Tol's palette): not one of the component colours
 FAST_COLOR = "#0072B2"
 SECONDS_PER_LAYER = 15.0  # for the progress bar only: a 16-layer 1B LoRA trace took ~240 s on 2 busy cores
+SHALLOW_LAYERS = 6  # the layers of the two shallow traces (2 and 4)
 BASE_SECONDS = 20.0  # starting the worker and importing torch
 
 
@@ -65,7 +66,9 @@ def expected_seconds(cfg: dict[str, Any]) -> float:
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
     layers = text.get("num_hidden_layers", cfg.get("num_hidden_layers", 16))
     layers = layers if isinstance(layers, int) and layers > 0 else 16
-    return BASE_SECONDS + SECONDS_PER_LAYER * layers
+    # a model deeper than its shallow copies is traced at two depths (2 + 4 layers when the layers are identical,
+    # exact/worker.py plan_depths); a layer pattern or a fallback to the full depth takes longer
+    return BASE_SECONDS + SECONDS_PER_LAYER * min(layers, SHALLOW_LAYERS)
 
 
 def exact_bar(fast: Estimate | None, result: ex.ExactResult, device: Device | None = None) -> go.Figure:
@@ -162,6 +165,8 @@ def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | No
             st.caption(f"{res.versions_label}, in {res.seconds:.0f} s; peak at {res.peak_phase}/{res.peak_region} "
                        f"({res.peak_op}). Added from the estimator: "
                        + "; ".join(f"{a.label} {to_gb(a.bytes):+.2f} GB" for a in res.added) + ".")
+            if res.depth_line:
+                st.caption(f"Depth: {res.depth_line}.")  # our own worker's line (no user text)
             for note in res.notes:
                 st.caption(plain(note, limit=1000))
             return
