@@ -186,6 +186,25 @@ def extrapolate(ra: dict, rb: dict, a: int, b: int, n: int) -> dict:
     return out
 
 
+def peak_moves(ma: dict, mb: dict, a: int, b: int, n: int) -> str | None:
+    """Why the extrapolated peak may not be the peak at n layers, or None. Every phase:region peak is extrapolated
+    too: another one that grows faster can overtake the traced peak's (e.g. the loss's logits at 2 and 4 layers, the
+    stored activations at the end of the forward pass at 12)."""
+    if set(ma["region_peaks"]) != set(mb["region_peaks"]):
+        return f"the traced steps differ between {a} and {b} layers"
+    ext = {}
+    for r in ma["region_peaks"]:
+        num = (int(mb["region_peaks"][r]) - int(ma["region_peaks"][r])) * (n - a)
+        ext[r] = int(ma["region_peaks"][r]) + num / (b - a)
+    here = f"{mb['peak_phase']}:{mb['peak_region']}"
+    if here not in ext:
+        return "the peak's phase and region are not among the traced regions"
+    top = max(ext, key=lambda r: ext[r])
+    if ext[top] > ext[here]:
+        return f"the peak moves from {here} (at {a} and {b} layers) to {top} by {n} layers"
+    return None
+
+
 def _moment(m: dict) -> tuple:
     """Where the peak is, with layer indices left out (layer 1 of 2 and layer 3 of 4 are the same moment)."""
     return (m["peak_phase"], m["peak_region"], m["peak_op"], re.sub(r"\.\d+(\.|$)", r".N\1", str(m["peak_module"])))
@@ -248,12 +267,15 @@ def _trace_depth(case: dict, job: dict) -> tuple[dict, dict, dict]:
     if _moment(ma) != _moment(mb) or ma["first_step_peak_phase"] != mb["first_step_peak_phase"]:
         return run_full(f"traced at the full depth ({n} layers): the peak is not at the same moment at {a} and "
                         f"{b} layers")
+    moved = peak_moves(ma, mb, a, b, n)
+    if moved:
+        return run_full(f"traced at the full depth ({n} layers): {moved}")
     try:
         m = extrapolate(ma, mb, a, b, n)
     except ValueError as exc:
         return run_full(f"traced at the full depth ({n} layers): {exc}")
-    pattern = "identical layers" if (k, p) == (0, 1) else (
-        f"a pattern repeating every {p} layers" + (f" after {k} leading layers" if k else ""))
+    pattern = ("identical layers" if p == 1 else f"a pattern repeating every {p} layers") + (
+        f" after {k} leading layers" if k else "")
     how = f"traced at {a} and {b} layers, extrapolated to {n}: exact for {pattern}"
     return m, tb, {"traced": [a, b], "extrapolated_to": n, "how": how}
 

@@ -327,3 +327,18 @@ def test_extrapolation_is_linear_in_depth_and_refuses_uneven_increments():
     a = {"peak_phase": "backward", "peak_region": "layers", "peak_op": "aten.mm", "peak_module": "model.layers.1.mlp"}
     assert worker._moment(a) == worker._moment({**a, "peak_module": "model.layers.3.mlp"})
     assert worker._moment(a) != worker._moment({**a, "peak_op": "aten.bmm"})
+
+
+def test_a_peak_that_another_region_overtakes_at_full_depth_is_not_extrapolated():
+    from exact import worker
+
+    def m(head, fwd_head):  # measured at 2 and 4 layers of a 12-layer llama full FT (no checkpointing)
+        return {"peak_phase": "backward", "peak_region": "head",
+                "region_peaks": {"backward:head": head, "forward:head": fwd_head}}
+
+    ma, mb = m(189907292, 187916652), m(299221412, 298279348)
+    assert worker.peak_moves(ma, mb, 2, 4, 4) is None  # at 4 layers the backward head is still the peak
+    # by 12 layers the forward head (stored activations + loss) has overtaken it: 739,730,132 vs 736,477,892 B,
+    # the full-depth trace's own region peaks
+    assert worker.peak_moves(ma, mb, 2, 4, 12) == ("the peak moves from backward:head (at 2 and 4 layers) to "
+                                                   "forward:head by 12 layers")

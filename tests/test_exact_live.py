@@ -77,6 +77,24 @@ def test_cli_exact_is_byte_equal_to_the_committed_fixture(case_id, interp, tmp_p
     assert got["seconds"] > 0
 
 
+def test_a_deeper_model_is_traced_at_2_and_4_layers_and_extrapolated_byte_equal(interp, tmp_path):
+    """The 6-layer fixture (a committed full-depth trace) from two shallow traces: the same bytes, every category."""
+    case = next(c for c in json.loads(FIXTURES.read_text()) if c["id"] == "llama-c-full-mixed-b1s256-sdpa")
+    assert case["config"]["num_hidden_layers"] == 6
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(case["config"]))
+    env = {**os.environ, ex.PYTHON_ENV: interp.python}
+    proc = subprocess.run([sys.executable, "-m", "estimator", *_cli_args(case, cfg), "--exact", "--json"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got, m = json.loads(proc.stdout)["exact"], case["measured"]
+    assert got["depth"] == {"traced": [2, 4], "extrapolated_to": 6,
+                            "note": "traced at 2 and 4 layers, extrapolated to 6: exact for identical layers"}
+    assert got["peak_bytes"] == m["peak_bytes"] and got["peak_by_category"] == m["peak_by_category"]
+    assert (got["params_total"], got["params_trainable"]) == (m["params_total"], m["params_trainable"])
+    assert (got["peak_phase"], got["peak_region"], got["peak_op"]) == (m["peak_phase"], m["peak_region"], m["peak_op"])
+
+
 def _job(seq_len: int) -> tuple[str, dict]:
     key, payload, _ = ex.make_job(TINY, TrainingSetup(method="lora", seq_len=seq_len))
     return key, payload
