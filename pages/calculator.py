@@ -10,7 +10,7 @@ from estimator.cli import estimate_json
 from estimator.stacks import setup_summary
 from estimator.training import METHOD_LABELS
 from ui.charts import both_units, chart_alt, memory_bar
-from ui.inputs import BATCH_MAX, MAX_LEN_MAX, link_params, plain, render_inputs, show_notes
+from ui.inputs import BATCH_MAX, MAX_LEN_MAX, plain, render_inputs, share_box, show_notes
 from ui.report import (
     RuleGap,
     band_warning,
@@ -18,7 +18,6 @@ from ui.report import (
     breakdown_frame,
     limit_text,
     remedy_line,
-    share_url,
     verdict_detail,
 )
 
@@ -128,7 +127,4 @@ if not present:
                            "application/json", key="download_json", on_click="ignore", icon=":material/download:")
 
 # ---- Share ----------------------------------------------------------------------------------------------
-st.subheader("Share", anchor=False)
-st.code(share_url(st.context.url, link_params()), language=None)
-st.caption("This link holds every input (settings at their default are left out), so it reproduces this view; "
-           "the address bar holds them too.")
+share_box()

@@ -14,7 +14,7 @@ from ui.grids import (
     size_and_preset_options,
     size_label,
 )
-from ui.inputs import plain, render_inputs, show_notes
+from ui.inputs import plain, render_inputs, share_box, show_notes
 from ui.page_charts import fits_chart
 
 inputs = render_inputs()
@@ -38,6 +38,7 @@ with options:
                                 bind="query-params")
 if not chosen or not methods:
     st.info("Choose at least one model and one method.", icon=":material/info:")
+    share_box()
     st.stop()
 
 grid = fits_grid(chosen_models(chosen), setup, device, inputs.rule, [m for m in METHOD_ORDER if m in methods])
@@ -63,3 +64,4 @@ if not inputs.presentation:
         column_config={k: st.column_config.NumberColumn(format="%.1f")
                        for k in ("Estimate (GB)", "Estimate (GiB)", "Headroom (GB)")} | {
             "Parameters (B)": st.column_config.NumberColumn(format="%.2f")})
+share_box()

@@ -12,7 +12,7 @@ from estimator.options import CHECKPOINTING, LOSS_IMPLS, LOSSES, OPTIMIZERS, QLO
 from estimator.precision import NF4_DQ_BYTES, optimizer_state_bytes
 from estimator.snippets import snippet_language, training_snippet
 from estimator.stacks import STACK_FIELDS, STACKS, setup_summary
-from ui.inputs import plain, render_inputs, show_notes
+from ui.inputs import plain, render_inputs, share_box, show_notes
 from validation import accuracy_report
 
 inputs = render_inputs()
@@ -319,3 +319,4 @@ st.markdown("The sidebar's setup in the chosen stack's own terms, with exactly t
             "(batch, max length, checkpointing, dtypes, optimizer, loss, attention, LoRA rank and targets). Fill "
             "in your data and run it.")
 st.code(training_snippet(spec, setup), language=snippet_language(setup))
+share_box()

@@ -7,7 +7,7 @@ import streamlit as st
 from estimator import fmt_both
 from estimator.training import SHARDING_LABELS, SHARDINGS
 from ui.grids import GPU_COUNTS, SHORT_SHARDING, best_layout, min_gpus_table, scale_out_curves, setup_summary
-from ui.inputs import plain, render_inputs, show_notes
+from ui.inputs import plain, render_inputs, share_box, show_notes
 from ui.page_charts import scale_out_chart
 
 MAX_GPU_CHOICES = [8, 16, 32, 64]
@@ -75,3 +75,4 @@ if not inputs.presentation:
         "full shard** the weights as well, gathering two layers' weights at a time.\n"
         "- **Offload** moves the optimizer state to CPU RAM (ZeRO-Offload), at the cost of slower steps."
     )
+share_box()

@@ -4,7 +4,7 @@ models, next to the detailed estimate for the current setup. Downloadable as CSV
 import streamlit as st
 
 from ui.grids import SHORT_METHOD, TABLE_METHODS, setup_summary, size_table
-from ui.inputs import BY_SIZE, plain, render_inputs, show_notes
+from ui.inputs import BY_SIZE, plain, render_inputs, share_box, show_notes
 
 inputs = render_inputs()
 show_notes(inputs)
@@ -41,3 +41,4 @@ st.markdown(
 )
 if inputs.rule == "seed":
     st.caption("The quick-rule toggle does not change this table: it always shows both.")
+share_box()

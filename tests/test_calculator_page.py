@@ -229,7 +229,8 @@ SEVEN = generic_spec(7)
 # (widget kind, key, new value, extra URL parameters, expected (spec, setup, device) after the change)
 WIDGETS = [
     ("selectbox", "model", "qwen2.5-7b", {}, (load_preset("qwen2.5-7b"), TRL, LAPTOP)),
-    ("select_slider", "size", 14, {}, (generic_spec(14), TRL, LAPTOP)),
+    ("select_slider", "size_step", 14, {}, (generic_spec(14), TRL, LAPTOP)),
+    ("number_input", "size", 13.0, {}, (generic_spec(13), TRL, LAPTOP)),  # any size, not only the ladder's
     ("segmented_control", "method", "qlora", {}, (SEVEN, trl(method="qlora"), LAPTOP)),
     ("selectbox", "stack", "plain", {}, (SEVEN, resolve_setup("plain"), LAPTOP)),
     ("selectbox", "precision", "mixed", {}, (SEVEN, trl(precision="mixed"), LAPTOP)),
@@ -404,7 +405,7 @@ def test_nothing_fits_says_so():
 
 
 def test_invalid_url_values_show_a_note_and_fall_back(default_at):
-    at = run({"size": "999", "method": "FULL", "device": "laptop-99gb", "batch": "-3"})
+    at = run({"size": "1500", "method": "FULL", "device": "laptop-99gb", "batch": "-3"})
     notes = [unescape(w.value) for w in at.warning]
     for key, default in (("size", "7"), ("method", "lora"), ("device", "rtx-4090"), ("batch", "1")):
         assert f"The link's value for '{key}' was not valid; using the default ({default})." in notes

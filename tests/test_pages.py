@@ -60,7 +60,7 @@ def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
 
 
 # Each page's tables, told apart by a column only that table has (AppTest does not expose dataframe keys).
-TABLE_COLUMNS = {"seed_table": "Segment", "compare_table": "Component", "fits_table": "Verdict",
+TABLE_COLUMNS = {"compare_table": "Component", "fits_table": "Verdict",
                  "size_table": "LoRA · rule (GB)", "min_gpus_table": "Memory (GB)", "published_runs": "measured_gb",
                  "optimizer_table": "Trainer optim", "stack_table": "Version read"}
 
@@ -76,20 +76,21 @@ def dataframe(at: AppTest, key: str):
 # Compare methods
 # --------------------------------------------------------------------------------------------
 
-def test_compare_rule_mode_shows_the_seeds_7b_figure():
-    at = open_page("pages/compare.py", rule="true", model="by-size", size="7", device="h100-80gb")
-    assert metrics(at) == {"Full fine-tuning": ("≈ 112 GB", ""), "LoRA": ("≈ 15 GB", ""),
-                           "QLoRA": ("≈ 4.2 GB", "")}
-    spec = charts(at)["seed_figure"]
-    totals = next(t for t in spec["data"] if t.get("name") == "totals")
-    assert totals["y"][0] == pytest.approx(112)
-    assert round(totals["y"][1]) == 15
-    assert 4 <= totals["y"][2] <= 5
-    table = dataframe(at, "seed_table").set_index("Segment")
-    assert table.loc["Before activations", "Full fine-tuning (GB)"] == pytest.approx(112)
-    assert table.loc["Optimizer state", "Full fine-tuning (GB)"] == pytest.approx(84)  # 12 B × 7e9
-    assert table.loc["Frozen weights", "QLoRA (GB)"] == pytest.approx(3.5)  # 4-bit base: 0.5 B × 7e9
-    assert table.loc["Rule of thumb (with margin)", "LoRA (GB)"] == pytest.approx(17)
+def test_compare_rule_mode_shows_the_calculators_rule_numbers():
+    """One rule, one number per setup: Compare in rule mode shows the calculator's rule of thumb."""
+    at = open_page("pages/compare.py", rule="true", model="llama-3.1-8b", device="h100-80gb")
+    size_b = load_preset("llama-3.1-8b").params_total / 1e9
+    assert metrics(at) == {"Full fine-tuning": (f"{12 * size_b + 4:,.1f} GB", "too big"),  # 100.4, not 128
+                           "LoRA": (f"{2 * size_b + 3:,.1f} GB", "fits"),
+                           "QLoRA": (f"{(2 * size_b + 3) / 3 + 3:,.1f} GB", "fits")}
+    assert metrics(at)["Full fine-tuning"][0] == "100.4 GB"
+    table = dataframe(at, "compare_table").set_index("Component")
+    assert table.loc["Total", "QLoRA (GB)"] == pytest.approx((2 * size_b + 3) / 3 + 3)
+    calc = AppTest.from_file(APP, default_timeout=30)
+    for key, value in {"rule": "true", "method": "full", "device": "h100-80gb"}.items():
+        calc.query_params[key] = value
+    calc.run()
+    assert calc.markdown[0].value.startswith(r"Expected peak 100\.4 GB")
 
 
 def test_compare_detailed_shows_each_method_against_the_device():
@@ -100,7 +101,7 @@ def test_compare_detailed_shows_each_method_against_the_device():
         # Each bar is what TRL does for that method (its QLoRA adapters are bf16, its LoRA adapters fp32).
         est = estimate(spec, trl(method=method, batch=2, seq_len=1024))
         gb = est.total_bytes / GB
-        value = f"≈ {gb:,.0f} GB" if gb >= 10 else f"≈ {gb:,.1f} GB"
+        value = f"{gb:,.1f} GB"  # the calculator's figure for the same setup
         assert shown[label] == (value, "fits" if verdict(est.total_bytes, device).fits else "too big")
     table = dataframe(at, "compare_table").set_index("Component")
     full = estimate(spec, trl(method="full", batch=2, seq_len=1024))
@@ -187,7 +188,7 @@ def test_size_table_rule_columns_equal_the_seeds_table():
     table = dataframe(at, "size_table").set_index("Model")
     for size, (lora, full) in SEED_TABLE.items():
         assert (table.loc[size, "LoRA · rule (GB)"], table.loc[size, "full · rule (GB)"]) == (lora, full)
-    assert list(table.index)[-3:] == ["100B", "200B", "400B"]  # extended to larger sizes
+    assert list(table.index)[-3:] == ["100B", "200B", "405B"]  # extended to larger sizes
     assert "QLoRA · rule (GB)" in table.columns
     assert at.download_button[0].proto.url.endswith(".csv")
 
@@ -263,7 +264,7 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     tracer_metric = metrics(at)["Tracer runs: median error"][0]
     tracer = report["tracer"]
     assert tracer_metric == (f"{tracer['median_abs_pct']:.1f} %" if tracer["n"] else "–")
-    (code,) = at.code
+    code = at.code[0]  # then the share box
     expected = training_snippet(load_preset("llama-3.1-8b"),
                                 trl(method="qlora", batch=4, seq_len=4096, grad_ckpt=True, offload_activations=False))
     assert code.value.splitlines()[1].startswith("# Stack: TRL, TRL 1.16.0")

@@ -31,7 +31,6 @@ from estimator import (
     min_gpus_for_devices,
     preset_ids,
     rule_gb,
-    seed_figure_gb,
     verdict,
 )
 from estimator.stacks import with_method
@@ -179,8 +178,8 @@ def fits_grid(models: Sequence[tuple[str, ModelSpec]], setup: TrainingSetup, dev
 # The size table
 # --------------------------------------------------------------------------------------------
 
-# The size table: the seed's sizes and a few larger ones, up to the largest the estimator accepts.
-TABLE_SIZES_B: tuple[float, ...] = (*SEED_SIZES_B, 100, 200, MAX_SIZE_B)
+# The size table: the seed's sizes and a few larger ones, up to Llama-3.1-405B's size.
+TABLE_SIZES_B: tuple[float, ...] = (*SEED_SIZES_B, 100, 200, 405)
 TABLE_METHODS: tuple[str, ...] = ("lora", "full", "qlora")  # the seed's columns (LoRA, full), then QLoRA
 
 
@@ -280,28 +279,6 @@ def components_table(rows: Sequence[tuple[str, Estimate]]) -> pd.DataFrame:
         values = [float(est.components_bytes[k]) for k in COMPONENT_KEYS] + [float(est.total_bytes)]
         data[f"{label} (GB)"] = [v / GB for v in values]
         data[f"{label} (GiB)"] = [v / GiB for v in values]
-    return pd.DataFrame(data)
-
-
-def seed_figure_rows(spec: ModelSpec, methods: Sequence[str], lora_rank: int = 16
-                     ) -> list[tuple[str, dict[str, float]]]:
-    """(method label, the seed figure's segments in GB) in the figure's order."""
-    return [(METHOD_LABELS[m], seed_figure_gb(spec, m, lora_rank)) for m in FIGURE_ORDER if m in methods]
-
-
-def seed_figure_table(spec: ModelSpec, methods: Sequence[str], lora_rank: int = 16,
-                      master_copy: bool = False) -> pd.DataFrame:
-    """Segments down (the seed figure's, before activations), then their sum and the rule of thumb's total
-    with its working margin; methods across, in GB and GiB."""
-    figures = seed_figure_rows(spec, methods, lora_rank)
-    keys = list(next(iter(figures))[1]) if figures else []
-    data: dict[str, list[object]] = {
-        "Segment": [k.capitalize() for k in keys] + ["Before activations", "Rule of thumb (with margin)"]}
-    size_b = spec.params_total / 1e9
-    for (label, segs), method in zip(figures, [m for m in FIGURE_ORDER if m in methods], strict=True):
-        values = [segs[k] for k in keys] + [sum(segs.values()), rule_gb(size_b, method, master_copy)]
-        data[f"{label} (GB)"] = values
-        data[f"{label} (GiB)"] = [v * GB / GiB for v in values]
     return pd.DataFrame(data)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import pandas as pd
 
@@ -117,5 +117,7 @@ def share_url(base_url: str | None, params: Mapping[str, Iterable[str]]) -> str:
     (defaults are absent there and stay absent), minus Streamlit's viewer options."""
     pairs = [(k, v) for k, values in params.items() if k not in VIEWER_PARAMS for v in values]
     query = urlencode(pairs)
-    base = (base_url or "").rstrip("/") + "/"
+    base = (base_url or "").rstrip("/")
+    if not urlsplit(base).path:  # the app's root: "http://host/" (a page keeps its path: "http://host/compare")
+        base += "/"
     return base + ("?" + query if query else "")
