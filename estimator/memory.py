@@ -8,7 +8,7 @@ peak = max over phases of (weights + gradients + optimizer state + live activati
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import activations as act
 from .model import ModelSpec
@@ -23,6 +23,9 @@ from .precision import (
 )
 from .training import TrainingSetup
 
+if TYPE_CHECKING:  # only for annotations: devices does not import memory either
+    from .devices import Device
+
 COMPONENT_KEYS = ("weights", "gradients", "optimizer", "activations", "overhead")
 COMPONENT_LABELS = {
     "weights": "Weights",
@@ -31,6 +34,22 @@ COMPONENT_LABELS = {
     "activations": "Activations",
     "overhead": "Overhead (CUDA + allocator)",
 }
+CONTEXT_LABEL = "CUDA context and workspaces"  # the overhead's runtime item, named per device by context_label
+
+
+def component_label(key: str, device: Device | None = None) -> str:
+    """A component's name on a chart or table: the overhead names the device's runtime (a Mac has no CUDA
+    context: Metal's sits there; AMD's is ROCm's)."""
+    if key == "overhead" and device is not None:
+        return f"Overhead ({device.runtime} + allocator)"
+    return COMPONENT_LABELS[key]
+
+
+def context_label(device: Device | None = None) -> str:
+    """The runtime context item's name for this device ('Metal runtime and workspaces' on a Mac)."""
+    if device is None or device.runtime == "CUDA":
+        return CONTEXT_LABEL
+    return f"{device.runtime} {'runtime' if device.runtime == 'Metal' else 'context'} and workspaces"
 
 # CUDA context + cuBLAS workspaces, invisible to torch.cuda.memory_allocated (docs/formulas.md §5):
 # 287 MB measured with lazy module loading (pytorch PR #86509), 1.3–2 GB on old stacks (HF docs).
@@ -325,7 +344,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         "activations": peak.activations, "overhead": overhead,
     }
     details = tuple(x for x in peak.details if x.bytes > 0) + (
-        d("overhead", "CUDA context and workspaces", ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
+        d("overhead", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
         d("overhead", "Allocator slack", slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
     )
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)

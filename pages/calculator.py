@@ -6,12 +6,14 @@ import json
 import streamlit as st
 
 from estimator import estimate, max_batch, max_seq_len, remedies, smallest_device, to_gb, verdict
+from estimator.advice import shard_remedy
 from estimator.cli import estimate_json
 from estimator.stacks import setup_summary
 from estimator.training import METHOD_LABELS
 from ui.charts import both_units, chart_alt, memory_bar
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX, plain, render_inputs, share_box, show_notes
 from ui.report import (
+    NEGLIGIBLE_BYTES,
     RuleGap,
     band_warning,
     breakdown_csv,
@@ -29,6 +31,10 @@ detailed = estimate(spec, setup) if inputs.rule else est
 v = verdict(est.total_bytes, device, est.high_bytes)
 
 
+def rule_estimate(model, training):  # noqa: ANN001, ANN202 - the estimator's EstimateFn, in rule mode
+    return estimate(model, training, rule="seed")
+
+
 def text(value: str) -> str:
     """Markdown-escaped text: names can come from an uploaded config.json."""
     return plain(value, limit=2000)
@@ -37,10 +43,14 @@ def text(value: str) -> str:
 show_notes(inputs)
 
 # ---- The verdict, first and big -------------------------------------------------------------------------
-mode = "seed rule of thumb" if inputs.rule else "detailed estimate"
-st.caption(text(f"{spec.name} · {METHOD_LABELS[setup.method]} · {setup.precision} · batch {setup.batch} × "
-                f"{setup.seq_len:,} tokens · {mode}"))
-st.caption(text(setup_summary(setup)))
+mode = "rule of thumb" if inputs.rule else "detailed estimate"
+if present:  # what is being judged, as readable as the verdict from the back of the room
+    st.header(text(f"{spec.name} · {METHOD_LABELS[setup.method]} · {device.name}"), anchor=False)
+    st.caption(text(f"{setup.precision} · batch {setup.batch} × {setup.seq_len:,} tokens · {mode}"))
+else:
+    st.caption(text(f"{spec.name} · {METHOD_LABELS[setup.method]} · {setup.precision} · batch {setup.batch} × "
+                    f"{setup.seq_len:,} tokens · {mode}"))
+    st.caption(text(setup_summary(setup)))
 color, icon = ("green", ":material/check_circle:") if v.fits else ("red", ":material/cancel:")
 (st.title if present else st.header)(f":{color}[{v.headline}]", icon=icon, anchor=False)
 estimate_line, device_line = verdict_detail(est, device, v)
@@ -68,27 +78,45 @@ if not present:
 # ---- What to change -------------------------------------------------------------------------------------
 st.subheader("What to change", anchor=False)
 usable = device.usable_bytes
-if inputs.rule:
-    st.caption(text(f"The rule of thumb ignores length, batch and checkpointing, so these are priced with the "
-                    f"detailed estimate ({both_units(detailed.total_bytes)})."))
-if detailed.total_bytes <= usable:
-    st.caption("It fits; each change frees this much headroom. The seed's order: try the first ones first.")
+if inputs.rule:  # the rule's own numbers: the changes it counts are priced with it, the others are named
+    st.caption("Priced with the rule of thumb, like the verdict above. It ignores max length, batch and "
+               "checkpointing; switch it off to price those.")
+    price = rule_estimate
+elif est.total_bytes <= usable:
+    st.caption("It fits; each change frees this much headroom. In the order to try them: the first ones cost "
+               "least.")
+    price = None
 else:
-    st.caption("The seed's order when a run runs out of memory: try the first ones first.")
+    st.caption("In the order to try them when a run runs out of memory: the first ones cost least.")
+    price = None
 try:
-    options = remedies(spec, setup)
+    options = list(remedies(spec, setup, price) if price else remedies(spec, setup))
+    if not inputs.rule:
+        shard = shard_remedy(spec, setup, device, order=len(options) + 1)
+        if shard is not None:
+            options.append(shard)
 except ValueError as exc:  # the estimator could not build the comparison setup
     st.warning(text(f"The changes could not be priced for this model: {exc}"), icon=":material/info:")
-    options = ()
-lines = []
+    options = []
+numbered, aside = [], []
 for r in options:
-    change = f" ({text(r.change)})" if r.applicable else ""
-    line = f"{r.order}. **{text(r.title)}**{change}: {text(remedy_line(r, usable))}"
+    if not r.applicable:
+        aside.append(f"{text(r.title)} ({text(r.reason)})" if r.reason else text(r.title))
+    elif abs(r.saves_bytes) < NEGLIGIBLE_BYTES:  # no numbered slot for a change that changes nothing here
+        aside.append(f"{text(r.title)} (" + ("the rule of thumb does not count it" if inputs.rule else
+                                             f"saves nothing here: {to_gb(r.new_total_bytes):,.1f} GB after") + ")")
+    else:
+        numbered.append(r)
+lines = []
+for i, r in enumerate(numbered, 1):
+    line = f"{i}. **{text(r.title)}** ({text(r.change)}): {text(remedy_line(r, usable))}"
     if r.caveat and not present:
         line += f"  \n   :gray[{text(r.caveat)}]"
     lines.append(line)
 if lines:
     st.markdown("\n".join(lines))
+if aside:
+    st.caption("Not available or no help here: " + "; ".join(aside) + ".")
 
 best_batch = max_batch(spec, setup, usable, limit=BATCH_MAX)
 best_len = max_seq_len(spec, setup, usable, limit=MAX_LEN_MAX)
@@ -107,7 +135,7 @@ st.markdown("\n".join(fit_lines))
 # ---- Breakdown and downloads ----------------------------------------------------------------------------
 if not present:
     st.subheader("Breakdown at the peak", anchor=False)
-    table = breakdown_frame(est)
+    table = breakdown_frame(est, device)
     st.dataframe(
         table, hide_index=True, width="stretch", key="breakdown", height=35 * (len(table) + 1) + 3,  # no scroll
         column_config={
@@ -121,7 +149,7 @@ if not present:
         alt=f"Memory by item at the peak ({est.peak_phase}); total {to_gb(est.total_bytes):,.1f} GB.",
     )
     with st.container(horizontal=True):
-        st.download_button("Download CSV", breakdown_csv(est), "will-it-fit.csv", "text/csv", key="download_csv",
+        st.download_button("Download CSV", breakdown_csv(est, device), "will-it-fit.csv", "text/csv", key="download_csv",
                            on_click="ignore", icon=":material/download:")
         st.download_button("Download JSON", json.dumps(estimate_json(est, device), indent=2), "will-it-fit.json",
                            "application/json", key="download_json", on_click="ignore", icon=":material/download:")

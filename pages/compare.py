@@ -8,7 +8,7 @@ from estimator import estimate, verdict
 from estimator.training import METHOD_LABELS, METHODS
 from ui.charts import stacked_bars
 from ui.grids import FIGURE_ORDER, VARIANT_OPTIONS, compare_setups, components_table, setup_summary
-from ui.inputs import plain, render_inputs, share_box, show_notes
+from ui.inputs import plain, present_table, render_inputs, share_box, show_notes
 
 inputs = render_inputs()
 show_notes(inputs)
@@ -63,10 +63,11 @@ st.caption(f"Each bar is the peak of one training step on one GPU, by component,
            "usable memory. The whisker is the likely range. Methods in this order: "
            + ", ".join(m for m in FIGURE_ORDER if m in methods) + ".")
 
-table = components_table(rows)
+table = components_table(rows, device)
 if inputs.presentation:
-    table = table[[c for c in table.columns if not c.endswith("(GiB)")]]
-st.dataframe(table, hide_index=True, key="compare_table",
-             column_config={c: st.column_config.NumberColumn(format="%.2f") for c in table.columns
-                            if c != "Component"})
+    present_table(table[[c for c in table.columns if not c.endswith("(GiB)")]])
+else:
+    st.dataframe(table, hide_index=True, key="compare_table",
+                 column_config={"Component": st.column_config.TextColumn(width="medium")}
+                 | {c: st.column_config.NumberColumn(format="%.2f") for c in table.columns if c != "Component"})
 share_box()

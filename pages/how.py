@@ -37,7 +37,8 @@ st.markdown(
     "- **Optimizer state**: what the optimizer keeps per trainable weight (Adam keeps two moving averages).\n"
     "- **Activations**: the tensors the forward pass saves for the backward pass; they grow with "
     "batch size × max length.\n"
-    "- **Overhead**: the CUDA context and the allocator's rounding, which PyTorch does not report as tensors."
+    "- **Overhead**: the GPU runtime's context (CUDA on NVIDIA, ROCm on AMD, Metal on a Mac) and the "
+    "allocator's rounding, which PyTorch does not report as tensors."
 )
 
 st.subheader("Phases and the peak")

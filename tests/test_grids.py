@@ -23,6 +23,7 @@ from estimator import (
     load_preset,
     rule_gb,
 )
+from estimator.advice import best_layout, fewest_gpus, sharded, what_would_fit
 from estimator.stacks import resolve_setup
 from estimator.training import SHARDING_LABELS, SHARDINGS
 from ui.grids import (
@@ -30,7 +31,6 @@ from ui.grids import (
     SEED_SIZES_B,
     SHORT_SHARDING,
     TABLE_SIZES_B,
-    best_layout,
     chosen_models,
     compare_setups,
     components_table,
@@ -267,11 +267,34 @@ def test_offload_moves_optimizer_state_to_cpu_except_for_plain_data_parallel():
 
 def test_best_layout_is_the_fewest_gpus_then_the_simplest_sharding():
     spec = load_preset("llama-3.1-70b")
-    sharding, n, est = best_layout(spec, SEVENTY_FULL, get_device("h100-80gb"))
+    layout = best_layout(spec, SEVENTY_FULL, get_device("h100-80gb"), SHARDINGS)
+    sharding, n, est = layout.sharding, layout.gpus, layout.estimate
     expected = min((independent_min_gpus(SEVENTY_FULL, s, "h100-80gb") or 10**6, i) for i, s in enumerate(SHARDINGS))
     assert (n, sharding) == (expected[0], SHARDINGS[expected[1]])
     assert est.setup.gpus == n and est.total_bytes <= get_device("h100-80gb").usable_bytes
-    assert best_layout(spec, SEVENTY_FULL, get_device("gpu-16gb"), max_gpus=8) is None
+    assert best_layout(spec, SEVENTY_FULL, get_device("gpu-16gb"), SHARDINGS, max_gpus=8) is None
+
+
+def test_fewest_gpus_bisects_to_the_linear_search_and_whole_nodes():
+    """The bisection finds what a count-by-count search finds; with 8 GPUs a node, the next whole node."""
+    spec, h100 = load_preset("llama-3.1-70b"), get_device("h100-80gb")
+    setup = sharded(SEVENTY_FULL, "zero3")
+    linear = next(n for n in range(1, 65)
+                  if estimate(spec, replace(setup, gpus=n)).total_bytes <= h100.usable_bytes)
+    assert fewest_gpus(spec, setup, h100.usable_bytes) == linear
+    assert fewest_gpus(spec, setup, h100.usable_bytes, per_node=8) == -(-linear // 8) * 8
+    assert fewest_gpus(spec, setup, 1e9) is None
+    high = fewest_gpus(spec, setup, h100.usable_bytes, likely_high=True)
+    assert high >= linear and estimate(spec, replace(setup, gpus=high)).high_bytes <= h100.usable_bytes
+
+
+def test_what_would_fit_names_checkpointing_offload_and_more_gpus():
+    spec, h100 = load_preset("llama-3.1-70b"), get_device("h100-80gb")
+    no_ckpt = resolve_setup("trl", method="full", grad_ckpt=False)  # the issue: "no layout up to 64 fits"
+    assert best_layout(spec, no_ckpt, h100, SHARDINGS) is None
+    found = dict(what_would_fit(spec, no_ckpt, h100, SHARDINGS))
+    assert "gradient checkpointing on" in found and found["gradient checkpointing on"].estimate.setup.grad_ckpt
+    assert all(layout.estimate.total_bytes <= h100.usable_bytes for layout in found.values())
 
 
 # --------------------------------------------------------------------------------------------

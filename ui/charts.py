@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from estimator import COMPONENT_KEYS, COMPONENT_LABELS, Device, Estimate, to_gb, to_gib
+from estimator import COMPONENT_KEYS, Device, Estimate, to_gb, to_gib
+from estimator.memory import CONTEXT_LABEL, component_label, context_label
 
 # Fixed colour per component, in stacking order (weights → gradients → optimizer → activations → overhead).
 COMPONENT_COLORS: dict[str, str] = {
@@ -79,15 +80,16 @@ def frozen_weight_bytes(est: Estimate) -> float:
     return float(sum(d.bytes for d in est.details if d.component == "weights" and d.label in _FROZEN_DETAIL_LABELS))
 
 
-def segments(estimates: Sequence[Estimate]) -> list[Segment]:
-    """The stacked pieces, in order, for a set of estimates drawn on one axis."""
+def segments(estimates: Sequence[Estimate], device: Device | None = None) -> list[Segment]:
+    """The stacked pieces, in order, for a set of estimates drawn on one axis (the overhead named for the
+    device's runtime)."""
     out: list[Segment] = []
     for key in COMPONENT_KEYS:
         if key == "weights" and any(splits_weights(e) for e in estimates):
             out.append(Segment(FROZEN_NAME, FROZEN_COLOR, key))
             out.append(Segment(TRAINABLE_NAME, COMPONENT_COLORS[key], key))
         else:
-            out.append(Segment(COMPONENT_LABELS[key], COMPONENT_COLORS[key], key))
+            out.append(Segment(component_label(key, device), COMPONENT_COLORS[key], key))
     return out
 
 
@@ -100,20 +102,21 @@ def segment_bytes(est: Estimate, seg: Segment) -> float:
     return float(est.components_bytes[seg.component])
 
 
-def _detail_lines(est: Estimate, seg: Segment) -> list[str]:
+def _detail_lines(est: Estimate, seg: Segment, device: Device | None = None) -> list[str]:
     """The detail items behind a segment, for its hover."""
     items = [d for d in est.details if d.component == seg.component and d.bytes > 0]
     if seg.name == FROZEN_NAME:
         items = [d for d in items if est.mode == "seed" or d.label in _FROZEN_DETAIL_LABELS]
     elif seg.name == TRAINABLE_NAME:
         items = [] if est.mode == "seed" else [d for d in items if d.label not in _FROZEN_DETAIL_LABELS]
-    return [f"· {_esc(d.label)}: {both_units(d.bytes, 2)}" for d in items]
+    return [f"· {_esc(context_label(device) if d.label == CONTEXT_LABEL else d.label)}: {both_units(d.bytes, 2)}"
+            for d in items]
 
 
-def _hover(row_label: str, est: Estimate, seg: Segment, value: float) -> str:
+def _hover(row_label: str, est: Estimate, seg: Segment, value: float, device: Device | None = None) -> str:
     share = value / est.total_bytes if est.total_bytes else 0.0
     head = f"<b>{_esc(seg.name)}</b>: {both_units(value, 2)} · {share:.0%} of {to_gb(est.total_bytes):,.1f} GB"
-    lines = [_esc(row_label), head, *_detail_lines(est, seg)]
+    lines = [_esc(row_label), head, *_detail_lines(est, seg, device)]
     return "<br>".join(lines)
 
 
@@ -145,9 +148,9 @@ def stacked_bars(rows: Sequence[tuple[str, Estimate]], device: Device | None = N
     # Traces as plain dicts, validated once by go.Figure below: building go.Bar objects and calling
     # fig.add_trace / bar.update re-validates every property on each call (~2 ms per trace).
     traces: list[dict] = []
-    for seg in segments(ests):
+    for seg in segments(ests, device):
         values = [to_gb(segment_bytes(e, seg)) for e in ests]
-        hovers = [_hover(lbl, e, seg, segment_bytes(e, seg)) for lbl, e in zip(labels, ests, strict=True)]
+        hovers = [_hover(lbl, e, seg, segment_bytes(e, seg), device) for lbl, e in zip(labels, ests, strict=True)]
         # In-bar value only where the segment is wide enough to hold it (≥ 8 % of the longest bar).
         text = [f"{v:,.1f} GB" if show_values and longest and v >= 0.08 * longest else "" for v in values]
         bar = dict(
@@ -313,7 +316,7 @@ def memory_bar(estimate: Estimate, device: Device | None = None, *, title: str |
 
 def chart_alt(estimate: Estimate, device: Device | None = None) -> str:
     """A plain-text description of memory_bar for screen readers (st.plotly_chart(alt=...))."""
-    parts = [f"{COMPONENT_LABELS[k]} {to_gb(estimate.components_bytes[k]):,.1f} GB" for k in COMPONENT_KEYS]
+    parts = [f"{component_label(k, device)} {to_gb(estimate.components_bytes[k]):,.1f} GB" for k in COMPONENT_KEYS]
     text = f"Stacked bar of peak memory: {', '.join(parts)}; total {to_gb(estimate.total_bytes):,.1f} GB"
     if device is not None:
         text += (f", against {to_gb(device.usable_bytes):,.1f} GB usable of "

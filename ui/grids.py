@@ -13,7 +13,6 @@ import pandas as pd
 from estimator import (
     CATALOG,
     COMPONENT_KEYS,
-    COMPONENT_LABELS,
     GB,
     MAX_SIZE_B,
     MIN_SIZE_B,
@@ -27,12 +26,13 @@ from estimator import (
     generic_spec,
     list_presets,
     load_preset,
-    min_gpus,
     min_gpus_for_devices,
     preset_ids,
     rule_gb,
     verdict,
 )
+from estimator.advice import sharded
+from estimator.memory import component_label
 from estimator.stacks import with_method
 from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_LABELS, SHARDINGS
 
@@ -213,10 +213,7 @@ def size_table(setup: TrainingSetup, sizes: Sequence[float] = TABLE_SIZES_B,
 GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 
 
-def _scaled(setup: TrainingSetup, sharding: str, offload: bool, gpus: int = 1) -> TrainingSetup:
-    """The setup under one sharding. Optimizer offload goes with ZeRO/FSDP only (the estimator refuses it
-    for plain data parallel on several GPUs), so data parallel is always shown without it."""
-    return replace(setup, gpus=gpus, sharding=sharding, offload_optimizer=offload and sharding != "none")
+_scaled = sharded  # the setup under one sharding (estimator.advice)
 
 
 def scale_out_curves(spec: ModelSpec, setup: TrainingSetup, gpu_counts: Sequence[int] = GPU_COUNTS,
@@ -227,12 +224,14 @@ def scale_out_curves(spec: ModelSpec, setup: TrainingSetup, gpu_counts: Sequence
 
 
 def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Device] = CATALOG,
-                   shardings: Sequence[str] = SHARDINGS, offload: bool = False, max_gpus: int = 64
-                   ) -> pd.DataFrame:
-    """The smallest GPU count (≤ max_gpus) that fits each device under each sharding (columns named by
-    SHORT_SHARDING); missing where none does. Only discrete GPUs: unified-memory laptops do not scale out."""
+                   shardings: Sequence[str] = SHARDINGS, offload: bool = False, max_gpus: int = 64,
+                   per_node: int = 1) -> pd.DataFrame:
+    """The smallest GPU count (≤ max_gpus; whole nodes of per_node GPUs) that fits each device under each
+    sharding (columns named by SHORT_SHARDING); missing where none does. Only discrete GPUs: unified-memory
+    laptops do not scale out."""
     gpus_only = [d for d in devices if d.kind == "discrete"]
-    answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), gpus_only, max_gpus)
+    answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), gpus_only, max_gpus,
+                                              per_node=per_node)
                for sharding in shardings}  # each (sharding, count) estimated once for every device
     rows = []
     for device in gpus_only:
@@ -272,9 +271,9 @@ def compare_setups(setup: TrainingSetup, methods: Sequence[str], variants: Seque
     return out
 
 
-def components_table(rows: Sequence[tuple[str, Estimate]]) -> pd.DataFrame:
+def components_table(rows: Sequence[tuple[str, Estimate]], device: Device | None = None) -> pd.DataFrame:
     """Components down, setups across: each setup's GB and GiB per component, then the total."""
-    data: dict[str, list[object]] = {"Component": [COMPONENT_LABELS[k] for k in COMPONENT_KEYS] + ["Total"]}
+    data: dict[str, list[object]] = {"Component": [component_label(k, device) for k in COMPONENT_KEYS] + ["Total"]}
     for label, est in rows:
         values = [float(est.components_bytes[k]) for k in COMPONENT_KEYS] + [float(est.total_bytes)]
         data[f"{label} (GB)"] = [v / GB for v in values]
@@ -293,15 +292,3 @@ def setup_summary(spec: ModelSpec | None, setup: TrainingSetup, device: Device |
     if device is not None:
         parts.append(device.name)
     return " · ".join(parts)
-
-
-def best_layout(spec: ModelSpec, setup: TrainingSetup, device: Device, shardings: Sequence[str] = SHARDINGS,
-                offload: bool = False, max_gpus: int = 64) -> tuple[str, int, Estimate] | None:
-    """The fewest GPUs of this device that fit, and the least sharding that achieves it (shardings are tried
-    in the given order, simplest first): (sharding, GPU count, its estimate), or None if nothing fits."""
-    best: tuple[str, int, Estimate] | None = None
-    for sharding in shardings:
-        n = min_gpus(spec, _scaled(setup, sharding, offload), device, max_gpus)
-        if n is not None and (best is None or n < best[1]):
-            best = (sharding, n, estimate(spec, _scaled(setup, sharding, offload, n)))
-    return best

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -41,6 +42,7 @@ from estimator.training import (
     SHARDING_LABELS,
     SHARDINGS,
 )
+from ui.grids import VARIANT_OPTIONS, size_and_preset_options
 from ui.report import VIEWER_PARAMS, share_url
 
 BY_SIZE = "by-size"
@@ -76,10 +78,19 @@ DEFAULTS: dict[str, object] = {
 }
 # Every URL parameter the app understands (bound widgets), in the README's order.
 PARAMS: tuple[str, ...] = tuple(DEFAULTS)
+# Scale out's own controls: the largest GPU count searched, and GPUs per node (counts in whole nodes).
+MAX_GPU_CHOICES: tuple[int, ...] = (8, 16, 32, 64)
+PER_NODE_CHOICES: tuple[int, ...] = (1, 2, 4, 8)
 # Link parameters that single pages bind to their own widgets (compare: methods, variants; fits: models,
-# methods; scale out: offload, maxgpus): known, so never "unknown" here (nor Streamlit's VIEWER_PARAMS).
-# Streamlit itself drops their invalid values. A page that binds a new widget adds its key here.
-PAGE_PARAMS: frozenset[str] = frozenset({"methods", "variants", "models", "offload", "maxgpus"})
+# methods; scale out: offload, maxgpus, pernode) and the values each accepts: known, so never "unknown" here
+# (nor Streamlit's VIEWER_PARAMS); a value the page's widget would refuse gets a note (Streamlit drops it
+# silently). A page that binds a new widget adds its key here.
+PAGE_PARAM_CHOICES: dict[str, tuple[str, ...]] = {
+    "methods": tuple(METHOD_LABELS), "variants": VARIANT_OPTIONS, "models": tuple(size_and_preset_options()),
+    "offload": ("true", "false"), "maxgpus": tuple(map(str, MAX_GPU_CHOICES)),
+    "pernode": tuple(map(str, PER_NODE_CHOICES)),
+}
+PAGE_PARAMS: frozenset[str] = frozenset(PAGE_PARAM_CHOICES)
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,7 @@ class Inputs:
     model: ModelSpec
     setup: TrainingSetup
     device: Device
-    rule: str | None  # "seed" when the quick rule is on
+    rule: str | None  # "seed" when the rule of thumb is on
     presentation: bool
     notes: tuple[str, ...]  # plain-text notes (invalid URL values, upload errors): render with st.text/caption
     model_choice: str  # preset id, BY_SIZE or UPLOAD
@@ -195,8 +206,14 @@ def url_notes() -> list[str]:
     notes: list[str] = []
     unknown = 0
     for key in list(st.query_params.keys()):
+        if key in PAGE_PARAMS:
+            refused = [raw for raw in st.query_params.get_all(key) if raw not in PAGE_PARAM_CHOICES[key]]
+            if refused:
+                notes.append(f"The link's value for '{key}' was not valid ({', '.join(refused)[:60]}); this page "
+                             "uses its default for it.")
+            continue
         if key not in PARAMS:
-            if key not in PAGE_PARAMS | VIEWER_PARAMS:
+            if key not in VIEWER_PARAMS:
                 unknown += 1
             continue
         for raw in st.query_params.get_all(key):
@@ -276,7 +293,7 @@ def _page_param_value(key: str, raw: list[str]) -> object:
     maxgpus: an int)."""
     if key == "offload":
         return raw[-1] == "true"
-    if key == "maxgpus":
+    if key in ("maxgpus", "pernode"):
         return int(raw[-1])
     return list(raw)
 
@@ -425,8 +442,8 @@ def render_inputs() -> Inputs:
     _carry_over_after_page_switch()
     sb = st.sidebar
     sb.header("Your setup")
-    rule_on = sb.toggle("Quick rule (seed)", value=False, key="rule", bind="query-params",
-                        help="The product page's rule of thumb: LoRA ≈ 2 GB per billion + 3 GB, full ≈ 12 GB "
+    rule_on = sb.toggle("Rule of thumb", value=False, key="rule", bind="query-params",
+                        help="The rule of thumb: LoRA ≈ 2 GB per billion + 3 GB, full ≈ 12 GB "
                              "per billion + 4 GB. Off = the detailed, architecture-aware estimate.")
     # Bound selectboxes carry their *displayed* option in the URL (Streamlit serialises the format_func
     # label), so the options are shown as their stable ids (?model=by-size) and the name goes underneath.
@@ -555,6 +572,8 @@ def render_inputs() -> Inputs:
                                 help="unified = shared RAM (about 75 % usable); discrete = a GPU's own memory.")
     present = sb.toggle("Presentation mode", value=False, key="present", bind="query-params",
                         help="Larger verdict and fonts for meetings; still linkable.")
+    if present:
+        st.html(PRESENT_CSS)
 
     _remember_inputs()
     device = custom_device(float(capacity), str(kind)) if device_choice == CUSTOM else get_device(device_choice)
@@ -590,6 +609,29 @@ def render_inputs() -> Inputs:
     sb.caption(plain(setup_summary(setup)))
     return Inputs(model=spec, setup=setup, device=device, rule="seed" if rule_on else None,
                   presentation=bool(present), notes=tuple(notes), model_choice=str(choice))
+
+
+# Presentation mode at 1920×1080: body text, notes, remedies, metric labels and tables at 20 px or more (the
+# browser's 16 px root), so the room can read them; headings keep Streamlit's own sizes.
+PRESENT_CSS = """<style>
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.375rem; }
+[data-testid="stMain"] [data-testid="stCaptionContainer"],
+[data-testid="stMain"] [data-testid="stCaptionContainer"] p { font-size: 1.25rem; }
+[data-testid="stMain"] [data-testid="stMetricLabel"] p { font-size: 1.25rem; }
+[data-testid="stMain"] [data-testid="stTable"] th,
+[data-testid="stMain"] [data-testid="stTable"] td { font-size: 1.25rem; }
+</style>"""
+
+
+def present_table(frame: pd.DataFrame, digits: int = 1) -> None:
+    """A table in presentation mode: a static HTML table (st.table), which the presentation fonts reach (the
+    interactive grid draws on a canvas at its own size); numbers rounded for the room, labels whole."""
+    shown = frame.copy()
+    for column in shown.columns:
+        if pd.api.types.is_float_dtype(shown[column]):
+            shown[column] = [f"{v:,.{digits}f}" for v in shown[column]]
+    st.table(shown, hide_index=True, border="horizontal")
 
 
 _MD_SPECIAL = set("\\`*_{}[]()#+-.!|<>~$:")
