@@ -120,11 +120,13 @@ if aside:
 
 best_batch = max_batch(spec, setup, usable, limit=BATCH_MAX)
 best_len = max_seq_len(spec, setup, usable, limit=MAX_LEN_MAX)
-smallest = smallest_device(spec, setup)
+smallest = smallest_device(spec, setup, estimate_fn=rule_estimate) if inputs.rule else smallest_device(spec, setup)
+# The rule has no batch or length: those two answers are the detailed estimate's, and say so.
+detailed_note = " (detailed estimate: the rule of thumb ignores it)" if inputs.rule else ""
 fit_lines = [
-    f"- Largest batch that fits on this device (at max length {setup.seq_len:,}): "
+    f"- Largest batch that fits on this device (at max length {setup.seq_len:,}){detailed_note}: "
     f"**{text(limit_text(best_batch, BATCH_MAX, 'example'))}**",
-    f"- Longest max length that fits (at batch {setup.batch}): "
+    f"- Longest max length that fits (at batch {setup.batch}){detailed_note}: "
     f"**{text(limit_text(best_len, MAX_LEN_MAX, 'token'))}**" + (" tokens" if best_len else ""),
     "- Smallest catalog device that fits: " + (
         f"**{text(smallest.name)}** ({text(both_units(smallest.usable_bytes))} usable)" if smallest else

@@ -26,7 +26,7 @@ if inputs.rule == "seed":
 options = st.expander("Options", expanded=False) if inputs.presentation else st.container()
 with options:
     left, middle, right = st.columns(3)
-    offload = left.toggle("Offload optimizer state to CPU RAM", value=False, key="offload", bind="query-params",
+    offload = left.toggle("Optimizer state in CPU RAM", value=False, key="offload", bind="query-params",
                           help="ZeRO-Offload / FSDP CPU offload: the optimizer state and its step live in CPU "
                                "RAM (slower steps). Applies to the ZeRO/FSDP lines; plain data parallel cannot.")
     max_gpus = middle.select_slider("Up to this many GPUs", list(MAX_GPU_CHOICES), value=64, key="maxgpus",
@@ -59,7 +59,7 @@ else:
         if found:
             st.markdown("**What would make it fit:**\n" + "\n".join(
                 f"- {plain(label)}: {plain(gpus_text(layout.gpus))} with {plain(SHARDING_LABELS[layout.sharding])}, "
-                f"{plain(fmt_both(layout.estimate.total_bytes))} per GPU" for label, layout in found))
+                f"{plain(fmt_both(layout.estimate.total_bytes))} per GPU" for label, layout in found))  # each part ≤ 300
         else:
             st.markdown("Not even checkpointing, optimizer offload or 16 times the GPUs make it fit: try LoRA, "
                         "QLoRA or a shorter max length on the calculator.")
@@ -69,7 +69,7 @@ else:
         line = (f"{gpus_text(best.gpus)} with {SHARDING_LABELS[best.sharding]}: {fmt_both(est.total_bytes)} per "
                 f"GPU of {fmt_both(device.usable_bytes)} usable")
         if v.high_fits:
-            st.success(plain(f"Fits on {line}"), icon=":material/check_circle:")
+            st.success(plain(f"Fits on {line}", limit=1000), icon=":material/check_circle:")
         else:  # the calculator's close call: the expected peak fits, the upper end of its likely range does not
             safe = fewest_gpus(spec, sharded(setup, best.sharding, offload), device.usable_bytes, max_gpus,
                                per_node, likely_high=True)
@@ -77,7 +77,7 @@ else:
                     f" Even {max_gpus} GPUs leave the upper end above the usable memory: leave headroom "
                     "(checkpointing, a shorter max length).")
             st.warning(plain(f"Close call: fits on {line}, but the upper end of the likely range "
-                             f"({fmt_both(est.high_bytes)}) is above it.{then}"), icon=":material/warning:")
+                             f"({fmt_both(est.high_bytes)}) is above it.{then}", limit=1000), icon=":material/warning:")
         if est.cpu_offload_bytes:
             st.caption(plain(f"Optimizer state in CPU RAM, all GPUs together: {fmt_both(est.cpu_offload_bytes)}."))
 
