@@ -37,7 +37,7 @@ st.download_button("Download CSV (GB and GiB)", table.to_csv(index=False, float_
 st.markdown(
     "**Rule** columns are the rule of thumb: LoRA ≈ 2 GB per billion parameters + 3 GB, full "
     "fine-tuning ≈ 12 GB per billion + 4 GB (16 GB per billion with precision 'mixed', the fp32 master copy), "
-    "QLoRA ≈ a third of LoRA + 3 GB. They ignore batch size, length and optimizer.\n\n"
+    "QLoRA ≈ a third of LoRA + 3 GB, never above LoRA. They ignore batch size, length and optimizer.\n\n"
     "**Detailed** columns are this app's estimate of the peak of one training step for the sidebar's setup "
     "(batch, max length, precision, optimizer, checkpointing, attention), for a Llama-style decoder of that "
     "size. GB = 10⁹ bytes; the CSV adds GiB (2³⁰ bytes, what PyTorch and nvidia-smi report)."
