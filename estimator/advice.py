@@ -3,16 +3,19 @@ setup, and solvers for the largest batch, the longest max length, the smallest d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from .devices import CATALOG, Device
 from .memory import Estimate
-from .model import ModelSpec, generic_spec, list_presets, load_preset
+from .model import MAX_SIZE_B, MIN_SIZE_B, ModelSpec, generic_spec, list_presets, load_preset
 from .stacks import with_method
 from .training import MAX_BATCH, MAX_GPUS, MAX_SEQ_LEN, TrainingSetup
 
 EstimateFn = Callable[[ModelSpec, TrainingSetup], Estimate]
+T = TypeVar("T", int, float)
 
 
 def _default_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
@@ -35,19 +38,27 @@ class Remedy:
     reason: str = ""  # why it does not apply, when it does not ("already on", "the batch is already 1")
 
 
-def _largest_int(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
-    """Largest n in [lo, hi] with fits(n), assuming fits is monotone (true then false). None if none fits."""
+def bisect_last(lo: T, hi: T, fits: Callable[[T], bool], split: Callable[[T, T], T],
+                close: Callable[[T, T], bool]) -> T | None:
+    """The one bisection every solver uses: the largest x in [lo, hi] with fits(x), for fits monotone (true
+    then false); None if not even lo fits. split picks the probe between two bounds (the midpoint of whole
+    numbers, the geometric mean of sizes); close says when the bracket is narrow enough."""
     if not fits(lo):
         return None
     if fits(hi):
         return hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
+    while not close(lo, hi):
+        mid = split(lo, hi)
         if fits(mid):
             lo = mid
         else:
             hi = mid
     return lo
+
+
+def _largest_int(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
+    """Largest n in [lo, hi] with fits(n), assuming fits is monotone (true then false). None if none fits."""
+    return bisect_last(lo, hi, fits, lambda a, b: (a + b) // 2, lambda a, b: b - a <= 1)
 
 
 def _smallest_int(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
@@ -69,6 +80,19 @@ def max_seq_len(spec: ModelSpec, setup: TrainingSetup, usable_bytes: float,
                 estimate_fn: EstimateFn = _default_estimate, limit: int = MAX_SEQ_LEN) -> int | None:
     """The longest max length (tokens) that fits at this batch size."""
     return _largest_int(1, limit, lambda s: estimate_fn(spec, replace(setup, seq_len=s)).total_bytes <= usable_bytes)
+
+
+def max_fitting_size_b(setup: TrainingSetup, device: Device, rule: str | None = None,
+                       rel_tol: float = 0.002) -> float | None:
+    """The largest generic decoder (billions of parameters) whose estimate fits the device's usable memory,
+    by bisection on a log scale over the sizes the estimator accepts (memory never falls as the size grows);
+    None if not even the smallest fits."""
+    from . import estimate  # the package's entry point: detailed, or the rule of thumb
+
+    def fits(size_b: float) -> bool:
+        return estimate(generic_spec(size_b), setup, rule).total_bytes <= device.usable_bytes
+
+    return bisect_last(MIN_SIZE_B, MAX_SIZE_B, fits, lambda a, b: math.sqrt(a * b), lambda a, b: b / a <= 1 + rel_tol)
 
 
 def smallest_device(spec: ModelSpec, setup: TrainingSetup, catalog: tuple[Device, ...] = CATALOG,

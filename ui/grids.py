@@ -31,7 +31,7 @@ from estimator import (
     rule_gb,
     verdict,
 )
-from estimator.advice import sharded
+from estimator.advice import max_fitting_size_b, sharded
 from estimator.memory import component_label
 from estimator.stacks import with_method
 from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_LABELS, SHARDINGS
@@ -109,28 +109,6 @@ def round_size(size_b: float) -> float:
         return 0.0
     digits = 1 - int(math.floor(math.log10(size_b)))
     return round(size_b, max(digits, 0))
-
-
-def max_fitting_size_b(setup: TrainingSetup, device: Device, rule: str | None = None,
-                       rel_tol: float = 0.002) -> float | None:
-    """The largest generic decoder (billions of parameters) whose estimate fits the device's usable memory,
-    by bisection on a log scale over the sizes the estimator accepts. Memory never falls as the size grows."""
-
-    def fits(size_b: float) -> bool:
-        return estimate(generic_spec(size_b), setup, rule).total_bytes <= device.usable_bytes
-
-    lo, hi = MIN_SIZE_B, MAX_SIZE_B
-    if not fits(lo):
-        return None
-    if fits(hi):
-        return hi
-    while hi / lo > 1 + rel_tol:
-        mid = math.sqrt(lo * hi)
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def size_and_preset_options() -> list[str]:
