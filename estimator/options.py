@@ -88,14 +88,18 @@ LOSS_IMPLS: dict[str, LossImpl] = {o.id: o for o in (
              "logits.float() then cross_entropy: the fp32 log-softmax is kept for backward (4 B × T × V) and its "
              "backward adds grad-out and grad-in (8 B × T × V): 12 B × T × V at the loss backward.",
              "transformers 5.24 loss/loss_utils.py ForCausalLMLoss; traced (calibration/README.md)"),
-    LossImpl("bf16", "standard", "Cross-entropy on 16-bit logits",
-             "No fp32 upcast: the 16-bit log-softmax is kept (2 B × T × V) and its backward adds 4 B × T × V.",
-             "torch.nn.CrossEntropyLoss on bf16 logits (torchtune 0.6.1 recipes with loss=torch.nn.CrossEntropyLoss)"),
+    LossImpl("torchtune_full", "standard", "torchtune cross-entropy on fp32 logits",
+             "Without output chunks the model itself upcasts: TransformerDecoder.unembed returns "
+             "self.output(h).float(), so CrossEntropyLoss keeps the fp32 log-softmax (4 B × T × V) and its backward "
+             "adds grad-out and grad-in (8 B × T × V): 12 B × T × V, as transformers' loss.",
+             "torchtune 0.6.1 torchtune/modules/transformer.py unembed (num_output_chunks = 0); recipes/"
+             "full_finetune_single_device.py with loss=torch.nn.CrossEntropyLoss (del logits after the loss)"),
     LossImpl("litgpt", "chunked", "LitGPT chunked cross-entropy (bf16)",
-             "The head runs in chunks of 128 tokens and cross-entropy per chunk on the bf16 logits, no fp32 upcast: "
-             "counted as 2 B × T × V kept and 4 B × T × V in backward (the chunks stay referenced by the loop).",
-             "litgpt 0.5.13 litgpt/finetune/lora.py (lm_head_chunk_size=128), litgpt/utils.py "
-             "chunked_cross_entropy; calibrated on LitGPT's published runs"),
+             "LoRA: the head runs in chunks of 128 tokens and cross-entropy per chunk on the bf16 logits, no fp32 "
+             "upcast: the logits chunks and their 16-bit log-softmax are kept (2 × c × T × V), and backward works "
+             "one chunk at a time (2 × c × B × 128 × V). Full fine-tuning (no head chunks): 3 × c × T × V in all.",
+             "litgpt 0.5.13 litgpt/finetune/lora.py (lm_head_chunk_size=128), litgpt/finetune/full.py, "
+             "litgpt/utils.py chunked_cross_entropy; traced on LitGPT's model (calibration/litgpt_trace.py)"),
     LossImpl("trl", "chunked", "TRL fused chunked LM head",
              "Only the positions with a label are projected, in tiles of 4,096 tokens × 32,768 vocabulary; forward "
              "keeps the gathered hidden states [T, H]; backward builds an fp32 [T, H] input gradient (plus an fp32 "
@@ -105,8 +109,10 @@ LOSS_IMPLS: dict[str, LossImpl] = {o.id: o for o in (
              "trl/trainer/sft_trainer.py calls it for every SFT loss"),
     LossImpl("torchtune", "chunked", "torchtune CEWithChunkedOutputLoss",
              "The head's output comes in 8 chunks; each is upcast to fp32 for cross-entropy, so the fp32 "
-             "log-softmax (4 B × T × V) is still kept, but the loss backward works one chunk at a time.",
-             "torchtune 0.6.1 torchtune/modules/loss/ce_chunked_output_loss.py (num_output_chunks=8)"),
+             "log-softmax (4 B × T × V) is still kept, but the loss backward works one chunk at a time. With "
+             "compile=True the compiled cross-entropy keeps the 16-bit chunks instead (2 B × T × V).",
+             "torchtune 0.6.1 torchtune/modules/loss/ce_chunked_output_loss.py (num_output_chunks=8), "
+             "torchtune/training/_compile.py compile_loss"),
     LossImpl("liger", "fused", "Liger fused linear cross-entropy",
              "Head, softmax and gradients are computed in forward, one [chunk × V] tile at a time "
              "(chunk = next_pow2(T / ⌈V / H⌉)); forward keeps grad_input [T, H] (and grad_weight [V, H] when the "

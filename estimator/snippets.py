@@ -11,6 +11,7 @@ import shlex
 import textwrap
 from collections.abc import Callable
 
+from .hub import is_model_id, parse_model_id
 from .model import ModelSpec, list_presets
 from .options import LOSS_IMPLS, OPTIMIZERS, PRECISIONS, QLORA_PREPS
 from .stacks import STACKS, loss_impl_id
@@ -67,6 +68,10 @@ _DEEPSPEED_STAGES = {"zero1": 1, "zero2": 2, "zero3": 3}
 
 
 def _model_id(spec: ModelSpec) -> str:
+    """The Hub id the snippet loads: a preset's repo, the id a Hub model was fetched by (without its revision,
+    which from_pretrained takes separately), or a placeholder for an uploaded config or a size."""
+    if spec.source == "hub" and is_model_id(spec.name):
+        return parse_model_id(spec.name)[0]
     repos = {p.id: p.hf_repo for p in list_presets()}
     return repos.get(spec.source) or PLACEHOLDER_MODEL_ID
 
@@ -738,14 +743,15 @@ def _torchtune(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[
         if base_has_fused:
             tokens.append("~optimizer.fused")
         tokens += [f"optimizer.{key}={value}" for key, value in kwargs.items()]
-    if setup.method == "full":
-        tokens.append("optimizer_in_bwd=False")  # the estimate keeps every gradient until the step
+    if setup.method == "full":  # the estimate frees each gradient in backward only with optimizer_in_bwd
+        tokens.append(f"optimizer_in_bwd={setup.optimizer_in_bwd}")
+    tokens.append(f"compile={setup.compile}")  # compiled losses keep 16-bit logits (activations.loss_memory)
     tokens.append(f"clip_grad_norm={float(setup.max_grad_norm) if setup.max_grad_norm > 0 else None}")
     impl = loss_impl_id(setup)
     if impl == "torchtune":
         tokens.append("loss=torchtune.modules.loss.CEWithChunkedOutputLoss")
     else:  # the standard loss: full logits, one cross-entropy
-        tokens.append("loss=torch.nn.CrossEntropyLoss")  # on the bf16 logits: the estimate's "bf16" loss
+        tokens.append("loss=torch.nn.CrossEntropyLoss")  # on the model's fp32 logits: "torchtune_full"
     if lora:
         switches = _adapter_switches(setup, notes, "torchtune")
         attn = [tt for name, (tt, _) in _ATTN_TARGETS.items() if switches[name]]
@@ -818,7 +824,8 @@ def _litgpt(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str
         tokens += ["--optimizer", json.dumps({"class_path": component, "init_args": init_args})]
     if lora:
         switches = _adapter_switches(setup, notes, "LitGPT")
-        tokens += ["--lora_r", str(setup.lora_rank), "--lora_alpha", str(2 * setup.lora_rank), "--lora_dropout", "0"]
+        tokens += ["--lora_r", str(setup.lora_rank), "--lora_alpha", str(2 * setup.lora_rank),
+                   "--lora_dropout", str(STACKS["litgpt"].lora_dropout)]  # the dropout the estimate counts
         for name, (_, flag) in _ATTN_TARGETS.items():
             tokens += [f"--lora_{flag}", str(switches[name]).lower()]
         tokens += ["--lora_mlp", str(switches["mlp"]).lower(), "--lora_head", str(switches["lm_head"]).lower()]
