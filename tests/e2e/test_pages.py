@@ -120,7 +120,7 @@ def test_how_it_works_shows_accuracy_and_the_training_script(page: Page, app_url
     open_page(page, app_url, "/how?method=qlora&batch=4")
     published = accuracy_report()["published"]
     assert metric_values(page)["Published runs: median error"] == f"{published['median_abs_pct']:.1f} %"
-    code = page.get_by_test_id("stCode").inner_text()
+    code = page.get_by_test_id("stCode").first.inner_text()  # then the share box
     assert "per_device_train_batch_size=4" in code and 'bnb_4bit_quant_type="nf4"' in code
     expect(page.locator(".katex").first).to_be_visible()
 
