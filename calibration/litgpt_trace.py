@@ -115,19 +115,7 @@ def lora_flags(row: dict[str, str]) -> dict[str, bool]:
 # Tracker: calibration.trace._Tracker with LitGPT's module names (transformer.h.N) for the regions
 # --------------------------------------------------------------------------------------------------
 class _LitTracker(_Tracker):
-    def current_region(self) -> str:
-        mod = self._innermost_module()
-        phase = "backward" if self._mod_tracker.is_bw else "forward"
-        seen = getattr(self, "_layers_seen", None)
-        if seen is None:
-            self.new_step()
-            seen = self._layers_seen
-        if mod is not None and ".h." in mod + ".":
-            seen[phase] = True
-            return "layers"
-        if phase == "forward":
-            return "head" if seen["forward"] else "embed"
-        return "embed" if seen["backward"] else "head"
+    layer_pattern = ".h."  # LitGPT's decoder blocks: transformer.h.N
 
 
 # --------------------------------------------------------------------------------------------------

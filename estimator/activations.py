@@ -174,6 +174,17 @@ def _attention(spec: ModelSpec, ctx: ActivationContext) -> float:
     return saved
 
 
+def sliding_mask_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """Extra bytes per token of one sliding-window layer under SDPA once seq_len >= window: transformers 5.24
+    cannot hand SDPA is_causal (masking_utils._ignore_causal_mask_sdpa: kv_length >= local_attention_size) and
+    builds a (b, 1, s, s) bool mask, so GQA is lost (sdpa_attention.use_gqa_in_sdpa: no mask only) and K, V are
+    repeat_kv'd to q width, and SDPA converts the mask to an additive one in the compute dtype that it saves
+    (aten convert_boolean_attn_mask): c·s + 2c·(q_dim − kv_dim) (tracer: mistral sliding-window cases)."""
+    if ctx.eager or not spec.sliding_layers or ctx.seq_len < spec.sliding_window or ctx.litgpt is not None:
+        return 0.0
+    return float(ctx.c * ctx.seq_len + 2 * ctx.c * (spec.q_dim - spec.kv_dim))
+
+
 def _act_saved_factor(spec: ModelSpec) -> int:
     """Tensors of width I that the activation function saves: F.silu / F.gelu save their input (1);
     Phi-2's python gelu_new saves x, tanh(...), 0.5x and 1+tanh(...) (4)."""
@@ -197,6 +208,14 @@ def _mlp(spec: ModelSpec, ctx: ActivationContext, inter: int, mlp_in: list[Linea
     else:
         saved += _linear_inputs(mlp_out, inter, m_bytes, ctx)
     return saved
+
+
+def _down_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """What the dense MLP's output projection(s) save, as counted in _mlp."""
+    mlp_out = [m for m in spec.by_role.get("mlp_out", ()) if not m.layers]
+    if ctx.base_trainable:
+        return float(ctx.mlp * spec.intermediate_size * len(mlp_out))
+    return _linear_inputs(mlp_out, spec.intermediate_size, ctx.mlp, ctx)
 
 
 @dataclass(frozen=True)
@@ -283,6 +302,7 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
         total += spec.moe_layers * moe_size.total
     if ctx.litgpt is not None:
         return total - (0.0 if ctx.base_trainable else litgpt_first_layer_unsaved(spec, ctx))
+    total += spec.sliding_layers * sliding_mask_per_token(spec, ctx)  # masked SDPA on sliding-window layers
     if not ctx.base_trainable:
         first_norms = 2 if (spec.parallel_block and spec.family == "gpt_neox") else 1
         total -= first_norms * _norm_saved(spec, ctx)
@@ -292,7 +312,7 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
 def max_layer_per_token(spec: ModelSpec, ctx: ActivationContext,
                         sizes: tuple[LayerActivations | None, LayerActivations | None] | None = None) -> float:
     """The largest single layer: what gradient checkpointing recomputes at once."""
-    return max(x.total for x in (sizes or layer_sizes(spec, ctx)) if x is not None)
+    return max(x.total for x in (sizes or layer_sizes(spec, ctx)) if x is not None) + sliding_mask_per_token(spec, ctx)
 
 
 def rope_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
@@ -323,35 +343,90 @@ def backward_extra_per_token(spec: ModelSpec, ctx: ActivationContext,
     score-sized gradients (≈ 8 bytes per score element), while the MLP's saved tensors and the 16-bit
     probabilities have already been consumed and freed (MemTracker on the tracer fixtures)."""
     inter = max(spec.intermediate_size, spec.moe_intermediate_size * max(1, spec.experts_per_token))
-    mlp_moment = ctx.c * (2 * inter + 2 * spec.hidden_size)
+    if ctx.litgpt is not None:  # LitGPT's own model, calibrated on its published runs with this form (§3.6)
+        mlp_moment = ctx.c * (2 * inter + 2 * spec.hidden_size)
+        if not ctx.eager:
+            return mlp_moment
+        probs16 = ctx.c if ctx.c != FP32 else 0
+        layer = (sizes or layer_sizes(spec, ctx))[0]
+        assert layer is not None
+        return max(mlp_moment, (2 * FP32 - probs16) * spec.num_heads * ctx.seq_len - layer.mlp)
+    if spec.moe_layers:
+        mlp_moment = ctx.c * (2 * inter + 2 * spec.hidden_size)  # MoE layers (calibration)
+    else:
+        # Dense: the worst moment is the gated product's backward (aten.mul after down_proj's backward: the
+        # product's grad and both factors' grads, 3 I-wide) or, with LoRA on the down projection, its own backward
+        # (base-path and LoRA-path input grads and their sum, 3 I-wide); a plain MLP with a frozen fc2 has 2
+        # (gelu's output and input grads). Plus the layer's h-wide output grad, while what down_proj saved (its
+        # input, LoRA's rank-r intermediate) is already freed by its own backward (tracer inventories at the
+        # peak op: qwen3 q+v bf16, qwen3 / gpt_neox LoRA-on-MLP fp32, with checkpointing).
+        down_adapted = any(m.name in ctx.adapted for m in spec.by_role.get("mlp_out", ()))
+        wide = 3 if (spec.gated_mlp or down_adapted) else 2
+        mlp_moment = ctx.c * (wide * inter + spec.hidden_size) - _down_saved(spec, ctx)
     if not ctx.eager:
         return mlp_moment
-    probs16 = ctx.c if ctx.c != FP32 else 0
     dense_size, moe_size = sizes or layer_sizes(spec, ctx)
     layer = dense_size or moe_size
     assert layer is not None
-    attn_moment = (2 * FP32 - probs16) * spec.num_heads * ctx.seq_len - layer.mlp
-    return max(mlp_moment, attn_moment)
+    # Eager softmax backward: everything the layer saved after the softmax in forward (the probabilities' 16-bit
+    # copy, V, o_proj's input, the later norms, the MLP) has been consumed and freed by then. Alive: the first
+    # norm, the q/k/v inputs, Q and the repeated K, q/k norms, the fp32 softmax output, Gemma-2's tanh output,
+    # two fp32 score-sized grads, V's grad and the layer's output grad (tracer inventory at
+    # aten._softmax_backward_data, gemma2 full bf16 + checkpointing).
+    qd, kvd, a, s = spec.q_dim, spec.kv_dim, spec.num_heads, ctx.seq_len
+    attn_in = list(spec.by_role.get("attn_in", ()))
+    moment = _norm_saved(spec, ctx) + _linear_inputs(attn_in, spec.hidden_size, ctx.resid, ctx) + 2 * ctx.c * qd
+    if spec.qk_norm:
+        moment += FP32 * (qd + kvd) + 4 * (a + spec.num_kv_heads) + (ctx.resid * (qd + kvd) if ctx.base_trainable else 0)
+    moment += FP32 * a * s + (ctx.c * a * s if spec.attn_softcap else 0)  # softmax output, tanh output
+    moment += 2 * FP32 * a * s + ctx.c * (qd + spec.hidden_size)  # fp32 score grads, V's grad, output grad
+    return max(mlp_moment, moment - layer.total)
 
 
-def recompute_extra_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
-    """LoRA under checkpointing: while a layer is recomputed and differentiated, one more MLP-wide and one more
-    hidden-wide tensor in the compute dtype are alive than the layer's saved tensors and backward temporaries
-    (real-width traces, 24 LoRA all-linear + checkpointing cases in 5 families: the gap is c·T·(I + h) within
-    3 %)."""
-    # Seen only where the down projection carries an adapter whose input is cast per module (fp32 adapters under
-    # autocast); LoRA on q/v only, or fp32 training without autocast, matches the saved tensors alone.
+def recompute_extra_per_token(spec: ModelSpec, ctx: ActivationContext, bwd_temp: float) -> float:
+    """LoRA under checkpointing, where the down projection's adapter gets its own cast of the input (fp32 adapters
+    under autocast): the layer's worst moment is the end of its recompute, inside that adapter, not its MLP
+    backward. Alive then on top of the saved tensors: the product (c·I, saved by nobody), PEFT's cast of it to the
+    adapter dtype (4·I, peft/tuners/lora/layer.py Linear.forward keeps x until it returns), and five hidden-wide
+    tensors (the MLP input, the base output, the residual, the layer's output grad and its LoRA-scaled copy).
+    Returns what this adds over the MLP-backward moment bwd_temp (tracer inventory at the peak op,
+    rw-qwen2.5-0.5b LoRA bf16 + checkpointing)."""
     down_adapted = any(m.name in ctx.adapted for m in spec.by_role.get("mlp_out", ()))
     if ctx.base_trainable or not ctx.adapter_copies or not down_adapted:
         return 0.0
-    inter = spec.intermediate_size if spec.num_layers > spec.moe_layers else spec.moe_intermediate_size
-    return float(ctx.c * (inter + spec.hidden_size))
+    if ctx.litgpt is not None:  # LitGPT's own model: the earlier calibrated c·(I + h) (§3.6)
+        return float(ctx.c * (spec.intermediate_size + spec.hidden_size))
+    if spec.moe_layers:
+        return 0.0
+    inter = spec.intermediate_size
+    moment = ctx.c * inter + FP32 * inter + 5 * ctx.c * spec.hidden_size
+    return max(0.0, moment - bwd_temp)
+
+
+def checkpoint_alias_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """Bytes of a recomputed layer's saved tensors that are its checkpointed input itself. With an fp32 residual
+    stream RMSNorm's x.to(float32) is a no-op, so the "fp32 copy" its first norm saves is the checkpoint already
+    counted per layer (tracer inventories: qwen3 / qwen2 LoRA-on-MLP fp32 + checkpointing). LayerNorm models
+    (GPT-NeoX, Phi-2) alias too, but their fused QKV output stays alive through V's view: not modelled, the two
+    roughly cancel (tracer: gpt_neox LoRA fp32 + checkpointing)."""
+    if ctx.resid != FP32 or spec.norm_kind != "rms" or ctx.litgpt is not None:
+        return 0.0
+    return float(FP32 * spec.hidden_size)
 
 
 def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """Gradient checkpointing keeps each decoder layer's input hidden state (Korthikanti §5 full recompute:
     2sbh per layer in bf16; fp32 residual streams keep 4h)."""
-    return spec.num_layers * ctx.resid * spec.hidden_size
+    saved = spec.num_layers * ctx.resid * spec.hidden_size
+    if sliding_mask_per_token(spec, ctx):
+        saved += ctx.seq_len  # the (b, 1, s, s) bool sliding-window mask is a layer argument: kept with the inputs
+    if ctx.eager and ctx.litgpt is None:
+        # Eager attention always gets a materialised (b, 1, s, s) additive mask in the embeddings' dtype
+        # (masking_utils.eager_mask, transformers 5.24), one per attention kind (full; sliding): as layer arguments
+        # the checkpoint keeps them to the end of backward (tracer inventory, gemma2 full mixed + checkpointing).
+        kinds = (1 if spec.sliding_layers < spec.num_layers else 0) + (1 if spec.sliding_layers else 0)
+        saved += kinds * ctx.resid * ctx.seq_len
+    return saved
 
 
 @dataclass(frozen=True)
@@ -404,7 +479,13 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         if ctx.resid == FP32 and ctx.c != FP32:
             # Under autocast (fp32 weights) every chunk's matmul casts the whole head to 16-bit first
             # (amp_custom_fwd keeps autocast on): one c·V·H copy at a time (real-width trace, mixed precision).
-            tile += ctx.c * vocab * hidden
+            # A trainable head is cast twice, weight.t() for the logits and weight for grad_input, and both copies
+            # stay alive to the end of the loss forward (tracer: rw-llama3.1-8b full mixed fused, forward head).
+            tile += (2 if ctx.base_trainable else 1) * ctx.c * vocab * hidden
+        if impl == "liger" and ctx.base_trainable and ctx.c == FP32:
+            # fp32 logits (fp32 training, no autocast) take the legacy fallback, grad_weight += mm(...).float():
+            # a [V, H] fp32 product per chunk next to the fp32 grad_weight (ops/fused_linear_cross_entropy.py:370-375)
+            tile += FP32 * vocab * hidden
         kept = ctx.resid * tokens * hidden + FP32 * tokens  # grad_input in the input's dtype + fp32 loss_1d
         return LossMemory(kept, float(tile), impl, "grad_input [T, H] from forward",
                           "one [chunk × V] logits tile")

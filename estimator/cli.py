@@ -14,7 +14,6 @@ from typing import Any
 
 from . import (
     CATALOG,
-    COMPONENT_KEYS,
     Device,
     Estimate,
     ModelSpec,
@@ -30,11 +29,20 @@ from . import (
     max_seq_len,
     parse_config_text,
     parse_targets,
-    remedies,
     verdict,
 )
 from .hub import HubModel, fetch_model
+from .memory import component_keys
 from .stacks import DEFAULT_STACK, STACK_IDS, resolve_setup, setup_json
+from .trainers import (
+    GENERATION_IDS,
+    TRAINER_IDS,
+    TrainerSetup,
+    all_remedies,
+    max_completion_len,
+    solver_estimate_fn,
+    trainer_json,
+)
 from .training import ATTENTIONS, LOSSES, METHODS, OPTIMIZERS, PRECISIONS, SHARDINGS
 
 
@@ -58,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=PRECISIONS, default="bf16")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default: the stack's")
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--seq-len", type=int, default=None, help="max length in tokens (default 2048; GRPO: "
+                                                             "--prompt-len + --completion-len)")
     p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None,
                    help="gradient checkpointing on/off (default: the stack's)")
     p.add_argument("--offload-activations", action=argparse.BooleanOptionalAction, default=None,
@@ -70,12 +79,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=1)
     p.add_argument("--sharding", choices=SHARDINGS, default="none")
     p.add_argument("--offload-optimizer", action="store_true")
-    p.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step (>1 keeps gradients)")
+    p.add_argument("--grad-accum", type=int, default=1,
+                   help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation)")
     p.add_argument("--compile", action="store_true",
                    help="torchtune compile=True: its compiled cross-entropy keeps 16-bit logits (torchtune stack)")
     p.add_argument("--optimizer-in-bwd", action="store_true",
                    help="torchtune optimizer_in_bwd=True: each gradient is applied and freed in backward "
                         "(torchtune stack, full fine-tuning)")
+    tg = p.add_argument_group("preference and RL trainers (TRL 1.16.0)")
+    tg.add_argument("--trainer", choices=TRAINER_IDS, default="sft", help="default: %(default)s")
+    tg.add_argument("--precompute-ref", action="store_true", help="DPO/KTO: precompute_ref_log_probs=True")
+    tg.add_argument("--beta", type=float, help="DPO/ORPO/SimPO/KTO/GRPO beta (GRPO: > 0 loads a reference)")
+    tg.add_argument("--num-generations", type=int, help="GRPO: completions per prompt (default 8)")
+    tg.add_argument("--prompt-len", type=int, help="GRPO: prompt tokens (default 512)")
+    tg.add_argument("--completion-len", type=int, help="GRPO: max_completion_length (default 512)")
+    tg.add_argument("--generation", choices=GENERATION_IDS, help="GRPO: where completions are generated (default hf)")
+    tg.add_argument("--vllm-gpu-util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
+    tg.add_argument("--vllm-sleep", action="store_true", help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
     p.add_argument("--device", help="device id (see --list-devices)")
     p.add_argument("--capacity", type=float, help="custom device capacity in GB (with --device custom)")
     p.add_argument("--unified", action="store_true", help="custom device shares RAM (75 %% usable)")
@@ -97,7 +117,7 @@ def estimate_json(est: Estimate, device: Device | None = None) -> dict[str, Any]
         "model": est.model.name, "family": est.model.family, "mode": est.mode,
         "setup": setup_json(est.setup),
         "params_total": est.params_total, "params_trainable": est.params_trainable,
-        "components_bytes": {k: int(round(est.components_bytes[k])) for k in COMPONENT_KEYS},
+        "components_bytes": {k: int(round(est.components_bytes[k])) for k in component_keys(est)},
         "peak_phase": est.peak_phase,
         "details": [{"component": x.component, "label": x.label, "bytes": int(round(x.bytes))} for x in est.details],
         "notes": list(est.notes),
@@ -105,6 +125,11 @@ def estimate_json(est: Estimate, device: Device | None = None) -> dict[str, Any]
     doc["total_bytes"] = sum(doc["components_bytes"].values())
     doc["low_bytes"] = int(round(est.low_bytes))
     doc["high_bytes"] = int(round(est.high_bytes))
+    trainer = getattr(est, "trainer", None)
+    if trainer is not None:
+        doc["trainer"] = trainer_json(trainer)
+        ps = est.policy_setup  # the training forward as the estimate prices it
+        doc["trainer"].update(forward_sequences=ps.batch, forward_seq_len=ps.seq_len, forward_loss=ps.loss)
     if est.cpu_offload_bytes:
         doc["cpu_offload_bytes"] = int(round(est.cpu_offload_bytes))
     if device is not None:
@@ -145,14 +170,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{d.id:<14} {d.name} — usable {fmt_both(d.usable_bytes)}" for d in CATALOG))
         return 0
     try:
+        if args.trainer == "grpo" and args.seq_len is not None:
+            raise ValueError("GRPO's sequences are --prompt-len + --completion-len tokens; drop --seq-len")
         spec, hub = _model(args)
         setup = resolve_setup(
             args.stack, method=args.method, precision=args.precision, optimizer=args.optimizer,
-            batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
+            batch=args.batch, seq_len=args.seq_len or 2048, grad_ckpt=args.grad_ckpt,
             offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
             lora_rank=args.lora_rank, lora_targets=parse_targets(args.lora_targets), gpus=args.gpus,
             sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
             compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
+        )
+        trainer = TrainerSetup(
+            args.trainer, beta=args.beta, precompute_ref=args.precompute_ref, num_generations=args.num_generations,
+            prompt_len=args.prompt_len, completion_len=args.completion_len, generation=args.generation,
+            vllm_gpu_util=args.vllm_gpu_util, vllm_sleep=args.vllm_sleep,
         )
         device = None
         if args.device == "custom" or (args.device is None and args.capacity is not None):
@@ -167,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not matches:
                     raise
                 device = matches[0]
-        est = estimate(spec, setup, rule=args.rule)
+        capacity = device.capacity_bytes if device is not None else None
+        est = estimate(spec, setup, rule=args.rule, trainer=trainer, device_capacity=capacity)
     except ValueError as exc:
         parser.error(str(exc))
         return 2  # unreachable: error() exits
@@ -176,24 +209,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc["hub"] = hub.as_json()
     if args.advice and device is not None and args.rule is None:
         usable = device.usable_bytes
+        fn = solver_estimate_fn(trainer, device.capacity_bytes)
+        found = all_remedies(spec, setup, trainer, device.capacity_bytes)
         doc["advice"] = {
             "remedies": [{"order": r.order, "title": r.title, "change": r.change,
                           "saves_bytes": int(round(r.saves_bytes)), "applicable": r.applicable}
-                         for r in remedies(spec, setup)],
-            "max_batch": max_batch(spec, setup, usable),
-            "max_seq_len": max_seq_len(spec, replace(setup), usable),
+                         for r in found],
+            "max_batch": max_batch(spec, setup, usable, fn),
         }
+        if trainer.option.generates:
+            doc["advice"]["max_completion_len"] = max_completion_len(spec, setup, trainer, usable,
+                                                                     device.capacity_bytes)
+        else:
+            doc["advice"]["max_seq_len"] = max_seq_len(spec, replace(setup), usable, fn)
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
         if hub is not None:
             print(hub.label)
-        print(f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} × {setup.seq_len} tokens")
+        head = f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} × {setup.seq_len} tokens"
+        if trainer.option.generates:
+            head = (f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} completions × "
+                    f"({trainer.prompt_length:,} + {trainer.completion_length:,}) tokens")
+        if trainer.trainer != "sft":
+            head += f" · {trainer.option.label} ({trainer_json(trainer)['trainer_version']})"
+        print(head)
         ckpt = "offloaded checkpointing" if setup.offload_activations else (
             "checkpointing" if setup.grad_ckpt else "no checkpointing")
         print(f"  stack {setup.stack} ({setup_json(setup)['stack_version']}): {ckpt}, loss {setup.loss}, "
               f"optimizer {setup.optimizer}")
-        for key in COMPONENT_KEYS:
+        for key in component_keys(est):
             print(f"  {key:<12} {fmt_both(est.components_bytes[key])}")
         print(f"  {'total':<12} {fmt_both(est.total_bytes)}  (band {fmt_both(est.low_bytes)} – "
               f"{fmt_both(est.high_bytes)}; peak: {est.peak_phase})")

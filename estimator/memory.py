@@ -34,6 +34,8 @@ COMPONENT_LABELS = {
     "optimizer": "Optimizer state",
     "activations": "Activations",
     "overhead": "Overhead (CUDA + allocator)",
+    "reference": "Reference model",  # preference/RL trainers only (estimator/trainers.py)
+    "generation": "Generation (KV cache / vLLM)",  # GRPO only (estimator/trainers.py)
 }
 CONTEXT_LABEL = "CUDA context and workspaces"  # the overhead's runtime item, named per device by context_label
 
@@ -51,6 +53,16 @@ def context_label(device: Device | None = None) -> str:
     if device is None or device.runtime == "CUDA":
         return CONTEXT_LABEL
     return f"{device.runtime} {'runtime' if device.runtime == 'Metal' else 'context'} and workspaces"
+
+
+# Every component an estimate can have, in the stacked bar's order; SFT estimates hold COMPONENT_KEYS only,
+# preference/RL ones add "reference" and "generation" when they are non-zero (estimator/trainers.py).
+ALL_COMPONENT_KEYS = ("weights", "reference", "gradients", "optimizer", "activations", "generation", "overhead")
+
+
+def component_keys(est: Estimate) -> tuple[str, ...]:
+    """The components this estimate holds, in ALL_COMPONENT_KEYS order."""
+    return tuple(k for k in ALL_COMPONENT_KEYS if k in est.components_bytes)
 
 # CUDA context + cuBLAS workspaces, invisible to torch.cuda.memory_allocated (docs/formulas.md §5):
 # 287 MB measured with lazy module loading (pytorch PR #86509), 1.3–2 GB on old stacks (HF docs).
@@ -101,7 +113,7 @@ class Estimate:
     mode: str  # "detailed" or "seed"
     params_total: int
     params_trainable: int
-    components_bytes: dict[str, float]  # exactly COMPONENT_KEYS; sums to total_bytes
+    components_bytes: dict[str, float]  # COMPONENT_KEYS (+ 'reference', 'generation'); sums to total_bytes
     details: tuple[DetailItem, ...]
     total_bytes: float
     low_bytes: float
@@ -304,10 +316,17 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         return Phase(name, weights + casts, grad, opt + temp, sum(a.bytes for a in acts), tuple(items))
 
     act_final = d("activations", "Final norm, head input, token ids", final, "T × (norm + head input + ids)")
+    # Once backward reaches the decoder layers the final norm's and the head's saved tensors are freed: only the
+    # token ids and RoPE cos/sin remain (tracer inventories at the last layer's backward).
+    ids_rope = tokens * (2 * act.INT64 + act.rope_per_token(spec, ctx))
+    act_ids = d("activations", "Token ids, RoPE cos/sin", ids_rope, "T × (16 + 2·c·d)")
+    if ctx.litgpt is not None:
+        act_ids = act_final  # LitGPT's own model: calibrated with the final tensors counted (§3.6)
     act_loss_kept = d("activations", "Logits and loss (saved)", loss.kept, loss.kept_formula)
     act_loss_tr = d("activations", "Loss backward buffers", loss.transient, loss.transient_formula)
     act_temp = d("activations", "Backward temporaries", bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
-    act_one = d("activations", "Recomputed layer", one_layer, "T × one layer's saved tensors")
+    act_one = d("activations", "Recomputed layer", one_layer - tokens * act.checkpoint_alias_per_token(spec, ctx),
+                "T × one layer's saved tensors (less its own checkpointed input)")
     act_deq = d("activations", "QLoRA dequantisation buffer", dequant, "largest 4-bit matrix in 16-bit")
     phases: list[Phase]
     if not setup.grad_ckpt:
@@ -316,20 +335,21 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
             phase("loss backward", casts_all, g_persist + g_loss, "Gradients (accumulated)",
                   [act_layers, act_final, act_loss_kept, act_loss_tr]),
             phase("backward, output layer", casts_all, g_persist + g_head, "Gradients (head)",
-                  [act_layers, act_final, act_temp, act_deq]),
+                  [act_layers, act_ids, act_temp, act_deq]),
             phase("backward, first layer", casts_layer, g_first, "Gradients",
                   [d("activations", "First layer's activations", one_layer, "T × one layer"), act_temp, act_deq]),
         ]
     else:
         act_ckpt = d("activations", "Checkpointed layer inputs", ckpt,
                      "2 × T × h (layer inputs back from CPU)" if offloaded else "T × L × h (layer inputs)")
-        recompute = d("activations", "Recompute transients (LoRA)", tokens * act.recompute_extra_per_token(spec, ctx),
-                      "c × T × (I + h)")
+        recompute = d("activations", "Recompute transients (LoRA)",
+                      tokens * act.recompute_extra_per_token(spec, ctx, bwd_temp / tokens),
+                      "T × (c·I + 4·I + 5·c·h) − backward temporaries")
         phases = [
             phase("loss backward", head_casts, g_persist + g_loss, "Gradients (accumulated)",
                   [act_ckpt, act_final, act_loss_kept, act_loss_tr]),
             phase("backward, recomputing last layer", head_casts + casts_layer, g_persist + g_head,
-                  "Gradients (head)", [act_ckpt, act_final, act_one, act_temp, recompute, act_deq]),
+                  "Gradients (head)", [act_ckpt, act_ids, act_one, act_temp, recompute, act_deq]),
             phase("backward, recomputing first layer", casts_layer, g_first,
                   "Gradients", [act_one, act_temp, recompute, act_deq]),
         ]

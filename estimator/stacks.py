@@ -316,7 +316,7 @@ def loss_impl_id(setup: TrainingSetup) -> str:
     """Which implementation the estimate counts for this setup's loss kind."""
     if setup.stack is not None:
         return get_stack(setup.stack).loss_impl(setup.loss)
-    return {"standard": "hf", "chunked": "trl", "fused": "liger"}[setup.loss]
+    return LOSSES[setup.loss].default_impl
 
 
 def setup_json(setup: TrainingSetup) -> dict[str, Any]:

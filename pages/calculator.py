@@ -5,10 +5,12 @@ import json
 
 import streamlit as st
 
-from estimator import estimate, max_batch, max_seq_len, remedies, smallest_device, to_gb, verdict
+from estimator import estimate, remedies, smallest_device, to_gb, verdict
 from estimator.advice import shard_remedy
 from estimator.cli import estimate_json
 from estimator.stacks import setup_summary
+from estimator.trainer_snippets import trainer_snippet
+from estimator.trainers import TRL_VERSION
 from estimator.training import METHOD_LABELS
 from ui.charts import both_units, chart_alt, memory_bar
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX, plain, render_inputs, share_box, show_notes
@@ -22,12 +24,16 @@ from ui.report import (
     remedy_line,
     verdict_detail,
 )
+from ui.trainer_inputs import render_trainer_inputs, trainer_remedies_and_limits
 
 inputs = render_inputs()
 spec, setup, device = inputs.model, inputs.setup, inputs.device
 present = inputs.presentation
-est = estimate(spec, setup, rule=inputs.rule)
-detailed = estimate(spec, setup) if inputs.rule else est
+trainer_in = render_trainer_inputs(setup)  # SFT unless the Trainer box says otherwise (ui/trainer_inputs.py)
+setup, trainer = trainer_in.setup, trainer_in.trainer
+rule = inputs.rule if trainer.trainer == "sft" else None  # the seed's rule covers SFT only
+est = estimate(spec, setup, rule=rule, trainer=trainer, device_capacity=device.capacity_bytes)
+detailed = estimate(spec, setup) if rule else est
 v = verdict(est.total_bytes, device, est.high_bytes)
 
 
@@ -41,15 +47,21 @@ def text(value: str) -> str:
 
 
 show_notes(inputs)
+for note in trainer_in.notes + (("The rule of thumb covers SFT only; showing the detailed estimate.",)
+                                if inputs.rule and not rule else ()):
+    st.warning(plain(note), icon=":material/info:")
 
 # ---- The verdict, first and big -------------------------------------------------------------------------
-mode = "rule of thumb" if inputs.rule else "detailed estimate"
+mode = "rule of thumb" if rule else "detailed estimate"
+length = (f"({trainer.prompt_length:,} + {trainer.completion_length:,}) tokens" if trainer.option.generates
+          else f"{setup.seq_len:,} tokens")
+trainer_label = "" if trainer.trainer == "sft" else f" · {trainer.option.label}"
 if present:  # what is being judged, as readable as the verdict from the back of the room
     st.header(text(f"{spec.name} · {METHOD_LABELS[setup.method]} · {device.name}"), anchor=False)
-    st.caption(text(f"{setup.precision} · batch {setup.batch} × {setup.seq_len:,} tokens · {mode}"))
+    st.caption(text(f"{setup.precision} · batch {setup.batch} × {length} · {mode}{trainer_label}"))
 else:
     st.caption(text(f"{spec.name} · {METHOD_LABELS[setup.method]} · {setup.precision} · batch {setup.batch} × "
-                    f"{setup.seq_len:,} tokens · {mode}"))
+                    f"{length} · {mode}{trainer_label}"))
     st.caption(text(setup_summary(setup)))
 color, icon = ("green", ":material/check_circle:") if v.fits else ("red", ":material/cancel:")
 (st.title if present else st.header)(f":{color}[{v.headline}]", icon=icon, anchor=False)
@@ -63,7 +75,7 @@ caution = band_warning(est, v)
 if caution:
     st.warning(text(caution), icon=":material/warning:")
 
-if inputs.rule:
+if rule:
     gap = RuleGap(est.total_bytes, detailed.total_bytes)
     dv = verdict(detailed.total_bytes, device, detailed.high_bytes)
     st.info(text(gap.sentence()) + "  \n" + text(f"Detailed verdict on this device: {dv.headline}."),
@@ -78,32 +90,33 @@ if not present:
 # ---- What to change -------------------------------------------------------------------------------------
 st.subheader("What to change", anchor=False)
 usable = device.usable_bytes
-if inputs.rule:  # the rule's own numbers: the changes it counts are priced with it, the others are named
+if rule:  # the rule's own numbers: the changes it counts are priced with it, the others are named
     st.caption("Priced with the rule of thumb, like the verdict above. It ignores max length, batch and "
                "checkpointing; switch it off to price those.")
-    price = rule_estimate
 elif est.total_bytes <= usable:
     st.caption("It fits; each change frees this much headroom. In the order to try them: the first ones cost "
                "least.")
-    price = None
 else:
     st.caption("In the order to try them when a run runs out of memory: the first ones cost least.")
-    price = None
 try:
-    options = list(remedies(spec, setup, price) if price else remedies(spec, setup))
-    if not inputs.rule:
+    options, best_batch, best_len, smallest = trainer_remedies_and_limits(spec, setup, trainer, device)
+    options = list(options)
+    if rule:  # the rule prices its own changes and its own smallest device
+        options = list(remedies(spec, setup, rule_estimate))
+        smallest = smallest_device(spec, setup, estimate_fn=rule_estimate)
+    elif trainer.trainer == "sft":
         shard = shard_remedy(spec, setup, device, order=len(options) + 1)
         if shard is not None:
             options.append(shard)
 except ValueError as exc:  # the estimator could not build the comparison setup
     st.warning(text(f"The changes could not be priced for this model: {exc}"), icon=":material/info:")
-    options = []
+    options, best_batch, best_len, smallest = [], None, None, None
 numbered, aside = [], []
 for r in options:
     if not r.applicable:
         aside.append(f"{text(r.title)} ({text(r.reason)})" if r.reason else text(r.title))
     elif abs(r.saves_bytes) < NEGLIGIBLE_BYTES:  # no numbered slot for a change that changes nothing here
-        aside.append(f"{text(r.title)} (" + ("the rule of thumb does not count it" if inputs.rule else
+        aside.append(f"{text(r.title)} (" + ("the rule of thumb does not count it" if rule else
                                              f"saves nothing here: {to_gb(r.new_total_bytes):,.1f} GB after") + ")")
     else:
         numbered.append(r)
@@ -118,15 +131,14 @@ if lines:
 if aside:
     st.caption("Not available or no help here: " + "; ".join(aside) + ".")
 
-best_batch = max_batch(spec, setup, usable, limit=BATCH_MAX)
-best_len = max_seq_len(spec, setup, usable, limit=MAX_LEN_MAX)
-smallest = smallest_device(spec, setup, estimate_fn=rule_estimate) if inputs.rule else smallest_device(spec, setup)
+long_name = "max completion length" if trainer.option.generates else "max length"
+at_length = length if trainer.option.generates else f"max length {setup.seq_len:,}"
 # The rule has no batch or length: those two answers are the detailed estimate's, and say so.
-detailed_note = " (detailed estimate: the rule of thumb ignores it)" if inputs.rule else ""
+detailed_note = " (detailed estimate: the rule of thumb ignores it)" if rule else ""
 fit_lines = [
-    f"- Largest batch that fits on this device (at max length {setup.seq_len:,}){detailed_note}: "
+    f"- Largest batch that fits on this device (at {at_length}){detailed_note}: "
     f"**{text(limit_text(best_batch, BATCH_MAX, 'example'))}**",
-    f"- Longest max length that fits (at batch {setup.batch}){detailed_note}: "
+    f"- Longest {long_name} that fits (at batch {setup.batch}){detailed_note}: "
     f"**{text(limit_text(best_len, MAX_LEN_MAX, 'token'))}**" + (" tokens" if best_len else ""),
     "- Smallest catalog device that fits: " + (
         f"**{text(smallest.name)}** ({text(both_units(smallest.usable_bytes))} usable)" if smallest else
@@ -155,6 +167,11 @@ if not present:
                            on_click="ignore", icon=":material/download:")
         st.download_button("Download JSON", json.dumps(estimate_json(est, device), indent=2), "will-it-fit.json",
                            "application/json", key="download_json", on_click="ignore", icon=":material/download:")
+
+# ---- The trainer's TRL script (estimator/trainer_snippets.py) -------------------------------------------
+if trainer.trainer != "sft" and not present:
+    with st.expander(f"{trainer.option.config_class} script for this estimate ({TRL_VERSION})"):
+        st.code(trainer_snippet(spec, setup, trainer), language="python")
 
 # ---- Share ----------------------------------------------------------------------------------------------
 share_box()

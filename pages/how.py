@@ -13,6 +13,7 @@ from estimator.precision import NF4_DQ_BYTES, optimizer_state_bytes
 from estimator.snippets import snippet_language, training_snippet
 from estimator.stacks import STACK_FACTS, STACK_FIELDS, STACKS, setup_summary
 from ui.inputs import plain, render_inputs, share_box, show_notes
+from ui.trainer_inputs import how_section_markdown
 from validation import accuracy_report
 
 inputs = render_inputs()
@@ -201,6 +202,9 @@ st.latex(r"\text{ZeRO-1: } W + G + \tfrac{O}{N} \qquad \text{ZeRO-2: } W + \tfra
          r"\qquad \text{ZeRO-3 / FSDP: } \tfrac{W + G + O}{N} + \text{two gathered layers}")
 st.markdown("Activations are **not** sharded: each GPU keeps its own micro-batch's. CPU offload moves the "
             "optimizer state to CPU RAM (ZeRO-Offload). See the *Scale out* page.")
+
+st.header("Preference & RL")
+st.markdown(how_section_markdown())  # ui/trainer_inputs.py: read from estimator/trainers.py
 
 st.header("Assumptions")
 st.markdown(

@@ -286,7 +286,7 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     assert list(stacks["Stack"]) == [s.label for s in STACKS.values()] and len(stacks) == 7
     assert len(at.get("latex")) >= 8  # the formulas
     headers = [h.value for h in at.main.header]
-    assert headers == ["What goes into the peak", "The formulas", "Training stacks", "Assumptions", "Units", "How accurate is it?",
+    assert headers == ["What goes into the peak", "The formulas", "Training stacks", "Preference & RL", "Assumptions", "Units", "How accurate is it?",
                        "Known limits", "A training script for this setup"]
 
 
@@ -317,6 +317,14 @@ def test_page_params_are_the_ones_the_pages_bind():
                 for w in getattr(at.main, kind)}
         assert keys == set(PAGE_LINKS[page]), page
         bound |= keys
+    # The calculator's trainer box binds its own parameters in the sidebar (ui/trainer_inputs.py).
+    from ui.trainer_inputs import TRAINER_PARAMS
+
+    calc = open_page("pages/calculator.py")
+    sidebar = {w.key for kind in ("selectbox", "text_input", "toggle", "slider", "select_slider", "button_group")
+               for w in getattr(calc.sidebar, kind)}
+    assert set(TRAINER_PARAMS) <= sidebar
+    bound |= set(TRAINER_PARAMS)
     assert bound == set(PAGE_PARAMS)  # ui.inputs knows every page parameter, so none is reported unknown
     assert not bound & set(PARAMS)  # and none shadows a shared sidebar parameter
 

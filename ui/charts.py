@@ -15,7 +15,14 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from estimator import COMPONENT_KEYS, Device, Estimate, to_gb, to_gib
+from estimator import (
+    ALL_COMPONENT_KEYS,
+    Device,
+    Estimate,
+    component_keys,
+    to_gb,
+    to_gib,
+)
 from estimator.memory import CONTEXT_LABEL, component_label, context_label
 
 # Fixed colour per component, in stacking order (weights → gradients → optimizer → activations → overhead).
@@ -25,7 +32,12 @@ COMPONENT_COLORS: dict[str, str] = {
     "optimizer": "#009E73",  # bluish green
     "activations": "#CC79A7",  # reddish purple
     "overhead": "#6E6E6E",  # dark neutral grey: not the model's own memory; apart from activations under CVD
+    # Preference/RL trainers only (estimator/trainers.py), chosen to stay apart from
+    # the Okabe–Ito components: reference copy brown, generation violet (ΔE ≥ 12 under CVD: tests).
+    "reference": "#994F00",  # brown
+    "generation": "#AA44FF",  # violet
 }
+TRAINER_KEYS = ("reference", "generation")
 # LoRA/QLoRA: the frozen base is the lighter shade of the weights' blue (sky blue), adapters the full blue.
 FROZEN_COLOR = "#56B4E9"
 USABLE_COLOR = "#D55E00"  # vermillion: the limit that decides the verdict
@@ -84,7 +96,10 @@ def segments(estimates: Sequence[Estimate], device: Device | None = None) -> lis
     """The stacked pieces, in order, for a set of estimates drawn on one axis (the overhead named for the
     device's runtime)."""
     out: list[Segment] = []
-    for key in COMPONENT_KEYS:
+    present = {k for e in estimates for k in component_keys(e)}
+    for key in ALL_COMPONENT_KEYS:
+        if key in TRAINER_KEYS and key not in present:
+            continue  # an SFT chart keeps its five segments
         if key == "weights" and any(splits_weights(e) for e in estimates):
             out.append(Segment(FROZEN_NAME, FROZEN_COLOR, key))
             out.append(Segment(TRAINABLE_NAME, COMPONENT_COLORS[key], key))
@@ -99,7 +114,7 @@ def segment_bytes(est: Estimate, seg: Segment) -> float:
         return frozen_weight_bytes(est)
     if seg.name == TRAINABLE_NAME:
         return float(est.components_bytes["weights"]) - frozen_weight_bytes(est)
-    return float(est.components_bytes[seg.component])
+    return float(est.components_bytes.get(seg.component, 0.0))
 
 
 def _detail_lines(est: Estimate, seg: Segment, device: Device | None = None) -> list[str]:
@@ -316,7 +331,8 @@ def memory_bar(estimate: Estimate, device: Device | None = None, *, title: str |
 
 def chart_alt(estimate: Estimate, device: Device | None = None) -> str:
     """A plain-text description of memory_bar for screen readers (st.plotly_chart(alt=...))."""
-    parts = [f"{component_label(k, device)} {to_gb(estimate.components_bytes[k]):,.1f} GB" for k in COMPONENT_KEYS]
+    parts = [f"{component_label(k, device)} {to_gb(estimate.components_bytes[k]):,.1f} GB"
+             for k in component_keys(estimate)]
     text = f"Stacked bar of peak memory: {', '.join(parts)}; total {to_gb(estimate.total_bytes):,.1f} GB"
     if device is not None:
         text += (f", against {to_gb(device.usable_bytes):,.1f} GB usable of "

@@ -44,6 +44,7 @@ from estimator.training import (
 )
 from ui.grids import VARIANT_OPTIONS, size_and_preset_options
 from ui.report import VIEWER_PARAMS, share_url
+from ui.trainer_inputs import TRAINER_PARAMS
 
 BY_SIZE = "by-size"
 UPLOAD = "upload"
@@ -90,7 +91,8 @@ PAGE_PARAM_CHOICES: dict[str, tuple[str, ...]] = {
     "offload": ("true", "false"), "maxgpus": tuple(map(str, MAX_GPU_CHOICES)),
     "pernode": tuple(map(str, PER_NODE_CHOICES)),
 }
-PAGE_PARAMS: frozenset[str] = frozenset(PAGE_PARAM_CHOICES)
+PAGE_PARAMS: frozenset[str] = frozenset(PAGE_PARAM_CHOICES) | frozenset(
+    TRAINER_PARAMS)  # the calculator's trainer controls (ui/trainer_inputs.py checks their values)
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,8 @@ def url_notes() -> list[str]:
     unknown = 0
     for key in list(st.query_params.keys()):
         if key in PAGE_PARAMS:
-            refused = [raw for raw in st.query_params.get_all(key) if raw not in PAGE_PARAM_CHOICES[key]]
+            choices = PAGE_PARAM_CHOICES.get(key)
+            refused = [raw for raw in st.query_params.get_all(key) if choices and raw not in choices]
             if refused:
                 notes.append(f"The link's value for '{key}' was not valid ({', '.join(refused)[:60]}); this page "
                              "uses its default for it.")
@@ -334,7 +337,7 @@ def _remember_inputs() -> None:
     last = st.session_state.get(_LAST_RUN) or {"pages": {}}
     page = _current_page()
     own = {}
-    for key in PAGE_PARAMS:
+    for key in PAGE_PARAM_CHOICES:  # (the trainer controls keep their own values: ui/trainer_inputs.py)
         raw = st.query_params.get_all(key)
         held = st.session_state.get(key)
         if raw and held is not None and raw == (

@@ -10,7 +10,7 @@ from urllib.parse import urlencode, urlsplit
 
 import pandas as pd
 
-from estimator import COMPONENT_KEYS, Device, Estimate, Remedy, Verdict, to_gb, to_gib
+from estimator import Device, Estimate, Remedy, Verdict, component_keys, to_gb, to_gib
 from estimator.memory import CONTEXT_LABEL, component_label, context_label
 from ui.charts import both_units
 
@@ -26,7 +26,7 @@ def breakdown_frame(est: Estimate, device: Device | None = None) -> pd.DataFrame
     and its runtime item are named for the device (a Mac has Metal's runtime, not a CUDA context)."""
     rows = []
     total = float(est.total_bytes)
-    for key in COMPONENT_KEYS:
+    for key in component_keys(est):
         for item in (d for d in est.details if d.component == key and d.bytes > 0):
             label = context_label(device) if item.label == CONTEXT_LABEL else item.label
             rows.append((component_label(key, device), label, float(round(item.bytes)), to_gb(item.bytes),

@@ -1,0 +1,222 @@
+"""The trainer controls end to end without a browser: the chart builders' reference/generation segments, the
+TRL snippets per trainer, the How page's Preference & RL section, and the calculator page (AppTest) with
+trainer links, bad link values and combinations TRL refuses."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from estimator import TrainerSetup, estimate, get_device, load_preset, verdict
+from estimator.stacks import resolve_setup
+from estimator.trainer_snippets import trainer_snippet
+from estimator.trainers import TRAINER_IDS, TRAINERS
+from ui.charts import COMPONENT_COLORS, memory_bar, segment_bytes, segments
+from ui.report import breakdown_frame
+from ui.trainer_inputs import how_section_markdown, resolve_trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+QWEN = load_preset("qwen2.5-0.5b")
+LLAMA = load_preset("llama-3.1-8b")
+H100 = get_device("h100-80gb")
+RTX = get_device("rtx-4090")
+
+
+def trl(**kw):
+    return resolve_setup("trl", **kw)
+
+
+# ---- chart builders (pure) -------------------------------------------------------------------------------
+
+def test_sft_chart_keeps_its_five_components():
+    est = estimate(QWEN, trl())
+    assert [s.component for s in segments([est])] == ["weights", "weights", "gradients", "optimizer",
+                                                       "activations", "overhead"]
+
+
+def test_reference_and_generation_segments_in_their_own_colours():
+    dpo = estimate(QWEN, trl(method="full", batch=2), trainer=TrainerSetup("dpo"))
+    grpo = estimate(QWEN, trl(batch=8), trainer=TrainerSetup("grpo", generation="vllm-colocate"),
+                    device_capacity=H100.capacity_bytes)
+    segs = segments([dpo, grpo])
+    by_comp = {s.component: s for s in segs}
+    assert [s.component for s in segs] == ["weights", "weights", "reference", "gradients", "optimizer",
+                                           "activations", "generation", "overhead"]
+    assert by_comp["reference"].color == COMPONENT_COLORS["reference"] == "#994F00"
+    assert by_comp["generation"].color == COMPONENT_COLORS["generation"] == "#AA44FF"
+    assert len(set(COMPONENT_COLORS.values())) == len(COMPONENT_COLORS)
+    assert segment_bytes(dpo, by_comp["reference"]) == 2 * QWEN.params_total
+    assert segment_bytes(dpo, by_comp["generation"]) == 0.0
+    assert segment_bytes(grpo, by_comp["generation"]) == pytest.approx(0.3 * H100.capacity_bytes)
+    for est in (dpo, grpo):
+        assert sum(segment_bytes(est, s) for s in segs) == pytest.approx(est.total_bytes)
+    fig = memory_bar(grpo, H100)
+    names = [t.name for t in fig.data if t.type == "bar"]
+    assert "Generation (KV cache / vLLM)" in names
+    gen_trace = next(t for t in fig.data if t.name == "Generation (KV cache / vLLM)")
+    assert gen_trace.x[0] == pytest.approx(0.3 * H100.capacity_bytes / 1e9)
+    assert "vLLM reservation" in gen_trace.hovertext[0]
+
+
+def test_breakdown_lists_the_reference():
+    frame = breakdown_frame(estimate(QWEN, trl(method="full", batch=2), trainer=TrainerSetup("dpo")))
+    row = frame[frame["component"] == "Reference model"]
+    assert list(row["bytes"]) == [2 * QWEN.params_total]
+
+
+# ---- snippets --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("trainer", [t for t in TRAINER_IDS if t != "sft"])
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_each_trainer_snippet_compiles_and_matches_the_estimate(trainer, method):
+    tr = TrainerSetup(trainer)
+    code = trainer_snippet(QWEN, trl(method=method, batch=8), tr)
+    compile(code, "train.py", "exec")
+    opt = TRAINERS[trainer]
+    assert f"training_args = {opt.config_class}(" in code and f"trainer = {opt.trainer_class}(" in code
+    assert f"from {opt.import_path} import {opt.config_class}, {opt.trainer_class}" in code
+    assert "per_device_train_batch_size=8," in code and "TRL 1.16.0" in code
+    assert ("peft_config=peft_config" in code) == (method != "full")
+    if trainer == "grpo":
+        assert "num_generations=8," in code and "max_completion_length=512," in code and "use_vllm=False" in code
+    else:
+        assert "max_length=2048," in code
+    if opt.beta_default is not None:
+        assert f"beta={opt.beta_default}," in code
+
+
+def test_grpo_vllm_snippet():
+    tr = TrainerSetup("grpo", generation="vllm-colocate", vllm_gpu_util=0.4, vllm_sleep=True, beta=0.04)
+    code = trainer_snippet(QWEN, trl(batch=4), replace_gens(tr, 4))
+    for line in ('vllm_mode="colocate",', "vllm_gpu_memory_utilization=0.4,", "vllm_enable_sleep_mode=True,",
+                 "beta=0.04,", "num_generations=4,"):
+        assert line in code
+
+
+def replace_gens(tr: TrainerSetup, n: int) -> TrainerSetup:
+    from dataclasses import replace
+
+    return replace(tr, num_generations=n)
+
+
+def test_dpo_snippet_says_precompute_and_simpo_loss_type():
+    assert "precompute_ref_log_probs=True," in trainer_snippet(QWEN, trl(), TrainerSetup("dpo", precompute_ref=True))
+    assert 'loss_type="simpo",' in trainer_snippet(QWEN, trl(), TrainerSetup("simpo"))
+    assert "num_labels=1" in trainer_snippet(QWEN, trl(), TrainerSetup("reward"))
+
+
+def test_how_section_names_every_trainer_and_source():
+    md = how_section_markdown()
+    for opt in TRAINERS.values():
+        assert f"| {opt.label} |" in md and opt.source.split(" (")[0] in md
+    assert "TRL 1.16.0" in md and "KV = 2 × layers × KV heads × head dim" in md
+
+
+# ---- resolve_trainer (the page's fallbacks, pure) ----------------------------------------------------------
+
+def test_resolve_trainer_fallbacks():
+    args = dict(beta_text="auto", precompute=False, gens=8, prompt=512, completion=512, gen="hf", util=0.3)
+    r = resolve_trainer(trl(batch=1), "kto", **args)
+    assert r.setup.batch == 2 and "at least 2" in r.notes[0]
+    r = resolve_trainer(trl(batch=12), "grpo", **args)
+    assert r.trainer.gens == 6 and "shown with 6 generations" in r.notes[0]
+    r = resolve_trainer(trl(batch=2, loss="standard"), "dpo", **args)
+    assert r.setup.loss == "chunked" and "does not use the 'standard' loss" in r.notes[0]
+    r = resolve_trainer(trl(), "orpo", **{**args, "precompute": True, "beta_text": "-3"})
+    assert r.trainer.precompute_ref is False and r.trainer.beta is None and "Beta must be" in r.notes[0]
+    r = resolve_trainer(trl(batch=8), "dpo", **{**args, "gens": 3, "gen": "vllm-colocate"})
+    assert r.trainer.num_generations is None and r.notes == ()  # GRPO-only widgets are ignored
+
+
+# ---- the calculator page (AppTest) -----------------------------------------------------------------------
+
+def run(params: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=30)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def headline(at: AppTest) -> str:
+    heads = [h.value for h in at.header]
+    return next(m.group(2) for h in heads if (m := re.fullmatch(r":(green|red)\[(.+)\]", h)))
+
+
+def chart_traces(at: AppTest) -> dict[str, float]:
+    (element,) = at.get("plotly_chart")
+    spec = json.loads(element.proto.spec)
+    return {t["name"]: t["x"][0] for t in spec["data"] if t["type"] == "bar"}
+
+
+def test_grpo_link_shows_the_trainers_estimate():
+    at = run({"trainer": "grpo", "batch": "8", "model": "qwen2.5-0.5b", "device": "h100-80gb",
+              "gen": "vllm-colocate", "vllm_util": "0.4", "completion_len": "1024"})
+    tr = TrainerSetup("grpo", generation="vllm-colocate", vllm_gpu_util=0.4, completion_len=1024,
+                      num_generations=8, prompt_len=512)
+    est = estimate(QWEN, trl(batch=8), trainer=tr, device_capacity=H100.capacity_bytes)
+    assert headline(at) == verdict(est.total_bytes, H100, est.high_bytes).headline
+    traces = chart_traces(at)
+    assert traces["Generation (KV cache / vLLM)"] == pytest.approx(0.4 * H100.capacity_bytes / 1e9)
+    assert sum(traces.values()) == pytest.approx(est.total_bytes / 1e9)
+    captions = " ".join(unescape(c.value) for c in at.caption)
+    assert "batch 8 × (512 + 1,024) tokens · detailed estimate · GRPO" in captions
+    md = "\n".join(unescape(m.value) for m in at.markdown)
+    assert "vLLM sleep mode" in md and "Lower vllm_gpu_memory_utilization" in md and "Shorter completions" in md
+    assert "Longest max completion length that fits" in md
+    code = [c.value for c in at.code]
+    assert any("GRPOConfig(" in c and "vllm_gpu_memory_utilization=0.4," in c for c in code)
+    share = code[-1]
+    for part in ("trainer=grpo", "gen=vllm-colocate", "vllm_util=0.4", "completion_len=1024"):
+        assert part in share
+    assert not at.warning  # a valid link: no notes
+
+
+def test_dpo_full_link_shows_the_reference_segment():
+    at = run({"trainer": "dpo", "method": "full", "model": "qwen2.5-0.5b", "batch": "2"})
+    traces = chart_traces(at)
+    assert traces["Reference model"] == pytest.approx(2 * QWEN.params_total / 1e9)
+    est = estimate(QWEN, trl(method="full", batch=2), trainer=TrainerSetup("dpo"))
+    assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
+    md = "\n".join(unescape(m.value) for m in at.markdown)
+    assert "Precompute the reference log-probs" in md
+
+
+def test_bad_trainer_links_fall_back_with_notes():
+    at = run({"trainer": "grpo", "gens": "abc", "completion_len": "300", "vllm_util": "7"})
+    warnings = [unescape(w.value) for w in at.warning]
+    assert any("'gens' was not valid; using the default (8)" in w for w in warnings)
+    assert any("'completion_len' was not valid; using the default (512)" in w for w in warnings)
+    assert any("'vllm_util' was not valid" in w for w in warnings)
+    assert any("divisible by num_generations (8); shown with batch 8" in w for w in warnings)
+    est = estimate(LLAMA, trl(batch=8), trainer=TrainerSetup("grpo", num_generations=8, prompt_len=512,
+                                                             completion_len=512, generation="hf"))
+    assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
+    at = run({"trainer": "ppo"})
+    assert any("'trainer' was not valid" in unescape(w.value) for w in at.warning)
+    assert headline(at) == verdict(estimate(LLAMA, trl()).total_bytes, RTX, estimate(LLAMA, trl()).high_bytes).headline
+
+
+def test_kto_batch_one_and_rule_fall_back():
+    at = run({"trainer": "kto", "rule": "true"})
+    warnings = [unescape(w.value) for w in at.warning]
+    assert any("KTO needs a per-device batch of at least 2" in w for w in warnings)
+    assert any("rule of thumb covers SFT only" in w for w in warnings)
+    est = estimate(LLAMA, trl(batch=2), trainer=TrainerSetup("kto"))
+    assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
+
+
+def test_sft_keeps_the_users_loss():
+    r = resolve_trainer(trl(loss="standard"), "sft", beta_text="auto", precompute=False, gens=8, prompt=512,
+                        completion=512, gen="hf", util=0.3)
+    assert r.setup.loss == "standard" and r.notes == ()

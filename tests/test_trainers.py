@@ -1,0 +1,266 @@
+"""Preference and RL trainers (estimator/trainers.py): each trainer's terms with exact values, the bad-input
+errors TRL itself raises, and properties (DPO ≥ SFT; GRPO never falls as generations or completions grow)."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from estimator import TrainerSetup, estimate, load_preset, parse_config_text
+from estimator.memory import component_keys
+from estimator.stacks import STACK_IDS, resolve_setup
+from estimator.trainers import (
+    GRPO_MAX_COMPLETION_LENGTH,
+    GRPO_NUM_GENERATIONS,
+    TRAINER_IDS,
+    TRAINERS,
+    VLLM_GPU_MEMORY_UTILIZATION,
+    fix_generations,
+    kv_cache_bytes,
+    policy_setup,
+    trainer_json,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+QWEN3_06B = parse_config_text((ROOT / "data/published_configs/qwen3-0.6b.json").read_bytes(), name="qwen3-0.6b")
+QWEN25 = load_preset("qwen2.5-0.5b")
+
+
+def trl(method: str = "lora", **kw):
+    return resolve_setup("trl", method=method, **kw)
+
+
+def test_defaults_match_trl_1_16():
+    tr = TrainerSetup("grpo")
+    assert (tr.gens, tr.completion_length, tr.vllm_util, tr.beta_value, tr.generation_mode) == (8, 512, 0.3, 0.0, "hf")
+    assert GRPO_NUM_GENERATIONS == 8 and GRPO_MAX_COMPLETION_LENGTH == 512 and VLLM_GPU_MEMORY_UTILIZATION == 0.3
+    assert TrainerSetup("dpo").beta_value == 0.1
+    assert {k: TRAINERS[k].sequences for k in TRAINER_IDS} == {
+        "sft": 1, "dpo": 2, "orpo": 2, "simpo": 2, "kto": 1, "grpo": 1, "reward": 2}
+    for opt in TRAINERS.values():
+        assert "1.16.0" in opt.source
+
+
+def test_sft_trainer_is_the_sft_estimate():
+    s = trl(batch=2, seq_len=512)
+    assert estimate(QWEN25, s, trainer=TrainerSetup("sft")) == estimate(QWEN25, s)
+
+
+def test_dpo_full_adds_a_reference_copy_and_doubles_the_batch():
+    s = trl("full", batch=2, seq_len=512)
+    dpo = estimate(QWEN25, s, trainer=TrainerSetup("dpo"))
+    assert dpo.components_bytes["reference"] == QWEN25.params_total * 2  # bf16 copy
+    assert "generation" not in dpo.components_bytes
+    assert policy_setup(s, TrainerSetup("dpo")).batch == 4
+    assert sum(dpo.components_bytes.values()) == pytest.approx(dpo.total_bytes)
+    assert component_keys(dpo)[:2] == ("weights", "reference")
+    # precompute_ref_log_probs removes the copy; the SFT(2B) estimate is what remains
+    pre = estimate(QWEN25, s, trainer=TrainerSetup("dpo", precompute_ref=True))
+    assert "reference" not in pre.components_bytes
+    assert pre.total_bytes == pytest.approx(estimate(QWEN25, replace(s, batch=4)).total_bytes)
+
+
+def test_lora_reference_has_no_copy_but_a_reference_forward_phase():
+    est = estimate(QWEN25, trl(batch=2, seq_len=512), trainer=TrainerSetup("dpo"))
+    assert "reference" not in est.components_bytes
+    assert "reference forward" in [p.name for p in est.phases]
+
+
+def test_orpo_builds_full_logits():
+    s = trl(batch=1, seq_len=1024)
+    est = estimate(QWEN25, s, trainer=TrainerSetup("orpo"))
+    assert policy_setup(s, TrainerSetup("orpo")).loss == "standard"
+    assert est.peak_phase == "loss backward"
+    # LoRA under autocast: bf16 logits (2 B) + fp32 row log-softmax (4 B) + fp32 chosen-half cross-entropy
+    # (4 B × ½) over 2 × 1024 tokens × vocabulary (traced, calibration/trainer_trace.py)
+    kept = next(x for x in est.details if x.label == "Logits and log-softmaxes (saved)")
+    assert kept.bytes == (2 + 4 * 1.5) * 2048 * QWEN25.vocab_size
+    simpo = estimate(QWEN25, s, trainer=TrainerSetup("simpo"))
+    assert next(x for x in simpo.details if x.label.startswith("Logits and")).bytes == 6 * 2048 * QWEN25.vocab_size
+
+
+def test_reward_model_has_no_vocabulary_logits():
+    s = trl(batch=2, seq_len=512)
+    reward = estimate(QWEN25, s, trainer=TrainerSetup("reward"))
+    assert not [x for x in reward.details if x.label.startswith(("Logits", "Loss backward"))]
+    assert reward.total_bytes < estimate(QWEN25, s, trainer=TrainerSetup("dpo")).total_bytes
+
+
+def test_grpo_kv_cache_is_the_formula():
+    s = trl(batch=8, seq_len=128)
+    tr = TrainerSetup("grpo", prompt_len=256, completion_len=256)
+    est = estimate(QWEN3_06B, s, trainer=tr)
+    gen = next(p for p in est.phases if p.name == "generation")
+    # 2 (K, V) × 28 layers × 8 KV heads × 128 × 2 B × 8 sequences × 511 cached tokens (the last is never fed)
+    assert gen.generation == 2 * 28 * 8 * 128 * 2 * 8 * 511 == kv_cache_bytes(QWEN3_06B, s, 8, 511)
+    assert policy_setup(s, tr).seq_len == 512
+
+
+def test_grpo_long_generation_peaks_in_generation():
+    # 8 steps per generation: 64 sequences in flight while each training micro-batch has 8
+    est = estimate(QWEN3_06B, trl(batch=8, grad_accum=8), trainer=TrainerSetup("grpo", completion_len=8192))
+    assert est.peak_phase == "generation"
+    assert est.components_bytes["generation"] > 0
+
+
+def test_vllm_colocate_reserves_a_fraction_of_the_device():
+    s = trl(batch=8)
+    tr = TrainerSetup("grpo", generation="vllm-colocate", vllm_gpu_util=0.5)
+    est = estimate(QWEN25, s, trainer=tr, device_capacity=80e9)
+    assert est.components_bytes["generation"] == 40e9
+    asleep = estimate(QWEN25, s, trainer=replace(tr, vllm_sleep=True), device_capacity=80e9)
+    assert asleep.total_bytes < est.total_bytes  # released during training
+    server = estimate(QWEN25, s, trainer=TrainerSetup("grpo", generation="vllm-server"))
+    assert "generation" not in server.components_bytes
+    with pytest.raises(ValueError, match="choose a device"):
+        estimate(QWEN25, s, trainer=tr)
+
+
+def test_grpo_beta_loads_a_reference_for_full_only():
+    s = trl("full", batch=8)
+    assert "reference" not in estimate(QWEN25, s, trainer=TrainerSetup("grpo")).components_bytes
+    assert estimate(QWEN25, s, trainer=TrainerSetup("grpo", beta=0.04)).components_bytes["reference"] > 0
+    assert "reference" not in estimate(QWEN25, trl(batch=8), trainer=TrainerSetup("grpo", beta=0.04)).components_bytes
+
+
+@pytest.mark.parametrize(("setup_kw", "tr", "match"), [
+    ({"batch": 1}, TrainerSetup("kto"), "batch of at least 2"),
+    ({"batch": 4}, TrainerSetup("grpo"), "divisible by num_generations"),
+    ({"batch": 6}, TrainerSetup("grpo", num_generations=4), r"batch 6 .* = 6\)"),
+    ({"batch": 4, "loss": "standard"}, TrainerSetup("dpo"), "fused chunked head"),
+])
+def test_trl_refuses(setup_kw, tr, match):
+    with pytest.raises(ValueError, match=match):
+        estimate(QWEN25, trl(**setup_kw), trainer=tr)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"trainer": "ppo"}, "trainer must be one of"),
+    ({"trainer": "orpo", "precompute_ref": True}, "no reference log-probs"),
+    ({"trainer": "dpo", "num_generations": 4}, "GRPO option"),
+    ({"trainer": "reward", "beta": 0.1}, "has no beta"),
+    ({"trainer": "grpo", "num_generations": 1}, "at least 2 completions"),
+    ({"trainer": "grpo", "vllm_gpu_util": 0.5}, "colocate mode only"),
+    ({"trainer": "grpo", "generation": "vllm-colocate", "vllm_gpu_util": 1.5}, "between 0 and 1"),
+    ({"trainer": "grpo", "generation": "tgi"}, "generation must be one of"),
+    ({"trainer": "dpo", "beta": -1.0}, "beta must be"),
+])
+def test_bad_trainer_options(kw, match):
+    with pytest.raises(ValueError, match=match):
+        TrainerSetup(**kw)
+
+
+def test_fix_generations_for_the_app():
+    s, tr, note = fix_generations(trl(batch=4), TrainerSetup("grpo"))
+    assert (s.batch, tr.gens) == (4, 4) and "shown with 4 generations" in note
+    s, tr, note = fix_generations(trl(batch=1), TrainerSetup("grpo"))
+    assert (s.batch, tr.gens) == (8, 8) and "batch 8" in note
+    assert fix_generations(trl(batch=8), TrainerSetup("grpo"))[2] == ""
+
+
+def test_trainer_json_names_the_version():
+    doc = trainer_json(TrainerSetup("grpo", generation="vllm-colocate"))
+    assert doc["trainer_version"] == "TRL 1.16.0" and doc["vllm_gpu_memory_utilization"] == 0.3
+    assert doc["config_class"] == "GRPOConfig" and doc["reference_model"] is False
+
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(method=st.sampled_from(["full", "lora", "qlora"]), precision=st.sampled_from(["bf16", "mixed", "fp32"]),
+       batch=st.integers(1, 16), seq_len=st.integers(16, 8192), grad_ckpt=st.booleans(),
+       stack=st.sampled_from(STACK_IDS), precompute=st.booleans())
+def test_dpo_never_below_sft(method, precision, batch, seq_len, grad_ckpt, stack, precompute):
+    s = resolve_setup(stack, method=method, precision=precision, batch=batch, seq_len=seq_len, grad_ckpt=grad_ckpt)
+    sft = estimate(QWEN25, s).total_bytes
+    dpo = estimate(QWEN25, s, trainer=TrainerSetup("dpo", precompute_ref=precompute)).total_bytes
+    assert dpo >= sft
+
+
+@SETTINGS
+@given(method=st.sampled_from(["full", "lora", "qlora"]), per_prompt=st.integers(1, 4),
+       gens=st.sampled_from([2, 4, 8, 16]), more_gens=st.sampled_from([1, 2, 4]),
+       prompt=st.integers(1, 4096), completion=st.integers(1, 8192), extra=st.integers(0, 4096),
+       mode=st.sampled_from(["hf", "vllm-colocate", "vllm-server"]), beta=st.sampled_from([None, 0.04]))
+def test_grpo_never_falls_as_generations_or_completions_grow(method, per_prompt, gens, more_gens, prompt,
+                                                              completion, extra, mode, beta):
+    def total(g: int, c: int) -> float:
+        s = trl(method, batch=per_prompt * gens * more_gens)
+        tr = TrainerSetup("grpo", num_generations=g, prompt_len=prompt, completion_len=c, generation=mode, beta=beta)
+        return estimate(QWEN3_06B, s, trainer=tr, device_capacity=80e9).total_bytes
+
+    base = total(gens, completion)
+    assert total(gens * more_gens, completion) >= base
+    assert total(gens, completion + extra) >= base
+
+
+# ---- CLI -------------------------------------------------------------------------------------------------
+
+def run_json(capsys, *args):
+    from estimator.cli import main
+
+    assert main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cli_dpo_full_json(capsys):
+    doc = run_json(capsys, "--model", "qwen2.5-0.5b", "--method", "full", "--trainer", "dpo", "--batch", "2",
+                   "--seq-len", "512")
+    assert doc["components_bytes"]["reference"] == 2 * 494_032_768
+    assert list(doc["components_bytes"]) == ["weights", "reference", "gradients", "optimizer", "activations",
+                                             "overhead"]
+    assert sum(doc["components_bytes"].values()) == doc["total_bytes"]
+    assert doc["trainer"]["trainer_version"] == "TRL 1.16.0" and doc["trainer"]["forward_sequences"] == 4
+    assert doc["trainer"]["beta"] == 0.1 and doc["trainer"]["reference_model"] is True
+    plain = run_json(capsys, "--model", "qwen2.5-0.5b", "--method", "full", "--batch", "2", "--seq-len", "512")
+    assert "trainer" not in plain and set(plain["components_bytes"]) == {
+        "weights", "gradients", "optimizer", "activations", "overhead"}
+
+
+def test_cli_grpo_vllm_and_advice(capsys):
+    doc = run_json(capsys, "--model", "qwen2.5-0.5b", "--trainer", "grpo", "--batch", "8", "--generation",
+                   "vllm-colocate", "--vllm-gpu-util", "0.25", "--device", "h100-80gb", "--advice")
+    assert doc["components_bytes"]["generation"] == round(0.25 * 81_559 * 2**20)
+    assert doc["trainer"]["forward_seq_len"] == 1024 and doc["trainer"]["num_generations"] == 8
+    titles = [r["title"] for r in doc["advice"]["remedies"]]
+    assert "vLLM sleep mode" in titles and "Generate on a vLLM server" in titles
+    assert "Lower the max length" not in titles and doc["advice"]["max_completion_len"] > 512
+    server = next(r for r in doc["advice"]["remedies"] if r["title"] == "Generate on a vLLM server")
+    assert server["saves_bytes"] >= doc["components_bytes"]["generation"]
+
+
+def test_cli_text_names_the_trainer(capsys):
+    from estimator.cli import main
+
+    assert main(["--size", "1", "--trainer", "grpo", "--batch", "8", "--completion-len", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "batch 8 completions × (512 + 256) tokens · GRPO (TRL 1.16.0)" in out and "generation" not in out.split(
+        "\n")[0]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--trainer", "kto"], "KTO needs a per-device batch of at least 2"),
+    (["--trainer", "grpo", "--batch", "4"], "divisible by num_generations (8)"),
+    (["--trainer", "grpo", "--num-generations", "1", "--batch", "2"], "at least 2 completions"),
+    (["--trainer", "dpo", "--num-generations", "4"], "num_generations is a GRPO option"),
+    (["--trainer", "orpo", "--precompute-ref"], "no reference log-probs to precompute"),
+    (["--trainer", "grpo", "--batch", "8", "--generation", "vllm-colocate"], "choose a device"),
+    (["--trainer", "grpo", "--batch", "8", "--vllm-gpu-util", "0.5"], "colocate mode only"),
+    (["--trainer", "grpo", "--batch", "8", "--seq-len", "1024"], "drop --seq-len"),
+    (["--trainer", "dpo", "--loss", "standard"], "cannot use the 'standard' loss"),
+    (["--trainer", "reward", "--beta", "0.2"], "has no beta"),
+    (["--trainer", "dpo", "--rule", "seed"], "rule of thumb covers SFT only"),
+    (["--trainer", "ppo"], "invalid choice"),
+])
+def test_cli_bad_combinations_exit_2_with_one_line(capsys, args, message):
+    from estimator.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--size", "1", *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err

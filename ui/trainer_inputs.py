@@ -1,0 +1,246 @@
+"""The trainer controls (SFT, DPO, ORPO, SimPO, KTO, GRPO, reward model) for the calculator: sidebar widgets bound
+to the URL (`trainer`, `gens`, `prompt_len`, `completion_len`, `gen`, `vllm_util`, `beta`, `precompute_ref`).
+Invalid link values and combinations TRL refuses fall back to a setting it accepts, with a plain-text note; the
+page keeps working. The facts come from estimator/trainers.py (one description per trainer)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import streamlit as st
+
+from estimator import TrainingSetup
+from estimator.trainers import (
+    DEFAULT_PROMPT_LEN,
+    GENERATION_IDS,
+    GENERATION_MODES,
+    GRPO_MAX_COMPLETION_LENGTH,
+    GRPO_NUM_GENERATIONS,
+    TRAINER_IDS,
+    TRAINERS,
+    TRL_VERSION,
+    VLLM_GPU_MEMORY_UTILIZATION,
+    TrainerSetup,
+    check,
+    fix_generations,
+    trainer_loss,
+)
+
+AUTO = "auto"
+GENS_MAX = 64
+LENGTHS: tuple[int, ...] = tuple(2**k for k in range(4, 17))  # 16 … 65,536 tokens
+UTILS: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(1, 20))  # 0.05 … 0.95
+TRAINER_DEFAULTS: dict[str, object] = {
+    "trainer": "sft", "gens": GRPO_NUM_GENERATIONS, "prompt_len": DEFAULT_PROMPT_LEN,
+    "completion_len": GRPO_MAX_COMPLETION_LENGTH, "gen": "hf", "vllm_util": VLLM_GPU_MEMORY_UTILIZATION,
+    "beta": AUTO, "precompute_ref": False,
+}
+TRAINER_PARAMS: tuple[str, ...] = tuple(TRAINER_DEFAULTS)
+
+
+@dataclass(frozen=True)
+class TrainerInputs:
+    trainer: TrainerSetup
+    setup: TrainingSetup  # the setup, changed only where TRL would refuse it (then a note says how)
+    notes: tuple[str, ...]
+
+
+def _valid(key: str, raw: str) -> bool:
+    """Would this link value be accepted? (Streamlit drops invalid bound values silently; we say so.)"""
+    if key == "trainer":
+        return raw in TRAINER_IDS
+    if key == "gen":
+        return raw in GENERATION_IDS
+    if key == "precompute_ref":
+        return raw.lower() in ("true", "false")
+    if key == "beta":
+        return raw == AUTO or parse_beta(raw) is not None
+    try:
+        value = float(raw)
+    except ValueError:
+        return False
+    if not math.isfinite(value):
+        return False
+    if key == "gens":
+        return value == int(value) and 2 <= value <= GENS_MAX
+    if key in ("prompt_len", "completion_len"):
+        return value == int(value) and int(value) in LENGTHS
+    if key == "vllm_util":
+        return round(value, 2) in UTILS
+    return False
+
+
+def parse_beta(raw: object) -> float | None:
+    """'auto' → None; a finite number ≥ 0 → that number; anything else → None (the caller notes it)."""
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and 0 <= value < 1e6 else None
+
+
+def trainer_url_notes() -> list[str]:
+    """Plain-text notes for invalid trainer link values (checked before the widgets read them)."""
+    notes = []
+    for key in TRAINER_PARAMS:
+        if key == "beta":
+            continue  # a text box keeps any text: resolve_trainer notes a bad one
+        for raw in st.query_params.get_all(key):
+            if not _valid(key, raw):
+                notes.append(f"The link's value for '{key}' was not valid; using the default "
+                             f"({TRAINER_DEFAULTS[key]}).")
+                break
+    return notes
+
+
+def trainer_link_params() -> dict[str, list[str]]:
+    """The trainer controls as link parameters (defaults left out), for the share link."""
+    params: dict[str, list[str]] = {}
+    for key in TRAINER_PARAMS:
+        value = st.session_state.get(key)
+        if value is None or value == TRAINER_DEFAULTS[key]:
+            continue
+        params[key] = [str(value).lower() if isinstance(value, bool) else str(value)]
+    return params
+
+
+def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompute: bool, gens: int, prompt: int,
+                    completion: int, gen: str, util: float) -> TrainerInputs:
+    """The widgets' values → a TrainerSetup TRL accepts and the setup, with notes for every fallback.
+    Pure (no Streamlit): the options the trainer has no use for are left out, never an error."""
+    notes: list[str] = []
+    opt = TRAINERS.get(trainer, TRAINERS["sft"])
+    beta = None
+    if opt.beta_default is not None and str(beta_text).strip() != AUTO:
+        beta = parse_beta(beta_text)
+        if beta is None:
+            notes.append(f"Beta must be a number ≥ 0; using {opt.label}'s default ({opt.beta_default}).")
+    kwargs: dict[str, object] = {"beta": beta, "precompute_ref": bool(precompute) and opt.can_precompute}
+    if opt.generates:
+        kwargs.update(num_generations=int(gens), prompt_len=int(prompt), completion_len=int(completion),
+                      generation=str(gen))
+        if gen == "vllm-colocate":
+            kwargs["vllm_gpu_util"] = float(util)
+    try:
+        tr = TrainerSetup(opt.id, **kwargs)  # type: ignore[arg-type]
+    except ValueError as exc:
+        notes.append(f"{exc}; using {opt.label}'s defaults.")
+        tr = TrainerSetup(opt.id)
+    if setup.batch < opt.min_batch:
+        notes.append(f"{opt.label} needs a per-device batch of at least {opt.min_batch} (TRL refuses batch 1); "
+                     f"shown with batch {opt.min_batch}.")
+        setup = replace(setup, batch=opt.min_batch)
+    setup, tr, note = fix_generations(setup, tr)
+    if note:
+        notes.append(note)
+    wanted = trainer_loss(setup, tr)
+    if wanted != setup.loss:
+        notes.append(f"TRL's {opt.trainer_class} does not use the '{setup.loss}' loss; shown with its own "
+                     f"('{wanted}').")
+        setup = replace(setup, loss=wanted, from_stack=tuple(dict.fromkeys((*setup.from_stack, "loss"))))
+    try:
+        check(setup, tr)
+    except ValueError as exc:  # nothing left to fix automatically: price SFT and say why
+        notes.append(f"{exc}; showing SFT.")
+        tr = TrainerSetup("sft")
+    return TrainerInputs(tr, setup, tuple(notes))
+
+
+def render_trainer_inputs(setup: TrainingSetup) -> TrainerInputs:
+    """Draw the trainer controls in the sidebar (an expander, open when a trainer other than SFT is chosen)."""
+    notes = trainer_url_notes()
+    chosen = st.session_state.get("trainer", st.query_params.get("trainer", "sft"))
+    sb = st.sidebar
+    with sb.expander(f"Trainer: SFT, DPO, GRPO… ({TRL_VERSION})", expanded=chosen != "sft"):
+        trainer = st.selectbox("Trainer", list(TRAINER_IDS), index=0, key="trainer", bind="query-params",
+                               help="; ".join(f"{k}: {o.label}" for k, o in TRAINERS.items()))
+        opt = TRAINERS.get(str(trainer), TRAINERS["sft"])
+        st.caption(opt.summary)
+        beta_text = st.text_input("Beta", value=AUTO, key="beta", bind="query-params", max_chars=20,
+                                  disabled=opt.beta_default is None,
+                                  help="auto = the trainer's default"
+                                       + (f" ({opt.beta_default})" if opt.beta_default is not None else "")
+                                       + ". GRPO: beta > 0 loads a reference model.")
+        precompute = st.toggle("Precompute reference log-probs", value=False, key="precompute_ref",
+                               bind="query-params", disabled=not opt.can_precompute,
+                               help="DPO/KTO precompute_ref_log_probs=True: no reference during training.")
+        grpo_off = not opt.generates
+        gens = st.slider("Generations per prompt", 2, GENS_MAX, GRPO_NUM_GENERATIONS, key="gens",
+                         bind="query-params", disabled=grpo_off,
+                         help="GRPO num_generations; TRL needs batch × GPUs × accumulation divisible by it.")
+        prompt = st.select_slider("Prompt length (tokens)", options=list(LENGTHS), value=DEFAULT_PROMPT_LEN,
+                                  key="prompt_len", bind="query-params", disabled=grpo_off,
+                                  help="GRPOConfig has no prompt limit: the dataset's longest prompt.")
+        completion = st.select_slider("Max completion length (tokens)", options=list(LENGTHS),
+                                      value=GRPO_MAX_COMPLETION_LENGTH, key="completion_len",
+                                      bind="query-params", disabled=grpo_off)
+        gen = st.segmented_control("Generation", list(GENERATION_IDS), default="hf", key="gen",
+                                   bind="query-params", required=True, disabled=grpo_off,
+                                   help="; ".join(f"{k}: {m.label}" for k, m in GENERATION_MODES.items()))
+        util = st.select_slider("vllm_gpu_memory_utilization", options=list(UTILS),
+                                value=VLLM_GPU_MEMORY_UTILIZATION, key="vllm_util", bind="query-params",
+                                disabled=grpo_off or gen != "vllm-colocate",
+                                help="The share of the device vLLM reserves in colocate mode.")
+    result = resolve_trainer(setup, str(trainer), str(beta_text), bool(precompute), int(gens), int(prompt),
+                             int(completion), str(gen), float(util))
+    return replace(result, notes=tuple(notes) + result.notes)
+
+
+def trainer_remedies_and_limits(spec, setup: TrainingSetup, tr: TrainerSetup, device):
+    """(remedies, largest batch, longest max length — GRPO: max completion length —, smallest catalog device) for
+    the calculator's "What to change", priced with the trainer's estimate. SFT gives exactly the seed's."""
+    from estimator import max_batch, max_seq_len, remedies, smallest_device
+    from estimator.trainers import all_remedies, max_completion_len, solver_estimate_fn
+    from ui.inputs import BATCH_MAX, MAX_LEN_MAX
+
+    usable = device.usable_bytes
+    if tr.trainer == "sft":
+        return (remedies(spec, setup), max_batch(spec, setup, usable, limit=BATCH_MAX),
+                max_seq_len(spec, setup, usable, limit=MAX_LEN_MAX), smallest_device(spec, setup))
+    fn = solver_estimate_fn(tr, device.capacity_bytes)
+    longest = (max_completion_len(spec, setup, tr, usable, device.capacity_bytes) if tr.option.generates
+               else max_seq_len(spec, setup, usable, fn, limit=MAX_LEN_MAX))
+    return (all_remedies(spec, setup, tr, device.capacity_bytes), max_batch(spec, setup, usable, fn, limit=BATCH_MAX),
+            longest, smallest_device(spec, setup, estimate_fn=fn))
+
+
+def how_section_markdown() -> str:
+    """The How page's "Preference & RL" section: each trainer's formula and source, the generation modes and
+    the KV-cache formula, all read from estimator/trainers.py (nothing restated)."""
+    from estimator.trainers import GENERATION_MODES as modes
+
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    rows = ["| trainer | each forward runs on | reference model | head | memory | source |", "|---|---|---|---|---|---|"]
+    for o in TRAINERS.values():
+        ref = {"always": "full FT: a frozen copy; PEFT: adapter off (no copy); none when precomputed",
+               "beta": "only when beta > 0 (full FT: a copy)", "none": "none"}[o.reference]
+        head = {"fused": "TRL's fused chunked head", "logits": "full-vocabulary logits",
+                "score": "1-output score head"}[o.head]
+        seqs = "2 × batch (chosen + rejected)" if o.sequences == 2 else (
+            "batch completions × (prompt + completion)" if o.generates else "batch")
+        rows.append(f"| {o.label} | {seqs} | {ref} | {head} | {cell(o.formula)} | {cell(o.source)} |")
+    gen = "\n".join(f"- **{m.label}** (`{m.id}`): {m.summary} Source: {m.source}." for m in modes.values())
+    from validation.trainers import trainer_trace_summary
+
+    acc = trainer_trace_summary()
+    return (
+        f"Modelled as in **{TRL_VERSION}** (the newest release). A trainer changes what one training forward runs "
+        "on, adds a reference model, and (GRPO) a generation phase; the SFT formulas above then apply to the "
+        "training forward (docs/formulas.md §9).\n\n" + "\n".join(rows) + "\n\n"
+        "**Reference copy** = bytes per weight as loaded × parameters (÷ GPUs under ZeRO-3). The DPO/KTO reference "
+        "forward runs under `no_grad` *after* the policy forward, so its phase is the policy's saved activations "
+        "plus one layer's no-grad working set T × (2·r·H + max(c·(H + 2q + 2kv), c·(H + 3I))) and one fused-head "
+        "tile.\n\n"
+        "**GRPO generation** holds the weights and the optimizer state (no gradients: after `zero_grad`) plus "
+        "the KV cache of batch × gradient accumulation sequences: **KV = 2 × layers × KV heads × head dim × c × "
+        "sequences × (prompt + completion − 1)**, with the prefill's one-layer working set and the last-token logits "
+        f"on top. `num_generations` (default {GRPO_NUM_GENERATIONS}) must divide batch × GPUs × accumulation; it "
+        "does not change the memory, because `per_device_train_batch_size` counts completions.\n\n" + gen + "\n\n"
+        "`peak_phase` names the winner: generation, reference forward, a backward phase or the optimizer step.\n\n"
+        f"**Accuracy**: against {acc['n']} traced steps of these trainers (TRL {TRL_VERSION.split()[-1]}'s own code, "
+        f"real widths, LoRA and full) the estimate's median error is {acc['median_abs']:.1%} and the worst "
+        f"{acc['worst_abs']:.1%}; the KV cache equals a real `generate`'s (calibration/README.md)."
+    )
