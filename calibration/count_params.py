@@ -30,6 +30,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -46,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ROOT / "estimator" / "presets"
 DEFAULT_OUT = ROOT / "tests" / "data" / "preset_param_counts.json"
 LORA_R = 16
+TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower).*"  # also calibration/trace.py
 
 # Exact totals published / derived independently (docs/formulas.md §1); the script fails if one differs.
 KNOWN_TOTALS = {
@@ -80,7 +82,22 @@ def build_meta_model(cfg) -> nn.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.device("meta"):
+            if getattr(cfg, "vision_config", None) is not None:
+                # multimodal wrappers (gemma3, mistral3): the ...ForConditionalGeneration class, towers included
+                from transformers import AutoModelForImageTextToText
+
+                return AutoModelForImageTextToText.from_config(cfg, trust_remote_code=False)
             return AutoModelForCausalLM.from_config(cfg, trust_remote_code=False)
+
+
+def tower_params(model: nn.Module) -> int:
+    """Parameters outside the language model and its head: vision/audio towers and projectors."""
+    lm = model.get_decoder() if hasattr(model, "get_decoder") else None
+    inside = {id(p) for p in lm.parameters()} if lm is not None else set()
+    out = model.get_output_embeddings()
+    if out is not None:
+        inside |= {id(p) for p in out.parameters()}
+    return sum(p.numel() for _, p in unique_params(model).values() if id(p) not in inside)
 
 
 def unique_params(module: nn.Module) -> dict[int, tuple[str, nn.Parameter]]:
@@ -92,7 +109,7 @@ def unique_params(module: nn.Module) -> dict[int, tuple[str, nn.Parameter]]:
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList:
     """The ModuleList holding the decoder blocks (the longest ModuleList whose length is num_hidden_layers)."""
-    n = model.config.num_hidden_layers
+    n = model.config.get_text_config().num_hidden_layers
     for _, mod in model.named_modules():
         if isinstance(mod, nn.ModuleList) and len(mod) == n:
             return mod
@@ -147,6 +164,8 @@ def count(preset_id: str) -> dict:
         "tie_word_embeddings": bool(tied),
         "linear_params_in_layers": linear_in_layers,
     }
+    if getattr(cfg, "vision_config", None) is not None:
+        row["params_tower"] = tower_params(model)
 
     moe = moe_fields(cfg)
     if moe:
@@ -172,12 +191,16 @@ def count(preset_id: str) -> dict:
         if mod is out_mod:
             output_name = name
     for name, mod in model.named_modules():
-        if isinstance(mod, nn.Linear) and name != output_name:
+        if isinstance(mod, nn.Linear) and name != output_name and not re.fullmatch(TOWER_MODULES, name):
             lin_formula += LORA_R * (mod.in_features + mod.out_features)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pm = get_peft_model(model, LoraConfig(r=LORA_R, lora_alpha=32, target_modules="all-linear"))
+            # multimodal wrappers: adapters on the language model only, as the estimator and the tracer count them
+            # (plain "all-linear" would also adapt every linear of the vision tower)
+            exclude = TOWER_MODULES if getattr(cfg, "vision_config", None) is not None else None
+            pm = get_peft_model(model, LoraConfig(r=LORA_R, lora_alpha=32, target_modules="all-linear",
+                                                  exclude_modules=exclude))
         lora = sum(p.numel() for n, p in pm.named_parameters() if "lora_" in n)
         row["lora_all_linear_r16"] = lora
         row["lora_targets"] = lora_targets(pm)

@@ -337,8 +337,21 @@ def build_model(case: dict, device: str):
     setup = case["setup"]
     dtype = _PRECISION_DTYPE[setup["precision"]]
     cfg = _hf_config(case)
+    wrapper = getattr(cfg, "vision_config", None) is not None
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=setup["attention"])
+        if wrapper:  # multimodal wrapper (gemma3, mistral3): the ...ForConditionalGeneration class, towers included
+            from transformers import AutoModelForImageTextToText
+
+            model = AutoModelForImageTextToText.from_config(cfg, dtype=dtype, attn_implementation=setup["attention"])
+        else:
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=setup["attention"])
+    if wrapper and setup["method"] == "full" and not setup.get("train_tower", False):
+        # the vision tower and projector stay frozen; the language model (and its head) trains
+        keep = {id(p) for p in model.get_decoder().parameters()} | {
+            id(p) for p in model.get_output_embeddings().parameters()}
+        for p in model.parameters():
+            if id(p) not in keep:
+                p.requires_grad_(False)
     if setup["method"] == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -350,6 +363,8 @@ def build_model(case: dict, device: str):
             lora_dropout=float(setup.get("lora_dropout", 0.0)),
             bias="none",
             task_type="CAUSAL_LM",
+            # multimodal wrappers: adapters on the language model only (the towers stay as they are)
+            exclude_modules=r".*(vision_tower|vision_model|multi_modal_projector|audio_tower).*" if wrapper else None,
         )
         model = get_peft_model(model, lcfg)  # autocast_adapter_dtype=True: adapters in fp32
     elif setup["method"] != "full":
@@ -415,8 +430,21 @@ def _train_step(model, opt, setup: dict, vocab: int, tracker: _Tracker, snaps: d
     b, s = int(setup["batch"]), int(setup["seq_len"])
     tracker.new_step()
     tracker.phase_override = "inputs"
-    input_ids = torch.randint(0, vocab, (b, s), dtype=torch.long)
+    image = setup.get("_image")  # multimodal: (image token id, image tokens, pixel shape) or None
+    low, high = 0, vocab
+    if image is not None:  # text tokens never collide with the image placeholder token
+        low, high = (image[0] + 1, vocab) if image[0] < vocab // 2 else (0, image[0])
+    input_ids = torch.randint(low, high, (b, s), dtype=torch.long)
+    extra = {}
+    if image is not None and image[1]:
+        # one image per example: its placeholder tokens open the sequence (Gemma 3: 256 soft tokens), the
+        # processor's token_type_ids mark them, and the collator masks them out of the labels
+        input_ids[:, : image[1]] = image[0]
+        extra["pixel_values"] = torch.randn(b, *image[2], dtype=_PRECISION_DTYPE[setup["precision"]])
+        extra["token_type_ids"] = (input_ids == image[0]).long()
     labels = input_ids.clone()  # DataCollatorForLanguageModeling: labels = input_ids.clone()
+    if image is not None and image[1]:
+        labels[:, : image[1]] = -100
     tracker.phase_override = None
     with _autocast_ctx(setup):
         if loss_kind(setup) == "chunked":  # TRL SFTTrainer.compute_loss with the fused chunked LM head
@@ -424,7 +452,7 @@ def _train_step(model, opt, setup: dict, vocab: int, tracker: _Tracker, snaps: d
 
             loss = trl_sft_loss(model, input_ids, labels)
         else:  # "standard" (HF ForCausalLMLoss) or "fused" (Liger lce_forward stand-in): the model's own loss
-            loss = model(input_ids=input_ids, labels=labels).loss  # no reference to the outputs is kept
+            loss = model(input_ids=input_ids, labels=labels, **extra).loss  # no reference to the outputs is kept
     if snaps is not None:
         snaps["after_forward"] = _categories(tracker._curr_mem_snap)
     loss.backward()
@@ -438,7 +466,7 @@ def _train_step(model, opt, setup: dict, vocab: int, tracker: _Tracker, snaps: d
     opt.step()
     opt.zero_grad(set_to_none=True)
     tracker.phase_override = None
-    del loss, input_ids, labels
+    del loss, input_ids, labels, extra
     if snaps is not None:
         snaps["after_step"] = _categories(tracker._curr_mem_snap)
 
@@ -491,9 +519,25 @@ def _run(case: dict, mode: str) -> dict:
         return _run_inner(case, mode)
 
 
+def _image_inputs(case: dict) -> tuple[int, int, tuple[int, int, int]]:
+    """(image token id, image tokens per example, pixel_values shape per example) of a multimodal case."""
+    cfg, setup = case["config"], case["setup"]
+    token = cfg.get("image_token_index", cfg.get("image_token_id"))
+    n = int(setup.get("image_tokens", 0) or 0)
+    if n and cfg.get("model_type") != "gemma3":
+        raise ValueError("image inputs are traced for gemma3 only")
+    if n and n != int(cfg.get("mm_tokens_per_image", 256)):
+        raise ValueError("gemma3: image_tokens must equal mm_tokens_per_image (one image per example)")
+    v = cfg["vision_config"]
+    return int(token), n, (3, int(v["image_size"]), int(v["image_size"]))
+
+
 def _run_inner(case: dict, mode: str) -> dict:
     setup = case["setup"]
-    vocab = int(case["config"]["vocab_size"])
+    text_cfg = case["config"].get("text_config") or case["config"]
+    vocab = int(text_cfg["vocab_size"])
+    if "vision_config" in case["config"]:
+        setup = dict(setup, _image=_image_inputs(case))
     torch.manual_seed(0)
     if mode == "fake":
         from torch._subclasses.fake_tensor import FakeTensorMode

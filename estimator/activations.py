@@ -57,7 +57,7 @@ def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
         adapter_copies=setup.autocast and adapter_bytes(setup) == FP32,
         base_trainable=setup.method == "full",
         adapted=adapted_modules(spec, setup) if setup.method != "full" else frozenset(),
-        rank=setup.lora_rank, eager=setup.attention == "eager", seq_len=setup.seq_len,
+        rank=setup.lora_rank, eager=setup.attention == "eager", seq_len=setup.lm_seq_len,
         qlora_upcast=setup.method == "qlora" and setup.qlora_fp32_upcast,
         # TRL's fused head and the fused kernels read lm_head.weight directly: the module never runs.
         head_module=loss_impl_id(setup) in FULL_LOGITS_IMPLS,
@@ -108,6 +108,13 @@ def lora_params(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] |
     return total
 
 
+def _fp32_norm_product(spec: ModelSpec) -> bool:
+    """Norms that multiply the weight with the fp32 normalised tensor and cast afterwards, so the weight's gradient
+    keeps the fp32 tensor: Gemma's (1 + weight) and OLMo 2's Olmo2RMSNorm ((weight * x).to(dtype),
+    transformers 5.24.0 modeling_olmo2.py; real-width layer traces, calibration/family_layers.py)."""
+    return spec.family.startswith("gemma") or spec.norm_after
+
+
 def _norm_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
     """One norm's saved tensors. HF RMSNorm keeps an fp32 copy of its input (4h) and the fp32 rstd (4),
     plus the normalised tensor for its weight grad when trainable (§3.2). LayerNorm keeps its input and
@@ -115,8 +122,14 @@ def _norm_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
     h = spec.hidden_size
     if spec.norm_kind == "layer":
         return ctx.resid * h + 8  # native_layer_norm saves input, mean, rstd
+    if spec.norm_kind == "layer_nobias":
+        # Cohere2LayerNorm (transformers 5.24.0 modeling_cohere2.py) computes (x - mean) in fp32 twice: once inside
+        # the variance (saved by pow) and once for the output (saved by the multiply with rsqrt, 4 B per token);
+        # the normalised fp32 tensor is saved for the weight's gradient when it trains (real-width layer trace,
+        # calibration/family_layers.py).
+        return 2 * FP32 * h + 4 + (FP32 * h if ctx.base_trainable else 0)
     trainable = ctx.resid * h if ctx.base_trainable else 0
-    if spec.family.startswith("gemma") and ctx.base_trainable:
+    if _fp32_norm_product(spec) and ctx.base_trainable:
         trainable = FP32 * h  # Gemma's norm multiplies in fp32 by (1 + weight): saves the fp32 normalised x
     return FP32 * h + 4 + trainable
 
@@ -167,10 +180,12 @@ def _attention(spec: ModelSpec, ctx: ActivationContext) -> float:
         # o_proj's input is the attention output O: SDPA saves it already (trainable o_proj shares it).
         saved += _linear_inputs(attn_out, spec.q_dim, c, ctx, already_saved=not ctx.eager)
     if spec.qk_norm:
-        # per-head RMSNorm on q and k: fp32 input copies + rstd (+ normalised copies when trainable)
-        saved += FP32 * (qd + kvd) + 4 * (a + spec.num_kv_heads)
+        # per-head RMSNorm on q and k: fp32 input copies + rstd (+ normalised copies when trainable); OLMo 2's
+        # q_norm/k_norm span all heads: one rstd each per token
+        rstd = 2 if spec.qk_norm_full_width else a + spec.num_kv_heads
+        saved += FP32 * (qd + kvd) + 4 * rstd
         if ctx.base_trainable:
-            saved += ctx.resid * (qd + kvd)
+            saved += (FP32 if _fp32_norm_product(spec) else ctx.resid) * (qd + kvd)
     return saved
 
 
@@ -192,12 +207,13 @@ def _act_saved_factor(spec: ModelSpec) -> int:
 
 
 def _mlp(spec: ModelSpec, ctx: ActivationContext, inter: int, mlp_in: list[LinearModule],
-         mlp_out: list[LinearModule], trainable_input: bool = True) -> float:
+         mlp_out: list[LinearModule], trainable_input: bool = True, input_saved: bool = False) -> float:
     """Gated MLP (SwiGLU/GeGLU): act_fn saves the gate output, the product saves act output and up output,
     down_proj saves the product when trainable → 2h + 8I for full FT, 6I frozen (§3.2). Plain MLP: the
     activation saves fc1's output; fc2 saves the activation output when trainable."""
     m_bytes = ctx.mlp
-    saved = _linear_inputs(mlp_in, spec.hidden_size, ctx.resid, ctx) if trainable_input else 0.0
+    saved = _linear_inputs(mlp_in, spec.hidden_size, ctx.resid, ctx, already_saved=input_saved) \
+        if trainable_input else 0.0
     act = _act_saved_factor(spec) * m_bytes * inter
     if spec.gated_mlp:
         saved += act + 2 * m_bytes * inter  # act_fn input, act output and up output (mul saves both)
@@ -241,7 +257,9 @@ def dense_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
     return LayerActivations(
         norms=spec.norms_per_layer * _norm_saved(spec, ctx),
         attention=_attention(spec, ctx),
-        mlp=_mlp(spec, ctx, spec.intermediate_size, mlp_in, mlp_out),
+        # One norm feeding attention and MLP in parallel (Cohere2, Phi-2): the attention linears already saved it.
+        mlp=_mlp(spec, ctx, spec.intermediate_size, mlp_in, mlp_out,
+                 input_saved=spec.parallel_block and spec.norms_per_layer == 1),
     )
 
 
@@ -303,7 +321,7 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
     if ctx.litgpt is not None:
         return total - (0.0 if ctx.base_trainable else litgpt_first_layer_unsaved(spec, ctx))
     total += spec.sliding_layers * sliding_mask_per_token(spec, ctx)  # masked SDPA on sliding-window layers
-    if not ctx.base_trainable:
+    if not ctx.base_trainable and not spec.norm_after:  # OLMo 2's norms read sublayer outputs, which need grad
         first_norms = 2 if (spec.parallel_block and spec.family == "gpt_neox") else 1
         total -= first_norms * _norm_saved(spec, ctx)
     return total
@@ -451,7 +469,8 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
     if impl == "trl":
         # TRL 1.16 fused chunked head (trl/kernels/chunked_logprob.py). Positions with a label: all but the last
         # of each sequence (labels shifted by one; the estimate assumes every token counts).
-        scored = max(tokens - setup.batch, 0)
+        # Image tokens carry no label (the collator masks them): TRL gathers only the labelled positions.
+        scored = max(tokens - setup.batch - setup.batch * setup.image_tokens, 0)
         # Forward keeps the gathered hidden states hidden_states[mask] (c·N·H) and per-token fp32 log_z,
         # entropy and int64 targets for its backward.
         kept = ctx.resid * scored * hidden + (2 * FP32 + INT64) * scored

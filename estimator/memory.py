@@ -137,6 +137,10 @@ def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, f
     (embeddings, head, norms) 16-bit, or fp32 after prepare_model_for_kbit_training (docs/formulas.md §2.1)."""
     wb = weight_bytes(setup)
     if setup.method == "full":
+        if spec.params_tower:  # a multimodal wrapper's towers stay frozen; the language model trains
+            lm = spec.params_total - spec.params_tower
+            return (float(spec.params_tower * wb), float(lm * wb),
+                    f"{wb} B × {lm:,} language-model params + {wb} B × {spec.params_tower:,} frozen tower params")
         return 0.0, float(spec.params_total * wb), f"{wb} B × {spec.params_total:,} params"
     adapters = float(lora * trainable_bytes(setup))  # fp32 adapters (PEFT autocast_adapter_dtype)
     if setup.method == "lora":
@@ -162,7 +166,7 @@ def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
         total += per * m.count * (m.layers or spec.num_layers)
     heads = 1 if spec.tie_embeddings else 2
     total += heads * FP32 * (spec.vocab_size + spec.hidden_size)
-    norms = spec.params_total - spec.params_quantizable - spec.params_embedding
+    norms = spec.params_total - spec.params_quantizable - spec.params_embedding - spec.params_tower
     return total + FP32 * norms
 
 
@@ -212,12 +216,15 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
 
 def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
+    if setup.image_tokens and not spec.tower_kind:
+        raise ValueError(f"image tokens per example need a multimodal model; {spec.name} has no vision tower")
     spec = act.stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
     ctx = act.context(spec, setup)
     tokens = setup.tokens
     c = compute_bytes(setup)
     lora = act.lora_params(spec, setup, ctx.adapted)
-    trainable = spec.params_total if setup.method == "full" else lora
+    # full fine-tuning trains everything but a multimodal wrapper's frozen towers
+    trainable = spec.params_total - spec.params_tower if setup.method == "full" else lora
 
     w_frozen, w_train, w_formula = _weights(spec, setup, lora)
     gb = trainable_bytes(setup)

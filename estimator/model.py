@@ -20,7 +20,21 @@ from typing import Any
 SUPPORTED_FAMILIES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
     "gemma", "gemma2", "gemma3_text", "phi3", "phi", "gpt_neox",
+    # issue 11, dense families (transformers 5.24.0 models/<type>/modeling_<type>.py)
+    "olmo2", "olmo3", "granite", "smollm3", "cohere2", "starcoder2", "ernie4_5", "ministral",
 )
+
+# Defaults of configuration classes whose published config.json files leave shape fields out (transformers 5.24.0
+# models/gemma3/configuration_gemma3.py Gemma3TextConfig: google/gemma-3-4b's text_config states only hidden,
+# intermediate and layer counts).
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256},
+}
+
+# Dropout probabilities configs state (StarCoder2: residual/embedding/attention; Phi: resid/embd/attn_pdrop).
+DROPOUT_FIELDS = ("attention_dropout", "residual_dropout", "embedding_dropout", "hidden_dropout", "resid_pdrop",
+                  "embd_pdrop", "attn_pdrop", "mlp_dropout")
 
 # Limits that keep absurd configs (1e12 layers) from producing nonsense or overflowing the UI.
 MAX_PARAMS = 10**13  # 10 trillion parameters: far above any released model
@@ -82,6 +96,12 @@ class ModelSpec:
     params_active: int = 0  # parameters used per token (differs from total for MoE)
     source: str = ""  # preset id, "config.json", or "generic"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # --- issue 11 (dense families and multimodal wrappers); new fields stay at the end ---
+    params_tower: int = 0  # vision/audio towers + projectors of a multimodal wrapper (in params_total, frozen)
+    tower_kind: str = ""  # "vision", "vision and audio", ... ("" for a text-only model)
+    norm_after: bool = False  # OLMo 2/3: the norms read the attention/MLP outputs (no norm on the layer input)
+    qk_norm_full_width: bool = False  # OLMo 2/3: q_norm/k_norm span all heads (q_dim, kv_dim), not head_dim
+    logit_scale: bool = False  # Cohere2 logit_scale / Granite logits_scaling: one more [T, V] tensor in forward
 
     @property
     def q_dim(self) -> int:
@@ -193,13 +213,34 @@ def _dense_linears(family: str, h: int, qd: int, kvd: int, inter: int, cfg: Mapp
             LinearModule("dense_h_to_4h", h, inter, True, "mlp_in"),
             LinearModule("dense_4h_to_h", inter, h, True, "mlp_out"),
         ]
+    if family == "starcoder2":
+        # StarCoder2: q,k,v,o and the plain c_fc/c_proj MLP all take bias=config.use_bias (default true)
+        # (transformers 5.24.0 models/starcoder2/modeling_starcoder2.py Starcoder2Attention, Starcoder2MLP).
+        bias = _flag(cfg, "use_bias", True)
+        return [
+            LinearModule("q_proj", h, qd, bias, "attn_in"),
+            LinearModule("k_proj", h, kvd, bias, "attn_in"),
+            LinearModule("v_proj", h, kvd, bias, "attn_in"),
+            LinearModule("o_proj", qd, h, bias, "attn_out"),
+            LinearModule("c_fc", h, inter, bias, "mlp_in"),
+            LinearModule("c_proj", inter, h, bias, "mlp_out"),
+        ]
     if family in ("qwen2", "qwen2_moe"):
         # Qwen2: q,k,v have bias=True, o_proj bias=False, hard-coded in modeling_qwen2.py.
         qkv_bias, o_bias = True, False
+    elif family == "ernie4_5":
+        # ERNIE 4.5: every attention and MLP linear takes bias=config.use_bias (default false)
+        # (transformers 5.24.0 models/ernie4_5/modeling_ernie4_5.py Ernie4_5Attention, Ernie4_5MLP).
+        qkv_bias = o_bias = _flag(cfg, "use_bias", False)
     else:
         # Llama/Mistral/Qwen3/Gemma: one attention_bias flag for q,k,v,o (default false).
         qkv_bias = o_bias = _flag(cfg, "attention_bias", False)
-    mlp_bias = _flag(cfg, "mlp_bias", False)
+    if family == "ernie4_5":
+        mlp_bias = qkv_bias
+    elif family in ("cohere2", "olmo2", "olmo3", "ministral"):
+        mlp_bias = False  # hard-coded bias=False in their MLPs (modeling_<type>.py, transformers 5.24.0)
+    else:
+        mlp_bias = _flag(cfg, "mlp_bias", False)
     attn = [
         LinearModule("q_proj", h, qd, qkv_bias, "attn_in"),
         LinearModule("k_proj", h, kvd, qkv_bias, "attn_in"),
@@ -265,6 +306,67 @@ def _check_generic(cfg: Mapping[str, Any], family: str) -> list[str]:
     return notes
 
 
+def _sub(cfg: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = cfg.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _siglip_vision_params(v: Mapping[str, Any]) -> int:
+    """SiglipVisionModel (transformers 5.24.0 models/siglip/modeling_siglip.py): a Conv2d patch embedding with bias,
+    a learned position table, encoder layers of q/k/v/out_proj and fc1/fc2 with biases and two LayerNorms, a
+    post_layernorm, and the attention-pooling head when vision_use_head (Gemma 3 sets it false)."""
+    h = _positive_int(v, "hidden_size", default=768)
+    inter = _positive_int(v, "intermediate_size", default=3072)
+    layers = _positive_int(v, "num_hidden_layers", default=12, limit=MAX_LAYERS)
+    patch = _positive_int(v, "patch_size", default=16, limit=4096)
+    image = _positive_int(v, "image_size", default=224, limit=1 << 16)
+    channels = _positive_int(v, "num_channels", default=3, limit=64)
+    embed = channels * patch * patch * h + h + (image // patch) ** 2 * h  # patch_embedding + position_embedding
+    mlp = h * inter + inter + inter * h + h  # fc1, fc2 with biases
+    layer = 4 * (h * h + h) + mlp + 2 * 2 * h  # q,k,v,out_proj + MLP + layer_norm1/2 (weight and bias)
+    head = 0
+    if _flag(v, "vision_use_head", True):
+        # SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention (in_proj 3h·h + 3h, out_proj), LayerNorm, MLP
+        head = h + 3 * h * h + 3 * h + h * h + h + 2 * h + mlp
+    return embed + layers * layer + 2 * h + head
+
+
+def _pixtral_vision_params(v: Mapping[str, Any]) -> int:
+    """PixtralVisionModel (transformers 5.24.0 models/pixtral/modeling_pixtral.py): a bias-free Conv2d patch_conv,
+    ln_pre (RMSNorm), layers of bias-free q/k/v/o and gate/up/down with attention_norm and ffn_norm (RMSNorm);
+    the 2-D rotary embedding has no weights."""
+    h = _positive_int(v, "hidden_size", default=1024)
+    inter = _positive_int(v, "intermediate_size", default=4096)
+    layers = _positive_int(v, "num_hidden_layers", default=24, limit=MAX_LAYERS)
+    patch = _positive_int(v, "patch_size", default=16, limit=4096)
+    channels = _positive_int(v, "num_channels", default=3, limit=64)
+    return channels * patch * patch * h + h + layers * (4 * h * h + 3 * h * inter + 2 * h)
+
+
+def _tower_params(cfg: Mapping[str, Any], text_hidden: int) -> int | None:
+    """Weights outside the language model of the wrappers modelled here (towers + projectors), or None."""
+    top = cfg.get("model_type")
+    vision = _sub(cfg, "vision_config")
+    if top == "gemma3" and vision:
+        # Gemma3MultiModalProjector (modeling_gemma3.py): mm_input_projection_weight [vision h, text h] and
+        # mm_soft_emb_norm (Gemma3RMSNorm over the vision width); the vision tower is a SiglipVisionModel.
+        vh = _positive_int(vision, "hidden_size", default=768)
+        return _siglip_vision_params(vision) + vh * text_hidden + vh
+    if top == "mistral3" and vision:
+        # Mistral3MultiModalProjector (modeling_mistral3.py): norm (RMSNorm, vision h), patch_merger.merging_layer
+        # (vision h·m² → vision h, no bias), linear_1 (vision h · feature layers → text h), linear_2 (text h → text h),
+        # biases when multimodal_projector_bias.
+        vh = _positive_int(vision, "hidden_size", default=1024)
+        merge = _positive_int(cfg, "spatial_merge_size", default=2, limit=64)
+        feature = cfg.get("vision_feature_layer", -1)
+        n_feature = len(feature) if isinstance(feature, list) and feature else 1
+        bias = _flag(cfg, "multimodal_projector_bias", False)
+        projector = (vh + vh * merge * merge * vh + vh * n_feature * text_hidden + text_hidden * text_hidden
+                     + (2 * text_hidden if bias else 0))
+        return _pixtral_vision_params(vision) + projector
+    return None
+
+
 def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: str, source: str) -> ModelSpec:
     """A multimodal wrapper (gemma3, mistral3, qwen3_5, llava, …): the language model from its text_config,
     with a note that the other towers are not counted."""
@@ -284,9 +386,19 @@ def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: 
     towers = [label for key, label in (("vision_config", "vision"), ("audio_config", "audio"))
               if isinstance(cfg.get(key), Mapping)]
     tower = f"{' and '.join(towers)} tower" if towers else "non-text towers"
-    note = (f"multimodal model{wrapper}: the language model ({spec.family}, from text_config) is estimated, "
-            f"training on text; the {tower}'s weights are not counted yet")
-    return replace(spec, notes=(*spec.notes, note))
+    try:
+        counted = _tower_params(cfg, spec.hidden_size)
+    except ValueError as exc:
+        raise ValueError(f"multimodal config{wrapper}, in its vision_config: {exc}") from None
+    if counted is None:
+        note = (f"multimodal model{wrapper}: the language model ({spec.family}, from text_config) is estimated, "
+                f"training on text; the {tower}'s weights are not counted yet")
+        return replace(spec, tower_kind=" and ".join(towers) or "non-text", notes=(*spec.notes, note))
+    note = (f"multimodal model{wrapper}: the {tower} and projector ({counted / 1e6:,.0f} M parameters) are "
+            f"counted as frozen weights; the language model ({spec.family}) trains; image tokens per example "
+            f"lengthen its sequence")
+    return _with_counts(replace(spec, params_tower=counted, tower_kind=" and ".join(towers),
+                                notes=(*spec.notes, note)))
 
 
 def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source: str = "config.json") -> ModelSpec:
@@ -301,10 +413,19 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     family = cfg.get("model_type")
     if not isinstance(family, str) or not family:
         raise ValueError("config.json is missing the field 'model_type'")
+    if family in FAMILY_DEFAULTS:  # fields a real config.json leaves to transformers' defaults
+        cfg = {**FAMILY_DEFAULTS[family], **{k: v for k, v in cfg.items() if v is not None}}
     notes: list[str] = []
     if family not in SUPPORTED_FAMILIES:  # Llama-like: _dense_linears' default branch, RMSNorm, gated MLP
         notes = _check_generic(cfg, family)
         family = _safe(family)
+
+    dropouts = [k for k in DROPOUT_FIELDS if isinstance(cfg.get(k), (int, float)) and not isinstance(cfg.get(k), bool)
+                and cfg[k] > 0]
+    if dropouts:  # StarCoder2's and Granite's configs train with dropout 0.1
+        notes.append(f"this config trains with dropout ({', '.join(dropouts[:3])} > 0): the dropout masks "
+                     f"(1 byte per element, where a layer keeps one) are not counted; SDPA/flash attention dropout "
+                     f"keeps only a random seed on the GPU")
 
     h = _positive_int(cfg, "hidden_size")
     layers = _positive_int(cfg, "num_hidden_layers", limit=MAX_LAYERS)
@@ -318,7 +439,9 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     # GPT-NeoX defaults to a 4h MLP; every other family states intermediate_size.
     inter = _positive_int(cfg, "intermediate_size", default=4 * h if family == "gpt_neox" else None)
     qd, kvd = heads * head_dim, kv_heads * head_dim
-    tie_default = family in ("gemma", "gemma2", "gemma3_text")  # Gemma configs tie by default
+    # Gemma configs tie by default; so do SmolLM3, Cohere2, StarCoder2 and ERNIE 4.5 (tie_word_embeddings: bool =
+    # True in their configuration_<type>.py, transformers 5.24.0)
+    tie_default = family in ("gemma", "gemma2", "gemma3_text", "smollm3", "cohere2", "starcoder2", "ernie4_5")
     tie = _flag(cfg, "tie_word_embeddings", tie_default)
 
     num_experts = experts_per_token = moe_inter = shared_inter = 0
@@ -381,17 +504,21 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
         linears = attn + dense_mlp + router + experts + shared
         notes.append("MoE: routing buffers are estimated, not traced exactly")
 
-    norm_kind = "layer" if family in ("phi", "gpt_neox") else "rms"
-    norms_per_layer = {"gemma2": 4, "gemma3_text": 4, "phi": 1}.get(family, 2)
-    qk_norm = family in ("qwen3", "qwen3_moe", "gemma3_text") or (family == "phi" and _flag(cfg, "qk_layernorm", False))
-    parallel = family == "phi" or (family == "gpt_neox" and _flag(cfg, "use_parallel_residual", True))
+    # StarCoder2: nn.LayerNorm (weight and bias); Cohere2LayerNorm: weight only, no bias (modeling_cohere2.py).
+    norm_kind = {"phi": "layer", "gpt_neox": "layer", "starcoder2": "layer", "cohere2": "layer_nobias"}.get(family, "rms")
+    # Cohere2DecoderLayer has only input_layernorm (attention and MLP read it in parallel).
+    norms_per_layer = {"gemma2": 4, "gemma3_text": 4, "phi": 1, "cohere2": 1}.get(family, 2)
+    qk_norm = family in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2", "olmo3") or (
+        family == "phi" and _flag(cfg, "qk_layernorm", False))
+    parallel = family in ("phi", "cohere2") or (family == "gpt_neox" and _flag(cfg, "use_parallel_residual", True))
     lm_head_bias = family == "phi"
+    olmo = family in ("olmo2", "olmo3")  # Olmo2DecoderLayer: post_attention/post_feedforward norms, full-width qk norm
     window, sliding = _sliding_layers(cfg, family, layers)
 
     spec = ModelSpec(
         name=name, family=family, vocab_size=vocab, hidden_size=h, intermediate_size=inter,
         num_layers=layers, num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
-        tie_embeddings=tie, gated_mlp=family not in ("phi", "gpt_neox"), norm_kind=norm_kind,
+        tie_embeddings=tie, gated_mlp=family not in ("phi", "gpt_neox", "starcoder2"), norm_kind=norm_kind,
         norms_per_layer=norms_per_layer, qk_norm=qk_norm, parallel_block=parallel,
         lm_head_bias=lm_head_bias, linears=tuple(linears),
         hidden_act=_safe(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"),
@@ -401,7 +528,9 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
         num_experts=num_experts,
         experts_per_token=experts_per_token, moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=shared_inter, moe_layers=moe_layers, source=source,
-        notes=tuple(notes),
+        notes=tuple(notes), norm_after=olmo, qk_norm_full_width=olmo,
+        # Cohere2ForCausalLM multiplies the logits by logit_scale, GraniteForCausalLM divides by logits_scaling.
+        logit_scale=family in ("cohere2", "granite"),
     )
     return _with_counts(spec)
 
@@ -423,8 +552,9 @@ def _sliding_layers(cfg: Mapping[str, Any], family: str, layers: int) -> tuple[i
         return window, max(0, layers - first) if isinstance(first, int) else 0
     if family == "gemma2":
         return window, (layers + 1) // 2
-    if family == "gemma3_text":
-        pattern = cfg.get("sliding_window_pattern", 6)
+    if family in ("gemma3_text", "cohere2"):
+        # Cohere2Config: three sliding layers, then a full one (sliding_window_pattern 4, configuration_cohere2.py)
+        pattern = cfg.get("sliding_window_pattern", 6 if family == "gemma3_text" else 4)
         pattern = pattern if isinstance(pattern, int) and pattern > 0 else 6
         return window, sum(1 for i in range(layers) if (i + 1) % pattern)
     return window, layers
@@ -433,7 +563,7 @@ def _sliding_layers(cfg: Mapping[str, Any], family: str, layers: int) -> tuple[i
 def _with_counts(spec: ModelSpec) -> ModelSpec:
     """Fill the exact parameter counts from the module list (docs/formulas.md §1)."""
     h, layers = spec.hidden_size, spec.num_layers
-    norm_params = h * (2 if spec.norm_kind == "layer" else 1)  # LayerNorm has weight and bias
+    norm_params = h * (2 if spec.norm_kind == "layer" else 1)  # LayerNorm has weight and bias (Cohere2's: weight)
     quantizable = 0
     active_linear = 0
     for m in spec.linears:
@@ -442,15 +572,17 @@ def _with_counts(spec: ModelSpec) -> ModelSpec:
         used = spec.experts_per_token if m.role.startswith("expert") else m.count
         active_linear += m.params_per_copy * used * n_layers
     qk = 2 * spec.head_dim * (2 if spec.norm_kind == "layer" else 1) if spec.qk_norm else 0  # q_norm, k_norm over head_dim
+    if spec.qk_norm_full_width:
+        qk = spec.q_dim + spec.kv_dim  # OLMo 2: Olmo2RMSNorm(num_heads * head_dim) and (num_kv_heads * head_dim)
     per_layer_norms = spec.norms_per_layer * norm_params + qk
     embed = spec.vocab_size * h  # embed_tokens
     head = 0 if spec.tie_embeddings else spec.vocab_size * h  # lm_head, absent when tied
     head_bias = spec.vocab_size if spec.lm_head_bias else 0  # Phi-2's lm_head has a bias
     other = layers * per_layer_norms + norm_params + head_bias  # norms + final norm
-    total = quantizable + embed + head + other
+    total = quantizable + embed + head + other + spec.params_tower  # + a multimodal wrapper's towers
     if total > MAX_PARAMS:
         raise ValueError(f"this config has {total:,} parameters, beyond any real model (limit {MAX_PARAMS:,})")
-    active = active_linear + embed + head + other
+    active = active_linear + embed + head + other + spec.params_tower
     return replace(spec, params_total=total, params_embedding=embed + head + head_bias,
                    params_quantizable=quantizable, params_active=active)
 

@@ -82,6 +82,10 @@ class TrainingSetup:
     optimizer_in_bwd: bool = False
     stack: str | None = None  # the training stack the defaults came from (estimator.stacks), None = explicit
     from_stack: tuple[str, ...] = ()  # the fields whose values the stack chose
+    # Multimodal wrappers (issue 11): image placeholder tokens per example. The processor puts them into the
+    # language model's sequence (Gemma 3: mm_tokens_per_image = 256 per image), so the language model runs on
+    # seq_len + image_tokens positions; the collator masks them out of the labels.
+    image_tokens: int = 0
 
     def __post_init__(self) -> None:
         _check_choice("method", self.method, METHODS)
@@ -107,6 +111,7 @@ class TrainingSetup:
         _check_int("lora_rank", self.lora_rank, 1, MAX_RANK)
         _check_int("gpus", self.gpus, 1, MAX_GPUS)
         _check_int("grad_accum", self.grad_accum, 1, 1 << 16)
+        _check_int("image_tokens", self.image_tokens, 0, MAX_SEQ_LEN)
         if not isinstance(self.lora_targets, tuple) or not self.lora_targets:
             raise ValueError("lora_targets must be 'all-linear' or a list of module names")
         for target in self.lora_targets:
@@ -137,9 +142,14 @@ class TrainingSetup:
         return self.method == "qlora" and options.QLORA_PREPS[self.qlora_prep].fp32_residual
 
     @property
+    def lm_seq_len(self) -> int:
+        """Positions the language model runs on per example: the text plus any image tokens."""
+        return self.seq_len + self.image_tokens
+
+    @property
     def tokens(self) -> int:
-        """Tokens held at once on one GPU: micro-batch × max length."""
-        return self.batch * self.seq_len
+        """Tokens held at once on one GPU: micro-batch × max length (image tokens included)."""
+        return self.batch * self.lm_seq_len
 
     @property
     def autocast(self) -> bool:

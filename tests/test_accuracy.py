@@ -81,3 +81,39 @@ def test_band_constants_come_from_the_measured_error():
 
 def test_report_is_json_serialisable():
     json.dumps(REPORT)
+
+
+def _dense_family_fixtures():
+    from pathlib import Path
+
+    path = Path(validation.FIXTURES).parent / "fixtures_dense_families.json"
+    return json.loads(path.read_text())
+
+
+def test_issue11_dense_families_within_2_percent_median_5_worst():
+    """olmo2, granite, smollm3, cohere2, starcoder2, ernie4_5 and the gemma3 / mistral3 wrappers at real widths:
+    full and LoRA all-linear, with and without checkpointing."""
+    ids = {case["id"] for case in _dense_family_fixtures()}
+    rows = [r for r in REPORT["tracer"]["rows"] if r["id"] in ids]
+    assert len(rows) == len(ids) >= 30
+    assert {r["family"] for r in rows} >= {"olmo2", "granite", "smollm3", "cohere2", "starcoder2", "ernie4_5",
+                                           "gemma3", "mistral3"}
+    assert {(r["method"], r["grad_ckpt"]) for r in rows} == {("full", True), ("full", False), ("lora", True),
+                                                             ("lora", False)}
+    errors = sorted(abs(r["error_pct"]) for r in rows)
+    assert errors[len(errors) // 2] <= 2.0
+    assert errors[-1] <= 5.0, max(rows, key=lambda r: abs(r["error_pct"]))
+
+
+def test_issue11_dense_families_parameter_counts_are_exact():
+    from estimator import TrainingSetup, estimate, spec_from_config
+
+    for case in _dense_family_fixtures():
+        spec = spec_from_config(case["config"], name=case["id"])
+        measured, setup = case["measured"], case["setup"]
+        trainable = estimate(spec, TrainingSetup(method=setup["method"], lora_rank=setup["lora_rank"] or 16,
+                                                 image_tokens=setup.get("image_tokens", 0))).params_trainable
+        # the frozen towers stay out of the trainable count; a PEFT model's total includes its adapters
+        assert trainable == measured["params_trainable"], case["id"]
+        adapters = trainable if setup["method"] == "lora" else 0
+        assert spec.params_total + adapters == measured["params_total"], case["id"]

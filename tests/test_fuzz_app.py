@@ -51,6 +51,7 @@ VALID: dict[str, list[str]] = {
     "kind": ["discrete", "unified"],
     "rule": ["true", "false"],
     "present": ["true", "false"],
+    "images": ["0", "256", "512", "4096"],  # image tokens per example (shown for multimodal models only)
 }
 assert set(VALID) == set(URL_PARAMS)
 

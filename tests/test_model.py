@@ -120,6 +120,19 @@ def _by_hand(family):
         return layers * (attn + 4 * gated + 4 * h + 2 * h) + 2 * emb + h
     if family == "qwen3_moe":
         return layers * (attn + 4 * 3 * h * 256 + 4 * h + 2 * h + 2 * 64) + 2 * emb + h
+    if family in ("granite", "ministral"):
+        return layers * (attn + gated + 2 * h) + 2 * emb + h  # Llama's layout (multipliers have no weights)
+    if family in ("smollm3", "ernie4_5"):
+        return layers * (attn + gated + 2 * h) + emb + h  # tied by default
+    if family in ("olmo2", "olmo3"):
+        # post-attention and post-feedforward norms; q_norm over q_dim and k_norm over kv_dim (all heads)
+        return layers * (attn + gated + 2 * h + qd + kvd) + 2 * emb + h
+    if family == "cohere2":
+        return layers * (attn + gated + h) + emb + h  # one weight-only LayerNorm per layer, tied
+    if family == "starcoder2":
+        biased_attn = attn + qd + 2 * kvd + h
+        mlp = 2 * h * inter + inter + h  # c_fc, c_proj with biases
+        return layers * (biased_attn + mlp + 4 * h) + emb + 2 * h  # LayerNorms with bias, tied
     if family == "qwen2_moe":
         shared = 3 * h * 512 + h
         return layers * (attn + qd + 2 * kvd + 4 * 3 * h * 256 + 4 * h + shared + 2 * h) + 2 * emb + h
@@ -131,6 +144,8 @@ def test_every_family_parses_with_exact_count(family):
     cfg = _cfg(family)
     if family == "gpt_neox":
         cfg.pop("num_key_value_heads")
+    if family == "gemma3_text":
+        cfg["head_dim"] = 64  # Gemma3TextConfig's own default is 256 (estimator.model.FAMILY_DEFAULTS)
     spec = spec_from_config(cfg)
     assert spec.family == family
     assert spec.params_total == _by_hand(family)
@@ -240,19 +255,19 @@ def test_unknown_model_type_caveat_reaches_the_cli_json(tmp_path, capsys):
     from estimator.cli import main
 
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**LLAMA_8B_CFG, "model_type": "olmo2"}), encoding="utf-8")
+    path.write_text(json.dumps({**LLAMA_8B_CFG, "model_type": "exaone"}), encoding="utf-8")
     assert main(["--config", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["family"] == "olmo2" and doc["params_total"] == 8_030_261_248
+    assert doc["family"] == "exaone" and doc["params_total"] == 8_030_261_248
     assert any("Llama-like" in note for note in doc["notes"])
 
 
 def test_unknown_model_type_reads_the_optional_fields():
     base = {k: v for k, v in LLAMA_8B_CFG.items() if k != "tie_word_embeddings"}
-    untied = spec_from_config({**base, "model_type": "granite"})
+    untied = spec_from_config({**base, "model_type": "exaone"})
     assert any("tie_word_embeddings is not set" in n for n in untied.notes)
     assert untied.params_total == 8_030_261_248  # untied, as Llama
-    tied = spec_from_config({**base, "model_type": "granite", "tie_word_embeddings": True})
+    tied = spec_from_config({**base, "model_type": "exaone", "tie_word_embeddings": True})
     assert untied.params_total - tied.params_total == 128256 * 4096
     # No num_key_value_heads: multi-head attention, head_dim = hidden_size / heads.
     h, layers = 512, 2
@@ -288,8 +303,8 @@ def test_hybrid_linear_attention_layers_are_flagged():
 
 
 @pytest.mark.parametrize(("wrapper", "preset", "towers"), [
-    ("gemma3", "gemma-3-1b", {"vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152}}),
-    ("mistral3", "mistral-7b-v0.3", {"vision_config": {"model_type": "pixtral", "hidden_size": 1024}}),
+    ("llava_like", "gemma-3-1b", {"vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152}}),
+    ("idefics_like", "mistral-7b-v0.3", {"vision_config": {"model_type": "pixtral", "hidden_size": 1024}}),
     ("qwen2_5_omni_like", "qwen2.5-0.5b", {"vision_config": {}, "audio_config": {}}),
 ])
 def test_multimodal_wrapper_uses_its_text_config(wrapper, preset, towers):
@@ -321,7 +336,7 @@ def test_multimodal_wrapper_fields_at_the_top_level_and_missing_fields():
                              "tie_word_embeddings": True})
     assert spec.params_total == load_preset("qwen2.5-0.5b").params_total
     # A text_config without the decoder fields is a clear error naming the wrapper and the field.
-    with pytest.raises(ValueError, match=r"multimodal config \(gemma3\), in its text_config: .*'num_attention_heads'"):
-        spec_from_config({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "hidden_size": 2560,
-                                                                  "num_hidden_layers": 34, "vocab_size": 262208,
-                                                                  "intermediate_size": 10240}})
+    with pytest.raises(ValueError, match=r"multimodal config \(llava\), in its text_config: .*'num_attention_heads'"):
+        spec_from_config({"model_type": "llava", "text_config": {"model_type": "llama", "hidden_size": 2560,
+                                                                 "num_hidden_layers": 34, "vocab_size": 262208,
+                                                                 "intermediate_size": 10240}})

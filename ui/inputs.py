@@ -75,7 +75,7 @@ DEFAULTS: dict[str, object] = {
     "optimizer": AUTO, "batch": 1, "max_len": 2048, "ckpt": AUTO, "loss": AUTO, "attn": "sdpa", "rank": 16,
     "targets": "all-linear",
     "gpus": 1, "sharding": "none", "device": DEFAULT_DEVICE, "capacity": 24.0, "kind": "discrete",
-    "rule": False, "present": False,
+    "rule": False, "present": False, "images": 0,
 }
 # Every URL parameter the app understands (bound widgets), in the README's order.
 PARAMS: tuple[str, ...] = tuple(DEFAULTS)
@@ -196,6 +196,8 @@ def _is_valid(key: str, raw: str) -> bool:
         return _valid_number(raw, 1, MAX_LEN_MAX, True)
     if key == "gpus":
         return _valid_number(raw, 1, GPUS_MAX, True)
+    if key == "images":
+        return _valid_number(raw, 0, MAX_LEN_MAX, True)
     if key == "capacity":
         return _valid_number(raw, 0.5, CAPACITY_MAX_GB, False)
     if key == "targets":
@@ -230,7 +232,7 @@ def url_notes() -> list[str]:
 
 # Whole-number inputs bound to the URL. Streamlit 1.67 seeds them with int(float(value)), which raises
 # OverflowError (not the ValueError it catches) for ?max_len=inf, 1e309 or a 400-digit number.
-INT_NUMBER_PARAMS = ("max_len", "gpus")
+INT_NUMBER_PARAMS = ("max_len", "gpus", "images")
 _PENDING_NOTES = "_url_notes_before_rerun"
 
 
@@ -527,6 +529,15 @@ def render_inputs() -> Inputs:
                      help="Powers of two; type an exact length below.")
     max_len = sb.number_input("Exact max length", min_value=1, max_value=MAX_LEN_MAX, value=2048, step=128,
                               key="max_len", bind="query-params")
+    images = 0
+    if spec.tower_kind:  # multimodal wrappers only: image tokens lengthen the language model's sequence
+        images = sb.number_input("Image tokens per example", min_value=0, max_value=MAX_LEN_MAX, value=0, step=256,
+                                 key="images", bind="query-params",
+                                 help="For training on images: the placeholder tokens each example's images add to "
+                                      "the language model's sequence (Gemma 3: 256 per image). 0 = text only.")
+    elif st.query_params.get("images", "0") not in ("0", ""):
+        notes.append(f"Image tokens apply to multimodal models only; {spec.name} is a text model, so the link's "
+                     f"'images' value is not used.")
     ckpt = sb.segmented_control(
         "Gradient checkpointing", list(CKPT_CHOICES), default=AUTO, key="ckpt", bind="query-params",
         required=True,
@@ -598,7 +609,7 @@ def render_inputs() -> Inputs:
         optimizer=None if optimizer == AUTO else str(optimizer),
         grad_ckpt={"true": True, "false": False, "offload": True}.get(str(ckpt)),
         offload_activations={"offload": True, "false": False, "true": False}.get(str(ckpt)),
-        loss=None if loss == AUTO else str(loss),
+        loss=None if loss == AUTO else str(loss), image_tokens=int(images),
     )
     try:
         setup = resolve_setup(stack_id, **settings)

@@ -129,8 +129,10 @@ def _published_spec(config_id: str) -> ModelSpec:
 
 @lru_cache(maxsize=1)
 def _fixtures() -> tuple[dict[str, Any], ...]:
-    """The tracer fixtures, read once per process (600 kB of JSON; the How-it-works page reruns often)."""
-    return tuple(json.loads(FIXTURES.read_text())) if FIXTURES.exists() else ()
+    """The tracer fixtures, read once per process (600 kB of JSON; the How-it-works page reruns often): the
+    main file, then every further fixtures_*.json beside it (issue 11's families keep their own files)."""
+    files = ([FIXTURES] if FIXTURES.exists() else []) + sorted(FIXTURES.parent.glob("fixtures_*.json"))
+    return tuple(case for path in files for case in json.loads(path.read_text()))
 
 
 @lru_cache(maxsize=1)
@@ -154,6 +156,7 @@ def tracer_rows() -> list[dict[str, Any]]:
             offload_activations=bool(s.get("offload_activations", False)),
             lora_rank=int(s.get("lora_rank") or 16),
             lora_targets=("all-linear",) if targets == "all-linear" else tuple(targets),
+            image_tokens=int(s.get("image_tokens", 0)),
         )
         measured = float(case["measured"]["peak_bytes"])
         est = estimate(spec, setup)

@@ -1,0 +1,110 @@
+"""Per-layer saved activations of issue 11's dense families at real widths, traced against the estimator.
+
+The few-layer real-width cases (calibration/cases.py ``rwd-``) are dominated by the loss at these vocabularies, so
+they check the layers only loosely. Here each family's real-width shape (``RWD_MODELS``, vocabulary cut to 1000)
+is traced with 2 and 3 decoder layers at b=1, T=512, bf16, no checkpointing; the difference of the activations
+alive after forward is one decoder layer's saved tensors, compared with ``estimator.activations.dense_layer``.
+
+    HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.family_layers [--json calibration/findings_dense_families.json]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import argparse  # noqa: E402
+import copy  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+
+T = 512
+
+
+def _shape(spec: dict, layers: int) -> dict:
+    spec = copy.deepcopy(spec)
+    text = spec.get("text_config", spec)
+    text["num_hidden_layers"] = layers
+    text["vocab_size"] = 1000
+    text["pad_token_id"] = text["bos_token_id"] = text["eos_token_id"] = 0  # inside the cut vocabulary
+    if "text_config" in spec:
+        spec["image_token_index"] = 999
+    return spec
+
+
+def layer_row(model: str, method: str) -> dict:
+    from calibration.cases import RWD_MODELS, full_config
+    from calibration.trace import trace_case
+
+    family, spec = RWD_MODELS[model]
+    after = {}
+    for layers in (2, 3):
+        setup = {"method": method, "precision": "bf16", "optimizer": "adamw", "batch": 1, "seq_len": T,
+                 "grad_ckpt": False, "attention": "sdpa", "lora_rank": 16 if method == "lora" else None,
+                 "lora_alpha": 32 if method == "lora" else None,
+                 "lora_targets": "all-linear" if method == "lora" else None, "lora_dropout": 0.0, "loss": "standard"}
+        case = {"id": f"layers-{model}-{method}-L{layers}", "family": family,
+                "config": full_config(family, _shape(spec, layers)), "setup": setup, "mode": "auto"}
+        after[layers] = trace_case(case)["measured"]["snapshots"]["after_forward"]["activations"]
+    traced = after[3] - after[2]
+    estimated = estimated_layer_bytes(model, method)
+    return {"model": model, "family": family, "method": method, "tokens": T, "traced_layer_bytes": traced,
+            "estimated_layer_bytes": estimated, "error_pct": round(100 * (estimated - traced) / traced, 3)}
+
+
+def estimated_layer_bytes(model: str, method: str) -> float:
+    """The estimator's bytes of one decoder layer of this real-width shape at b=1, T=512, bf16."""
+    from calibration.cases import RWD_MODELS, full_config
+    from estimator import TrainingSetup, spec_from_config
+    from estimator import activations as act
+    from estimator.memory import _casts
+
+    family, spec = RWD_MODELS[model]
+    est_spec = spec_from_config(full_config(family, _shape(spec, 3)))
+    setup = TrainingSetup(method=method, precision="bf16", batch=1, seq_len=T)
+    ctx = act.context(est_spec, setup)
+    # + the layer's autocast copies of its fp32 LoRA weights, which the tracer counts with the activations
+    # (estimator.memory._casts: 2 B per adapter parameter of the layer)
+    casts = _casts(est_spec, setup, act.lora_params(est_spec, setup, ctx.adapted))[1]
+    return act.dense_layer(est_spec, ctx).total * T + casts
+
+
+def main(argv: list[str] | None = None) -> int:
+    from calibration.cases import RWD_MODELS
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--only", action="append", default=[], help="model names (default: all)")
+    ap.add_argument("--recompute", help="re-estimate the rows of this JSON file (no tracing) and write --json")
+    args = ap.parse_args(argv)
+    if args.recompute:
+        with open(args.recompute) as fh:
+            rows = json.load(fh)
+        for row in rows:
+            row["estimated_layer_bytes"] = estimated_layer_bytes(row["model"], row["method"])
+            row["error_pct"] = round(100 * (row["estimated_layer_bytes"] - row["traced_layer_bytes"])
+                                     / row["traced_layer_bytes"], 3)
+            print(f"{row['model']:16s} {row['method']:4s} {row['error_pct']:+.2f} %")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(rows, fh, indent=1)
+                fh.write("\n")
+        return 0
+    rows = []
+    for model in args.only or list(RWD_MODELS):
+        for method in ("full", "lora"):
+            row = layer_row(model, method)
+            rows.append(row)
+            print(f"{model:16s} {method:4s} traced {row['traced_layer_bytes'] / T:10.1f} B/tok  estimated "
+                  f"{row['estimated_layer_bytes'] / T:10.1f} B/tok  {row['error_pct']:+.2f} %", flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+            fh.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
