@@ -649,7 +649,7 @@ def parse_config_text(text: str | bytes, name: str = "uploaded config") -> Model
 # --------------------------------------------------------------------------------------------
 
 MIN_SIZE_B = 0.1
-MAX_SIZE_B = 400.0
+MAX_SIZE_B = 1000.0  # up to dense-equivalent trillion-parameter models (Llama-3.1-405B fits inside)
 GENERIC_VOCAB = 128256  # Llama-3's vocabulary: a typical modern tokenizer
 
 

@@ -206,7 +206,7 @@ def test_generic_size_is_exact_and_shapes_grow():
     assert 3584 <= seven.hidden_size <= 4096 and 28 <= seven.num_layers <= 32
 
 
-@pytest.mark.parametrize("size", [0.0, 0.05, 401, float("nan"), float("inf"), -3])
+@pytest.mark.parametrize("size", [0.0, 0.05, 1001, float("nan"), float("inf"), -3])
 def test_generic_size_out_of_range(size):
     with pytest.raises(ValueError, match="model size"):
         generic_spec(size)
