@@ -68,6 +68,8 @@ def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
     output head). Named targets must exist in this architecture, or PEFT raises; so do we."""
     names = set(spec.linear_names())
     if setup.lora_targets == (ALL_LINEAR,):
+        if spec.all_linear_targets:  # families_moe: what PEFT 0.21.2 really wraps (meta-device check)
+            return frozenset(spec.all_linear_targets)
         if spec.family == "qwen2_moe":
             # PEFT does not map qwen2_moe's fused experts and router back to linears: all-linear skips them
             return frozenset(n for n in names if not n.startswith(("experts.", "router.")))
