@@ -83,7 +83,7 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
         # DeepseekV3Attention (MLA): q through a q_lora_rank bottleneck (or a plain q_proj when q_lora_rank is
         # null), k/v through kv_a_proj_with_mqa (kv_lora_rank + a shared rope key) and kv_b_proj.
         bias = _flag(cfg, "attention_bias", False)
-        q_rank = cfg.get("q_lora_rank")
+        q_rank = cfg.get("q_lora_rank", 1536)  # configuration_deepseek_v3.py default; null = a plain q_proj
         kv_rank = pint("kv_lora_rank", default=512)
         rope = pint("qk_rope_head_dim", default=64)
         nope = pint("qk_nope_head_dim", default=128)
