@@ -260,6 +260,18 @@ def moe_lora_delta_bytes(spec: ModelSpec, ctx: ActivationContext) -> float:
                      for m in spec.linears if m.role.startswith("expert") and m.name in ctx.adapted))
 
 
+def moe_lora_delta_grad_bytes(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """At an MoE layer's backward the gradient of the fused gate_up delta weight is alive while the down
+    projection's delta has been consumed and freed: + (gate_up − down) delta bytes over the saved tensors
+    (real-width traces: GLM-4.5-Air and DeepSeek-V3 LoRA all-linear with checkpointing)."""
+    if not spec.layer_pattern:
+        return 0.0
+    size = {role: sum(m.in_features * m.out_features * m.count * ctx.adapter_in
+                      for m in spec.linears if m.role == role and m.name in ctx.adapted)
+            for role in ("expert_in", "expert_out")}
+    return float(max(0, size["expert_in"] - size["expert_out"]))
+
+
 def layer_sizes(spec: ModelSpec, ctx: ActivationContext) -> tuple[LayerActivations | None, LayerActivations | None]:
     """(dense layer, MoE layer) bytes per token, each computed once; None where the model has none."""
     dense = dense_layer(spec, ctx) if spec.num_layers > spec.moe_layers else None
