@@ -115,19 +115,7 @@ def lora_flags(row: dict[str, str]) -> dict[str, bool]:
 # Tracker: calibration.trace._Tracker with LitGPT's module names (transformer.h.N) for the regions
 # --------------------------------------------------------------------------------------------------
 class _LitTracker(_Tracker):
-    def current_region(self) -> str:
-        mod = self._innermost_module()
-        phase = "backward" if self._mod_tracker.is_bw else "forward"
-        seen = getattr(self, "_layers_seen", None)
-        if seen is None:
-            self.new_step()
-            seen = self._layers_seen
-        if mod is not None and ".h." in mod + ".":
-            seen[phase] = True
-            return "layers"
-        if phase == "forward":
-            return "head" if seen["forward"] else "embed"
-        return "embed" if seen["backward"] else "head"
+    layer_pattern = ".h."  # LitGPT's decoder blocks: transformer.h.N
 
 
 # --------------------------------------------------------------------------------------------------
@@ -500,7 +488,7 @@ def estimator_view(row: dict[str, str], grad_accum: int = 1) -> dict[str, Any]:
     from estimator.stacks import resolve_setup
     from estimator.units import GB as EGB
     from estimator.units import GiB
-    from validation import FRAMEWORK_STACKS, _map_targets, _published_spec, _targets
+    from validation import FRAMEWORK_STACKS, _published_spec, _targets
 
     spec = _published_spec(row["config_id"])
     optimizer = None if row["optimizer"] == "adamw" else row["optimizer"]
@@ -511,11 +499,12 @@ def estimator_view(row: dict[str, str], grad_accum: int = 1) -> dict[str, Any]:
         FRAMEWORK_STACKS[row["framework"]], method=row["method"], precision=row["precision"], optimizer=optimizer,
         batch=int(row["batch"]), seq_len=int(row["seq_len"]), grad_ckpt=row["grad_ckpt"].lower() == "true",
         attention=row["attention"] or "sdpa", lora_rank=int(row["lora_rank"] or 16),
-        lora_targets=_map_targets(spec, _targets(row["lora_targets"])), gpus=int(row["gpus"] or 1),
+        lora_targets=_targets(row["lora_targets"]), gpus=int(row["gpus"] or 1),  # LitGPT's q/k/v switches
         sharding=row["sharding"] or "none", **kw)
     est = estimate(spec, setup)
+    spec = act.stack_spec(spec, setup)  # as LitGPT builds it (untied head)
     ctx = act.context(spec, setup)
-    dense = act.dense_layer(spec, ctx)
+    dense = act.layer_sizes(spec, ctx)[0] or act.dense_layer(spec, ctx)  # LitGPT's closed form on this stack
     loss = act.loss_memory(spec, setup, ctx)
     unit = GiB if row["measured_unit"] == "GiB" else EGB
     measured = float(row["measured_value"]) * unit

@@ -197,6 +197,10 @@ class _Tracker(MemTracker):
         self._layers_seen = {"forward": False, "backward": False}
         self._mod_tracker.last_bw_module = None
 
+    # Substring of a module name that marks a decoder layer: transformers names them "model.layers.N"
+    # (calibration/litgpt_trace.py overrides it with LitGPT's "transformer.h.N").
+    layer_pattern = ".layers."
+
     def current_region(self) -> str:
         """Where in the model the current op runs.
 
@@ -210,7 +214,7 @@ class _Tracker(MemTracker):
         if seen is None:
             self.new_step()
             seen = self._layers_seen
-        if mod is not None and ".layers." in mod + ".":
+        if mod is not None and self.layer_pattern in mod + ".":
             seen[phase] = True
             return "layers"
         if phase == "forward":

@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 
 from .model import LinearModule, ModelSpec
 from .precision import FP32, adapter_bytes, compute_bytes
-from .stacks import loss_impl_id
+from .stacks import get_stack, loss_impl_id
 from .training import ALL_LINEAR, TrainingSetup
 
 INT64 = 8
 LM_HEAD = "lm_head"
-FULL_LOGITS_IMPLS = frozenset({"hf", "bf16", "litgpt", "torchtune"})  # options.LOSS_IMPLS that build [T, V] logits
+FULL_LOGITS_IMPLS = frozenset({"hf", "torchtune_full", "litgpt", "torchtune"})  # options.LOSS_IMPLS that build [T, V] logits
 TRL_TOKEN_TILE = 4096  # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE (TRL 1.16.0)
 TRL_VOCAB_TILE = 32768  # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE (TRL 1.16.0)
 TORCHTUNE_CHUNKS = 8  # torchtune 0.6.1 CEWithChunkedOutputLoss(num_output_chunks=8)
@@ -38,6 +38,7 @@ class ActivationContext:
     seq_len: int
     qlora_upcast: bool
     head_module: bool  # does the lm_head module run on all tokens (and save its input when it trains)?
+    litgpt: LitgptLora | None = None  # LitGPT's own model saves the activations (litgpt_* functions below)
 
 
 def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
@@ -60,6 +61,7 @@ def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
         qlora_upcast=setup.method == "qlora" and setup.qlora_fp32_upcast,
         # TRL's fused head and the fused kernels read lm_head.weight directly: the module never runs.
         head_module=loss_impl_id(setup) in FULL_LOGITS_IMPLS,
+        litgpt=litgpt_lora(spec, setup) if uses_litgpt_model(spec, setup) else None,
     )
 
 
@@ -67,6 +69,8 @@ def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
     """Names PEFT would wrap. 'all-linear' = every nn.Linear of the decoder layers (PEFT excludes the
     output head). Named targets must exist in this architecture, or PEFT raises; so do we."""
     names = set(spec.linear_names())
+    if litgpt_stack(setup) and setup.lora_targets != (ALL_LINEAR,):
+        setup = _litgpt_fused_targets(spec, setup)
     if setup.lora_targets == (ALL_LINEAR,):
         if spec.all_linear_targets:  # families_moe: what PEFT 0.21.2 really wraps (meta-device check)
             return frozenset(spec.all_linear_targets)
@@ -88,6 +92,8 @@ def lora_params(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] |
     """LoRA parameters: r × (in + out) per adapted module (A: r×in, B: out×r, no bias; LoRA paper §4)."""
     if setup.method == "full":
         return 0
+    if uses_litgpt_model(spec, setup):
+        return litgpt_lora_params(spec, litgpt_lora(spec, setup), setup.lora_rank)
     targets = adapted if adapted is not None else adapted_modules(spec, setup)
     r = setup.lora_rank
     head = r * (spec.hidden_size + spec.vocab_size) if LM_HEAD in targets else 0
@@ -170,6 +176,17 @@ def _attention(spec: ModelSpec, ctx: ActivationContext) -> float:
     return saved
 
 
+def sliding_mask_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """Extra bytes per token of one sliding-window layer under SDPA once seq_len >= window: transformers 5.24
+    cannot hand SDPA is_causal (masking_utils._ignore_causal_mask_sdpa: kv_length >= local_attention_size) and
+    builds a (b, 1, s, s) bool mask, so GQA is lost (sdpa_attention.use_gqa_in_sdpa: no mask only) and K, V are
+    repeat_kv'd to q width, and SDPA converts the mask to an additive one in the compute dtype that it saves
+    (aten convert_boolean_attn_mask): c·s + 2c·(q_dim − kv_dim) (tracer: mistral sliding-window cases)."""
+    if ctx.eager or not spec.sliding_layers or ctx.seq_len < spec.sliding_window or ctx.litgpt is not None:
+        return 0.0
+    return float(ctx.c * ctx.seq_len + 2 * ctx.c * (spec.q_dim - spec.kv_dim))
+
+
 def _act_saved_factor(spec: ModelSpec) -> int:
     """Tensors of width I that the activation function saves: F.silu / F.gelu save their input (1);
     Phi-2's python gelu_new saves x, tanh(...), 0.5x and 1+tanh(...) (4)."""
@@ -193,6 +210,14 @@ def _mlp(spec: ModelSpec, ctx: ActivationContext, inter: int, mlp_in: list[Linea
     else:
         saved += _linear_inputs(mlp_out, inter, m_bytes, ctx)
     return saved
+
+
+def _down_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """What the dense MLP's output projection(s) save, as counted in _mlp."""
+    mlp_out = [m for m in spec.by_role.get("mlp_out", ()) if not m.layers]
+    if ctx.base_trainable:
+        return float(ctx.mlp * spec.intermediate_size * len(mlp_out))
+    return _linear_inputs(mlp_out, spec.intermediate_size, ctx.mlp, ctx)
 
 
 @dataclass(frozen=True)
@@ -274,6 +299,8 @@ def moe_lora_delta_grad_bytes(spec: ModelSpec, ctx: ActivationContext) -> float:
 
 def layer_sizes(spec: ModelSpec, ctx: ActivationContext) -> tuple[LayerActivations | None, LayerActivations | None]:
     """(dense layer, MoE layer) bytes per token, each computed once; None where the model has none."""
+    if ctx.litgpt is not None:
+        return litgpt_layer(spec, ctx), None
     dense = dense_layer(spec, ctx) if spec.num_layers > spec.moe_layers else None
     moe = moe_layer(spec, ctx) if spec.moe_layers else None
     return dense, moe
@@ -291,6 +318,9 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
         total = (spec.num_layers - spec.moe_layers) * (dense_size.total if dense_size else 0.0)
         if moe_size:
             total += spec.moe_layers * moe_size.total
+        if ctx.litgpt is not None:
+            return total - (0.0 if ctx.base_trainable else litgpt_first_layer_unsaved(spec, ctx))
+    total += spec.sliding_layers * sliding_mask_per_token(spec, ctx)  # masked SDPA on sliding-window layers
     if not ctx.base_trainable:
         first_norms = 2 if (spec.parallel_block and spec.family == "gpt_neox") else 1
         total -= first_norms * _norm_saved(spec, ctx)
@@ -301,17 +331,21 @@ def max_layer_per_token(spec: ModelSpec, ctx: ActivationContext,
                         sizes: tuple[LayerActivations | None, LayerActivations | None] | None = None) -> float:
     """The largest single layer: what gradient checkpointing recomputes at once."""
     if spec.layer_pattern:  # families_moe: per layer kind
-        return max(x.total for x in family_layer_sizes(spec, ctx).values())
-    return max(x.total for x in (sizes or layer_sizes(spec, ctx)) if x is not None)
+        return max(x.total for x in family_layer_sizes(spec, ctx).values()) + sliding_mask_per_token(spec, ctx)
+    return max(x.total for x in (sizes or layer_sizes(spec, ctx)) if x is not None) + sliding_mask_per_token(spec, ctx)
 
 
 def rope_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """RoPE cos and sin, computed once per forward and saved by every layer's multiply (shared)."""
+    if ctx.litgpt is not None:
+        return 0.0  # LitGPT: cos/sin are the model's fp32 (T, rope_n_elem) buffers, no per-step tensors (§3.6)
     return 2 * ctx.c * spec.head_dim if spec.family not in ("gpt_neox", "phi") else 2 * ctx.c * spec.head_dim // 2
 
 
 def final_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """Final norm + lm_head input (when the head is trainable) + input ids and labels (int64)."""
+    if ctx.litgpt is not None:
+        return litgpt_final_per_token(spec, ctx)
     saved = _norm_saved(spec, ctx) + 2 * INT64
     if ctx.base_trainable and ctx.head_module:
         saved += ctx.c * spec.hidden_size  # lm_head saves its input for its weight grad
@@ -329,35 +363,90 @@ def backward_extra_per_token(spec: ModelSpec, ctx: ActivationContext,
     score-sized gradients (≈ 8 bytes per score element), while the MLP's saved tensors and the 16-bit
     probabilities have already been consumed and freed (MemTracker on the tracer fixtures)."""
     inter = max(spec.intermediate_size, spec.moe_intermediate_size * max(1, spec.experts_per_token))
-    mlp_moment = ctx.c * (2 * inter + 2 * spec.hidden_size)
+    if ctx.litgpt is not None:  # LitGPT's own model, calibrated on its published runs with this form (§3.6)
+        mlp_moment = ctx.c * (2 * inter + 2 * spec.hidden_size)
+        if not ctx.eager:
+            return mlp_moment
+        probs16 = ctx.c if ctx.c != FP32 else 0
+        layer = (sizes or layer_sizes(spec, ctx))[0]
+        assert layer is not None
+        return max(mlp_moment, (2 * FP32 - probs16) * spec.num_heads * ctx.seq_len - layer.mlp)
+    if spec.moe_layers:
+        mlp_moment = ctx.c * (2 * inter + 2 * spec.hidden_size)  # MoE layers (calibration)
+    else:
+        # Dense: the worst moment is the gated product's backward (aten.mul after down_proj's backward: the
+        # product's grad and both factors' grads, 3 I-wide) or, with LoRA on the down projection, its own backward
+        # (base-path and LoRA-path input grads and their sum, 3 I-wide); a plain MLP with a frozen fc2 has 2
+        # (gelu's output and input grads). Plus the layer's h-wide output grad, while what down_proj saved (its
+        # input, LoRA's rank-r intermediate) is already freed by its own backward (tracer inventories at the
+        # peak op: qwen3 q+v bf16, qwen3 / gpt_neox LoRA-on-MLP fp32, with checkpointing).
+        down_adapted = any(m.name in ctx.adapted for m in spec.by_role.get("mlp_out", ()))
+        wide = 3 if (spec.gated_mlp or down_adapted) else 2
+        mlp_moment = ctx.c * (wide * inter + spec.hidden_size) - _down_saved(spec, ctx)
     if not ctx.eager:
         return mlp_moment
-    probs16 = ctx.c if ctx.c != FP32 else 0
     dense_size, moe_size = sizes or layer_sizes(spec, ctx)
     layer = dense_size or moe_size
     assert layer is not None
-    attn_moment = (2 * FP32 - probs16) * spec.num_heads * ctx.seq_len - layer.mlp
-    return max(mlp_moment, attn_moment)
+    # Eager softmax backward: everything the layer saved after the softmax in forward (the probabilities' 16-bit
+    # copy, V, o_proj's input, the later norms, the MLP) has been consumed and freed by then. Alive: the first
+    # norm, the q/k/v inputs, Q and the repeated K, q/k norms, the fp32 softmax output, Gemma-2's tanh output,
+    # two fp32 score-sized grads, V's grad and the layer's output grad (tracer inventory at
+    # aten._softmax_backward_data, gemma2 full bf16 + checkpointing).
+    qd, kvd, a, s = spec.q_dim, spec.kv_dim, spec.num_heads, ctx.seq_len
+    attn_in = list(spec.by_role.get("attn_in", ()))
+    moment = _norm_saved(spec, ctx) + _linear_inputs(attn_in, spec.hidden_size, ctx.resid, ctx) + 2 * ctx.c * qd
+    if spec.qk_norm:
+        moment += FP32 * (qd + kvd) + 4 * (a + spec.num_kv_heads) + (ctx.resid * (qd + kvd) if ctx.base_trainable else 0)
+    moment += FP32 * a * s + (ctx.c * a * s if spec.attn_softcap else 0)  # softmax output, tanh output
+    moment += 2 * FP32 * a * s + ctx.c * (qd + spec.hidden_size)  # fp32 score grads, V's grad, output grad
+    return max(mlp_moment, moment - layer.total)
 
 
-def recompute_extra_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
-    """LoRA under checkpointing: while a layer is recomputed and differentiated, one more MLP-wide and one more
-    hidden-wide tensor in the compute dtype are alive than the layer's saved tensors and backward temporaries
-    (real-width traces, 24 LoRA all-linear + checkpointing cases in 5 families: the gap is c·T·(I + h) within
-    3 %)."""
-    # Seen only where the down projection carries an adapter whose input is cast per module (fp32 adapters under
-    # autocast); LoRA on q/v only, or fp32 training without autocast, matches the saved tensors alone.
+def recompute_extra_per_token(spec: ModelSpec, ctx: ActivationContext, bwd_temp: float) -> float:
+    """LoRA under checkpointing, where the down projection's adapter gets its own cast of the input (fp32 adapters
+    under autocast): the layer's worst moment is the end of its recompute, inside that adapter, not its MLP
+    backward. Alive then on top of the saved tensors: the product (c·I, saved by nobody), PEFT's cast of it to the
+    adapter dtype (4·I, peft/tuners/lora/layer.py Linear.forward keeps x until it returns), and five hidden-wide
+    tensors (the MLP input, the base output, the residual, the layer's output grad and its LoRA-scaled copy).
+    Returns what this adds over the MLP-backward moment bwd_temp (tracer inventory at the peak op,
+    rw-qwen2.5-0.5b LoRA bf16 + checkpointing)."""
     down_adapted = any(m.name in ctx.adapted for m in spec.by_role.get("mlp_out", ()))
     if ctx.base_trainable or not ctx.adapter_copies or not down_adapted:
         return 0.0
-    inter = spec.intermediate_size if spec.num_layers > spec.moe_layers else spec.moe_intermediate_size
-    return float(ctx.c * (inter + spec.hidden_size))
+    if ctx.litgpt is not None:  # LitGPT's own model: the earlier calibrated c·(I + h) (§3.6)
+        return float(ctx.c * (spec.intermediate_size + spec.hidden_size))
+    if spec.moe_layers:
+        return 0.0
+    inter = spec.intermediate_size
+    moment = ctx.c * inter + FP32 * inter + 5 * ctx.c * spec.hidden_size
+    return max(0.0, moment - bwd_temp)
+
+
+def checkpoint_alias_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """Bytes of a recomputed layer's saved tensors that are its checkpointed input itself. With an fp32 residual
+    stream RMSNorm's x.to(float32) is a no-op, so the "fp32 copy" its first norm saves is the checkpoint already
+    counted per layer (tracer inventories: qwen3 / qwen2 LoRA-on-MLP fp32 + checkpointing). LayerNorm models
+    (GPT-NeoX, Phi-2) alias too, but their fused QKV output stays alive through V's view: not modelled, the two
+    roughly cancel (tracer: gpt_neox LoRA fp32 + checkpointing)."""
+    if ctx.resid != FP32 or spec.norm_kind != "rms" or ctx.litgpt is not None:
+        return 0.0
+    return float(FP32 * spec.hidden_size)
 
 
 def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """Gradient checkpointing keeps each decoder layer's input hidden state (Korthikanti §5 full recompute:
     2sbh per layer in bf16; fp32 residual streams keep 4h)."""
-    return spec.num_layers * ctx.resid * spec.hidden_size
+    saved = spec.num_layers * ctx.resid * spec.hidden_size
+    if sliding_mask_per_token(spec, ctx):
+        saved += ctx.seq_len  # the (b, 1, s, s) bool sliding-window mask is a layer argument: kept with the inputs
+    if ctx.eager and ctx.litgpt is None:
+        # Eager attention always gets a materialised (b, 1, s, s) additive mask in the embeddings' dtype
+        # (masking_utils.eager_mask, transformers 5.24), one per attention kind (full; sliding): as layer arguments
+        # the checkpoint keeps them to the end of backward (tracer inventory, gemma2 full mixed + checkpointing).
+        kinds = (1 if spec.sliding_layers < spec.num_layers else 0) + (1 if spec.sliding_layers else 0)
+        saved += kinds * ctx.resid * ctx.seq_len
+    return saved
 
 
 @dataclass(frozen=True)
@@ -377,6 +466,8 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
     tokens = setup.tokens
     vocab, hidden = spec.vocab_size, spec.hidden_size
     impl = loss_impl_id(setup)
+    if impl == "litgpt":
+        return litgpt_loss_memory(spec, setup, ctx)
     if impl == "trl":
         # TRL 1.16 fused chunked head (trl/kernels/chunked_logprob.py). Positions with a label: all but the last
         # of each sequence (labels shifted by one; the estimate assumes every token counts).
@@ -408,10 +499,24 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         if ctx.resid == FP32 and ctx.c != FP32:
             # Under autocast (fp32 weights) every chunk's matmul casts the whole head to 16-bit first
             # (amp_custom_fwd keeps autocast on): one c·V·H copy at a time (real-width trace, mixed precision).
-            tile += ctx.c * vocab * hidden
+            # A trainable head is cast twice, weight.t() for the logits and weight for grad_input, and both copies
+            # stay alive to the end of the loss forward (tracer: rw-llama3.1-8b full mixed fused, forward head).
+            tile += (2 if ctx.base_trainable else 1) * ctx.c * vocab * hidden
+        if impl == "liger" and ctx.base_trainable and ctx.c == FP32:
+            # fp32 logits (fp32 training, no autocast) take the legacy fallback, grad_weight += mm(...).float():
+            # a [V, H] fp32 product per chunk next to the fp32 grad_weight (ops/fused_linear_cross_entropy.py:370-375)
+            tile += FP32 * vocab * hidden
         kept = ctx.resid * tokens * hidden + FP32 * tokens  # grad_input in the input's dtype + fp32 loss_1d
         return LossMemory(kept, float(tile), impl, "grad_input [T, H] from forward",
                           "one [chunk × V] logits tile")
+    if impl == "torchtune" and setup.compile:
+        # torchtune compile=True compiles compute_cross_entropy (training/_compile.py compile_loss): inductor's
+        # partitioner (min-cut, torch 2.13) keeps the 16-bit logits chunk and two fp32 row statistics (max,
+        # logsumexp) instead of the fp32 log-softmax; the fused backward writes each chunk's 16-bit gradient.
+        kept = ctx.c * tokens * vocab + 2 * FP32 * tokens
+        transient = ctx.c * tokens * vocab / TORCHTUNE_CHUNKS
+        return LossMemory(kept, transient, impl, "c·T·V 16-bit logits chunks (compiled cross-entropy)",
+                          "one chunk's 16-bit gradient")
     if impl == "torchtune":
         # CEWithChunkedOutputLoss: each of the 8 output chunks is upcast (logits.float()) and its fp32
         # log-softmax kept for backward (4·T·V in all); the worst moment is the end of the loss forward, with
@@ -421,14 +526,19 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         return LossMemory(kept, transient, impl, "4 B × T × V fp32 log-softmax (8 chunks)",
                           "16-bit logits chunks + one fp32 chunk")
     # Full logits: HF ForCausalLMLoss (logits.float() then cross_entropy): log_softmax keeps its fp32 output
-    # (4·T·V); its backward adds grad_out and grad_in (8·T·V) → 12·T·V at the peak (§4). "bf16" and "litgpt"
-    # (LitGPT's chunked_cross_entropy on bf16-true logits) have no upcast.
-    ce = FP32 if impl == "hf" else ctx.c
+    # (4·T·V); its backward adds grad_out and grad_in (8·T·V) → 12·T·V at the peak (§4). torchtune without output
+    # chunks upcasts in the model (modules/transformer.py unembed: self.output(h).float()): the same fp32 loss.
+    ce = FP32
     kept = ce * tokens * vocab
     if spec.final_softcap:
         kept += ctx.c * tokens * vocab  # Gemma-2 logit soft-capping: tanh keeps its output for backward
     if ctx.qlora_upcast:
         kept += FP32 * tokens * vocab  # prepare_model_for_kbit_training: an fp32 head keeps fp32 logits (§3.3 Qp)
+    if impl == "torchtune_full" and setup.compile:
+        # compiled nn.CrossEntropyLoss (torchtune compile_loss compiles the whole loss): it keeps its fp32 input
+        # (the model's upcast logits) and row statistics; one fused kernel writes the fp32 gradient.
+        return LossMemory(float(kept), float(ce * tokens * vocab), impl, "fp32 logits (compiled cross-entropy)",
+                          f"{ce} B × T × V gradient (fused backward)")
     return LossMemory(float(kept), float(2 * ce * tokens * vocab), impl, f"{ce} B × T × V log-softmax",
                       f"{2 * ce} B × T × V (grad out + grad in)")
 
@@ -557,3 +667,225 @@ def family_layer_sizes(spec: ModelSpec, ctx: ActivationContext) -> dict[str, Lay
         out[kind] = LayerActivations(norms=spec.norms_per_layer * _norm_saved(spec, ctx), attention=attn,
                                      mlp=_family_mlp(spec, ctx, mlp_kind == "moe"))
     return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# LitGPT 0.5.13's own model (stack model_code "litgpt"): what litgpt.model.GPT and litgpt.lora.GPT save for
+# backward under bf16-true with SDPA. Closed form from FakeTensor + MemTracker traces of LitGPT's model on 14
+# published rows (calibration/litgpt_trace.py; byte-exact per layer), docs/formulas.md §3.6.
+# --------------------------------------------------------------------------------------------------------------
+LITGPT_HEAD_CHUNK = 128  # litgpt/finetune/lora.py (0.5.13): model(input_ids, lm_head_chunk_size=128)
+LITGPT_FAMILIES = frozenset({"llama", "mistral", "qwen2", "gemma", "phi3", "phi", "gpt_neox"})  # traced/same blocks
+BOOL = 1  # CUDA native_dropout keeps a bool mask: 1 byte per element
+
+
+@dataclass(frozen=True)
+class LitgptLora:
+    """LitGPT's LoRA switches (litgpt/lora.py Config: lora_query/key/value/projection/mlp/head), its dropout and
+    the micro-batch (per-layer constants are spread over the tokens)."""
+
+    query: bool
+    key: bool
+    value: bool
+    projection: bool
+    mlp: bool
+    head: bool
+    dropout: float
+    batch: int
+
+    @property
+    def qkv(self) -> int:
+        return self.query + self.key + self.value
+
+
+def litgpt_stack(setup: TrainingSetup) -> bool:
+    """Does the setup's stack run LitGPT's own model code (estimator.stacks Stack.model_code)?"""
+    return setup.stack is not None and get_stack(setup.stack).model_code == "litgpt"
+
+
+def uses_litgpt_model(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """LitGPT's closed form applies: the LitGPT stack, a dense decoder of a family whose LitGPT block was traced
+    (or is the same LLaMA/GPT-NeoX block), SDPA. Everything else (MoE, Gemma-2/3 post-norms and soft-capping,
+    qk-norms, eager attention) keeps the transformers-module estimate."""
+    return (litgpt_stack(setup) and spec.family in LITGPT_FAMILIES and not spec.moe_layers and not spec.qk_norm
+            and setup.attention == "sdpa")
+
+
+def _litgpt_fused_targets(spec: ModelSpec, setup: TrainingSetup) -> TrainingSetup:
+    """LitGPT has lora_query/key/value switches on every model (one fused qkv linear): on a model whose
+    transformers config fuses q, k, v (GPT-NeoX query_key_value, Phi-3 qkv_proj) the names q_proj/k_proj/v_proj
+    select that module."""
+    from dataclasses import replace
+
+    fused = [m.name for m in spec.by_role.get("attn_in", ()) if m.out_features == spec.q_dim + 2 * spec.kv_dim]
+    names = set(spec.linear_names())
+    if not fused or "q_proj" in names:
+        return setup
+    mapped = tuple(dict.fromkeys(fused[0] if t in ("q_proj", "k_proj", "v_proj") else t for t in setup.lora_targets))
+    return replace(setup, lora_targets=mapped)
+
+
+def litgpt_lora(spec: ModelSpec, setup: TrainingSetup) -> LitgptLora:
+    """The LitGPT switches a setup's LoRA targets turn on. Transformers names map to LitGPT's modules as
+    litgpt/scripts/convert_hf_checkpoint.py maps the weights: q/k/v (or a fused qkv) → attn.qkv, the attention
+    output → attn.proj, any MLP linear → lora_mlp (LitGPT adapts fc_1, fc_2 and proj together), lm_head →
+    lora_head. 'all-linear' = every switch but the head."""
+    stack = get_stack(setup.stack) if setup.stack else None
+    dropout = stack.lora_dropout if stack else 0.0
+    if setup.method == "full":
+        return LitgptLora(False, False, False, False, False, False, dropout, setup.batch)
+    roles = {m.name: m.role for m in spec.linears}
+    all_linear = setup.lora_targets == (ALL_LINEAR,)
+    names = set(spec.linear_names()) if all_linear else set(setup.lora_targets)
+    fused = any(roles.get(n) == "attn_in" and n not in ("q_proj", "k_proj", "v_proj") for n in names)
+    q, k, v = ("q_proj" in names or fused), ("k_proj" in names or fused), ("v_proj" in names or fused)
+    proj = any(roles.get(n) == "attn_out" for n in names)
+    mlp = any(roles.get(n) in ("mlp_in", "mlp_out") for n in names)
+    return LitgptLora(q, k, v, proj, mlp, LM_HEAD in names and not all_linear, dropout, setup.batch)
+
+
+def litgpt_lora_params(spec: ModelSpec, lit: LitgptLora, r: int) -> int:
+    """LoRA parameters of LitGPT's modules (litgpt/lora.py 0.5.13): LoRAQKVLinear lora_A (r·n_en, h) and lora_B
+    (enabled q/k/v widths, r); LoRALinear r·(in + out) for proj, each MLP linear (fc_1, fc_2, proj) and the head."""
+    h, inter = spec.hidden_size, spec.intermediate_size
+    per_layer = 0
+    if lit.qkv:
+        per_layer += r * lit.qkv * h + r * (spec.q_dim * lit.query + spec.kv_dim * (lit.key + lit.value))
+    if lit.projection:
+        per_layer += r * (spec.q_dim + h)
+    if lit.mlp:
+        per_layer += (3 if spec.gated_mlp else 2) * r * (h + inter)  # LLaMAMLP fc_1, fc_2, proj; GptNeoxMLP fc, proj
+    head = r * (h + spec.vocab_size) if lit.head else 0
+    return per_layer * spec.num_layers + head
+
+
+def stack_spec(spec: ModelSpec, setup: TrainingSetup) -> ModelSpec:
+    """The model as the setup's stack builds it. LitGPT (Stack.untied_head) trains a separate output head even
+    where the transformers config ties it (+V·h parameters); with --quantize its bnb precision plugin replaces
+    every nn.Linear, the head included, by a 4-bit one (Stack.quantize_head)."""
+    from dataclasses import replace
+
+    if setup.stack is None:
+        return spec
+    stack = get_stack(setup.stack)
+    head = spec.vocab_size * spec.hidden_size
+    if stack.untied_head and spec.tie_embeddings:
+        spec = replace(spec, tie_embeddings=False, params_total=spec.params_total + head,
+                       params_embedding=spec.params_embedding + head, params_active=spec.params_active + head,
+                       notes=(*spec.notes, f"{stack.label} trains an untied output head: +{head:,} parameters"))
+    if stack.quantize_head and setup.method == "qlora":
+        spec = replace(spec, params_quantizable=spec.params_quantizable + head)
+    return spec
+
+
+def _litgpt_norm(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """One LitGPT norm. RMSNorm (litgpt/model.py: x.float() … .to(dtype)) keeps the fp32 input and the fp32 rstd,
+    and with a trainable weight also the fp32 normalised x; F.layer_norm keeps its 16-bit input and fp32 mean and
+    rstd."""
+    h = spec.hidden_size
+    if spec.norm_kind == "layer":
+        return ctx.c * h + 8  # input + fp32 mean, rstd (CUDA)
+    return FP32 * h + 4 + (FP32 * h if ctx.base_trainable else 0)  # fp32 x, rstd (+ fp32 x_normed when trained)
+
+
+def _lora_input(width: int, ctx: ActivationContext, p: bool) -> float:
+    """What one LitGPT LoRA module keeps of its input: with dropout the dropout output and its bool mask (CUDA
+    native_dropout), else the input itself (litgpt/lora.py LoRALinear.forward: lora_dropout(x) @ lora_A)."""
+    return (ctx.c + BOOL) * width if p else ctx.c * width
+
+
+def litgpt_layer(spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
+    """One LitGPT decoder block (litgpt/model.py, litgpt/lora.py 0.5.13), bytes per token (docs/formulas.md §3.6)."""
+    lit = ctx.litgpt
+    assert lit is not None
+    c, h, inter, r = ctx.c, spec.hidden_size, spec.intermediate_size, ctx.rank
+    qd, kvd, heads = spec.q_dim, spec.kv_dim, spec.num_heads
+    full, p = ctx.base_trainable, lit.dropout > 0
+    tokens = ctx.seq_len * lit.batch
+    lora_q = lit.qkv > 0 and not full
+    # Norms: RMSNorm ×2; LayerNorm: a parallel block's norms read the same x, whose 16-bit copy is kept once.
+    if spec.norm_kind == "layer":
+        inputs = 1 if spec.parallel_block else spec.norms_per_layer
+        norms = inputs * c * h + spec.norms_per_layer * 8  # F.layer_norm: input + fp32 mean, rstd each
+    else:
+        norms = spec.norms_per_layer * _litgpt_norm(spec, ctx)
+        norms += spec.norms_per_layer * FP32 * h / tokens  # per layer: weight.float() kept by the multiply
+    # qkv: the full-FT linear keeps the norm output; LoRAQKVLinear keeps its dropout output + mask (or the input),
+    # lora_A's output, and zero_pad's index_copy keeps its source when only some of q, k, v are adapted.
+    attention = c * h if full else 0.0
+    if lora_q:
+        attention += _lora_input(h, ctx, p) + c * lit.qkv * r
+        if lit.qkv < 3:
+            enabled = qd * lit.query + kvd * (lit.key + lit.value)
+            attention += c * enabled + INT64 * enabled / tokens  # index_copy source; int64 lora_ind clone per layer
+    # SDPA keeps q, k, v, O and the fp32 logsumexp. GQA/MQA: k, v are repeat_interleave'd to q width; MHA: v is a
+    # view of the fused qkv output, which stays alive whole (litgpt/model.py CausalSelfAttention).
+    attention += (4 * c * qd if spec.num_kv_heads != heads else c * (3 * qd + 3 * kvd)) + FP32 * heads
+    # proj's input y is a reshape copy of the SDPA output (flash keeps q's BHTD layout): kept when proj trains.
+    if full:
+        attention += c * qd
+    elif lit.projection:
+        attention += _lora_input(qd, ctx, p) + c * r
+    # MLP: LLaMAMLP keeps the silu input, its output and fc_2's output; GptNeoxMLP's F.gelu keeps its input only.
+    mlp = (3 if spec.gated_mlp else 1) * c * inter
+    if full:
+        mlp += c * h + c * inter  # fc input (shared by fc_1, fc_2) and proj input
+    elif lit.mlp:
+        if spec.gated_mlp:  # fc_1 and fc_2 are separate LoRA modules, each with its own dropout (one shared input)
+            mlp += (2 * (c + BOOL) * h if p else c * h) + 2 * c * r
+        else:  # a shared parallel norm output is kept already by the qkv LoRA when there is no dropout
+            shared = not p and spec.parallel_block and spec.norms_per_layer == 1 and lora_q
+            mlp += (0.0 if shared else _lora_input(h, ctx, p)) + c * r
+        mlp += _lora_input(inter, ctx, p) + c * r  # mlp.proj
+    return LayerActivations(norms=norms, attention=attention, mlp=mlp)
+
+
+def litgpt_first_layer_unsaved(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """LoRA: the first block's input comes from a frozen embedding, so the norms reading it keep nothing and a
+    dropout over their output keeps no mask (no gradient flows there); lora_A still keeps its input."""
+    lit = ctx.litgpt
+    assert lit is not None
+    h, p = spec.hidden_size, lit.dropout > 0
+    if spec.norm_kind == "layer":
+        readers = spec.norms_per_layer if spec.parallel_block else 1
+        unsaved = (ctx.c * h if readers else 0) + readers * 8
+    else:
+        unsaved = _litgpt_norm(spec, ctx)
+    if p and lit.qkv:
+        unsaved += BOOL * h  # qkv dropout mask
+    if p and lit.mlp and spec.parallel_block:
+        unsaved += BOOL * h  # the parallel MLP reads the layer input's norm too
+    return unsaved
+
+
+def litgpt_final_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """ln_f, the head's input when it trains (full FT; LoRA head: dropout output + mask and lora_A's output),
+    input ids and targets (int64)."""
+    lit = ctx.litgpt
+    assert lit is not None
+    h = spec.hidden_size
+    saved = _litgpt_norm(spec, ctx) + 2 * INT64
+    if ctx.base_trainable:
+        saved += ctx.c * h  # lm_head keeps its input for its weight gradient
+    elif lit.head:
+        saved += _lora_input(h, ctx, lit.dropout > 0) + ctx.c * ctx.rank  # per 128-token chunk, all chunks kept
+    return saved
+
+
+def litgpt_loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> LossMemory:
+    """LitGPT's chunked_cross_entropy (litgpt/utils.py 0.5.13) on bf16 logits, as each finetune script calls it.
+
+    finetune/lora.py: model(ids, lm_head_chunk_size=128) returns the logits as 128-token chunks; each chunk's
+    log-softmax output (16-bit, no upcast) is kept: 2·c·T·V until backward (the end of the forward holds the same:
+    the previous step's logits live until model() returns). In backward one chunk's nll grad and log-softmax grad
+    are alive at a time: 2·c·B·128·V. finetune/full.py: model(ids) without head chunking, then
+    chunked_cross_entropy(logits[..., :-1, :]): logits + the shifted reshape copy (or the log-softmax outputs) kept,
+    and in backward the concatenated chunk gradients and slice_backward's zero-filled gradient: 3·c·T·V in all."""
+    tokens, vocab, c = setup.tokens, spec.vocab_size, ctx.c
+    kept = 2.0 * c * tokens * vocab
+    if setup.method == "full":
+        return LossMemory(kept, float(c * tokens * vocab), "litgpt", "2·c·T·V logits + log-softmax (16-bit)",
+                          "c·T·V chunk gradients")
+    chunk = setup.batch * min(LITGPT_HEAD_CHUNK, setup.seq_len) * vocab
+    return LossMemory(kept, float(2 * c * chunk), "litgpt", "2·c·T·V logits chunks + log-softmax (16-bit)",
+                      "2·c·B·128·V one chunk's gradients")

@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=1)
     p.add_argument("--sharding", choices=SHARDINGS, default="none")
     p.add_argument("--offload-optimizer", action="store_true")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step (>1 keeps gradients)")
+    p.add_argument("--compile", action="store_true",
+                   help="torchtune compile=True: its compiled cross-entropy keeps 16-bit logits (torchtune stack)")
+    p.add_argument("--optimizer-in-bwd", action="store_true",
+                   help="torchtune optimizer_in_bwd=True: each gradient is applied and freed in backward "
+                        "(torchtune stack, full fine-tuning)")
     p.add_argument("--device", help="device id (see --list-devices)")
     p.add_argument("--capacity", type=float, help="custom device capacity in GB (with --device custom)")
     p.add_argument("--unified", action="store_true", help="custom device shares RAM (75 %% usable)")
@@ -145,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
             offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
             lora_rank=args.lora_rank, lora_targets=parse_targets(args.lora_targets), gpus=args.gpus,
-            sharding=args.sharding, offload_optimizer=args.offload_optimizer,
+            sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
+            compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
         )
         device = None
         if args.device == "custom" or (args.device is None and args.capacity is not None):

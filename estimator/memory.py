@@ -21,6 +21,7 @@ from .precision import (
     trainable_bytes,
     weight_bytes,
 )
+from .stacks import get_stack
 from .training import TrainingSetup
 
 COMPONENT_KEYS = ("weights", "gradients", "optimizer", "activations", "overhead")
@@ -42,8 +43,8 @@ NCCL_BYTES = 250_000_000  # NCCL communicator buffers per GPU when more than one
 ALLOCATOR_SLACK = 0.05
 # Relative error of the tensor-level estimate on real runs: 10th/90th percentile of measured ÷ estimated over
 # the published measurements (validation.derived_band; tests/test_accuracy.py re-derives and checks them).
-MODEL_ERROR_LOW = 0.13
-MODEL_ERROR_HIGH = 0.15
+MODEL_ERROR_LOW = 0.07
+MODEL_ERROR_HIGH = 0.08
 
 
 class DetailItem(NamedTuple):
@@ -180,6 +181,7 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
 
 def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
+    spec = act.stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
     ctx = act.context(spec, setup)
     tokens = setup.tokens
     c = compute_bytes(setup)
@@ -222,6 +224,16 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         g_embed_last /= setup.gpus
         g_first_missing /= setup.gpus
     g_persist = grads if setup.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
+    g_first = max(grads - g_embed_last - g_first_missing, g_persist)  # at the first layer's backward
+    g_end, g_step = max(grads, g_persist), grads  # end of backward (tied embeddings), optimizer step
+    if setup.optimizer_in_bwd:
+        # torchtune training/memory.py register_optim_in_bwd_hooks (0.6.1): a post-accumulate-grad hook steps and
+        # zeroes each parameter, so only the gradient being applied exists (the largest is one decoder matrix or
+        # the V × H head); a tied weight's head gradient waits until the embedding's part is added.
+        tied_wait = head_params * gb if spec.tie_embeddings else 0.0
+        g_first = tied_wait + max(spec.largest_linear_params, head_params) * gb
+        g_end, g_step = tied_wait, 0.0  # the tied weight's summed gradient, applied in its hook; no step phase
+        opt_temp = 0.0
 
     casts_all, casts_layer, head_casts = _casts(spec, setup, lora, ctx.head_module)
     if setup.sharding == "zero3" and setup.gpus > 1:
@@ -248,6 +260,8 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     bwd_temp = tokens * act.backward_extra_per_token(spec, ctx, sizes)
     # QLoRA: each 4-bit matmul dequantises its whole weight to the compute dtype (bnb _dequant_linear_fallback).
     dequant = float(spec.largest_linear_params * c) if setup.method == "qlora" else 0.0
+    if setup.method == "qlora" and setup.stack and get_stack(setup.stack).quantize_head:
+        dequant = float(max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) * c)  # the 4-bit head
 
     def d(component: str, label: str, value: float, formula: str) -> DetailItem:
         return DetailItem(component, label, float(value), formula)
@@ -271,10 +285,17 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         return Phase(name, weights + casts, grad, opt + temp, sum(a.bytes for a in acts), tuple(items))
 
     act_final = d("activations", "Final norm, head input, token ids", final, "T × (norm + head input + ids)")
+    # Once backward reaches the decoder layers the final norm's and the head's saved tensors are freed: only the
+    # token ids and RoPE cos/sin remain (tracer inventories at the last layer's backward).
+    ids_rope = tokens * (2 * act.INT64 + act.rope_per_token(spec, ctx))
+    act_ids = d("activations", "Token ids, RoPE cos/sin", ids_rope, "T × (16 + 2·c·d)")
+    if ctx.litgpt is not None:
+        act_ids = act_final  # LitGPT's own model: calibrated with the final tensors counted (§3.6)
     act_loss_kept = d("activations", "Logits and loss (saved)", loss.kept, loss.kept_formula)
     act_loss_tr = d("activations", "Loss backward buffers", loss.transient, loss.transient_formula)
     act_temp = d("activations", "Backward temporaries", bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
-    act_one = d("activations", "Recomputed layer", one_layer, "T × one layer's saved tensors")
+    act_one = d("activations", "Recomputed layer", one_layer - tokens * act.checkpoint_alias_per_token(spec, ctx),
+                "T × one layer's saved tensors (less its own checkpointed input)")
     act_deq = d("activations", "QLoRA dequantisation buffer", dequant, "largest 4-bit matrix in 16-bit")
     phases: list[Phase]
     if not setup.grad_ckpt:
@@ -283,21 +304,22 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
             phase("loss backward", casts_all, g_persist + g_loss, "Gradients (accumulated)",
                   [act_layers, act_final, act_loss_kept, act_loss_tr]),
             phase("backward, output layer", casts_all, g_persist + g_head, "Gradients (head)",
-                  [act_layers, act_final, act_temp, act_deq]),
-            phase("backward, first layer", casts_layer, max(grads - g_embed_last - g_first_missing, g_persist), "Gradients",
+                  [act_layers, act_ids, act_temp, act_deq]),
+            phase("backward, first layer", casts_layer, g_first, "Gradients",
                   [d("activations", "First layer's activations", one_layer, "T × one layer"), act_temp, act_deq]),
         ]
     else:
         act_ckpt = d("activations", "Checkpointed layer inputs", ckpt,
                      "2 × T × h (layer inputs back from CPU)" if offloaded else "T × L × h (layer inputs)")
-        recompute = d("activations", "Recompute transients (LoRA)", tokens * act.recompute_extra_per_token(spec, ctx),
-                      "c × T × (I + h)")
+        recompute = d("activations", "Recompute transients (LoRA)",
+                      tokens * act.recompute_extra_per_token(spec, ctx, bwd_temp / tokens),
+                      "T × (c·I + 4·I + 5·c·h) − backward temporaries")
         phases = [
             phase("loss backward", head_casts, g_persist + g_loss, "Gradients (accumulated)",
                   [act_ckpt, act_final, act_loss_kept, act_loss_tr]),
             phase("backward, recomputing last layer", head_casts + casts_layer, g_persist + g_head,
-                  "Gradients (head)", [act_ckpt, act_final, act_one, act_temp, recompute, act_deq]),
-            phase("backward, recomputing first layer", casts_layer, max(grads - g_embed_last - g_first_missing, g_persist),
+                  "Gradients (head)", [act_ckpt, act_ids, act_one, act_temp, recompute, act_deq]),
+            phase("backward, recomputing first layer", casts_layer, g_first,
                   "Gradients", [act_one, act_temp, recompute, act_deq]),
         ]
     if setup.method == "full" and spec.tie_embeddings:
@@ -305,9 +327,9 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         # its input buffer), the embedding's dense gradient and their sum at once (real-width traces:
         # calibration/README.md), each V × H in the gradient dtype.
         tied = 2 * head_params * gb / (setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
-        phases.append(phase("backward, tied embedding", 0.0, max(grads, g_persist) + tied,
+        phases.append(phase("backward, tied embedding", 0.0, g_end + tied,
                             "Gradients (+ embedding gradient and the tied sum)", []))
-    phases.append(phase("optimizer step", 0.0, grads, "Gradients", [], opt_temp))
+    phases.append(phase("optimizer step", 0.0, g_step, "Gradients", [], opt_temp))
     if setup.method == "qlora" and setup.load_16bit_first:
         # LitGPT's bnb precision plugin loads the bf16 state dict onto the GPU before quantising: the
         # load-time high-water mark is the 16-bit model (measured ≈ 2 B × params in its QLoRA tables).

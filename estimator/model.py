@@ -71,6 +71,8 @@ class ModelSpec:
     hidden_act: str = "silu"  # MLP activation; Phi-2's python "gelu_new" saves four tensors instead of one
     attn_softcap: bool = False  # Gemma-2: tanh soft-capping of attention scores (eager keeps the tanh output)
     final_softcap: bool = False  # Gemma-2: tanh soft-capping of the logits (keeps a 16-bit tanh output)
+    sliding_window: int = 0  # local attention window in tokens (0 = none)
+    sliding_layers: int = 0  # decoder layers that attend within sliding_window
     num_experts: int = 0
     experts_per_token: int = 0
     moe_intermediate_size: int = 0
@@ -87,7 +89,6 @@ class ModelSpec:
     layer_pattern: tuple[str, ...] = ()  # per layer "<attention kind>:<dense|moe>", e.g. "linear:moe", "sliding:moe"
     all_linear_targets: tuple[str, ...] = ()  # what PEFT's all-linear wraps, when not every listed linear
     attention_sinks: bool = False  # gpt-oss: a learned sink logit per head (eager attention)
-    sliding_window: int = 0  # tokens seen by "sliding" layers
     attention_chunk: int = 0  # tokens per attention chunk in "chunked" layers (Llama 4)
     mla_q_rank: int = 0  # DeepSeek MLA: q_lora_rank (0: a plain q_proj)
     mla_kv_rank: int = 0  # kv_lora_rank
@@ -415,6 +416,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     qk_norm = family in ("qwen3", "qwen3_moe", "gemma3_text") or (family == "phi" and _flag(cfg, "qk_layernorm", False))
     parallel = family == "phi" or (family == "gpt_neox" and _flag(cfg, "use_parallel_residual", True))
     lm_head_bias = family == "phi"
+    window, sliding = _sliding_layers(cfg, family, layers)
 
     spec = ModelSpec(
         name=name, family=family, vocab_size=vocab, hidden_size=h, intermediate_size=inter,
@@ -425,12 +427,37 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
         hidden_act=_safe(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"),
         attn_softcap=family == "gemma2" and cfg.get("attn_logit_softcapping", 50.0) is not None,
         final_softcap=family == "gemma2" and cfg.get("final_logit_softcapping", 30.0) is not None,
+        sliding_window=window, sliding_layers=sliding,
         num_experts=num_experts,
         experts_per_token=experts_per_token, moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=shared_inter, moe_layers=moe_layers, source=source,
         notes=tuple(notes),
     )
     return _with_counts(spec)
+
+
+def _sliding_layers(cfg: Mapping[str, Any], family: str, layers: int) -> tuple[int, int]:
+    """(window, how many layers use it), as transformers 5.24's configs decide: Qwen configs drop the window
+    unless use_sliding_window (configuration_qwen2.py __post_init__); an explicit layer_types list names the
+    sliding layers; otherwise Qwen slides from max_window_layers on, Gemma-2 on every other layer, Gemma-3 on five
+    of six (sliding_window_pattern), and Mistral/Mixtral/Phi-3 on every layer (modeling_mistral.py)."""
+    window = cfg.get("sliding_window")
+    if (not isinstance(window, int) or isinstance(window, bool) or window <= 0
+            or cfg.get("use_sliding_window", not family.startswith("qwen")) is False):
+        return 0, 0
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        return window, sum(1 for t in types if t == "sliding_attention")
+    if family.startswith("qwen"):
+        first = cfg.get("max_window_layers", 28)
+        return window, max(0, layers - first) if isinstance(first, int) else 0
+    if family == "gemma2":
+        return window, (layers + 1) // 2
+    if family == "gemma3_text":
+        pattern = cfg.get("sliding_window_pattern", 6)
+        pattern = pattern if isinstance(pattern, int) and pattern > 0 else 6
+        return window, sum(1 for i in range(layers) if (i + 1) % pattern)
+    return window, layers
 
 
 def _with_counts(spec: ModelSpec) -> ModelSpec:

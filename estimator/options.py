@@ -19,35 +19,55 @@ class OptimizerOption:
     step_temporaries: bool  # does the step allocate a parameter-sized buffer (torch's foreach path)?
     summary: str
     source: str
+    # The option as a torch / bitsandbytes class, for the stacks that build the optimizer themselves (torchtune
+    # configs, LitGPT's --optimizer, a plain loop): class path and the keyword arguments the option needs.
+    torch_class: str = ""
+    torch_kwargs: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def torch_init_kwargs(self) -> dict[str, object]:
+        return dict(self.torch_kwargs)
+
+
+SGD_MOMENTUM = 0.9  # the estimate counts one momentum buffer; transformers' optim="sgd" has momentum 0 otherwise
 
 
 OPTIMIZERS: dict[str, OptimizerOption] = {o.id: o for o in (
     OptimizerOption("adamw", "AdamW (fused)", "adamw_torch_fused", 2, "param", False,
                     "Two states (exp_avg, exp_avg_sq) in the parameter's dtype; the fused kernel updates in place.",
                     "torch/optim/adamw.py (fused=True); transformers 5.24 training_args.py default_optim "
-                    "'adamw_torch_fused' with torch ≥ 2.8"),
+                    "'adamw_torch_fused' with torch ≥ 2.8",
+                    torch_class="torch.optim.AdamW", torch_kwargs=(("fused", True),)),
     OptimizerOption("adamw_foreach", "AdamW (torch default, foreach)", "adamw_torch", 2, "param", True,
                     "Two states like fused AdamW, plus one parameter-sized temporary per step (foreach path).",
                     "torch/optim/adamw.py: foreach is the CUDA default when fused is not requested; "
-                    "torch/optim/optimizer.py _foreach_doc"),
+                    "torch/optim/optimizer.py _foreach_doc",
+                    torch_class="torch.optim.AdamW", torch_kwargs=(("foreach", True),)),
     OptimizerOption("adamw_8bit", "8-bit AdamW (bitsandbytes)", "adamw_bnb_8bit", 2, "8bit", False,
                     "Two uint8 blockwise states + one fp32 absmax per 256 elements.",
-                    "bitsandbytes optim/optimizer.py (blocksize 256); Dettmers et al. 2110.02861"),
+                    "bitsandbytes optim/optimizer.py (blocksize 256); Dettmers et al. 2110.02861",
+                    torch_class="bitsandbytes.optim.AdamW8bit"),
     OptimizerOption("paged_adamw", "Paged AdamW 32-bit", "paged_adamw_32bit", 2, "fp32", False,
                     "Two fp32 states in paged (unified) memory; counted on the GPU.",
-                    "bitsandbytes optim/adamw.py PagedAdamW32bit"),
+                    "bitsandbytes optim/adamw.py PagedAdamW32bit",
+                    torch_class="bitsandbytes.optim.PagedAdamW32bit"),
     OptimizerOption("paged_adamw_8bit", "Paged AdamW 8-bit", "paged_adamw_8bit", 2, "8bit", False,
                     "Two 8-bit blockwise states in paged memory; counted on the GPU.",
-                    "bitsandbytes optim/adamw.py PagedAdamW8bit"),
+                    "bitsandbytes optim/adamw.py PagedAdamW8bit",
+                    torch_class="bitsandbytes.optim.PagedAdamW8bit"),
     OptimizerOption("sgd", "SGD with momentum", "sgd", 1, "param", False,
                     "One momentum buffer in the parameter's dtype.",
-                    "torch/optim/sgd.py (momentum_buffer)"),
+                    "torch/optim/sgd.py (momentum_buffer)",
+                    torch_class="torch.optim.SGD", torch_kwargs=(("momentum", SGD_MOMENTUM),)),
     OptimizerOption("adafactor", "Adafactor", "adafactor", 1, "factored", False,
                     "fp32 row and column factors per matrix; a full fp32 second moment for 1-D tensors.",
-                    "transformers optimization.py Adafactor (beta1=None)"),
+                    "transformers optimization.py Adafactor (beta1=None)",
+                    torch_class="transformers.optimization.Adafactor",
+                    torch_kwargs=(("scale_parameter", False), ("relative_step", False), ("warmup_init", False))),
     OptimizerOption("lion", "Lion", "lion_32bit", 1, "fp32", False,
                     "One fp32 exp_avg (bitsandbytes lion_32bit).",
-                    "bitsandbytes optim/lion.py Lion32bit"),
+                    "bitsandbytes optim/lion.py Lion32bit",
+                    torch_class="bitsandbytes.optim.Lion32bit"),
 )}
 
 
@@ -58,17 +78,18 @@ class LossOption:
     id: str
     label: str
     summary: str
+    default_impl: str  # the LOSS_IMPLS id counted when no stack says which implementation runs
 
 
 LOSSES: dict[str, LossOption] = {o.id: o for o in (
     LossOption("standard", "Standard (full logits)",
-               "The whole [tokens × vocabulary] logits tensor is built, then cross-entropy runs on it."),
+               "The whole [tokens × vocabulary] logits tensor is built, then cross-entropy runs on it.", "hf"),
     LossOption("chunked", "Chunked (no full logits)",
                "The stack's chunked loss: the head and cross-entropy run a slice of tokens or vocabulary at a "
-               "time, so the full logits never exist at once."),
+               "time, so the full logits never exist at once.", "trl"),
     LossOption("fused", "Fused linear + cross-entropy kernel",
                "A fused kernel (Liger, Cut Cross-Entropy) computes head, loss and gradients chunk by chunk "
-               "in forward and keeps only the gradients."),
+               "in forward and keeps only the gradients.", "liger"),
 )}
 
 
@@ -88,14 +109,18 @@ LOSS_IMPLS: dict[str, LossImpl] = {o.id: o for o in (
              "logits.float() then cross_entropy: the fp32 log-softmax is kept for backward (4 B × T × V) and its "
              "backward adds grad-out and grad-in (8 B × T × V): 12 B × T × V at the loss backward.",
              "transformers 5.24 loss/loss_utils.py ForCausalLMLoss; traced (calibration/README.md)"),
-    LossImpl("bf16", "standard", "Cross-entropy on 16-bit logits",
-             "No fp32 upcast: the 16-bit log-softmax is kept (2 B × T × V) and its backward adds 4 B × T × V.",
-             "torch.nn.CrossEntropyLoss on bf16 logits (torchtune 0.6.1 recipes with loss=torch.nn.CrossEntropyLoss)"),
+    LossImpl("torchtune_full", "standard", "torchtune cross-entropy on fp32 logits",
+             "Without output chunks the model itself upcasts: TransformerDecoder.unembed returns "
+             "self.output(h).float(), so CrossEntropyLoss keeps the fp32 log-softmax (4 B × T × V) and its backward "
+             "adds grad-out and grad-in (8 B × T × V): 12 B × T × V, as transformers' loss.",
+             "torchtune 0.6.1 torchtune/modules/transformer.py unembed (num_output_chunks = 0); recipes/"
+             "full_finetune_single_device.py with loss=torch.nn.CrossEntropyLoss (del logits after the loss)"),
     LossImpl("litgpt", "chunked", "LitGPT chunked cross-entropy (bf16)",
-             "The head runs in chunks of 128 tokens and cross-entropy per chunk on the bf16 logits, no fp32 upcast: "
-             "counted as 2 B × T × V kept and 4 B × T × V in backward (the chunks stay referenced by the loop).",
-             "litgpt 0.5.13 litgpt/finetune/lora.py (lm_head_chunk_size=128), litgpt/utils.py "
-             "chunked_cross_entropy; calibrated on LitGPT's published runs"),
+             "LoRA: the head runs in chunks of 128 tokens and cross-entropy per chunk on the bf16 logits, no fp32 "
+             "upcast: the logits chunks and their 16-bit log-softmax are kept (2 × c × T × V), and backward works "
+             "one chunk at a time (2 × c × B × 128 × V). Full fine-tuning (no head chunks): 3 × c × T × V in all.",
+             "litgpt 0.5.13 litgpt/finetune/lora.py (lm_head_chunk_size=128), litgpt/finetune/full.py, "
+             "litgpt/utils.py chunked_cross_entropy; traced on LitGPT's model (calibration/litgpt_trace.py)"),
     LossImpl("trl", "chunked", "TRL fused chunked LM head",
              "Only the positions with a label are projected, in tiles of 4,096 tokens × 32,768 vocabulary; forward "
              "keeps the gathered hidden states [T, H]; backward builds an fp32 [T, H] input gradient (plus an fp32 "
@@ -105,8 +130,10 @@ LOSS_IMPLS: dict[str, LossImpl] = {o.id: o for o in (
              "trl/trainer/sft_trainer.py calls it for every SFT loss"),
     LossImpl("torchtune", "chunked", "torchtune CEWithChunkedOutputLoss",
              "The head's output comes in 8 chunks; each is upcast to fp32 for cross-entropy, so the fp32 "
-             "log-softmax (4 B × T × V) is still kept, but the loss backward works one chunk at a time.",
-             "torchtune 0.6.1 torchtune/modules/loss/ce_chunked_output_loss.py (num_output_chunks=8)"),
+             "log-softmax (4 B × T × V) is still kept, but the loss backward works one chunk at a time. With "
+             "compile=True the compiled cross-entropy keeps the 16-bit chunks instead (2 B × T × V).",
+             "torchtune 0.6.1 torchtune/modules/loss/ce_chunked_output_loss.py (num_output_chunks=8), "
+             "torchtune/training/_compile.py compile_loss"),
     LossImpl("liger", "fused", "Liger fused linear cross-entropy",
              "Head, softmax and gradients are computed in forward, one [chunk × V] tile at a time "
              "(chunk = next_pow2(T / ⌈V / H⌉)); forward keeps grad_input [T, H] (and grad_weight [V, H] when the "

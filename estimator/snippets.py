@@ -11,8 +11,9 @@ import shlex
 import textwrap
 from collections.abc import Callable
 
+from .hub import is_model_id, parse_model_id
 from .model import ModelSpec, list_presets
-from .options import LOSS_IMPLS, OPTIMIZERS, PRECISIONS, QLORA_PREPS
+from .options import LOSS_IMPLS, OPTIMIZERS, PRECISIONS, QLORA_PREPS, SGD_MOMENTUM
 from .stacks import STACKS, loss_impl_id
 from .training import ALL_LINEAR, METHOD_LABELS, TrainingSetup
 
@@ -20,20 +21,6 @@ PLACEHOLDER_MODEL_ID = "your-org/your-model"
 DEFAULT_SNIPPET_STACK = "trainer"  # a setup without a stack is the neutral HF Trainer + PEFT baseline
 LANGUAGES = {"axolotl": "yaml", "torchtune": "bash", "litgpt": "bash"}  # others: "python"
 
-# The optimizer options as torch / bitsandbytes classes, for the stacks that build the optimizer themselves
-# (torchtune configs, LitGPT's --optimizer, a plain loop): class path and the keyword arguments the option needs.
-TORCH_OPTIMIZERS: dict[str, tuple[str, dict[str, object]]] = {
-    "adamw": ("torch.optim.AdamW", {"fused": True}),
-    "adamw_foreach": ("torch.optim.AdamW", {"foreach": True}),  # torch's default on CUDA
-    "adamw_8bit": ("bitsandbytes.optim.AdamW8bit", {}),
-    "paged_adamw": ("bitsandbytes.optim.PagedAdamW32bit", {}),
-    "paged_adamw_8bit": ("bitsandbytes.optim.PagedAdamW8bit", {}),
-    "sgd": ("torch.optim.SGD", {"momentum": 0.9}),
-    "adafactor": ("transformers.optimization.Adafactor",
-                  {"scale_parameter": False, "relative_step": False, "warmup_init": False}),
-    "lion": ("bitsandbytes.optim.Lion32bit", {}),
-}
-SGD_MOMENTUM = 0.9  # the estimate counts one momentum buffer; transformers' optim="sgd" has momentum 0 otherwise
 
 # HF module names → the LoRA switches of torchtune (lora_attn_modules / apply_lora_to_*) and LitGPT (--lora_*).
 _ATTN_TARGETS = {"q_proj": ("q_proj", "query"), "k_proj": ("k_proj", "key"), "v_proj": ("v_proj", "value"),
@@ -67,6 +54,10 @@ _DEEPSPEED_STAGES = {"zero1": 1, "zero2": 2, "zero3": 3}
 
 
 def _model_id(spec: ModelSpec) -> str:
+    """The Hub id the snippet loads: a preset's repo, the id a Hub model was fetched by (without its revision,
+    which from_pretrained takes separately), or a placeholder for an uploaded config or a size."""
+    if spec.source == "hub" and is_model_id(spec.name):
+        return parse_model_id(spec.name)[0]
     repos = {p.id: p.hf_repo for p in list_presets()}
     return repos.get(spec.source) or PLACEHOLDER_MODEL_ID
 
@@ -421,7 +412,8 @@ def _plain(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]
                      "in DDP or FSDP (torchrun) to match the estimate's parallel setup.")
     if setup.offload_optimizer:
         notes.append("optimizer offload to CPU: a plain torch optimizer keeps its states on the GPU.")
-    optimizer_cls, optimizer_kwargs = TORCH_OPTIMIZERS[setup.optimizer]
+    optimizer_cls = OPTIMIZERS[setup.optimizer].torch_class
+    optimizer_kwargs = OPTIMIZERS[setup.optimizer].torch_init_kwargs
     module, _, cls_name = optimizer_cls.rpartition(".")
     out = ["import torch"]
     if module != "torch.optim":
@@ -727,7 +719,7 @@ def _torchtune(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[
               f"enable_activation_checkpointing={setup.grad_ckpt}",
               f"enable_activation_offloading={setup.offload_activations}",
               f"dtype={dtype}"]
-    component, kwargs = TORCH_OPTIMIZERS[setup.optimizer]
+    component, kwargs = OPTIMIZERS[setup.optimizer].torch_class, OPTIMIZERS[setup.optimizer].torch_init_kwargs
     base_has_fused = lora or prefix in _TORCHTUNE_FULL_WITH_FUSED
     tokens.append(f"optimizer={component}")
     if setup.optimizer == "adamw":
@@ -738,14 +730,15 @@ def _torchtune(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[
         if base_has_fused:
             tokens.append("~optimizer.fused")
         tokens += [f"optimizer.{key}={value}" for key, value in kwargs.items()]
-    if setup.method == "full":
-        tokens.append("optimizer_in_bwd=False")  # the estimate keeps every gradient until the step
+    if setup.method == "full":  # the estimate frees each gradient in backward only with optimizer_in_bwd
+        tokens.append(f"optimizer_in_bwd={setup.optimizer_in_bwd}")
+    tokens.append(f"compile={setup.compile}")  # compiled losses keep 16-bit logits (activations.loss_memory)
     tokens.append(f"clip_grad_norm={float(setup.max_grad_norm) if setup.max_grad_norm > 0 else None}")
     impl = loss_impl_id(setup)
     if impl == "torchtune":
         tokens.append("loss=torchtune.modules.loss.CEWithChunkedOutputLoss")
     else:  # the standard loss: full logits, one cross-entropy
-        tokens.append("loss=torch.nn.CrossEntropyLoss")  # on the bf16 logits: the estimate's "bf16" loss
+        tokens.append("loss=torch.nn.CrossEntropyLoss")  # on the model's fp32 logits: "torchtune_full"
     if lora:
         switches = _adapter_switches(setup, notes, "torchtune")
         attn = [tt for name, (tt, _) in _ATTN_TARGETS.items() if switches[name]]
@@ -813,12 +806,13 @@ def _litgpt(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str
     if setup.optimizer == "adamw_foreach":
         tokens += ["--optimizer", "AdamW"]
     else:
-        component, kwargs = TORCH_OPTIMIZERS[setup.optimizer]
+        component, kwargs = OPTIMIZERS[setup.optimizer].torch_class, OPTIMIZERS[setup.optimizer].torch_init_kwargs
         init_args = {"lr": _learning_rate(setup), **kwargs}
         tokens += ["--optimizer", json.dumps({"class_path": component, "init_args": init_args})]
     if lora:
         switches = _adapter_switches(setup, notes, "LitGPT")
-        tokens += ["--lora_r", str(setup.lora_rank), "--lora_alpha", str(2 * setup.lora_rank), "--lora_dropout", "0"]
+        tokens += ["--lora_r", str(setup.lora_rank), "--lora_alpha", str(2 * setup.lora_rank),
+                   "--lora_dropout", str(STACKS["litgpt"].lora_dropout)]  # the dropout the estimate counts
         for name, (_, flag) in _ATTN_TARGETS.items():
             tokens += [f"--lora_{flag}", str(switches[name]).lower()]
         tokens += ["--lora_mlp", str(switches["mlp"]).lower(), "--lora_head", str(switches["lm_head"]).lower()]

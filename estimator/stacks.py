@@ -36,6 +36,12 @@ class Stack:
     sources: dict[str, str]  # setting → "file (version): what it says"
     unavailable: dict[str, str]  # loss kind → why this stack cannot do it (shown instead of guessing)
     qlora_optimizer: str | None = None  # the optimizer on a 4-bit base when it differs (LitGPT --quantize)
+    # Whose model code saves the activations: "hf" (transformers modules + PEFT) or "litgpt" (LitGPT's own GPT and
+    # LoRA layers, estimator.activations.litgpt_*). LitGPT's dense decoders only; other architectures use "hf".
+    model_code: str = "hf"
+    lora_dropout: float = 0.0  # LoRA dropout the stack's scripts use (HF snippets set 0.0: no masks to count)
+    untied_head: bool = False  # the stack trains a separate output head even where the HF config ties it
+    quantize_head: bool = False  # QLoRA quantises the output head too (not only the decoder linears)
 
     def loss_impl(self, kind: str) -> str:
         """The implementation of a loss kind in this stack; ValueError when the stack does not offer it."""
@@ -153,7 +159,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                 "autocast), chunked-output cross-entropy (8 chunks, each upcast to fp32), fused AdamW, no "
                 "clipping; QLoRA through torchao NF4.",
         grad_ckpt=True, offload_activations=False, loss="chunked",
-        loss_impls={"chunked": "torchtune", "standard": "bf16"}, optimizer="adamw",
+        loss_impls={"chunked": "torchtune", "standard": "torchtune_full"}, optimizer="adamw",
         adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=0.0,
         sources={
@@ -162,7 +168,8 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
             "offload_activations": "same config: enable_activation_offloading: False",
             "loss": "same config: loss _component_ torchtune.modules.loss.CEWithChunkedOutputLoss "
                     "(modules/loss/ce_chunked_output_loss.py: 8 chunks, logits.float() per chunk); "
-                    "loss=torch.nn.CrossEntropyLoss gives the full-logits loss on bf16 logits (no upcast)",
+                    "loss=torch.nn.CrossEntropyLoss gives the full-logits loss on fp32 logits (modules/transformer.py unembed: "
+                    "self.output(h).float() when the output is not chunked)",
             "optimizer": "same config: torch.optim.AdamW with fused: True",
             "adapter_dtype": "same config: dtype: bf16 (the whole model, adapters included)",
             "qlora_adapter_dtype": "8B_qlora_single_device.yaml: dtype: bf16",
@@ -193,10 +200,22 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
             "qlora_adapter_dtype": "precision bf16-true: adapters in bf16",
             "qlora_prep": "litgpt/plugins bnb precision: non-4-bit weights stay bf16",
             "max_grad_norm": "litgpt finetune: no gradient clipping by default",
+            "model_code": "litgpt/model.py, litgpt/lora.py (0.5.13): LitGPT's own GPT, Block, CausalSelfAttention, "
+                          "LLaMAMLP/GptNeoxMLP, RMSNorm and LoRAQKVLinear save other tensors than the "
+                          "transformers modules (docs/formulas.md §3.6)",
+            "lora_dropout": "litgpt/finetune/lora.py (0.5.13): setup(lora_dropout=0.05); every config_hub "
+                            "lora.yaml uses 0.05 (gemma-2b 0.1, the same bytes): a bool mask and a copy per "
+                            "LoRA input",
+            "untied_head": "litgpt/finetune/lora.py, full.py (0.5.13): tie_embeddings is unsupported in finetune; "
+                           "litgpt/scripts/convert_hf_checkpoint.py copies the embedding into lm_head.weight",
+            "quantize_head": "litgpt/finetune/lora.py (0.5.13): BitsandbytesPrecision(quantize[4:], dtype) with no "
+                             "ignore_modules; lightning/fabric/plugins/precision/bitsandbytes.py (2.6) "
+                             "_convert_layers replaces every nn.Linear, lm_head included",
         },
         unavailable={"standard": "LitGPT always uses its chunked cross-entropy; choose 'chunked'",
                      "fused": "LitGPT has no fused linear cross-entropy; choose 'chunked'"},
-        qlora_optimizer="paged_adamw",
+        qlora_optimizer="paged_adamw", model_code="litgpt", lora_dropout=0.05, untied_head=True,
+        quantize_head=True,
     ),
     Stack(
         id="plain", label="Plain PyTorch loop", version="torch 2.x hand-written loop",
@@ -224,6 +243,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
 )}
 DEFAULT_STACK = "trl"
 STACK_IDS: tuple[str, ...] = tuple(STACKS)
+
+# What a stack's own code does that is no user setting (shown on the How page with their sources).
+STACK_FACTS: tuple[str, ...] = ("model_code", "lora_dropout", "untied_head", "quantize_head")
 
 # TrainingSetup fields a stack fills when the user leaves them open.
 STACK_FIELDS: tuple[str, ...] = ("grad_ckpt", "offload_activations", "loss", "optimizer", "adapter_dtype",
@@ -272,6 +294,10 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, **settings: Any) -> TrainingSet
         raise ValueError("activation offloading needs gradient checkpointing (it offloads the checkpointed "
                          "layer inputs); turn checkpointing on or offloading off")
     stack.loss_impl(values["loss"])  # raises when the stack cannot do this loss
+    for name in ("compile", "optimizer_in_bwd"):
+        if values.get(name) and stack.id != "torchtune":
+            raise ValueError(f"'{name}' is modelled for the torchtune stack only (its recipes' compile and "
+                             "optimizer_in_bwd switches); choose --stack torchtune or leave it off")
     return TrainingSetup(stack=stack.id, from_stack=tuple(from_stack), **values)
 
 
@@ -290,7 +316,7 @@ def loss_impl_id(setup: TrainingSetup) -> str:
     """Which implementation the estimate counts for this setup's loss kind."""
     if setup.stack is not None:
         return get_stack(setup.stack).loss_impl(setup.loss)
-    return {"standard": "hf", "chunked": "trl", "fused": "liger"}[setup.loss]
+    return LOSSES[setup.loss].default_impl
 
 
 def setup_json(setup: TrainingSetup) -> dict[str, Any]:

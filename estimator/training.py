@@ -74,6 +74,12 @@ class TrainingSetup:
     sharding: str = "none"
     offload_optimizer: bool = False  # ZeRO-Offload / FSDP CPU offload of optimizer state
     grad_accum: int = 1  # >1 keeps gradients alive through the next forward
+    # torch.compile of the layers and the loss (torchtune compile=True): counted for torchtune's losses, whose
+    # compiled cross-entropy keeps its 16-bit input and two fp32 row statistics instead of a log-softmax output.
+    compile: bool = False
+    # The optimizer step runs per parameter inside backward (torchtune optimizer_in_bwd=True, full fine-tuning):
+    # each gradient is freed as soon as it has been accumulated and applied.
+    optimizer_in_bwd: bool = False
     stack: str | None = None  # the training stack the defaults came from (estimator.stacks), None = explicit
     from_stack: tuple[str, ...] = ()  # the fields whose values the stack chose
 
@@ -109,6 +115,9 @@ class TrainingSetup:
                 raise ValueError(f"LoRA target {str(target)[:40]!r} is not a module name")
         if ALL_LINEAR in self.lora_targets and len(self.lora_targets) > 1:
             raise ValueError("'all-linear' cannot be combined with named target modules")
+        if self.optimizer_in_bwd and (self.method != "full" or self.grad_accum > 1):
+            raise ValueError("the optimizer step in backward needs full fine-tuning without gradient accumulation "
+                             "(torchtune's recipes raise otherwise)")
         if self.offload_optimizer and self.sharding == "none" and self.gpus > 1:
             raise ValueError("optimizer offload needs ZeRO or FSDP sharding (choose zero1, zero2 or zero3)")
 

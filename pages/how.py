@@ -11,7 +11,7 @@ from estimator.devices import UNIFIED_USABLE_FRACTION
 from estimator.options import CHECKPOINTING, LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS
 from estimator.precision import NF4_DQ_BYTES, optimizer_state_bytes
 from estimator.snippets import snippet_language, training_snippet
-from estimator.stacks import STACK_FIELDS, STACKS, setup_summary
+from estimator.stacks import STACK_FACTS, STACK_FIELDS, STACKS, setup_summary
 from ui.inputs import plain, render_inputs, show_notes
 from validation import accuracy_report
 
@@ -172,7 +172,7 @@ for stack in STACKS.values():
     })
 st.dataframe(pd.DataFrame(stack_rows), hide_index=True, key="stack_table")
 source_rows = [{"Stack": stack.label, "Setting": field, "Source (file, version)": stack.sources.get(field, "")}
-               for stack in STACKS.values() for field in STACK_FIELDS if field in stack.sources]
+               for stack in STACKS.values() for field in (*STACK_FIELDS, *STACK_FACTS) if field in stack.sources]
 with st.expander("Sources of every stack value"):
     st.dataframe(pd.DataFrame(source_rows), hide_index=True, key="stack_sources")
 st.caption("Gradient clipping (`clip_grad_norm_`) keeps only one norm per tensor: it adds nothing measurable "

@@ -23,20 +23,42 @@ def test_tracer_fixtures_cover_the_matrix():
     assert {r["attention"] for r in rows} == {"sdpa", "eager"}
 
 
-def test_tracer_median_within_3_percent_worst_within_10():
+def test_tracer_median_within_quarter_percent_worst_within_3_5():
+    """Measured: median 0.05 %, p90 0.65 %, worst 3.2 % over 186 fixtures (issue 10: median ≤ 1 %, worst ≤ 5 %)."""
     tracer = REPORT["tracer"]
     worst = max(tracer["rows"], key=lambda r: abs(r["error_pct"]))
-    assert tracer["median_abs_pct"] <= 3.0
-    assert tracer["worst_abs_pct"] <= 10.0, worst
+    assert tracer["median_abs_pct"] <= 0.25
+    assert tracer["p90_abs_pct"] <= 1.0
+    assert tracer["worst_abs_pct"] <= 3.5, worst
 
 
-def test_published_median_within_11_percent():
-    """Each row runs with its own framework's stack (validation.FRAMEWORK_STACKS). Measured: 10.7 %. The target
-    of issue 10 (≤ 5 %) is not met: LitGPT's whole-run peaks and torchtune's torch.compile rows (a compiled
-    cross-entropy keeps 16-bit logits instead of the fp32 log-softmax) stay outside the model."""
+def test_published_meets_issue_10_targets():
+    """Each row runs with its own framework's stack (validation.FRAMEWORK_STACKS) and the switches its source states
+    (gradient accumulation, torchtune's compile / optimizer_in_bwd / offloading). Issue 10's target: median ≤ 5 %, at
+    least 80 % of rows within 15 %. Measured: 4.9 %, 36 of 44 (from 10.7 % and 29)."""
     published = REPORT["published"]
     assert published["n"] >= 25
-    assert published["median_abs_pct"] <= 11.0
+    assert published["median_abs_pct"] <= 5.0
+    assert sum(abs(r["error_pct"]) <= 15 for r in published["rows"]) >= 0.8 * published["n"]
+
+
+def test_torchtune_rows_within_7_percent_median():
+    """torchtune: its unchunked loss upcasts in the model, compiled losses keep 16-bit logits, optimizer_in_bwd
+    frees each gradient. Measured 5.9 %, 9 of 11 within 15 % (from 13.3 %, 6)."""
+    rows = [r for r in REPORT["published"]["rows"] if r["framework"] == "torchtune"]
+    errors = sorted(abs(r["error_pct"]) for r in rows)
+    assert len(rows) >= 10
+    assert errors[len(errors) // 2] <= 7.0
+    assert sum(e <= 15 for e in errors) >= 8
+
+
+def test_litgpt_rows_within_5_percent_median():
+    """LitGPT's rows with LitGPT's own activations, loss and untied/4-bit head: measured 4.2 %, 23 of 29 within 15 %."""
+    rows = [r for r in REPORT["published"]["rows"] if r["framework"] == "litgpt"]
+    errors = sorted(abs(r["error_pct"]) for r in rows)
+    assert len(rows) >= 25
+    assert errors[len(errors) // 2] <= 5.0
+    assert sum(e <= 15 for e in errors) >= 22
 
 
 def test_published_has_qlora_rows_and_every_row_cites_a_source():

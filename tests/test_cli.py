@@ -65,6 +65,7 @@ def test_advice(capsys):
     ["--batch", "0"], ["--batch", "x"], ["--method", "dpo"], ["--seq-len", "-1"], ["--model", "gpt-9"],
     ["--size", "nan"], ["--size", "1e9"], ["--lora-targets", "query"], ["--device", "tpu"],
     ["--config", "/nonexistent/config.json"], ["--gpus", "0"], ["--device", "custom"], ["--lora-targets", ","],
+    ["--compile"], ["--stack", "torchtune", "--optimizer-in-bwd"], ["--grad-accum", "0"],
 ])
 def test_bad_flags_exit_2_with_one_line(args):
     proc = subprocess.run([sys.executable, "-m", "estimator", *args, "--json"], cwd=ROOT, capture_output=True,
@@ -73,3 +74,14 @@ def test_bad_flags_exit_2_with_one_line(args):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("estimator: error:")
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_torchtune_switches_and_accumulation(capsys):
+    base = ["--model", "llama-3.2-3b", "--stack", "torchtune", "--method", "full", "--batch", "2", "--seq-len", "4096"]
+    plain = run_json(capsys, *base)
+    fast = run_json(capsys, *base, "--compile", "--optimizer-in-bwd")
+    assert fast["setup"]["compile"] is True and fast["setup"]["optimizer_in_bwd"] is True
+    assert plain["setup"]["compile"] is False
+    assert fast["total_bytes"] < plain["total_bytes"] - 4e9  # 16-bit logits kept, no gradient set
+    accum = run_json(capsys, *base, "--grad-accum", "4")
+    assert accum["setup"]["grad_accum"] == 4 and accum["total_bytes"] > plain["total_bytes"]

@@ -146,3 +146,30 @@ def test_qlora_weight_storage_matches_bitsandbytes_layout():
 def test_unknown_lora_target_is_a_clear_error():
     with pytest.raises(ValueError, match="not a linear module"):
         estimate(LLAMA8, TrainingSetup(method="lora", lora_targets=("query",)))
+
+
+@pytest.mark.parametrize(("preset", "window", "sliding"), [
+    ("gemma-2-2b", 4096, 13),  # every other layer (Gemma-2 layer_types default)
+    ("gemma-3-1b", 512, 22),  # five of six (sliding_window_pattern 6)
+    ("phi-3-mini", 2047, 32),  # every layer (modeling_phi3: sliding_window set)
+    ("mistral-7b-v0.3", 0, 0),  # sliding_window null
+    ("qwen2.5-0.5b", 0, 0),  # use_sliding_window false
+])
+def test_sliding_window_layers_from_config(preset, window, sliding):
+    spec = load_preset(preset)
+    assert (spec.sliding_window, spec.sliding_layers) == (window, sliding)
+
+
+def test_sliding_window_mask_under_sdpa_only_from_the_window_on():
+    # Phi-3-mini (a = k = 32, d = 96): at s >= 2047 each layer saves the c·s additive mask and K, V at q width
+    # (no GQA here: qd = kvd, so only the mask): 2 B × 2048 per token per layer.
+    spec = load_preset("phi-3-mini")
+    below = act.context(spec, TrainingSetup(method="lora", seq_len=2046))
+    at = act.context(spec, TrainingSetup(method="lora", seq_len=2048))
+    eager = act.context(spec, TrainingSetup(method="lora", seq_len=2048, attention="eager"))
+    assert act.sliding_mask_per_token(spec, below) == 0
+    assert act.sliding_mask_per_token(spec, at) == 2 * 2048
+    assert act.sliding_mask_per_token(spec, eager) == 0
+    gemma3 = load_preset("gemma-3-1b")  # a = 4, k = 1, d = 256: K and V repeated to q width
+    ctx = act.context(gemma3, TrainingSetup(method="full", precision="bf16", seq_len=1024))
+    assert act.sliding_mask_per_token(gemma3, ctx) == 2 * 1024 + 2 * 2 * (1024 - 256)

@@ -55,6 +55,15 @@ def test_every_stack_value_has_a_source_and_known_options():
         assert set(stack.unavailable) == set(LOSSES) - set(stack.loss_impls)
 
 
+def test_stackless_setups_count_each_loss_kinds_default_implementation():
+    # LossOption.default_impl: HF's loss for "standard", TRL's fused chunked head, Liger's fused kernel
+    assert {kind: option.default_impl for kind, option in LOSSES.items()} == {
+        "standard": "hf", "chunked": "trl", "fused": "liger"}
+    for kind, option in LOSSES.items():
+        assert LOSS_IMPLS[option.default_impl].kind == kind
+        assert loss_impl_id(TrainingSetup(loss=kind)) == option.default_impl
+
+
 def test_a_given_setting_wins_and_is_not_marked_as_the_stacks():
     s = resolve_setup("trl", grad_ckpt=False, loss="standard", optimizer="adamw_8bit")
     assert (s.grad_ckpt, s.loss, s.optimizer) == (False, "standard", "adamw_8bit")
