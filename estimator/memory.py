@@ -290,7 +290,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         offloaded = ckpt
         ckpt = min(2, spec.num_layers) * tokens * ctx.resid * spec.hidden_size
     final = tokens * (act.final_per_token(spec, ctx) + act.rope_per_token(spec, ctx))
-    one_layer = tokens * act.max_layer_per_token(spec, ctx, sizes) + moe_delta
+    one_layer = tokens * act.max_layer_per_token(spec, ctx, sizes) + moe_delta + act.moe_lora_delta_grad_bytes(spec, ctx)
     loss = act.loss_memory(spec, setup, ctx)
     # Liger / Cut Cross-Entropy compute the head's weight gradient in forward: it exists from the loss on.
     g_loss = g_head if loss.impl in ("liger", "cce") else 0.0
