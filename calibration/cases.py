@@ -69,6 +69,14 @@ _ARCH = {
     "gpt_neox": "GPTNeoXForCausalLM",
     "qwen3_moe": "Qwen3MoeForCausalLM",
     "mixtral": "MixtralForCausalLM",
+    "gpt_oss": "GptOssForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM",
+    "glm4_moe": "Glm4MoeForCausalLM",
+    "qwen3_next": "Qwen3NextForCausalLM",
+    "qwen3_5_text": "Qwen3_5ForCausalLM",
+    "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
+    "llama4_text": "Llama4ForCausalLM",
+    "ernie4_5_moe": "Ernie4_5_MoeForCausalLM",
 }
 
 # Two shapes per dense family: "a" (wider / bigger vocab) and "b" (other head layout / tying).
@@ -490,12 +498,81 @@ def _rwd_cases() -> list[dict]:
             out.append({"id": "rwd-" + _rw_case_id(model, layers, st)[3:], "family": family,
                         "config": full_config(family, spec), "setup": st,
                         "tags": ["dense", "real-width", "tied" if tied else "untied", "loss-standard"]})
+
+
+# Real-width MoE / MLA / hybrid / attention-sink families (issue 11; estimator/families_moe.py): the presets' text
+# models at their real widths and expert counts with 2-4 layers that keep one layer of each kind (dense and MoE,
+# linear and full attention, sliding and full).  bf16 only: the fused experts' grouped_mm has no fp32 meta kernel.
+# --------------------------------------------------------------------------------------------------
+def _lt(n: int, every: int) -> list[str]:
+    return ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n)]
+
+
+_Q35 = dict(head_dim=256, linear_num_key_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
+            linear_conv_kernel_dim=4, vocab_size=248320, tie_word_embeddings=False)
+RW_MOE_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "gpt-oss-20b": ("gpt_oss", dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=2,
+                                    num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=32,
+                                    num_experts_per_tok=4, sliding_window=128, tie_word_embeddings=False,
+                                    layer_types=["sliding_attention", "full_attention"])),
+    "deepseek-v3": ("deepseek_v3", dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432,
+                                        moe_intermediate_size=2048, num_hidden_layers=2, first_k_dense_replace=1,
+                                        num_attention_heads=128, num_key_value_heads=128, n_routed_experts=256,
+                                        n_shared_experts=1, num_experts_per_tok=8, q_lora_rank=1536,
+                                        kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128,
+                                        v_head_dim=128, tie_word_embeddings=False)),
+    "glm-4.5-air": ("glm4_moe", dict(vocab_size=151552, hidden_size=4096, intermediate_size=10944,
+                                     moe_intermediate_size=1408, num_hidden_layers=2, first_k_dense_replace=1,
+                                     num_attention_heads=96, num_key_value_heads=8, head_dim=128, attention_bias=True,
+                                     n_routed_experts=128, n_shared_experts=1, num_experts_per_tok=8,
+                                     tie_word_embeddings=False)),
+    "qwen3-next-80b": ("qwen3_next", dict(vocab_size=151936, hidden_size=2048, num_hidden_layers=4,
+                                          num_attention_heads=16, num_key_value_heads=2, head_dim=256,
+                                          linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
+                                          linear_value_head_dim=128, num_experts=512, num_experts_per_tok=10,
+                                          moe_intermediate_size=512, shared_expert_intermediate_size=512,
+                                          layer_types=_lt(4, 4), tie_word_embeddings=False)),
+    "qwen3.5-27b": ("qwen3_5_text", dict(hidden_size=5120, intermediate_size=17408, num_hidden_layers=4,
+                                         num_attention_heads=24, num_key_value_heads=4, linear_num_value_heads=48,
+                                         layer_types=_lt(4, 4), **_Q35)),
+    "qwen3.5-35b-a3b": ("qwen3_5_moe_text", dict(hidden_size=2048, num_hidden_layers=4, num_attention_heads=16,
+                                                 num_key_value_heads=2, linear_num_value_heads=32, num_experts=256,
+                                                 num_experts_per_tok=8, moe_intermediate_size=512,
+                                                 shared_expert_intermediate_size=512, layer_types=_lt(4, 4), **_Q35)),
+    "llama-4-scout": ("llama4_text", dict(vocab_size=202048, hidden_size=5120, intermediate_size=8192,
+                                          intermediate_size_mlp=16384, num_hidden_layers=4, num_attention_heads=40,
+                                          num_key_value_heads=8, head_dim=128, num_local_experts=16,
+                                          num_experts_per_tok=1, interleave_moe_layer_step=2,
+                                          attention_chunk_size=8192, tie_word_embeddings=False)),
+    "ernie-4.5-21b": ("ernie4_5_moe", dict(vocab_size=103424, hidden_size=2560, intermediate_size=12288,
+                                           moe_intermediate_size=1536, num_hidden_layers=2, num_attention_heads=20,
+                                           num_key_value_heads=4, moe_num_experts=64, moe_k=6,
+                                           moe_num_shared_experts=2, moe_layer_start_index=1, moe_layer_end_index=1,
+                                           tie_word_embeddings=True)),
+}
+# (method, grad_ckpt, batch, seq_len)
+_RW_MOE_TEMPLATE = [("full", False, 1, 1024), ("lora", True, 1, 2048), ("full", True, 2, 1024),
+                    ("lora", False, 1, 1024)]
+
+
+def _rw_moe_cases() -> list[dict]:
+    out = []
+    for model, (family, spec) in RW_MOE_MODELS.items():
+        for method, ckpt, batch, seq in _RW_MOE_TEMPLATE:
+            attention = "eager" if family == "gpt_oss" else "sdpa"  # sinks: transformers needs eager for gpt-oss
+            st = _setup(method, "bf16", batch, seq, ckpt, attention, "all-linear" if method == "lora" else None,
+                        16 if method == "lora" else None)
+            st["offload_activations"] = False
+            tags = ["moe-family", "real-width", f"loss-{st['loss']}"] + (["eager_attention"] if attention == "eager"
+                                                                        else [])
+            out.append({"id": _rw_case_id(model, int(spec["num_hidden_layers"]), st), "family": family,
+                        "config": full_config(family, spec), "setup": st, "tags": tags})
     return out
 
 
 def get_cases() -> list[dict]:
     """All calibration cases, deterministic order, unique ids."""
-    cases = _dense_cases() + _extra_cases() + _moe_cases() + _rw_cases() + _rwd_cases()
+    cases = _dense_cases() + _extra_cases() + _moe_cases() + _rw_cases() + _rwd_cases() + _rw_moe_cases()
     ids = [c["id"] for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:

@@ -7,7 +7,7 @@ FakeTensor tracer (validation/, checked by tests/test_accuracy.py). All figures 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .model import LinearModule, ModelSpec
 from .precision import FP32, adapter_bytes, compute_bytes
@@ -72,6 +72,8 @@ def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
     if litgpt_stack(setup) and setup.lora_targets != (ALL_LINEAR,):
         setup = _litgpt_fused_targets(spec, setup)
     if setup.lora_targets == (ALL_LINEAR,):
+        if spec.all_linear_targets:  # families_moe: what PEFT 0.21.2 really wraps (meta-device check)
+            return frozenset(spec.all_linear_targets)
         if spec.family == "qwen2_moe":
             # PEFT does not map qwen2_moe's fused experts and router back to linears: all-linear skips them
             return frozenset(n for n in names if not n.startswith(("experts.", "router.")))
@@ -301,6 +303,18 @@ def moe_lora_delta_bytes(spec: ModelSpec, ctx: ActivationContext) -> float:
                      for m in spec.linears if m.role.startswith("expert") and m.name in ctx.adapted))
 
 
+def moe_lora_delta_grad_bytes(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """At an MoE layer's backward the gradient of the fused gate_up delta weight is alive while the down
+    projection's delta has been consumed and freed: + (gate_up − down) delta bytes over the saved tensors
+    (real-width traces: GLM-4.5-Air and DeepSeek-V3 LoRA all-linear with checkpointing)."""
+    if not spec.layer_pattern:
+        return 0.0
+    size = {role: sum(m.in_features * m.out_features * m.count * ctx.adapter_in
+                      for m in spec.linears if m.role == role and m.name in ctx.adapted)
+            for role in ("expert_in", "expert_out")}
+    return float(max(0, size["expert_in"] - size["expert_out"]))
+
+
 def layer_sizes(spec: ModelSpec, ctx: ActivationContext) -> tuple[LayerActivations | None, LayerActivations | None]:
     """(dense layer, MoE layer) bytes per token, each computed once; None where the model has none."""
     if ctx.litgpt is not None:
@@ -314,12 +328,16 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
                      sizes: tuple[LayerActivations | None, LayerActivations | None] | None = None) -> float:
     """All decoder layers, bytes per token. With a frozen embedding (LoRA/QLoRA) no gradient reaches the
     first layer's input, so its input norm(s) save nothing (§3.3 R: "layer 0's first norm saves nothing")."""
-    dense_size, moe_size = sizes or layer_sizes(spec, ctx)
-    total = (spec.num_layers - spec.moe_layers) * (dense_size.total if dense_size else 0.0)
-    if moe_size:
-        total += spec.moe_layers * moe_size.total
-    if ctx.litgpt is not None:
-        return total - (0.0 if ctx.base_trainable else litgpt_first_layer_unsaved(spec, ctx))
+    if spec.layer_pattern:  # families_moe: per layer kind
+        kinds = family_layer_sizes(spec, ctx)
+        total = sum(kinds[k].total for k in spec.layer_pattern)
+    else:
+        dense_size, moe_size = sizes or layer_sizes(spec, ctx)
+        total = (spec.num_layers - spec.moe_layers) * (dense_size.total if dense_size else 0.0)
+        if moe_size:
+            total += spec.moe_layers * moe_size.total
+        if ctx.litgpt is not None:
+            return total - (0.0 if ctx.base_trainable else litgpt_first_layer_unsaved(spec, ctx))
     total += spec.sliding_layers * sliding_mask_per_token(spec, ctx)  # masked SDPA on sliding-window layers
     if not ctx.base_trainable and not spec.norm_after:  # OLMo 2's norms read sublayer outputs, which need grad
         first_norms = 2 if (spec.parallel_block and spec.family == "gpt_neox") else 1
@@ -330,6 +348,8 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
 def max_layer_per_token(spec: ModelSpec, ctx: ActivationContext,
                         sizes: tuple[LayerActivations | None, LayerActivations | None] | None = None) -> float:
     """The largest single layer: what gradient checkpointing recomputes at once."""
+    if spec.layer_pattern:  # families_moe: per layer kind
+        return max(x.total for x in family_layer_sizes(spec, ctx).values()) + sliding_mask_per_token(spec, ctx)
     return max(x.total for x in (sizes or layer_sizes(spec, ctx)) if x is not None) + sliding_mask_per_token(spec, ctx)
 
 
@@ -540,6 +560,132 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
                           f"{ce} B × T × V gradient (fused backward)")
     return LossMemory(float(kept), float(2 * ce * tokens * vocab), impl, f"{ce} B × T × V log-softmax",
                       f"{2 * ce} B × T × V (grad out + grad in)")
+
+
+# --------------------------------------------------------------------------------------------
+# MoE / MLA / hybrid / attention-sink families (estimator/families_moe.py): one LayerActivations per layer kind
+# ("<attention>:<dense|moe>" in spec.layer_pattern). Kept apart from the functions above.
+# --------------------------------------------------------------------------------------------
+
+GDN_CHUNK = 64  # torch_chunk_gated_delta_rule chunk_size (transformers 5.24 modeling_qwen3_5.py / qwen3_next)
+
+
+def _mods(spec: ModelSpec, roles: tuple[str, ...], layers: int | None = None) -> list[LinearModule]:
+    """Linears of the given roles (optionally only those carried by `layers` layers)."""
+    return [m for m in spec.linears if m.role in roles and (layers is None or (m.layers or spec.num_layers) == layers)]
+
+
+def _gqa_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearModule], gated: bool) -> float:
+    """Full / sliding / chunked attention through _attention on the layer's own projections; Qwen3-Next / Qwen3.5
+    gate the output (q_proj emits query and gate: sigmoid saves its output and the product its other input) and
+    normalise q and k per head."""
+    view = replace(spec, linears=tuple(m for m in mods if m.role.startswith("attn")), qk_norm=gated)
+    saved = _attention(view, ctx)
+    if gated:
+        saved += 2 * ctx.c * spec.q_dim  # sigmoid(gate) output and the attention output it multiplies
+    return saved
+
+
+def _sink_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearModule]) -> float:
+    """gpt-oss eager attention with sinks (modeling_gpt_oss.py eager_attention_forward): the logits get one sink
+    column, the softmax runs in the logits' dtype (fp32 when the fp32 sink parameter joins bf16 logits under
+    autocast) and the probabilities are cast to the value dtype for the last matmul: per head T + 1 scores."""
+    qd, a, c, t = spec.q_dim, spec.num_heads, ctx.c, ctx.seq_len
+    attn_in = [m for m in mods if m.role == "attn_in"]
+    attn_out = [m for m in mods if m.role == "attn_out"]
+    saved = _linear_inputs(attn_in, spec.hidden_size, ctx.resid, ctx)
+    probs = ctx.resid if ctx.resid != c else c  # softmax dtype: the sink parameter's dtype wins the promotion
+    saved += probs * a * (t + 1) + (c * a * t if probs != c else 0)  # softmax output (+ its 16-bit copy)
+    saved += 3 * c * qd  # q, repeat_kv'd k and v for the two matmuls
+    if ctx.base_trainable:
+        saved += c * qd  # o_proj input (transposed contiguous attention output)
+    else:
+        saved += _linear_inputs(attn_out, qd, c, ctx)
+    return saved
+
+
+def _mla_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearModule]) -> float:
+    """DeepSeek MLA (modeling_deepseek_v3.py DeepseekV3Attention): x feeds q_a_proj and kv_a_proj_with_mqa; the
+    rank-r_q and rank-r_kv latents pass an RMSNorm each before q_b_proj / kv_b_proj; RoPE on the rope slices;
+    SDPA on H heads of qk = nope + rope with values of v_head_dim; o_proj reads H·v."""
+    c, a = ctx.c, spec.num_heads
+    qk = spec.mla_nope_dim + spec.mla_rope_dim
+    by = {m.name: m for m in mods}
+    first = [m for m in mods if m.name in ("q_a_proj", "q_proj", "kv_a_proj_with_mqa")]
+    saved = _linear_inputs(first, spec.hidden_size, ctx.resid, ctx)
+    for rank, name in ((spec.mla_q_rank, "q_b_proj"), (spec.mla_kv_rank, "kv_b_proj")):
+        if rank and name in by:
+            saved += FP32 * rank + 4 + (c * rank if ctx.base_trainable else 0)  # latent RMSNorm
+            saved += _linear_inputs([by[name]], rank, c, ctx)
+    saved += 2 * c * a * spec.mla_rope_dim + c * spec.mla_rope_dim  # RoPE products on q_pe and the shared k_pe
+    saved += c * a * (2 * qk + 2 * spec.mla_v_dim) + 4 * a  # SDPA: Q, K, V, O and the fp32 logsumexp
+    if not ctx.base_trainable:
+        saved += _linear_inputs([by["o_proj"]], a * spec.mla_v_dim, c, ctx, already_saved=True)
+    return saved
+
+
+def _gdn_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearModule]) -> float:
+    """Gated DeltaNet layer with transformers' torch fallback (flash-linear-attention and causal-conv1d absent):
+    the projections, the depthwise conv1d and its SiLU in the compute dtype; torch_chunk_gated_delta_rule works in
+    fp32 on q/k repeated to the value heads (l2-normalised), v, beta and the decay, keeps per 64-token chunk its
+    64×64 attention and decay matrices and one recurrent state Hv·dk·dv; the gated RMSNorm and out_proj on the
+    value width."""
+    c, f = ctx.c, FP32
+    hv, dk, dv = spec.linear_value_heads, spec.linear_key_dim, spec.linear_value_dim
+    key_dim, value_dim = spec.linear_key_heads * dk, hv * dv
+    conv_dim = 2 * key_dim + value_dim
+    attn_in = [m for m in mods if m.role == "attn_in"]
+    attn_out = [m for m in mods if m.role == "attn_out"]
+    saved = _linear_inputs(attn_in, spec.hidden_size, ctx.resid, ctx)
+    saved += 2 * c * conv_dim  # conv1d input and the SiLU's input (conv output)
+    qk = hv * dk  # q and k after repeat_interleave to the value heads
+    saved += f * (2 * 2 * qk + qk)  # fp32 q, k and their l2norm inputs, the scaled query
+    saved += f * (2 * value_dim + qk)  # fp32 v, v·beta, k·beta
+    saved += 4 * f * hv * GDN_CHUNK  # per chunk: decay mask, intra-chunk attention, its solve, q·k attention
+    saved += f * hv * dk * dv / GDN_CHUNK  # one recurrent state per chunk, saved by the state update matmuls
+    saved += 3 * f * value_dim + 2 * c * value_dim  # core output, gated norm (fp32 input and output), z and silu(z)
+    if ctx.base_trainable:
+        saved += c * value_dim  # out_proj input
+    else:
+        saved += _linear_inputs(attn_out, value_dim, c, ctx)
+    return saved
+
+
+def _family_mlp(spec: ModelSpec, ctx: ActivationContext, moe: bool) -> float:
+    """Dense SwiGLU, or the MoE block: router logits in fp32, k routed experts on gathered copies (as moe_layer),
+    and the shared expert(s) as a dense SwiGLU of their width (plus the sigmoid gate of Qwen3-Next / Qwen3.5)."""
+    if not moe:
+        n_dense = spec.num_layers - spec.moe_layers
+        return _mlp(spec, ctx, spec.intermediate_size, _mods(spec, ("mlp_in",), n_dense),
+                    _mods(spec, ("mlp_out",), n_dense))
+    saved = moe_layer(replace(spec, shared_expert_intermediate_size=0), ctx).mlp
+    if spec.shared_expert_intermediate_size:
+        saved += _mlp(spec, ctx, spec.shared_expert_intermediate_size, _mods(spec, ("shared_in",)),
+                      _mods(spec, ("shared_out",)), trainable_input=False)
+        if any(m.name == "shared_expert_gate" for m in spec.linears):
+            saved += 2 * ctx.c * spec.hidden_size  # sigmoid(gate) · shared output keeps both
+    return saved
+
+
+def family_layer_sizes(spec: ModelSpec, ctx: ActivationContext) -> dict[str, LayerActivations]:
+    """Bytes per token of each layer kind in spec.layer_pattern."""
+    out: dict[str, LayerActivations] = {}
+    for kind in set(spec.layer_pattern):
+        attn_kind, mlp_kind = kind.split(":")
+        mods = [m for m in spec.linears if m.role.startswith("attn")]
+        if attn_kind == "linear":
+            attn = _gdn_attention(spec, ctx, [m for m in mods if m.name.startswith(("in_proj", "out_proj"))])
+        else:
+            full = [m for m in mods if not m.name.startswith(("in_proj", "out_proj"))]
+            if spec.attention_sinks:
+                attn = _sink_attention(spec, ctx, full)
+            elif spec.mla_kv_rank:
+                attn = _mla_attention(spec, ctx, full)
+            else:
+                attn = _gqa_attention(spec, ctx, full, gated=spec.linear_value_heads > 0)
+        out[kind] = LayerActivations(norms=spec.norms_per_layer * _norm_saved(spec, ctx), attention=attn,
+                                     mlp=_family_mlp(spec, ctx, mlp_kind == "moe"))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -47,6 +47,16 @@ class Device:
         return self.capacity_bytes
 
     @property
+    def runtime(self) -> str:
+        """The GPU runtime whose context sits in the overhead: CUDA (NVIDIA), ROCm (AMD), Metal (Apple's unified
+        memory); a typed capacity does not say, so 'GPU runtime'."""
+        if self.id.startswith("custom"):
+            return "GPU runtime"
+        if self.kind == "unified":
+            return "Metal"
+        return "ROCm" if "AMD" in (self.model or self.name) else "CUDA"
+
+    @property
     def reserved_bytes(self) -> int:
         """Memory the OS and apps keep (unified) — the shaded band in the capacity overlay."""
         return self.capacity_bytes - self.usable_bytes
@@ -111,7 +121,7 @@ CATALOG: tuple[Device, ...] = (
     # -- Apple silicon (unified memory): RAM as macOS reports it, 75 % usable ------------------------------------
     # The product page's example: a 36 GB laptop is 36 GiB of RAM, so usable = 27 GiB (29.0 GB) — the page's
     # "about 27 GB usable" read as GiB, which is what the OS reports.
-    _mac("laptop-36gb", 36, name="36 GB laptop (unified, 36 GiB; the seed's example)",
+    _mac("laptop-36gb", 36, name="36 GB laptop (unified, 36 GiB)",
          extra=("36gb laptop", "mac-36gb", "macbook pro 36gb")),
     _mac("mac-16gb", 16),
     _mac("mac-18gb", 18),
@@ -332,7 +342,10 @@ class Verdict:
 
         if self.fits:
             return f"Fits: {fmt_gb(self.total_bytes)} of {fmt_gb(self.usable_bytes)} usable"
-        return f"Too big by {fmt_gb(-self.margin_bytes)}"
+        shortfall = -self.margin_bytes
+        if shortfall < 0.05e9:  # one decimal would say "0.0 GB": give megabytes and say what it means
+            return f"Too big by {max(shortfall / 1e6, 1):,.0f} MB: right at the limit"
+        return f"Too big by {fmt_gb(shortfall)}"
 
 
 def verdict(total_bytes: float, device: Device, high_bytes: float | None = None) -> Verdict:

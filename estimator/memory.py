@@ -8,7 +8,7 @@ peak = max over phases of (weights + gradients + optimizer state + live activati
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import activations as act
 from .model import ModelSpec
@@ -24,6 +24,9 @@ from .precision import (
 from .stacks import get_stack
 from .training import TrainingSetup
 
+if TYPE_CHECKING:  # only for annotations: devices does not import memory either
+    from .devices import Device
+
 COMPONENT_KEYS = ("weights", "gradients", "optimizer", "activations", "overhead")
 COMPONENT_LABELS = {
     "weights": "Weights",
@@ -34,6 +37,24 @@ COMPONENT_LABELS = {
     "reference": "Reference model",  # preference/RL trainers only (estimator/trainers.py)
     "generation": "Generation (KV cache / vLLM)",  # GRPO only (estimator/trainers.py)
 }
+CONTEXT_LABEL = "CUDA context and workspaces"  # the overhead's runtime item, named per device by context_label
+
+
+def component_label(key: str, device: Device | None = None) -> str:
+    """A component's name on a chart or table: the overhead names the device's runtime (a Mac has no CUDA
+    context: Metal's sits there; AMD's is ROCm's)."""
+    if key == "overhead" and device is not None:
+        return f"Overhead ({device.runtime} + allocator)"
+    return COMPONENT_LABELS[key]
+
+
+def context_label(device: Device | None = None) -> str:
+    """The runtime context item's name for this device ('Metal runtime and workspaces' on a Mac)."""
+    if device is None or device.runtime == "CUDA":
+        return CONTEXT_LABEL
+    return f"{device.runtime} {'runtime' if device.runtime == 'Metal' else 'context'} and workspaces"
+
+
 # Every component an estimate can have, in the stacked bar's order; SFT estimates hold COMPONENT_KEYS only,
 # preference/RL ones add "reference" and "generation" when they are non-zero (estimator/trainers.py).
 ALL_COMPONENT_KEYS = ("weights", "reference", "gradients", "optimizer", "activations", "generation", "overhead")
@@ -269,7 +290,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         offloaded = ckpt
         ckpt = min(2, spec.num_layers) * tokens * ctx.resid * spec.hidden_size
     final = tokens * (act.final_per_token(spec, ctx) + act.rope_per_token(spec, ctx))
-    one_layer = tokens * act.max_layer_per_token(spec, ctx, sizes) + moe_delta
+    one_layer = tokens * act.max_layer_per_token(spec, ctx, sizes) + moe_delta + act.moe_lora_delta_grad_bytes(spec, ctx)
     loss = act.loss_memory(spec, setup, ctx)
     # Liger / Cut Cross-Entropy compute the head's weight gradient in forward: it exists from the loss on.
     g_loss = g_head if loss.impl in ("liger", "cce") else 0.0
@@ -364,7 +385,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         "activations": peak.activations, "overhead": overhead,
     }
     details = tuple(x for x in peak.details if x.bytes > 0) + (
-        d("overhead", "CUDA context and workspaces", ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
+        d("overhead", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
         d("overhead", "Allocator slack", slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
     )
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)

@@ -16,6 +16,8 @@ from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any
 
+from . import families_moe as _families_moe
+
 # Families whose config.json we understand. Anything else is a clear ValueError.
 SUPPORTED_FAMILIES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
@@ -102,6 +104,22 @@ class ModelSpec:
     norm_after: bool = False  # OLMo 2/3: the norms read the attention/MLP outputs (no norm on the layer input)
     qk_norm_full_width: bool = False  # OLMo 2/3: q_norm/k_norm span all heads (q_dim, kv_dim), not head_dim
     logit_scale: bool = False  # Cohere2 logit_scale / Granite logits_scaling: one more [T, V] tensor in forward
+    # MoE / MLA / hybrid / attention-sink families (estimator/families_moe.py):
+    extra_layer_params: int = 0  # layer parameters that are neither linears nor the standard norms (all layers)
+    layer_pattern: tuple[str, ...] = ()  # per layer "<attention kind>:<dense|moe>", e.g. "linear:moe", "sliding:moe"
+    all_linear_targets: tuple[str, ...] = ()  # what PEFT's all-linear wraps, when not every listed linear
+    attention_sinks: bool = False  # gpt-oss: a learned sink logit per head (eager attention)
+    attention_chunk: int = 0  # tokens per attention chunk in "chunked" layers (Llama 4)
+    mla_q_rank: int = 0  # DeepSeek MLA: q_lora_rank (0: a plain q_proj)
+    mla_kv_rank: int = 0  # kv_lora_rank
+    mla_rope_dim: int = 0  # qk_rope_head_dim
+    mla_nope_dim: int = 0  # qk_nope_head_dim
+    mla_v_dim: int = 0  # v_head_dim
+    linear_key_heads: int = 0  # Gated DeltaNet: linear_num_key_heads
+    linear_value_heads: int = 0  # linear_num_value_heads
+    linear_key_dim: int = 0  # linear_key_head_dim
+    linear_value_dim: int = 0  # linear_value_head_dim
+    linear_conv_kernel: int = 0  # linear_conv_kernel_dim
 
     @property
     def q_dim(self) -> int:
@@ -416,7 +434,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     if family in FAMILY_DEFAULTS:  # fields a real config.json leaves to transformers' defaults
         cfg = {**FAMILY_DEFAULTS[family], **{k: v for k, v in cfg.items() if v is not None}}
     notes: list[str] = []
-    if family not in SUPPORTED_FAMILIES:  # Llama-like: _dense_linears' default branch, RMSNorm, gated MLP
+    family = _families_moe.TEXT_MODEL_TYPES.get(family, family)
+    if family not in SUPPORTED_FAMILIES and family not in _families_moe.FAMILIES:  # Llama-like (see below)
         notes = _check_generic(cfg, family)
         family = _safe(family)
 
@@ -437,12 +456,24 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     head_dim_default = h // heads if h >= heads else 1
     head_dim = _positive_int(cfg, "head_dim", default=head_dim_default, limit=65536)
     # GPT-NeoX defaults to a 4h MLP; every other family states intermediate_size.
-    inter = _positive_int(cfg, "intermediate_size", default=4 * h if family == "gpt_neox" else None)
+    inter = _positive_int(cfg, "intermediate_size", default=4 * h if family == "gpt_neox" else (
+        cfg.get("moe_intermediate_size") if family in _families_moe.FAMILIES else None))
     qd, kvd = heads * head_dim, kv_heads * head_dim
     # Gemma configs tie by default; so do SmolLM3, Cohere2, StarCoder2 and ERNIE 4.5 (tie_word_embeddings: bool =
     # True in their configuration_<type>.py, transformers 5.24.0)
-    tie_default = family in ("gemma", "gemma2", "gemma3_text", "smollm3", "cohere2", "starcoder2", "ernie4_5")
+    tie_default = family in ("gemma", "gemma2", "gemma3_text", "smollm3", "cohere2", "starcoder2", "ernie4_5",
+                             "ernie4_5_moe")
     tie = _flag(cfg, "tie_word_embeddings", tie_default)
+    if family in _families_moe.FAMILIES:
+        fields = _families_moe.build(family, cfg, h, layers, heads, kv_heads, head_dim, inter, vocab)
+        fields["notes"] = (*notes, *fields["notes"])
+        spec = ModelSpec(
+            name=name, family=family, vocab_size=vocab, hidden_size=h, num_layers=layers, num_heads=heads,
+            num_kv_heads=kv_heads, head_dim=head_dim, tie_embeddings=tie, gated_mlp=True, norm_kind="rms",
+            norms_per_layer=2, qk_norm=False, parallel_block=False,
+            lm_head_bias=family == "ernie4_5_moe" and _flag(cfg, "use_bias", False),
+            hidden_act=_safe(cfg.get("hidden_act") or "silu"), source=source, **fields)
+        return _with_counts(spec)
 
     num_experts = experts_per_token = moe_inter = shared_inter = 0
     moe_layers = 0
@@ -578,7 +609,7 @@ def _with_counts(spec: ModelSpec) -> ModelSpec:
     embed = spec.vocab_size * h  # embed_tokens
     head = 0 if spec.tie_embeddings else spec.vocab_size * h  # lm_head, absent when tied
     head_bias = spec.vocab_size if spec.lm_head_bias else 0  # Phi-2's lm_head has a bias
-    other = layers * per_layer_norms + norm_params + head_bias  # norms + final norm
+    other = layers * per_layer_norms + norm_params + head_bias + spec.extra_layer_params  # norms + final norm
     total = quantizable + embed + head + other + spec.params_tower  # + a multimodal wrapper's towers
     if total > MAX_PARAMS:
         raise ValueError(f"this config has {total:,} parameters, beyond any real model (limit {MAX_PARAMS:,})")
@@ -649,7 +680,7 @@ def parse_config_text(text: str | bytes, name: str = "uploaded config") -> Model
 # --------------------------------------------------------------------------------------------
 
 MIN_SIZE_B = 0.1
-MAX_SIZE_B = 400.0
+MAX_SIZE_B = 1000.0  # up to dense-equivalent trillion-parameter models (Llama-3.1-405B fits inside)
 GENERIC_VOCAB = 128256  # Llama-3's vocabulary: a typical modern tokenizer
 
 

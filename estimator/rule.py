@@ -22,12 +22,15 @@ FOUR_BIT_GB_PER_B = 0.5  # "a 4-bit base takes about a quarter of a 16-bit one":
 
 
 def rule_gb(size_b: float, method: str, master_copy: bool = False) -> float:
-    """The seed's rule of thumb in GB (decimal) for a model of size_b billion parameters."""
+    """The rule of thumb in GB (decimal) for a model of size_b billion parameters: the one rule every page
+    uses (calculator, compare, what fits, size table, advice)."""
     lora = LORA_GB_PER_B * size_b + LORA_MARGIN_GB
     if method == "lora":
         return lora
     if method == "qlora":
-        return lora * QLORA_FRACTION + QLORA_MARGIN_GB
+        # Never above LoRA: the 4-bit base is smaller and the working margin the same (below 0.75B the
+        # "third + 3 GB" form would exceed LoRA's own number).
+        return min(lora, lora * QLORA_FRACTION + QLORA_MARGIN_GB)
     if method == "full":
         per_b = FULL_MASTER_GB_PER_B if master_copy else FULL_GB_PER_B
         return per_b * size_b + FULL_MARGIN_GB
@@ -77,10 +80,10 @@ def seed_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     labels = {"weights": "16-bit weights" if setup.method != "qlora" else "4-bit base",
               "gradients": "16-bit gradients", "optimizer": "Adam moments (fp32)" + (" + master copy" if master else ""),
               "overhead": "Fixed margin (activations at moderate length, adapter, framework)"}
-    details = tuple(DetailItem(k, labels.get(k, k), v, "seed rule of thumb") for k, v in comps.items() if v > 0)
+    details = tuple(DetailItem(k, labels.get(k, k), v, "rule of thumb") for k, v in comps.items() if v > 0)
     return Estimate(
         model=spec, setup=setup, mode="seed", params_total=spec.params_total, params_trainable=trainable,
         components_bytes=comps, details=details, total_bytes=total, low_bytes=total, high_bytes=total,
         peak_phase="rule of thumb (no phases)",
-        notes=("Seed rule of thumb: ignores batch size, max length, optimizer and architecture.",),
+        notes=("Rule of thumb: ignores batch size, max length, optimizer and architecture.",),
     )

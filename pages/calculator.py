@@ -5,7 +5,8 @@ import json
 
 import streamlit as st
 
-from estimator import estimate, to_gb, verdict
+from estimator import estimate, remedies, smallest_device, to_gb, verdict
+from estimator.advice import shard_remedy
 from estimator.cli import estimate_json
 from estimator.stacks import setup_summary
 from estimator.trainer_snippets import trainer_snippet
@@ -13,18 +14,18 @@ from estimator.trainers import TRL_VERSION
 from estimator.training import METHOD_LABELS
 from ui.charts import both_units, chart_alt, memory_bar
 from ui.exact import render_exact
-from ui.inputs import BATCH_MAX, MAX_LEN_MAX, hub_token, link_params, plain, render_inputs, show_notes
+from ui.inputs import BATCH_MAX, MAX_LEN_MAX, hub_token, plain, render_inputs, share_box, show_notes
 from ui.report import (
+    NEGLIGIBLE_BYTES,
     RuleGap,
     band_warning,
     breakdown_csv,
     breakdown_frame,
     limit_text,
     remedy_line,
-    share_url,
     verdict_detail,
 )
-from ui.trainer_inputs import render_trainer_inputs, trainer_link_params, trainer_remedies_and_limits
+from ui.trainer_inputs import render_trainer_inputs, trainer_remedies_and_limits
 
 inputs = render_inputs()
 spec, setup, device = inputs.model, inputs.setup, inputs.device
@@ -37,23 +38,32 @@ detailed = estimate(spec, setup) if rule else est
 v = verdict(est.total_bytes, device, est.high_bytes)
 
 
+def rule_estimate(model, training):  # noqa: ANN001, ANN202 - the estimator's EstimateFn, in rule mode
+    return estimate(model, training, rule="seed")
+
+
 def text(value: str) -> str:
     """Markdown-escaped text: names can come from an uploaded config.json."""
     return plain(value, limit=2000)
 
 
 show_notes(inputs)
-for note in trainer_in.notes + (("The quick rule covers SFT only; showing the detailed estimate.",)
+for note in trainer_in.notes + (("The rule of thumb covers SFT only; showing the detailed estimate.",)
                                 if inputs.rule and not rule else ()):
     st.warning(plain(note), icon=":material/info:")
 
 # ---- The verdict, first and big -------------------------------------------------------------------------
-mode = "seed rule of thumb" if rule else "detailed estimate"
+mode = "rule of thumb" if rule else "detailed estimate"
 length = (f"({trainer.prompt_length:,} + {trainer.completion_length:,}) tokens" if trainer.option.generates
           else f"{setup.seq_len:,} tokens")
-st.caption(text(f"{spec.name} · {METHOD_LABELS[setup.method]} · {setup.precision} · batch {setup.batch} × "
-                f"{length} · {mode}" + ("" if trainer.trainer == "sft" else f" · {trainer.option.label}")))
-st.caption(text(setup_summary(setup)))
+trainer_label = "" if trainer.trainer == "sft" else f" · {trainer.option.label}"
+if present:  # what is being judged, as readable as the verdict from the back of the room
+    st.header(text(f"{spec.name} · {METHOD_LABELS[setup.method]} · {device.name}"), anchor=False)
+    st.caption(text(f"{setup.precision} · batch {setup.batch} × {length} · {mode}{trainer_label}"))
+else:
+    st.caption(text(f"{spec.name} · {METHOD_LABELS[setup.method]} · {setup.precision} · batch {setup.batch} × "
+                    f"{length} · {mode}{trainer_label}"))
+    st.caption(text(setup_summary(setup)))
 color, icon = ("green", ":material/check_circle:") if v.fits else ("red", ":material/cancel:")
 (st.title if present else st.header)(f":{color}[{v.headline}]", icon=icon, anchor=False)
 estimate_line, device_line = verdict_detail(est, device, v)
@@ -84,34 +94,55 @@ if not present:
 # ---- What to change -------------------------------------------------------------------------------------
 st.subheader("What to change", anchor=False)
 usable = device.usable_bytes
-if rule:
-    st.caption(text(f"The rule of thumb ignores length, batch and checkpointing, so these are priced with the "
-                    f"detailed estimate ({both_units(detailed.total_bytes)})."))
-if detailed.total_bytes <= usable:
-    st.caption("It fits; each change frees this much headroom. The seed's order: try the first ones first.")
+if rule:  # the rule's own numbers: the changes it counts are priced with it, the others are named
+    st.caption("Priced with the rule of thumb, like the verdict above. It ignores max length, batch and "
+               "checkpointing; switch it off to price those.")
+elif est.total_bytes <= usable:
+    st.caption("It fits; each change frees this much headroom. In the order to try them: the first ones cost "
+               "least.")
 else:
-    st.caption("The seed's order when a run runs out of memory: try the first ones first.")
+    st.caption("In the order to try them when a run runs out of memory: the first ones cost least.")
 try:
     options, best_batch, best_len, smallest = trainer_remedies_and_limits(spec, setup, trainer, device)
+    options = list(options)
+    if rule:  # the rule prices its own changes and its own smallest device
+        options = list(remedies(spec, setup, rule_estimate))
+        smallest = smallest_device(spec, setup, estimate_fn=rule_estimate)
+    elif trainer.trainer == "sft":
+        shard = shard_remedy(spec, setup, device, order=len(options) + 1)
+        if shard is not None:
+            options.append(shard)
 except ValueError as exc:  # the estimator could not build the comparison setup
     st.warning(text(f"The changes could not be priced for this model: {exc}"), icon=":material/info:")
-    options, best_batch, best_len, smallest = (), None, None, None
-lines = []
+    options, best_batch, best_len, smallest = [], None, None, None
+numbered, aside = [], []
 for r in options:
-    change = f" ({text(r.change)})" if r.applicable else ""
-    line = f"{r.order}. **{text(r.title)}**{change}: {text(remedy_line(r, usable))}"
+    if not r.applicable:
+        aside.append(f"{text(r.title)} ({text(r.reason)})" if r.reason else text(r.title))
+    elif abs(r.saves_bytes) < NEGLIGIBLE_BYTES:  # no numbered slot for a change that changes nothing here
+        aside.append(f"{text(r.title)} (" + ("the rule of thumb does not count it" if rule else
+                                             f"saves nothing here: {to_gb(r.new_total_bytes):,.1f} GB after") + ")")
+    else:
+        numbered.append(r)
+lines = []
+for i, r in enumerate(numbered, 1):
+    line = f"{i}. **{text(r.title)}** ({text(r.change)}): {text(remedy_line(r, usable))}"
     if r.caveat and not present:
         line += f"  \n   :gray[{text(r.caveat)}]"
     lines.append(line)
 if lines:
     st.markdown("\n".join(lines))
+if aside:
+    st.caption("Not available or no help here: " + "; ".join(aside) + ".")
 
 long_name = "max completion length" if trainer.option.generates else "max length"
 at_length = length if trainer.option.generates else f"max length {setup.seq_len:,}"
+# The rule has no batch or length: those two answers are the detailed estimate's, and say so.
+detailed_note = " (detailed estimate: the rule of thumb ignores it)" if rule else ""
 fit_lines = [
-    f"- Largest batch that fits on this device (at {at_length}): "
+    f"- Largest batch that fits on this device (at {at_length}){detailed_note}: "
     f"**{text(limit_text(best_batch, BATCH_MAX, 'example'))}**",
-    f"- Longest {long_name} that fits (at batch {setup.batch}): "
+    f"- Longest {long_name} that fits (at batch {setup.batch}){detailed_note}: "
     f"**{text(limit_text(best_len, MAX_LEN_MAX, 'token'))}**" + (" tokens" if best_len else ""),
     "- Smallest catalog device that fits: " + (
         f"**{text(smallest.name)}** ({text(both_units(smallest.usable_bytes))} usable)" if smallest else
@@ -122,7 +153,7 @@ st.markdown("\n".join(fit_lines))
 # ---- Breakdown and downloads ----------------------------------------------------------------------------
 if not present:
     st.subheader("Breakdown at the peak", anchor=False)
-    table = breakdown_frame(est)
+    table = breakdown_frame(est, device)
     st.dataframe(
         table, hide_index=True, width="stretch", key="breakdown", height=35 * (len(table) + 1) + 3,  # no scroll
         column_config={
@@ -136,7 +167,7 @@ if not present:
         alt=f"Memory by item at the peak ({est.peak_phase}); total {to_gb(est.total_bytes):,.1f} GB.",
     )
     with st.container(horizontal=True):
-        st.download_button("Download CSV", breakdown_csv(est), "will-it-fit.csv", "text/csv", key="download_csv",
+        st.download_button("Download CSV", breakdown_csv(est, device), "will-it-fit.csv", "text/csv", key="download_csv",
                            on_click="ignore", icon=":material/download:")
         st.download_button("Download JSON", json.dumps(estimate_json(est, device), indent=2), "will-it-fit.json",
                            "application/json", key="download_json", on_click="ignore", icon=":material/download:")
@@ -147,7 +178,4 @@ if trainer.trainer != "sft" and not present:
         st.code(trainer_snippet(spec, setup, trainer), language="python")
 
 # ---- Share ----------------------------------------------------------------------------------------------
-st.subheader("Share", anchor=False)
-st.code(share_url(st.context.url, {**link_params(), **trainer_link_params()}), language=None)
-st.caption("This link holds every input (settings at their default are left out), so it reproduces this view; "
-           "the address bar holds them too.")
+share_box()

@@ -14,7 +14,7 @@ from ui.grids import (
     size_and_preset_options,
     size_label,
 )
-from ui.inputs import plain, render_inputs, show_notes
+from ui.inputs import plain, render_inputs, share_box, show_notes
 from ui.page_charts import fits_chart
 
 inputs = render_inputs()
@@ -23,7 +23,7 @@ spec, setup, device = inputs.model, inputs.setup, inputs.device
 font_size = 18 if inputs.presentation else None
 
 st.title("What fits my device")
-mode = "the seed's rule of thumb" if inputs.rule == "seed" else "the detailed estimate"
+mode = "the rule of thumb" if inputs.rule == "seed" else "the detailed estimate"
 st.caption(plain(f"{device.name}: {device.usable_bytes / 1e9:,.0f} GB usable of {device.capacity_bytes / 1e9:,.0f} "
                  f"GB · {mode} · {setup_summary(None, setup, None)}"))
 
@@ -32,12 +32,13 @@ with options:
     left, right = st.columns([3, 2])
     chosen = left.multiselect("Models", size_and_preset_options(), default=[size_label(s) for s in SEED_SIZES_B],
                               key="models", bind="query-params",
-                              help="The seed's sizes (generic Llama-style decoders with that many parameters) and "
+                              help="Common sizes (generic Llama-style decoders with that many parameters) and "
                                    "the presets (real config.json files).")
     methods = right.multiselect("Methods", list(METHODS), default=list(METHODS), key="methods",
                                 bind="query-params")
 if not chosen or not methods:
     st.info("Choose at least one model and one method.", icon=":material/info:")
+    share_box()
     st.stop()
 
 grid = fits_grid(chosen_models(chosen), setup, device, inputs.rule, [m for m in METHOD_ORDER if m in methods])
@@ -62,4 +63,6 @@ if not inputs.presentation:
         hide_index=True, key="fits_table",
         column_config={k: st.column_config.NumberColumn(format="%.1f")
                        for k in ("Estimate (GB)", "Estimate (GiB)", "Headroom (GB)")} | {
-            "Parameters (B)": st.column_config.NumberColumn(format="%.2f")})
+            "Parameters (B)": st.column_config.NumberColumn(format="%.2f"),
+            "Model": st.column_config.TextColumn(width="medium", pinned=True)})
+share_box()

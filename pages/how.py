@@ -13,7 +13,7 @@ from estimator.options import CHECKPOINTING, LOSS_IMPLS, LOSSES, OPTIMIZERS, QLO
 from estimator.precision import NF4_DQ_BYTES, optimizer_state_bytes
 from estimator.snippets import snippet_language, training_snippet
 from estimator.stacks import STACK_FACTS, STACK_FIELDS, STACKS, setup_summary
-from ui.inputs import plain, render_inputs, show_notes
+from ui.inputs import plain, render_inputs, share_box, show_notes
 from ui.trainer_inputs import how_section_markdown
 from validation import accuracy_report
 
@@ -39,7 +39,8 @@ st.markdown(
     "- **Optimizer state**: what the optimizer keeps per trainable weight (Adam keeps two moving averages).\n"
     "- **Activations**: the tensors the forward pass saves for the backward pass; they grow with "
     "batch size × max length.\n"
-    "- **Overhead**: the CUDA context and the allocator's rounding, which PyTorch does not report as tensors."
+    "- **Overhead**: the GPU runtime's context (CUDA on NVIDIA, ROCm on AMD, Metal on a Mac) and the "
+    "allocator's rounding, which PyTorch does not report as tensors."
 )
 
 st.subheader("Phases and the peak")
@@ -333,3 +334,4 @@ st.markdown("The sidebar's setup in the chosen stack's own terms, with exactly t
             "(batch, max length, checkpointing, dtypes, optimizer, loss, attention, LoRA rank and targets). Fill "
             "in your data and run it.")
 st.code(training_snippet(spec, setup), language=snippet_language(setup))
+share_box()

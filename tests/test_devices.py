@@ -183,3 +183,22 @@ def test_verdicts_flip_on_the_reported_size():
     rtx = get_device("rtx-4090")
     assert verdict(25e9, rtx).fits and not verdict(26e9, rtx).fits
     assert verdict(85e9, get_device("h100-80gb")).fits
+
+
+def test_a_tiny_shortfall_is_never_too_big_by_zero():
+    from estimator import verdict
+
+    card = get_device("rtx-4090")
+    v = verdict(card.usable_bytes + 30e6, card)
+    assert v.headline == "Too big by 30 MB: right at the limit"
+    assert verdict(card.usable_bytes + 1, card).headline == "Too big by 1 MB: right at the limit"
+    assert verdict(card.usable_bytes + 0.06e9, card).headline == "Too big by 0.1 GB"
+
+
+def test_overhead_is_named_for_the_device_runtime():
+    from estimator.memory import component_label, context_label
+
+    assert component_label("overhead", get_device("rtx-4090")) == "Overhead (CUDA + allocator)"
+    assert component_label("overhead", get_device("mac-48gb")) == "Overhead (Metal + allocator)"
+    assert "CUDA" not in context_label(get_device("laptop-36gb"))
+    assert get_device("mi300x").runtime == "ROCm"

@@ -14,6 +14,7 @@ from estimator import (
     CATALOG,
     COMPONENT_KEYS,
     GB,
+    MAX_SIZE_B,
     TrainingSetup,
     custom_device,
     estimate,
@@ -22,6 +23,7 @@ from estimator import (
     load_preset,
     rule_gb,
 )
+from estimator.advice import best_layout, fewest_gpus, sharded, what_would_fit
 from estimator.stacks import resolve_setup
 from estimator.training import SHARDING_LABELS, SHARDINGS
 from ui.grids import (
@@ -29,7 +31,6 @@ from ui.grids import (
     SEED_SIZES_B,
     SHORT_SHARDING,
     TABLE_SIZES_B,
-    best_layout,
     chosen_models,
     compare_setups,
     components_table,
@@ -38,14 +39,12 @@ from ui.grids import (
     min_gpus_table,
     round_size,
     scale_out_curves,
-    seed_figure_rows,
-    seed_figure_table,
     setup_summary,
     size_and_preset_options,
     size_table,
     with_method,
 )
-from ui.page_charts import fits_chart, scale_out_chart, seed_figure_chart
+from ui.page_charts import fits_chart, scale_out_chart
 
 LAPTOP = get_device("laptop-36gb")
 USABLE_GB = 27 * 2**30 / GB  # the laptop's usable memory: 27 GiB (75 % of 36 GiB of RAM) = 28.99 GB
@@ -127,7 +126,7 @@ def test_max_fitting_size_at_the_ends():
     tiny = custom_device(0.5)
     assert max_fitting_size_b(TrainingSetup(method="full"), tiny) is None
     huge = custom_device(100_000)
-    assert max_fitting_size_b(TrainingSetup(method="qlora"), huge, rule="seed") == 400.0
+    assert max_fitting_size_b(TrainingSetup(method="qlora"), huge, rule="seed") == MAX_SIZE_B == 1000.0
 
 
 def test_round_size():
@@ -162,20 +161,6 @@ def test_size_table_detailed_columns_follow_the_setup():
     assert row["QLoRA · detailed (GB)"] == pytest.approx(expected / 1e9)
     assert row["QLoRA · detailed (GiB)"] == pytest.approx(expected / 2**30)
     assert row["full · rule (GB)"] == pytest.approx(16 * 8.030261248 + 4)  # 'mixed': the fp32 master copy
-
-
-def test_seed_7b_figure_rows_and_table():
-    spec = generic_spec(7)
-    figures = dict(seed_figure_rows(spec, ["qlora", "full", "lora"]))
-    assert list(figures) == ["Full fine-tuning", "LoRA", "QLoRA"]
-    assert sum(figures["Full fine-tuning"].values()) == pytest.approx(112)
-    assert round(sum(figures["LoRA"].values())) == 15
-    assert 4 <= sum(figures["QLoRA"].values()) <= 5
-    table = seed_figure_table(spec, ["full", "lora", "qlora"]).set_index("Segment")
-    assert table.loc["Before activations", "Full fine-tuning (GB)"] == pytest.approx(112)
-    assert table.loc["Rule of thumb (with margin)", "LoRA (GB)"] == pytest.approx(17)
-    assert table.loc["Before activations", "LoRA (GiB)"] == pytest.approx(
-        table.loc["Before activations", "LoRA (GB)"] * 1e9 / 2**30)
 
 
 def test_compare_setups_orders_methods_and_adds_variants():
@@ -282,11 +267,34 @@ def test_offload_moves_optimizer_state_to_cpu_except_for_plain_data_parallel():
 
 def test_best_layout_is_the_fewest_gpus_then_the_simplest_sharding():
     spec = load_preset("llama-3.1-70b")
-    sharding, n, est = best_layout(spec, SEVENTY_FULL, get_device("h100-80gb"))
+    layout = best_layout(spec, SEVENTY_FULL, get_device("h100-80gb"), SHARDINGS)
+    sharding, n, est = layout.sharding, layout.gpus, layout.estimate
     expected = min((independent_min_gpus(SEVENTY_FULL, s, "h100-80gb") or 10**6, i) for i, s in enumerate(SHARDINGS))
     assert (n, sharding) == (expected[0], SHARDINGS[expected[1]])
     assert est.setup.gpus == n and est.total_bytes <= get_device("h100-80gb").usable_bytes
-    assert best_layout(spec, SEVENTY_FULL, get_device("gpu-16gb"), max_gpus=8) is None
+    assert best_layout(spec, SEVENTY_FULL, get_device("gpu-16gb"), SHARDINGS, max_gpus=8) is None
+
+
+def test_fewest_gpus_bisects_to_the_linear_search_and_whole_nodes():
+    """The bisection finds what a count-by-count search finds; with 8 GPUs a node, the next whole node."""
+    spec, h100 = load_preset("llama-3.1-70b"), get_device("h100-80gb")
+    setup = sharded(SEVENTY_FULL, "zero3")
+    linear = next(n for n in range(1, 65)
+                  if estimate(spec, replace(setup, gpus=n)).total_bytes <= h100.usable_bytes)
+    assert fewest_gpus(spec, setup, h100.usable_bytes) == linear
+    assert fewest_gpus(spec, setup, h100.usable_bytes, per_node=8) == -(-linear // 8) * 8
+    assert fewest_gpus(spec, setup, 1e9) is None
+    high = fewest_gpus(spec, setup, h100.usable_bytes, likely_high=True)
+    assert high >= linear and estimate(spec, replace(setup, gpus=high)).high_bytes <= h100.usable_bytes
+
+
+def test_what_would_fit_names_checkpointing_offload_and_more_gpus():
+    spec, h100 = load_preset("llama-3.1-70b"), get_device("h100-80gb")
+    no_ckpt = resolve_setup("trl", method="full", grad_ckpt=False)  # the issue: "no layout up to 64 fits"
+    assert best_layout(spec, no_ckpt, h100, SHARDINGS) is None
+    found = dict(what_would_fit(spec, no_ckpt, h100, SHARDINGS))
+    assert "gradient checkpointing on" in found and found["gradient checkpointing on"].estimate.setup.grad_ckpt
+    assert all(layout.estimate.total_bytes <= h100.usable_bytes for layout in found.values())
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,16 +313,6 @@ def test_fits_chart_marks_every_bar_and_draws_the_usable_line(seed_grid):
     usable = [s for s in fig.layout.shapes if s.name == "usable"]
     assert usable and usable[0].x0 == pytest.approx(USABLE_GB)
     assert fig.layout.xaxis.range[1] == pytest.approx(36 * 2**30 / GB * 1.6)  # 70B full (844 GB) runs off the edge
-
-
-def test_seed_figure_chart_totals():
-    figures = seed_figure_rows(generic_spec(7), ["full", "lora", "qlora"])
-    fig = seed_figure_chart(figures, get_device("h100-80gb"))
-    totals = next(t for t in fig.data if t.name == "totals")
-    assert [round(y, 2) for y in totals.y] == [112.0, 14.67, 4.17]
-    assert {t.name for t in fig.data if t.type == "bar"} == {
-        "Weights (frozen base)", "Weights (trainable)", "Gradients", "Optimizer state (Adam + fp32 copy)"}
-    assert [s.y0 for s in fig.layout.shapes if s.name == "usable"] == [pytest.approx(81_559 * 2**20 / GB)]  # 85.5 GB
 
 
 def test_scale_out_chart_is_log2_with_the_usable_line():

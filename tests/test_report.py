@@ -112,7 +112,7 @@ def test_rule_gap_reports_both_numbers_and_the_difference():
     assert gap.diff_bytes == pytest.approx(detailed.total_bytes - 17e9)
     assert gap.diff_pct == pytest.approx(100 * (detailed.total_bytes - 17e9) / 17e9)
     sentence = gap.sentence()
-    assert sentence.startswith("Seed rule 17.0 GB (15.8 GiB) · detailed estimate ")
+    assert sentence.startswith("Rule of thumb 17.0 GB (15.8 GiB) · detailed estimate ")
     assert f"{to_gb(gap.diff_bytes):,.1f} GB" in sentence and f"{gap.diff_pct:,.0f} %" in sentence
     assert sentence.endswith("above the rule.")
     assert RuleGap(20e9, 15e9).sentence().endswith("(4.7 GiB, 25 %) below the rule.")

@@ -71,3 +71,10 @@ def test_unified_three_quarters_and_discrete_whole():
 def test_preset_uses_exact_parameter_count():
     est = estimate(load_preset("llama-3.1-8b"), TrainingSetup(method="lora"), rule="seed")
     assert est.total_bytes == pytest.approx((2 * 8.030261248 + 3) * 1e9)
+
+
+@pytest.mark.parametrize("size", [0.1, 0.25, 0.5, 0.74, 0.75, 1, 8, 70, 405])
+def test_rule_qlora_never_exceeds_its_lora(size):
+    assert rule_gb(size, "qlora") <= rule_gb(size, "lora")
+    assert rule_gb(0.5, "qlora") == pytest.approx(rule_gb(0.5, "lora"))  # 4.0 GB, not 4.3
+    assert rule_gb(8, "qlora") < rule_gb(8, "lora")  # the seed's 9 vs 19 GB still holds

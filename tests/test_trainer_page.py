@@ -211,7 +211,7 @@ def test_kto_batch_one_and_rule_fall_back():
     at = run({"trainer": "kto", "rule": "true"})
     warnings = [unescape(w.value) for w in at.warning]
     assert any("KTO needs a per-device batch of at least 2" in w for w in warnings)
-    assert any("quick rule covers SFT only" in w for w in warnings)
+    assert any("rule of thumb covers SFT only" in w for w in warnings)
     est = estimate(LLAMA, trl(batch=2), trainer=TrainerSetup("kto"))
     assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
 

@@ -17,13 +17,13 @@ import plotly.graph_objects as go
 
 from estimator import (
     ALL_COMPONENT_KEYS,
-    COMPONENT_LABELS,
     Device,
     Estimate,
     component_keys,
     to_gb,
     to_gib,
 )
+from estimator.memory import CONTEXT_LABEL, component_label, context_label
 
 # Fixed colour per component, in stacking order (weights → gradients → optimizer → activations → overhead).
 COMPONENT_COLORS: dict[str, str] = {
@@ -92,8 +92,9 @@ def frozen_weight_bytes(est: Estimate) -> float:
     return float(sum(d.bytes for d in est.details if d.component == "weights" and d.label in _FROZEN_DETAIL_LABELS))
 
 
-def segments(estimates: Sequence[Estimate]) -> list[Segment]:
-    """The stacked pieces, in order, for a set of estimates drawn on one axis."""
+def segments(estimates: Sequence[Estimate], device: Device | None = None) -> list[Segment]:
+    """The stacked pieces, in order, for a set of estimates drawn on one axis (the overhead named for the
+    device's runtime)."""
     out: list[Segment] = []
     present = {k for e in estimates for k in component_keys(e)}
     for key in ALL_COMPONENT_KEYS:
@@ -103,7 +104,7 @@ def segments(estimates: Sequence[Estimate]) -> list[Segment]:
             out.append(Segment(FROZEN_NAME, FROZEN_COLOR, key))
             out.append(Segment(TRAINABLE_NAME, COMPONENT_COLORS[key], key))
         else:
-            out.append(Segment(COMPONENT_LABELS[key], COMPONENT_COLORS[key], key))
+            out.append(Segment(component_label(key, device), COMPONENT_COLORS[key], key))
     return out
 
 
@@ -116,20 +117,21 @@ def segment_bytes(est: Estimate, seg: Segment) -> float:
     return float(est.components_bytes.get(seg.component, 0.0))
 
 
-def _detail_lines(est: Estimate, seg: Segment) -> list[str]:
+def _detail_lines(est: Estimate, seg: Segment, device: Device | None = None) -> list[str]:
     """The detail items behind a segment, for its hover."""
     items = [d for d in est.details if d.component == seg.component and d.bytes > 0]
     if seg.name == FROZEN_NAME:
         items = [d for d in items if est.mode == "seed" or d.label in _FROZEN_DETAIL_LABELS]
     elif seg.name == TRAINABLE_NAME:
         items = [] if est.mode == "seed" else [d for d in items if d.label not in _FROZEN_DETAIL_LABELS]
-    return [f"· {_esc(d.label)}: {both_units(d.bytes, 2)}" for d in items]
+    return [f"· {_esc(context_label(device) if d.label == CONTEXT_LABEL else d.label)}: {both_units(d.bytes, 2)}"
+            for d in items]
 
 
-def _hover(row_label: str, est: Estimate, seg: Segment, value: float) -> str:
+def _hover(row_label: str, est: Estimate, seg: Segment, value: float, device: Device | None = None) -> str:
     share = value / est.total_bytes if est.total_bytes else 0.0
     head = f"<b>{_esc(seg.name)}</b>: {both_units(value, 2)} · {share:.0%} of {to_gb(est.total_bytes):,.1f} GB"
-    lines = [_esc(row_label), head, *_detail_lines(est, seg)]
+    lines = [_esc(row_label), head, *_detail_lines(est, seg, device)]
     return "<br>".join(lines)
 
 
@@ -161,9 +163,9 @@ def stacked_bars(rows: Sequence[tuple[str, Estimate]], device: Device | None = N
     # Traces as plain dicts, validated once by go.Figure below: building go.Bar objects and calling
     # fig.add_trace / bar.update re-validates every property on each call (~2 ms per trace).
     traces: list[dict] = []
-    for seg in segments(ests):
+    for seg in segments(ests, device):
         values = [to_gb(segment_bytes(e, seg)) for e in ests]
-        hovers = [_hover(lbl, e, seg, segment_bytes(e, seg)) for lbl, e in zip(labels, ests, strict=True)]
+        hovers = [_hover(lbl, e, seg, segment_bytes(e, seg), device) for lbl, e in zip(labels, ests, strict=True)]
         # In-bar value only where the segment is wide enough to hold it (≥ 8 % of the longest bar).
         text = [f"{v:,.1f} GB" if show_values and longest and v >= 0.08 * longest else "" for v in values]
         bar = dict(
@@ -329,7 +331,8 @@ def memory_bar(estimate: Estimate, device: Device | None = None, *, title: str |
 
 def chart_alt(estimate: Estimate, device: Device | None = None) -> str:
     """A plain-text description of memory_bar for screen readers (st.plotly_chart(alt=...))."""
-    parts = [f"{COMPONENT_LABELS[k]} {to_gb(estimate.components_bytes[k]):,.1f} GB" for k in component_keys(estimate)]
+    parts = [f"{component_label(k, device)} {to_gb(estimate.components_bytes[k]):,.1f} GB"
+             for k in component_keys(estimate)]
     text = f"Stacked bar of peak memory: {', '.join(parts)}; total {to_gb(estimate.total_bytes):,.1f} GB"
     if device is not None:
         text += (f", against {to_gb(device.usable_bytes):,.1f} GB usable of "

@@ -13,7 +13,6 @@ import pandas as pd
 from estimator import (
     CATALOG,
     COMPONENT_KEYS,
-    COMPONENT_LABELS,
     GB,
     MAX_SIZE_B,
     MIN_SIZE_B,
@@ -27,13 +26,13 @@ from estimator import (
     generic_spec,
     list_presets,
     load_preset,
-    min_gpus,
     min_gpus_for_devices,
     preset_ids,
     rule_gb,
-    seed_figure_gb,
     verdict,
 )
+from estimator.advice import max_fitting_size_b, sharded
+from estimator.memory import component_label
 from estimator.stacks import with_method
 from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_LABELS, SHARDINGS
 
@@ -112,28 +111,6 @@ def round_size(size_b: float) -> float:
     return round(size_b, max(digits, 0))
 
 
-def max_fitting_size_b(setup: TrainingSetup, device: Device, rule: str | None = None,
-                       rel_tol: float = 0.002) -> float | None:
-    """The largest generic decoder (billions of parameters) whose estimate fits the device's usable memory,
-    by bisection on a log scale over the sizes the estimator accepts. Memory never falls as the size grows."""
-
-    def fits(size_b: float) -> bool:
-        return estimate(generic_spec(size_b), setup, rule).total_bytes <= device.usable_bytes
-
-    lo, hi = MIN_SIZE_B, MAX_SIZE_B
-    if not fits(lo):
-        return None
-    if fits(hi):
-        return hi
-    while hi / lo > 1 + rel_tol:
-        mid = math.sqrt(lo * hi)
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 def size_and_preset_options() -> list[str]:
     """The fits page's model choices: the seed's sizes ('7B') then every preset id."""
     return [size_label(s) for s in SEED_SIZES_B] + list(preset_ids())
@@ -179,8 +156,8 @@ def fits_grid(models: Sequence[tuple[str, ModelSpec]], setup: TrainingSetup, dev
 # The size table
 # --------------------------------------------------------------------------------------------
 
-# The size table: the seed's sizes and a few larger ones, up to the largest the estimator accepts.
-TABLE_SIZES_B: tuple[float, ...] = (*SEED_SIZES_B, 100, 200, MAX_SIZE_B)
+# The size table: the seed's sizes and a few larger ones, up to Llama-3.1-405B's size.
+TABLE_SIZES_B: tuple[float, ...] = (*SEED_SIZES_B, 100, 200, 405)
 TABLE_METHODS: tuple[str, ...] = ("lora", "full", "qlora")  # the seed's columns (LoRA, full), then QLoRA
 
 
@@ -214,10 +191,7 @@ def size_table(setup: TrainingSetup, sizes: Sequence[float] = TABLE_SIZES_B,
 GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 
 
-def _scaled(setup: TrainingSetup, sharding: str, offload: bool, gpus: int = 1) -> TrainingSetup:
-    """The setup under one sharding. Optimizer offload goes with ZeRO/FSDP only (the estimator refuses it
-    for plain data parallel on several GPUs), so data parallel is always shown without it."""
-    return replace(setup, gpus=gpus, sharding=sharding, offload_optimizer=offload and sharding != "none")
+_scaled = sharded  # the setup under one sharding (estimator.advice)
 
 
 def scale_out_curves(spec: ModelSpec, setup: TrainingSetup, gpu_counts: Sequence[int] = GPU_COUNTS,
@@ -228,12 +202,14 @@ def scale_out_curves(spec: ModelSpec, setup: TrainingSetup, gpu_counts: Sequence
 
 
 def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Device] = CATALOG,
-                   shardings: Sequence[str] = SHARDINGS, offload: bool = False, max_gpus: int = 64
-                   ) -> pd.DataFrame:
-    """The smallest GPU count (≤ max_gpus) that fits each device under each sharding (columns named by
-    SHORT_SHARDING); missing where none does. Only discrete GPUs: unified-memory laptops do not scale out."""
+                   shardings: Sequence[str] = SHARDINGS, offload: bool = False, max_gpus: int = 64,
+                   per_node: int = 1) -> pd.DataFrame:
+    """The smallest GPU count (≤ max_gpus; whole nodes of per_node GPUs) that fits each device under each
+    sharding (columns named by SHORT_SHARDING); missing where none does. Only discrete GPUs: unified-memory
+    laptops do not scale out."""
     gpus_only = [d for d in devices if d.kind == "discrete"]
-    answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), gpus_only, max_gpus)
+    answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), gpus_only, max_gpus,
+                                              per_node=per_node)
                for sharding in shardings}  # each (sharding, count) estimated once for every device
     rows = []
     for device in gpus_only:
@@ -273,35 +249,13 @@ def compare_setups(setup: TrainingSetup, methods: Sequence[str], variants: Seque
     return out
 
 
-def components_table(rows: Sequence[tuple[str, Estimate]]) -> pd.DataFrame:
+def components_table(rows: Sequence[tuple[str, Estimate]], device: Device | None = None) -> pd.DataFrame:
     """Components down, setups across: each setup's GB and GiB per component, then the total."""
-    data: dict[str, list[object]] = {"Component": [COMPONENT_LABELS[k] for k in COMPONENT_KEYS] + ["Total"]}
+    data: dict[str, list[object]] = {"Component": [component_label(k, device) for k in COMPONENT_KEYS] + ["Total"]}
     for label, est in rows:
         values = [float(est.components_bytes[k]) for k in COMPONENT_KEYS] + [float(est.total_bytes)]
         data[f"{label} (GB)"] = [v / GB for v in values]
         data[f"{label} (GiB)"] = [v / GiB for v in values]
-    return pd.DataFrame(data)
-
-
-def seed_figure_rows(spec: ModelSpec, methods: Sequence[str], lora_rank: int = 16
-                     ) -> list[tuple[str, dict[str, float]]]:
-    """(method label, the seed figure's segments in GB) in the figure's order."""
-    return [(METHOD_LABELS[m], seed_figure_gb(spec, m, lora_rank)) for m in FIGURE_ORDER if m in methods]
-
-
-def seed_figure_table(spec: ModelSpec, methods: Sequence[str], lora_rank: int = 16,
-                      master_copy: bool = False) -> pd.DataFrame:
-    """Segments down (the seed figure's, before activations), then their sum and the rule of thumb's total
-    with its working margin; methods across, in GB and GiB."""
-    figures = seed_figure_rows(spec, methods, lora_rank)
-    keys = list(next(iter(figures))[1]) if figures else []
-    data: dict[str, list[object]] = {
-        "Segment": [k.capitalize() for k in keys] + ["Before activations", "Rule of thumb (with margin)"]}
-    size_b = spec.params_total / 1e9
-    for (label, segs), method in zip(figures, [m for m in FIGURE_ORDER if m in methods], strict=True):
-        values = [segs[k] for k in keys] + [sum(segs.values()), rule_gb(size_b, method, master_copy)]
-        data[f"{label} (GB)"] = values
-        data[f"{label} (GiB)"] = [v * GB / GiB for v in values]
     return pd.DataFrame(data)
 
 
@@ -316,15 +270,3 @@ def setup_summary(spec: ModelSpec | None, setup: TrainingSetup, device: Device |
     if device is not None:
         parts.append(device.name)
     return " · ".join(parts)
-
-
-def best_layout(spec: ModelSpec, setup: TrainingSetup, device: Device, shardings: Sequence[str] = SHARDINGS,
-                offload: bool = False, max_gpus: int = 64) -> tuple[str, int, Estimate] | None:
-    """The fewest GPUs of this device that fit, and the least sharding that achieves it (shardings are tried
-    in the given order, simplest first): (sharding, GPU count, its estimate), or None if nothing fits."""
-    best: tuple[str, int, Estimate] | None = None
-    for sharding in shardings:
-        n = min_gpus(spec, _scaled(setup, sharding, offload), device, max_gpus)
-        if n is not None and (best is None or n < best[1]):
-            best = (sharding, n, estimate(spec, _scaled(setup, sharding, offload, n)))
-    return best

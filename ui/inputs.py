@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -41,7 +42,8 @@ from estimator.training import (
     SHARDING_LABELS,
     SHARDINGS,
 )
-from ui.report import VIEWER_PARAMS
+from ui.grids import VARIANT_OPTIONS, size_and_preset_options
+from ui.report import VIEWER_PARAMS, share_url
 from ui.trainer_inputs import TRAINER_PARAMS
 
 BY_SIZE = "by-size"
@@ -50,10 +52,10 @@ CUSTOM = "custom"
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_DEVICE = "rtx-4090"
 
-# The size slider: a log-like ladder from 0.1B to 400B (integral values as ints so the URL reads size=7).
+# The size slider: a log-like ladder from 0.1B to 1000B (integral values as ints so the URL reads size=7).
 SIZE_STEPS: tuple[float, ...] = (
     0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9, 10, 12,
-    14, 16, 20, 24, 27, 32, 40, 48, 56, 70, 80, 100, 120, 140, 175, 200, 235, 280, 340, 400,
+    14, 16, 20, 24, 27, 32, 40, 48, 56, 70, 80, 100, 120, 140, 175, 200, 235, 280, 340, 405, 500, 700, 1000,
 )
 assert SIZE_STEPS[0] == MIN_SIZE_B and SIZE_STEPS[-1] == MAX_SIZE_B
 POW2_LENGTHS: tuple[int, ...] = tuple(2**k for k in range(7, 18))  # 128 … 131072
@@ -77,11 +79,20 @@ DEFAULTS: dict[str, object] = {
 }
 # Every URL parameter the app understands (bound widgets), in the README's order.
 PARAMS: tuple[str, ...] = tuple(DEFAULTS)
+# Scale out's own controls: the largest GPU count searched, and GPUs per node (counts in whole nodes).
+MAX_GPU_CHOICES: tuple[int, ...] = (8, 16, 32, 64)
+PER_NODE_CHOICES: tuple[int, ...] = (1, 2, 4, 8)
 # Link parameters that single pages bind to their own widgets (compare: methods, variants; fits: models,
-# methods; scale out: offload, maxgpus): known, so never "unknown" here (nor Streamlit's VIEWER_PARAMS).
-# Streamlit itself drops their invalid values. A page that binds a new widget adds its key here.
-PAGE_PARAMS: frozenset[str] = frozenset({"methods", "variants", "models", "offload", "maxgpus"}) | frozenset(
-    TRAINER_PARAMS)  # the calculator's trainer controls (ui/trainer_inputs.py)
+# methods; scale out: offload, maxgpus, pernode) and the values each accepts: known, so never "unknown" here
+# (nor Streamlit's VIEWER_PARAMS); a value the page's widget would refuse gets a note (Streamlit drops it
+# silently). A page that binds a new widget adds its key here.
+PAGE_PARAM_CHOICES: dict[str, tuple[str, ...]] = {
+    "methods": tuple(METHOD_LABELS), "variants": VARIANT_OPTIONS, "models": tuple(size_and_preset_options()),
+    "offload": ("true", "false"), "maxgpus": tuple(map(str, MAX_GPU_CHOICES)),
+    "pernode": tuple(map(str, PER_NODE_CHOICES)),
+}
+PAGE_PARAMS: frozenset[str] = frozenset(PAGE_PARAM_CHOICES) | frozenset(
+    TRAINER_PARAMS)  # the calculator's trainer controls (ui/trainer_inputs.py checks their values)
 
 
 @dataclass(frozen=True)
@@ -91,7 +102,7 @@ class Inputs:
     model: ModelSpec
     setup: TrainingSetup
     device: Device
-    rule: str | None  # "seed" when the quick rule is on
+    rule: str | None  # "seed" when the rule of thumb is on
     presentation: bool
     notes: tuple[str, ...]  # plain-text notes (invalid URL values, upload errors): render with st.text/caption
     model_choice: str  # preset id, BY_SIZE or UPLOAD
@@ -139,6 +150,7 @@ def _use_hub_id() -> None:
         return
     st.session_state[HUB_BOX] = canonical
     st.session_state["model"] = canonical
+    _model_changed()
 
 
 def hub_token() -> str | None:
@@ -170,12 +182,14 @@ def _is_valid(key: str, raw: str) -> bool:
         "optimizer": list(OPTIMIZER_CHOICES), "attn": list(ATTENTIONS), "sharding": list(SHARDINGS),
         "stack": list(STACK_IDS), "loss": list(LOSS_CHOICES), "ckpt": list(CKPT_CHOICES),
         "device": [d.id for d in CATALOG] + [CUSTOM], "kind": ["discrete", "unified"],
-        "size": [str(s) for s in SIZE_STEPS], "rank": [str(r) for r in RANKS],
+        "rank": [str(r) for r in RANKS],
     }
     if key in choices:
         return raw in choices[key]
     if key in ("rule", "present"):
         return raw.lower() in ("true", "false")
+    if key == "size":
+        return _valid_number(raw, MIN_SIZE_B, MAX_SIZE_B, False)
     if key == "batch":
         return _valid_number(raw, 1, BATCH_MAX, True)
     if key == "max_len":
@@ -196,8 +210,15 @@ def url_notes() -> list[str]:
     notes: list[str] = []
     unknown = 0
     for key in list(st.query_params.keys()):
+        if key in PAGE_PARAMS:
+            choices = PAGE_PARAM_CHOICES.get(key)
+            refused = [raw for raw in st.query_params.get_all(key) if choices and raw not in choices]
+            if refused:
+                notes.append(f"The link's value for '{key}' was not valid ({', '.join(refused)[:60]}); this page "
+                             "uses its default for it.")
+            continue
         if key not in PARAMS:
-            if key not in PAGE_PARAMS | VIEWER_PARAMS:
+            if key not in VIEWER_PARAMS:
                 unknown += 1
             continue
         for raw in st.query_params.get_all(key):
@@ -264,7 +285,7 @@ def _find_device() -> None:
         st.session_state[_FIND_NOTE] = f"No device matches '{query[:40]}'."
 
 
-_LAST_RUN = "_inputs_last_run"  # {"page": page script hash, "values": {parameter: value}}
+_LAST_RUN = "_inputs_last_run"  # {"page": hash, "values": {param: value}, "pages": {hash: {param: [raw]}}}
 
 
 def _current_page() -> str:
@@ -272,36 +293,92 @@ def _current_page() -> str:
     return ctx.page_script_hash if ctx is not None else ""
 
 
+def _page_param_value(key: str, raw: list[str]) -> object:
+    """A page parameter's address value as its widget holds it (multiselects: lists; offload: a bool;
+    maxgpus: an int)."""
+    if key == "offload":
+        return raw[-1] == "true"
+    if key in ("maxgpus", "pernode"):
+        return int(raw[-1])
+    return list(raw)
+
+
+def _restore(key: str, value: object, raw: list[str]) -> None:
+    """Seed a widget through Session State and put its value back into the address. Runs before the widget
+    exists this run; the previous page's bindings are gone after a switch, so the key is free."""
+    st.session_state[key] = value
+    try:
+        st.query_params[key] = raw if len(raw) > 1 or isinstance(value, list) else raw[0]
+    except StreamlitAPIException:  # still bound (not a page switch): the widget keeps the address itself
+        pass
+
+
 def _carry_over_after_page_switch() -> None:
-    """Keep the inputs across a page switch. Streamlit 1.67 drops link-seeded bound parameters from the URL
-    when the user switches pages before touching a widget (its frontend only carries parameters of widgets
-    it has seen change), so the new page's widgets would start at their defaults. On the first run of a new
-    page, put the last page's values back through Session State, for the parameters the URL does not
-    carry. Runs before any widget exists. (The address bar catches up at the next change of an input;
-    link_params() builds share links from the values, so they are complete meanwhile.)"""
+    """Keep the whole state in the address across a page switch. Streamlit 1.67's page navigation carries
+    only the bound parameters its frontend has seen change, so a link-seeded value would leave the address
+    (and a reload would lose it) and the new page's widgets would start at their defaults. On the first run
+    of a new page, before any widget exists: put the last page's inputs back into Session State and the
+    address, for the parameters the address lacks, and the page's own controls (compare's methods, scale
+    out's GPUs…) as they were when the user last left this page."""
     last = st.session_state.get(_LAST_RUN)
-    if not last or last["page"] == _current_page():
+    page = _current_page()
+    if not last or last["page"] == page:
         return
     for key, value in last["values"].items():
         if key not in st.query_params and value is not None and value != DEFAULTS[key]:
-            st.session_state[key] = value
+            _restore(key, value, [_url_value(value)])
+    for key, raw in last["pages"].get(page, {}).items():
+        if key not in st.query_params:
+            _restore(key, _page_param_value(key, raw), raw)
 
 
 def _remember_inputs() -> None:
-    st.session_state[_LAST_RUN] = {"page": _current_page(),
-                                   "values": {key: st.session_state.get(key) for key in PARAMS}}
+    """This run's inputs, and this page's own parameters as the address holds them, for the next switch.
+    A page parameter is remembered only when its widget holds the address's value (so a refused value is
+    never put back)."""
+    last = st.session_state.get(_LAST_RUN) or {"pages": {}}
+    page = _current_page()
+    own = {}
+    for key in PAGE_PARAM_CHOICES:  # (the trainer controls keep their own values: ui/trainer_inputs.py)
+        raw = st.query_params.get_all(key)
+        held = st.session_state.get(key)
+        if raw and held is not None and raw == (
+                [_url_value(v) for v in held] if isinstance(held, list) else [_url_value(held)]):
+            own[key] = raw
+    st.session_state[_LAST_RUN] = {"page": page, "values": {key: st.session_state.get(key) for key in PARAMS},
+                                   "pages": {**last["pages"], page: own}}
+
+
+def _url_value(value: object) -> str:
+    """A widget value as its bound parameter shows it in the address: true/false, 7 (not 7.0), 0.5, qlora."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def link_params() -> dict[str, list[str]]:
-    """The current inputs as link parameters, as Streamlit writes them (defaults left out). Built from the
-    widgets' values, not the address bar, which can lag after a page switch (see above)."""
+    """The current inputs as link parameters, as Streamlit writes them (defaults left out), then this page's
+    own parameters as the address holds them. Built from the widgets' values, not the address bar."""
     params: dict[str, list[str]] = {}
     for key in PARAMS:
         value = st.session_state.get(key)
         if value is None or value == DEFAULTS[key]:
             continue
-        params[key] = [str(value).lower() if isinstance(value, bool) else str(value)]
+        params[key] = [_url_value(value)]
+    for key in sorted(PAGE_PARAMS):
+        if key in st.query_params:
+            params[key] = st.query_params.get_all(key)
     return params
+
+
+def share_box() -> None:
+    """Every page's last section: the link that reproduces this view, every input included."""
+    st.subheader("Share", anchor=False)
+    st.code(share_url(st.context.url, link_params()), language=None)
+    st.caption("This link holds every input of this page (settings at their default are left out), so a "
+               "teammate who opens it sees this view; the address bar holds them too.")
 
 
 def _sync_length_slider() -> None:
@@ -319,6 +396,45 @@ def _sync_length_slider() -> None:
     st.session_state["max_len_pow2"] = min(POW2_LENGTHS, key=lambda p: abs(math.log2(max(value, 1)) - math.log2(p)))
 
 
+def _sync_size_slider() -> None:
+    """Before the size slider renders: point it at the ladder step nearest the typed size (log scale)."""
+    from_url = st.query_params.get("size")
+    if "size" not in st.session_state and from_url is not None and _is_valid("size", from_url):
+        current: object = from_url
+    else:
+        current = st.session_state.get("size", DEFAULTS["size"])
+    try:
+        value = float(current)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = float(DEFAULTS["size"])  # type: ignore[arg-type]
+    value = min(max(value, MIN_SIZE_B), MAX_SIZE_B)
+    st.session_state["size_step"] = min(SIZE_STEPS, key=lambda p: abs(math.log(value) - math.log(p)))
+
+
+def _size_from_slider() -> None:
+    st.session_state["size"] = float(st.session_state["size_step"])
+
+
+def _size_means_by_size() -> None:
+    """A hand-written link with size= but no model= means a model of that size: on a link's first run (before
+    the Model picker binds), choose 'by-size' and write it into the address."""
+    size = st.query_params.get("size")
+    if size is not None and _is_valid("size", size) and "model" not in st.query_params \
+            and "model" not in st.session_state:
+        st.session_state["model"] = BY_SIZE
+        try:
+            st.query_params["model"] = BY_SIZE
+        except StreamlitAPIException:
+            pass
+
+
+def _model_changed() -> None:
+    """Leaving 'by-size' puts the size back to its default, so no address ever holds a size without the
+    by-size model it belongs to (a link with size= alone means by size)."""
+    if st.session_state.get("model") != BY_SIZE:
+        st.session_state["size"] = float(DEFAULTS["size"])  # type: ignore[arg-type]
+
+
 def _length_from_slider() -> None:
     st.session_state["max_len"] = int(st.session_state["max_len_pow2"])
 
@@ -331,8 +447,8 @@ def render_inputs() -> Inputs:
     _carry_over_after_page_switch()
     sb = st.sidebar
     sb.header("Your setup")
-    rule_on = sb.toggle("Quick rule (seed)", value=False, key="rule", bind="query-params",
-                        help="The product page's rule of thumb: LoRA ≈ 2 GB per billion + 3 GB, full ≈ 12 GB "
+    rule_on = sb.toggle("Rule of thumb", value=False, key="rule", bind="query-params",
+                        help="The rule of thumb: LoRA ≈ 2 GB per billion + 3 GB, full ≈ 12 GB "
                              "per billion + 4 GB. Off = the detailed, architecture-aware estimate.")
     # Bound selectboxes carry their *displayed* option in the URL (Streamlit serialises the format_func
     # label), so the options are shown as their stable ids (?model=by-size) and the name goes underneath.
@@ -340,8 +456,9 @@ def render_inputs() -> Inputs:
     if hub_option and HUB_BOX not in st.session_state:
         st.session_state[HUB_BOX] = hub_option  # a link to a Hub model shows its id in the box
     options = model_options(hub_option)
+    _size_means_by_size()
     choice = sb.selectbox("Model", options, index=options.index(DEFAULT_MODEL), key="model",
-                          bind="query-params",
+                          bind="query-params", on_change=_model_changed,
                           help="A preset (a real config.json), 'by-size' (a generic decoder of the size below), "
                                "'upload' (your own config.json), or the Hugging Face model id typed below.")
     model_caption = sb.empty()
@@ -353,13 +470,18 @@ def render_inputs() -> Inputs:
                        "token on the server (HF_TOKEN).")
     if st.session_state.get(_HUB_NOTE):
         sb.caption(plain(st.session_state[_HUB_NOTE]))
-    size = sb.select_slider("Model size (billions of parameters)", options=list(SIZE_STEPS), value=7, key="size",
-                            bind="query-params", disabled=choice != BY_SIZE,
-                            help="Used when Model is 'by-size': a Llama-style decoder of this size.")
+    _sync_size_slider()
+    sb.select_slider("Model size (billions of parameters)", options=list(SIZE_STEPS), key="size_step",
+                     on_change=_size_from_slider, disabled=choice != BY_SIZE,
+                     help="Used when Model is 'by-size': a Llama-style decoder of this size. Type any size below.")
+    size = sb.number_input("Exact size (billions)", min_value=MIN_SIZE_B, max_value=MAX_SIZE_B, value=7.0,
+                           step=1.0, format="%g", key="size", bind="query-params", disabled=choice != BY_SIZE,
+                           help=f"Any size from {MIN_SIZE_B:g} to {MAX_SIZE_B:g} billion parameters (13, 34, 72, "
+                                "405…).")
     spec: ModelSpec
     if choice == BY_SIZE:
         try:
-            spec = generic_spec(float(size))
+            spec = generic_spec(float(size))  # type: ignore[arg-type]
         except ValueError as exc:
             spec = load_preset(DEFAULT_MODEL)
             notes.append(f"A generic {size}B model could not be built ({exc}); showing {spec.name}.")
@@ -464,6 +586,8 @@ def render_inputs() -> Inputs:
                                 help="unified = shared RAM (about 75 % usable); discrete = a GPU's own memory.")
     present = sb.toggle("Presentation mode", value=False, key="present", bind="query-params",
                         help="Larger verdict and fonts for meetings; still linkable.")
+    if present:
+        st.html(PRESENT_CSS)
 
     _remember_inputs()
     device = custom_device(float(capacity), str(kind)) if device_choice == CUSTOM else get_device(device_choice)
@@ -499,6 +623,29 @@ def render_inputs() -> Inputs:
     sb.caption(plain(setup_summary(setup)))
     return Inputs(model=spec, setup=setup, device=device, rule="seed" if rule_on else None,
                   presentation=bool(present), notes=tuple(notes), model_choice=str(choice))
+
+
+# Presentation mode at 1920×1080: body text, notes, remedies, metric labels and tables at 20 px or more (the
+# browser's 16 px root), so the room can read them; headings keep Streamlit's own sizes.
+PRESENT_CSS = """<style>
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.375rem; }
+[data-testid="stMain"] [data-testid="stCaptionContainer"],
+[data-testid="stMain"] [data-testid="stCaptionContainer"] p { font-size: 1.25rem; }
+[data-testid="stMain"] [data-testid="stMetricLabel"] p { font-size: 1.25rem; }
+[data-testid="stMain"] [data-testid="stTable"] th,
+[data-testid="stMain"] [data-testid="stTable"] td { font-size: 1.25rem; }
+</style>"""
+
+
+def present_table(frame: pd.DataFrame, digits: int = 1) -> None:
+    """A table in presentation mode: a static HTML table (st.table), which the presentation fonts reach (the
+    interactive grid draws on a canvas at its own size); numbers rounded for the room, labels whole."""
+    shown = frame.copy()
+    for column in shown.columns:
+        if pd.api.types.is_float_dtype(shown[column]):
+            shown[column] = [f"{v:,.{digits}f}" for v in shown[column]]
+    st.table(shown, hide_index=True, border="horizontal")
 
 
 _MD_SPECIAL = set("\\`*_{}[]()#+-.!|<>~$:")

@@ -11,10 +11,6 @@ import plotly.graph_objects as go
 from estimator import Device, Estimate, to_gb
 from estimator.training import SHARDING_LABELS
 from ui.charts import (
-    COMPONENT_COLORS,
-    FROZEN_COLOR,
-    FROZEN_NAME,
-    TRAINABLE_NAME,
     USABLE_COLOR,
     _esc,
     both_units,
@@ -24,13 +20,6 @@ from ui.charts import (
 )
 from ui.grids import FitsGrid
 
-# seed_figure_gb's segments → (legend name, colour): the same names and colours as the detailed bars.
-SEED_SEGMENTS: dict[str, tuple[str, str]] = {
-    "frozen weights": (FROZEN_NAME, FROZEN_COLOR),
-    "trainable weights": (TRAINABLE_NAME, COMPONENT_COLORS["weights"]),
-    "gradients": ("Gradients", COMPONENT_COLORS["gradients"]),
-    "optimizer state": ("Optimizer state (Adam + fp32 copy)", COMPONENT_COLORS["optimizer"]),
-}
 FITS_COLOR = "#009E73"  # bluish green (Okabe–Ito): the verdict "fits"
 # One colour and dash per sharding, distinct from the usable line's vermillion.
 SHARDING_STYLES: dict[str, tuple[str, str]] = {
@@ -50,40 +39,6 @@ def _font_size(fig: go.Figure, size: int | None) -> None:
 def _row_height(n_rows: int, font_size: int | None) -> int:
     """Pixels per bar: compact for many rows, never less than two lines of the label font."""
     return max(28 if n_rows > 12 else 44, 2 * (font_size or 0))
-
-
-def seed_figure_chart(figures: Sequence[tuple[str, Mapping[str, float]]], device: Device | None = None, *,
-                      font_size: int | None = None) -> go.Figure:
-    """The seed's 7B figure for any model: GPU memory before activations (GB), one vertical stacked bar per
-    method with the segments frozen weights, trainable weights, gradients and optimizer state, each bar
-    topped with its total, against the device's limits."""
-    if not figures:
-        raise ValueError("seed_figure_chart needs at least one (label, segments) pair")
-    labels = [_esc(label) for label, _ in figures]
-    fig = go.Figure()
-    for key, (name, color) in SEED_SEGMENTS.items():
-        values = [float(segs.get(key, 0.0)) for _, segs in figures]
-        hovers = [f"{lbl}<br><b>{name}</b>: {both_units(v * 1e9, 2)}" for lbl, v in zip(labels, values, strict=True)]
-        fig.add_bar(name=name, x=labels, y=values, marker_color=color, marker_line_width=0, legendgroup=name,
-                    hovertext=hovers, hoverinfo="text")
-    totals = [sum(segs.values()) for _, segs in figures]
-    fig.add_scatter(x=labels, y=totals, mode="text", text=[f"<b>≈ {t:,.1f} GB</b>" for t in totals],
-                    textposition="top center", showlegend=False, hoverinfo="skip", name="totals")
-    top = max(totals)
-    if device is not None:
-        top = max(top, to_gb(device.capacity_bytes))
-    fig.update_layout(
-        barmode="stack", height=460, hovermode="closest",
-        legend=dict(orientation="h", traceorder="normal", x=0, xanchor="left", y=1.0, yanchor="bottom"),
-        margin=dict(t=36, b=10, l=10, r=24),
-        yaxis=dict(title_text="Memory before activations (GB; 1 GB = 10⁹ bytes)", range=[0, top * 1.15],
-                   ticksuffix=" GB", zeroline=False),
-        xaxis=dict(automargin=True),
-    )
-    _font_size(fig, font_size)
-    if device is not None:
-        capacity_overlay(fig, device, axis="y")
-    return fig
 
 
 def fits_chart(grid: FitsGrid, *, font_size: int | None = None) -> go.Figure:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import pandas as pd
 
-from estimator import COMPONENT_LABELS, Device, Estimate, Remedy, Verdict, component_keys, to_gb, to_gib
+from estimator import Device, Estimate, Remedy, Verdict, component_keys, to_gb, to_gib
+from estimator.memory import CONTEXT_LABEL, component_label, context_label
 from ui.charts import both_units
 
 # Streamlit's own viewer options: not part of a setup, so never copied into a share link.
@@ -19,23 +20,25 @@ NEGLIGIBLE_BYTES = 0.05e9  # below what one decimal of GB shows: "saves nothing"
 BREAKDOWN_COLUMNS = ("component", "item", "bytes", "gb", "gib", "share")
 
 
-def breakdown_frame(est: Estimate) -> pd.DataFrame:
+def breakdown_frame(est: Estimate, device: Device | None = None) -> pd.DataFrame:
     """One row per detail item at the peak phase (component order), then a total row. Columns: component
-    label, item, bytes, GB, GiB, share of the total (0–1). The items of a component sum to it."""
+    label, item, bytes, GB, GiB, share of the total (0–1). The items of a component sum to it. The overhead
+    and its runtime item are named for the device (a Mac has Metal's runtime, not a CUDA context)."""
     rows = []
     total = float(est.total_bytes)
     for key in component_keys(est):
         for item in (d for d in est.details if d.component == key and d.bytes > 0):
-            rows.append((COMPONENT_LABELS[key], item.label, float(round(item.bytes)), to_gb(item.bytes),
+            label = context_label(device) if item.label == CONTEXT_LABEL else item.label
+            rows.append((component_label(key, device), label, float(round(item.bytes)), to_gb(item.bytes),
                          to_gib(item.bytes), item.bytes / total if total else 0.0))
     rows.append(("Total", f"peak: {est.peak_phase}", float(round(total)), to_gb(total), to_gib(total), 1.0))
     # Bytes as float64: absurd setups (400B, fp32, 2M tokens × 256) pass int64, which Arrow cannot hold.
     return pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS))
 
 
-def breakdown_csv(est: Estimate) -> str:
+def breakdown_csv(est: Estimate, device: Device | None = None) -> str:
     """The breakdown table as CSV: the same rows and numbers as on screen, bytes exact."""
-    frame = breakdown_frame(est)
+    frame = breakdown_frame(est, device)
     frame["bytes"] = [int(b) for b in frame["bytes"]]  # whole bytes, exact (Python ints)
     return frame.to_csv(index=False, float_format="%.4f")
 
@@ -85,7 +88,7 @@ class RuleGap:
         if abs(self.diff_bytes) < 0.05e9:
             return f"The detailed estimate ({both_units(self.detailed_bytes)}) matches the rule of thumb."
         direction = "above" if self.diff_bytes > 0 else "below"
-        return (f"Seed rule {both_units(self.seed_bytes)} · detailed estimate {both_units(self.detailed_bytes)}: "
+        return (f"Rule of thumb {both_units(self.seed_bytes)} · detailed estimate {both_units(self.detailed_bytes)}: "
                 f"the detailed estimate is {to_gb(abs(self.diff_bytes)):,.1f} GB "
                 f"({to_gib(abs(self.diff_bytes)):,.1f} GiB, {abs(self.diff_pct):,.0f} %) {direction} the rule.")
 
@@ -117,5 +120,7 @@ def share_url(base_url: str | None, params: Mapping[str, Iterable[str]]) -> str:
     (defaults are absent there and stay absent), minus Streamlit's viewer options."""
     pairs = [(k, v) for k, values in params.items() if k not in VIEWER_PARAMS for v in values]
     query = urlencode(pairs)
-    base = (base_url or "").rstrip("/") + "/"
+    base = (base_url or "").rstrip("/")
+    if not urlsplit(base).path:  # the app's root: "http://host/" (a page keeps its path: "http://host/compare")
+        base += "/"
     return base + ("?" + query if query else "")

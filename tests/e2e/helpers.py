@@ -6,7 +6,7 @@ import re
 
 from playwright.sync_api import Page, expect
 
-VERDICT = re.compile(r"(Fits: .+ usable|Too big by [\d,.]+ GB)")
+VERDICT = re.compile(r"(Fits: .+ usable|Too big by [\d,.]+ (?:GB|MB: right at the limit))")
 
 
 def wait_for_app_run(page: Page, timeout: int = 30_000) -> None:

@@ -41,7 +41,8 @@ def test_link_parameters_set_the_numbers(page: Page, app_url: str):
     open_app(page, app_url + LAPTOP_7B + "&rule=true")
     assert verdict_text(page) == "Fits: 17.0 GB of 29.0 GB usable"  # the seed: 7B LoRA ≈ 17 GB; 27 GiB usable
     assert chart_total_gb(page) == pytest.approx(17.0)
-    expect(page.locator(".st-key-size input[type=range]")).to_have_value("19")  # index of 7 on the ladder
+    expect(page.locator(".st-key-size_step input[type=range]")).to_have_value("19")  # index of 7 on the ladder
+    expect(page.locator(".st-key-size input")).to_have_value("7")  # the exact size, next to the ladder
     expect(page.locator(".st-key-rule input[type=checkbox]")).to_be_checked()
     open_app(page, app_url + LAPTOP_7B)  # the detailed estimate for the same link without the rule
     headline, total = expected(trl())

@@ -43,12 +43,14 @@ def metric_values(page: Page) -> dict[str, str]:
     return {label.strip(): value.strip() for label, value in zip(labels, values, strict=True)}
 
 
-def test_compare_in_rule_mode_shows_the_seeds_7b_figure(page: Page, app_url: str):
+def test_compare_in_rule_mode_shows_the_rules_numbers(page: Page, app_url: str):
+    """Rule mode: the rule of thumb's own totals (7B: full 88, LoRA 17, QLoRA 8.7 GB), as on the calculator."""
     open_page(page, app_url, "/compare?model=by-size&size=7&rule=true&device=h100-80gb")
     expect(page.get_by_role("heading", name="Compare methods")).to_be_visible()
-    assert metric_values(page) == {"Full fine-tuning": "≈ 112 GB", "LoRA": "≈ 15 GB", "QLoRA": "≈ 4.2 GB"}
-    totals = plot(page, "seed_figure").evaluate("el => el.data.find(t => t.name === 'totals').y")
-    assert totals[0] == pytest.approx(112) and round(totals[1]) == 15 and 4 <= totals[2] <= 5
+    assert metric_values(page) == {"Full fine-tuning": "88.0 GB", "LoRA": "17.0 GB", "QLoRA": "8.7 GB"}
+    drawn = plot(page, "compare_chart").evaluate(
+        "el => el.data.filter(t => t.type === 'bar').map(t => Array.from(t.y))")
+    assert [round(sum(col[i] for col in drawn), 1) for i in range(3)] == [88.0, 17.0, 8.7]
 
 
 def test_compare_detailed_and_the_methods_control_writes_the_url(page: Page, app_url: str):
@@ -57,7 +59,7 @@ def test_compare_detailed_and_the_methods_control_writes_the_url(page: Page, app
     shown = metric_values(page)
     assert list(shown) == ["Full fine-tuning", "LoRA"]
     lora_gb = estimate(spec, resolve_setup("trl")).total_bytes / 1e9  # the default stack's LoRA
-    assert shown["LoRA"] == f"≈ {lora_gb:,.0f} GB"
+    assert shown["LoRA"] == f"{lora_gb:,.1f} GB"  # the calculator's figure for the same setup
     drawn = plot(page, "compare_chart").evaluate(
         "el => el.data.filter(t => t.type === 'bar').map(t => Array.from(t.y))")
     assert sum(col[1] for col in drawn) == pytest.approx(lora_gb)
@@ -102,7 +104,9 @@ def test_size_table_csv_holds_the_seeds_table(page: Page, app_url: str):
 
 def test_scale_out_and_the_offload_toggle_writes_the_url(page: Page, app_url: str):
     open_page(page, app_url, "/scale?model=llama-3.1-70b&method=full&device=h100-80gb&ckpt=true")
-    expect(page.get_by_text(re.compile(r"Fits on 8 × NVIDIA H100 80GB HBM3 \(81,559 MiB\) with ZeRO-3"))).to_be_visible()
+    # The expected peak fits on 8 GPUs, the likely high does not: the calculator's close call.
+    expect(page.get_by_text(re.compile(r"Close call: fits on 8 × NVIDIA H100 80GB HBM3 \(81,559 MiB\) with ZeRO-3"))
+           ).to_be_visible()
     x = plot(page, "scale_chart").evaluate("el => el.data.map(t => Array.from(t.x))")
     assert all(xs == [1, 2, 4, 8, 16, 32, 64] for xs in x)
     assert plot(page, "scale_chart").evaluate("el => el.layout.xaxis.type") == "log"
@@ -116,7 +120,7 @@ def test_how_it_works_shows_accuracy_and_the_training_script(page: Page, app_url
     open_page(page, app_url, "/how?method=qlora&batch=4")
     published = accuracy_report()["published"]
     assert metric_values(page)["Published runs: median error"] == f"{published['median_abs_pct']:.1f} %"
-    code = page.get_by_test_id("stCode").inner_text()
+    code = page.get_by_test_id("stCode").first.inner_text()  # then the share box
     assert "per_device_train_batch_size=4" in code and 'bnb_4bit_quant_type="nf4"' in code
     expect(page.locator(".katex").first).to_be_visible()
 
