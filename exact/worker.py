@@ -190,15 +190,17 @@ def peak_moves(ma: dict, mb: dict, a: int, b: int, n: int) -> str | None:
     """Why the extrapolated peak may not be the peak at n layers, or None. Every phase:region peak is extrapolated
     too: another one that grows faster can overtake the traced peak's (e.g. the loss's logits at 2 and 4 layers, the
     stored activations at the end of the forward pass at 12)."""
-    if set(ma["region_peaks"]) != set(mb["region_peaks"]):
+    def candidates(m: dict) -> dict[str, int]:  # forward/backward by region, the other phases whole
+        return {**{f"phase {p}": v for p, v in m["phase_peaks"].items()}, **m["region_peaks"]}
+
+    ca, cb = candidates(ma), candidates(mb)
+    if set(ca) != set(cb):
         return f"the traced steps differ between {a} and {b} layers"
-    ext = {}
-    for r in ma["region_peaks"]:
-        num = (int(mb["region_peaks"][r]) - int(ma["region_peaks"][r])) * (n - a)
-        ext[r] = int(ma["region_peaks"][r]) + num / (b - a)
-    here = f"{mb['peak_phase']}:{mb['peak_region']}"
+    ext = {r: int(ca[r]) + (int(cb[r]) - int(ca[r])) * (n - a) / (b - a) for r in ca}
+    here = (f"{mb['peak_phase']}:{mb['peak_region']}" if mb["peak_phase"] in ("forward", "backward")
+            else f"phase {mb['peak_phase']}")
     if here not in ext:
-        return "the peak's phase and region are not among the traced regions"
+        return f"the peak's phase and region ({here}) are not among the traced ones"
     top = max(ext, key=lambda r: ext[r])
     if ext[top] > ext[here]:
         return f"the peak moves from {here} (at {a} and {b} layers) to {top} by {n} layers"

@@ -333,7 +333,7 @@ def test_a_peak_that_another_region_overtakes_at_full_depth_is_not_extrapolated(
     from exact import worker
 
     def m(head, fwd_head):  # measured at 2 and 4 layers of a 12-layer llama full FT (no checkpointing)
-        return {"peak_phase": "backward", "peak_region": "head",
+        return {"peak_phase": "backward", "peak_region": "head", "phase_peaks": {"backward": head},
                 "region_peaks": {"backward:head": head, "forward:head": fwd_head}}
 
     ma, mb = m(189907292, 187916652), m(299221412, 298279348)
@@ -342,3 +342,10 @@ def test_a_peak_that_another_region_overtakes_at_full_depth_is_not_extrapolated(
     # the full-depth trace's own region peaks
     assert worker.peak_moves(ma, mb, 2, 4, 12) == ("the peak moves from backward:head (at 2 and 4 layers) to "
                                                    "forward:head by 12 layers")
+    # a peak in the checkpointed layer's recompute (no regions there) is compared with the phases' peaks
+    rc = {"peak_phase": "backward_recompute", "peak_region": "layers", "region_peaks": {"forward:head": 5}}
+    assert worker.peak_moves({**rc, "phase_peaks": {"backward_recompute": 10, "forward": 5}},
+                             {**rc, "phase_peaks": {"backward_recompute": 20, "forward": 5}}, 2, 4, 24) is None
+    assert "to forward:head by 24" in worker.peak_moves(
+        {**rc, "phase_peaks": {"backward_recompute": 10}, "region_peaks": {"forward:head": 9}},
+        {**rc, "phase_peaks": {"backward_recompute": 11}, "region_peaks": {"forward:head": 11}}, 2, 4, 24)
