@@ -276,3 +276,14 @@ def test_exact_source_per_model_choice():
     refused = exact_source("upload", "llama-3.1-8b", _Up(b'{"model_type": "t5", "d_model": 512}'))
     assert refused.config["model_type"] == "t5" and refused.fast_missing  # the fast estimator refused it
     assert exact_source("upload", "config.json", _Up(b"not json")).config is None
+
+
+def test_the_install_hint_is_said_once(monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr(exact, "available", lambda: (False, exact.INSTALL_HINT))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception
+    text = " ".join(c.value for c in at.caption)
+    assert text.count("requirements-exact.txt") == 1
