@@ -1,9 +1,10 @@
 """Will it fit? — entrypoint: page config and navigation only. Pages live in pages/; every page draws the
 shared inputs itself (ui.inputs.render_inputs), so pages stay testable on their own.
 
-Page files are named after their URL paths: until a session has run st.navigation, Streamlit serves a deep
-link from the legacy pages/ folder by file name, so /compare, /fits, /sizes, /scale and /how still open the
-right page on a freshly started server."""
+Page files are named after their URL paths. Until a session has run st.navigation, Streamlit serves a deep
+link from the legacy pages/ folder by file name; ui.inputs.render_inputs (called first by every page) then
+switches that session to this navigation and reruns, so /compare, /fits, /sizes, /scale and /how open with the
+app's own navigation even on a freshly started server."""
 
 import streamlit as st
 

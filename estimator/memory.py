@@ -145,11 +145,22 @@ def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, f
     adapters = float(lora * trainable_bytes(setup))  # fp32 adapters (PEFT autocast_adapter_dtype)
     if setup.method == "lora":
         return float(spec.params_total * wb), adapters, f"{wb} B × base + 4 B × {lora:,} adapter params"
-    other = spec.params_total - spec.params_quantizable
+    # Routed experts are fused 3-D parameters in transformers 5, which bitsandbytes does not quantise (ModelSpec.
+    # params_routed_experts); a stack that swaps every nn.Linear itself (LitGPT, Stack.quantize_head) has per-expert
+    # nn.Linear modules and quantises them.
+    fused = 0 if _quantizes_every_linear(setup) else spec.params_routed_experts
+    four_bit = spec.params_quantizable - fused
+    other = spec.params_total - four_bit
     other_bytes = FP32 if (setup.qlora_fp32_upcast or setup.precision in ("mixed", "fp32")) else 2
     nf4 = NF4_DQ_BYTES if setup.nf4_double_quant else NF4_BYTES
-    frozen = spec.params_quantizable * nf4 + other * other_bytes
-    return frozen, adapters, f"{nf4:.4f} B × {spec.params_quantizable:,} 4-bit + {other_bytes} B × {other:,} other"
+    frozen = four_bit * nf4 + other * other_bytes
+    experts = f" (incl. {fused:,} routed-expert params bitsandbytes leaves unquantised)" if fused else ""
+    return frozen, adapters, f"{nf4:.4f} B × {four_bit:,} 4-bit + {other_bytes} B × {other:,} other{experts}"
+
+
+def _quantizes_every_linear(setup: TrainingSetup) -> bool:
+    """LitGPT's bitsandbytes plugin replaces every nn.Linear (Stack.quantize_head's source), experts included."""
+    return bool(setup.stack) and get_stack(setup.stack).quantize_head
 
 
 def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
@@ -297,8 +308,8 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     # Backward temporaries of the layer being differentiated, net of what it has freed (activations.py).
     bwd_temp = tokens * act.backward_extra_per_token(spec, ctx, sizes)
     # QLoRA: each 4-bit matmul dequantises its whole weight to the compute dtype (bnb _dequant_linear_fallback).
-    dequant = float(spec.largest_linear_params * c) if setup.method == "qlora" else 0.0
-    if setup.method == "qlora" and setup.stack and get_stack(setup.stack).quantize_head:
+    dequant = float(spec.largest_dense_linear_params * c) if setup.method == "qlora" else 0.0
+    if setup.method == "qlora" and _quantizes_every_linear(setup):
         dequant = float(max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) * c)  # the 4-bit head
 
     def d(component: str, label: str, value: float, formula: str) -> DetailItem:

@@ -150,6 +150,20 @@ class ModelSpec:
         return self._names
 
     @cached_property
+    def params_routed_experts(self) -> int:
+        """Routed-expert weights. transformers 5.24 stores them as fused 3-D nn.Parameters in every MoE family
+        (modeling_<family>.py Experts classes), not nn.Linear modules, so bitsandbytes 4-bit leaves them in 16-bit
+        (quantizers/quantizer_bnb_4bit.py param_needs_quantization: bnb.nn.Linear4bit weights only)."""
+        return sum(m.params_per_copy * m.count * (m.layers or self.num_layers)
+                   for m in self.linears if m.role.startswith("expert"))
+
+    @cached_property
+    def largest_dense_linear_params(self) -> int:
+        """Largest decoder matrix that is an nn.Linear (routed experts excluded): what a 4-bit matmul dequantises."""
+        return max((m.in_features * m.out_features for m in self.linears if not m.role.startswith("expert")),
+                   default=0)
+
+    @cached_property
     def layer_linear_params(self) -> float:
         """Linear parameters of an average decoder layer, from the module shapes (for the generic decoder these
         grow with the size even where the layer count steps up)."""

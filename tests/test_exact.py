@@ -349,3 +349,14 @@ def test_a_peak_that_another_region_overtakes_at_full_depth_is_not_extrapolated(
     assert "to forward:head by 24" in worker.peak_moves(
         {**rc, "phase_peaks": {"backward_recompute": 10}, "region_peaks": {"forward:head": 9}},
         {**rc, "phase_peaks": {"backward_recompute": 11}, "region_peaks": {"forward:head": 11}}, 2, 4, 24)
+
+
+def test_the_install_hint_is_said_once(monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr(exact, "available", lambda: (False, exact.INSTALL_HINT))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception
+    text = " ".join(c.value for c in at.caption)
+    assert text.count("requirements-exact.txt") == 1

@@ -75,3 +75,22 @@ def test_notes_say_what_happens_to_mxfp4_and_the_kernels():
 def test_deepseek_v3_fits_no_single_device():
     est = estimate(load_preset("deepseek-v3"), TrainingSetup(method="qlora", lora_rank=16, seq_len=1024))
     assert est.total_bytes > 300e9  # 671 B parameters in 4 bits alone are ≈ 350 GB
+
+
+def test_qlora_leaves_fused_routed_experts_in_16_bit():
+    """transformers 5.24 stores routed experts as fused 3-D parameters; bitsandbytes 4-bit quantises only
+    nn.Linear weights, so QLoRA keeps the experts in bf16 (LitGPT's plugin, with per-expert nn.Linear, quantises them)."""
+    from estimator import estimate, load_preset
+    from estimator.memory import NF4_DQ_BYTES
+    from estimator.stacks import resolve_setup
+
+    spec = load_preset("qwen3-30b-a3b")
+    experts = spec.params_routed_experts
+    assert 0.9 * spec.params_total < experts < spec.params_total
+    trl = estimate(spec, resolve_setup("trl", method="qlora"))
+    four_bit = spec.params_quantizable - experts
+    other = spec.params_total - four_bit
+    frozen = next(i for i in trl.details if i.label == "Frozen base weights").bytes
+    assert frozen == four_bit * NF4_DQ_BYTES + other * 2
+    dense = load_preset("qwen2.5-7b")
+    assert dense.params_routed_experts == 0

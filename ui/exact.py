@@ -122,7 +122,8 @@ def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | No
         st.button("Trace exactly", key="exact_button", disabled=True, icon=":material/memory:")
         st.caption(f"PyTorch's own count of this training step runs on the server's CPU, without a GPU, once the "
                    f"optional install is there: `pip install -r requirements-exact.txt` (CPU torch, transformers, "
-                   f"peft), or set `{ex.PYTHON_ENV}` to a Python that has it. ({why.split('; ', 1)[-1]})")
+                   f"peft), or set `{ex.PYTHON_ENV}` to a Python that has it."
+                   + ("" if why == ex.INSTALL_HINT else f" ({plain(why.split('; ', 1)[-1])})"))
         return
     src = exact_source(model_choice, spec_source, upload, hub_token)
     if src.config is None:

@@ -439,8 +439,22 @@ def _length_from_slider() -> None:
     st.session_state["max_len"] = int(st.session_state["max_len_pow2"])
 
 
+def _leave_legacy_pages_mode() -> None:
+    """A deep link (/compare) on a freshly started server: Streamlit serves it straight from pages/ with file-name
+    navigation until some session has run app.py's st.navigation (streamlit 1.67: PagesManager sets
+    uses_pages_directory when a pages/ folder sits next to the main script, script_runner.py runs _mpa_v1 while it
+    is set, and commands/navigation.py clears it). Clear it as st.navigation would and rerun, so app.py's
+    navigation serves this page too."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def render_inputs() -> Inputs:
     """Draw the shared sidebar and return validated Inputs. Never raises for bad input."""
+    _leave_legacy_pages_mode()
     notes = url_notes()
     _drop_overflowing_params(notes)
     notes = st.session_state.pop(_PENDING_NOTES, notes)  # after that rerun: the first run's notes
