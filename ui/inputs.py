@@ -381,33 +381,29 @@ def share_box() -> None:
                "teammate who opens it sees this view; the address bar holds them too.")
 
 
-def _sync_length_slider() -> None:
-    """Before the slider renders: point it at the power of two nearest the typed max length."""
-    # On a link's first run the bound number input has not read the URL yet: take its value from there.
-    from_url = st.query_params.get("max_len")
-    if "max_len" not in st.session_state and from_url is not None and _is_valid("max_len", from_url):
+def _typed_number(key: str) -> float:
+    """The value a slider's twin number input holds (or is about to hold): on a link's first run the bound input has
+    not read the URL yet, so take it from there; an unreadable value counts as the default."""
+    from_url = st.query_params.get(key)
+    if key not in st.session_state and from_url is not None and _is_valid(key, from_url):
         current: object = from_url
     else:
-        current = st.session_state.get("max_len", DEFAULTS["max_len"])
+        current = st.session_state.get(key, DEFAULTS[key])
     try:
-        value = int(float(current))  # type: ignore[arg-type]
+        return float(current)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        value = int(DEFAULTS["max_len"])  # type: ignore[call-overload]
+        return float(DEFAULTS[key])  # type: ignore[arg-type]
+
+
+def _sync_length_slider() -> None:
+    """Before the slider renders: point it at the power of two nearest the typed max length."""
+    value = int(_typed_number("max_len"))
     st.session_state["max_len_pow2"] = min(POW2_LENGTHS, key=lambda p: abs(math.log2(max(value, 1)) - math.log2(p)))
 
 
 def _sync_size_slider() -> None:
     """Before the size slider renders: point it at the ladder step nearest the typed size (log scale)."""
-    from_url = st.query_params.get("size")
-    if "size" not in st.session_state and from_url is not None and _is_valid("size", from_url):
-        current: object = from_url
-    else:
-        current = st.session_state.get("size", DEFAULTS["size"])
-    try:
-        value = float(current)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        value = float(DEFAULTS["size"])  # type: ignore[arg-type]
-    value = min(max(value, MIN_SIZE_B), MAX_SIZE_B)
+    value = min(max(_typed_number("size"), MIN_SIZE_B), MAX_SIZE_B)
     st.session_state["size_step"] = min(SIZE_STEPS, key=lambda p: abs(math.log(value) - math.log(p)))
 
 
