@@ -56,18 +56,22 @@ def _cli_args(case: dict, cfg_path: Path) -> list[str]:
                  "--lora-targets", targets if isinstance(targets, str) else ",".join(targets)]
     return args
 
+def _exact_cli(case: dict, interp, tmp_path, *, timeout: int) -> dict:
+    """`python -m estimator --config <case's config> … --exact --json` with the exact interpreter: the `exact` object."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(case["config"]))
+    env = {**os.environ, ex.PYTHON_ENV: interp.python}
+    proc = subprocess.run([sys.executable, "-m", "estimator", *_cli_args(case, cfg), "--exact", "--json"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)["exact"]
+
 
 @pytest.mark.parametrize("case_id", CASES)
 def test_cli_exact_is_byte_equal_to_the_committed_fixture(case_id, interp, tmp_path):
     case = next(c for c in json.loads(FIXTURES.read_text()) if c["id"] == case_id)
     assert case["setup"].get("lora_alpha") in (None, 2 * (case["setup"].get("lora_rank") or 0))  # the tracer's default
-    cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps(case["config"]))
-    env = {**os.environ, ex.PYTHON_ENV: interp.python}
-    proc = subprocess.run([sys.executable, "-m", "estimator", *_cli_args(case, cfg), "--exact", "--json"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    got = json.loads(proc.stdout)["exact"]
+    got = _exact_cli(case, interp, tmp_path, timeout=1200)
     m = case["measured"]
     assert got["peak_bytes"] == m["peak_bytes"]
     assert got["peak_by_category"] == m["peak_by_category"]
@@ -81,13 +85,7 @@ def test_a_deeper_model_is_traced_at_2_and_4_layers_and_extrapolated_byte_equal(
     """The 6-layer fixture (a committed full-depth trace) from two shallow traces: the same bytes, every category."""
     case = next(c for c in json.loads(FIXTURES.read_text()) if c["id"] == "llama-c-full-mixed-b1s256-sdpa")
     assert case["config"]["num_hidden_layers"] == 6
-    cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps(case["config"]))
-    env = {**os.environ, ex.PYTHON_ENV: interp.python}
-    proc = subprocess.run([sys.executable, "-m", "estimator", *_cli_args(case, cfg), "--exact", "--json"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    got, m = json.loads(proc.stdout)["exact"], case["measured"]
+    got, m = _exact_cli(case, interp, tmp_path, timeout=600), case["measured"]
     assert got["depth"] == {"traced": [2, 4], "extrapolated_to": 6,
                             "note": "traced at 2 and 4 layers, extrapolated to 6: exact for identical layers"}
     assert got["peak_bytes"] == m["peak_bytes"] and got["peak_by_category"] == m["peak_by_category"]

@@ -5,7 +5,6 @@ trainer links, bad link values and combinations TRL refuses."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from estimator import TrainerSetup, estimate, get_device, load_preset, verdict
 from estimator.stacks import resolve_setup
 from estimator.trainer_snippets import trainer_snippet
 from estimator.trainers import TRAINER_IDS, TRAINERS
+from tests.test_calculator_page import headline, run, unescape
 from ui.charts import COMPONENT_COLORS, memory_bar, segment_bytes, segments
 from ui.report import breakdown_frame
 from ui.trainer_inputs import how_section_markdown, resolve_trainer
@@ -134,24 +134,6 @@ def test_resolve_trainer_fallbacks():
 
 
 # ---- the calculator page (AppTest) -----------------------------------------------------------------------
-
-def run(params: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=30)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def unescape(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
-
-
-def headline(at: AppTest) -> str:
-    heads = [h.value for h in at.header]
-    return next(m.group(2) for h in heads if (m := re.fullmatch(r":(green|red)\[(.+)\]", h)))
-
 
 def chart_traces(at: AppTest) -> dict[str, float]:
     (element,) = at.get("plotly_chart")

@@ -1,7 +1,6 @@
 """Preference and RL trainers (estimator/trainers.py): each trainer's terms with exact values, the bad-input
 errors TRL itself raises, and properties (DPO ≥ SFT; GRPO never falls as generations or completions grow)."""
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from estimator.trainers import (
     policy_setup,
     trainer_json,
 )
+from tests.test_cli import run_json
 
 ROOT = Path(__file__).resolve().parents[1]
 QWEN3_06B = parse_config_text((ROOT / "data/published_configs/qwen3-0.6b.json").read_bytes(), name="qwen3-0.6b")
@@ -199,13 +199,6 @@ def test_grpo_never_falls_as_generations_or_completions_grow(method, per_prompt,
 
 
 # ---- CLI -------------------------------------------------------------------------------------------------
-
-def run_json(capsys, *args):
-    from estimator.cli import main
-
-    assert main([*args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
-
 
 def test_cli_dpo_full_json(capsys):
     doc = run_json(capsys, "--model", "qwen2.5-0.5b", "--method", "full", "--trainer", "dpo", "--batch", "2",
