@@ -86,7 +86,9 @@ WHAT_EXACT_LEAVES_OUT = (
     "Not counted at all: FlashAttention's and cuDNN's own workspaces, and memory outside PyTorch's allocator "
     "(vLLM, NCCL).",
     "Not traced (refused, with the reason): several GPUs, ZeRO/FSDP sharding, optimizer offload, gradient "
-    "accumulation; a model given only by size.",
+    "accumulation, image inputs; a model given only by size; custom model code (`trust_remote_code`).",
+    "Attention transformers cannot run as SDPA (Gemma 2's soft-capping, gpt-oss' sinks) is traced as eager, "
+    "which those models use by default; the result says so.",
 )
 
 
@@ -247,6 +249,9 @@ def tracer_setup(setup: TrainingSetup) -> tuple[dict[str, Any], tuple[str, ...]]
         raise ExactRefused("optimizer offloading (DeepSpeed/FSDP) is not traced; turn it off")
     if setup.grad_accum > 1:
         raise ExactRefused("gradient accumulation is not traced (the tracer frees gradients every step); set it to 1")
+    if setup.image_tokens:
+        raise ExactRefused("image inputs are not traced (a fake trace through a vision tower ran for over 20 minutes "
+                           "on two CPU cores); set image tokens to 0 to trace the language model on text")
     notes: list[str] = []
     precision = setup.precision
     if precision == "fp16":
@@ -381,7 +386,7 @@ def combine(raw: dict[str, Any], setup: TrainingSetup, est: Estimate | None,
     added.append(Added("CUDA context and workspaces", int(round(ctx)), "estimator (docs/formulas.md §5)"))
     added.append(Added("Allocator slack", int(round(ALLOCATOR_SLACK * tensor)),
                        f"estimator: {ALLOCATOR_SLACK:.0%} of the allocated bytes (docs/formulas.md §5)"))
-    all_notes = (*notes, "Not counted: FlashAttention's and cuDNN's own workspaces (the CPU trace runs PyTorch's "
+    all_notes = (*[str(n) for n in raw.get("worker_notes") or ()], *notes, "Not counted: FlashAttention's and cuDNN's own workspaces (the CPU trace runs PyTorch's "
                          "flash-style SDPA kernel, which saves the same tensors), and anything outside PyTorch's "
                          "allocator (vLLM, NCCL).")
     return ExactResult(
@@ -567,6 +572,8 @@ class ExactPool:
                         self._cache.popitem(last=False)
                 else:
                     job.error = str(res.get("error") or "the trace failed")
+                    if res.get("recycle"):
+                        self._retire(job.executor)
             elif isinstance(exc, BrokenProcessPool):
                 if job.executor is self._executor:  # the worker died: the next job gets a fresh one
                     self._executor = None
@@ -591,6 +598,16 @@ class ExactPool:
                 self._jobs.pop(job.key, None)
                 self._failed[job.key] = job
             job.done.set()
+
+    def _retire(self, ex: ProcessPoolExecutor | None) -> None:
+        """Replace a worker left unfit by its job (out of host memory, perhaps mid-import): the jobs queued behind
+        it fail over to a fresh worker (none of them was running) and run there."""
+        if ex is None:
+            return
+        if ex is self._executor:
+            self._executor = None
+        self._broken_heads[ex] = None
+        self._kill_workers(ex)
 
     def _ensure_watchdog(self) -> None:
         if self._watchdog is None or not self._watchdog.is_alive():

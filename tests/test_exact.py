@@ -47,6 +47,7 @@ def test_qlora_fp16_and_other_optimizers_are_traced_as_their_equivalent_and_said
 @pytest.mark.parametrize("kwargs, words", [
     ({"gpus": 2, "sharding": "zero3"}, "one device"),
     ({"grad_accum": 4}, "gradient accumulation"),
+    ({"image_tokens": 256}, "image inputs are not traced"),
 ])
 def test_setups_a_one_device_trace_cannot_represent_are_refused_with_the_reason(kwargs, words):
     with pytest.raises(exact.ExactRefused, match=words):
@@ -107,6 +108,14 @@ def test_combine_adds_what_the_trace_cannot_see_and_names_it():
     assert res.versions_label == "traced with torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2"
     doc = res.as_json(fast_total=11_500_000_000)
     assert doc["fast_minus_exact_bytes"] == 500_000_000 and doc["peak_bytes"] == 10_000_000_000
+
+
+def test_the_workers_notes_come_first_in_the_result():
+    note = "Gemma2ForCausalLM cannot run SDPA in transformers (...): traced with eager attention"
+    setup = TrainingSetup()
+    res = exact.combine({**RAW, "attention": "eager", "worker_notes": [note]}, setup, None)
+    assert res.notes[0] == note and res.as_json()["notes"][0] == note
+    assert exact.combine(RAW, setup, None).notes[0].startswith("Not counted")
 
 
 def test_combine_qlora_swaps_16_bit_linears_for_nf4_and_adds_the_dequant_buffer():
