@@ -7,8 +7,9 @@ import streamlit as st
 from estimator import estimate, verdict
 from estimator.training import METHOD_LABELS, METHODS
 from ui.charts import stacked_bars
+from ui.exact import render_exact_choice
 from ui.grids import FIGURE_ORDER, VARIANT_OPTIONS, compare_setups, components_table, setup_summary
-from ui.inputs import plain, present_table, render_inputs, share_box, show_notes
+from ui.inputs import hub_token, plain, present_table, render_inputs, share_box, show_notes
 
 inputs = render_inputs()
 show_notes(inputs)
@@ -70,4 +71,6 @@ else:
     st.dataframe(table, hide_index=True, key="compare_table",
                  column_config={"Component": st.column_config.TextColumn(width="medium")}
                  | {c: st.column_config.NumberColumn(format="%.2f") for c in table.columns if c != "Component"})
+    render_exact_choice(compare_setups(setup, methods, variants if inputs.rule != "seed" else ()), spec,
+                        inputs.model_choice, device, upload=st.session_state.get("upload"), hub_token=hub_token())
 share_box()
