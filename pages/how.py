@@ -308,7 +308,9 @@ st.markdown("What it leaves out, and what is added for it:\n\n"
 st.caption(f"Optional install: `pip install -r requirements-exact.txt` (CPU torch, transformers, peft, trl), or "
            f"`{exact_doc.PYTHON_ENV}` pointing at a Python that has it. Tracing costs CPU time per operation (about "
            f"15 s per decoder layer on two busy cores); configs over {exact_doc.MAX_TRACE_LAYERS} layers are "
-           f"refused, and each trace has a time limit.")
+           f"refused, and each trace has a time limit and a host-memory cap (`{exact_doc.HOST_MEMORY_ENV}`); a trace "
+           f"that fails or passes either ends with a one-line note. The button is on the calculator and, for the bar "
+           f"you pick, on the Compare page.")
 
 st.header("Known limits")
 st.markdown(
