@@ -190,22 +190,43 @@ def preset_config(preset_id: str) -> dict[str, Any]:
 
 def hub_config(hub: Any) -> dict[str, Any]:
     """The config.json of a Hub model the estimator has just read (estimator.hub.fetch_model cached it locally)."""
+    return _hub_config(hub.repo_id, hub.revision, hub.model_id, local_only=False)
+
+
+def hub_config_cached(model: str) -> dict[str, Any]:
+    """The config.json of a Hub model id the fast estimator refused: huggingface_hub downloaded it into the local
+    Hub cache before estimator.hub.fetch_model found it unusable, so it is read from there (never fetched again:
+    a failed download stays a failure)."""
+    from .hub import HubError, model_id, parse_model_id
+
+    try:
+        repo, revision = parse_model_id(model)
+    except HubError as exc:
+        raise ExactRefused(str(exc)) from None
+    return _hub_config(repo, revision, model_id(repo, revision), local_only=True)
+
+
+def _hub_config(repo: str, revision: str | None, name: str, local_only: bool) -> dict[str, Any]:
     try:
         from huggingface_hub import hf_hub_download
 
         try:
-            path = hf_hub_download(hub.repo_id, "config.json", revision=hub.revision, local_files_only=True)
+            path = hf_hub_download(repo, "config.json", revision=revision, local_files_only=True)
         except Exception:  # noqa: BLE001 - not in the local cache (e.g. another HF_HUB_CACHE): ask the Hub
-            path = hf_hub_download(hub.repo_id, "config.json", revision=hub.revision)
+            if local_only:
+                raise
+            path = hf_hub_download(repo, "config.json", revision=revision,
+                                   endpoint=(os.environ.get("HF_ENDPOINT") or "").strip().rstrip("/") or None,
+                                   token=os.environ.get("HF_TOKEN") or None)
         data = Path(path).read_bytes()
     except Exception as exc:  # noqa: BLE001 - any Hub failure is one line
-        raise ExactRefused(f"the config.json of {hub.model_id} could not be read again ({type(exc).__name__})") from None
+        raise ExactRefused(f"the config.json of {name} could not be read again ({type(exc).__name__})") from None
     if len(data) > MAX_CONFIG_CHARS:
         raise ExactRefused("the config is larger than 1 MB; a config.json is a few kB")
     try:
         return json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ExactRefused(f"the config.json of {hub.model_id} is not JSON") from None
+        raise ExactRefused(f"the config.json of {name} is not JSON") from None
 
 
 def check_config(cfg: Any) -> dict[str, Any]:

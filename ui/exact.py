@@ -57,7 +57,14 @@ def exact_source(model_choice: str, spec_source: str, upload: Any = None, hub_to
         try:
             _, hub = fetch_model(model_choice, token=hub_token)
             return ExactSource(ex.hub_config(hub))
-        except (HubError, ex.ExactRefused) as exc:
+        except HubError as exc:
+            if "could not be used" in str(exc):  # read, but the fast estimator refused it: the trace may answer
+                try:
+                    return ExactSource(ex.hub_config_cached(model_choice), fast_missing=str(exc))
+                except ex.ExactRefused:
+                    pass
+            return ExactSource(None, str(exc))
+        except ex.ExactRefused as exc:
             return ExactSource(None, str(exc))
     return ExactSource(None, "A model given by size has no architecture to trace: pick a preset, upload a "
                              "config.json or give a Hugging Face model id.")
