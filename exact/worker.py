@@ -336,6 +336,7 @@ def _trace_job(job: dict[str, Any]) -> dict[str, Any]:
             raise TraceRefused("the config has no model_type")
         _hf_config_class(model_type)
         case = {"id": "exact", "family": model_type, "config": cfg, "setup": dict(job["setup"]), "mode": "fake"}
+        model_class(case)  # a causal LM transformers ships, or a precise refusal (e.g. an encoder such as t5)
         notes = [n for n in (attention_fallback(case),) if n]
         quant = quantizable_linear_bytes(case) if job.get("quantizable") else (0, 0)
         m, traced, depth = _trace_depth(case, job)

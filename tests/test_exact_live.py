@@ -107,6 +107,27 @@ def test_sdpa_that_transformers_refuses_is_traced_eager_and_said(case_id, interp
         assert abs(got["fast_minus_exact_pct"]) < 5, got["fast_minus_exact_pct"]
 
 
+def test_a_linear_attention_hybrid_traces_and_agrees_with_the_fast_estimate(interp, tmp_path):
+    """Qwen3.5's text model at a small width, one period of its pattern (3 Gated DeltaNet layers + 1 full attention):
+    transformers' torch fallback of the delta rule runs under FakeTensorMode. The parameters match the fast
+    estimator's count exactly and the totals agree within a few percent."""
+    from estimator import estimate, spec_from_config
+
+    cfg = json.loads((ROOT / "estimator" / "presets" / "qwen3.5-27b.json").read_text())["text_config"]
+    cfg.update(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
+               num_key_value_heads=2, head_dim=64, linear_key_head_dim=32, linear_value_head_dim=32,
+               linear_num_key_heads=4, linear_num_value_heads=8, vocab_size=4000)
+    cfg["layer_types"] = cfg["layer_types"][:4]
+    assert cfg["layer_types"] == ["linear_attention"] * 3 + ["full_attention"]
+    case = {"config": cfg, "setup": {"method": "full", "precision": "bf16", "batch": 1, "seq_len": 256,
+                                     "grad_ckpt": False, "attention": "sdpa", "loss": "standard"}}
+    doc = _exact_cli(case, interp, tmp_path, timeout=1200, whole=True)
+    got = doc["exact"]
+    assert got["params_total"] == estimate(spec_from_config(cfg), TrainingSetup()).params_total == doc["params_total"]
+    assert got["peak_bytes"] > 0 and got["depth"]["traced"] == [4]
+    assert abs(got["fast_minus_exact_pct"]) < 5, got["fast_minus_exact_pct"]
+
+
 def test_a_deeper_model_is_traced_at_2_and_4_layers_and_extrapolated_byte_equal(interp, tmp_path):
     """The 6-layer fixture (a committed full-depth trace) from two shallow traces: the same bytes, every category."""
     case = next(c for c in json.loads(FIXTURES.read_text()) if c["id"] == "llama-c-full-mixed-b1s256-sdpa")
@@ -219,5 +240,8 @@ def test_the_worker_refuses_unknown_model_types_and_never_runs_remote_code(inter
         cfg = {**TINY, "model_type": "acme_secret_arch", "auto_map": {"AutoModelForCausalLM": "x.Y"}}
         with pytest.raises(RuntimeError, match="does not know model_type 'acme_secret_arch'"):
             ex.trace_exact(cfg, TrainingSetup(), pool=pool)
+        t5 = {"model_type": "t5", "d_model": 64, "num_layers": 2, "num_heads": 2, "vocab_size": 100}
+        with pytest.raises(RuntimeError, match="no causal-LM class for model_type 't5'"):
+            ex.trace_exact(t5, TrainingSetup(), pool=pool)
     finally:
         pool.shutdown()
