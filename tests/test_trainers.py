@@ -119,6 +119,30 @@ def test_vllm_colocate_reserves_a_fraction_of_the_device():
         estimate(QWEN25, s, trainer=tr)
 
 
+def test_vllm_sleep_mode_holds_the_reservation_only_while_generating():
+    # vllm_generation.py (TRL 1.16.0): llm.sleep(level=2) after each generate discards weights and KV cache
+    s = trl(batch=8)
+    tr = TrainerSetup("grpo", generation="vllm-colocate", vllm_gpu_util=0.3)
+    awake = {p.name: p.generation for p in estimate(QWEN25, s, trainer=tr, device_capacity=80e9).phases}
+    asleep = {p.name: p.generation for p in estimate(QWEN25, s, trainer=replace(tr, vllm_sleep=True),
+                                                      device_capacity=80e9).phases}
+    assert set(awake.values()) == {24e9}
+    assert asleep.pop("generation") == 24e9 and set(asleep.values()) == {0.0} and len(asleep) >= 4
+
+
+def test_reward_model_under_zero3_gathers_the_input_embedding():
+    llama = load_preset("llama-3.1-8b")  # untied: the reward model drops lm_head but keeps the V × H embedding
+    s = trl("full", gpus=8, sharding="zero3")
+    est = estimate(llama, s, trainer=TrainerSetup("reward"))
+    vh, layer = llama.vocab_size * llama.hidden_size, llama.layer_linear_params
+    params = llama.params_total - vh + llama.hidden_size  # the 1-output score head replaces lm_head
+    # sharded weights + the gathered units as for SFT: the embedding (V × H) and the prefetched layer, bf16
+    assert est.components_bytes["weights"] == pytest.approx(2 * params / 8 + 2 * (vh + layer))
+    gathered = next(x for x in est.details if x.label == "Input embedding gathered (ZeRO-3)")
+    assert gathered.bytes == 2 * (vh - layer)
+    assert not any("not counted" in n for n in est.notes)
+
+
 def test_grpo_beta_loads_a_reference_for_full_only():
     s = trl("full", batch=8)
     assert "reference" not in estimate(QWEN25, s, trainer=TrainerSetup("grpo")).components_bytes
