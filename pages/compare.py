@@ -4,19 +4,23 @@ and setup, side by side on one memory axis against the device; in rule mode, the
 
 import streamlit as st
 
-from estimator import estimate, verdict
+from estimator import verdict
 from estimator.training import METHOD_LABELS, METHODS
 from ui.charts import stacked_bars
 from ui.grids import FIGURE_ORDER, VARIANT_OPTIONS, compare_setups, components_table, setup_summary
 from ui.inputs import plain, present_table, render_inputs, share_box, show_notes
+from ui.trainer_inputs import page_estimate_fn, page_trainer, trainer_summary
 
 inputs = render_inputs()
 show_notes(inputs)
-spec, setup, device = inputs.model, inputs.setup, inputs.device
+trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: DPO, GRPO… priced for every method
+spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
+rule = inputs.rule if trainer.trainer == "sft" else None  # the rule of thumb covers SFT only
+estimate_fn = page_estimate_fn(trainer, rule, device.capacity_bytes)
 font_size = 18 if inputs.presentation else None
 
 st.title("Compare methods")
-st.caption(plain(setup_summary(spec, setup, device)))
+st.caption(plain(setup_summary(spec, setup, device, trainer_summary(trainer))))
 
 options = st.expander("Options", expanded=False) if inputs.presentation else st.container()
 with options:
@@ -25,7 +29,7 @@ with options:
                                help="full = every weight trains; lora = frozen 16-bit base + adapters; "
                                     "qlora = frozen 4-bit base + adapters.")
     variants = right.multiselect("Also compare with precision or optimizer", list(VARIANT_OPTIONS), default=[],
-                                 key="variants", bind="query-params", disabled=inputs.rule == "seed",
+                                 key="variants", bind="query-params", disabled=rule == "seed",
                                  help="Adds a bar per chosen method with this precision or optimizer instead of "
                                       "the sidebar's.")
 if not methods:
@@ -39,12 +43,11 @@ def headline(total_bytes: float) -> str:
     return f"{total_bytes / 1e9:,.1f} GB"
 
 
-if inputs.rule == "seed":
+if rule == "seed":
     st.caption("Rule of thumb: LoRA ≈ 2 GB per billion parameters + 3 GB, full fine-tuning ≈ 12 GB per billion "
                "+ 4 GB (16 with precision 'mixed'), QLoRA ≈ a third of LoRA + 3 GB (never above LoRA). The same "
                "numbers as on the calculator; the rule ignores batch, length and optimizer.")
-rows = [(label, estimate(spec, s, inputs.rule))
-        for label, s in compare_setups(setup, methods, variants if inputs.rule != "seed" else ())]
+rows = [(label, estimate_fn(spec, s)) for label, s in compare_setups(setup, methods, variants if rule != "seed" else ())]
 # One verdict per bar; with many bars, only the plain methods get a headline (the table has the rest).
 headlines = rows if len(rows) <= 4 else [r for r in rows if r[0] in METHOD_LABELS.values()]
 columns = st.columns(len(headlines))

@@ -16,16 +16,19 @@ from ui.grids import (
 )
 from ui.inputs import plain, render_inputs, share_box, show_notes
 from ui.page_charts import fits_chart
+from ui.trainer_inputs import page_trainer, trainer_summary
 
 inputs = render_inputs()
 show_notes(inputs)
-spec, setup, device = inputs.model, inputs.setup, inputs.device
+trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every model × method priced for its step
+spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
+rule = inputs.rule if trainer.trainer == "sft" else None  # the rule of thumb covers SFT only
 font_size = 18 if inputs.presentation else None
 
 st.title("What fits my device")
-mode = "the rule of thumb" if inputs.rule == "seed" else "the detailed estimate"
+mode = "the rule of thumb" if rule == "seed" else "the detailed estimate"
 st.caption(plain(f"{device.name}: {device.usable_bytes / 1e9:,.0f} GB usable of {device.capacity_bytes / 1e9:,.0f} "
-                 f"GB · {mode} · {setup_summary(None, setup, None)}"))
+                 f"GB · {mode} · {setup_summary(None, setup, None, trainer_summary(trainer))}"))
 
 options = st.expander("Models and methods", expanded=False) if inputs.presentation else st.container()
 with options:
@@ -41,7 +44,7 @@ if not chosen or not methods:
     share_box()
     st.stop()
 
-grid = fits_grid(chosen_models(chosen), setup, device, inputs.rule, [m for m in METHOD_ORDER if m in methods])
+grid = fits_grid(chosen_models(chosen), setup, device, rule, [m for m in METHOD_ORDER if m in methods], trainer)
 
 st.subheader("The largest model that fits")
 for conclusion in grid.conclusions:

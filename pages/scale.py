@@ -11,14 +11,17 @@ from estimator.training import SHARDING_LABELS, SHARDINGS
 from ui.grids import GPU_COUNTS, SHORT_SHARDING, min_gpus_table, scale_out_curves, setup_summary
 from ui.inputs import MAX_GPU_CHOICES, PER_NODE_CHOICES, plain, present_table, render_inputs, share_box, show_notes
 from ui.page_charts import scale_out_chart
+from ui.trainer_inputs import page_estimate_fn, page_trainer, trainer_summary
 
 inputs = render_inputs()
 show_notes(inputs)
-spec, setup, device = inputs.model, inputs.setup, inputs.device
+trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every GPU count priced for its step
+spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
+estimate_fn = page_estimate_fn(trainer, None, device.capacity_bytes)
 font_size = 18 if inputs.presentation else None
 
 st.title("Scale out")
-st.caption(plain(setup_summary(spec, setup, device)))
+st.caption(plain(setup_summary(spec, setup, device, trainer_summary(trainer))))
 if inputs.rule == "seed":
     st.info("The rule of thumb has no notion of GPUs or sharding: this page always shows the detailed estimate.",
             icon=":material/info:")
@@ -45,17 +48,18 @@ def gpus_text(n: int) -> str:
 
 
 counts = [n for n in GPU_COUNTS if per_node <= n <= max_gpus] or [max_gpus]
-curves = scale_out_curves(spec, setup, counts, SHARDINGS, offload)
-table = min_gpus_table(spec, setup, shardings=SHARDINGS, offload=offload, max_gpus=max_gpus, per_node=per_node)
+curves = scale_out_curves(spec, setup, counts, SHARDINGS, offload, trainer, device.capacity_bytes)
+table = min_gpus_table(spec, setup, shardings=SHARDINGS, offload=offload, max_gpus=max_gpus, per_node=per_node,
+                       trainer=trainer)
 
 if device.kind != "discrete":
     st.info(plain(f"{device.name} is a unified-memory machine: it does not scale out. The lines show what "
                   "each GPU would need; pick a GPU in the sidebar to compare."), icon=":material/info:")
 else:
-    best = best_layout(spec, setup, device, SHARDINGS, offload, max_gpus, per_node)
+    best = best_layout(spec, setup, device, SHARDINGS, offload, max_gpus, per_node, estimate_fn)
     if best is None:
         st.error(plain(f"No layout up to {max_gpus} × {device.name} fits this setup."), icon=":material/block:")
-        found = what_would_fit(spec, setup, device, SHARDINGS, offload, max_gpus, per_node)
+        found = what_would_fit(spec, setup, device, SHARDINGS, offload, max_gpus, per_node, estimate_fn)
         if found:
             st.markdown("**What would make it fit:**\n" + "\n".join(
                 f"- {plain(label)}: {plain(gpus_text(layout.gpus))} with {plain(SHARDING_LABELS[layout.sharding])}, "
@@ -72,7 +76,7 @@ else:
             st.success(plain(f"Fits on {line}", limit=1000), icon=":material/check_circle:")
         else:  # the calculator's close call: the expected peak fits, the upper end of its likely range does not
             safe = fewest_gpus(spec, sharded(setup, best.sharding, offload), device.usable_bytes, max_gpus,
-                               per_node, likely_high=True)
+                               per_node, estimate_fn, likely_high=True)
             then = (f" With {gpus_text(safe)} the upper end fits too." if safe else
                     f" Even {max_gpus} GPUs leave the upper end above the usable memory: leave headroom "
                     "(checkpointing, a shorter max length).")

@@ -44,7 +44,7 @@ from estimator.training import (
 )
 from ui.grids import VARIANT_OPTIONS, size_and_preset_options
 from ui.report import VIEWER_PARAMS, share_url
-from ui.trainer_inputs import TRAINER_PARAMS
+from ui.trainer_inputs import GENERATES_NOTE, TRAINER_DEFAULTS, TRAINER_PARAMS, trainer_generates
 
 BY_SIZE = "by-size"
 UPLOAD = "upload"
@@ -324,8 +324,9 @@ def _carry_over_after_page_switch() -> None:
     page = _current_page()
     if not last or last["page"] == page:
         return
+    defaults = {**DEFAULTS, **TRAINER_DEFAULTS}  # the trainer controls are in every page's sidebar too
     for key, value in last["values"].items():
-        if key not in st.query_params and value is not None and value != DEFAULTS[key]:
+        if key not in st.query_params and value is not None and value != defaults.get(key):
             _restore(key, value, [_url_value(value)])
     for key, raw in last["pages"].get(page, {}).items():
         if key not in st.query_params:
@@ -345,8 +346,17 @@ def _remember_inputs() -> None:
         if raw and held is not None and raw == (
                 [_url_value(v) for v in held] if isinstance(held, list) else [_url_value(held)]):
             own[key] = raw
-    st.session_state[_LAST_RUN] = {"page": page, "values": {key: st.session_state.get(key) for key in PARAMS},
-                                   "pages": {**last["pages"], page: own}}
+    values = {key: st.session_state.get(key) for key in PARAMS}
+    for key in TRAINER_PARAMS:  # drawn after this (ui/trainer_inputs.py remembers them then): keep the last ones
+        values[key] = st.session_state.get(key, last.get("values", {}).get(key))
+    st.session_state[_LAST_RUN] = {"page": page, "values": values, "pages": {**last["pages"], page: own}}
+
+
+def remember_values(values: dict[str, object]) -> None:
+    """Controls drawn after the shared panel (the trainer box) remember their values for the next page switch."""
+    last = st.session_state.get(_LAST_RUN)
+    if last is not None:
+        last["values"].update({k: v for k, v in values.items() if v is not None})
 
 
 def _url_value(value: object) -> str:
@@ -534,11 +544,14 @@ def render_inputs() -> Inputs:
                              help="; ".join(f"{k}: {v}" for k, v in PRECISION_LABELS.items()))
     batch = sb.slider("Batch size (per GPU)", 1, BATCH_MAX, 1, step=1, key="batch", bind="query-params")
     _sync_length_slider()
+    generates = trainer_generates()  # GRPO: the length is prompt + completion, set in the Trainer box
     sb.select_slider("Max length (tokens)", options=list(POW2_LENGTHS), key="max_len_pow2",
-                     on_change=_length_from_slider,
+                     on_change=_length_from_slider, disabled=generates,
                      help="Powers of two; type an exact length below.")
     max_len = sb.number_input("Exact max length", min_value=1, max_value=MAX_LEN_MAX, value=2048, step=128,
-                              key="max_len", bind="query-params")
+                              key="max_len", bind="query-params", disabled=generates)
+    if generates:
+        sb.caption(GENERATES_NOTE)
     images = 0
     if spec.tower_kind:  # multimodal wrappers only: image tokens lengthen the language model's sequence
         images = sb.number_input("Image tokens per example", min_value=0, max_value=MAX_LEN_MAX, value=0, step=256,
