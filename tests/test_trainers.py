@@ -194,14 +194,22 @@ def test_trainer_json_names_the_version():
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+# Real architectures of different shapes: tied and untied heads, GQA, big vocabularies, MoE.
+PROPERTY_MODELS = ("qwen2.5-0.5b", "llama-3.2-1b", "gemma-2-2b", "phi-3-mini", "qwen3-30b-a3b", "mixtral-8x7b")
+
+
 @SETTINGS
-@given(method=st.sampled_from(["full", "lora", "qlora"]), precision=st.sampled_from(["bf16", "mixed", "fp32"]),
-       batch=st.integers(1, 16), seq_len=st.integers(16, 8192), grad_ckpt=st.booleans(),
-       stack=st.sampled_from(STACK_IDS), precompute=st.booleans())
-def test_dpo_never_below_sft(method, precision, batch, seq_len, grad_ckpt, stack, precompute):
-    s = resolve_setup(stack, method=method, precision=precision, batch=batch, seq_len=seq_len, grad_ckpt=grad_ckpt)
-    sft = estimate(QWEN25, s).total_bytes
-    dpo = estimate(QWEN25, s, trainer=TrainerSetup("dpo", precompute_ref=precompute)).total_bytes
+@given(model=st.sampled_from(PROPERTY_MODELS), method=st.sampled_from(["full", "lora", "qlora"]),
+       precision=st.sampled_from(["bf16", "mixed", "fp32"]), batch=st.integers(1, 16), seq_len=st.integers(16, 8192),
+       grad_ckpt=st.booleans(), stack=st.sampled_from(STACK_IDS), precompute=st.booleans(),
+       layout=st.sampled_from([(1, "none"), (4, "none"), (8, "zero2"), (8, "zero3")]))
+def test_dpo_never_below_sft(model, method, precision, batch, seq_len, grad_ckpt, stack, precompute, layout):
+    gpus, sharding = layout
+    s = resolve_setup(stack, method=method, precision=precision, batch=batch, seq_len=seq_len, grad_ckpt=grad_ckpt,
+                      gpus=gpus, sharding=sharding)
+    spec = load_preset(model)
+    sft = estimate(spec, s).total_bytes
+    dpo = estimate(spec, s, trainer=TrainerSetup("dpo", precompute_ref=precompute)).total_bytes
     assert dpo >= sft
 
 
@@ -220,6 +228,27 @@ def test_grpo_never_falls_as_generations_or_completions_grow(method, per_prompt,
     base = total(gens, completion)
     assert total(gens * more_gens, completion) >= base
     assert total(gens, completion + extra) >= base
+
+
+@SETTINGS
+@given(model=st.sampled_from(("qwen2.5-0.5b", "llama-3.2-1b", "qwen3-30b-a3b")),
+       method=st.sampled_from(["full", "lora", "qlora"]), prompts=st.integers(1, 4), gens=st.integers(2, 16),
+       more=st.integers(0, 16), grad_accum=st.integers(1, 4), prompt=st.integers(1, 2048),
+       completion=st.integers(1, 4096), mode=st.sampled_from(["hf", "vllm-colocate", "vllm-server"]),
+       beta=st.sampled_from([None, 0.04]))
+def test_grpo_never_falls_with_more_generations_for_the_same_prompts(model, method, prompts, gens, more, grad_accum,
+                                                                     prompt, completion, mode, beta):
+    """The same prompts per step with more completions each: the batch (which counts completions) grows with
+    num_generations, so the memory must not fall."""
+    spec = load_preset(model)
+
+    def total(g: int) -> float:
+        s = trl(method, batch=prompts * g, grad_accum=grad_accum)
+        tr = TrainerSetup("grpo", num_generations=g, prompt_len=prompt, completion_len=completion, generation=mode,
+                          beta=beta)
+        return estimate(spec, s, trainer=tr, device_capacity=80e9).total_bytes
+
+    assert total(gens + more) >= total(gens)
 
 
 # ---- CLI -------------------------------------------------------------------------------------------------
