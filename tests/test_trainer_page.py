@@ -296,3 +296,18 @@ def test_trainer_survives_page_switches():
         assert at.query_params["precompute_ref"] in ("true", ["true"]), page
     caption = " ".join(unescape(c.value) for c in at.caption)
     assert "· DPO" in caption
+
+
+def test_bad_trainer_link_on_another_page_notes_and_keeps_working():
+    from estimator.advice import min_gpus, sharded
+    from estimator.trainers import solver_estimate_fn
+    from tests.test_pages import dataframe, open_page
+
+    at = open_page("pages/scale.py", trainer="kto", gens="4", vllm_util="0.5", model="qwen2.5-0.5b",
+                   device="rtx-4090")
+    warnings = [unescape(w.value) for w in at.warning]
+    assert any("KTO needs a per-device batch of at least 2" in w for w in warnings)
+    assert any("KTO has no use for num_generations, vllm_gpu_memory_utilization: not applied." in w for w in warnings)
+    table = dataframe(at, "min_gpus_table").set_index("Device")
+    n = min_gpus(QWEN, sharded(trl(batch=2), "none"), RTX, 64, solver_estimate_fn(TrainerSetup("kto")))
+    assert table.loc[RTX.name, "DDP"] == str(n)
