@@ -1,4 +1,4 @@
-"""The published preference/RL figures (data/published_trainer_measurements.csv) replay through the estimator;
+"""The published preference/RL figures (validation/data/published_trainer_measurements.csv) replay through the estimator;
 the two complete GRPO rows (TRL #3456, nvidia-smi) stay within 15 % when replayed with their TRL version's stack."""
 
 import pytest
@@ -28,7 +28,7 @@ def test_grpo_rows_peak_in_the_loss_backward(rid):
 
 
 def test_closing_numbers_in_the_docs_are_the_calculators():
-    """data/README.md's "Closing numbers" and README.md quote these figures: recomputed here, so they cannot
+    """validation/data/README.md's "Closing numbers" and README.md quote these figures: recomputed here, so they cannot
     drift from the estimator."""
     from pathlib import Path
 
@@ -37,7 +37,7 @@ def test_closing_numbers_in_the_docs_are_the_calculators():
     from validation.trainers import _published_spec, trainer_trace_summary
 
     root = Path(__file__).resolve().parents[1]
-    data_md = (root / "data" / "README.md").read_text(encoding="utf-8").split("### Closing numbers")[1]
+    data_md = (root / "validation" / "data" / "README.md").read_text(encoding="utf-8").split("### Closing numbers")[1]
     readme = (root / "README.md").read_text(encoding="utf-8")
     rows = {r["id"]: r for r in trainer_rows()}
     a100 = get_device("a100-80gb")
