@@ -90,8 +90,11 @@ def test_trainer_chosen_on_the_calculator_survives_page_switches(page: Page, app
     assert verdict_text(page) == before  # the address alone reproduces it
 
 
-def test_grpo_link_disables_max_length_and_compare_keeps_grpo(page: Page, app_url: str):
+def test_grpo_link_disables_max_length_and_survives_page_switches(page: Page, app_url: str):
+    """Straight from a link, no widget touched: Streamlit 1.67's frontend drops link-seeded parameters on a page
+    switch; ui.inputs carries the trainer box over like the rest of the sidebar."""
     open_app(page, app_url + LINK)
+    headline, _ = expected("vllm-colocate")
     expect(page.locator(".st-key-max_len input")).to_be_disabled()
     expect(page.get_by_text("GRPO trains on prompt + completion")).to_be_visible()
     page.get_by_role("link", name="Compare methods").click()
@@ -99,3 +102,7 @@ def test_grpo_link_disables_max_length_and_compare_keeps_grpo(page: Page, app_ur
     expect(page).to_have_url(re.compile(r"/compare\?.*trainer=grpo"))
     expect(page).to_have_url(re.compile(r"[?&]gen=vllm-colocate(&|$)"))
     expect(page.locator(".st-key-max_len input")).to_be_disabled()
+    page.get_by_role("link", name="Calculator").click()
+    wait_for_app_run(page)
+    expect(page).to_have_url(re.compile(r"[?&]trainer=grpo(&|$)"))
+    assert verdict_text(page) == headline
