@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -311,3 +312,23 @@ def test_bad_trainer_link_on_another_page_notes_and_keeps_working():
     table = dataframe(at, "min_gpus_table").set_index("Device")
     n = min_gpus(QWEN, sharded(trl(batch=2), "none"), RTX, 64, solver_estimate_fn(TrainerSetup("kto")))
     assert table.loc[RTX.name, "DDP"] == str(n)
+
+
+@pytest.mark.parametrize("sleep", [False, True])
+def test_min_gpus_table_with_vllm_colocated_answers_each_device_with_its_own_reservation(sleep):
+    from estimator import CATALOG
+    from estimator.advice import min_gpus, sharded
+    from estimator.trainers import solver_estimate_fn
+    from ui.grids import SHORT_SHARDING, min_gpus_table
+
+    tr = TrainerSetup("grpo", generation="vllm-colocate", vllm_gpu_util=0.4, vllm_sleep=sleep)
+    s = trl(method="full", batch=16)
+    table = min_gpus_table(LLAMA, s, shardings=("none", "zero3"), trainer=tr).set_index("Device")
+    answers = set()
+    for device in (d for d in CATALOG if d.kind == "discrete"):
+        for sharding in ("none", "zero3"):
+            n = min_gpus(LLAMA, sharded(s, sharding), device, 64, solver_estimate_fn(tr, device.capacity_bytes))
+            shown = table.loc[device.name, SHORT_SHARDING[sharding]]
+            assert (shown is pd.NA and n is None) or shown == n, (device.id, sharding, shown, n)
+            answers.add(n)
+    assert len(answers) > 2  # the devices get different answers: the check is not vacuous
