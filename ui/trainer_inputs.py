@@ -276,7 +276,9 @@ def how_section_markdown() -> str:
     return (
         f"Modelled as in **{TRL_VERSION}** (the newest release). A trainer changes what one training forward runs "
         "on, adds a reference model, and (GRPO) a generation phase; the SFT formulas above then apply to the "
-        "training forward (docs/formulas.md §9).\n\n" + "\n".join(rows) + "\n\n"
+        "training forward (docs/formulas.md §9). Every page prices the trainer chosen in the sidebar's Trainer box: "
+        "the calculator, Compare's bars, What fits' cells, the Size table's detailed columns and Scale out's GPU "
+        "counts.\n\n" + "\n".join(rows) + "\n\n"
         "**Reference copy** = bytes per weight as loaded × parameters (÷ GPUs under ZeRO-3). The DPO/KTO reference "
         "forward runs under `no_grad` *after* the policy forward, so its phase is the policy's saved activations "
         "plus one layer's no-grad working set T × (2·r·H + max(c·(H + 2q + 2kv), c·(H + 3I))) and one fused-head "
