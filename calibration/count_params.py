@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ROOT / "estimator" / "presets"
 DEFAULT_OUT = ROOT / "tests" / "data" / "preset_param_counts.json"
 LORA_R = 16
-TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower|embed_vision|embed_audio).*"  # also calibration/trace.py
+TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower|embed_vision|embed_audio|visual).*"  # also calibration/trace.py
 
 # Exact totals published / derived independently (docs/formulas.md §1); the script fails if one differs.
 KNOWN_TOTALS = {
@@ -308,7 +308,13 @@ def main(argv: list[str] | None = None) -> int:
             "params_embedding = input embedding + untied output head. linear_params_in_layers = nn.Linear "
             "weights+biases inside the decoder layers. lora_all_linear_r16 = LoRA params PEFT creates with "
             "LoraConfig(r=16, target_modules='all-linear'); lora_formula_r16 = r*sum(in+out) over every "
-            "nn.Linear except the output head."
+            "nn.Linear except the output head. Multimodal wrappers (gemma3, mistral3, gemma4, gemma3n, llama4, "
+            "qwen3_5, qwen3_5_moe): AutoModelForImageTextToText, towers included in params_total (params_tower = "
+            "towers + projectors); LoRA all-linear excludes the towers (exclude_modules, as the estimator counts "
+            "adapters on the language model only). Gemma 3n's MobileNetV5 vision encoder is a timm model "
+            "(TimmWrapper); it is built as an empty module, so params_total and params_tower exclude it (the "
+            "estimator does not count it either). Multimodal MoE wrappers: params_active from the text config's "
+            "expert fields."
         ),
     }
     failures = []

@@ -667,8 +667,80 @@ def _family_mlp(spec: ModelSpec, ctx: ActivationContext, moe: bool) -> float:
     return saved
 
 
+GEMMA_PLE_FAMILIES = frozenset({"gemma4_text", "gemma3n_text"})  # estimator/families_gemma.py
+
+
+def _gemma_norm(spec: ModelSpec, ctx: ActivationContext, width: int, scale: bool = True) -> float:
+    """Gemma4RMSNorm / Gemma3nRMSNorm (modeling_gemma4.py): x.float() · pow(mean(x²) + eps, −0.5), times the fp32
+    weight when with_scale: the fp32 input and the rstd; with a trainable weight also the fp32 normalised tensor."""
+    return FP32 * width + 4 + (FP32 * width if scale and ctx.base_trainable else 0)
+
+
+def _gemma_layer(spec: ModelSpec, ctx: ActivationContext, kind: str) -> LayerActivations:
+    """One Gemma 4 / Gemma 3n decoder layer of a layer_pattern kind "<sliding|full>[_shared]:<dense…|moe>"
+    (modeling_gemma4.py Gemma4TextDecoderLayer, modeling_gemma3n.py Gemma3nTextDecoderLayer): SDPA attention on the
+    kind's own head size with q/k/v norms (a K/V-sharing layer reads the producer layer's K and V, saved there, and
+    has no k/v projections or norms); the gated MLP of the kind's width; the per-layer input gate (PLE); Gemma 4's
+    MoE block next to the MLP; Gemma 3n's AltUp streams and LAuReL branch. Model-level PLE work is spread evenly
+    over the layers."""
+    c, h, a = ctx.c, spec.hidden_size, spec.num_heads
+    attn_kind = kind.split(":")[0]
+    shared = attn_kind.endswith("_shared")
+    mods = [m for m in spec.linears if not m.kinds or kind in m.kinds]
+    attn = [m for m in mods if m.role.startswith("attn")]
+    q = next(m for m in attn if m.name == "q_proj")
+    head_dim = q.out_features // a
+    kv = next((m for m in spec.linears if m.name == "k_proj" and m.kinds
+               and any(k.split(":")[0] == attn_kind.removesuffix("_shared") for k in m.kinds)), None)
+    kv_heads = kv.out_features // head_dim if kv else spec.num_kv_heads
+    view = replace(spec, linears=tuple(attn), head_dim=head_dim, num_kv_heads=kv_heads, qk_norm=True)
+    kvd = kv_heads * head_dim
+    attention = _attention(view, ctx)
+    if shared:  # K, V and their norms belong to the producer layer (the same tensors, saved once)
+        attention -= 2 * c * kvd + FP32 * kvd + 4 * kv_heads + (FP32 * kvd if ctx.base_trainable else 0)
+    else:
+        attention += FP32 * kvd + 4 * kv_heads  # v_norm (no weight): fp32 input and rstd
+    mlp_in = [m for m in mods if m.role == "mlp_in"]
+    mlp_out = [m for m in mods if m.role == "mlp_out"]
+    mlp = _mlp(spec, ctx, mlp_out[0].in_features, mlp_in, mlp_out)
+    norms = 4 * _gemma_norm(spec, ctx, h)
+    if kind.endswith(":moe"):
+        # Gemma4TextRouter: unscaled norm, × scale (saves the normed tensor when trainable), proj, fp32 softmax;
+        # pre_feedforward_layernorm_2 and the experts as moe_layer; post_feedforward_layernorm_1/_2
+        moe_view = replace(spec, linears=tuple(m for m in mods if m.role in ("router", "expert_in", "expert_out")),
+                           shared_expert_intermediate_size=0)
+        mlp += moe_layer(moe_view, ctx).mlp + _gemma_norm(spec, ctx, h, scale=False)
+        mlp += c * h if ctx.base_trainable else 0
+        norms += 3 * _gemma_norm(spec, ctx, h)
+    ple = [m for m in mods if m.role in ("ple_in", "ple_out")]
+    gate = [m for m in ple if m.name == "per_layer_input_gate"]
+    if gate:
+        p = gate[0].out_features
+        proj = [m for m in ple if m.name == "per_layer_projection"]
+        # gate reads the residual; gelu saves its input; the product saves gelu(x) and the per-layer input slice;
+        # per_layer_projection's input; post_per_layer_input_norm
+        mlp += _linear_inputs(gate, h, ctx.resid, ctx) + 3 * c * p + _linear_inputs(proj, p, c, ctx)
+        norms += _gemma_norm(spec, ctx, h)
+        # model level, per layer: per_layer_model_projection's input (once) and per_layer_projection_norm over p
+        model_proj = [m for m in spec.linears if m.name == "per_layer_model_projection"]
+        mlp += (_linear_inputs(model_proj, h, c, ctx) / spec.num_layers + _gemma_norm(spec, ctx, p))
+    laurel = [m for m in ple if m.name == "laurel.linear_right"]
+    if laurel:
+        # LAuReL: linear_left reads the attention input (saved already), linear_right its rank-r output,
+        # post_laurel_norm; AltUp: router norm + modality_router + tanh twice (predict and correct), the matmul of
+        # the stacked streams with the prediction coefficients and the correction product (n streams each)
+        n = next(m.in_features for m in spec.linears if m.name == "altup.correction_coefs")
+        r = laurel[0].in_features
+        mlp += _linear_inputs(laurel, r, c, ctx) + _gemma_norm(spec, ctx, h)
+        router = [m for m in spec.linears if m.name == "altup.modality_router"]
+        mlp += 2 * (_gemma_norm(spec, ctx, h) + _linear_inputs(router, h, c, ctx)) + 2 * c * n * h
+    return LayerActivations(norms=norms, attention=attention, mlp=mlp)
+
+
 def family_layer_sizes(spec: ModelSpec, ctx: ActivationContext) -> dict[str, LayerActivations]:
     """Bytes per token of each layer kind in spec.layer_pattern."""
+    if spec.family in GEMMA_PLE_FAMILIES:
+        return {kind: _gemma_layer(spec, ctx, kind) for kind in set(spec.layer_pattern)}
     out: dict[str, LayerActivations] = {}
     for kind in set(spec.layer_pattern):
         attn_kind, mlp_kind = kind.split(":")

@@ -84,38 +84,35 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
     global_kv = cfg.get("num_global_key_value_heads") if k_eq_v else None
     global_kv = pint("num_global_key_value_heads", limit=65536) if global_kv is not None else kv_heads
 
-    # ---- attention, grouped by (layer type, shared) ---------------------------------------------------------
-    pattern: list[str] = []
-    groups: dict[tuple[str, bool, int], int] = {}
-    for t, s, inter in zip(types, shared, inters, strict=True):
-        full = t == "full_attention"
-        groups[(t, s, inter)] = groups.get((t, s, inter), 0) + 1
-        kind = ("full" if full else "sliding") + ("_shared" if s else "")
-        pattern.append(f"{kind}:{'moe' if gemma4 and _flag(cfg, 'enable_moe_block', False) else 'dense'}")
-    attn_counts: dict[tuple[int, int, bool, bool], int] = {}
-    for (t, s, _inter), n in groups.items():
+    # ---- one pattern entry per layer: "<sliding|full>[_shared]:<dense[width]|moe>" ---------------------------
+    moe_on = gemma4 and _flag(cfg, "enable_moe_block", False)
+    base = inters[0]
+    pattern = [("full" if t == "full_attention" else "sliding") + ("_shared" if s else "") + ":"
+               + ("moe" if moe_on else "dense" + ("" if i == base else str(i)))
+               for t, s, i in zip(types, shared, inters, strict=True)]
+    grouped: dict[tuple[str, int, int, str], list[str]] = {}  # (name, in, out, role) -> pattern entries
+
+    def put(name: str, i: int, o: int, role: str, kind: str) -> None:
+        grouped.setdefault((name, i, o, role), []).append(kind)
+
+    for kind, t, s, inter in zip(pattern, types, shared, inters, strict=True):
         full = t == "full_attention"
         hd = global_hd if full else head_dim
         kvh = global_kv if full else kv_heads
-        key = (hd, kvh, s, full and k_eq_v)
-        attn_counts[key] = attn_counts.get(key, 0) + n
-    for (hd, kvh, s, no_v), n in sorted(attn_counts.items()):
         # q_proj / o_proj on every layer, k_proj (and v_proj unless K = V) only where the layer computes its K/V
-        linears.append(L("q_proj", h, heads * hd, bias, "attn_in", 1, n))
+        put("q_proj", h, heads * hd, "attn_in", kind)
         if not s:
-            linears.append(L("k_proj", h, kvh * hd, bias, "attn_in", 1, n))
-            if not no_v:
-                linears.append(L("v_proj", h, kvh * hd, bias, "attn_in", 1, n))
-        linears.append(L("o_proj", heads * hd, h, bias, "attn_out", 1, n))
-        extra += n * hd * (1 if s else 2)  # q_norm (+ k_norm); v_norm has no weight (with_scale=False)
-    # ---- MLP (per width) ------------------------------------------------------------------------------------
-    widths: dict[int, int] = {}
-    for inter in inters:
-        widths[inter] = widths.get(inter, 0) + 1
-    for inter, n in sorted(widths.items()):
-        linears.append(L("gate_proj", h, inter, False, "mlp_in", 1, n))
-        linears.append(L("up_proj", h, inter, False, "mlp_in", 1, n))
-        linears.append(L("down_proj", inter, h, False, "mlp_out", 1, n))
+            put("k_proj", h, kvh * hd, "attn_in", kind)
+            if not (full and k_eq_v):
+                put("v_proj", h, kvh * hd, "attn_in", kind)
+        put("o_proj", heads * hd, h, "attn_out", kind)
+        put("gate_proj", h, inter, "mlp_in", kind)
+        put("up_proj", h, inter, "mlp_in", kind)
+        put("down_proj", inter, h, "mlp_out", kind)
+        extra += hd * (1 if s else 2)  # q_norm (+ k_norm); v_norm has no weight (with_scale=False)
+    for (name, i, o, role), kinds in grouped.items():
+        linears.append(L(name, i, o, bias if role.startswith("attn") else False, role, 1, len(kinds),
+                         tuple(dict.fromkeys(kinds))))
     # ---- per-layer inputs (PLE) -----------------------------------------------------------------------------
     p = int(cfg.get("hidden_size_per_layer_input", 256) or 0)
     ple_table = 0

@@ -61,6 +61,7 @@ class LinearModule:
     role: str  # attn_in | attn_out | mlp_in | mlp_out | router | expert_in | expert_out
     count: int = 1  # identical copies per layer (MoE experts)
     layers: int = 0  # how many decoder layers carry it (0 = all layers)
+    kinds: tuple[str, ...] = ()  # the layer_pattern entries whose layers carry it (() = not kind-specific)
 
     @property
     def params_per_copy(self) -> int:
