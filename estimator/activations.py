@@ -357,6 +357,15 @@ def rope_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """RoPE cos and sin, computed once per forward and saved by every layer's multiply (shared)."""
     if ctx.litgpt is not None:
         return 0.0  # LitGPT: cos/sin are the model's fp32 (T, rope_n_elem) buffers, no per-step tensors (§3.6)
+    if spec.family in GEMMA_PLE_FAMILIES:
+        # Gemma 4 / 3n compute cos and sin once per attention type, each of its own head size (Gemma 4's full
+        # layers: global_head_dim) (modeling_gemma4.py Gemma4TextModel.forward: position_embeddings[layer_type])
+        dims = {}
+        for kind in spec.layer_pattern:
+            base = kind.split(":")[0].removesuffix("_shared")
+            q = next(m for m in spec.linears if m.name == "q_proj" and (not m.kinds or kind in m.kinds))
+            dims[base] = q.out_features // spec.num_heads
+        return 2 * ctx.c * sum(dims.values())
     return 2 * ctx.c * spec.head_dim if spec.family not in ("gpt_neox", "phi") else 2 * ctx.c * spec.head_dim // 2
 
 
@@ -456,6 +465,12 @@ def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """Gradient checkpointing keeps each decoder layer's input hidden state (Korthikanti §5 full recompute:
     2sbh per layer in bf16; fp32 residual streams keep 4h)."""
     saved = spec.num_layers * ctx.resid * spec.hidden_size
+    if spec.family in GEMMA_PLE_FAMILIES:
+        by_name = {m.name: m for m in spec.linears}
+        if "altup.correction_coefs" in by_name:  # Gemma 3n: a layer's input is the stack of n AltUp streams
+            saved *= by_name["altup.correction_coefs"].in_features
+        if "per_layer_input_gate" in by_name:  # PLE: the (b, s, L, p) per-layer inputs are a layer argument
+            saved += ctx.c * spec.num_layers * by_name["per_layer_input_gate"].out_features
     if sliding_mask_per_token(spec, ctx):
         saved += ctx.seq_len  # the (b, 1, s, s) bool sliding-window mask is a layer argument: kept with the inputs
     if ctx.eager and ctx.litgpt is None:
