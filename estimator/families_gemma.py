@@ -39,10 +39,13 @@ def _types(cfg: Mapping[str, Any], layers: int, full_every: int, last_full: bool
     return types
 
 
-def _shared(types: list[str], n_shared: int) -> list[bool]:
-    """Which layers reuse another layer's K/V (kv_sharing_modes == "reuse"): the last num_kv_shared_layers."""
+def _shared(types: list[str], n_shared: int, all_allowed: bool) -> list[bool]:
+    """Which layers reuse another layer's K/V (kv_sharing_modes == "reuse"): the last num_kv_shared_layers
+    (Gemma 4 allows all of them; configuration_gemma4.py / configuration_gemma3n.py kv_sharing_modes)."""
     layers = len(types)
-    n_shared = max(0, min(n_shared, layers))
+    if n_shared < 0 or n_shared > layers or (n_shared == layers and n_shared and not all_allowed):
+        raise ValueError(f"num_kv_shared_layers = {n_shared} leaves no earlier layer to share K/V from "
+                         f"({layers} layers)")
     first = layers - n_shared
     if n_shared and n_shared < layers and set(types[:first]) != set(types):
         raise ValueError("num_kv_shared_layers leaves a layer type with no earlier layer to share K/V from")
@@ -65,7 +68,10 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
     notes: list[str] = []
     bias = _flag(cfg, "attention_bias", False)
     types = _types(cfg, layers, 6 if gemma4 else 5, last_full=gemma4)
-    shared = _shared(types, int(cfg.get("num_kv_shared_layers", 0 if gemma4 else 15) or 0))
+    n_shared = cfg.get("num_kv_shared_layers", 0 if gemma4 else 15) or 0
+    if isinstance(n_shared, bool) or not isinstance(n_shared, int):
+        raise ValueError("config.json field 'num_kv_shared_layers' must be a whole number of layers")
+    shared = _shared(types, n_shared, all_allowed=gemma4)
 
     # intermediate size: one for all layers (Gemma 4) or one per layer (Gemma 3n lists are allowed)
     raw_inter = cfg.get("intermediate_size", 9216 if gemma4 else 16_384)

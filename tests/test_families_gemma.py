@@ -82,8 +82,14 @@ def test_a_text_only_gemma4_config_and_bad_fields():
     with pytest.raises(ValueError, match="share K/V"):
         spec_from_config({"model_type": "gemma3n_text", "num_hidden_layers": 4, "num_kv_shared_layers": 2,
                           "layer_types": ["full_attention"] * 2 + ["sliding_attention"] * 2})
+    with pytest.raises(ValueError, match="no earlier layer"):
+        spec_from_config({"model_type": "gemma3n_text", "num_hidden_layers": 4, "num_kv_shared_layers": 4})
+    everything_shared = spec_from_config({"model_type": "gemma4_text", "num_hidden_layers": 6,
+                                          "num_kv_shared_layers": 6})  # Gemma 4 allows it: no k/v projections
+    assert "k_proj" not in everything_shared.linear_names()
     with pytest.raises(ValueError, match="intermediate_size"):
-        spec_from_config({"model_type": "gemma3n_text", "num_hidden_layers": 4, "intermediate_size": [8, 8]})
+        spec_from_config({"model_type": "gemma3n_text", "num_hidden_layers": 4, "num_kv_shared_layers": 0,
+                          "intermediate_size": [8, 8]})
 
 
 @pytest.mark.parametrize("preset", GEMMA + WRAPPED)
