@@ -718,6 +718,8 @@ def _gemma_layer(spec: ModelSpec, ctx: ActivationContext, kind: str) -> LayerAct
     mlp_in = [m for m in mods if m.role == "mlp_in"]
     mlp_out = [m for m in mods if m.role == "mlp_out"]
     mlp = _mlp(spec, ctx, mlp_out[0].in_features, mlp_in, mlp_out)
+    if kind.endswith("+sparse"):  # Gemma 3n's Gaussian top-k keeps the gate output for its mean/std backward
+        mlp += ctx.mlp * mlp_out[0].in_features
     norms = 4 * _gemma_norm(spec, ctx, h)
     if kind.endswith(":moe"):
         # Gemma4TextRouter: unscaled norm, × scale (saves the normed tensor when trainable), proj, fp32 softmax;
@@ -749,6 +751,11 @@ def _gemma_layer(spec: ModelSpec, ctx: ActivationContext, kind: str) -> LayerAct
         mlp += _linear_inputs(laurel, r, c, ctx) + _gemma_norm(spec, ctx, h)
         router = [m for m in spec.linears if m.name == "altup.modality_router"]
         mlp += 2 * (_gemma_norm(spec, ctx, h) + _linear_inputs(router, h, c, ctx)) + 2 * c * n * h
+        mlp += c * h if ctx.base_trainable else 0  # scale_corrected_output: input × correct_output_scale
+        # model level, spread over the layers (Gemma3nTextModel.forward): the embeddings, per extra stream the
+        # altup projection's output and its magnitude-rescaled copy (pow and the division keep them) before the
+        # first layer, the last layer's n-stream output and the same two per stream after the last layer
+        mlp += c * h * (1 + 4 * (n - 1) + n) / spec.num_layers
     return LayerActivations(norms=norms, attention=attention, mlp=mlp)
 
 

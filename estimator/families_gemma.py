@@ -93,9 +93,21 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
     # ---- one pattern entry per layer: "<sliding|full>[_shared]:<dense[width]|moe>" ---------------------------
     moe_on = gemma4 and _flag(cfg, "enable_moe_block", False)
     base = inters[0]
+    sparse = [False] * layers
+    if not gemma4:
+        # Gemma 3n's activation_sparsity_pattern (default 0.95 on the first 10 layers of a model deeper than 10):
+        # those MLPs keep a Gaussian top-k of the gate output (modeling_gemma3n.py Gemma3nTextMLP._gaussian_topk)
+        asp = cfg.get("activation_sparsity_pattern")
+        if asp is None:
+            asp = [0.95] * 10 + [0.0] * (layers - 10) if layers > 10 else [0.0] * layers
+        if (not isinstance(asp, list) or len(asp) != layers
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in asp)):
+            raise ValueError(f"config.json field 'activation_sparsity_pattern' must list one value per layer "
+                             f"({layers})")
+        sparse = [x > 0 for x in asp]
     pattern = [("full" if t == "full_attention" else "sliding") + ("_shared" if s else "") + ":"
-               + ("moe" if moe_on else "dense" + ("" if i == base else str(i)))
-               for t, s, i in zip(types, shared, inters, strict=True)]
+               + ("moe" if moe_on else "dense" + ("" if i == base else str(i))) + ("+sparse" if sp else "")
+               for t, s, i, sp in zip(types, shared, inters, sparse, strict=True)]
     grouped: dict[tuple[str, int, int, str], list[str]] = {}  # (name, in, out, role) -> pattern entries
 
     def put(name: str, i: int, o: int, role: str, kind: str) -> None:
