@@ -330,7 +330,7 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
     first layer's input, so its input norm(s) save nothing (§3.3 R: "layer 0's first norm saves nothing")."""
     if spec.layer_pattern:  # families_moe: per layer kind
         kinds = family_layer_sizes(spec, ctx)
-        total = sum(kinds[k].total for k in spec.layer_pattern)
+        total = sum(kinds[k].total for k in spec.layer_pattern) + gemma_model_level_per_token(spec, ctx)
     else:
         dense_size, moe_size = sizes or layer_sizes(spec, ctx)
         total = (spec.num_layers - spec.moe_layers) * (dense_size.total if dense_size else 0.0)
@@ -471,6 +471,7 @@ def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
             saved *= by_name["altup.correction_coefs"].in_features
         if "per_layer_input_gate" in by_name:  # PLE: the (b, s, L, p) per-layer inputs are a layer argument
             saved += ctx.c * spec.num_layers * by_name["per_layer_input_gate"].out_features
+        saved += gemma_model_level_per_token(spec, ctx)  # saved outside the checkpointed layers
     if sliding_mask_per_token(spec, ctx):
         saved += ctx.seq_len  # the (b, 1, s, s) bool sliding-window mask is a layer argument: kept with the inputs
     if ctx.eager and ctx.litgpt is None:
@@ -738,9 +739,6 @@ def _gemma_layer(spec: ModelSpec, ctx: ActivationContext, kind: str) -> LayerAct
         # per_layer_projection's input; post_per_layer_input_norm
         mlp += _linear_inputs(gate, h, ctx.resid, ctx) + 3 * c * p + _linear_inputs(proj, p, c, ctx)
         norms += _gemma_norm(spec, ctx, h)
-        # model level, per layer: per_layer_model_projection's input (once) and per_layer_projection_norm over p
-        model_proj = [m for m in spec.linears if m.name == "per_layer_model_projection"]
-        mlp += (_linear_inputs(model_proj, h, c, ctx) / spec.num_layers + _gemma_norm(spec, ctx, p))
     laurel = [m for m in ple if m.name == "laurel.linear_right"]
     if laurel:
         # LAuReL: linear_left reads the attention input (saved already), linear_right its rank-r output,
@@ -752,11 +750,28 @@ def _gemma_layer(spec: ModelSpec, ctx: ActivationContext, kind: str) -> LayerAct
         router = [m for m in spec.linears if m.name == "altup.modality_router"]
         mlp += 2 * (_gemma_norm(spec, ctx, h) + _linear_inputs(router, h, c, ctx)) + 2 * c * n * h
         mlp += c * h if ctx.base_trainable else 0  # scale_corrected_output: input × correct_output_scale
-        # model level, spread over the layers (Gemma3nTextModel.forward): the embeddings, per extra stream the
-        # altup projection's output and its magnitude-rescaled copy (pow and the division keep them) before the
-        # first layer, the last layer's n-stream output and the same two per stream after the last layer
-        mlp += c * h * (1 + 4 * (n - 1) + n) / spec.num_layers
     return LayerActivations(norms=norms, attention=attention, mlp=mlp)
+
+
+def gemma_model_level_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """What Gemma 4 / Gemma 3n save outside the decoder layers (kept with or without checkpointing): PLE's
+    per_layer_model_projection input and the per_layer_projection_norm over the (L, p) per-layer inputs; Gemma 3n's
+    AltUp work (Gemma3nTextModel.forward): the embeddings, per extra stream the projection's output and its
+    magnitude-rescaled copy (pow and the division keep them) before the first layer, the last layer's n-stream
+    output and the same two per stream after the last layer."""
+    if spec.family not in GEMMA_PLE_FAMILIES:
+        return 0.0
+    c, h = ctx.c, spec.hidden_size
+    by_name = {m.name: m for m in spec.linears}
+    saved = 0.0
+    if "per_layer_model_projection" in by_name:
+        p = by_name["per_layer_input_gate"].out_features
+        saved += _linear_inputs([by_name["per_layer_model_projection"]], h, c, ctx)
+        saved += spec.num_layers * _gemma_norm(spec, ctx, p)
+    if "altup.correction_coefs" in by_name:
+        n = by_name["altup.correction_coefs"].in_features
+        saved += c * h * (1 + 4 * (n - 1) + n)
+    return saved
 
 
 def family_layer_sizes(spec: ModelSpec, ctx: ActivationContext) -> dict[str, LayerActivations]:
