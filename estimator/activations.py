@@ -729,6 +729,10 @@ def _gemma_layer(spec: ModelSpec, ctx: ActivationContext, kind: str) -> LayerAct
                            shared_expert_intermediate_size=0)
         mlp += moe_layer(moe_view, ctx).mlp + _gemma_norm(spec, ctx, h, scale=False)
         mlp += c * h if ctx.base_trainable else 0
+        if not ctx.base_trainable and any(m.name in ctx.adapted for m in moe_view.by_role.get("router", ())):
+            # LoRA on router.proj: the routing weights need grad, so each routed pair's expert output is saved by
+            # its multiply with the weight (moe_layer counts it for full fine-tuning only)
+            mlp += spec.experts_per_token * c * h
         norms += 3 * _gemma_norm(spec, ctx, h)
     ple = [m for m in mods if m.role in ("ple_in", "ple_out")]
     gate = [m for m in ple if m.name == "per_layer_input_gate"]

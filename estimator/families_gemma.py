@@ -52,6 +52,30 @@ def _shared(types: list[str], n_shared: int, all_allowed: bool) -> list[bool]:
     return [i >= first for i in range(layers)]
 
 
+def _per_layer_overrides(cfg: Mapping[str, Any], layers: int) -> dict[int, dict[str, int]] | None:
+    """config.json's per_layer_config: {"<layer index>": {"head_dim": ..., "num_key_value_heads": ...}}."""
+    raw = cfg.get("per_layer_config")
+    if raw is None:
+        return None
+    bad = ValueError("config.json field 'per_layer_config' must map layer indices to head_dim / "
+                     "num_key_value_heads overrides")
+    if not isinstance(raw, Mapping):
+        raise bad
+    out: dict[int, dict[str, int]] = {}
+    for key, value in raw.items():
+        try:
+            index = int(key)
+        except (TypeError, ValueError):
+            raise bad from None
+        if not 0 <= index < layers or not isinstance(value, Mapping):
+            raise bad
+        fields = {k: v for k, v in value.items() if k in ("head_dim", "num_key_value_heads")}
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 65536 for v in fields.values()):
+            raise bad
+        out[index] = fields
+    return out
+
+
 def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, kv_heads: int, head_dim: int,
           vocab: int) -> dict[str, Any]:
     """ModelSpec keyword arguments of gemma4_text / gemma3n_text from a config dict whose common fields model.py
@@ -113,10 +137,17 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
     def put(name: str, i: int, o: int, role: str, kind: str) -> None:
         grouped.setdefault((name, i, o, role), []).append(kind)
 
-    for kind, t, s, inter in zip(pattern, types, shared, inters, strict=True):
+    # per_layer_config (PreTrainedConfig's sparse per-layer overrides, configuration_utils.py): what
+    # Gemma4TextConfig.__post_init__ derives from global_head_dim / num_global_key_value_heads and what
+    # save_pretrained writes in their place; when present it is the whole story (other layers keep the globals)
+    overrides = _per_layer_overrides(cfg, layers)
+    for i, (kind, t, s, inter) in enumerate(zip(pattern, types, shared, inters, strict=True)):
         full = t == "full_attention"
-        hd = global_hd if full else head_dim
-        kvh = global_kv if full else kv_heads
+        if overrides is None:
+            hd, kvh = (global_hd, global_kv) if full else (head_dim, kv_heads)
+        else:
+            hd = overrides.get(i, {}).get("head_dim", head_dim)
+            kvh = overrides.get(i, {}).get("num_key_value_heads", kv_heads)
         # q_proj / o_proj on every layer, k_proj (and v_proj unless K = V) only where the layer computes its K/V
         put("q_proj", h, heads * hd, "attn_in", kind)
         if not s:
