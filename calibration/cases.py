@@ -615,8 +615,9 @@ def _rw_gemma_cases() -> list[dict]:
             st = _setup(method, "bf16", batch, seq, ckpt, "sdpa", "all-linear" if method == "lora" else None,
                         16 if method == "lora" else None)
             st["offload_activations"] = False
-            out.append({"id": _rw_case_id(model, int(spec["num_hidden_layers"]), st), "family": family,
-                        "config": full_config(family, spec), "setup": st,
+            # "rwg-": kept apart from the "rw-" cases of fixtures.json (run_matrix --only-prefix rw- --merge)
+            out.append({"id": "rwg-" + _rw_case_id(model, int(spec["num_hidden_layers"]), st)[3:],
+                        "family": family, "config": full_config(family, spec), "setup": st,
                         "tags": ["gemma-family", "real-width", f"loss-{st['loss']}"]})
     return out
 
