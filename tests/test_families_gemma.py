@@ -100,3 +100,20 @@ def test_towers_stay_frozen_and_image_tokens_lengthen_the_sequence(preset):
     with_images = estimate(spec, TrainingSetup(method="lora", batch=1, seq_len=1024, image_tokens=256))
     text_only = estimate(spec, TrainingSetup(method="lora", batch=1, seq_len=1024))
     assert with_images.components_bytes["activations"] > text_only.components_bytes["activations"]
+
+
+def test_per_layer_config_as_save_pretrained_writes_it():
+    """transformers 5 writes Gemma 4's full-layer overrides as per_layer_config instead of global_head_dim /
+    num_global_key_value_heads: both forms give the same model."""
+    raw = json.loads((Path(__file__).parent.parent / "estimator" / "presets" / "gemma-4-31b.json").read_text())
+    text = dict(raw["text_config"])
+    full = [i for i, t in enumerate(text["layer_types"]) if t == "full_attention"]
+    text.pop("global_head_dim")
+    text.pop("num_global_key_value_heads")
+    text["per_layer_config"] = {str(i): {"head_dim": 512, "num_key_value_heads": 4} for i in full}
+    saved = spec_from_config({**raw, "text_config": text})
+    assert saved.params_total == load_preset("gemma-4-31b").params_total == PRESETS["gemma-4-31b"]["params_total"]
+    with pytest.raises(ValueError, match="per_layer_config"):
+        spec_from_config({**text, "per_layer_config": {"999": {"head_dim": 512}}})
+    with pytest.raises(ValueError, match="per_layer_config"):
+        spec_from_config({**text, "per_layer_config": {"1": {"head_dim": "wide"}}})
