@@ -251,3 +251,14 @@ def test_notes_write_defaults_as_the_address_does():
     notes = link_notes(at)
     for key, text in (("precompute_ref", "false"), ("rule", "false"), ("capacity", "24")):
         assert f"The link's value for '{key}' was not valid; using the default ({text})." in notes
+
+
+def test_a_page_parameter_comes_back_as_its_widget_holds_it():
+    """After a page switch the page's own controls are restored from the address, typed by their table row."""
+    from ui.inputs import _page_param_value
+
+    assert _page_param_value("offload", ["true"]) is True and _page_param_value("offload", ["TRUE"]) is True
+    assert _page_param_value("offload", ["false"]) is False
+    assert _page_param_value("maxgpus", ["16"]) == 16 and _page_param_value("pernode", ["8"]) == 8
+    assert _page_param_value("methods", ["full", "lora"]) == ["full", "lora"]
+    assert _page_param_value("models", ["7B"]) == ["7B"]
