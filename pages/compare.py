@@ -48,9 +48,10 @@ rows = [(label, estimate_fn(spec, s)) for label, s in compare_setups(setup, meth
 headlines = rows if len(rows) <= 4 else [r for r in rows if r[0] in METHOD_LABELS.values()]
 columns = st.columns(len(headlines))
 for col, (label, est) in zip(columns, headlines, strict=True):
-    v = verdict(est.total_bytes, device, est.high_bytes)
-    col.metric(label, headline(est.total_bytes), delta="fits" if v.fits else "too big",
-               delta_color="normal" if v.fits else "inverse", delta_arrow="off", border=True,
+    v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
+    col.metric(label, headline(est.total_bytes), delta=v.band,  # the calculator's bands: a close call is no "fits"
+               delta_color={"fits": "normal", "close call": "off"}.get(v.band, "inverse"), delta_arrow="off",
+               border=True,
                help=plain(v.headline))
 
 orientation = "v" if len(rows) <= 6 else "h"

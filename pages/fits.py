@@ -1,5 +1,6 @@
 """What fits my device: the seed's 36 GB laptop diagram for any device. Model sizes × methods against the
-usable line, each marked fits or too big, and the largest model that fits each way, computed."""
+usable line, each marked with the calculator's verdict band (fits, close call, borderline, too big), and the largest
+model that fits each way, computed."""
 
 import streamlit as st
 
@@ -49,12 +50,12 @@ st.caption("'Up to about' is the largest generic decoder that fits, solved for t
 st.plotly_chart(fits_chart(grid, font_size=font_size), key="fits_chart", config={"displayModeBar": False},
                 alt="Horizontal bars of peak memory per model and method against the usable memory: "
                     + "; ".join(f"{c.label} {c.estimate.total_bytes / 1e9:,.1f} GB "
-                                f"{'fits' if c.verdict.fits else 'too big'}" for c in grid.cells))
+                                f"{c.verdict.band}" for c in grid.cells))
 if not inputs.presentation:
     st.dataframe(
         [{"Model": c.model_label, "Method": SHORT_METHOD[c.method], "Parameters (B)": c.size_b,
           "Estimate (GB)": c.estimate.total_bytes / 1e9, "Estimate (GiB)": c.estimate.total_bytes / 2**30,
-          "Verdict": "fits" if c.verdict.fits else "too big",
+          "Verdict": c.verdict.band,
           "Headroom (GB)": c.verdict.margin_bytes / 1e9} for c in grid.cells],
         hide_index=True, key="fits_table",
         column_config={k: st.column_config.NumberColumn(format="%.1f")

@@ -155,7 +155,7 @@ def fits_grid(models: Sequence[tuple[str, ModelSpec]], setup: TrainingSetup, dev
         for label, spec in ordered:
             est = fn(spec, method_setup)
             row.append(FitCell(label, spec.params_total / 1e9, method, est,
-                               verdict(est.total_bytes, device, est.high_bytes)))
+                               verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)))
         cells.extend(row)
         fitting = [c for c in row if c.verdict.fits]
         largest = fitting[-1] if fitting else None
@@ -256,6 +256,25 @@ def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Devi
     for sharding in shardings:  # whole GPU counts, missing where nothing up to max_gpus fits
         frame[SHORT_SHARDING[sharding]] = frame[SHORT_SHARDING[sharding]].astype("Int64")
     return frame
+
+
+def close_calls(spec: ModelSpec, setup: TrainingSetup, table: pd.DataFrame, shardings: Sequence[str] = SHARDINGS,
+                offload: bool = False) -> set[tuple[str, str]]:
+    """(device name, sharding) cells of a min_gpus_table whose count fits only as a close call (estimator
+    Verdict.band): the expected peak fits, the upper end of the likely range does not. One estimate per distinct
+    (sharding, count): per-GPU memory does not depend on the device."""
+    devices = {d.name: d for d in CATALOG}
+    out: set[tuple[str, str]] = set()
+    for sharding in shardings:
+        column = table[SHORT_SHARDING[sharding]]
+        ests = {int(n): estimate(spec, _scaled(setup, sharding, offload, int(n))) for n in column.dropna().unique()}
+        for name, n in zip(table["Device"], column, strict=True):
+            if n is pd.NA:
+                continue
+            est = ests[int(n)]
+            if verdict(est.total_bytes, devices[name], est.high_bytes).band == "close call":
+                out.add((name, sharding))
+    return out
 
 
 # --------------------------------------------------------------------------------------------

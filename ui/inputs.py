@@ -100,7 +100,7 @@ class Inputs:
 
 def model_options(hub_model: str | None = None) -> list[str]:
     """The Model picker's options: the presets, by-size, upload, and the Hub model id in use, if any."""
-    return [p.id for p in list_presets()] + [BY_SIZE, UPLOAD] + ([hub_model] if hub_model else [])
+    return list(TABLE["model"].choices) + ([hub_model] if hub_model else [])
 
 
 def _model_label(option: str) -> str:
@@ -250,13 +250,14 @@ def _current_page() -> str:
 
 
 def _page_param_value(key: str, raw: list[str]) -> object:
-    """A page parameter's address value as its widget holds it (multiselects: lists; offload: a bool;
-    maxgpus: an int)."""
-    if key == "offload":
-        return raw[-1] == "true"
-    if key in ("maxgpus", "pernode"):
-        return int(raw[-1])
-    return list(raw)
+    """A page parameter's address value as its widget holds it (its table row says how: multiselects hold
+    lists, toggles a bool, select sliders and segmented controls the option itself, maxgpus an int)."""
+    p = TABLE[key]
+    if p.widget == "multiselect":
+        return list(raw)
+    if p.widget == "toggle":
+        return raw[-1].lower() == "true"
+    return next((c for c in p.choices if url_value(c) == raw[-1]), p.default)
 
 
 def _restore(key: str, value: object, raw: list[str]) -> None:
