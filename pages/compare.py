@@ -71,6 +71,7 @@ else:
     st.dataframe(table, hide_index=True, key="compare_table",
                  column_config={"Component": st.column_config.TextColumn(width="medium")}
                  | {c: st.column_config.NumberColumn(format="%.2f") for c in table.columns if c != "Component"})
-    render_exact_choice(compare_setups(setup, methods, variants if inputs.rule != "seed" else ()), spec,
-                        inputs.model_choice, device, upload=st.session_state.get("upload"), hub_token=hub_token())
+    if trainer.trainer == "sft":  # the exact trace runs a supervised step (ui/exact.py)
+        render_exact_choice(compare_setups(setup, methods, variants if rule != "seed" else ()), spec,
+                            inputs.model_choice, device, upload=st.session_state.get("upload"), hub_token=hub_token())
 share_box()
