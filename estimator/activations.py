@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from .model import LinearModule, ModelSpec
 from .precision import FP32, adapter_bytes, compute_bytes
-from .stacks import get_stack, loss_impl_id
+from .stacks import attention_impl, get_stack, loss_impl_id
 from .training import ALL_LINEAR, TrainingSetup
 
 INT64 = 8
@@ -57,7 +57,7 @@ def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
         adapter_copies=setup.autocast and adapter_bytes(setup) == FP32,
         base_trainable=setup.method == "full",
         adapted=adapted_modules(spec, setup) if setup.method != "full" else frozenset(),
-        rank=setup.lora_rank, eager=setup.attention == "eager", seq_len=setup.lm_seq_len,
+        rank=setup.lora_rank, eager=attention_impl(setup, spec.family) == "eager", seq_len=setup.lm_seq_len,
         qlora_upcast=setup.method == "qlora" and setup.qlora_fp32_upcast,
         # TRL's fused head and the fused kernels read lm_head.weight directly: the module never runs.
         head_module=loss_impl_id(setup) in FULL_LOGITS_IMPLS,
@@ -840,7 +840,7 @@ def uses_litgpt_model(spec: ModelSpec, setup: TrainingSetup) -> bool:
     (or is the same LLaMA/GPT-NeoX block), SDPA. Everything else (MoE, Gemma-2/3 post-norms and soft-capping,
     qk-norms, eager attention) keeps the transformers-module estimate."""
     return (litgpt_stack(setup) and spec.family in LITGPT_FAMILIES and not spec.moe_layers and not spec.qk_norm
-            and setup.attention == "sdpa")
+            and attention_impl(setup, spec.family) == "sdpa")
 
 
 def _litgpt_fused_targets(spec: ModelSpec, setup: TrainingSetup) -> TrainingSetup:
