@@ -20,6 +20,8 @@ import transformers
 from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from calibration.trace import all_linear_exclude
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "families_moe_counts.json"
 
@@ -69,7 +71,9 @@ def meta_counts(cfg: dict) -> dict:
             model = AutoModelForCausalLM.from_config(config)
         seen = {id(p): p for p in model.parameters()}
         total = sum(p.numel() for p in seen.values())
-        pm = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear"))
+        # Llama 4's router left out: PEFT's wrapper cannot run its tuple output (calibration/trace.py)
+        pm = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                              exclude_modules=all_linear_exclude(model, False)))
     lora = sum(p.numel() for n, p in pm.named_parameters() if "lora_" in n)
     return {"params_total": total, "lora_all_linear_r16": lora}
 

@@ -330,6 +330,23 @@ def _enable_grad_ckpt(model, offload: bool = False) -> None:
         base.config.use_cache = False  # what HF does when checkpointing during training
 
 
+# nn.Linear subclasses that return a tuple: PEFT's all-linear wraps them, and the wrapper's forward then fails
+_TUPLE_LINEARS = frozenset({"Llama4Router"})
+TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower).*"
+
+
+def all_linear_exclude(model: torch.nn.Module, wrapper: bool) -> str | None:
+    """exclude_modules for LoraConfig(target_modules="all-linear") as the estimator counts it: a multimodal wrapper's
+    towers and projector stay without adapters, and so do the nn.Linear subclasses that return a tuple
+    (Llama4Router returns router scores and logits, transformers 5.24.0 modeling_llama4.py; PEFT 0.21.2's
+    lora.Linear.forward reads result.dtype of the base layer's output and fails, so a user must exclude them)."""
+    import re
+
+    names = sorted({n for n, m in model.named_modules() if type(m).__name__ in _TUPLE_LINEARS})
+    parts = ([TOWER_MODULES] if wrapper else []) + [re.escape(n) for n in names]
+    return "|".join(f"(?:{p})" for p in parts) or None
+
+
 def build_model(case: dict, device: str):
     """Build the (PEFT-wrapped) model on ``device`` ("meta" for fake tracing, "cpu" for real runs)."""
     from transformers import AutoModelForCausalLM
@@ -356,6 +373,10 @@ def build_model(case: dict, device: str):
         from peft import LoraConfig, get_peft_model
 
         targets = setup["lora_targets"]
+        # multimodal wrappers: adapters on the language model only (the towers stay as they are); all-linear also
+        # leaves out the tuple-returning linears that PEFT's wrapper cannot run (all_linear_exclude)
+        exclude = all_linear_exclude(model, wrapper) if targets == "all-linear" else (TOWER_MODULES if wrapper
+                                                                                       else None)
         lcfg = LoraConfig(
             r=int(setup["lora_rank"]),
             lora_alpha=int(setup.get("lora_alpha", 2 * int(setup["lora_rank"]))),
@@ -363,8 +384,7 @@ def build_model(case: dict, device: str):
             lora_dropout=float(setup.get("lora_dropout", 0.0)),
             bias="none",
             task_type="CAUSAL_LM",
-            # multimodal wrappers: adapters on the language model only (the towers stay as they are)
-            exclude_modules=r".*(vision_tower|vision_model|multi_modal_projector|audio_tower).*" if wrapper else None,
+            exclude_modules=exclude,
         )
         model = get_peft_model(model, lcfg)  # autocast_adapter_dtype=True: adapters in fp32
     elif setup["method"] != "full":
