@@ -241,6 +241,7 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
                 add("shared_expert_gate", h, 1, False, "router", 1, n_moe)  # sigmoid gate of the shared expert
             if family == "ernie4_5_moe":
                 extra += n_moe * experts  # gate.moe_statics.e_score_correction_bias (1, E), requires_grad=False
+                out["params_frozen"] = n_moe * experts  # ... so full fine-tuning gives it no gradient or state
         inter = dense_inter or moe_inter
 
     # ---- what PEFT's all-linear wraps ------------------------------------------------------------------
