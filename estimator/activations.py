@@ -651,14 +651,34 @@ def _gdn_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearMod
     return saved
 
 
+def _llama4_routed(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """Llama4TextMoe (transformers 5.24.0 modeling_llama4.py) sends every token through all E experts:
+    hidden_states.repeat(E, 1) times the sigmoid router scores, then two bmm over the fused expert tensors
+    (Llama4TextExperts), so the routed part saves E copies per token, not k gathered ones (docs/formulas.md §3.4)."""
+    e, h, i, c = spec.num_experts, spec.hidden_size, spec.moe_intermediate_size, ctx.c
+    # the router and the shared expert read one tensor (the router's input is saved when it trains)
+    saved = _linear_inputs(_mods(spec, ("router", "shared_in")), h, ctx.resid, ctx)
+    saved += FP32 * e + 2 * 8 * spec.experts_per_token  # fp32 sigmoid output; topk and scatter_ int64 indices
+    saved += c * e + c * e * h  # the scaling product keeps the scores (contiguous copy) and the E repeated tokens
+    saved += c * e * 2 * i  # SiLU saves the gate half of gate_up, a view that keeps the whole bmm output alive
+    saved += c * e * i  # SiLU output (up × act also keeps the up half, already counted)
+    if ctx.base_trainable:
+        saved += c * e * (h + i)  # the two bmm inputs, for the expert weight gradients
+    return saved
+
+
 def _family_mlp(spec: ModelSpec, ctx: ActivationContext, moe: bool) -> float:
-    """Dense SwiGLU, or the MoE block: router logits in fp32, k routed experts on gathered copies (as moe_layer),
-    and the shared expert(s) as a dense SwiGLU of their width (plus the sigmoid gate of Qwen3-Next / Qwen3.5)."""
+    """Dense SwiGLU, or the MoE block: router logits in fp32, k routed experts on gathered copies (as moe_layer;
+    Llama 4: all E experts on every token), and the shared expert(s) as a dense SwiGLU of their width (plus the
+    sigmoid gate of Qwen3-Next / Qwen3.5)."""
     if not moe:
         n_dense = spec.num_layers - spec.moe_layers
         return _mlp(spec, ctx, spec.intermediate_size, _mods(spec, ("mlp_in",), n_dense),
                     _mods(spec, ("mlp_out",), n_dense))
-    saved = moe_layer(replace(spec, shared_expert_intermediate_size=0), ctx).mlp
+    if spec.family == "llama4_text":
+        saved = _llama4_routed(spec, ctx)
+    else:
+        saved = moe_layer(replace(spec, shared_expert_intermediate_size=0), ctx).mlp
     if spec.shared_expert_intermediate_size:
         saved += _mlp(spec, ctx, spec.shared_expert_intermediate_size, _mods(spec, ("shared_in",)),
                       _mods(spec, ("shared_out",)), trainable_input=False)
