@@ -438,9 +438,7 @@ def _rw_cases() -> list[dict]:
 # Issue 11's dense families and multimodal wrappers at real widths (prefix "rwd-"; fixtures in
 # validation/data/fixtures_dense_families.json).  Few layers keep the fake traces quick; the wrappers keep
 # two tower layers at the tower's real width.  Dropout is set to 0 (StarCoder2's configs say 0.1; the estimator
-# notes that it does not count dropout masks).  Gemma 3 with image inputs (pixel_values, token_type_ids; supported by
-# calibration/trace.py through setup["image_tokens"]) is not in the matrix: one fake trace ran over 20 minutes on the
-# 2-core machine without finishing, at 896 px and at 224 px alike.
+# notes that it does not count dropout masks).  Gemma 3 with image inputs: the "rwi-" cases below.
 # --------------------------------------------------------------------------------------------------
 _SIGLIP_896 = dict(model_type="siglip_vision_model", hidden_size=1152, image_size=896, intermediate_size=4304,
                    num_attention_heads=16, num_hidden_layers=2, patch_size=14, vision_use_head=False)
@@ -498,6 +496,24 @@ def _rwd_cases() -> list[dict]:
             out.append({"id": "rwd-" + _rw_case_id(model, layers, st)[3:], "family": family,
                         "config": full_config(family, spec), "setup": st,
                         "tags": ["dense", "real-width", "tied" if tied else "untied", "loss-standard"]})
+    return out
+
+
+# Gemma 3 with image inputs (prefix "rwi-"; fixtures in validation/data/fixtures_image_inputs.json): the rwd- Gemma 3
+# 4B shape with its 896-px SigLIP tower (2 layers) and one image per example, whose 256 placeholder tokens come on
+# top of seq_len text tokens (calibration/trace.py _train_step). The fake trace used to fail on the placeholder
+# check and fall back to a real CPU run that never finished; it takes about a minute since the check is skipped
+# under fake mode. LoRA all-linear (the tower stays frozen, without adapters), with and without checkpointing.
+def _rwi_cases() -> list[dict]:
+    family, spec = RWD_MODELS["gemma3-4b"]
+    out = []
+    for ckpt, seq in ((False, 768), (True, 1792)):
+        st = _setup("lora", "bf16", 1, seq, ckpt, "sdpa", "all-linear", 16)
+        st["offload_activations"] = False
+        st["image_tokens"] = int(spec["mm_tokens_per_image"])
+        out.append({"id": "rwi-" + _rw_case_id("gemma3-4b", 2, st)[3:] + f"-img{st['image_tokens']}",
+                    "family": family, "config": full_config(family, spec), "setup": st,
+                    "tags": ["dense", "real-width", "image-inputs", "loss-standard"]})
     return out
 
 
@@ -581,7 +597,7 @@ def _rw_moe_cases() -> list[dict]:
 
 def get_cases() -> list[dict]:
     """All calibration cases, deterministic order, unique ids."""
-    cases = _dense_cases() + _extra_cases() + _moe_cases() + _rw_cases() + _rwd_cases() + _rw_moe_cases()
+    cases = _dense_cases() + _extra_cases() + _moe_cases() + _rw_cases() + _rwd_cases() + _rw_moe_cases() + _rwi_cases()
     ids = [c["id"] for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:

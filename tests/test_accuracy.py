@@ -154,3 +154,15 @@ def test_moe_mla_hybrid_sink_parameter_counts_are_exact():
         assert trainable == measured["params_trainable"], case["id"]
         adapters = trainable if setup["method"] == "lora" else 0
         assert spec.params_total + adapters == measured["params_total"], case["id"]
+
+
+def test_gemma3_with_image_inputs_within_2_percent():
+    """Gemma 3 4B at real width with one 896-px image per example (256 placeholder tokens on top of the text, the
+    frozen SigLIP tower's forward): LoRA all-linear with and without checkpointing, against the image-token
+    estimate (TrainingSetup.image_tokens)."""
+    from pathlib import Path
+
+    ids = {c["id"] for c in json.loads((Path(validation.FIXTURES).parent / "fixtures_image_inputs.json").read_text())}
+    rows = [r for r in REPORT["tracer"]["rows"] if r["id"] in ids]
+    assert len(rows) == len(ids) >= 2 and {r["grad_ckpt"] for r in rows} == {True, False}
+    assert max(abs(r["error_pct"]) for r in rows) <= 2.0, rows
