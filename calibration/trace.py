@@ -332,7 +332,7 @@ def _enable_grad_ckpt(model, offload: bool = False) -> None:
 
 # nn.Linear subclasses that return a tuple: PEFT's all-linear wraps them, and the wrapper's forward then fails
 _TUPLE_LINEARS = frozenset({"Llama4Router"})
-TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower).*"
+TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower|embed_vision|embed_audio|visual).*"
 
 
 def all_linear_exclude(model: torch.nn.Module, wrapper: bool) -> str | None:

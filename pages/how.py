@@ -14,11 +14,12 @@ from estimator.precision import NF4_DQ_BYTES, optimizer_state_bytes
 from estimator.snippets import snippet_language, training_snippet
 from estimator.stacks import STACK_FACTS, STACK_FIELDS, STACKS, setup_summary
 from ui.inputs import plain, render_inputs, share_box, show_notes
-from ui.trainer_inputs import how_section_markdown
+from ui.trainer_inputs import how_section_markdown, page_trainer
 from validation import accuracy_report
 
 inputs = render_inputs()
 show_notes(inputs)
+page_trainer(inputs)  # the sidebar's Trainer box, as on every page (the setup travels with page switches)
 spec, setup = inputs.model, inputs.setup
 
 st.title("How it works")
