@@ -234,8 +234,9 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     tokens = setup.tokens
     c = compute_bytes(setup)
     lora = act.lora_params(spec, setup, ctx.adapted)
-    # full fine-tuning trains everything but a multimodal wrapper's frozen towers
-    trainable = spec.params_total - spec.params_tower if setup.method == "full" else lora
+    # full fine-tuning trains everything but a multimodal wrapper's frozen towers and the parameters the model
+    # itself creates with requires_grad=False (ERNIE 4.5 MoE's e_score_correction_bias)
+    trainable = spec.params_total - spec.params_tower - spec.params_frozen if setup.method == "full" else lora
 
     w_frozen, w_train, w_formula = _weights(spec, setup, lora)
     gb = trainable_bytes(setup)

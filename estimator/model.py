@@ -127,6 +127,7 @@ class ModelSpec:
     linear_key_dim: int = 0  # linear_key_head_dim
     linear_value_dim: int = 0  # linear_value_head_dim
     linear_conv_kernel: int = 0  # linear_conv_kernel_dim
+    params_frozen: int = 0  # parameters the model creates with requires_grad=False (in params_total; never trained)
     # Gemma 4 / Gemma 3n (estimator/families_gemma.py):
     params_extra_embedding: int = 0  # per-layer input embedding table (PLE), counted with the embeddings
 
