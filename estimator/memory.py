@@ -22,7 +22,7 @@ from .precision import (
     weight_bytes,
 )
 from .stacks import NO_SDPA_FAMILIES, attention_impl, get_stack
-from .training import TrainingSetup
+from .training import ALL_LINEAR, TrainingSetup
 
 if TYPE_CHECKING:  # only for annotations: devices does not import memory either
     from .devices import Device
@@ -137,7 +137,7 @@ def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, f
     (embeddings, head, norms) 16-bit, or fp32 after prepare_model_for_kbit_training (docs/formulas.md §2.1)."""
     wb = weight_bytes(setup)
     if setup.method == "full":
-        if spec.params_tower:  # a multimodal wrapper's towers stay frozen; the language model trains
+        if spec.params_tower and not setup.train_tower:  # the towers stay frozen; the language model trains
             lm = spec.params_total - spec.params_tower
             return (float(spec.params_tower * wb), float(lm * wb),
                     f"{wb} B × {lm:,} language-model params + {wb} B × {spec.params_tower:,} frozen tower params")
@@ -169,8 +169,9 @@ def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
     if setup.method != "full":
         r = setup.lora_rank
         targets = act.adapted_modules(spec, setup)
-        return sum(FP32 * ((r + m.in_features) + (m.out_features + r)) * m.count * (m.layers or spec.num_layers)
-                   for m in spec.linears if m.name in targets)
+        tower = sum(FP32 * ((r + i) + (o + r)) * n for i, o, n in spec.tower_linears) if setup.train_tower else 0
+        return tower + sum(FP32 * ((r + m.in_features) + (m.out_features + r)) * m.count * (m.layers or spec.num_layers)
+                           for m in spec.linears if m.name in targets)
     total = 0.0
     for m in spec.linears:
         per = FP32 * (m.in_features + m.out_features) + (FP32 * m.out_features if m.bias else 0)
@@ -178,6 +179,10 @@ def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
     heads = 1 if spec.tie_embeddings else 2
     total += heads * FP32 * (spec.vocab_size + spec.hidden_size)
     norms = spec.params_total - spec.params_quantizable - spec.params_embedding - spec.params_tower
+    if setup.train_tower:  # the trained tower: row + column factors per linear, a full second moment for the rest
+        tower_linear = sum(i * o * n for i, o, n in spec.tower_linears)
+        total += sum(FP32 * (i + o) * n for i, o, n in spec.tower_linears)
+        norms += spec.params_tower - tower_linear
     return total + FP32 * norms
 
 
@@ -225,18 +230,88 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
     return weights, grads, opt, cpu, note
 
 
+def _check_tower(spec: ModelSpec, setup: TrainingSetup) -> None:
+    """train_tower needs a multimodal wrapper whose tower is counted (and, for LoRA, whose linears are known)."""
+    if not setup.train_tower:
+        return
+    if not spec.tower_kind:
+        raise ValueError(f"training the vision tower needs a multimodal model; {spec.name} has no vision tower")
+    if not spec.params_tower:
+        raise ValueError(f"training the tower: {spec.name}'s {spec.tower_kind} tower weights are not counted here, "
+                         "so its gradients and optimizer state cannot be estimated")
+    if setup.method != "full" and not spec.tower_linears:
+        raise ValueError(f"LoRA on the tower: the {spec.tower_kind} tower's linear shapes of {spec.name} are not "
+                         "modelled (gemma3, mistral3 and qwen3_5 are); train it fully or keep it frozen")
+
+
+def tower_lora_params(spec: ModelSpec, rank: int) -> int:
+    """LoRA parameters PEFT adds on the tower's and projector's nn.Linear modules: r × (in + out) each (LoRA paper
+    §4). PEFT 0.21.2's all-linear (tuners_utils.py _maybe_include_all_linear_layers) takes every nn.Linear but the
+    output head, so these are also what a plain target_modules="all-linear" adds (docs/formulas.md §3.9)."""
+    return sum(rank * (i + o) * n for i, o, n in spec.tower_linears)
+
+
+def tower_activation_bytes(spec: ModelSpec, setup: TrainingSetup) -> tuple[float, str]:
+    """Saved-for-backward tensors of a trained ViT tower over the images in one micro-batch (docs/formulas.md §3.9;
+    untraced). Patches = image tokens × patches per token. Per patch and layer, SigLIP/Qwen3.5 (LayerNorm, SDPA,
+    fc1-GELU-fc2): c·(9h + 2I) + 16; Pixtral (fp32 RMSNorms, SDPA, gated SiLU MLP): c·(7h + 4I) + 8h + 8.
+    Gradient checkpointing (the encoder layers are GradientCheckpointingLayer) keeps each layer's input, c·h."""
+    if not (setup.train_tower and setup.image_tokens and spec.tower_encoder):
+        return 0.0, ""
+    h, inter, layers = spec.tower_encoder
+    c = compute_bytes(setup)
+    patches = setup.batch * setup.image_tokens * spec.tower_patches_per_token
+    if setup.grad_ckpt:
+        per = c * h * layers  # each encoder layer's input
+        formula = f"{patches:,} patches × {layers} layers × c·h (checkpointed layer inputs)"
+    elif spec.tower_gated_mlp:
+        per = layers * (c * (7 * h + 4 * inter) + 8 * h + 8)  # Pixtral: fp32 RMSNorm inputs, gate/up/SiLU/product
+        formula = f"{patches:,} patches × {layers} layers × (c·(7h + 4I) + 8h + 8)"
+    else:
+        per = layers * (c * (9 * h + 2 * inter) + 16)  # LN in/out ×2, q/k/v, SDPA out + copy, GELU in/out
+        formula = f"{patches:,} patches × {layers} layers × (c·(9h + 2I) + 16)"
+    return float(patches * per), formula
+
+
+def tower_notes(spec: ModelSpec, setup: TrainingSetup) -> list[str]:
+    """What the frameworks do with a multimodal wrapper's tower by default, where this estimate differs."""
+    if not spec.params_tower:
+        return []
+    if setup.train_tower:
+        if setup.image_tokens and not spec.tower_encoder:
+            return ["Training the tower: its activations on images are not modelled for this wrapper (untraced)."]
+        if not setup.image_tokens:
+            return ["Training the tower without image tokens: the tower's weights, gradients and optimizer state are "
+                    "counted, but no image runs through it (set image tokens per example for its activations)."]
+        return ["Training the tower on images: its activations follow a per-layer ViT formula from the modelling "
+                "code (untraced)."]
+    if setup.method == "full":
+        return ["The vision tower is estimated frozen. TRL 1.16's SFTTrainer does not freeze it: a plain full "
+                "fine-tune trains it too unless you set requires_grad=False on it (or turn on 'train the tower')."]
+    if ALL_LINEAR in setup.lora_targets and spec.tower_linears:
+        extra = tower_lora_params(spec, setup.lora_rank)
+        return [f"LoRA is estimated on the language model only. PEFT 0.21.2's target_modules='all-linear' also "
+                f"wraps the tower's and projector's linears ({extra:,} more adapter parameters at rank "
+                f"{setup.lora_rank}) unless exclude_modules leaves them out; 'train the tower' counts them."]
+    return []
+
+
 def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
     if setup.image_tokens and not spec.tower_kind:
         raise ValueError(f"image tokens per example need a multimodal model; {spec.name} has no vision tower")
+    _check_tower(spec, setup)
     spec = act.stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
     ctx = act.context(spec, setup)
     tokens = setup.tokens
     c = compute_bytes(setup)
     lora = act.lora_params(spec, setup, ctx.adapted)
-    # full fine-tuning trains everything but a multimodal wrapper's frozen towers and the parameters the model
-    # itself creates with requires_grad=False (ERNIE 4.5 MoE's e_score_correction_bias)
-    trainable = spec.params_total - spec.params_tower - spec.params_frozen if setup.method == "full" else lora
+    if setup.train_tower and setup.method != "full":
+        lora += tower_lora_params(spec, setup.lora_rank)  # adapters on the tower's and projector's linears
+    # full fine-tuning trains everything but a multimodal wrapper's frozen towers (unless train_tower) and the
+    # parameters the model itself creates with requires_grad=False (ERNIE 4.5 MoE's e_score_correction_bias)
+    frozen_tower = 0 if setup.train_tower else spec.params_tower
+    trainable = spec.params_total - frozen_tower - spec.params_frozen if setup.method == "full" else lora
 
     w_frozen, w_train, w_formula = _weights(spec, setup, lora)
     gb = trainable_bytes(setup)
@@ -288,6 +363,13 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     casts_all, casts_layer, head_casts = _casts(spec, setup, lora, ctx.head_module)
     if setup.sharding == "zero3" and setup.gpus > 1:
         casts_all = casts_layer  # FSDP/ZeRO-3 gathers and casts one unit at a time, then frees it
+    tower_acts, tower_formula = tower_activation_bytes(spec, setup)
+    if tower_acts and setup.precision == "mixed" and setup.method == "full" and not setup.grad_ckpt:
+        # the trained tower's fp32 linear weights are cast to bf16 in its forward and kept until its backward,
+        # which runs last (§3.3 M: + 2 B × P, for the tower's linears)
+        tower_casts = 2.0 * sum(i * o * n for i, o, n in spec.tower_linears)
+        casts_all += tower_casts
+        casts_layer += tower_casts
     moe_delta = act.moe_lora_delta_bytes(spec, ctx)  # per MoE layer
     sizes = act.layer_sizes(spec, ctx)  # each layer kind computed once
     layers = tokens * act.layers_per_token(spec, ctx, sizes) + moe_delta * spec.moe_layers
@@ -347,16 +429,19 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     act_one = d("activations", "Recomputed layer", one_layer - tokens * act.checkpoint_alias_per_token(spec, ctx),
                 "T × one layer's saved tensors (less its own checkpointed input)")
     act_deq = d("activations", "QLoRA dequantisation buffer", dequant, "largest 4-bit matrix in 16-bit")
+    # a trained tower's saved tensors: made first in forward, freed last in backward (the tower runs before the LM)
+    act_deq_tower = [act_deq, d("activations", "Vision tower activations (trained)", tower_acts, tower_formula)]
     phases: list[Phase]
     if not setup.grad_ckpt:
         act_layers = d("activations", "Layer activations", layers, "T × Σ layers' saved tensors")
         phases = [
             phase("loss backward", casts_all, g_persist + g_loss, "Gradients (accumulated)",
-                  [act_layers, act_final, act_loss_kept, act_loss_tr]),
+                  [act_layers, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
             phase("backward, output layer", casts_all, g_persist + g_head, "Gradients (head)",
-                  [act_layers, act_ids, act_temp, act_deq]),
+                  [act_layers, act_ids, act_temp, *act_deq_tower]),
             phase("backward, first layer", casts_layer, g_first, "Gradients",
-                  [d("activations", "First layer's activations", one_layer, "T × one layer"), act_temp, act_deq]),
+                  [d("activations", "First layer's activations", one_layer, "T × one layer"), act_temp,
+                   *act_deq_tower]),
         ]
     else:
         act_ckpt = d("activations", "Checkpointed layer inputs", ckpt,
@@ -366,11 +451,11 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
                       "T × (c·I + 4·I + 5·c·h) − backward temporaries")
         phases = [
             phase("loss backward", head_casts, g_persist + g_loss, "Gradients (accumulated)",
-                  [act_ckpt, act_final, act_loss_kept, act_loss_tr]),
+                  [act_ckpt, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
             phase("backward, recomputing last layer", head_casts + casts_layer, g_persist + g_head,
-                  "Gradients (head)", [act_ckpt, act_ids, act_one, act_temp, recompute, act_deq]),
+                  "Gradients (head)", [act_ckpt, act_ids, act_one, act_temp, recompute, *act_deq_tower]),
             phase("backward, recomputing first layer", casts_layer, g_first,
-                  "Gradients", [act_one, act_temp, recompute, act_deq]),
+                  "Gradients", [act_one, act_temp, recompute, *act_deq_tower]),
         ]
     if setup.method == "full" and spec.tie_embeddings:
         # Tied embeddings: at the end of backward autograd holds the head's gradient of the shared weight (in
@@ -416,6 +501,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
                      "flash-attn) avoids them.")
     elif setup.attention == "eager":
         notes.append("Eager attention stores s²-sized attention scores per head; SDPA/flash does not.")
+    notes.extend(tower_notes(spec, setup))
     if setup.method == "qlora":
         notes.append("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout.")
     return Estimate(

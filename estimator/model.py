@@ -130,6 +130,11 @@ class ModelSpec:
     params_frozen: int = 0  # parameters the model creates with requires_grad=False (in params_total; never trained)
     # Gemma 4 / Gemma 3n (estimator/families_gemma.py):
     params_extra_embedding: int = 0  # per-layer input embedding table (PLE), counted with the embeddings
+    # Training the tower (TrainingSetup.train_tower; docs/formulas.md §3.9), from the wrapper's vision_config:
+    tower_linears: tuple[tuple[int, int, int], ...] = ()  # (in, out, count) of every nn.Linear in tower + projector
+    tower_encoder: tuple[int, int, int] = ()  # ViT encoder (hidden, intermediate, layers); () = not modelled
+    tower_gated_mlp: bool = False  # Pixtral's gate/up/down MLP (SigLIP and Qwen3.5's vision MLP: fc1/fc2)
+    tower_patches_per_token: int = 0  # encoder patches per image placeholder token in the language model
 
     @property
     def q_dim(self) -> int:
@@ -447,6 +452,53 @@ def _tower_params(cfg: Mapping[str, Any], text_hidden: int) -> int | None:
     return None
 
 
+def _tower_shapes(cfg: Mapping[str, Any], text_hidden: int) -> dict[str, Any]:
+    """The tower's nn.Linear shapes and ViT encoder shape (TrainingSetup.train_tower), or {} where not modelled.
+    Only the wrappers whose modelling code was read for this: gemma3 (SiglipVisionModel, transformers 5.24.0
+    modeling_siglip.py: q/k/v/out_proj h→h, fc1 h→I, fc2 I→h; patch embedding is a Conv2d; the projector's
+    mm_input_projection_weight is an nn.Parameter, not an nn.Linear), mistral3 (PixtralVisionModel,
+    modeling_pixtral.py: q/k/v/o h→h, gate/up h→I, down I→h; Mistral3MultiModalProjector: merging_layer h·m²→h,
+    linear_1 h·feature layers→text h, linear_2 text h→text h) and qwen3_5 (Qwen3_5VisionModel, modeling_qwen3_5.py:
+    qkv h→3h, proj h→h, linear_fc1 h→I, linear_fc2 I→h; the merger's fc1 h·m²→h·m² and fc2 h·m²→out)."""
+    top = cfg.get("model_type")
+    v = _sub(cfg, "vision_config")
+    if not v:
+        return {}
+    h = _positive_int(v, "hidden_size", default=768)
+    inter = _positive_int(v, "intermediate_size", default=3072)
+    if top == "gemma3":
+        layers = _positive_int(v, "num_hidden_layers", default=12, limit=MAX_LAYERS)
+        side = _positive_int(v, "image_size", default=224, limit=1 << 16) // _positive_int(v, "patch_size", default=16,
+                                                                                              limit=4096)
+        per_image = _positive_int(cfg, "mm_tokens_per_image", default=256, limit=1 << 20)
+        # patches per image / placeholder tokens per image: 896 px / 14 = 64² = 4096 patches → 256 tokens (avg-pooled)
+        return {"tower_linears": ((h, h, 4 * layers), (h, inter, layers), (inter, h, layers)),
+                "tower_encoder": (h, inter, layers), "tower_gated_mlp": False,
+                "tower_patches_per_token": max(1, side * side // per_image)}
+    if top == "mistral3":
+        layers = _positive_int(v, "num_hidden_layers", default=24, limit=MAX_LAYERS)
+        merge = _positive_int(cfg, "spatial_merge_size", default=2, limit=64)
+        feature = cfg.get("vision_feature_layer", -1)
+        n_feature = len(feature) if isinstance(feature, list) and feature else 1
+        return {"tower_linears": ((h, h, 4 * layers), (h, inter, 2 * layers), (inter, h, layers),
+                                  (h * merge * merge, h, 1), (h * n_feature, text_hidden, 1),
+                                  (text_hidden, text_hidden, 1)),
+                "tower_encoder": (h, inter, layers), "tower_gated_mlp": True,
+                # each image token merges m × m patches (the [IMG_BREAK]/[IMG_END] tokens have no patch: a slight
+                # overestimate)
+                "tower_patches_per_token": merge * merge}
+    if top in ("qwen3_5", "qwen3_5_moe"):
+        layers = _positive_int(v, "depth", default=27, limit=MAX_LAYERS)
+        merge = _positive_int(v, "spatial_merge_size", default=2, limit=64)
+        out = _positive_int(v, "out_hidden_size", default=text_hidden)
+        merged = h * merge * merge
+        return {"tower_linears": ((h, 3 * h, layers), (h, h, layers), (h, inter, layers), (inter, h, layers),
+                                  (merged, merged, 1), (merged, out, 1)),
+                "tower_encoder": (h, inter, layers), "tower_gated_mlp": False,
+                "tower_patches_per_token": merge * merge}  # one image token per m × m merged patches
+    return {}
+
+
 def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: str, source: str) -> ModelSpec:
     """A multimodal wrapper (gemma3, mistral3, qwen3_5, llava, …): the language model from its text_config,
     with a note that the other towers are not counted."""
@@ -481,7 +533,7 @@ def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: 
         note += ("; Gemma 3n's MobileNetV5 vision encoder (a timm model, about 0.3 B parameters) is not counted: "
                  "only its embedder is")
     return _with_counts(replace(spec, params_tower=counted, tower_kind=" and ".join(towers),
-                                notes=(*spec.notes, note)))
+                                notes=(*spec.notes, note), **_tower_shapes(cfg, spec.hidden_size)))
 
 
 def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source: str = "config.json") -> ModelSpec:

@@ -86,6 +86,9 @@ class TrainingSetup:
     # language model's sequence (Gemma 3: mm_tokens_per_image = 256 per image), so the language model runs on
     # seq_len + image_tokens positions; the collator masks them out of the labels.
     image_tokens: int = 0
+    # Train the multimodal wrapper's vision tower and projector too (full: all their weights; LoRA: adapters on
+    # their nn.Linear modules). False = the tower stays frozen (estimate() refuses True for a text-only model).
+    train_tower: bool = False
 
     def __post_init__(self) -> None:
         _check_choice("method", self.method, METHODS)
@@ -112,6 +115,8 @@ class TrainingSetup:
         _check_int("gpus", self.gpus, 1, MAX_GPUS)
         _check_int("grad_accum", self.grad_accum, 1, 1 << 16)
         _check_int("image_tokens", self.image_tokens, 0, MAX_SEQ_LEN)
+        if not isinstance(self.train_tower, bool):
+            raise ValueError(f"train_tower must be true or false, got {str(self.train_tower)[:20]!r}")
         if not isinstance(self.lora_targets, tuple) or not self.lora_targets:
             raise ValueError("lora_targets must be 'all-linear' or a list of module names")
         for target in self.lora_targets:
