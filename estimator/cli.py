@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image-tokens", type=int, default=0,
                    help="image tokens per example, for a multimodal model trained on images (Gemma 3: 256 per "
                         "image); they lengthen the language model's sequence")
+    p.add_argument("--train-tower", action="store_true",
+                   help="train the multimodal model's vision tower and projector too (full: all their weights; "
+                        "LoRA: adapters on their linears); default: frozen")
     p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None,
                    help="gradient checkpointing on/off (default: the stack's)")
     p.add_argument("--offload-activations", action=argparse.BooleanOptionalAction, default=None,
@@ -255,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lora_rank=args.lora_rank, lora_targets=parse_targets(args.lora_targets), gpus=args.gpus,
             sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
             compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
-            image_tokens=args.image_tokens,
+            image_tokens=args.image_tokens, train_tower=args.train_tower,
         )
         trainer = TrainerSetup(
             args.trainer, beta=args.beta, precompute_ref=args.precompute_ref, num_generations=args.num_generations,

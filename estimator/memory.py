@@ -230,7 +230,7 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
     return weights, grads, opt, cpu, note
 
 
-def _check_tower(spec: ModelSpec, setup: TrainingSetup) -> None:
+def check_tower(spec: ModelSpec, setup: TrainingSetup) -> None:
     """train_tower needs a multimodal wrapper whose tower is counted (and, for LoRA, whose linears are known)."""
     if not setup.train_tower:
         return
@@ -300,7 +300,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
     if setup.image_tokens and not spec.tower_kind:
         raise ValueError(f"image tokens per example need a multimodal model; {spec.name} has no vision tower")
-    _check_tower(spec, setup)
+    check_tower(spec, setup)
     spec = act.stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
     ctx = act.context(spec, setup)
     tokens = setup.tokens

@@ -52,6 +52,7 @@ VALID: dict[str, list[str]] = {
     "rule": ["true", "false"],
     "present": ["true", "false"],
     "images": ["0", "256", "512", "4096"],  # image tokens per example (shown for multimodal models only)
+    "tower": ["true", "false"],  # train the vision tower (shown for multimodal models only)
 }
 assert set(VALID) == set(URL_PARAMS)
 

@@ -6,7 +6,7 @@ uploaded file is ever rendered as HTML or Markdown."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import streamlit as st
@@ -30,6 +30,7 @@ from estimator import (
     parse_targets,
 )
 from estimator.hub import HubError, fetch_model, is_model_id, normalise_model_id
+from estimator.memory import check_tower
 from estimator.stacks import DEFAULT_STACK, STACKS, get_stack, resolve_setup, setup_summary
 from ui.params import (
     AUTO,
@@ -483,12 +484,16 @@ def render_inputs() -> Inputs:
     max_len = widget("max_len", sb, disabled=generates)
     if generates:
         sb.caption(GENERATES_NOTE)
-    images = 0
+    images, tower = 0, False
     if spec.tower_kind:  # multimodal wrappers only: image tokens lengthen the language model's sequence
         images = widget("images", sb)
-    elif st.query_params.get("images", "0") not in ("0", ""):
-        notes.append(f"Image tokens apply to multimodal models only; {spec.name} is a text model, so the link's "
-                     f"'images' value is not used.")
+        tower = widget("tower", sb)
+    else:
+        for key, what, off in (("images", "Image tokens apply", "0"), ("tower", "Training the vision tower applies",
+                                                                        "false")):
+            if st.query_params.get(key, off) not in (off, ""):
+                notes.append(f"{what} to multimodal models only; {spec.name} is a text model, so the link's "
+                             f"'{key}' value is not used.")
     ckpt = widget("ckpt", sb)
 
     with sb.expander("Optimizer, loss, attention, LoRA"):
@@ -537,7 +542,7 @@ def render_inputs() -> Inputs:
         optimizer=None if optimizer == AUTO else str(optimizer),
         grad_ckpt={"true": True, "false": False, "offload": True}.get(str(ckpt)),
         offload_activations={"offload": True, "false": False, "true": False}.get(str(ckpt)),
-        loss=None if loss == AUTO else str(loss), image_tokens=int(images),
+        loss=None if loss == AUTO else str(loss), image_tokens=int(images), train_tower=bool(tower),
     )
     try:
         setup = resolve_setup(stack_id, **settings)
@@ -548,6 +553,12 @@ def render_inputs() -> Inputs:
         except ValueError as exc2:
             notes.append(f"Setup not valid ({exc2}); using defaults.")
             setup = resolve_setup(DEFAULT_STACK)
+    if setup.train_tower:
+        try:
+            check_tower(spec, setup)
+        except ValueError as exc:
+            notes.append(f"{exc}. Using a frozen tower.")
+            setup = replace(setup, train_tower=False)
     sb.caption(plain(setup_summary(setup)))
     return Inputs(model=spec, setup=setup, device=device, rule="seed" if rule_on else None,
                   presentation=bool(present), notes=tuple(notes), model_choice=str(choice))

@@ -183,6 +183,10 @@ def _rows() -> tuple[Param, ...]:
               help="For training on images: the placeholder tokens each example's images add to the language "
                    "model's sequence (Gemma 3: 256 per image). 0 = text only.",
               source=f"{setup_src} (image_tokens, MAX_SEQ_LEN)"),
+        Param("tower", "Train the vision tower", "toggle", _setup("train_tower"),
+              help="Multimodal models: train the vision tower and projector too (full: all their weights; LoRA: "
+                   "adapters on their linear layers). Off = frozen; only the language model trains.",
+              source=f"{setup_src} (train_tower)"),
         # --- the trainer box (ui/trainer_inputs.py), in every page's sidebar ---
         Param("trainer", "Trainer", "selectbox", setup_default(TrainerSetup, "trainer"), TRAINER_IDS,
               help="; ".join(f"{k}: {o.label}" for k, o in TRAINERS.items()), group="trainer",
