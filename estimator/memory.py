@@ -247,12 +247,12 @@ def check_tower(spec: ModelSpec, setup: TrainingSetup) -> None:
 def tower_lora_params(spec: ModelSpec, rank: int) -> int:
     """LoRA parameters PEFT adds on the tower's and projector's nn.Linear modules: r × (in + out) each (LoRA paper
     §4). PEFT 0.21.2's all-linear (tuners_utils.py _maybe_include_all_linear_layers) takes every nn.Linear but the
-    output head, so these are also what a plain target_modules="all-linear" adds (docs/formulas.md §3.9)."""
+    output head, so these are also what a plain target_modules="all-linear" adds (docs/formulas.md §3.7)."""
     return sum(rank * (i + o) * n for i, o, n in spec.tower_linears)
 
 
 def tower_activation_bytes(spec: ModelSpec, setup: TrainingSetup) -> tuple[float, str]:
-    """Saved-for-backward tensors of a trained ViT tower over the images in one micro-batch (docs/formulas.md §3.9;
+    """Saved-for-backward tensors of a trained ViT tower over the images in one micro-batch (docs/formulas.md §3.7;
     untraced). Patches = image tokens × patches per token. Per patch and layer, SigLIP/Qwen3.5 (LayerNorm, SDPA,
     fc1-GELU-fc2): c·(9h + 2I) + 16; Pixtral (fp32 RMSNorms, SDPA, gated SiLU MLP): c·(7h + 4I) + 8h + 8.
     Gradient checkpointing (the encoder layers are GradientCheckpointingLayer) keeps each layer's input, c·h."""

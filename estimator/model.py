@@ -130,7 +130,7 @@ class ModelSpec:
     params_frozen: int = 0  # parameters the model creates with requires_grad=False (in params_total; never trained)
     # Gemma 4 / Gemma 3n (estimator/families_gemma.py):
     params_extra_embedding: int = 0  # per-layer input embedding table (PLE), counted with the embeddings
-    # Training the tower (TrainingSetup.train_tower; docs/formulas.md §3.9), from the wrapper's vision_config:
+    # Training the tower (TrainingSetup.train_tower; docs/formulas.md §3.7), from the wrapper's vision_config:
     tower_linears: tuple[tuple[int, int, int], ...] = ()  # (in, out, count) of every nn.Linear in tower + projector
     tower_encoder: tuple[int, int, int] = ()  # ViT encoder (hidden, intermediate, layers); () = not modelled
     tower_gated_mlp: bool = False  # Pixtral's gate/up/down MLP (SigLIP and Qwen3.5's vision MLP: fc1/fc2)

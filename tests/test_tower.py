@@ -1,0 +1,144 @@
+"""Training a multimodal wrapper's vision tower (TrainingSetup.train_tower; docs/formulas.md §3.7)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from estimator import TrainingSetup, estimate, get_device, load_preset, verdict
+from estimator.cli import main
+from estimator.memory import tower_activation_bytes, tower_lora_params
+from estimator.stacks import resolve_setup, setup_json
+
+ROOT = Path(__file__).resolve().parents[1]
+GEMMA3_TOWER = 419_816_304  # SigLIP-400M at 896 px + Gemma 3 projector (calibration count, gemma-3-4b)
+
+
+def _phase(est, name):
+    return next(p for p in est.phases if p.name == name)
+
+
+def test_full_fine_tuning_trains_exactly_the_tower_more():
+    spec = load_preset("gemma-3-4b")
+    assert spec.params_tower == GEMMA3_TOWER
+    frozen = estimate(spec, TrainingSetup(method="full", precision="bf16"))
+    trained = estimate(spec, TrainingSetup(method="full", precision="bf16", train_tower=True))
+    assert frozen.params_trainable == 4_300_079_472 - GEMMA3_TOWER == 3_880_263_168
+    assert trained.params_trainable == 4_300_079_472  # everything trains
+    # bf16 gradients (2 B) and AdamW's two bf16 moments (2 × 2 B) per tower parameter, at the optimizer step
+    # (the default optimizer is fused: no step temporaries)
+    step_f, step_t = _phase(frozen, "optimizer step"), _phase(trained, "optimizer step")
+    assert step_t.gradients - step_f.gradients == 2 * GEMMA3_TOWER
+    assert step_t.optimizer - step_f.optimizer == 4 * GEMMA3_TOWER
+    assert step_t.weights == step_f.weights  # same bytes, now all trainable
+
+
+def test_mixed_precision_tower_gets_an_fp32_master_copy():
+    spec = load_preset("gemma-3-4b")
+    frozen = estimate(spec, TrainingSetup(method="full", precision="mixed"))
+    trained = estimate(spec, TrainingSetup(method="full", precision="mixed", train_tower=True))
+    step_f, step_t = _phase(frozen, "optimizer step"), _phase(trained, "optimizer step")
+    assert step_t.weights == step_f.weights  # fp32 either way (mixed keeps fp32 weights)
+    assert step_t.gradients - step_f.gradients == 4 * GEMMA3_TOWER
+    assert step_t.optimizer - step_f.optimizer == 2 * 4 * GEMMA3_TOWER  # two fp32 moments
+
+
+def test_lora_adapters_on_the_towers_linears():
+    spec = load_preset("gemma-3-4b")
+    # SigLIP: 27 layers × (4 × (1152 + 1152) + (1152 + 4304) + (4304 + 1152)) × r = 16
+    assert tower_lora_params(spec, 16) == 16 * 27 * (4 * 2304 + 2 * 5456) == 8_695_296
+    base = estimate(spec, TrainingSetup(method="lora"))
+    trained = estimate(spec, TrainingSetup(method="lora", train_tower=True))
+    assert trained.params_trainable - base.params_trainable == 8_695_296
+    mistral = load_preset("mistral-small-3.1-24b")
+    # Pixtral 24 layers: 4 h→h, gate/up h→I, down I→h (h 1024, I 4096); projector 4096→1024, 1024→5120, 5120→5120
+    pixtral = 24 * (4 * 2048 + 2 * 5120 + 5120) + (4096 + 1024) + (1024 + 5120) + 2 * 5120
+    assert tower_lora_params(mistral, 8) == 8 * pixtral
+
+
+def test_the_default_lora_note_names_peft_all_linear_wrapping_the_tower():
+    spec = load_preset("gemma-3-4b")
+    notes = " ".join(estimate(spec, TrainingSetup(method="lora")).notes)
+    assert "all-linear" in notes and "8,695,296 more adapter parameters" in notes
+    full = " ".join(estimate(spec, TrainingSetup(method="full")).notes)
+    assert "SFTTrainer does not freeze it" in full
+    text = " ".join(estimate(load_preset("qwen3-0.6b"), TrainingSetup(method="lora")).notes)
+    assert "all-linear' also wraps" not in text
+
+
+def test_tower_activations_on_images():
+    spec = load_preset("gemma-3-4b")
+    assert spec.tower_encoder == (1152, 4304, 27) and spec.tower_patches_per_token == 16  # 64² patches / 256
+    setup = TrainingSetup(method="lora", precision="bf16", image_tokens=256, train_tower=True)
+    # 4096 patches × 27 layers × (2·(9·1152 + 2·4304) + 16)
+    assert tower_activation_bytes(spec, setup)[0] == 4096 * 27 * 37_968 == 4_198_957_056
+    ckpt = TrainingSetup(method="lora", precision="bf16", image_tokens=256, train_tower=True, grad_ckpt=True)
+    assert tower_activation_bytes(spec, ckpt)[0] == 4096 * 27 * 2 * 1152
+    frozen = TrainingSetup(method="lora", precision="bf16", image_tokens=256)
+    assert tower_activation_bytes(spec, frozen)[0] == 0  # a frozen tower saves nothing for backward
+    with_tower = estimate(spec, setup)
+    without = estimate(spec, TrainingSetup(method="lora", precision="bf16", image_tokens=256))
+    first = "backward, first layer"
+    grow = _phase(with_tower, first).activations - _phase(without, first).activations
+    assert grow == 4_198_957_056
+    # Pixtral: each image token merges 2 × 2 patches; gated MLP
+    mistral = load_preset("mistral-small-3.1-24b")
+    got = tower_activation_bytes(mistral, TrainingSetup(method="lora", image_tokens=100, train_tower=True))[0]
+    assert got == 400 * 24 * (2 * (7 * 1024 + 4 * 4096) + 8 * 1024 + 8)
+
+
+def test_bad_tower_requests_are_refused_precisely():
+    with pytest.raises(ValueError, match="train_tower must be true or false"):
+        TrainingSetup(train_tower="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="Qwen3-0.6B has no vision tower"):
+        estimate(load_preset("qwen3-0.6b"), TrainingSetup(train_tower=True))
+    gemma4 = load_preset("gemma-4-e2b")
+    with pytest.raises(ValueError, match="linear shapes .* are not modelled"):
+        estimate(gemma4, TrainingSetup(method="lora", train_tower=True))
+    full = estimate(gemma4, TrainingSetup(method="full", train_tower=True))
+    assert full.params_trainable == gemma4.params_total - gemma4.params_frozen
+
+
+def test_cli_flag_json_echo_and_exit_2(capsys):
+    assert main(["--model", "gemma-3-4b", "--method", "full", "--train-tower", "--json"]) == 0
+    assert '"train_tower": true' in capsys.readouterr().out
+    assert setup_json(resolve_setup("trl", train_tower=True))["train_tower"] is True
+    with pytest.raises(SystemExit) as exc:
+        main(["--model", "qwen3-0.6b", "--train-tower"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "has no vision tower" in err
+
+
+def _page(params: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=30)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_page_tower_toggle_from_the_link():
+    at = _page({"model": "gemma-3-4b", "method": "full", "tower": "true"})
+    assert at.sidebar.toggle(key="tower").value is True
+    est = estimate(load_preset("gemma-3-4b"), resolve_setup("trl", method="full", train_tower=True))
+    heads = [h.value for h in at.title] + [h.value for h in at.header]
+    expected = verdict(est.total_bytes, get_device("rtx-4090"), est.high_bytes).headline
+    assert any(expected in h for h in heads), heads
+    at.sidebar.toggle(key="tower").set_value(False).run()
+    frozen = estimate(load_preset("gemma-3-4b"), resolve_setup("trl", method="full"))
+    heads = [h.value for h in at.title] + [h.value for h in at.header]
+    assert any(verdict(frozen.total_bytes, get_device("rtx-4090"), frozen.high_bytes).headline in h for h in heads)
+
+
+def test_page_tower_on_a_text_model_or_unsupported_lora_gets_a_note():
+    at = _page({"model": "qwen3-8b", "tower": "true"})
+    assert "tower" not in [w.key for w in at.sidebar.toggle]
+    notes = " ".join(w.value.replace("\\", "") for w in at.warning)
+    assert "the link's 'tower' value is not used" in notes
+    at = _page({"model": "gemma-4-e2b", "method": "lora", "tower": "true"})
+    notes = " ".join(w.value.replace("\\", "") for w in at.warning)
+    assert "Using a frozen tower" in notes
