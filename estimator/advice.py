@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from .devices import CATALOG, Device
-from .memory import Estimate
+from .memory import Estimate, setup_for_model
 from .model import MAX_SIZE_B, MIN_SIZE_B, ModelSpec, generic_spec, list_presets, load_preset
 from .stacks import with_method
 from .training import MAX_BATCH, MAX_GPUS, MAX_SEQ_LEN, TrainingSetup
@@ -89,9 +89,11 @@ def max_fitting_size_b(setup: TrainingSetup, device: Device, rule: str | None = 
     None if not even the smallest fits. `estimate_fn` (e.g. a trainer's) replaces the detailed/rule estimate."""
     from . import estimate  # the package's entry point: detailed, or the rule of thumb
 
+    text_setup = setup_for_model(generic_spec(1.0), setup)  # a generic decoder takes no image tokens or tower
+
     def fits(size_b: float) -> bool:
         spec = generic_spec(size_b)
-        est = estimate_fn(spec, setup) if estimate_fn is not None else estimate(spec, setup, rule)
+        est = estimate_fn(spec, text_setup) if estimate_fn is not None else estimate(spec, text_setup, rule)
         return est.total_bytes <= device.usable_bytes
 
     return bisect_last(MIN_SIZE_B, MAX_SIZE_B, fits, lambda a, b: math.sqrt(a * b), lambda a, b: b / a <= 1 + rel_tol)

@@ -244,6 +244,21 @@ def check_tower(spec: ModelSpec, setup: TrainingSetup) -> None:
                          "modelled (gemma3, mistral3 and qwen3_5 are); train it fully or keep it frozen")
 
 
+def setup_for_model(spec: ModelSpec, setup: TrainingSetup) -> TrainingSetup:
+    """The setup as it applies to another model (pages that price many models or methods from one sidebar setup):
+    image tokens and tower training dropped where the model has no tower or cannot train it this way."""
+    from dataclasses import replace
+
+    if not spec.tower_kind and (setup.image_tokens or setup.train_tower):
+        return replace(setup, image_tokens=0, train_tower=False)
+    if setup.train_tower:
+        try:
+            check_tower(spec, setup)
+        except ValueError:
+            return replace(setup, train_tower=False)
+    return setup
+
+
 def tower_lora_params(spec: ModelSpec, rank: int) -> int:
     """LoRA parameters PEFT adds on the tower's and projector's nn.Linear modules: r × (in + out) each (LoRA paper
     §4). PEFT 0.21.2's all-linear (tuners_utils.py _maybe_include_all_linear_layers) takes every nn.Linear but the

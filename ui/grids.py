@@ -32,7 +32,7 @@ from estimator import (
     verdict,
 )
 from estimator.advice import max_fitting_size_b, sharded
-from estimator.memory import component_label
+from estimator.memory import component_label, setup_for_model
 from estimator.stacks import with_method
 from estimator.trainers import TrainerSetup, solver_estimate_fn
 from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_LABELS, SHARDINGS
@@ -135,8 +135,9 @@ def _estimate_fn(trainer: TrainerSetup | None, rule: str | None = None, device_c
     """The estimate each cell is priced with: the detailed one (or the rule's) for SFT, else the trainer's
     (estimator.trainers.solver_estimate_fn: the memory, without TRL's batch-shape checks)."""
     if trainer is None or trainer.trainer == "sft":
-        return lambda spec, setup: estimate(spec, setup, rule)
-    return solver_estimate_fn(trainer, device_capacity)
+        return lambda spec, setup: estimate(spec, setup_for_model(spec, setup), rule)
+    solver = solver_estimate_fn(trainer, device_capacity)
+    return lambda spec, setup: solver(spec, setup_for_model(spec, setup))
 
 
 def fits_grid(models: Sequence[tuple[str, ModelSpec]], setup: TrainingSetup, device: Device,

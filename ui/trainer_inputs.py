@@ -175,11 +175,13 @@ def page_estimate_fn(tr: TrainerSetup, rule: str | None = None, device_capacity:
     trainer's otherwise (without TRL's batch-shape checks, which resolve_trainer has already applied to the
     setup, since pages change the method, GPU count or model)."""
     from estimator import estimate
+    from estimator.memory import setup_for_model
     from estimator.trainers import solver_estimate_fn
 
-    if tr.trainer == "sft":
-        return lambda spec, setup: estimate(spec, setup, rule)
-    return solver_estimate_fn(tr, device_capacity)
+    if tr.trainer == "sft":  # setup_for_model: another method or model may not take the sidebar's tower/images
+        return lambda spec, setup: estimate(spec, setup_for_model(spec, setup), rule)
+    solver = solver_estimate_fn(tr, device_capacity)
+    return lambda spec, setup: solver(spec, setup_for_model(spec, setup))
 
 
 def page_trainer(inputs) -> TrainerInputs:  # noqa: ANN001 - ui.inputs.Inputs (imported lazily: no cycle)
