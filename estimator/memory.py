@@ -268,8 +268,9 @@ def tower_lora_params(spec: ModelSpec, rank: int) -> int:
 
 def tower_activation_bytes(spec: ModelSpec, setup: TrainingSetup) -> tuple[float, str]:
     """Saved-for-backward tensors of a trained ViT tower over the images in one micro-batch (docs/formulas.md §3.7;
-    SigLIP traced at real width for full fine-tuning, 2 layers: −1.1 %). Patches = image tokens × patches per token. Per patch and layer, SigLIP/Qwen3.5 (LayerNorm, SDPA,
-    fc1-GELU-fc2): c·(9h + 2I) + 16; Pixtral (fp32 RMSNorms, SDPA, gated SiLU MLP): c·(7h + 4I) + 8h + 8.
+    SigLIP traced at real width for full fine-tuning, 2 layers: −1.1 %). Patches = image tokens × patches per
+    token. Per patch and layer, SigLIP/Qwen3.5 (LayerNorm, SDPA, fc1-GELU-fc2): c·(9h + 2I) + 16; Pixtral
+    (fp32 RMSNorms, SDPA, gated SiLU MLP): c·(7h + 4I) + 8h + 8.
     Gradient checkpointing (the encoder layers are GradientCheckpointingLayer) keeps each layer's input, c·h."""
     if not (setup.train_tower and setup.image_tokens and spec.tower_encoder):
         return 0.0, ""
@@ -308,6 +309,10 @@ def tower_notes(spec: ModelSpec, setup: TrainingSetup) -> list[str]:
         return [f"LoRA is estimated on the language model only. PEFT 0.21.2's target_modules='all-linear' also "
                 f"wraps the tower's and projector's linears ({extra:,} more adapter parameters at rank "
                 f"{setup.lora_rank}) unless exclude_modules leaves them out; 'train the tower' counts them."]
+    if ALL_LINEAR in setup.lora_targets:
+        return ["LoRA is estimated on the language model only. PEFT 0.21.2's target_modules='all-linear' also "
+                "wraps the tower's linears unless exclude_modules leaves them out (their adapters are not counted "
+                "for this wrapper)."]
     return []
 
 
