@@ -5,8 +5,8 @@ import json
 
 import streamlit as st
 
-from estimator import estimate, remedies, smallest_device, to_gb, verdict
-from estimator.advice import shard_remedy
+from estimator import estimate, to_gb, verdict
+from estimator.advice import advise
 from estimator.cli import estimate_json
 from estimator.stacks import setup_summary
 from estimator.trainer_snippets import trainer_snippet
@@ -25,7 +25,7 @@ from ui.report import (
     remedy_line,
     verdict_detail,
 )
-from ui.trainer_inputs import render_trainer_inputs, trainer_remedies_and_limits
+from ui.trainer_inputs import render_trainer_inputs
 
 inputs = render_inputs()
 spec, setup, device = inputs.model, inputs.setup, inputs.device
@@ -36,10 +36,6 @@ rule = inputs.rule if trainer.trainer == "sft" else None  # the seed's rule cove
 est = estimate(spec, setup, rule=rule, trainer=trainer, device_capacity=device.capacity_bytes)
 detailed = estimate(spec, setup) if rule else est
 v = verdict(est.total_bytes, device, est.high_bytes)
-
-
-def rule_estimate(model, training):  # noqa: ANN001, ANN202 - the estimator's EstimateFn, in rule mode
-    return estimate(model, training, rule="seed")
 
 
 def text(value: str) -> str:
@@ -102,16 +98,10 @@ elif est.total_bytes <= usable:
                "least.")
 else:
     st.caption("In the order to try them when a run runs out of memory: the first ones cost least.")
-try:
-    options, best_batch, best_len, smallest = trainer_remedies_and_limits(spec, setup, trainer, device)
-    options = list(options)
-    if rule:  # the rule prices its own changes and its own smallest device
-        options = list(remedies(spec, setup, rule_estimate))
-        smallest = smallest_device(spec, setup, estimate_fn=rule_estimate)
-    elif trainer.trainer == "sft":
-        shard = shard_remedy(spec, setup, device, order=len(options) + 1)
-        if shard is not None:
-            options.append(shard)
+try:  # the remedies and solvers, priced like the verdict (estimator.advice.advise; estimates are cached)
+    advice = advise(spec, setup, device, trainer, rule, batch_limit=BATCH_MAX, length_limit=MAX_LEN_MAX)
+    options, best_batch, best_len, smallest = (list(advice.remedies), advice.max_batch, advice.max_length,
+                                               advice.smallest_device)
 except ValueError as exc:  # the estimator could not build the comparison setup
     st.warning(text(f"The changes could not be priced for this model: {exc}"), icon=":material/info:")
     options, best_batch, best_len, smallest = [], None, None, None

@@ -187,24 +187,6 @@ def render_trainer_inputs(setup: TrainingSetup) -> TrainerInputs:
     return replace(result, notes=tuple(notes) + result.notes)
 
 
-def trainer_remedies_and_limits(spec, setup: TrainingSetup, tr: TrainerSetup, device):
-    """(remedies, largest batch, longest max length — GRPO: max completion length —, smallest catalog device) for
-    the calculator's "What to change", priced with the trainer's estimate. SFT gives exactly the seed's."""
-    from estimator import max_batch, max_seq_len, remedies, smallest_device
-    from estimator.trainers import all_remedies, max_completion_len, solver_estimate_fn
-    from ui.inputs import BATCH_MAX, MAX_LEN_MAX
-
-    usable = device.usable_bytes
-    if tr.trainer == "sft":
-        return (remedies(spec, setup), max_batch(spec, setup, usable, limit=BATCH_MAX),
-                max_seq_len(spec, setup, usable, limit=MAX_LEN_MAX), smallest_device(spec, setup))
-    fn = solver_estimate_fn(tr, device.capacity_bytes)
-    longest = (max_completion_len(spec, setup, tr, usable, device.capacity_bytes) if tr.option.generates
-               else max_seq_len(spec, setup, usable, fn, limit=MAX_LEN_MAX))
-    return (all_remedies(spec, setup, tr, device.capacity_bytes), max_batch(spec, setup, usable, fn, limit=BATCH_MAX),
-            longest, smallest_device(spec, setup, estimate_fn=fn))
-
-
 def how_section_markdown() -> str:
     """The How page's "Preference & RL" section: each trainer's formula and source, the generation modes and
     the KV-cache formula, all read from estimator/trainers.py (nothing restated)."""
