@@ -12,9 +12,10 @@ from estimator.stacks import setup_summary
 from estimator.trainer_snippets import trainer_snippet
 from estimator.trainers import TRL_VERSION
 from estimator.training import METHOD_LABELS
-from ui.charts import both_units, chart_alt, memory_bar
+from ui.charts import both_units, chart_alt, memory_bar_spec
 from ui.exact import render_exact
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX, hub_token, plain, render_inputs, share_box, show_notes
+from ui.live_chart import live_plotly_chart
 from ui.report import (
     NEGLIGIBLE_BYTES,
     RuleGap,
@@ -78,8 +79,9 @@ if rule:
     st.info(text(gap.sentence()) + "  \n" + text(f"Detailed verdict on this device: {dv.headline}."),
             icon=":material/compare_arrows:")
 
-st.plotly_chart(memory_bar(est, device, font_size=18 if present else None), key="memory_bar", width="stretch",
-                config={"displayModeBar": False}, alt=chart_alt(est, device))
+# Updated in place (ui/live_chart.py): the bars glide to their new values instead of the chart being redrawn.
+live_plotly_chart(memory_bar_spec(est, device, font_size=18 if present else None), key="memory_bar",
+                  config={"displayModeBar": False}, alt=chart_alt(est, device))
 if not present:
     for note in est.notes:
         st.caption(text(note))
