@@ -447,7 +447,8 @@ def advise(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: Train
         found = all_remedies(spec, setup, tr, device.capacity_bytes)
         longest = (max_completion_len(spec, setup, tr, usable, device.capacity_bytes) if tr.option.generates
                    else max_seq_len(spec, setup, usable, fn, limit=length_limit))
-    biggest = max_batch(spec, setup, usable, fn, limit=batch_limit)
+    # DPO, ORPO, SimPO, reward: each example is 2 sequences per forward, so the batch stops at half the limit.
+    biggest = max_batch(spec, setup, usable, fn, limit=batch_limit // tr.option.sequences)
     if rule == "seed":  # the rule prices its own changes and its own smallest device
         return Advice(remedies(spec, setup, seed_estimate), biggest, longest,
                       smallest_device(spec, setup, estimate_fn=seed_estimate))

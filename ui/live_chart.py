@@ -29,7 +29,7 @@ PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 # The component's code: called with the new data on every rerun. The first call loads plotly.js (once per
 # browser tab) and plots; later calls update the same plot in place. Colours and font follow the app's theme
-# (read from the page, so light and dark both work); backgrounds stay transparent as in st.plotly_chart.
+# (read from the page, so light and dark both work), on the app's own background as with st.plotly_chart.
 _JS = """
 function loadPlotly(src) {
   if (!window.__wifPlotly) {
@@ -44,13 +44,21 @@ function loadPlotly(src) {
   return window.__wifPlotly;
 }
 
+function background(el) {  // the first opaque background up the tree: the app's, light or dark
+  for (; el; el = el.parentElement) {
+    const bg = getComputedStyle(el).backgroundColor;
+    if (bg && bg !== "transparent" && !/^rgba\\(.*,\\s*0\\)$/.test(bg)) return bg;
+  }
+  return "#ffffff";
+}
+
 function themed(layout, host) {
   const style = getComputedStyle(host);
   const text = style.color || "#31333f";
   const grid = text.replace(/^rgb\\((.*)\\)$/, "rgba($1, 0.15)");
   const axis = (spec) => Object.assign({gridcolor: grid, linecolor: grid, zerolinecolor: grid}, spec || {});
   return Object.assign({}, layout, {
-    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+    paper_bgcolor: background(host), plot_bgcolor: background(host),
     font: Object.assign({family: style.fontFamily, color: text}, layout.font || {}),
     xaxis: axis(layout.xaxis), yaxis: axis(layout.yaxis),
   });
