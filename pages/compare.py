@@ -5,10 +5,11 @@ and setup, side by side on one memory axis against the device; in rule mode, the
 import streamlit as st
 
 from estimator import estimate, verdict
-from estimator.training import METHOD_LABELS, METHODS
+from estimator.training import METHOD_LABELS
 from ui.charts import stacked_bars
-from ui.grids import FIGURE_ORDER, VARIANT_OPTIONS, compare_setups, components_table, setup_summary
+from ui.grids import FIGURE_ORDER, compare_setups, components_table, setup_summary
 from ui.inputs import plain, present_table, render_inputs, share_box, show_notes
+from ui.params import widget
 
 inputs = render_inputs()
 show_notes(inputs)
@@ -21,13 +22,8 @@ st.caption(plain(setup_summary(spec, setup, device)))
 options = st.expander("Options", expanded=False) if inputs.presentation else st.container()
 with options:
     left, right = st.columns(2)
-    methods = left.multiselect("Methods", list(METHODS), default=list(METHODS), key="methods", bind="query-params",
-                               help="full = every weight trains; lora = frozen 16-bit base + adapters; "
-                                    "qlora = frozen 4-bit base + adapters.")
-    variants = right.multiselect("Also compare with precision or optimizer", list(VARIANT_OPTIONS), default=[],
-                                 key="variants", bind="query-params", disabled=inputs.rule == "seed",
-                                 help="Adds a bar per chosen method with this precision or optimizer instead of "
-                                      "the sidebar's.")
+    methods = widget("methods", left)
+    variants = widget("variants", right, disabled=inputs.rule == "seed")
 if not methods:
     st.info("Choose at least one method.", icon=":material/info:")
     share_box()

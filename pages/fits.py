@@ -3,19 +3,16 @@ usable line, each marked fits or too big, and the largest model that fits each w
 
 import streamlit as st
 
-from estimator.training import METHODS
 from ui.grids import (
     METHOD_ORDER,
-    SEED_SIZES_B,
     SHORT_METHOD,
     chosen_models,
     fits_grid,
     setup_summary,
-    size_and_preset_options,
-    size_label,
 )
 from ui.inputs import plain, render_inputs, share_box, show_notes
 from ui.page_charts import fits_chart
+from ui.params import widget
 
 inputs = render_inputs()
 show_notes(inputs)
@@ -30,12 +27,8 @@ st.caption(plain(f"{device.name}: {device.usable_bytes / 1e9:,.0f} GB usable of 
 options = st.expander("Models and methods", expanded=False) if inputs.presentation else st.container()
 with options:
     left, right = st.columns([3, 2])
-    chosen = left.multiselect("Models", size_and_preset_options(), default=[size_label(s) for s in SEED_SIZES_B],
-                              key="models", bind="query-params",
-                              help="Common sizes (generic Llama-style decoders with that many parameters) and "
-                                   "the presets (real config.json files).")
-    methods = right.multiselect("Methods", list(METHODS), default=list(METHODS), key="methods",
-                                bind="query-params")
+    chosen = widget("models", left)
+    methods = widget("methods", right)
 if not chosen or not methods:
     st.info("Choose at least one model and one method.", icon=":material/info:")
     share_box()
