@@ -498,6 +498,7 @@ def _rwd_cases() -> list[dict]:
             out.append({"id": "rwd-" + _rw_case_id(model, layers, st)[3:], "family": family,
                         "config": full_config(family, spec), "setup": st,
                         "tags": ["dense", "real-width", "tied" if tied else "untied", "loss-standard"]})
+    return out
 
 
 # Real-width MoE / MLA / hybrid / attention-sink families (issue 11; estimator/families_moe.py): the presets' text
@@ -570,9 +571,61 @@ def _rw_moe_cases() -> list[dict]:
     return out
 
 
+# Real-width Gemma 4 / Gemma 3n text models (issue 11; estimator/families_gemma.py): the presets' widths with 2-4
+# layers that keep one layer of each kind: sliding and full attention (Gemma 4: global_head_dim 512 on full layers),
+# K/V-sharing layers (with Gemma 4 E2B's double-wide MLP), per-layer inputs (PLE), Gemma 4's MoE block with K = V
+# global attention, Gemma 3n's AltUp / LAuReL and activation sparsity.  Text models only: Gemma 3n's vision
+# encoder is a timm model.  bf16 only, as the MoE families.
+# --------------------------------------------------------------------------------------------------
+_SF = ["sliding_attention", "full_attention"]
+RW_GEMMA_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "gemma-4-e2b": ("gemma4_text", dict(vocab_size=262144, vocab_size_per_layer_input=262144, hidden_size=1536,
+                                        intermediate_size=6144, num_hidden_layers=4, num_attention_heads=8,
+                                        num_key_value_heads=1, head_dim=256, global_head_dim=512,
+                                        hidden_size_per_layer_input=256, num_kv_shared_layers=2,
+                                        use_double_wide_mlp=True, layer_types=_SF * 2, sliding_window=512,
+                                        final_logit_softcapping=30.0)),
+    "gemma-4-26b-a4b": ("gemma4_text", dict(vocab_size=262144, hidden_size=2816, intermediate_size=2112,
+                                            num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=8,
+                                            head_dim=256, global_head_dim=512, num_global_key_value_heads=2,
+                                            attention_k_eq_v=True, hidden_size_per_layer_input=0,
+                                            enable_moe_block=True, num_experts=128, top_k_experts=8,
+                                            moe_intermediate_size=704, layer_types=_SF, sliding_window=1024,
+                                            final_logit_softcapping=30.0, use_bidirectional_attention="vision")),
+    "gemma-4-31b": ("gemma4_text", dict(vocab_size=262144, hidden_size=5376, intermediate_size=21504,
+                                        num_hidden_layers=2, num_attention_heads=32, num_key_value_heads=16,
+                                        head_dim=256, global_head_dim=512, num_global_key_value_heads=4,
+                                        attention_k_eq_v=True, hidden_size_per_layer_input=0, layer_types=_SF,
+                                        sliding_window=1024, final_logit_softcapping=30.0,
+                                        use_bidirectional_attention="vision")),
+    "gemma-3n-e2b": ("gemma3n_text", dict(vocab_size=262400, vocab_size_per_layer_input=262144, hidden_size=2048,
+                                          intermediate_size=8192, num_hidden_layers=4, num_attention_heads=8,
+                                          num_key_value_heads=2, head_dim=256, hidden_size_per_layer_input=256,
+                                          num_kv_shared_layers=2, layer_types=_SF * 2, sliding_window=512,
+                                          activation_sparsity_pattern=[0.95, 0.95, 0.0, 0.0],
+                                          final_logit_softcapping=30.0)),
+}
+_ARCH.update({"gemma4_text": "Gemma4ForCausalLM", "gemma3n_text": "Gemma3nForCausalLM"})
+
+
+def _rw_gemma_cases() -> list[dict]:
+    out = []
+    for model, (family, spec) in RW_GEMMA_MODELS.items():
+        for method, ckpt, batch, seq in _RW_MOE_TEMPLATE:
+            st = _setup(method, "bf16", batch, seq, ckpt, "sdpa", "all-linear" if method == "lora" else None,
+                        16 if method == "lora" else None)
+            st["offload_activations"] = False
+            # "rwg-": kept apart from the "rw-" cases of fixtures.json (run_matrix --only-prefix rw- --merge)
+            out.append({"id": "rwg-" + _rw_case_id(model, int(spec["num_hidden_layers"]), st)[3:],
+                        "family": family, "config": full_config(family, spec), "setup": st,
+                        "tags": ["gemma-family", "real-width", f"loss-{st['loss']}"]})
+    return out
+
+
 def get_cases() -> list[dict]:
     """All calibration cases, deterministic order, unique ids."""
-    cases = _dense_cases() + _extra_cases() + _moe_cases() + _rw_cases() + _rwd_cases() + _rw_moe_cases()
+    cases = (_dense_cases() + _extra_cases() + _moe_cases() + _rw_cases() + _rwd_cases() + _rw_moe_cases()
+             + _rw_gemma_cases())
     ids = [c["id"] for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:

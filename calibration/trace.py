@@ -364,7 +364,7 @@ def build_model(case: dict, device: str):
             bias="none",
             task_type="CAUSAL_LM",
             # multimodal wrappers: adapters on the language model only (the towers stay as they are)
-            exclude_modules=r".*(vision_tower|vision_model|multi_modal_projector|audio_tower).*" if wrapper else None,
+            exclude_modules=r".*(vision_tower|vision_model|multi_modal_projector|audio_tower|embed_vision|embed_audio|visual).*" if wrapper else None,
         )
         model = get_peft_model(model, lcfg)  # autocast_adapter_dtype=True: adapters in fp32
     elif setup["method"] != "full":

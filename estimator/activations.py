@@ -340,7 +340,7 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
     first layer's input, so its input norm(s) save nothing (§3.3 R: "layer 0's first norm saves nothing")."""
     if spec.layer_pattern:  # families_moe: per layer kind
         kinds = family_layer_sizes(spec, ctx)
-        total = sum(kinds[k].total for k in spec.layer_pattern)
+        total = sum(kinds[k].total for k in spec.layer_pattern) + gemma_model_level_per_token(spec, ctx)
     else:
         dense_size, moe_size = sizes or layer_sizes(spec, ctx)
         total = (spec.num_layers - spec.moe_layers) * (dense_size.total if dense_size else 0.0)
@@ -367,6 +367,15 @@ def rope_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """RoPE cos and sin, computed once per forward and saved by every layer's multiply (shared)."""
     if ctx.litgpt is not None:
         return 0.0  # LitGPT: cos/sin are the model's fp32 (T, rope_n_elem) buffers, no per-step tensors (§3.6)
+    if spec.family in GEMMA_PLE_FAMILIES:
+        # Gemma 4 / 3n compute cos and sin once per attention type, each of its own head size (Gemma 4's full
+        # layers: global_head_dim) (modeling_gemma4.py Gemma4TextModel.forward: position_embeddings[layer_type])
+        dims = {}
+        for kind in spec.layer_pattern:
+            base = kind.split(":")[0].removesuffix("_shared")
+            q = next(m for m in spec.linears if m.name == "q_proj" and (not m.kinds or kind in m.kinds))
+            dims[base] = q.out_features // spec.num_heads
+        return 2 * ctx.c * sum(dims.values())
     return 2 * ctx.c * spec.head_dim if spec.family not in ("gpt_neox", "phi") else 2 * ctx.c * spec.head_dim // 2
 
 
@@ -466,6 +475,13 @@ def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """Gradient checkpointing keeps each decoder layer's input hidden state (Korthikanti §5 full recompute:
     2sbh per layer in bf16; fp32 residual streams keep 4h)."""
     saved = spec.num_layers * ctx.resid * spec.hidden_size
+    if spec.family in GEMMA_PLE_FAMILIES:
+        by_name = {m.name: m for m in spec.linears}
+        if "altup.correction_coefs" in by_name:  # Gemma 3n: a layer's input is the stack of n AltUp streams
+            saved *= by_name["altup.correction_coefs"].in_features
+        if "per_layer_input_gate" in by_name:  # PLE: the (b, s, L, p) per-layer inputs are a layer argument
+            saved += ctx.c * spec.num_layers * by_name["per_layer_input_gate"].out_features
+        saved += gemma_model_level_per_token(spec, ctx)  # saved outside the checkpointed layers
     if sliding_mask_per_token(spec, ctx):
         saved += ctx.seq_len  # the (b, 1, s, s) bool sliding-window mask is a layer argument: kept with the inputs
     if ctx.eager and ctx.litgpt is None:
@@ -677,8 +693,105 @@ def _family_mlp(spec: ModelSpec, ctx: ActivationContext, moe: bool) -> float:
     return saved
 
 
+GEMMA_PLE_FAMILIES = frozenset({"gemma4_text", "gemma3n_text"})  # estimator/families_gemma.py
+
+
+def _gemma_norm(spec: ModelSpec, ctx: ActivationContext, width: int, scale: bool = True) -> float:
+    """Gemma4RMSNorm / Gemma3nRMSNorm (modeling_gemma4.py): x.float() · pow(mean(x²) + eps, −0.5), times the fp32
+    weight when with_scale: the fp32 input and the rstd; with a trainable weight also the fp32 normalised tensor."""
+    return FP32 * width + 4 + (FP32 * width if scale and ctx.base_trainable else 0)
+
+
+def _gemma_layer(spec: ModelSpec, ctx: ActivationContext, kind: str) -> LayerActivations:
+    """One Gemma 4 / Gemma 3n decoder layer of a layer_pattern kind "<sliding|full>[_shared]:<dense…|moe>"
+    (modeling_gemma4.py Gemma4TextDecoderLayer, modeling_gemma3n.py Gemma3nTextDecoderLayer): SDPA attention on the
+    kind's own head size with q/k/v norms (a K/V-sharing layer reads the producer layer's K and V, saved there, and
+    has no k/v projections or norms); the gated MLP of the kind's width; the per-layer input gate (PLE); Gemma 4's
+    MoE block next to the MLP; Gemma 3n's AltUp streams and LAuReL branch. Model-level PLE work is spread evenly
+    over the layers."""
+    c, h, a = ctx.c, spec.hidden_size, spec.num_heads
+    attn_kind = kind.split(":")[0]
+    shared = attn_kind.endswith("_shared")
+    mods = [m for m in spec.linears if not m.kinds or kind in m.kinds]
+    attn = [m for m in mods if m.role.startswith("attn")]
+    q = next(m for m in attn if m.name == "q_proj")
+    head_dim = q.out_features // a
+    kv = next((m for m in spec.linears if m.name == "k_proj" and m.kinds
+               and any(k.split(":")[0] == attn_kind.removesuffix("_shared") for k in m.kinds)), None)
+    kv_heads = kv.out_features // head_dim if kv else spec.num_kv_heads
+    view = replace(spec, linears=tuple(attn), head_dim=head_dim, num_kv_heads=kv_heads, qk_norm=True)
+    kvd = kv_heads * head_dim
+    attention = _attention(view, ctx)
+    if shared:  # K, V and their norms belong to the producer layer (the same tensors, saved once)
+        attention -= 2 * c * kvd + FP32 * kvd + 4 * kv_heads + (FP32 * kvd if ctx.base_trainable else 0)
+    else:
+        attention += FP32 * kvd + 4 * kv_heads  # v_norm (no weight): fp32 input and rstd
+    mlp_in = [m for m in mods if m.role == "mlp_in"]
+    mlp_out = [m for m in mods if m.role == "mlp_out"]
+    mlp = _mlp(spec, ctx, mlp_out[0].in_features, mlp_in, mlp_out)
+    if kind.endswith("+sparse"):  # Gemma 3n's Gaussian top-k keeps the gate output for its mean/std backward
+        mlp += ctx.mlp * mlp_out[0].in_features
+    norms = 4 * _gemma_norm(spec, ctx, h)
+    if kind.endswith(":moe"):
+        # Gemma4TextRouter: unscaled norm, × scale (saves the normed tensor when trainable), proj, fp32 softmax;
+        # pre_feedforward_layernorm_2 and the experts as moe_layer; post_feedforward_layernorm_1/_2
+        moe_view = replace(spec, linears=tuple(m for m in mods if m.role in ("router", "expert_in", "expert_out")),
+                           shared_expert_intermediate_size=0)
+        mlp += moe_layer(moe_view, ctx).mlp + _gemma_norm(spec, ctx, h, scale=False)
+        mlp += c * h if ctx.base_trainable else 0
+        if not ctx.base_trainable and any(m.name in ctx.adapted for m in moe_view.by_role.get("router", ())):
+            # LoRA on router.proj: the routing weights need grad, so each routed pair's expert output is saved by
+            # its multiply with the weight (moe_layer counts it for full fine-tuning only)
+            mlp += spec.experts_per_token * c * h
+        norms += 3 * _gemma_norm(spec, ctx, h)
+    ple = [m for m in mods if m.role in ("ple_in", "ple_out")]
+    gate = [m for m in ple if m.name == "per_layer_input_gate"]
+    if gate:
+        p = gate[0].out_features
+        proj = [m for m in ple if m.name == "per_layer_projection"]
+        # gate reads the residual; gelu saves its input; the product saves gelu(x) and the per-layer input slice;
+        # per_layer_projection's input; post_per_layer_input_norm
+        mlp += _linear_inputs(gate, h, ctx.resid, ctx) + 3 * c * p + _linear_inputs(proj, p, c, ctx)
+        norms += _gemma_norm(spec, ctx, h)
+    laurel = [m for m in ple if m.name == "laurel.linear_right"]
+    if laurel:
+        # LAuReL: linear_left reads the attention input (saved already), linear_right its rank-r output,
+        # post_laurel_norm; AltUp: router norm + modality_router + tanh twice (predict and correct), the matmul of
+        # the stacked streams with the prediction coefficients and the correction product (n streams each)
+        n = next(m.in_features for m in spec.linears if m.name == "altup.correction_coefs")
+        r = laurel[0].in_features
+        mlp += _linear_inputs(laurel, r, c, ctx) + _gemma_norm(spec, ctx, h)
+        router = [m for m in spec.linears if m.name == "altup.modality_router"]
+        mlp += 2 * (_gemma_norm(spec, ctx, h) + _linear_inputs(router, h, c, ctx)) + 2 * c * n * h
+        mlp += c * h if ctx.base_trainable else 0  # scale_corrected_output: input × correct_output_scale
+    return LayerActivations(norms=norms, attention=attention, mlp=mlp)
+
+
+def gemma_model_level_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """What Gemma 4 / Gemma 3n save outside the decoder layers (kept with or without checkpointing): PLE's
+    per_layer_model_projection input and the per_layer_projection_norm over the (L, p) per-layer inputs; Gemma 3n's
+    AltUp work (Gemma3nTextModel.forward): the embeddings, per extra stream the projection's output and its
+    magnitude-rescaled copy (pow and the division keep them) before the first layer, the last layer's n-stream
+    output and the same two per stream after the last layer."""
+    if spec.family not in GEMMA_PLE_FAMILIES:
+        return 0.0
+    c, h = ctx.c, spec.hidden_size
+    by_name = {m.name: m for m in spec.linears}
+    saved = 0.0
+    if "per_layer_model_projection" in by_name:
+        p = by_name["per_layer_input_gate"].out_features
+        saved += _linear_inputs([by_name["per_layer_model_projection"]], h, c, ctx)
+        saved += spec.num_layers * _gemma_norm(spec, ctx, p)
+    if "altup.correction_coefs" in by_name:
+        n = by_name["altup.correction_coefs"].in_features
+        saved += c * h * (1 + 4 * (n - 1) + n)
+    return saved
+
+
 def family_layer_sizes(spec: ModelSpec, ctx: ActivationContext) -> dict[str, LayerActivations]:
     """Bytes per token of each layer kind in spec.layer_pattern."""
+    if spec.family in GEMMA_PLE_FAMILIES:
+        return {kind: _gemma_layer(spec, ctx, kind) for kind in set(spec.layer_pattern)}
     out: dict[str, LayerActivations] = {}
     for kind in set(spec.layer_pattern):
         attn_kind, mlp_kind = kind.split(":")

@@ -216,8 +216,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not ok:
             parser.error(why)
     if args.list_presets:
-        rows = [{"id": p.id, "name": p.name, "family": p.family, "hf_repo": p.hf_repo,
-                 "params_total": load_preset(p.id).params_total} for p in list_presets()]
+        rows = []
+        for p in list_presets():
+            spec = load_preset(p.id)
+            row = {"id": p.id, "name": p.name, "family": p.family, "hf_repo": p.hf_repo,
+                   "params_total": spec.params_total}
+            if spec.is_moe:  # MoE presets, wrapped (llama4, qwen3_5_moe, gemma4) or not: parameters used per token
+                row["params_active"] = spec.params_active
+            rows.append(row)
         print(json.dumps(rows, indent=2) if args.json else "\n".join(f"{r['id']:<20} {r['name']}" for r in rows))
         return 0
     if args.list_devices:

@@ -435,9 +435,9 @@ def render_inputs() -> Inputs:
             notes.append(f"A generic {size}B model could not be built ({exc}); showing {spec.name}.")
     elif choice == UPLOAD:
         upload = sb.file_uploader("config.json", type=["json"], key="upload",
-                                  help="A Hugging Face config.json (llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, "
-                                       "qwen3_moe, gemma, gemma2, gemma3_text, phi3, phi, gpt_neox; other decoders "
-                                       "get a Llama-like estimate with a caveat).")
+                                  help="A Hugging Face config.json (llama, mistral, qwen2/3, qwen3_5, gemma 1–4, "
+                                       "gemma3n, phi3, gpt_oss, deepseek_v3, llama4 and the other families the "
+                                       "README lists; other decoders get a Llama-like estimate with a caveat).")
         spec = load_preset(DEFAULT_MODEL)
         if upload is None:
             notes.append(f"No config.json uploaded yet; showing {spec.name}.")
