@@ -519,14 +519,17 @@ def _run(case: dict, mode: str) -> dict:
         return _run_inner(case, mode)
 
 
-def _image_inputs(case: dict) -> tuple[int, int, tuple[int, int, int]]:
-    """(image token id, image tokens per example, pixel_values shape per example) of a multimodal case."""
+def _image_inputs(case: dict) -> tuple[int, int, tuple[int, int, int]] | None:
+    """(image token id, image tokens per example, pixel_values shape per example) of a multimodal case (None: text
+    only and no image token in the config)."""
     cfg, setup = case["config"], case["setup"]
     token = cfg.get("image_token_index", cfg.get("image_token_id"))
     n = int(setup.get("image_tokens", 0) or 0)
     if n and cfg.get("model_type") != "gemma3":
         raise ValueError("image inputs are traced for gemma3 only")
-    if n and n != int(cfg.get("mm_tokens_per_image", 256)):
+    if not n:  # text only: the token id keeps text tokens off the placeholder; no pixels (any vision config)
+        return (int(token), 0, (0, 0, 0)) if isinstance(token, int) else None
+    if n != int(cfg.get("mm_tokens_per_image", 256)):
         raise ValueError("gemma3: image_tokens must equal mm_tokens_per_image (one image per example)")
     v = cfg["vision_config"]
     return int(token), n, (3, int(v["image_size"]), int(v["image_size"]))

@@ -193,14 +193,15 @@ def max_seq_len(spec: ModelSpec, setup: TrainingSetup, usable_bytes: float,
 
 
 def max_fitting_size_b(setup: TrainingSetup, device: Device, rule: str | None = None,
-                       rel_tol: float = 0.002) -> float | None:
+                       rel_tol: float = 0.002, estimate_fn: EstimateFn | None = None) -> float | None:
     """The largest generic decoder (billions of parameters) whose estimate fits the device's usable memory,
     searched over the sizes the estimator accepts to within rel_tol (memory never falls as the size grows);
-    None if not even the smallest fits."""
+    None if not even the smallest fits. `estimate_fn` (e.g. a trainer's) replaces the detailed/rule estimate."""
     from . import estimate  # the package's entry point: detailed, or the rule of thumb
 
     def total(size_b: float) -> float:
-        return estimate(generic_spec(size_b), setup, rule).total_bytes
+        spec = generic_spec(size_b)
+        return (estimate_fn(spec, setup) if estimate_fn is not None else estimate(spec, setup, rule)).total_bytes
 
     return bisect_last(MIN_SIZE_B, MAX_SIZE_B, total, device.usable_bytes, integer=False, rel_tol=rel_tol)
 

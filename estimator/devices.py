@@ -337,6 +337,16 @@ class Verdict:
     usable_bytes: int
     margin_bytes: float  # usable − total: headroom when it fits, shortfall (negative) when not
     high_fits: bool  # does the upper end of the band fit too?
+    low_fits: bool = False  # does the lower end of the band fit? (the expected peak may not)
+
+    @property
+    def band(self) -> str:
+        """The verdict band every page shows for an estimate with its likely range (docs/formulas.md §0, the
+        band): 'fits' (the upper end of the likely range fits too), 'close call' (the expected peak fits, the
+        upper end does not), 'borderline' (the expected peak does not fit, the lower end would) or 'too big'."""
+        if self.fits:
+            return "fits" if self.high_fits else "close call"
+        return "borderline" if self.low_fits else "too big"
 
     @property
     def headline(self) -> str:
@@ -350,8 +360,11 @@ class Verdict:
         return f"Too big by {fmt_gb(shortfall)}"
 
 
-def verdict(total_bytes: float, device: Device, high_bytes: float | None = None) -> Verdict:
+def verdict(total_bytes: float, device: Device, high_bytes: float | None = None,
+            low_bytes: float | None = None) -> Verdict:
+    """The verdict of an estimate on a device; with the likely range's ends, its band (Verdict.band)."""
     usable = device.usable_bytes
     high = total_bytes if high_bytes is None else high_bytes
+    low = total_bytes if low_bytes is None else low_bytes
     return Verdict(fits=total_bytes <= usable, total_bytes=total_bytes, usable_bytes=usable,
-                   margin_bytes=usable - total_bytes, high_fits=high <= usable)
+                   margin_bytes=usable - total_bytes, high_fits=high <= usable, low_fits=low <= usable)

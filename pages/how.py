@@ -14,11 +14,12 @@ from estimator.precision import NF4_DQ_BYTES, optimizer_state_bytes
 from estimator.snippets import snippet_language, training_snippet
 from estimator.stacks import STACK_FACTS, STACK_FIELDS, STACKS, setup_summary
 from ui.inputs import plain, render_inputs, share_box, show_notes
-from ui.trainer_inputs import how_section_markdown
+from ui.trainer_inputs import how_section_markdown, page_trainer
 from validation import accuracy_report
 
 inputs = render_inputs()
 show_notes(inputs)
+page_trainer(inputs)  # the sidebar's Trainer box, as on every page (the setup travels with page switches)
 spec, setup = inputs.model, inputs.setup
 
 st.title("How it works")
@@ -308,7 +309,9 @@ st.markdown("What it leaves out, and what is added for it:\n\n"
 st.caption(f"Optional install: `pip install -r requirements-exact.txt` (CPU torch, transformers, peft, trl), or "
            f"`{exact_doc.PYTHON_ENV}` pointing at a Python that has it. Tracing costs CPU time per operation (about "
            f"15 s per decoder layer on two busy cores); configs over {exact_doc.MAX_TRACE_LAYERS} layers are "
-           f"refused, and each trace has a time limit.")
+           f"refused, and each trace has a time limit and a host-memory cap (`{exact_doc.HOST_MEMORY_ENV}`); a trace "
+           f"that fails or passes either ends with a one-line note. The button is on the calculator and, for the bar "
+           f"you pick, on the Compare page.")
 
 st.header("Known limits")
 st.markdown(

@@ -5,17 +5,22 @@ import streamlit as st
 
 from ui.grids import SHORT_METHOD, TABLE_METHODS, setup_summary, size_table
 from ui.inputs import BY_SIZE, plain, present_table, render_inputs, share_box, show_notes
+from ui.trainer_inputs import page_trainer, trainer_summary
 
 inputs = render_inputs()
 show_notes(inputs)
-spec, setup, device = inputs.model, inputs.setup, inputs.device
+trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: the detailed columns price its step
+spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
 
 st.title("Size table")
-st.caption(plain("Detailed columns for: " + setup_summary(None, setup, None)))
+st.caption(plain("Detailed columns for: " + setup_summary(None, setup, None, trainer_summary(trainer))))
+if trainer.trainer != "sft":
+    st.caption(plain(f"The rule columns are the rule of thumb for supervised fine-tuning; the detailed columns "
+                     f"price a {trainer.option.label} step."))
 
 # The sidebar's model joins the table when it is a real architecture (a preset or an uploaded config).
 extra = [(f"{spec.name} (yours)", spec)] if inputs.model_choice != BY_SIZE else []
-table = size_table(setup, extra=extra)
+table = size_table(setup, extra=extra, trainer=trainer, device_capacity=device.capacity_bytes)
 
 gb_columns = [c for c in table.columns if c.endswith("(GB)")]
 shown = ["Model", *gb_columns] if not inputs.presentation else [

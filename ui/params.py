@@ -82,7 +82,7 @@ class Param:
     fmt: str | None = None  # number_input format
     max_chars: int | None = None  # text
     help: str | None = None
-    group: str = "sidebar"  # sidebar (every page), trainer (the calculator's trainer box) or page (one page's own)
+    group: str = "sidebar"  # sidebar (every page), trainer (the trainer box, every page too) or page (one page's own)
     source: str = ""  # where the default and limits come from
 
     def accepts(self, raw: str) -> bool:
@@ -183,7 +183,7 @@ def _rows() -> tuple[Param, ...]:
               help="For training on images: the placeholder tokens each example's images add to the language "
                    "model's sequence (Gemma 3: 256 per image). 0 = text only.",
               source=f"{setup_src} (image_tokens, MAX_SEQ_LEN)"),
-        # --- the calculator's trainer box (ui/trainer_inputs.py) ---
+        # --- the trainer box (ui/trainer_inputs.py), in every page's sidebar ---
         Param("trainer", "Trainer", "selectbox", setup_default(TrainerSetup, "trainer"), TRAINER_IDS,
               help="; ".join(f"{k}: {o.label}" for k, o in TRAINERS.items()), group="trainer",
               source="estimator.trainers.TrainerSetup"),
@@ -211,6 +211,10 @@ def _rows() -> tuple[Param, ...]:
               setup_default(TrainerSetup, "precompute_ref"),
               help="DPO/KTO precompute_ref_log_probs=True: no reference during training.", group="trainer",
               source="estimator.trainers.TrainerSetup"),
+        Param("vllm_sleep", "vLLM sleep mode", "toggle", setup_default(TrainerSetup, "vllm_sleep"),
+              help="vllm_enable_sleep_mode=True: vLLM discards its weights and KV cache after each generation "
+                   "(sleep level 2), so the training step does not share the device with them.", group="trainer",
+              source="estimator.trainers.TrainerSetup (GRPOConfig vllm_enable_sleep_mode)"),
         # --- one page's own controls ---
         Param("methods", "Methods", "multiselect", METHODS, METHODS, group="page",
               help="full = every weight trains; lora = frozen 16-bit base + adapters; qlora = frozen 4-bit base + "
