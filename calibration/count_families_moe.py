@@ -21,7 +21,8 @@ import transformers
 from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from calibration.count_params import TOWER_MODULES, build_meta_model
+from calibration.count_params import build_meta_model
+from calibration.trace import all_linear_exclude
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "families_moe_counts.json"
@@ -76,8 +77,9 @@ def meta_counts(cfg: dict) -> dict:
                 model = AutoModelForCausalLM.from_config(config)
         seen = {id(p): p for p in model.parameters()}
         total = sum(p.numel() for p in seen.values())
+        # towers (wrappers) and Llama 4's router left out: PEFT's wrapper cannot run its tuple output
         pm = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
-                                              exclude_modules=TOWER_MODULES if wrapper else None))
+                                              exclude_modules=all_linear_exclude(model, wrapper)))
     lora = sum(p.numel() for n, p in pm.named_parameters() if "lora_" in n)
     return {"params_total": total, "lora_all_linear_r16": lora}
 

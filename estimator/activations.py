@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from .model import LinearModule, ModelSpec
 from .precision import FP32, adapter_bytes, compute_bytes
-from .stacks import get_stack, loss_impl_id
+from .stacks import attention_impl, get_stack, loss_impl_id
 from .training import ALL_LINEAR, TrainingSetup
 
 INT64 = 8
@@ -39,6 +39,7 @@ class ActivationContext:
     qlora_upcast: bool
     head_module: bool  # does the lm_head module run on all tokens (and save its input when it trains)?
     litgpt: LitgptLora | None = None  # LitGPT's own model saves the activations (litgpt_* functions below)
+    autocast: bool = False  # the step runs under bf16 autocast: matmuls save bf16 copies of fp32 inputs
 
 
 def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
@@ -57,11 +58,12 @@ def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
         adapter_copies=setup.autocast and adapter_bytes(setup) == FP32,
         base_trainable=setup.method == "full",
         adapted=adapted_modules(spec, setup) if setup.method != "full" else frozenset(),
-        rank=setup.lora_rank, eager=setup.attention == "eager", seq_len=setup.lm_seq_len,
+        rank=setup.lora_rank, eager=attention_impl(setup, spec.family) == "eager", seq_len=setup.lm_seq_len,
         qlora_upcast=setup.method == "qlora" and setup.qlora_fp32_upcast,
         # TRL's fused head and the fused kernels read lm_head.weight directly: the module never runs.
         head_module=loss_impl_id(setup) in FULL_LOGITS_IMPLS,
         litgpt=litgpt_lora(spec, setup) if uses_litgpt_model(spec, setup) else None,
+        autocast=setup.autocast,
     )
 
 
@@ -652,11 +654,12 @@ def _mla_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearMod
 
 def _gdn_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearModule]) -> float:
     """Gated DeltaNet layer with transformers' torch fallback (flash-linear-attention and causal-conv1d absent):
-    the projections, the depthwise conv1d and its SiLU in the compute dtype; torch_chunk_gated_delta_rule works in
-    fp32 on q/k repeated to the value heads (l2-normalised), v, beta and the decay, keeps per 64-token chunk its
-    64×64 attention and decay matrices and one recurrent state Hv·dk·dv; the gated RMSNorm and out_proj on the
-    value width."""
-    c, f = ctx.c, FP32
+    the projections, the depthwise conv1d and its SiLU in the compute dtype; torch_chunk_gated_delta_rule
+    (transformers 5.24.0 modeling_qwen3_5.py / modeling_qwen3_next.py) works in fp32 on q/k repeated to the value
+    heads, keeps per 64-token chunk 64×64 decay and attention matrices and one recurrent state Hv·dk·dv; the gated
+    RMSNorm and out_proj on the value width. Under autocast every `@` of the rule casts its fp32 operands to bf16
+    and saves those copies instead (docs/formulas.md §3.4, "Gated DeltaNet")."""
+    c, f, t = ctx.c, FP32, max(ctx.seq_len, 1)
     hv, dk, dv = spec.linear_value_heads, spec.linear_key_dim, spec.linear_value_dim
     key_dim, value_dim = spec.linear_key_heads * dk, hv * dv
     conv_dim = 2 * key_dim + value_dim
@@ -665,11 +668,25 @@ def _gdn_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearMod
     saved = _linear_inputs(attn_in, spec.hidden_size, ctx.resid, ctx)
     saved += 2 * c * conv_dim  # conv1d input and the SiLU's input (conv output)
     qk = hv * dk  # q and k after repeat_interleave to the value heads
-    saved += f * (2 * 2 * qk + qk)  # fp32 q, k and their l2norm inputs, the scaled query
-    saved += f * (2 * value_dim + qk)  # fp32 v, v·beta, k·beta
-    saved += 4 * f * hv * GDN_CHUNK  # per chunk: decay mask, intra-chunk attention, its solve, q·k attention
-    saved += f * hv * dk * dv / GDN_CHUNK  # one recurrent state per chunk, saved by the state update matmuls
-    saved += 3 * f * value_dim + 2 * c * value_dim  # core output, gated norm (fp32 input and output), z and silu(z)
+    mat = hv * GDN_CHUNK  # one row of a chunk's 64×64 matrix per token and value head
+    state = hv * dk * dv / GDN_CHUNK  # one recurrent state per chunk, per token
+    # fp32 tensors the element-wise ops and the triangular solves keep: q and k (l2norm inputs), the normalised k,
+    # the scaled q, k·beta, the solve's k output (6 key-wide); v and the solve's value output (2 value-wide)
+    saved += f * (6 * qk + 2 * value_dim)
+    if ctx.autocast:
+        # bf16 copies saved by the `@`s: k·beta, k twice, scaled q, and per chunk the k and q slices (7 key-wide),
+        # v_new twice (2 value-wide), minus the first chunk's k and q slices (the zero initial state needs no
+        # grad); the two bf16 q·kᵀ products and the bf16 copy of the intra-chunk attention; fp32 decay and UT
+        # matrices; per chunk the fp32 state and its two bf16 copies
+        saved += c * (7 * qk + 2 * value_dim) - 2 * c * qk * min(GDN_CHUNK, t) / t
+        saved += (2 * f + 3 * c) * mat + (f + 2 * c) * state
+    else:
+        # fp32 throughout: the decayed q and k and v_new (2 key-wide + 1 value-wide); five 64×64 matrices per chunk
+        # (decay, both q·kᵀ products, the UT system, the intra-chunk attention); one state per chunk
+        saved += f * (2 * qk + value_dim) + 5 * f * mat + f * state
+    # gated RMSNorm: fp32 input, the fp32 gate copy SiLU keeps and its output, the normalised value the gated product
+    # keeps (+ the one the norm weight's product keeps when it trains)
+    saved += 3 * f * value_dim + c * value_dim * (2 if ctx.base_trainable else 1)
     if ctx.base_trainable:
         saved += c * value_dim  # out_proj input
     else:
@@ -677,14 +694,34 @@ def _gdn_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearMod
     return saved
 
 
+def _llama4_routed(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """Llama4TextMoe (transformers 5.24.0 modeling_llama4.py) sends every token through all E experts:
+    hidden_states.repeat(E, 1) times the sigmoid router scores, then two bmm over the fused expert tensors
+    (Llama4TextExperts), so the routed part saves E copies per token, not k gathered ones (docs/formulas.md §3.4)."""
+    e, h, i, c = spec.num_experts, spec.hidden_size, spec.moe_intermediate_size, ctx.c
+    # the router and the shared expert read one tensor (the router's input is saved when it trains)
+    saved = _linear_inputs(_mods(spec, ("router", "shared_in")), h, ctx.resid, ctx)
+    saved += FP32 * e + 2 * 8 * spec.experts_per_token  # fp32 sigmoid output; topk and scatter_ int64 indices
+    saved += c * e + c * e * h  # the scaling product keeps the scores (contiguous copy) and the E repeated tokens
+    saved += c * e * 2 * i  # SiLU saves the gate half of gate_up, a view that keeps the whole bmm output alive
+    saved += c * e * i  # SiLU output (up × act also keeps the up half, already counted)
+    if ctx.base_trainable:
+        saved += c * e * (h + i)  # the two bmm inputs, for the expert weight gradients
+    return saved
+
+
 def _family_mlp(spec: ModelSpec, ctx: ActivationContext, moe: bool) -> float:
-    """Dense SwiGLU, or the MoE block: router logits in fp32, k routed experts on gathered copies (as moe_layer),
-    and the shared expert(s) as a dense SwiGLU of their width (plus the sigmoid gate of Qwen3-Next / Qwen3.5)."""
+    """Dense SwiGLU, or the MoE block: router logits in fp32, k routed experts on gathered copies (as moe_layer;
+    Llama 4: all E experts on every token), and the shared expert(s) as a dense SwiGLU of their width (plus the
+    sigmoid gate of Qwen3-Next / Qwen3.5)."""
     if not moe:
         n_dense = spec.num_layers - spec.moe_layers
         return _mlp(spec, ctx, spec.intermediate_size, _mods(spec, ("mlp_in",), n_dense),
                     _mods(spec, ("mlp_out",), n_dense))
-    saved = moe_layer(replace(spec, shared_expert_intermediate_size=0), ctx).mlp
+    if spec.family == "llama4_text":
+        saved = _llama4_routed(spec, ctx)
+    else:
+        saved = moe_layer(replace(spec, shared_expert_intermediate_size=0), ctx).mlp
     if spec.shared_expert_intermediate_size:
         saved += _mlp(spec, ctx, spec.shared_expert_intermediate_size, _mods(spec, ("shared_in",)),
                       _mods(spec, ("shared_out",)), trainable_input=False)
@@ -850,7 +887,7 @@ def uses_litgpt_model(spec: ModelSpec, setup: TrainingSetup) -> bool:
     (or is the same LLaMA/GPT-NeoX block), SDPA. Everything else (MoE, Gemma-2/3 post-norms and soft-capping,
     qk-norms, eager attention) keeps the transformers-module estimate."""
     return (litgpt_stack(setup) and spec.family in LITGPT_FAMILIES and not spec.moe_layers and not spec.qk_norm
-            and setup.attention == "sdpa")
+            and attention_impl(setup, spec.family) == "sdpa")
 
 
 def _litgpt_fused_targets(spec: ModelSpec, setup: TrainingSetup) -> TrainingSetup:

@@ -127,6 +127,7 @@ class ModelSpec:
     linear_key_dim: int = 0  # linear_key_head_dim
     linear_value_dim: int = 0  # linear_value_head_dim
     linear_conv_kernel: int = 0  # linear_conv_kernel_dim
+    params_frozen: int = 0  # parameters the model creates with requires_grad=False (in params_total; never trained)
     # Gemma 4 / Gemma 3n (estimator/families_gemma.py):
     params_extra_embedding: int = 0  # per-layer input embedding table (PLE), counted with the embeddings
 
@@ -477,8 +478,15 @@ def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: 
             f"counted as frozen weights; the language model ({spec.family}) trains; image tokens per example "
             f"lengthen its sequence")
     if top == "gemma3n":
-        note += ("; Gemma 3n's MobileNetV5 vision encoder (a timm model, about 0.3 B parameters) is not counted: "
-                 "only its embedder is")
+        arch = _families_gemma.gemma3n_vision_architecture(cfg)
+        timm_params = _families_gemma.gemma3n_timm_vision_params(cfg)
+        if timm_params is None:
+            note += (f"; Gemma 3n's vision encoder (timm {arch!r}) is not counted, only its embedder: the "
+                     f"estimator knows the size of {', '.join(sorted(_families_gemma.TIMM_VISION_PARAMS))} "
+                     f"(without model_args) only")
+        else:
+            note += (f"; the vision encoder is timm's {arch} (MobileNetV5, {timm_params / 1e6:,.0f} M parameters, "
+                     f"counted with timm 1.0.31)")
     return _with_counts(replace(spec, params_tower=counted, tower_kind=" and ".join(towers),
                                 notes=(*spec.notes, note)))
 
