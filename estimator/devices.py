@@ -338,14 +338,16 @@ class Verdict:
 
     @property
     def headline(self) -> str:
+        from .i18n import _, format_number
         from .units import fmt_gb
 
         if self.fits:
-            return f"Fits: {fmt_gb(self.total_bytes)} of {fmt_gb(self.usable_bytes)} usable"
+            return _("Fits: {total} of {usable} usable").format(total=fmt_gb(self.total_bytes),
+                                                                usable=fmt_gb(self.usable_bytes))
         shortfall = -self.margin_bytes
         if shortfall < 0.05e9:  # one decimal would say "0.0 GB": give megabytes and say what it means
-            return f"Too big by {max(shortfall / 1e6, 1):,.0f} MB: right at the limit"
-        return f"Too big by {fmt_gb(shortfall)}"
+            return _("Too big by {mb} MB: right at the limit").format(mb=format_number(max(shortfall / 1e6, 1), 0))
+        return _("Too big by {shortfall}").format(shortfall=fmt_gb(shortfall))
 
 
 def verdict(total_bytes: float, device: Device, high_bytes: float | None = None) -> Verdict:

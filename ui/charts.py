@@ -20,8 +20,8 @@ from estimator import (
     Device,
     Estimate,
     component_keys,
+    fmt_both,
     to_gb,
-    to_gib,
 )
 from estimator.memory import CONTEXT_LABEL, component_label, context_label
 
@@ -72,7 +72,7 @@ def _esc(text: str) -> str:
 
 def both_units(n_bytes: float, digits: int = 1) -> str:
     """'17.2 GB (16.0 GiB)' — the label format every hover uses."""
-    return f"{to_gb(n_bytes):,.{digits}f} GB ({to_gib(n_bytes):,.{digits}f} GiB)"
+    return fmt_both(n_bytes, digits)
 
 
 def splits_weights(est: Estimate) -> bool:

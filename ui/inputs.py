@@ -43,6 +43,8 @@ from estimator.training import (
     SHARDINGS,
 )
 from ui.grids import VARIANT_OPTIONS, size_and_preset_options
+from ui.lang import PARAM as LANG_PARAM
+from ui.lang import language_note, language_switch
 from ui.report import VIEWER_PARAMS, share_url
 from ui.trainer_inputs import TRAINER_PARAMS
 
@@ -210,6 +212,11 @@ def url_notes() -> list[str]:
     notes: list[str] = []
     unknown = 0
     for key in list(st.query_params.keys()):
+        if key == LANG_PARAM:  # the language (ui/lang.py says when its value is not valid)
+            lang_note = language_note()
+            if lang_note:
+                notes.append(lang_note)
+            continue
         if key in PAGE_PARAMS:
             choices = PAGE_PARAM_CHOICES.get(key)
             refused = [raw for raw in st.query_params.get_all(key) if choices and raw not in choices]
@@ -367,7 +374,7 @@ def link_params() -> dict[str, list[str]]:
         if value is None or value == DEFAULTS[key]:
             continue
         params[key] = [_url_value(value)]
-    for key in sorted(PAGE_PARAMS):
+    for key in sorted(PAGE_PARAMS | {LANG_PARAM}):
         if key in st.query_params:
             params[key] = st.query_params.get_all(key)
     return params
@@ -451,6 +458,7 @@ def _leave_legacy_pages_mode() -> None:
 def render_inputs() -> Inputs:
     """Draw the shared sidebar and return validated Inputs. Never raises for bad input."""
     _leave_legacy_pages_mode()
+    language_switch()  # lang=es|en (ui/lang.py): before any text this page draws
     notes = url_notes()
     _drop_overflowing_params(notes)
     notes = st.session_state.pop(_PENDING_NOTES, notes)  # after that rerun: the first run's notes

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Re-extract the marked strings into locales/messages.pot and merge them into each language's .po
+# (new strings appear untranslated, changed ones fuzzy: tests/test_i18n.py fails until they are translated).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BABEL=${BABEL:-.venv/bin/pybabel}
+"$BABEL" extract -F babel.cfg --no-location --sort-output --project "Will it fit?" --version 0.1 \
+  --msgid-bugs-address "" --copyright-holder "" -c "TRANSLATORS:" -o locales/messages.pot .
+for po in locales/*/LC_MESSAGES/messages.po; do
+  lang=$(basename "$(dirname "$(dirname "$po")")")
+  "$BABEL" update -i locales/messages.pot -d locales -l "$lang" --no-wrap --ignore-obsolete
+done
