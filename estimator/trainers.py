@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, replace
 
 from . import activations as act
+from .i18n import N_
 from .memory import (
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_BYTES,
@@ -433,9 +434,9 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         return DetailItem(component, label, float(value), formula)
 
     ref = reference_bytes(spec, setup, tr)
-    ref_item = d("reference", "Reference model (frozen copy)", ref, "policy load dtype × params")
+    ref_item = d("reference", N_("Reference model (frozen copy)"), ref, "policy load dtype × params")
     vllm = float(tr.vllm_util * device_capacity) if mode == "vllm-colocate" and device_capacity else 0.0
-    vllm_item = d("generation", "vLLM reservation", vllm,
+    vllm_item = d("generation", N_("vLLM reservation"), vllm,
                   f"vllm_gpu_memory_utilization {tr.vllm_util:g} × device memory")
     vllm_always = vllm if not tr.vllm_sleep else 0.0  # sleep mode (level 2) frees it during training
 
@@ -447,7 +448,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         sm = FP32 if ps.autocast else c  # log_softmax autocasts to fp32
         nll = ORPO_NLL_SHARE[opt.id]
         swap = {"Logits and loss (saved)": d(
-            "activations", "Logits and log-softmaxes (saved)", (c + sm * (1 + nll)) * tv,
+            "activations", N_("Logits and log-softmaxes (saved)"), (c + sm * (1 + nll)) * tv,
             f"c·T·V logits + {sm} B × T·V row log-softmax" + (f" + {sm} B × T·V / 2 chosen-half cross-entropy"
                                                                 if nll else ""))}
         dropped = ("Loss backward buffers",)
@@ -459,7 +460,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         if ref:
             items.append(ref_item)
         if gen:
-            items.append(vllm_item if vllm else d("generation", "Generation", gen, ""))
+            items.append(vllm_item if vllm else d("generation", N_("Generation"), gen, ""))
         return TrainerPhase(name or p.name, p.weights, p.gradients, p.optimizer, acts, tuple(items),
                             reference=ref, generation=gen)
 
@@ -483,20 +484,20 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         if setup.method == "full":
             head_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
                 setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
-        grad_phase = lift(loss_bwd, (d("activations", "Logits, their gradient, chosen-half log-softmax",
+        grad_phase = lift(loss_bwd, (d("activations", N_("Logits, their gradient, chosen-half log-softmax"),
                                        (2 + ORPO_NLL_SHARE[opt.id]) * c * tv,
                                        f"{2 + ORPO_NLL_SHARE[opt.id]:g} × c·T·V"),),
-                          drop=("Loss backward buffers", "Logits and loss (saved)"), name="backward, logits gradient")
+                          drop=("Loss backward buffers", "Logits and loss (saved)"), name=N_("backward, logits gradient"))
         phases.append(replace(grad_phase, gradients=grad_phase.gradients + head_grad, details=grad_phase.details + (
-            (d("gradients", "Head weight gradient", head_grad, "V × H"),) if head_grad else ())))
+            (d("gradients", N_("Head weight gradient"), head_grad, "V × H"),) if head_grad else ())))
     if opt.reference == "always" and tr.uses_reference():
         # DPO/KTO: the reference forward runs after the policy forward, while the policy's saved activations
         # (checkpointed inputs, head input, the fused head's saved tensors) are alive (dpo_trainer.py l. 1299 →
         # 1327; kto_trainer.py KL + reference forwards). Its own working set is one layer and one head tile.
         ref_fwd = scoring_forward_bytes(spec, setup, training_tokens, fused)
-        phases.append(lift(loss_bwd, (d("activations", "Reference forward (no_grad)", ref_fwd,
+        phases.append(lift(loss_bwd, (d("activations", N_("Reference forward (no_grad)"), ref_fwd,
                                          "T × one layer's no_grad working set + one head tile"),),
-                           drop=dropped + ("Loss backward buffers",), name="reference forward"))
+                           drop=dropped + ("Loss backward buffers",), name=N_("reference forward")))
     if opt.generates:
         # Generation happens at the start of a generation cycle, after the optimizer step and zero_grad
         # (set_to_none): weights and optimizer state are alive, gradients are not.
@@ -508,7 +509,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             # ds3_gather_for_generation=True (grpo_config.py): the whole model is gathered for generate.
             weights = float(sum(x.bytes for x in keep if x.component == "weights")) * setup.gpus
             keep = tuple(x for x in keep if x.component != "weights") + (
-                d("weights", "Weights gathered for generation (ZeRO-3)", weights, "all shards gathered"),)
+                d("weights", N_("Weights gathered for generation (ZeRO-3)"), weights, "all shards gathered"),)
         sequences = setup.batch * setup.grad_accum  # local generation batch (steps_per_generation = grad accum)
         length = tr.prompt_length + tr.completion_length
         items: list[DetailItem] = list(keep)
@@ -529,7 +530,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             grow = kv / spec.num_layers
             logits = sequences * spec.vocab_size * (compute_bytes(setup) + 2 * FP32)
             acts = prefill + grow + logits
-            items.append(d("activations", "Prefill / decode working set", acts,
+            items.append(d("activations", N_("Prefill / decode working set"), acts,
                            "n × prompt × one no_grad layer + one layer's cache growth + last-token logits"))
         elif mode == "vllm-colocate":
             gen = vllm
@@ -544,7 +545,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             # sampling correction, default on) run under no_grad before the training forward, chunked by
             # per_device_train_batch_size: only their working set is on top of the model states.
             score = scoring_forward_bytes(spec, setup, training_tokens, fused)
-            s_items = list(keep) + [d("activations", "Scoring forward (no_grad)", score,
+            s_items = list(keep) + [d("activations", N_("Scoring forward (no_grad)"), score,
                                       "T × one layer's no_grad working set + one head tile")]
             if ref:
                 s_items.append(ref_item)

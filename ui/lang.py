@@ -11,7 +11,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from estimator.i18n import DEFAULT_LANGUAGE, LANGUAGES, N_, _, normalise_language, set_language
+from estimator.i18n import (
+    DEFAULT_LANGUAGE,
+    LANGUAGES,
+    N_,
+    _,
+    format_number,
+    get_language,
+    normalise_language,
+    set_language,
+)
 
 PARAM = "lang"
 _CHOSEN = "_lang_chosen"  # the language the address or the switch chose in this session
@@ -69,3 +78,30 @@ def language_switch() -> str:
         ":material/translate: " + _("Language"), list(LANGUAGES), key=SWITCH, format_func=LANGUAGES.__getitem__,
         on_change=_switched, required=True, help=_("The page's language; the link keeps it (lang=es or lang=en)."))
     return code
+
+
+def localised(frame, formats: dict[str, tuple[int, str]]):  # noqa: ANN001, ANN201 - pandas frame in and out
+    """A table's number columns for the page's language: {column: (decimals, unit suffix)}. English keeps
+    numbers (sortable; number_columns gives their printf format); another language gets the numbers as text
+    formatted by Babel ("17,00 GB"), since a table's printf formats know only the decimal point."""
+    if get_language() == DEFAULT_LANGUAGE:
+        return frame
+    shown = frame.copy()
+    for column, (digits, suffix) in formats.items():
+        if column in shown.columns:
+            shown[column] = [format_number(float(v), digits) + suffix if v == v else "" for v in shown[column]]
+    return shown
+
+
+def number_columns(formats: dict[str, tuple[int, str]], labels: dict[str, str] | None = None,
+                   helps: dict[str, str] | None = None) -> dict:
+    """Column settings for the columns localised() formats: printf numbers in English, right-aligned text
+    otherwise. labels and helps: optional (translated) header and tooltip per column."""
+    labels, helps = labels or {}, helps or {}
+    english = get_language() == DEFAULT_LANGUAGE
+    config = {}
+    for column, (digits, suffix) in formats.items():
+        label, help_ = labels.get(column), helps.get(column)
+        config[column] = (st.column_config.NumberColumn(label, format=f"%.{digits}f{suffix}", help=help_) if english
+                          else st.column_config.TextColumn(label, help=help_, alignment="right"))
+    return config
