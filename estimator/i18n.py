@@ -24,6 +24,8 @@ DEFAULT_LANGUAGE = "en"
 LOCALE_DIR = Path(__file__).resolve().parent.parent / "locales"
 DOMAIN = "messages"
 
+MIN_GROUPING_DIGITS = {"es": 2}  # CLDR numbers.minimumGroupingDigits where it is not 1
+
 _language: ContextVar[str] = ContextVar("language", default=DEFAULT_LANGUAGE)
 
 
@@ -105,6 +107,8 @@ def format_number(value: float, digits: int = 1, grouping: bool = True) -> str:
         return f"{value:{',' if grouping else ''}.{digits}f}"
     from babel.numbers import format_decimal
 
+    # CLDR's minimum grouping digits: Spanish writes 2048 but 12.345 (Babel's custom patterns ignore it).
+    grouping = grouping and abs(value) >= 10 ** (3 + MIN_GROUPING_DIGITS.get(code, 1))
     pattern = ("#,##0" if grouping else "0") + ("." + "0" * digits if digits > 0 else "")
     return format_decimal(round(value, digits), format=pattern, locale=code, decimal_quantization=True)
 

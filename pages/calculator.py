@@ -146,12 +146,13 @@ at_length = length if trainer.option.generates else _("max length {n}").format(n
 detailed_note = _(" (detailed estimate: the rule of thumb ignores it)") if rule else ""
 longest = (_("Longest max completion length that fits (at batch {batch}){note}:") if trainer.option.generates
            else _("Longest max length that fits (at batch {batch}){note}:"))
+EXAMPLE, TOKEN = N_("example"), N_("token")  # the solvers' units (limit_text translates them)
 fit_lines = [
     "- " + _("Largest batch that fits on this device (at {length}){note}:").format(length=at_length,
                                                                                    note=detailed_note)
-    + f" **{text(limit_text(best_batch, BATCH_MAX, N_('example')))}**",
+    + f" **{text(limit_text(best_batch, BATCH_MAX, EXAMPLE))}**",
     "- " + longest.format(batch=setup.batch, note=detailed_note)
-    + f" **{text(limit_text(best_len, MAX_LEN_MAX, N_('token')))}**" + (" " + _("tokens") if best_len else ""),
+    + f" **{text(limit_text(best_len, MAX_LEN_MAX, TOKEN))}**" + (" " + _("tokens") if best_len else ""),
     "- " + _("Smallest catalog device that fits:") + " " + (
         f"**{text(smallest.name)}** (" + text(_("{amount} usable").format(amount=both_units(smallest.usable_bytes)))
         + ")" if smallest else

@@ -5,69 +5,73 @@ and setup, side by side on one memory axis against the device; in rule mode, the
 import streamlit as st
 
 from estimator import estimate, verdict
+from estimator.i18n import _, format_number
 from estimator.training import METHOD_LABELS, METHODS
 from ui.charts import stacked_bars
 from ui.grids import FIGURE_ORDER, VARIANT_OPTIONS, compare_setups, components_table, setup_summary
 from ui.inputs import plain, present_table, render_inputs, share_box, show_notes
+from ui.lang import localised, number_columns
 
 inputs = render_inputs()
 show_notes(inputs)
 spec, setup, device = inputs.model, inputs.setup, inputs.device
 font_size = 18 if inputs.presentation else None
 
-st.title("Compare methods")
+st.title(_("Compare methods"))
 st.caption(plain(setup_summary(spec, setup, device)))
 
-options = st.expander("Options", expanded=False) if inputs.presentation else st.container()
+options = st.expander(_("Options"), expanded=False) if inputs.presentation else st.container()
 with options:
     left, right = st.columns(2)
-    methods = left.multiselect("Methods", list(METHODS), default=list(METHODS), key="methods", bind="query-params",
-                               help="full = every weight trains; lora = frozen 16-bit base + adapters; "
-                                    "qlora = frozen 4-bit base + adapters.")
-    variants = right.multiselect("Also compare with precision or optimizer", list(VARIANT_OPTIONS), default=[],
+    methods = left.multiselect(_("Methods"), list(METHODS), default=list(METHODS), key="methods", bind="query-params",
+                               help=_("full = every weight trains; lora = frozen 16-bit base + adapters; "
+                                      "qlora = frozen 4-bit base + adapters."))
+    variants = right.multiselect(_("Also compare with precision or optimizer"), list(VARIANT_OPTIONS), default=[],
                                  key="variants", bind="query-params", disabled=inputs.rule == "seed",
-                                 help="Adds a bar per chosen method with this precision or optimizer instead of "
-                                      "the sidebar's.")
+                                 help=_("Adds a bar per chosen method with this precision or optimizer instead "
+                                        "of the sidebar's."))
 if not methods:
-    st.info("Choose at least one method.", icon=":material/info:")
+    st.info(_("Choose at least one method."), icon=":material/info:")
     share_box()
     st.stop()
 
 
 def headline(total_bytes: float) -> str:
     """The same figure the calculator shows for this setup: GB with one decimal."""
-    return f"{total_bytes / 1e9:,.1f} GB"
+    return f"{format_number(total_bytes / 1e9)} GB"
 
 
 if inputs.rule == "seed":
-    st.caption("Rule of thumb: LoRA ≈ 2 GB per billion parameters + 3 GB, full fine-tuning ≈ 12 GB per billion "
-               "+ 4 GB (16 with precision 'mixed'), QLoRA ≈ a third of LoRA + 3 GB (never above LoRA). The same "
-               "numbers as on the calculator; the rule ignores batch, length and optimizer.")
+    st.caption(_("Rule of thumb: LoRA ≈ 2 GB per billion parameters + 3 GB, full fine-tuning ≈ 12 GB per billion "
+                 "+ 4 GB (16 with precision 'mixed'), QLoRA ≈ a third of LoRA + 3 GB (never above LoRA). The same "
+                 "numbers as on the calculator; the rule ignores batch, length and optimizer."))
 rows = [(label, estimate(spec, s, inputs.rule))
         for label, s in compare_setups(setup, methods, variants if inputs.rule != "seed" else ())]
 # One verdict per bar; with many bars, only the plain methods get a headline (the table has the rest).
-headlines = rows if len(rows) <= 4 else [r for r in rows if r[0] in METHOD_LABELS.values()]
+headlines = rows if len(rows) <= 4 else [r for r in rows if r[0] in {_(x) for x in METHOD_LABELS.values()}]
 columns = st.columns(len(headlines))
 for col, (label, est) in zip(columns, headlines, strict=True):
     v = verdict(est.total_bytes, device, est.high_bytes)
-    col.metric(label, headline(est.total_bytes), delta="fits" if v.fits else "too big",
+    col.metric(label, headline(est.total_bytes), delta=_("fits") if v.fits else _("too big"),
                delta_color="normal" if v.fits else "inverse", delta_arrow="off", border=True,
                help=plain(v.headline))
 
 orientation = "v" if len(rows) <= 6 else "h"
 st.plotly_chart(stacked_bars(rows, device, orientation=orientation, font_size=font_size), key="compare_chart",
                 config={"displayModeBar": False},
-                alt="Stacked bars of peak memory per method: "
-                    + ", ".join(f"{label} {est.total_bytes / 1e9:,.1f} GB" for label, est in rows))
-st.caption(f"Each bar is the peak of one training step on one GPU, by component, against {plain(device.name)}'s "
-           "usable memory. The whisker is the likely range. Methods in this order: "
-           + ", ".join(m for m in FIGURE_ORDER if m in methods) + ".")
+                alt=_("Stacked bars of peak memory per method: {bars}").format(
+                    bars=", ".join(f"{label} {headline(est.total_bytes)}" for label, est in rows)))
+st.caption(_("Each bar is the peak of one training step on one GPU, by component, against {device}'s usable "
+             "memory. The whisker is the likely range. Methods in this order: {methods}.").format(
+    device=plain(device.name), methods=", ".join(m for m in FIGURE_ORDER if m in methods)))
 
 table = components_table(rows, device)
 if inputs.presentation:
-    present_table(table[[c for c in table.columns if not c.endswith("(GiB)")]])
+    present_table(table[[c for c in table.columns if not c.endswith("(GiB)")]].rename(
+        columns={"Component": _("Component")}))
 else:
-    st.dataframe(table, hide_index=True, key="compare_table",
-                 column_config={"Component": st.column_config.TextColumn(width="medium")}
-                 | {c: st.column_config.NumberColumn(format="%.2f") for c in table.columns if c != "Component"})
+    numbers = {c: (2, "") for c in table.columns if c != "Component"}
+    st.dataframe(localised(table, numbers), hide_index=True, key="compare_table",
+                 column_config={"Component": st.column_config.TextColumn(_("Component"), width="medium")}
+                 | number_columns(numbers))
 share_box()

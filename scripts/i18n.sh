@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 BABEL=${BABEL:-.venv/bin/pybabel}
 "$BABEL" extract -F babel.cfg --no-location --sort-output --project "Will it fit?" --version 0.1 \
   --msgid-bugs-address "" --copyright-holder "" -c "TRANSLATORS:" -o locales/messages.pot .
-for po in locales/*/LC_MESSAGES/messages.po; do
-  lang=$(basename "$(dirname "$(dirname "$po")")")
-  "$BABEL" update -i locales/messages.pot -d locales -l "$lang" --no-wrap --ignore-obsolete
+for lang in ${LANGS:-es}; do
+  if [ -f "locales/$lang/LC_MESSAGES/messages.po" ]; then
+    "$BABEL" update -i locales/messages.pot -d locales -l "$lang" --no-wrap --ignore-obsolete
+  else
+    "$BABEL" init -i locales/messages.pot -d locales -l "$lang" --no-wrap
+  fi
 done

@@ -32,7 +32,7 @@ from estimator import (
     verdict,
 )
 from estimator.advice import max_fitting_size_b, sharded
-from estimator.i18n import _, format_int
+from estimator.i18n import N_, _, format_int
 from estimator.memory import component_label
 from estimator.stacks import with_method
 from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_LABELS, SHARDINGS
@@ -41,7 +41,7 @@ from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_L
 SEED_SIZES_B: tuple[float, ...] = (0.5, 1.5, 3, 7, 14, 27, 32, 70)
 # The seed diagram's order: LoRA first, then QLoRA, then full fine-tuning.
 METHOD_ORDER: tuple[str, ...] = ("lora", "qlora", "full")
-SHORT_METHOD = {"full": "full", "lora": "LoRA", "qlora": "QLoRA"}
+SHORT_METHOD = {"full": N_("full"), "lora": "LoRA", "qlora": "QLoRA"}  # N_: translated where shown
 SHORT_SHARDING = {"none": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3 / FSDP"}
 
 
@@ -62,7 +62,7 @@ class FitCell:
 
     @property
     def label(self) -> str:
-        return f"{self.model_label} · {SHORT_METHOD[self.method]}"
+        return f"{self.model_label} · {_(SHORT_METHOD[self.method])}"
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,7 @@ def compare_setups(setup: TrainingSetup, methods: Sequence[str], variants: Seque
             field = "precision" if variant in PRECISIONS else "optimizer"
             if variant not in VARIANT_OPTIONS or getattr(base, field) == variant:
                 continue
-            out.append((f"{SHORT_METHOD[method]} · {variant}", replace(base, **{field: variant})))
+            out.append((f"{_(SHORT_METHOD[method])} · {variant}", replace(base, **{field: variant})))
     return out
 
 
