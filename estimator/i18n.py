@@ -108,7 +108,7 @@ def format_number(value: float, digits: int = 1, grouping: bool = True) -> str:
     from babel.numbers import format_decimal
 
     # CLDR's minimum grouping digits: Spanish writes 2048 but 12.345 (Babel's custom patterns ignore it).
-    grouping = grouping and abs(value) >= 10 ** (3 + MIN_GROUPING_DIGITS.get(code, 1))
+    grouping = grouping and abs(value) >= 10 ** (2 + MIN_GROUPING_DIGITS.get(code, 1))
     pattern = ("#,##0" if grouping else "0") + ("." + "0" * digits if digits > 0 else "")
     return format_decimal(round(value, digits), format=pattern, locale=code, decimal_quantization=True)
 
