@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from .i18n import _
 from .options import LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS
 from .training import TrainingSetup
 
@@ -338,20 +339,23 @@ def setup_json(setup: TrainingSetup) -> dict[str, Any]:
 def setup_summary(setup: TrainingSetup) -> str:
     """One line naming the settings a stack decides, each marked with where it came from, e.g.
     'TRL 1.16.0: checkpointing on (stack) · loss: TRL fused chunked LM head (stack) · AdamW (fused) (stack)'."""
-    label = get_stack(setup.stack).label if setup.stack else "explicit settings"
+    label = get_stack(setup.stack).label if setup.stack else _("explicit settings")
 
     def mark(field: str, text: str) -> str:
         if setup.stack is None:
             return text
-        return f"{text} ({label} default)" if field in setup.from_stack else f"{text} (your choice)"
+        if field in setup.from_stack:
+            return _("{setting} ({stack} default)").format(setting=text, stack=label)
+        return _("{setting} (your choice)").format(setting=text)
 
-    ckpt = "checkpointing offloaded to CPU" if setup.offload_activations else (
-        "checkpointing on" if setup.grad_ckpt else "checkpointing off")
-    parts = [mark("grad_ckpt", ckpt), mark("loss", f"loss: {LOSS_IMPLS[loss_impl_id(setup)].label}"),
-             mark("optimizer", f"optimizer: {OPTIMIZERS[setup.optimizer].label}")]
+    ckpt = _("checkpointing offloaded to CPU") if setup.offload_activations else (
+        _("checkpointing on") if setup.grad_ckpt else _("checkpointing off"))
+    parts = [mark("grad_ckpt", ckpt),
+             mark("loss", _("loss: {loss}").format(loss=_(LOSS_IMPLS[loss_impl_id(setup)].label))),
+             mark("optimizer", _("optimizer: {optimizer}").format(optimizer=_(OPTIMIZERS[setup.optimizer].label)))]
     if setup.method != "full":
-        parts.append(mark("adapter_dtype", f"{setup.adapter_dtype} adapters"))
+        parts.append(mark("adapter_dtype", _("{dtype} adapters").format(dtype=setup.adapter_dtype)))
     if setup.method == "qlora":
-        parts.append(mark("qlora_prep", QLORA_PREPS[setup.qlora_prep].label))
-    head = get_stack(setup.stack).version if setup.stack else "Explicit settings"
+        parts.append(mark("qlora_prep", _(QLORA_PREPS[setup.qlora_prep].label)))
+    head = get_stack(setup.stack).version if setup.stack else _("Explicit settings")
     return f"{head}: " + " · ".join(parts)
