@@ -77,7 +77,7 @@ st.markdown(
       "| QLoRA base: embeddings, head, norms | 2, or 4 where the stack's QLoRA preparation upcasts them "
       "(table below) | – | the stack's preparation |").format(nf4=format_number(NF4_DQ_BYTES, 4))
 )
-st.dataframe(pd.DataFrame([{_("QLoRA preparation"): _(o.label), _("What it does"): o.summary, _("Source"): o.source}
+st.dataframe(pd.DataFrame([{_("QLoRA preparation"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
                            for o in QLORA_PREPS.values()]), hide_index=True, key="qlora_prep_table")
 st.subheader(_("LoRA and QLoRA"))
 st.markdown(
@@ -114,7 +114,7 @@ for name, option in OPTIMIZERS.items():
                        _("fp32 weights (B)"): "≈ 0" if option.state_dtype == "factored" else short(per_fp32),
                        _("bf16 weights (B)"): "≈ 0" if option.state_dtype == "factored" else short(per_bf16),
                        _("Step temporaries"): _("one parameter-sized buffer") if option.step_temporaries else _("none"),
-                       _("Why"): option.summary, _("Source"): option.source})
+                       _("Why"): _(option.summary), _("Source"): option.source})
 st.dataframe(pd.DataFrame(optim_rows), hide_index=True, key="optimizer_table")
 st.caption(_("Sources: torch.optim (state dtype = weight dtype); bitsandbytes optimizers (block-wise 8-bit, "
              "paged); Dettmers et al. 2021 (8-bit optimizers); transformers' Adafactor. Full fine-tuning in `mixed` "
@@ -145,7 +145,7 @@ st.markdown(
     "the vocabulary, T the tokens in the batch, H the hidden size and c the compute dtype's bytes:")
 )
 st.dataframe(pd.DataFrame([{_("Loss"): _(LOSSES[o.kind].label), _("Implementation"): _(o.label),
-                            _("What is counted"): o.summary, _("Source"): o.source} for o in LOSS_IMPLS.values()]),
+                            _("What is counted"): _(o.summary), _("Source"): o.source} for o in LOSS_IMPLS.values()]),
              hide_index=True, key="loss_table")
 st.latex(r"A_{\text{loss, standard}} = \underbrace{4\,T V}_{\text{kept}} + "
          r"\underbrace{8\,T V}_{\text{backward}}")
@@ -161,7 +161,7 @@ st.markdown(
     "L inputs plus one layer. 20–30 % slower. With offloading the L inputs wait in CPU RAM and one comes back "
     "at a time.")
 )
-st.dataframe(pd.DataFrame([{_("Checkpointing"): _(o.label), _("What it does"): o.summary, _("Source"): o.source}
+st.dataframe(pd.DataFrame([{_("Checkpointing"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
                            for o in CHECKPOINTING.values()]), hide_index=True, key="checkpointing_table")
 st.latex(r"A_{\text{ckpt}} = T\,(L \cdot 2h + A_{\text{one layer}})")
 
