@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .i18n import _
+from .i18n import N_, _
 from .options import LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS
 from .training import TrainingSetup
 
@@ -59,8 +59,8 @@ _PEFT_ADAPTERS = "peft 0.21 get_peft_model(autocast_adapter_dtype=True): LoRA we
 STACKS: dict[str, Stack] = {s.id: s for s in (
     Stack(
         id="trl", label="TRL", version="TRL 1.16.0 (transformers 5.24, PEFT 0.21)",
-        summary="TRL's SFTTrainer: checkpointing on, the loss through a fused chunked LM head (no full logits), "
-                "fused AdamW, fp32 LoRA adapters (bf16 on a 4-bit base), no fp32 upcast for QLoRA.",
+        summary=N_("TRL's SFTTrainer: checkpointing on, the loss through a fused chunked LM head (no full logits), "
+                "fused AdamW, fp32 LoRA adapters (bf16 on a 4-bit base), no fp32 upcast for QLoRA."),
         grad_ckpt=True, offload_activations=False, loss="chunked",
         loss_impls={"chunked": "trl", "standard": "hf"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
@@ -83,9 +83,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="trainer", label="HF Trainer", version="transformers 5.24.0 Trainer + PEFT 0.21",
-        summary="The plain transformers Trainer: no checkpointing, the standard loss on fp32-upcast logits "
+        summary=N_("The plain transformers Trainer: no checkpointing, the standard loss on fp32-upcast logits "
                 "(Liger's fused kernel with use_liger_kernel=True), fused AdamW, fp32 adapters, and PEFT's "
-                "QLoRA recipe (prepare_model_for_kbit_training).",
+                "QLoRA recipe (prepare_model_for_kbit_training)."),
         grad_ckpt=False, offload_activations=False, loss="standard",
         loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="peft", nf4_double_quant=True,
@@ -107,8 +107,8 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="unsloth", label="Unsloth", version="unsloth 2026.10.9 (unsloth_zoo 2026.10)",
-        summary="Unsloth: offloaded checkpointing ('unsloth'), its fused cross-entropy (no full logits), "
-                "fused AdamW unless the script asks otherwise, no fp32 upcast for QLoRA.",
+        summary=N_("Unsloth: offloaded checkpointing ('unsloth'), its fused cross-entropy (no full logits), "
+                "fused AdamW unless the script asks otherwise, no fp32 upcast for QLoRA."),
         grad_ckpt=True, offload_activations=True, loss="fused",
         loss_impls={"fused": "cce", "standard": "hf"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
@@ -131,8 +131,8 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="axolotl", label="Axolotl", version="axolotl 0.19.0 (transformers Trainer)",
-        summary="Axolotl: checkpointing off unless the YAML turns it on, the Trainer's standard loss (Liger "
-                "plugin: fused), fused AdamW; for QLoRA the norms, embeddings and head end in the model dtype.",
+        summary=N_("Axolotl: checkpointing off unless the YAML turns it on, the Trainer's standard loss (Liger "
+                "plugin: fused), fused AdamW; for QLoRA the norms, embeddings and head end in the model dtype."),
         grad_ckpt=False, offload_activations=False, loss="standard",
         loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
@@ -156,9 +156,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="torchtune", label="torchtune", version="torchtune 0.6.1 (lora/full single-device recipes)",
-        summary="torchtune's recipes: activation checkpointing on, the whole model and adapters in bf16 (no "
+        summary=N_("torchtune's recipes: activation checkpointing on, the whole model and adapters in bf16 (no "
                 "autocast), chunked-output cross-entropy (8 chunks, each upcast to fp32), fused AdamW, no "
-                "clipping; QLoRA through torchao NF4.",
+                "clipping; QLoRA through torchao NF4."),
         grad_ckpt=True, offload_activations=False, loss="chunked",
         loss_impls={"chunked": "torchtune", "standard": "torchtune_full"}, optimizer="adamw",
         adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
@@ -181,9 +181,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="litgpt", label="LitGPT", version="litgpt 0.5.13 (finetune lora/full)",
-        summary="LitGPT: bf16-true (weights and adapters in bf16, no autocast), cross-entropy on bf16 logits "
+        summary=N_("LitGPT: bf16-true (weights and adapters in bf16, no autocast), cross-entropy on bf16 logits "
                 "in chunks of 128, torch's default AdamW (foreach), bnb.nf4 without double quantisation, the "
-                "16-bit checkpoint on the GPU before quantising.",
+                "16-bit checkpoint on the GPU before quantising."),
         grad_ckpt=False, offload_activations=False, loss="chunked",
         loss_impls={"chunked": "litgpt"}, optimizer="adamw_foreach",
         adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=False,
@@ -220,9 +220,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="plain", label="Plain PyTorch loop", version="torch 2.x hand-written loop",
-        summary="A hand-written loop: model(input_ids, labels=labels).loss under bf16 autocast, loss.backward(), "
+        summary=N_("A hand-written loop: model(input_ids, labels=labels).loss under bf16 autocast, loss.backward(), "
                 "torch.optim.AdamW with its defaults (foreach), no checkpointing, the standard loss, the logits "
-                "released before backward.",
+                "released before backward."),
         grad_ckpt=False, offload_activations=False, loss="standard",
         loss_impls={"standard": "hf"}, optimizer="adamw_foreach",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,

@@ -185,7 +185,7 @@ for stack in STACKS.values():
         _("QLoRA preparation"): _(QLORA_PREPS[stack.qlora_prep].label),
         _("Gradient clipping"): (_("max norm {norm}").format(norm=format_number(stack.max_grad_norm, 1))
                                  if stack.max_grad_norm else _("none")),
-        _("In short"): stack.summary,
+        _("In short"): _(stack.summary),
     })
 st.dataframe(pd.DataFrame(stack_rows), hide_index=True, key="stack_table")
 source_rows = [{_("Stack"): stack.label, _("Setting"): field, _("Source (file, version)"): stack.sources.get(field, "")}
