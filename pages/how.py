@@ -324,9 +324,10 @@ if tracer["rows"]:
                      "attention": st.column_config.TextColumn(_("Attention"))})
 
 st.header(_("The exact trace"))
-st.markdown(exact_doc.WHAT_EXACT_MEANS)
+st.markdown(_(exact_doc.WHAT_EXACT_MEANS))
 st.markdown(_("What it leaves out, and what is added for it:") + "\n\n"
-            + "\n".join(f"- {item}" for item in exact_doc.WHAT_EXACT_LEAVES_OUT))
+            + "\n".join("- " + _(item).format(slack=format_number(100 * mem.ALLOCATOR_SLACK, 0))
+                        for item in exact_doc.WHAT_EXACT_LEAVES_OUT))
 st.caption(_("Optional install: `pip install -r requirements-exact.txt` (CPU torch, transformers, peft, trl), or "
              "`{env}` pointing at a Python that has it. Tracing costs CPU time per operation (about 15 s per decoder "
              "layer on two busy cores); configs over {max_layers} layers are refused, and each trace has a time "
