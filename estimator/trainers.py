@@ -72,17 +72,17 @@ class TrainerOption:
 TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
     TrainerOption(
         "sft", "SFT", "SFTConfig", "SFTTrainer", "trl", 1, "none", "fused", False, None, False, 1,
-        "Supervised fine-tuning: one forward and backward on batch × max_length tokens.",
-        "the SFT step (memory.estimate)",
+        N_("Supervised fine-tuning: one forward and backward on batch × max_length tokens."),
+        N_("the SFT step (memory.estimate)"),
         "trl/trainer/sft_trainer.py (TRL 1.16.0)"),
     TrainerOption(
         "dpo", "DPO", "DPOConfig", "DPOTrainer", "trl", 2, "always", "fused", False, 0.1, True, 1,
-        "Chosen and rejected are concatenated into one batch (2 × batch sequences per forward); after the policy "
+        N_("Chosen and rejected are concatenated into one batch (2 × batch sequences per forward); after the policy "
         "forward a no_grad reference forward (checkpointing off) scores the same batch through the fused head. Full "
         "fine-tuning keeps a frozen copy of the model; with PEFT the reference is the base with the adapter "
         "switched off (no copy); precompute_ref_log_probs scores the dataset once before training (no reference "
-        "during training).",
-        "SFT(2 × batch) + reference copy (full FT) + reference forward on top of the policy's saved activations",
+        "during training)."),
+        N_("SFT(2 × batch) + reference copy (full FT) + reference forward on top of the policy's saved activations"),
         "trl/trainer/dpo_trainer.py (TRL 1.16.0): collator torch.cat of chosen and rejected (l. 349); "
         "_compute_loss: model(..., fused_lm_head=True), then torch.no_grad() + disable_gradient_checkpointing "
         "reference forward, use_adapter(...) for PEFT (l. 1285–1339); ref_model = None for PEFT or "
@@ -90,47 +90,47 @@ TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
     TrainerOption(
         "orpo", "ORPO", "ORPOConfig", "ORPOTrainer", "trl.experimental.orpo", 2, "none", "logits", False, 0.1,
         False, 1,
-        "Reference-free: chosen and rejected concatenated; the loss builds the full-vocabulary logits of both and "
-        "a log-softmax (no fused head).",
-        "SFT(2 × batch) with full logits",
+        N_("Reference-free: chosen and rejected concatenated; the loss builds the full-vocabulary logits of both and "
+        "a log-softmax (no fused head)."),
+        N_("SFT(2 × batch) with full logits"),
         "trl/experimental/orpo/orpo_trainer.py (TRL 1.16.0): concatenated_forward, outputs.logits and "
         "selective_log_softmax; orpo_config.py beta=0.1, max_length=1024"),
     TrainerOption(
         "simpo", "SimPO (CPO)", "CPOConfig", "CPOTrainer", "trl.experimental.cpo", 2, "none", "logits", False, 0.1,
         False, 1,
-        "CPOTrainer with loss_type='simpo': reference-free, chosen and rejected concatenated, full-vocabulary "
-        "logits (no fused head).",
-        "SFT(2 × batch) with full logits",
+        N_("CPOTrainer with loss_type='simpo': reference-free, chosen and rejected concatenated, full-vocabulary "
+        "logits (no fused head)."),
+        N_("SFT(2 × batch) with full logits"),
         "trl/experimental/cpo/cpo_trainer.py (TRL 1.16.0): concatenated_forward, outputs.logits, "
         "selective_log_softmax; cpo_config.py beta=0.1, loss_type='simpo' for SimPO, "
         "simpo_gamma=0.5, cpo_alpha=1.0"),
     TrainerOption(
         "kto", "KTO", "KTOConfig", "KTOTrainer", "trl", 1, "always", "fused", False, 0.1, True, 2,
-        "Unpaired examples: a no_grad forward of mismatched 'KL' completions on the policy, the policy forward "
+        N_("Unpaired examples: a no_grad forward of mismatched 'KL' completions on the policy, the policy forward "
         "with gradients, then no_grad KL and example forwards on the reference (adapter off with PEFT). TRL needs "
-        "a per-device batch > 1 (the KL completions are the batch's own, shifted by one).",
-        "SFT(batch) + reference copy (full FT) + reference forwards on top of the policy's saved activations",
+        "a per-device batch > 1 (the KL completions are the batch's own, shifted by one)."),
+        N_("SFT(batch) + reference copy (full FT) + reference forwards on top of the policy's saved activations"),
         "trl/trainer/kto_trainer.py (TRL 1.16.0): _compute_loss (l. 1370–1445), 'Actual (not effective) batch "
         "size must be > 1' (l. 844); kto_config.py beta=0.1, max_length=1024, loss_type='kto'"),
     TrainerOption(
         "grpo", "GRPO", "GRPOConfig", "GRPOTrainer", "trl", 1, "beta", "fused", True, 0.0, False, 1,
-        "Online RL: num_generations completions per prompt are generated (transformers generate, vLLM colocated "
+        N_("Online RL: num_generations completions per prompt are generated (transformers generate, vLLM colocated "
         "or a vLLM server), then trained on; per_device_train_batch_size counts completions, each prompt + "
         "completion long. beta = 0 (the default) means no reference model; with beta > 0 full fine-tuning loads "
-        "a reference copy (PEFT switches the adapter off instead).",
-        "max(generation: weights + optimizer + KV cache or vLLM's reservation; training: SFT(batch, prompt + "
-        "completion)) + reference copy (beta > 0, full FT)",
+        "a reference copy (PEFT switches the adapter off instead)."),
+        N_("max(generation: weights + optimizer + KV cache or vLLM's reservation; training: SFT(batch, prompt + "
+        "completion)) + reference copy (beta > 0, full FT)"),
         "trl/trainer/grpo_trainer.py (TRL 1.16.0): reference model only when beta ≠ 0 and not PEFT (l. 983–1003), "
         "unwrapped_model.generate under no_grad (l. 1860–1875), fused_lm_head=True (l. 1498); grpo_config.py "
         "num_generations=8, max_completion_length=512, beta=0.0, use_vllm=False, vllm_mode='colocate', "
         "vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=False; generation_batch_size must be "
         "divisible by num_generations, num_generations ≥ 2 (l. 1129–1141)"),
     TrainerOption(
-        "reward", "Reward model", "RewardConfig", "RewardTrainer", "trl", 2, "none", "score", False, None, False,
+        "reward", N_("Reward model"), "RewardConfig", "RewardTrainer", "trl", 2, "none", "score", False, None, False,
         1,
-        "AutoModelForSequenceClassification with one output: chosen and rejected padded into one batch (2 × batch "
-        "sequences); the score head has hidden_size weights, so there are no vocabulary logits.",
-        "SFT(2 × batch) without the vocabulary head and its loss",
+        N_("AutoModelForSequenceClassification with one output: chosen and rejected padded into one batch (2 × batch "
+        "sequences); the score head has hidden_size weights, so there are no vocabulary logits."),
+        N_("SFT(2 × batch) without the vocabulary head and its loss"),
         "trl/trainer/reward_trainer.py (TRL 1.16.0): AutoModelForSequenceClassification(num_labels=1), "
         "compute_loss: torch.chunk(outputs.logits, 2) into chosen and rejected (l. 778–792); reward_config.py "
         "max_length=1024"),
@@ -149,20 +149,20 @@ class GenerationMode:
 
 
 GENERATION_MODES: dict[str, GenerationMode] = {m.id: m for m in (
-    GenerationMode("hf", "transformers generate (in the training process)",
-                   "The policy generates with a KV cache for every sequence of the local generation batch "
-                   "(per_device_train_batch_size × steps_per_generation, = gradient accumulation by default).",
+    GenerationMode("hf", N_("transformers generate (in the training process)"),
+                   N_("The policy generates with a KV cache for every sequence of the local generation batch "
+                   "(per_device_train_batch_size × steps_per_generation, = gradient accumulation by default)."),
                    "trl/trainer/grpo_trainer.py (TRL 1.16.0) _generate_single_turn: unwrapped_model.generate; "
                    "grpo_config.py steps_per_generation = gradient_accumulation_steps"),
-    GenerationMode("vllm-colocate", "vLLM colocated (same GPU)",
-                   "vLLM runs inside the training process and reserves vllm_gpu_memory_utilization × the device's "
+    GenerationMode("vllm-colocate", N_("vLLM colocated (same GPU)"),
+                   N_("vLLM runs inside the training process and reserves vllm_gpu_memory_utilization × the device's "
                    "memory for its weights and KV cache; with vllm_enable_sleep_mode it releases that (sleep level "
-                   "2) during the training step.",
+                   "2) during the training step."),
                    "trl/generation/vllm_generation.py (TRL 1.16.0): LLM(gpu_memory_utilization=...), "
                    "llm.sleep(level=2) after generation; grpo_config.py vllm_gpu_memory_utilization=0.3"),
-    GenerationMode("vllm-server", "vLLM server (other GPUs)",
-                   "Generation runs in a separate `trl vllm-serve` process on other GPUs: nothing on the training "
-                   "device.",
+    GenerationMode("vllm-server", N_("vLLM server (other GPUs)"),
+                   N_("Generation runs in a separate `trl vllm-serve` process on other GPUs: nothing on the training "
+                   "device."),
                    "trl/generation/vllm_client.py (TRL 1.16.0); grpo_config.py vllm_mode='server'"),
 )}
 GENERATION_IDS = tuple(GENERATION_MODES)
