@@ -10,13 +10,23 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.e2e.helpers import open_app, wait_for_app_run
+from tests.e2e.helpers import wait_for_app_run
 
 pytestmark = pytest.mark.e2e
 
 STATE = {"model": "qwen2.5-7b", "method": "qlora", "device": "rtx-4060-ti"}
 SPANISH_VERDICT = re.compile(r"(Cabe: \d+,\d GB de \d+,\d GB utilizables|No cabe: faltan \d+,\d GB)")
 ENGLISH_VERDICT = re.compile(r"(Fits: \d+\.\d GB of \d+\.\d GB usable|Too big by \d+\.\d GB)")
+
+
+SLOW = 120_000  # a busy CI machine can take a minute for a fresh server's first page
+
+
+def open_app(page: Page, url: str) -> Page:
+    page.goto(url, timeout=SLOW)
+    page.wait_for_selector("[data-testid='stAppViewContainer']", state="attached", timeout=SLOW)
+    wait_for_app_run(page, timeout=SLOW)
+    return page
 
 
 def params(page: Page) -> dict[str, list[str]]:
@@ -40,7 +50,7 @@ def test_spanish_link_then_switch_to_english_keeps_the_state(page: Page, app_url
     expect(page.get_by_role("link", name="Comparar métodos", exact=True).first).to_be_visible()  # navigation too
 
     page.get_by_test_id("stSidebar").get_by_text("English", exact=True).click()
-    wait_for_app_run(page)
+    wait_for_app_run(page, timeout=SLOW)
     expect(page.get_by_role("heading", name="What to change")).to_be_visible()
     expect(page.locator("h1, h2").filter(has_text=ENGLISH_VERDICT).first).to_be_visible()
     query = params(page)
@@ -48,7 +58,7 @@ def test_spanish_link_then_switch_to_english_keeps_the_state(page: Page, app_url
     assert {k: query.get(k) for k in STATE} == {k: [v] for k, v in STATE.items()}, page.url
 
     page.reload()  # the copied address opens in English, with the same setup
-    wait_for_app_run(page)
+    wait_for_app_run(page, timeout=SLOW)
     expect(page.get_by_role("heading", name="What to change")).to_be_visible()
     assert params(page).get("model") == ["qwen2.5-7b"]
 
@@ -56,7 +66,7 @@ def test_spanish_link_then_switch_to_english_keeps_the_state(page: Page, app_url
 def test_the_language_survives_a_page_switch(page: Page, app_url: str):
     open_app(page, app_url + "/?lang=es&model=qwen2.5-7b")
     page.get_by_role("link", name="Comparar métodos", exact=True).first.click()
-    wait_for_app_run(page)
+    wait_for_app_run(page, timeout=SLOW)
     expect(page).to_have_url(re.compile(r"/compare\?"))
     expect(page.get_by_role("heading", name="Comparar métodos")).to_be_visible()
     assert params(page).get("lang") == ["es"], page.url
