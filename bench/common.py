@@ -1,4 +1,4 @@
-"""Shared helpers for bench/run.py and scripts/load_test.py: start a local `streamlit run` server, wait for a
+"""Shared helpers for bench/run.py and bench/load_test.py: start a local `streamlit run` server, wait for a
 Streamlit page to settle, read the memory chart's data in the browser, and summarise latencies.
 
 Everything binds to 127.0.0.1: these tools never load a remote host.

@@ -1,7 +1,7 @@
 """The calibration matrix: a fixed, deterministic list of (model config, training setup) cases.
 
 Nothing here is random: ``get_cases()`` always returns the same list in the same order, so
-tests/data/calibration/fixtures.json can be regenerated bit-for-bit (see calibration/run_matrix.py).
+validation/data/fixtures.json can be regenerated bit-for-bit (see calibration/run_matrix.py).
 
 Case schema (input to calibration.trace.trace_case)::
 
@@ -436,7 +436,7 @@ def _rw_cases() -> list[dict]:
 
 # --------------------------------------------------------------------------------------------------
 # Issue 11's dense families and multimodal wrappers at real widths (prefix "rwd-"; fixtures in
-# tests/data/calibration/fixtures_dense_families.json).  Few layers keep the fake traces quick; the wrappers keep
+# validation/data/fixtures_dense_families.json).  Few layers keep the fake traces quick; the wrappers keep
 # two tower layers at the tower's real width.  Dropout is set to 0 (StarCoder2's configs say 0.1; the estimator
 # notes that it does not count dropout masks).  Gemma 3 with image inputs (pixel_values, token_type_ids; supported by
 # calibration/trace.py through setup["image_tokens"]) is not in the matrix: one fake trace ran over 20 minutes on the

@@ -58,10 +58,10 @@ warnings.filterwarnings("ignore")
 logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
 
 ROOT = Path(__file__).resolve().parents[1]
-CSV_PATH = ROOT / "data" / "published_measurements.csv"
+CSV_PATH = ROOT / "validation" / "data" / "published_measurements.csv"
 GB = 1e9
 
-# data/published_measurements.csv config_id -> litgpt.Config.from_name name
+# validation/data/published_measurements.csv config_id -> litgpt.Config.from_name name
 LITGPT_NAMES = {
     "gemma-2b": "gemma-2b",
     "llama-2-7b": "Llama-2-7b-hf",

@@ -1,4 +1,4 @@
-"""Trace every calibration case and write tests/data/calibration/fixtures.json.
+"""Trace every calibration case and write validation/data/fixtures.json.
 
 Regenerate (from the repository root, with the calibration venv; ~20-25 minutes on 2 cores for all 186 cases,
 ~16 of them for the 84 real-width "rw-" cases):
@@ -37,7 +37,7 @@ import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "tests" / "data" / "calibration" / "fixtures.json"
+DEFAULT_OUT = ROOT / "validation" / "data" / "fixtures.json"
 
 
 def _worker(case: dict) -> tuple[dict | None, str | None, float]:

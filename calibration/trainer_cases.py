@@ -1,5 +1,5 @@
 """The trainer calibration matrix and the estimator's answer for each case, without torch (the traces live in
-calibration/trainer_trace.py; the stored results in tests/data/calibration/trainer_findings.json are re-checked by
+calibration/trainer_trace.py; the stored results in validation/data/trainer_findings.json are re-checked by
 tests/test_trainer_calibration.py)."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ named:
 Usage (developer tool, .venv-cal):
 
     .venv-cal/bin/python -m calibration.trainer_trace            # the matrix, prints measured vs estimate
-    .venv-cal/bin/python -m calibration.trainer_trace --json tests/data/calibration/trainer_findings.json
+    .venv-cal/bin/python -m calibration.trainer_trace --json validation/data/trainer_findings.json
 """
 
 from __future__ import annotations

@@ -245,7 +245,9 @@ CATALOG: tuple[Device, ...] = (
          ("mi300x", "amd mi300x", "instinct mi300x", "amd instinct mi300x")),
 )
 _BY_ID = {d.id: d for d in CATALOG}
+CUSTOM_MIN_GB = 0.5  # the smallest capacity a user may type, in decimal GB
 CUSTOM_MAX_GB = 100_000.0  # the largest capacity a user may type, in decimal GB
+DEVICE_KINDS = ("discrete", "unified")  # a GPU's own memory, or RAM shared with the CPU (about 75 % usable)
 
 
 def _norm(text: str) -> str:
@@ -315,12 +317,12 @@ def device_label(device: Device) -> str:
 
 def custom_device(capacity_gb: float, kind: str = "discrete") -> Device:
     """A device the user describes: capacity in decimal GB, unified or discrete."""
-    if kind not in ("unified", "discrete"):
+    if kind not in DEVICE_KINDS:
         raise ValueError("device kind must be 'unified' or 'discrete'")
     if isinstance(capacity_gb, bool) or not isinstance(capacity_gb, (int, float)) or not math.isfinite(capacity_gb):
         raise ValueError(f"capacity must be a number of GB, got {str(capacity_gb)[:40]!r}")
-    if not 0.5 <= capacity_gb <= CUSTOM_MAX_GB:
-        raise ValueError(f"capacity must be between 0.5 and {CUSTOM_MAX_GB:,.0f} GB, got {capacity_gb:g}")
+    if not CUSTOM_MIN_GB <= capacity_gb <= CUSTOM_MAX_GB:
+        raise ValueError(f"capacity must be between {CUSTOM_MIN_GB:g} and {CUSTOM_MAX_GB:,.0f} GB, got {capacity_gb:g}")
     label = "unified" if kind == "unified" else "GPU"
     return Device("custom", f"Custom {capacity_gb:g} GB ({label})", kind, int(capacity_gb * GB),
                   source="capacity typed by the user, in decimal GB (1 GB = 10^9 B)")

@@ -45,7 +45,9 @@ VLLM_GPU_MEMORY_UTILIZATION = 0.3  # vllm_gpu_memory_utilization=0.3 (colocate m
 # GRPOConfig 1.16 has no max_prompt_length: prompts are as long as the dataset makes them. The estimate's
 # default prompt length is an assumption, shown to the user and changeable.
 DEFAULT_PROMPT_LEN = 512
+MIN_GENERATIONS = 2  # GRPO computes advantages within a group: grpo_trainer.py refuses num_generations < 2
 MAX_GENERATIONS = 1024
+MAX_BETA = 1e6  # beta: any finite number ≥ 0 below this (a bound against typos, not a TRL limit)
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,7 @@ class TrainerSetup:
             if opt.beta_default is None:
                 raise ValueError(f"the {name} trainer has no beta")
             if isinstance(self.beta, bool) or not isinstance(self.beta, (int, float)) or not (
-                    0 <= self.beta < 1e6):
+                    0 <= self.beta < MAX_BETA):
                 raise ValueError(f"beta must be a number ≥ 0, got {str(self.beta)[:20]!r}")
         if self.precompute_ref and not opt.can_precompute:
             raise ValueError(f"the {name} trainer has no reference log-probs to precompute "
@@ -205,7 +207,7 @@ class TrainerSetup:
             if given:
                 raise ValueError(f"{given[0]} is a GRPO option; the {name} trainer does not generate")
             return
-        for key, value, low, high in (("num_generations", self.num_generations, 2, MAX_GENERATIONS),
+        for key, value, low, high in (("num_generations", self.num_generations, MIN_GENERATIONS, MAX_GENERATIONS),
                                       ("prompt_len", self.prompt_len, 1, MAX_SEQ_LEN),
                                       ("completion_len", self.completion_len, 1, MAX_SEQ_LEN)):
             if value is None:
@@ -214,7 +216,7 @@ class TrainerSetup:
                 raise ValueError(f"{key} must be a whole number, got {str(value)[:20]!r}")
             if not low <= value <= high:
                 extra = " (GRPO needs at least 2 completions per prompt to compute advantages)" if (
-                    key == "num_generations" and value < 2) else ""
+                    key == "num_generations" and value < MIN_GENERATIONS) else ""
                 raise ValueError(f"{key} must be between {low:,} and {high:,}, got {value:,}{extra}")
         if self.prompt_length + self.completion_length > MAX_SEQ_LEN:
             raise ValueError(f"prompt + completion must be at most {MAX_SEQ_LEN:,} tokens")

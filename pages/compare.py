@@ -6,11 +6,12 @@ import streamlit as st
 
 from estimator import estimate, verdict
 from estimator.i18n import _, format_number
-from estimator.training import METHOD_LABELS, METHODS
+from estimator.training import METHOD_LABELS
 from ui.charts import stacked_bars
-from ui.grids import FIGURE_ORDER, VARIANT_OPTIONS, compare_setups, components_table, setup_summary
+from ui.grids import FIGURE_ORDER, compare_setups, components_table, setup_summary
 from ui.inputs import plain, present_table, render_inputs, share_box, show_notes
 from ui.lang import localised, number_columns
+from ui.params import widget
 
 inputs = render_inputs()
 show_notes(inputs)
@@ -23,13 +24,8 @@ st.caption(plain(setup_summary(spec, setup, device)))
 options = st.expander(_("Options"), expanded=False) if inputs.presentation else st.container()
 with options:
     left, right = st.columns(2)
-    methods = left.multiselect(_("Methods"), list(METHODS), default=list(METHODS), key="methods", bind="query-params",
-                               help=_("full = every weight trains; lora = frozen 16-bit base + adapters; "
-                                      "qlora = frozen 4-bit base + adapters."))
-    variants = right.multiselect(_("Also compare with precision or optimizer"), list(VARIANT_OPTIONS), default=[],
-                                 key="variants", bind="query-params", disabled=inputs.rule == "seed",
-                                 help=_("Adds a bar per chosen method with this precision or optimizer instead "
-                                        "of the sidebar's."))
+    methods = widget("methods", left)
+    variants = widget("variants", right, disabled=inputs.rule == "seed")
 if not methods:
     st.info(_("Choose at least one method."), icon=":material/info:")
     share_box()

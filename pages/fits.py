@@ -5,20 +5,17 @@ import pandas as pd
 import streamlit as st
 
 from estimator.i18n import _, format_number
-from estimator.training import METHODS
 from ui.grids import (
     METHOD_ORDER,
-    SEED_SIZES_B,
     SHORT_METHOD,
     chosen_models,
     fits_grid,
     setup_summary,
-    size_and_preset_options,
-    size_label,
 )
 from ui.inputs import plain, render_inputs, share_box, show_notes
 from ui.lang import localised, number_columns
 from ui.page_charts import fits_chart
+from ui.params import widget
 
 inputs = render_inputs()
 show_notes(inputs)
@@ -34,12 +31,8 @@ st.caption(plain(_("{device}: {usable} GB usable of {capacity} GB").format(
 options = st.expander(_("Models and methods"), expanded=False) if inputs.presentation else st.container()
 with options:
     left, right = st.columns([3, 2])
-    chosen = left.multiselect(_("Models"), size_and_preset_options(), default=[size_label(s) for s in SEED_SIZES_B],
-                              key="models", bind="query-params",
-                              help=_("Common sizes (generic Llama-style decoders with that many parameters) "
-                                     "and the presets (real config.json files)."))
-    methods = right.multiselect(_("Methods"), list(METHODS), default=list(METHODS), key="methods",
-                                bind="query-params")
+    chosen = widget("models", left)
+    methods = widget("methods", right)
 if not chosen or not methods:
     st.info(_("Choose at least one model and one method."), icon=":material/info:")
     share_box()

@@ -10,9 +10,10 @@ from estimator.advice import best_layout, fewest_gpus, sharded, what_would_fit
 from estimator.i18n import _, format_number, ngettext
 from estimator.training import SHARDING_LABELS, SHARDINGS
 from ui.grids import GPU_COUNTS, SHORT_SHARDING, min_gpus_table, scale_out_curves, setup_summary
-from ui.inputs import MAX_GPU_CHOICES, PER_NODE_CHOICES, plain, present_table, render_inputs, share_box, show_notes
+from ui.inputs import plain, present_table, render_inputs, share_box, show_notes
 from ui.lang import localised, number_columns
 from ui.page_charts import scale_out_chart
+from ui.params import widget
 
 inputs = render_inputs()
 show_notes(inputs)
@@ -28,15 +29,9 @@ if inputs.rule == "seed":
 options = st.expander(_("Options"), expanded=False) if inputs.presentation else st.container()
 with options:
     left, middle, right = st.columns(3)
-    offload = left.toggle(_("Optimizer state in CPU RAM"), value=False, key="offload", bind="query-params",
-                          help=_("ZeRO-Offload / FSDP CPU offload: the optimizer state and its step live in CPU "
-                                 "RAM (slower steps). Applies to the ZeRO/FSDP lines; plain data parallel cannot."))
-    max_gpus = middle.select_slider(_("Up to this many GPUs"), list(MAX_GPU_CHOICES), value=64, key="maxgpus",
-                                    bind="query-params")
-    per_node = right.segmented_control(_("GPUs per node"), list(PER_NODE_CHOICES), default=1, key="pernode",
-                                       bind="query-params", required=True,
-                                       help=_("1 = any GPU count; 8 = the GPUs come in servers of 8, so counts "
-                                              "are whole nodes (8, 16, 24…)."))
+    offload = widget("offload", left)
+    max_gpus = widget("maxgpus", middle)
+    per_node = widget("pernode", right)
 per_node = int(per_node or 1)
 
 

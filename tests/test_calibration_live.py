@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CAL_PY = ROOT / ".venv-cal" / "bin" / "python"
-FIXTURES = ROOT / "tests" / "data" / "calibration" / "fixtures.json"
+FIXTURES = ROOT / "validation" / "data" / "fixtures.json"
 # One llama full-FT, one LoRA with checkpointing, one eager gemma2, one MoE: different code paths.
 PICKS = ("llama", "lora", "gemma2", "moe")
 

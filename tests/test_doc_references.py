@@ -31,7 +31,7 @@ TEXT_SUFFIXES = {".py", ".md"}
 
 # Paths that look like ours but name a file in another project, keyed by (citing file, path).
 EXTERNAL = {
-    ("data/README.md", "scripts/benchmarks/refs/a100_80gb.csv"),  # foundation-model-stack/fms-acceleration
+    ("validation/data/README.md", "scripts/benchmarks/refs/a100_80gb.csv"),  # foundation-model-stack/fms-acceleration
 }
 
 HEADING = re.compile(r"^#{1,6}\s+(\d+(?:\.\d+)*)\.?(?:\s|$)")
@@ -218,7 +218,7 @@ def test_broken_section_refs_are_reported():
     ("(`calibration/README.md`, findings)", ["calibration/README.md"]),
     ("see estimator/memory.py:105 and docs/formulas.md#x", ["estimator/memory.py", "docs/formulas.md"]),
     ("run scripts/test.sh, then bench/run.py", ["scripts/test.sh", "bench/run.py"]),
-    ("tests/data/calibration/fixtures.json", ["tests/data/calibration/fixtures.json"]),
+    ("validation/data/fixtures.json", ["validation/data/fixtures.json"]),
     ("https://github.com/x/y/blob/main/tests/test_a.py", []),  # inside a URL: not ours
     ("huggingface/transformers/docs/source/en/x.md", []),  # inside a longer path
     ("torchtune docs/source/tutorials/qlora_finetune.rst", []),  # docs/ only counts .md

@@ -23,7 +23,7 @@ from estimator import TrainingSetup
 from estimator import exact as ex
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "data" / "calibration" / "fixtures.json"
+FIXTURES = ROOT / "validation" / "data" / "fixtures.json"
 EXACT_PY = os.environ.get(ex.PYTHON_ENV) or str(ROOT / ".venv-cal" / "bin" / "python")
 TINY = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 2000, "tie_word_embeddings": False}

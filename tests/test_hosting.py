@@ -28,8 +28,8 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 APP_SOURCES = ["app.py", "pages", "ui", "estimator", "validation"]
 # Files the running app reads besides its code.
 APP_DATA = ["requirements.txt", ".streamlit/config.toml", "estimator/presets/index.json",
-            "data/published_measurements.csv", "data/published_configs/llama-2-7b.json",
-            "tests/data/preset_param_counts.json"]
+            "validation/data/published_measurements.csv", "validation/data/published_configs/llama-2-7b.json",
+            "validation/data/fixtures.json", "validation/data/trainer_findings.json"]
 # Import name → distribution name in requirements.txt, where they differ.
 DISTRIBUTIONS = {"yaml": "pyyaml"}
 
@@ -163,7 +163,8 @@ def test_dockerignore_keeps_what_the_app_needs_and_drops_the_rest():
     for path in ["exact/worker.py", "calibration/__init__.py", "calibration/trace.py", "calibration/losses.py",
                  "requirements-exact.txt"]:
         assert not dockerignored(path), f"{path} is excluded from the image but the exact trace needs it"
-    for path in [".git", ".venv/bin/python", "tests/test_hosting.py", "tests/e2e/conftest.py", "calibration/cases.py",
+    for path in [".git", ".venv/bin/python", "tests/test_hosting.py", "tests/data/preset_param_counts.json",
+                 "tests/e2e/conftest.py", "calibration/cases.py", "bench/load_test.py", "scripts/test.sh",
                  "calibration/run_matrix.py",
                  "ui/__pycache__/inputs.cpython-311.pyc", "screenshots/x.png"]:
         assert dockerignored(path), f"{path} would be copied into the image"

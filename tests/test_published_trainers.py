@@ -1,4 +1,4 @@
-"""The published preference/RL figures (data/published_trainer_measurements.csv) replay through the estimator;
+"""The published preference/RL figures (validation/data/published_trainer_measurements.csv) replay through the estimator;
 the two complete GRPO rows (TRL #3456, nvidia-smi) stay within 15 % when replayed with their TRL version's stack."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""The estimator against the stored traces of TRL 1.16's trainers (tests/data/calibration/trainer_findings.json, made by
+"""The estimator against the stored traces of TRL 1.16's trainers (validation/data/trainer_findings.json, made by
 calibration/trainer_trace.py with the tracer at real widths) and against a real CPU generate's KV cache.
 Issue 13's targets: median |error| ≤ 3 %, worst ≤ 10 %."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from calibration.trainer_cases import KV_RUNS, estimate_case, kv_estimate, matrix
 
-FINDINGS = json.loads((Path(__file__).resolve().parents[1] / "tests" / "data" / "calibration" / "trainer_findings.json").read_text())
+FINDINGS = json.loads((Path(__file__).resolve().parents[1] / "validation" / "data" / "trainer_findings.json").read_text())
 CASES = {c["name"]: c for c in matrix()}
 
 

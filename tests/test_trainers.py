@@ -25,7 +25,7 @@ from estimator.trainers import (
 from tests.test_cli import run_json
 
 ROOT = Path(__file__).resolve().parents[1]
-QWEN3_06B = parse_config_text((ROOT / "data/published_configs/qwen3-0.6b.json").read_bytes(), name="qwen3-0.6b")
+QWEN3_06B = parse_config_text((ROOT / "validation/data/published_configs/qwen3-0.6b.json").read_bytes(), name="qwen3-0.6b")
 QWEN25 = load_preset("qwen2.5-0.5b")
 
 

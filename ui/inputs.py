@@ -30,29 +30,27 @@ from estimator import (
     parse_targets,
 )
 from estimator.hub import HubError, fetch_model, is_model_id, normalise_model_id
-from estimator.options import LOSSES
-from estimator.stacks import DEFAULT_STACK, STACK_IDS, STACKS, get_stack, resolve_setup, setup_summary
-from estimator.training import (
-    ATTENTIONS,
-    METHOD_LABELS,
-    OPTIMIZER_LABELS,
-    OPTIMIZERS,
-    PRECISION_LABELS,
-    PRECISIONS,
-    SHARDING_LABELS,
-    SHARDINGS,
-)
-from ui.grids import VARIANT_OPTIONS, size_and_preset_options
+from estimator.stacks import DEFAULT_STACK, STACKS, get_stack, resolve_setup, setup_summary
 from ui.lang import PARAM as LANG_PARAM
 from ui.lang import language_note, language_switch
+from ui.params import (
+    AUTO,
+    BY_SIZE,
+    CUSTOM,
+    PAGE_ONLY_PARAMS,
+    SIDEBAR_PARAMS,
+    TABLE,
+    TRAINER_PARAMS,
+    UPLOAD,
+    url_value,
+    widget,
+)
+from ui.params import CKPT_CHOICES as CKPT_CHOICES  # re-exported: pages and tests read it here
 from ui.report import VIEWER_PARAMS, share_url
-from ui.trainer_inputs import TRAINER_PARAMS
 
-BY_SIZE = "by-size"
-UPLOAD = "upload"
-CUSTOM = "custom"
-DEFAULT_MODEL = "llama-3.1-8b"
-DEFAULT_DEVICE = "rtx-4090"
+# Names other modules and tests read; each is the table's value (ui/params.py), not a second copy.
+DEFAULT_MODEL: str = TABLE["model"].default
+DEFAULT_DEVICE: str = TABLE["device"].default
 
 # The size slider: a log-like ladder from 0.1B to 1000B (integral values as ints so the URL reads size=7).
 SIZE_STEPS: tuple[float, ...] = (
@@ -60,40 +58,31 @@ SIZE_STEPS: tuple[float, ...] = (
     14, 16, 20, 24, 27, 32, 40, 48, 56, 70, 80, 100, 120, 140, 175, 200, 235, 280, 340, 405, 500, 700, 1000,
 )
 assert SIZE_STEPS[0] == MIN_SIZE_B and SIZE_STEPS[-1] == MAX_SIZE_B
+BATCH_MAX = int(TABLE["batch"].high)  # type: ignore[arg-type]
+MAX_LEN_MAX = int(TABLE["max_len"].high)  # type: ignore[arg-type]
+# The max-length slider: powers of two (the exact value, up to MAX_LEN_MAX, goes in the number input).
 POW2_LENGTHS: tuple[int, ...] = tuple(2**k for k in range(7, 18))  # 128 … 131072
-BATCH_MAX = 256
-MAX_LEN_MAX = 1 << 21
-RANKS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-GPUS_MAX = 1024
-CAPACITY_MAX_GB = 100_000.0
+assert POW2_LENGTHS[-1] <= MAX_LEN_MAX
+RANKS: tuple[int, ...] = TABLE["rank"].choices
+GPUS_MAX = int(TABLE["gpus"].high)  # type: ignore[arg-type]
+CAPACITY_MAX_GB = float(TABLE["capacity"].high)  # type: ignore[arg-type]
+LOSS_CHOICES: tuple[str, ...] = TABLE["loss"].choices
+OPTIMIZER_CHOICES: tuple[str, ...] = TABLE["optimizer"].choices
 
-AUTO = "auto"  # "the stack's default" for the settings a training stack fills
-CKPT_CHOICES: tuple[str, ...] = (AUTO, "true", "false", "offload")  # offload = on, inputs in CPU RAM
-LOSS_CHOICES: tuple[str, ...] = (AUTO, *LOSSES)
-OPTIMIZER_CHOICES: tuple[str, ...] = (AUTO, *OPTIMIZERS)
-
-DEFAULTS: dict[str, object] = {
-    "model": DEFAULT_MODEL, "size": 7, "stack": DEFAULT_STACK, "method": "lora", "precision": "bf16",
-    "optimizer": AUTO, "batch": 1, "max_len": 2048, "ckpt": AUTO, "loss": AUTO, "attn": "sdpa", "rank": 16,
-    "targets": "all-linear",
-    "gpus": 1, "sharding": "none", "device": DEFAULT_DEVICE, "capacity": 24.0, "kind": "discrete",
-    "rule": False, "present": False, "images": 0,
-}
-# Every URL parameter the app understands (bound widgets), in the README's order.
-PARAMS: tuple[str, ...] = tuple(DEFAULTS)
+DEFAULTS: dict[str, object] = {key: TABLE[key].default for key in SIDEBAR_PARAMS}
+# Every URL parameter the shared sidebar binds, in the README's order.
+PARAMS: tuple[str, ...] = SIDEBAR_PARAMS
 # Scale out's own controls: the largest GPU count searched, and GPUs per node (counts in whole nodes).
-MAX_GPU_CHOICES: tuple[int, ...] = (8, 16, 32, 64)
-PER_NODE_CHOICES: tuple[int, ...] = (1, 2, 4, 8)
+MAX_GPU_CHOICES: tuple[int, ...] = TABLE["maxgpus"].choices
+PER_NODE_CHOICES: tuple[int, ...] = TABLE["pernode"].choices
 # Link parameters that single pages bind to their own widgets (compare: methods, variants; fits: models,
-# methods; scale out: offload, maxgpus, pernode) and the values each accepts: known, so never "unknown" here
-# (nor Streamlit's VIEWER_PARAMS); a value the page's widget would refuse gets a note (Streamlit drops it
-# silently). A page that binds a new widget adds its key here.
+# methods; scale out: offload, maxgpus, pernode) and the values each accepts (as the address writes them): known,
+# so never "unknown" here (nor Streamlit's VIEWER_PARAMS); a value the page's widget would refuse gets a note
+# (Streamlit drops it silently). A page that binds a new widget adds its row to ui/params.py.
 PAGE_PARAM_CHOICES: dict[str, tuple[str, ...]] = {
-    "methods": tuple(METHOD_LABELS), "variants": VARIANT_OPTIONS, "models": tuple(size_and_preset_options()),
-    "offload": ("true", "false"), "maxgpus": tuple(map(str, MAX_GPU_CHOICES)),
-    "pernode": tuple(map(str, PER_NODE_CHOICES)),
-}
-PAGE_PARAMS: frozenset[str] = frozenset(PAGE_PARAM_CHOICES) | frozenset(
+    key: tuple(url_value(c) for c in TABLE[key].choices) if TABLE[key].choices else ("true", "false")
+    for key in PAGE_ONLY_PARAMS}
+PAGE_PARAMS: frozenset[str] = frozenset(PAGE_ONLY_PARAMS) | frozenset(
     TRAINER_PARAMS)  # the calculator's trainer controls (ui/trainer_inputs.py checks their values)
 
 
@@ -165,46 +154,11 @@ def hub_token() -> str | None:
     return str(value) if value else None
 
 
-def _valid_number(raw: str, low: float, high: float, integer: bool) -> bool:
-    try:
-        value = float(raw)
-    except ValueError:
-        return False
-    if not math.isfinite(value) or not low <= value <= high:
-        return False
-    return not integer or value == int(value)
-
-
 def _is_valid(key: str, raw: str) -> bool:
     """Would the bound widget accept this URL value? (Streamlit drops invalid ones silently; we say so.)"""
     if key == "model" and is_hub_choice(raw):
         return True
-    choices: dict[str, list[str]] = {
-        "model": model_options(), "method": list(METHOD_LABELS), "precision": list(PRECISIONS),
-        "optimizer": list(OPTIMIZER_CHOICES), "attn": list(ATTENTIONS), "sharding": list(SHARDINGS),
-        "stack": list(STACK_IDS), "loss": list(LOSS_CHOICES), "ckpt": list(CKPT_CHOICES),
-        "device": [d.id for d in CATALOG] + [CUSTOM], "kind": ["discrete", "unified"],
-        "rank": [str(r) for r in RANKS],
-    }
-    if key in choices:
-        return raw in choices[key]
-    if key in ("rule", "present"):
-        return raw.lower() in ("true", "false")
-    if key == "size":
-        return _valid_number(raw, MIN_SIZE_B, MAX_SIZE_B, False)
-    if key == "batch":
-        return _valid_number(raw, 1, BATCH_MAX, True)
-    if key == "max_len":
-        return _valid_number(raw, 1, MAX_LEN_MAX, True)
-    if key == "gpus":
-        return _valid_number(raw, 1, GPUS_MAX, True)
-    if key == "images":
-        return _valid_number(raw, 0, MAX_LEN_MAX, True)
-    if key == "capacity":
-        return _valid_number(raw, 0.5, CAPACITY_MAX_GB, False)
-    if key == "targets":
-        return 0 < len(raw) <= 200
-    return False
+    return key in TABLE and TABLE[key].accepts(raw)
 
 
 def url_notes() -> list[str]:
@@ -218,8 +172,8 @@ def url_notes() -> list[str]:
                 notes.append(lang_note)
             continue
         if key in PAGE_PARAMS:
-            choices = PAGE_PARAM_CHOICES.get(key)
-            refused = [raw for raw in st.query_params.get_all(key) if choices and raw not in choices]
+            refused = [raw for raw in st.query_params.get_all(key)
+                       if key in PAGE_ONLY_PARAMS and not TABLE[key].accepts(raw)]
             if refused:
                 notes.append(f"The link's value for '{key}' was not valid ({', '.join(refused)[:60]}); this page "
                              "uses its default for it.")
@@ -230,7 +184,8 @@ def url_notes() -> list[str]:
             continue
         for raw in st.query_params.get_all(key):
             if not _is_valid(key, raw):
-                notes.append(f"The link's value for '{key}' was not valid; using the default ({DEFAULTS[key]}).")
+                notes.append(f"The link's value for '{key}' was not valid; using the default "
+                             f"({TABLE[key].default_text}).")
                 break
     if unknown:
         notes.append(f"Ignored {unknown} unknown link parameter(s).")
@@ -239,7 +194,7 @@ def url_notes() -> list[str]:
 
 # Whole-number inputs bound to the URL. Streamlit 1.67 seeds them with int(float(value)), which raises
 # OverflowError (not the ValueError it catches) for ?max_len=inf, 1e309 or a 400-digit number.
-INT_NUMBER_PARAMS = ("max_len", "gpus", "images")
+INT_NUMBER_PARAMS = tuple(k for k in SIDEBAR_PARAMS if TABLE[k].widget == "number" and TABLE[k].integer)
 _PENDING_NOTES = "_url_notes_before_rerun"
 
 
@@ -333,7 +288,7 @@ def _carry_over_after_page_switch() -> None:
         return
     for key, value in last["values"].items():
         if key not in st.query_params and value is not None and value != DEFAULTS[key]:
-            _restore(key, value, [_url_value(value)])
+            _restore(key, value, [url_value(value)])
     for key, raw in last["pages"].get(page, {}).items():
         if key not in st.query_params:
             _restore(key, _page_param_value(key, raw), raw)
@@ -350,19 +305,10 @@ def _remember_inputs() -> None:
         raw = st.query_params.get_all(key)
         held = st.session_state.get(key)
         if raw and held is not None and raw == (
-                [_url_value(v) for v in held] if isinstance(held, list) else [_url_value(held)]):
+                [url_value(v) for v in held] if isinstance(held, list) else [url_value(held)]):
             own[key] = raw
     st.session_state[_LAST_RUN] = {"page": page, "values": {key: st.session_state.get(key) for key in PARAMS},
                                    "pages": {**last["pages"], page: own}}
-
-
-def _url_value(value: object) -> str:
-    """A widget value as its bound parameter shows it in the address: true/false, 7 (not 7.0), 0.5, qlora."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def link_params() -> dict[str, list[str]]:
@@ -373,7 +319,7 @@ def link_params() -> dict[str, list[str]]:
         value = st.session_state.get(key)
         if value is None or value == DEFAULTS[key]:
             continue
-        params[key] = [_url_value(value)]
+        params[key] = [url_value(value)]
     for key in sorted(PAGE_PARAMS | {LANG_PARAM}):
         if key in st.query_params:
             params[key] = st.query_params.get_all(key)
@@ -465,9 +411,7 @@ def render_inputs() -> Inputs:
     _carry_over_after_page_switch()
     sb = st.sidebar
     sb.header("Your setup")
-    rule_on = sb.toggle("Rule of thumb", value=False, key="rule", bind="query-params",
-                        help="The rule of thumb: LoRA ≈ 2 GB per billion + 3 GB, full ≈ 12 GB "
-                             "per billion + 4 GB. Off = the detailed, architecture-aware estimate.")
+    rule_on = widget("rule", sb)
     # Bound selectboxes carry their *displayed* option in the URL (Streamlit serialises the format_func
     # label), so the options are shown as their stable ids (?model=by-size) and the name goes underneath.
     hub_option = _hub_model_option()
@@ -475,10 +419,7 @@ def render_inputs() -> Inputs:
         st.session_state[HUB_BOX] = hub_option  # a link to a Hub model shows its id in the box
     options = model_options(hub_option)
     _size_means_by_size()
-    choice = sb.selectbox("Model", options, index=options.index(DEFAULT_MODEL), key="model",
-                          bind="query-params", on_change=_model_changed,
-                          help="A preset (a real config.json), 'by-size' (a generic decoder of the size below), "
-                               "'upload' (your own config.json), or the Hugging Face model id typed below.")
+    choice = widget("model", sb, options=options, on_change=_model_changed)
     model_caption = sb.empty()
     model_caption.caption(plain(_model_label(choice)))
     sb.text_input("…or a Hugging Face model id", key=HUB_BOX, on_change=_use_hub_id, max_chars=200,
@@ -492,10 +433,7 @@ def render_inputs() -> Inputs:
     sb.select_slider("Model size (billions of parameters)", options=list(SIZE_STEPS), key="size_step",
                      on_change=_size_from_slider, disabled=choice != BY_SIZE,
                      help="Used when Model is 'by-size': a Llama-style decoder of this size. Type any size below.")
-    size = sb.number_input("Exact size (billions)", min_value=MIN_SIZE_B, max_value=MAX_SIZE_B, value=7.0,
-                           step=1.0, format="%g", key="size", bind="query-params", disabled=choice != BY_SIZE,
-                           help=f"Any size from {MIN_SIZE_B:g} to {MAX_SIZE_B:g} billion parameters (13, 34, 72, "
-                                "405…).")
+    size = widget("size", sb, disabled=choice != BY_SIZE)
     spec: ModelSpec
     if choice == BY_SIZE:
         try:
@@ -528,82 +466,47 @@ def render_inputs() -> Inputs:
     else:
         spec = load_preset(choice)
 
-    method = sb.segmented_control("Method", list(METHOD_LABELS), default="lora", key="method",
-                                  bind="query-params", required=True,
-                                  help="full = every weight trains; lora = frozen 16-bit base + small adapters; "
-                                       "qlora = frozen 4-bit base + adapters.")
-    stack_id = sb.selectbox("Training stack", list(STACK_IDS), index=list(STACK_IDS).index(DEFAULT_STACK),
-                            key="stack", bind="query-params",
-                            help="The framework you train with: its defaults fill every setting left on 'auto' "
-                                 "(checkpointing, loss, optimizer, adapter dtypes, QLoRA preparation). "
-                                 + "; ".join(f"{k}: {st_.label}" for k, st_ in STACKS.items()))
+    method = widget("method", sb)
+    stack_id = widget("stack", sb)
     sb.caption(plain(get_stack(str(stack_id)).version if stack_id in STACKS else ""))
-    precision = sb.selectbox("Precision", list(PRECISIONS), index=0, key="precision", bind="query-params",
-                             help="; ".join(f"{k}: {v}" for k, v in PRECISION_LABELS.items()))
-    batch = sb.slider("Batch size (per GPU)", 1, BATCH_MAX, 1, step=1, key="batch", bind="query-params")
+    precision = widget("precision", sb)
+    batch = widget("batch", sb)
     _sync_length_slider()
     sb.select_slider("Max length (tokens)", options=list(POW2_LENGTHS), key="max_len_pow2",
                      on_change=_length_from_slider,
                      help="Powers of two; type an exact length below.")
-    max_len = sb.number_input("Exact max length", min_value=1, max_value=MAX_LEN_MAX, value=2048, step=128,
-                              key="max_len", bind="query-params")
+    max_len = widget("max_len", sb)
     images = 0
     if spec.tower_kind:  # multimodal wrappers only: image tokens lengthen the language model's sequence
-        images = sb.number_input("Image tokens per example", min_value=0, max_value=MAX_LEN_MAX, value=0, step=256,
-                                 key="images", bind="query-params",
-                                 help="For training on images: the placeholder tokens each example's images add to "
-                                      "the language model's sequence (Gemma 3: 256 per image). 0 = text only.")
+        images = widget("images", sb)
     elif st.query_params.get("images", "0") not in ("0", ""):
         notes.append(f"Image tokens apply to multimodal models only; {spec.name} is a text model, so the link's "
                      f"'images' value is not used.")
-    ckpt = sb.segmented_control(
-        "Gradient checkpointing", list(CKPT_CHOICES), default=AUTO, key="ckpt", bind="query-params",
-        required=True,
-        help="auto = what the training stack does; true = keep only each layer's input and recompute the rest in "
-             "backward (far less activation memory, 20–30 % slower); offload = the same with those inputs in CPU "
-             "RAM (transformers' offloaded checkpointing, Unsloth's default).")
+    ckpt = widget("ckpt", sb)
 
     with sb.expander("Optimizer, loss, attention, LoRA"):
-        optimizer = st.selectbox("Optimizer", list(OPTIMIZER_CHOICES), index=0, key="optimizer",
-                                 bind="query-params",
-                                 help="auto = the stack's default; " + "; ".join(
-                                     f"{k}: {v}" for k, v in OPTIMIZER_LABELS.items()))
-        loss = st.selectbox("Loss", list(LOSS_CHOICES), index=0, key="loss", bind="query-params",
-                            help="auto = the stack's loss; " + "; ".join(
-                                f"{k}: {o.summary}" for k, o in LOSSES.items()))
-        attn = st.selectbox("Attention", list(ATTENTIONS), index=0, key="attn", bind="query-params",
-                            help="sdpa = PyTorch SDPA / flash (no s² memory); eager = materialised scores.")
+        optimizer = widget("optimizer")
+        loss = widget("loss")
+        attn = widget("attn")
         lora_off = method == "full"
-        rank = st.select_slider("LoRA rank", options=list(RANKS), value=16, key="rank", bind="query-params",
-                                disabled=lora_off)
-        targets_text = st.text_input("LoRA targets", value="all-linear", key="targets", bind="query-params",
-                                     max_chars=200, disabled=lora_off,
-                                     help=f"'all-linear' or names: {', '.join(spec.linear_names())}")
+        rank = widget("rank", disabled=lora_off)
+        targets_text = widget("targets", disabled=lora_off,
+                              help=f"'all-linear' or names: {', '.join(spec.linear_names())}")
     with sb.expander("GPUs and sharding"):
-        gpus = st.number_input("GPUs", min_value=1, max_value=GPUS_MAX, value=1, step=1, key="gpus",
-                               bind="query-params")
-        sharding = st.selectbox("Sharding", list(SHARDINGS), index=0, key="sharding", bind="query-params",
-                                help="; ".join(f"{k}: {v}" for k, v in SHARDING_LABELS.items()))
+        gpus = widget("gpus")
+        sharding = widget("sharding")
 
     sb.text_input("Find a device", key="device_find", on_change=_find_device, max_chars=60,
                   placeholder="4080, A6000, T4, H100, M3 Max…",
                   help="Type a card's name or a nickname: the Device box below jumps to the first match.")
     if st.session_state.get(_FIND_NOTE):
         sb.caption(plain(st.session_state[_FIND_NOTE]))
-    device_ids = [d.id for d in CATALOG] + [CUSTOM]
     names = {d.id: d.name for d in CATALOG} | {CUSTOM: "Custom capacity"}
-    device_choice = sb.selectbox("Device", device_ids, index=device_ids.index(DEFAULT_DEVICE), key="device",
-                                 bind="query-params",
-                                 help="Unified-memory laptops can give about 75 % of RAM to training; a PC's "
-                                      "limit is its graphics card's own memory, not its RAM.")
+    device_choice = widget("device", sb)
     sb.caption(plain(names.get(device_choice, device_choice)))
-    capacity = sb.number_input("Custom capacity (GB)", min_value=0.5, max_value=CAPACITY_MAX_GB, value=24.0,
-                               step=1.0, key="capacity", bind="query-params", disabled=device_choice != CUSTOM)
-    kind = sb.segmented_control("Custom memory kind", ["discrete", "unified"], default="discrete", key="kind",
-                                bind="query-params", required=True, disabled=device_choice != CUSTOM,
-                                help="unified = shared RAM (about 75 % usable); discrete = a GPU's own memory.")
-    present = sb.toggle("Presentation mode", value=False, key="present", bind="query-params",
-                        help="Larger verdict and fonts for meetings; still linkable.")
+    capacity = widget("capacity", sb, disabled=device_choice != CUSTOM)
+    kind = widget("kind", sb, disabled=device_choice != CUSTOM)
+    present = widget("present", sb)
     if present:
         st.html(PRESENT_CSS)
 

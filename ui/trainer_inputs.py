@@ -12,31 +12,22 @@ import streamlit as st
 
 from estimator import TrainingSetup
 from estimator.trainers import (
-    DEFAULT_PROMPT_LEN,
-    GENERATION_IDS,
-    GENERATION_MODES,
-    GRPO_MAX_COMPLETION_LENGTH,
     GRPO_NUM_GENERATIONS,
-    TRAINER_IDS,
+    MAX_BETA,
     TRAINERS,
     TRL_VERSION,
-    VLLM_GPU_MEMORY_UTILIZATION,
     TrainerSetup,
     check,
     fix_generations,
     trainer_loss,
 )
+from ui.params import AUTO, TABLE, TRAINER_PARAMS, url_value, widget
 
-AUTO = "auto"
-GENS_MAX = 64
-LENGTHS: tuple[int, ...] = tuple(2**k for k in range(4, 17))  # 16 … 65,536 tokens
-UTILS: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(1, 20))  # 0.05 … 0.95
-TRAINER_DEFAULTS: dict[str, object] = {
-    "trainer": "sft", "gens": GRPO_NUM_GENERATIONS, "prompt_len": DEFAULT_PROMPT_LEN,
-    "completion_len": GRPO_MAX_COMPLETION_LENGTH, "gen": "hf", "vllm_util": VLLM_GPU_MEMORY_UTILIZATION,
-    "beta": AUTO, "precompute_ref": False,
-}
-TRAINER_PARAMS: tuple[str, ...] = tuple(TRAINER_DEFAULTS)
+# Names other modules and tests read; each is the table's value (ui/params.py), not a second copy.
+GENS_MAX = int(TABLE["gens"].high)  # type: ignore[arg-type]
+LENGTHS: tuple[int, ...] = TABLE["prompt_len"].choices
+UTILS: tuple[float, ...] = TABLE["vllm_util"].choices
+TRAINER_DEFAULTS: dict[str, object] = {key: TABLE[key].default for key in TRAINER_PARAMS}
 
 
 @dataclass(frozen=True)
@@ -48,27 +39,9 @@ class TrainerInputs:
 
 def _valid(key: str, raw: str) -> bool:
     """Would this link value be accepted? (Streamlit drops invalid bound values silently; we say so.)"""
-    if key == "trainer":
-        return raw in TRAINER_IDS
-    if key == "gen":
-        return raw in GENERATION_IDS
-    if key == "precompute_ref":
-        return raw.lower() in ("true", "false")
     if key == "beta":
         return raw == AUTO or parse_beta(raw) is not None
-    try:
-        value = float(raw)
-    except ValueError:
-        return False
-    if not math.isfinite(value):
-        return False
-    if key == "gens":
-        return value == int(value) and 2 <= value <= GENS_MAX
-    if key in ("prompt_len", "completion_len"):
-        return value == int(value) and int(value) in LENGTHS
-    if key == "vllm_util":
-        return round(value, 2) in UTILS
-    return False
+    return TABLE[key].accepts(raw)
 
 
 def parse_beta(raw: object) -> float | None:
@@ -77,7 +50,7 @@ def parse_beta(raw: object) -> float | None:
         value = float(str(raw).strip())
     except ValueError:
         return None
-    return value if math.isfinite(value) and 0 <= value < 1e6 else None
+    return value if math.isfinite(value) and 0 <= value < MAX_BETA else None
 
 
 def trainer_url_notes() -> list[str]:
@@ -89,7 +62,7 @@ def trainer_url_notes() -> list[str]:
         for raw in st.query_params.get_all(key):
             if not _valid(key, raw):
                 notes.append(f"The link's value for '{key}' was not valid; using the default "
-                             f"({TRAINER_DEFAULTS[key]}).")
+                             f"({TABLE[key].default_text}).")
                 break
     return notes
 
@@ -101,7 +74,7 @@ def trainer_link_params() -> dict[str, list[str]]:
         value = st.session_state.get(key)
         if value is None or value == TRAINER_DEFAULTS[key]:
             continue
-        params[key] = [str(value).lower() if isinstance(value, bool) else str(value)]
+        params[key] = [url_value(value)]
     return params
 
 
@@ -153,35 +126,20 @@ def render_trainer_inputs(setup: TrainingSetup) -> TrainerInputs:
     chosen = st.session_state.get("trainer", st.query_params.get("trainer", "sft"))
     sb = st.sidebar
     with sb.expander(f"Trainer: SFT, DPO, GRPO… ({TRL_VERSION})", expanded=chosen != "sft"):
-        trainer = st.selectbox("Trainer", list(TRAINER_IDS), index=0, key="trainer", bind="query-params",
-                               help="; ".join(f"{k}: {o.label}" for k, o in TRAINERS.items()))
+        trainer = widget("trainer")
         opt = TRAINERS.get(str(trainer), TRAINERS["sft"])
         st.caption(opt.summary)
-        beta_text = st.text_input("Beta", value=AUTO, key="beta", bind="query-params", max_chars=20,
-                                  disabled=opt.beta_default is None,
-                                  help="auto = the trainer's default"
-                                       + (f" ({opt.beta_default})" if opt.beta_default is not None else "")
-                                       + ". GRPO: beta > 0 loads a reference model.")
-        precompute = st.toggle("Precompute reference log-probs", value=False, key="precompute_ref",
-                               bind="query-params", disabled=not opt.can_precompute,
-                               help="DPO/KTO precompute_ref_log_probs=True: no reference during training.")
+        beta_text = widget("beta", disabled=opt.beta_default is None,
+                           help="auto = the trainer's default"
+                                + (f" ({opt.beta_default})" if opt.beta_default is not None else "")
+                                + ". GRPO: beta > 0 loads a reference model.")
+        precompute = widget("precompute_ref", disabled=not opt.can_precompute)
         grpo_off = not opt.generates
-        gens = st.slider("Generations per prompt", 2, GENS_MAX, GRPO_NUM_GENERATIONS, key="gens",
-                         bind="query-params", disabled=grpo_off,
-                         help="GRPO num_generations; TRL needs batch × GPUs × accumulation divisible by it.")
-        prompt = st.select_slider("Prompt length (tokens)", options=list(LENGTHS), value=DEFAULT_PROMPT_LEN,
-                                  key="prompt_len", bind="query-params", disabled=grpo_off,
-                                  help="GRPOConfig has no prompt limit: the dataset's longest prompt.")
-        completion = st.select_slider("Max completion length (tokens)", options=list(LENGTHS),
-                                      value=GRPO_MAX_COMPLETION_LENGTH, key="completion_len",
-                                      bind="query-params", disabled=grpo_off)
-        gen = st.segmented_control("Generation", list(GENERATION_IDS), default="hf", key="gen",
-                                   bind="query-params", required=True, disabled=grpo_off,
-                                   help="; ".join(f"{k}: {m.label}" for k, m in GENERATION_MODES.items()))
-        util = st.select_slider("vllm_gpu_memory_utilization", options=list(UTILS),
-                                value=VLLM_GPU_MEMORY_UTILIZATION, key="vllm_util", bind="query-params",
-                                disabled=grpo_off or gen != "vllm-colocate",
-                                help="The share of the device vLLM reserves in colocate mode.")
+        gens = widget("gens", disabled=grpo_off)
+        prompt = widget("prompt_len", disabled=grpo_off)
+        completion = widget("completion_len", disabled=grpo_off)
+        gen = widget("gen", disabled=grpo_off)
+        util = widget("vllm_util", disabled=grpo_off or gen != "vllm-colocate")
     result = resolve_trainer(setup, str(trainer), str(beta_text), bool(precompute), int(gens), int(prompt),
                              int(completion), str(gen), float(util))
     return replace(result, notes=tuple(notes) + result.notes)
@@ -201,7 +159,8 @@ def trainer_remedies_and_limits(spec, setup: TrainingSetup, tr: TrainerSetup, de
     fn = solver_estimate_fn(tr, device.capacity_bytes)
     longest = (max_completion_len(spec, setup, tr, usable, device.capacity_bytes) if tr.option.generates
                else max_seq_len(spec, setup, usable, fn, limit=MAX_LEN_MAX))
-    return (all_remedies(spec, setup, tr, device.capacity_bytes), max_batch(spec, setup, usable, fn, limit=BATCH_MAX),
+    batch_limit = BATCH_MAX // tr.option.sequences  # DPO, ORPO, SimPO, reward: 2 × batch sequences per forward
+    return (all_remedies(spec, setup, tr, device.capacity_bytes), max_batch(spec, setup, usable, fn, limit=batch_limit),
             longest, smallest_device(spec, setup, estimate_fn=fn))
 
 

@@ -1,6 +1,6 @@
 """Accuracy of the estimator against (1) the FakeTensor tracer's fixtures and (2) published measurements.
 
-Pure Python (no torch): reads tests/data/calibration/fixtures.json and data/published_measurements.csv,
+Pure Python (no torch): reads validation/data/fixtures.json and validation/data/published_measurements.csv,
 re-runs the estimator on every row and reports the errors. Used by tests/test_accuracy.py, the
 How-it-works page and `python -m validation` (prints the report).
 """
@@ -21,9 +21,9 @@ from estimator.stacks import get_stack, resolve_setup
 from estimator.units import GB, GiB
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "data" / "calibration" / "fixtures.json"
-PUBLISHED = ROOT / "data" / "published_measurements.csv"
-PUBLISHED_CONFIGS = ROOT / "data" / "published_configs"
+FIXTURES = ROOT / "validation" / "data" / "fixtures.json"
+PUBLISHED = ROOT / "validation" / "data" / "published_measurements.csv"
+PUBLISHED_CONFIGS = ROOT / "validation" / "data" / "published_configs"
 
 # The training stack each published framework ran (estimator.stacks): its defaults fill what a row does not
 # state. The PEFT benchmark (method_comparison/MetaMathQA/run.py) is a hand-written loop: the plain stack.

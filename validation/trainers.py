@@ -1,4 +1,4 @@
-"""Published peak-memory figures of preference/RL runs (data/published_trainer_measurements.csv) next to the
+"""Published peak-memory figures of preference/RL runs (validation/data/published_trainer_measurements.csv) next to the
 calculator's answer. Each row is replayed with the stack of its TRL version (`replay_stack`), states what the
 number measures (nvidia-smi totals include the CUDA context and the allocator's reserve), and is reported, not
 asserted: the configurations are user reports, partly incomplete (see each row's notes)."""
@@ -15,7 +15,7 @@ from estimator.units import GB, GiB
 
 from . import ROOT, _published_spec
 
-PUBLISHED_TRAINERS = ROOT / "data" / "published_trainer_measurements.csv"
+PUBLISHED_TRAINERS = ROOT / "validation" / "data" / "published_trainer_measurements.csv"
 UNITS = {"GB": GB, "GiB": GiB, "MiB": 2**20}
 
 
@@ -62,13 +62,13 @@ def trainer_rows(batches: tuple[int, ...] = (1, 2, 4, 8)) -> list[dict[str, Any]
     return out
 
 
-TRAINER_FINDINGS = ROOT / "tests" / "data" / "calibration" / "trainer_findings.json"  # in the image (.dockerignore drops calibration/)
+TRAINER_FINDINGS = ROOT / "validation" / "data" / "trainer_findings.json"  # written by calibration/trainer_trace.py
 
 
 @lru_cache(maxsize=1)
 def trainer_trace_summary() -> dict[str, float]:
     """n, median and worst |error| (fractions) of the estimator against the stored trainer traces
-    (tests/data/calibration/trainer_findings.json; tests/test_trainer_calibration.py re-derives them)."""
+    (validation/data/trainer_findings.json; tests/test_trainer_calibration.py re-derives them)."""
     import json
     import statistics
 

@@ -23,10 +23,10 @@ after --duration seconds or --max-changes changes, whichever comes first, and re
   latency  p50 / p95 / max from the change to the updated chart (ms); ws mode adds change → run finished
 
 Usage:
-  .venv/bin/python scripts/load_test.py                       # 20 websocket sessions, 60 s
-  .venv/bin/python scripts/load_test.py --client browser      # 20 browser contexts, 60 s
-  .venv/bin/python scripts/load_test.py --sessions 5 --duration 10 --max-changes 100
-  .venv/bin/python scripts/load_test.py --url http://127.0.0.1:8501 --write-docs
+  .venv/bin/python bench/load_test.py                       # 20 websocket sessions, 60 s
+  .venv/bin/python bench/load_test.py --client browser      # 20 browser contexts, 60 s
+  .venv/bin/python bench/load_test.py --sessions 5 --duration 10 --max-changes 100
+  .venv/bin/python bench/load_test.py --url http://127.0.0.1:8501 --write-docs
 
 Exit status: 0 when there were no errors, 1 when there were, 2 for bad flags.
 """
@@ -398,7 +398,7 @@ def table(result: dict[str, object]) -> str:
 
 
 def docs_section(result: dict[str, object], args: argparse.Namespace) -> str:
-    cmd = (f".venv/bin/python scripts/load_test.py --client {args.client} --sessions {args.sessions} "
+    cmd = (f".venv/bin/python bench/load_test.py --client {args.client} --sessions {args.sessions} "
            f"--duration {args.duration:g} --max-changes {args.max_changes} --think-ms {args.think_ms} --write-docs")
     kind = ("raw websocket clients (Streamlit protocol)" if args.client == "ws"
             else "Playwright browser contexts in one Chromium")

@@ -1,0 +1,274 @@
+"""One table of the link parameters: each parameter's name, default, limits or choices, widget, label and help,
+written once. Defaults and limits come from the estimator's own setup: TrainingSetup's and TrainerSetup's field
+defaults, the limits their checks enforce (estimator/training.py, estimator/trainers.py, estimator/model.py,
+estimator/devices.py) and the option descriptions' ids (estimator/options.py, estimator/stacks.py). The sidebar
+(ui/inputs.py), the trainer box (ui/trainer_inputs.py) and the pages' own controls draw their widgets from it with
+`widget()`, and the link notes check a link's values against it with `Param.accepts`;
+tests/test_params.py checks the table against the estimator, so neither can drift."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import MISSING, dataclass, fields
+from typing import Any
+
+import streamlit as st
+
+from estimator import CATALOG, MAX_SIZE_B, MIN_SIZE_B, TrainerSetup, TrainingSetup, list_presets
+from estimator.devices import CUSTOM_MAX_GB, CUSTOM_MIN_GB, DEVICE_KINDS
+from estimator.options import LOSSES, OPTIMIZERS
+from estimator.stacks import DEFAULT_STACK, STACK_IDS, STACKS
+from estimator.trainers import (
+    DEFAULT_PROMPT_LEN,
+    GENERATION_IDS,
+    GENERATION_MODES,
+    GRPO_MAX_COMPLETION_LENGTH,
+    GRPO_NUM_GENERATIONS,
+    MAX_GENERATIONS,
+    MIN_GENERATIONS,
+    TRAINER_IDS,
+    TRAINERS,
+    VLLM_GPU_MEMORY_UTILIZATION,
+)
+from estimator.training import (
+    ATTENTIONS,
+    MAX_BATCH,
+    MAX_GPUS,
+    MAX_RANK,
+    MAX_SEQ_LEN,
+    METHODS,
+    OPTIMIZER_LABELS,
+    PRECISION_LABELS,
+    PRECISIONS,
+    SHARDING_LABELS,
+    SHARDINGS,
+)
+from ui.grids import SEED_SIZES_B, VARIANT_OPTIONS, size_and_preset_options, size_label
+
+AUTO = "auto"  # "the stack's (or the trainer's) default" for the settings a training stack or trainer fills
+BY_SIZE = "by-size"
+UPLOAD = "upload"
+CUSTOM = "custom"
+CKPT_CHOICES: tuple[str, ...] = (AUTO, "true", "false", "offload")  # offload = on, inputs in CPU RAM
+
+
+def setup_default(cls: type, name: str) -> Any:
+    """A frozen dataclass field's default (TrainingSetup, TrainerSetup): the estimator's own baseline."""
+    field = next(f for f in fields(cls) if f.name == name)
+    return field.default if field.default is not MISSING else field.default_factory()  # type: ignore[misc]
+
+
+def _setup(name: str) -> Any:
+    return setup_default(TrainingSetup, name)
+
+
+def _powers_of_two(low: int, high: int) -> tuple[int, ...]:
+    return tuple(2**k for k in range(math.ceil(math.log2(low)), int(math.log2(high)) + 1))
+
+
+@dataclass(frozen=True)
+class Param:
+    """One link parameter and the widget bound to it (its key is both)."""
+
+    key: str
+    label: str
+    widget: str  # selectbox, segmented, multiselect, slider, select_slider, number, toggle, text
+    default: Any
+    choices: tuple[Any, ...] = ()  # the options (selectbox, segmented, multiselect, select_slider)
+    low: float | None = None  # slider / number limits (inclusive)
+    high: float | None = None
+    integer: bool = False
+    step: float | None = None
+    fmt: str | None = None  # number_input format
+    max_chars: int | None = None  # text
+    help: str | None = None
+    group: str = "sidebar"  # sidebar (every page), trainer (the calculator's trainer box) or page (one page's own)
+    source: str = ""  # where the default and limits come from
+
+    def accepts(self, raw: str) -> bool:
+        """Would the bound widget take this link value? (Streamlit drops a refused value silently; we say so.)
+        Choice widgets match the option as Streamlit writes it into the address (str(option))."""
+        if self.widget == "toggle":
+            return raw.lower() in ("true", "false")
+        if self.widget == "text":
+            return 0 < len(raw) <= (self.max_chars or 200)
+        if self.choices:
+            return raw in {url_value(c) for c in self.choices}
+        try:
+            value = float(raw)
+        except ValueError:
+            return False
+        if not math.isfinite(value) or not self.low <= value <= self.high:  # type: ignore[operator]
+            return False
+        return not self.integer or value == int(value)
+
+    @property
+    def default_text(self) -> str:
+        """The default as the address writes it (7, not 7.0; false, not False)."""
+        return url_value(self.default)
+
+
+def url_value(value: object) -> str:
+    """A widget value as its bound parameter shows it in the address: true/false, 7 (not 7.0), 0.5, qlora."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _rows() -> tuple[Param, ...]:
+    setup_src = "estimator.training.TrainingSetup"
+    trainer_src = "estimator.trainers (TRL 1.16.0 GRPOConfig defaults)"
+    return (
+        # --- the shared sidebar, in the README's order ---
+        Param("model", "Model", "selectbox", "llama-3.1-8b",
+              tuple(p.id for p in list_presets()) + (BY_SIZE, UPLOAD),
+              help="A preset (a real config.json), 'by-size' (a generic decoder of the size below), 'upload' (your "
+                   "own config.json), or the Hugging Face model id typed below.",
+              source="estimator.list_presets (the app's default model)"),
+        Param("size", "Exact size (billions)", "number", 7.0, low=MIN_SIZE_B, high=MAX_SIZE_B, step=1.0, fmt="%g",
+              help=f"Any size from {MIN_SIZE_B:g} to {MAX_SIZE_B:g} billion parameters (13, 34, 72, 405…).",
+              source="estimator.model MIN_SIZE_B, MAX_SIZE_B (generic_spec)"),
+        Param("stack", "Training stack", "selectbox", DEFAULT_STACK, STACK_IDS,
+              help="The framework you train with: its defaults fill every setting left on 'auto' (checkpointing, "
+                   "loss, optimizer, adapter dtypes, QLoRA preparation). "
+                   + "; ".join(f"{k}: {s.label}" for k, s in STACKS.items()),
+              source="estimator.stacks DEFAULT_STACK, STACK_IDS"),
+        Param("method", "Method", "segmented", _setup("method"), METHODS,
+              help="full = every weight trains; lora = frozen 16-bit base + small adapters; qlora = frozen 4-bit "
+                   "base + adapters.", source=setup_src),
+        Param("precision", "Precision", "selectbox", _setup("precision"), PRECISIONS,
+              help="; ".join(f"{k}: {v}" for k, v in PRECISION_LABELS.items()), source=setup_src),
+        Param("optimizer", "Optimizer", "selectbox", AUTO, (AUTO, *OPTIMIZERS),
+              help="auto = the stack's default; " + "; ".join(f"{k}: {v}" for k, v in OPTIMIZER_LABELS.items()),
+              source="estimator.options.OPTIMIZERS (auto: the stack's)"),
+        Param("batch", "Batch size (per GPU)", "slider", _setup("batch"), low=1, high=MAX_BATCH, integer=True,
+              step=1, source=f"{setup_src} (batch, MAX_BATCH)"),
+        Param("max_len", "Exact max length", "number", _setup("seq_len"), low=1, high=MAX_SEQ_LEN, integer=True,
+              step=128, source=f"{setup_src} (seq_len, MAX_SEQ_LEN)"),
+        Param("ckpt", "Gradient checkpointing", "segmented", AUTO, CKPT_CHOICES,
+              help="auto = what the training stack does; true = keep only each layer's input and recompute the "
+                   "rest in backward (far less activation memory, 20–30 % slower); offload = the same with those "
+                   "inputs in CPU RAM (transformers' offloaded checkpointing, Unsloth's default).",
+              source=f"{setup_src} (grad_ckpt, offload_activations; auto: the stack's)"),
+        Param("loss", "Loss", "selectbox", AUTO, (AUTO, *LOSSES),
+              help="auto = the stack's loss; " + "; ".join(f"{k}: {o.summary}" for k, o in LOSSES.items()),
+              source="estimator.options.LOSSES (auto: the stack's)"),
+        Param("attn", "Attention", "selectbox", _setup("attention"), ATTENTIONS,
+              help="sdpa = PyTorch SDPA / flash (no s² memory); eager = materialised scores.", source=setup_src),
+        Param("rank", "LoRA rank", "select_slider", _setup("lora_rank"), _powers_of_two(1, MAX_RANK),
+              source=f"{setup_src} (lora_rank, MAX_RANK; powers of two)"),
+        Param("targets", "LoRA targets", "text", ",".join(_setup("lora_targets")), max_chars=200,
+              source=f"{setup_src} (lora_targets)"),
+        Param("gpus", "GPUs", "number", _setup("gpus"), low=1, high=MAX_GPUS, integer=True, step=1,
+              source=f"{setup_src} (gpus, MAX_GPUS)"),
+        Param("sharding", "Sharding", "selectbox", _setup("sharding"), SHARDINGS,
+              help="; ".join(f"{k}: {v}" for k, v in SHARDING_LABELS.items()), source=setup_src),
+        Param("device", "Device", "selectbox", "rtx-4090", tuple(d.id for d in CATALOG) + (CUSTOM,),
+              help="Unified-memory laptops can give about 75 % of RAM to training; a PC's limit is its graphics "
+                   "card's own memory, not its RAM.", source="estimator.devices.CATALOG (the app's default device)"),
+        Param("capacity", "Custom capacity (GB)", "number", 24.0, low=CUSTOM_MIN_GB, high=CUSTOM_MAX_GB, step=1.0,
+              source="estimator.devices CUSTOM_MIN_GB, CUSTOM_MAX_GB (custom_device)"),
+        Param("kind", "Custom memory kind", "segmented", DEVICE_KINDS[0], DEVICE_KINDS,
+              help="unified = shared RAM (about 75 % usable); discrete = a GPU's own memory.",
+              source="estimator.devices.DEVICE_KINDS"),
+        Param("rule", "Rule of thumb", "toggle", False,
+              help="The rule of thumb: LoRA ≈ 2 GB per billion + 3 GB, full ≈ 12 GB per billion + 4 GB. Off = the "
+                   "detailed, architecture-aware estimate.", source="estimator.rule"),
+        Param("present", "Presentation mode", "toggle", False,
+              help="Larger verdict and fonts for meetings; still linkable.", source="the app"),
+        Param("images", "Image tokens per example", "number", _setup("image_tokens"), low=0, high=MAX_SEQ_LEN,
+              integer=True, step=256,
+              help="For training on images: the placeholder tokens each example's images add to the language "
+                   "model's sequence (Gemma 3: 256 per image). 0 = text only.",
+              source=f"{setup_src} (image_tokens, MAX_SEQ_LEN)"),
+        # --- the calculator's trainer box (ui/trainer_inputs.py) ---
+        Param("trainer", "Trainer", "selectbox", setup_default(TrainerSetup, "trainer"), TRAINER_IDS,
+              help="; ".join(f"{k}: {o.label}" for k, o in TRAINERS.items()), group="trainer",
+              source="estimator.trainers.TrainerSetup"),
+        Param("gens", "Generations per prompt", "slider", GRPO_NUM_GENERATIONS, low=MIN_GENERATIONS,
+              high=MAX_GENERATIONS, integer=True, step=1,
+              help="GRPO num_generations; TRL needs batch × GPUs × accumulation divisible by it.", group="trainer",
+              source=f"{trainer_src}: num_generations, MIN_GENERATIONS, MAX_GENERATIONS"),
+        Param("prompt_len", "Prompt length (tokens)", "select_slider", DEFAULT_PROMPT_LEN,
+              _powers_of_two(16, MAX_SEQ_LEN // 2),
+              help="GRPOConfig has no prompt limit: the dataset's longest prompt.", group="trainer",
+              source=f"{trainer_src}: DEFAULT_PROMPT_LEN; prompt + completion ≤ MAX_SEQ_LEN"),
+        Param("completion_len", "Max completion length (tokens)", "select_slider", GRPO_MAX_COMPLETION_LENGTH,
+              _powers_of_two(16, MAX_SEQ_LEN // 2), group="trainer",
+              source=f"{trainer_src}: max_completion_length; prompt + completion ≤ MAX_SEQ_LEN"),
+        Param("gen", "Generation", "segmented", TrainerSetup("grpo").generation_mode, GENERATION_IDS,
+              help="; ".join(f"{k}: {m.label}" for k, m in GENERATION_MODES.items()), group="trainer",
+              source="estimator.trainers.GENERATION_MODES (TrainerSetup.generation_mode)"),
+        Param("vllm_util", "vllm_gpu_memory_utilization", "select_slider", VLLM_GPU_MEMORY_UTILIZATION,
+              tuple(round(0.05 * k, 2) for k in range(1, 20)),
+              help="The share of the device vLLM reserves in colocate mode.", group="trainer",
+              source=f"{trainer_src}: vllm_gpu_memory_utilization, between 0 and 1 exclusive"),
+        Param("beta", "Beta", "text", AUTO, max_chars=20, group="trainer",
+              source="estimator.trainers TrainerSetup.beta (auto: the trainer's default), MAX_BETA"),
+        Param("precompute_ref", "Precompute reference log-probs", "toggle",
+              setup_default(TrainerSetup, "precompute_ref"),
+              help="DPO/KTO precompute_ref_log_probs=True: no reference during training.", group="trainer",
+              source="estimator.trainers.TrainerSetup"),
+        # --- one page's own controls ---
+        Param("methods", "Methods", "multiselect", METHODS, METHODS, group="page",
+              help="full = every weight trains; lora = frozen 16-bit base + adapters; qlora = frozen 4-bit base + "
+                   "adapters.", source="estimator.training.METHODS (compare, fits)"),
+        Param("variants", "Also compare with precision or optimizer", "multiselect", (), VARIANT_OPTIONS,
+              help="Adds a bar per chosen method with this precision or optimizer instead of the sidebar's.",
+              group="page", source="estimator PRECISIONS, OPTIMIZERS (compare)"),
+        Param("models", "Models", "multiselect", tuple(size_label(s) for s in SEED_SIZES_B),
+              tuple(size_and_preset_options()), group="page",
+              help="Common sizes (generic Llama-style decoders with that many parameters) and the presets (real "
+                   "config.json files).", source="estimator presets and the seed's sizes (fits)"),
+        Param("offload", "Optimizer state in CPU RAM", "toggle", setup_default(TrainingSetup, "offload_optimizer"),
+              help="ZeRO-Offload / FSDP CPU offload: the optimizer state and its step live in CPU RAM (slower "
+                   "steps). Applies to the ZeRO/FSDP lines; plain data parallel cannot.", group="page",
+              source=f"{setup_src} (offload_optimizer; scale out)"),
+        Param("maxgpus", "Up to this many GPUs", "select_slider", 64, (8, 16, 32, 64), group="page",
+              source="scale out's search range (estimator.training.MAX_GPUS bounds it)"),
+        Param("pernode", "GPUs per node", "segmented", 1, (1, 2, 4, 8), group="page",
+              help="1 = any GPU count; 8 = the GPUs come in servers of 8, so counts are whole nodes (8, 16, 24…).",
+              source="scale out: GPUs per server"),
+    )
+
+
+TABLE: dict[str, Param] = {p.key: p for p in _rows()}
+SIDEBAR_PARAMS: tuple[str, ...] = tuple(k for k, p in TABLE.items() if p.group == "sidebar")
+TRAINER_PARAMS: tuple[str, ...] = tuple(k for k, p in TABLE.items() if p.group == "trainer")
+PAGE_ONLY_PARAMS: tuple[str, ...] = tuple(k for k, p in TABLE.items() if p.group == "page")
+
+
+def widget(key: str, container: Any = None, **overrides: Any) -> Any:
+    """Draw the widget of table row `key` in `container` (default: the main area), bound to the address, with
+    its label, default, limits and help from the table; `overrides` pass dynamic arguments (disabled,
+    on_change, help that depends on the model, options that include a Hub id…) through to Streamlit."""
+    p = TABLE[key]
+    box = container if container is not None else st
+    common: dict[str, Any] = {"key": p.key, "bind": "query-params"}
+    if p.help:
+        common["help"] = p.help
+    if p.widget == "selectbox":
+        options = list(overrides.pop("options", p.choices))
+        return box.selectbox(p.label, options, index=options.index(p.default), **common | overrides)
+    if p.widget == "segmented":
+        return box.segmented_control(p.label, list(p.choices), default=p.default, required=True,
+                                     **common | overrides)
+    if p.widget == "multiselect":
+        return box.multiselect(p.label, list(p.choices), default=list(p.default), **common | overrides)
+    if p.widget == "select_slider":
+        return box.select_slider(p.label, options=list(p.choices), value=p.default, **common | overrides)
+    if p.widget == "slider":
+        return box.slider(p.label, int(p.low), int(p.high), p.default, step=int(p.step or 1),  # type: ignore[arg-type]
+                          **common | overrides)
+    if p.widget == "number":
+        cast = int if p.integer else float
+        extra = {"format": p.fmt} if p.fmt else {}
+        return box.number_input(p.label, min_value=cast(p.low), max_value=cast(p.high), value=cast(p.default),
+                                step=cast(p.step or 1), **common | extra | overrides)
+    if p.widget == "toggle":
+        return box.toggle(p.label, value=p.default, **common | overrides)
+    if p.widget == "text":
+        return box.text_input(p.label, value=p.default, max_chars=p.max_chars, **common | overrides)
+    raise ValueError(f"unknown widget kind {p.widget!r}")
