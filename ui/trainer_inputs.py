@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 import streamlit as st
 
 from estimator import TrainingSetup
+from estimator.i18n import _
 from estimator.trainers import (
     GRPO_NUM_GENERATIONS,
     MAX_BETA,
@@ -61,8 +62,8 @@ def trainer_url_notes() -> list[str]:
             continue  # a text box keeps any text: resolve_trainer notes a bad one
         for raw in st.query_params.get_all(key):
             if not _valid(key, raw):
-                notes.append(f"The link's value for '{key}' was not valid; using the default "
-                             f"({TABLE[key].default_text}).")
+                notes.append(_("The link's value for '{key}' was not valid; using the default ({default}).").format(
+                    key=key, default=TABLE[key].default_text))
                 break
     return notes
 
@@ -88,7 +89,8 @@ def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompu
     if opt.beta_default is not None and str(beta_text).strip() != AUTO:
         beta = parse_beta(beta_text)
         if beta is None:
-            notes.append(f"Beta must be a number ≥ 0; using {opt.label}'s default ({opt.beta_default}).")
+            notes.append(_("Beta must be a number ≥ 0; using {trainer}'s default ({default}).").format(
+                trainer=_(opt.label), default=opt.beta_default))
     kwargs: dict[str, object] = {"beta": beta, "precompute_ref": bool(precompute) and opt.can_precompute}
     if opt.generates:
         kwargs.update(num_generations=int(gens), prompt_len=int(prompt), completion_len=int(completion),
@@ -98,24 +100,24 @@ def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompu
     try:
         tr = TrainerSetup(opt.id, **kwargs)  # type: ignore[arg-type]
     except ValueError as exc:
-        notes.append(f"{exc}; using {opt.label}'s defaults.")
+        notes.append(_("{error}; using {trainer}'s defaults.").format(error=exc, trainer=_(opt.label)))
         tr = TrainerSetup(opt.id)
     if setup.batch < opt.min_batch:
-        notes.append(f"{opt.label} needs a per-device batch of at least {opt.min_batch} (TRL refuses batch 1); "
-                     f"shown with batch {opt.min_batch}.")
+        notes.append(_("{trainer} needs a per-device batch of at least {n} (TRL refuses batch 1); shown with "
+                       "batch {n}.").format(trainer=_(opt.label), n=opt.min_batch))
         setup = replace(setup, batch=opt.min_batch)
     setup, tr, note = fix_generations(setup, tr)
     if note:
         notes.append(note)
     wanted = trainer_loss(setup, tr)
     if wanted != setup.loss:
-        notes.append(f"TRL's {opt.trainer_class} does not use the '{setup.loss}' loss; shown with its own "
-                     f"('{wanted}').")
+        notes.append(_("TRL's {trainer_class} does not use the '{loss}' loss; shown with its own ('{own}').").format(
+            trainer_class=opt.trainer_class, loss=setup.loss, own=wanted))
         setup = replace(setup, loss=wanted, from_stack=tuple(dict.fromkeys((*setup.from_stack, "loss"))))
     try:
         check(setup, tr)
     except ValueError as exc:  # nothing left to fix automatically: price SFT and say why
-        notes.append(f"{exc}; showing SFT.")
+        notes.append(_("{error}; showing SFT.").format(error=exc))
         tr = TrainerSetup("sft")
     return TrainerInputs(tr, setup, tuple(notes))
 
@@ -125,14 +127,14 @@ def render_trainer_inputs(setup: TrainingSetup) -> TrainerInputs:
     notes = trainer_url_notes()
     chosen = st.session_state.get("trainer", st.query_params.get("trainer", "sft"))
     sb = st.sidebar
-    with sb.expander(f"Trainer: SFT, DPO, GRPO… ({TRL_VERSION})", expanded=chosen != "sft"):
+    with sb.expander(_("Trainer: SFT, DPO, GRPO… ({version})").format(version=TRL_VERSION), expanded=chosen != "sft"):
         trainer = widget("trainer")
         opt = TRAINERS.get(str(trainer), TRAINERS["sft"])
-        st.caption(opt.summary)
+        st.caption(_(opt.summary))
         beta_text = widget("beta", disabled=opt.beta_default is None,
-                           help="auto = the trainer's default"
+                           help=_("auto = the trainer's default")
                                 + (f" ({opt.beta_default})" if opt.beta_default is not None else "")
-                                + ". GRPO: beta > 0 loads a reference model.")
+                                + _(". GRPO: beta > 0 loads a reference model."))
         precompute = widget("precompute_ref", disabled=not opt.can_precompute)
         grpo_off = not opt.generates
         gens = widget("gens", disabled=grpo_off)
