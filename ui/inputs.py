@@ -427,9 +427,9 @@ def render_inputs() -> Inputs:
     model_caption.caption(plain(_model_label(choice)))
     sb.text_input(_("…or a Hugging Face model id"), key=HUB_BOX, on_change=_use_hub_id, max_chars=200,
                   placeholder=_("org/name or org/name@revision"),
-                  help="Reads the model's config.json (and its safetensors headers for the exact parameter count) "
-                       "from the Hugging Face Hub. The link then carries the id. Gated and private models need a "
-                       "token on the server (HF_TOKEN).")
+                  help=_("Reads the model's config.json (and its safetensors headers for the exact parameter count) "
+                         "from the Hugging Face Hub. The link then carries the id. Gated and private models need a "
+                         "token on the server (HF_TOKEN)."))
     if st.session_state.get(_HUB_NOTE):
         sb.caption(plain(st.session_state[_HUB_NOTE]))
     _sync_size_slider()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import streamlit as st
 
 from estimator import TrainingSetup
-from estimator.i18n import _
+from estimator.i18n import _, format_number
 from estimator.trainers import (
     GRPO_NUM_GENERATIONS,
     MAX_BETA,
@@ -174,34 +174,41 @@ def how_section_markdown() -> str:
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
 
-    rows = ["| trainer | each forward runs on | reference model | head | memory | source |", "|---|---|---|---|---|---|"]
+    rows = ["| " + " | ".join((_("trainer"), _("each forward runs on"), _("reference model"), _("head"), _("memory"),
+                               _("source"))) + " |", "|---|---|---|---|---|---|"]
     for o in TRAINERS.values():
-        ref = {"always": "full FT: a frozen copy; PEFT: adapter off (no copy); none when precomputed",
-               "beta": "only when beta > 0 (full FT: a copy)", "none": "none"}[o.reference]
-        head = {"fused": "TRL's fused chunked head", "logits": "full-vocabulary logits",
-                "score": "1-output score head"}[o.head]
-        seqs = "2 × batch (chosen + rejected)" if o.sequences == 2 else (
-            "batch completions × (prompt + completion)" if o.generates else "batch")
-        rows.append(f"| {o.label} | {seqs} | {ref} | {head} | {cell(o.formula)} | {cell(o.source)} |")
-    gen = "\n".join(f"- **{m.label}** (`{m.id}`): {m.summary} Source: {m.source}." for m in modes.values())
+        ref = {"always": _("full FT: a frozen copy; PEFT: adapter off (no copy); none when precomputed"),
+               "beta": _("only when beta > 0 (full FT: a copy)"), "none": _("none")}[o.reference]
+        head = {"fused": _("TRL's fused chunked head"), "logits": _("full-vocabulary logits"),
+                "score": _("1-output score head")}[o.head]
+        seqs = _("2 × batch (chosen + rejected)") if o.sequences == 2 else (
+            _("batch completions × (prompt + completion)") if o.generates else _("batch"))
+        rows.append(f"| {_(o.label)} | {seqs} | {ref} | {head} | {cell(_(o.formula))} | {cell(o.source)} |")
+    gen = "\n".join(f"- **{_(m.label)}** (`{m.id}`): {_(m.summary)} " + _("Source: {source}.").format(source=m.source)
+                    for m in modes.values())
     from validation.trainers import trainer_trace_summary
 
     acc = trainer_trace_summary()
     return (
-        f"Modelled as in **{TRL_VERSION}** (the newest release). A trainer changes what one training forward runs "
-        "on, adds a reference model, and (GRPO) a generation phase; the SFT formulas above then apply to the "
-        "training forward (docs/formulas.md §9).\n\n" + "\n".join(rows) + "\n\n"
-        "**Reference copy** = bytes per weight as loaded × parameters (÷ GPUs under ZeRO-3). The DPO/KTO reference "
-        "forward runs under `no_grad` *after* the policy forward, so its phase is the policy's saved activations "
-        "plus one layer's no-grad working set T × (2·r·H + max(c·(H + 2q + 2kv), c·(H + 3I))) and one fused-head "
-        "tile.\n\n"
-        "**GRPO generation** holds the weights and the optimizer state (no gradients: after `zero_grad`) plus "
-        "the KV cache of batch × gradient accumulation sequences: **KV = 2 × layers × KV heads × head dim × c × "
-        "sequences × (prompt + completion − 1)**, with the prefill's one-layer working set and the last-token logits "
-        f"on top. `num_generations` (default {GRPO_NUM_GENERATIONS}) must divide batch × GPUs × accumulation; it "
-        "does not change the memory, because `per_device_train_batch_size` counts completions.\n\n" + gen + "\n\n"
-        "`peak_phase` names the winner: generation, reference forward, a backward phase or the optimizer step.\n\n"
-        f"**Accuracy**: against {acc['n']} traced steps of these trainers (TRL {TRL_VERSION.split()[-1]}'s own code, "
-        f"real widths, LoRA and full) the estimate's median error is {acc['median_abs']:.1%} and the worst "
-        f"{acc['worst_abs']:.1%}; the KV cache equals a real `generate`'s (calibration/README.md)."
+        _("Modelled as in **{version}** (the newest release). A trainer changes what one training forward runs "
+          "on, adds a reference model, and (GRPO) a generation phase; the SFT formulas above then apply to the "
+          "training forward (docs/formulas.md §9).").format(version=TRL_VERSION)
+        + "\n\n" + "\n".join(rows) + "\n\n"
+        + _("**Reference copy** = bytes per weight as loaded × parameters (÷ GPUs under ZeRO-3). The DPO/KTO reference "
+            "forward runs under `no_grad` *after* the policy forward, so its phase is the policy's saved activations "
+            "plus one layer's no-grad working set T × (2·r·H + max(c·(H + 2q + 2kv), c·(H + 3I))) and one fused-head "
+            "tile.") + "\n\n"
+        + _("**GRPO generation** holds the weights and the optimizer state (no gradients: after `zero_grad`) plus "
+            "the KV cache of batch × gradient accumulation sequences: **KV = 2 × layers × KV heads × head dim × c × "
+            "sequences × (prompt + completion − 1)**, with the prefill's one-layer working set and the last-token "
+            "logits on top. `num_generations` (default {gens}) must divide batch × GPUs × accumulation; it does not "
+            "change the memory, because `per_device_train_batch_size` counts completions.").format(
+            gens=GRPO_NUM_GENERATIONS) + "\n\n" + gen + "\n\n"
+        + _("`peak_phase` names the winner: generation, reference forward, a backward phase or the optimizer step.")
+        + "\n\n"
+        + _("**Accuracy**: against {n} traced steps of these trainers (TRL {trl}'s own code, real widths, LoRA and "
+            "full) the estimate's median error is {median} % and the worst {worst} %; the KV cache equals a real "
+            "`generate`'s (calibration/README.md).").format(
+            n=acc["n"], trl=TRL_VERSION.split()[-1], median=format_number(100 * acc["median_abs"]),
+            worst=format_number(100 * acc["worst_abs"]))
     )
