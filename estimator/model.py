@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from . import families_moe as _families_moe
+from .i18n import N_
 
 # Families whose config.json we understand. Anything else is a clear ValueError.
 SUPPORTED_FAMILIES = (
@@ -730,8 +731,8 @@ def generic_spec(size_b: float) -> ModelSpec:
     quantizable = max(0, total - embedding - norms)
     return replace(shaped, params_total=total, params_embedding=embedding, params_quantizable=quantizable,
                    params_active=total,
-                   notes=("generic decoder: shapes follow the presets' scaling; use a preset or "
-                          "config.json for an exact architecture",))
+                   notes=(N_("generic decoder: shapes follow the presets' scaling; use a preset or "
+                             "config.json for an exact architecture"),))
 
 
 def resolve_model(*, preset: str | None = None, size_b: float | None = None,

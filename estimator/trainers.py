@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, replace
 
 from . import activations as act
-from .i18n import N_
+from .i18n import N_, _, format_int
 from .memory import (
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_BYTES,
@@ -592,30 +592,35 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
 def trainer_notes(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> tuple[str, ...]:
     """What the user should know about this trainer's estimate, in plain words."""
     opt = tr.option
-    out = [f"{opt.label} as in {TRL_VERSION} ({opt.trainer_class})."]
+    out = [_("{trainer} as in {version} ({trainer_class}).").format(
+        trainer=_(opt.label), version=TRL_VERSION, trainer_class=opt.trainer_class)]
     if opt.sequences == 2:
-        out.append(f"Chosen and rejected run together: each forward sees {2 * setup.batch} sequences.")
+        out.append(_("Chosen and rejected run together: each forward sees {n} sequences.").format(n=2 * setup.batch))
     if opt.reference != "none":
         if not tr.uses_reference():
-            out.append("No reference model during training" + (
-                " (reference log-probs precomputed)." if tr.precompute_ref else " (beta = 0)."))
+            out.append(_("No reference model during training (reference log-probs precomputed).") if tr.precompute_ref
+                       else _("No reference model during training (beta = 0)."))
         elif setup.method == "full":
-            out.append("Full fine-tuning keeps a frozen reference copy of the model.")
+            out.append(_("Full fine-tuning keeps a frozen reference copy of the model."))
         else:
-            out.append("The reference is the base model with the adapter switched off: no copy.")
+            out.append(_("The reference is the base model with the adapter switched off: no copy."))
     if opt.generates:
         mode = tr.generation_mode
-        out.append(f"GRPO: {tr.gens} generations per prompt, prompts of {tr.prompt_length:,} + completions of "
-                   f"{tr.completion_length:,} tokens; generation with {GENERATION_MODES[mode].label}.")
+        out.append(_("GRPO: {gens} generations per prompt, prompts of {prompt} + completions of {completion} tokens; "
+                     "generation with {mode}.").format(
+            gens=tr.gens, prompt=format_int(tr.prompt_length), completion=format_int(tr.completion_length),
+            mode=_(GENERATION_MODES[mode].label)))
         if tr.prompt_len is None:
-            out.append(f"Prompt length assumed {DEFAULT_PROMPT_LEN} tokens (GRPOConfig has no prompt limit).")
+            out.append(_("Prompt length assumed {n} tokens (GRPOConfig has no prompt limit).").format(
+                n=DEFAULT_PROMPT_LEN))
         if mode == "vllm-colocate":
-            out.append(f"vLLM reserves {tr.vllm_util:g} of the device" + (
-                "; sleep mode frees it during training." if tr.vllm_sleep else " for the whole run."))
+            out.append((_("vLLM reserves {share} of the device; sleep mode frees it during training.") if tr.vllm_sleep
+                        else _("vLLM reserves {share} of the device for the whole run.")).format(
+                share=f"{tr.vllm_util:g}"))
         if mode == "vllm-server":
-            out.append("The vLLM server needs its own GPUs (not counted here).")
+            out.append(_("The vLLM server needs its own GPUs (not counted here)."))
     if opt.head == "score":
-        out.append("Reward model: a 1-output score head, no vocabulary logits.")
+        out.append(_("Reward model: a 1-output score head, no vocabulary logits."))
     return tuple(out)
 
 
@@ -630,11 +635,12 @@ def fix_generations(setup: TrainingSetup, tr: TrainerSetup) -> tuple[TrainingSet
     divisors = [k for k in range(2, min(gb, tr.gens) + 1) if gb % k == 0]
     if divisors:
         fixed = replace(tr, num_generations=max(divisors))
-        return setup, fixed, (f"TRL needs the generation batch ({gb}) divisible by num_generations ({tr.gens}); "
-                              f"shown with {fixed.gens} generations.")
+        return setup, fixed, _("TRL needs the generation batch ({gb}) divisible by num_generations ({gens}); shown "
+                               "with {fixed} generations.").format(gb=gb, gens=tr.gens, fixed=fixed.gens)
     batch = tr.gens * math.ceil(setup.batch / tr.gens)
-    return replace(setup, batch=batch), tr, (
-        f"TRL needs the generation batch ({gb}) divisible by num_generations ({tr.gens}); shown with batch {batch}.")
+    return replace(setup, batch=batch), tr, _(
+        "TRL needs the generation batch ({gb}) divisible by num_generations ({gens}); shown with batch {batch}."
+    ).format(gb=gb, gens=tr.gens, batch=batch)
 
 
 def trainer_json(tr: TrainerSetup) -> dict[str, object]:
@@ -677,10 +683,12 @@ def all_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, device
         if r.order == 1 and opt.generates:
             continue  # GRPO's length is prompt + completion: see "Shorter completions"
         if r.order == 2 and setup.batch // 2 < opt.min_batch:
-            r = replace(r, change=f"{opt.label} needs a batch of at least {opt.min_batch}", saves_bytes=0.0,
+            r = replace(r, change=_("{trainer} needs a batch of at least {n}").format(trainer=_(opt.label),
+                                                                                       n=opt.min_batch),
+                        saves_bytes=0.0,
                         new_total_bytes=r.new_total_bytes + r.saves_bytes, applicable=False)
         if r.order == 5 and setup.method == "full" and reference_bytes(spec, setup, tr):
-            r = replace(r, title="Use LoRA: the reference becomes the adapter-off base (no copy)")
+            r = replace(r, title=_("Use LoRA: the reference becomes the adapter-off base (no copy)"))
         out.append(r)
     return tuple(out) + trainer_remedies(spec, setup, tr, device_capacity)
 
@@ -718,30 +726,33 @@ def trainer_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         out.append(Remedy(order, title, change, base - total, total, True, caveat))
 
     if opt.can_precompute and tr.uses_reference():
-        add(6, "Precompute the reference log-probs", "precompute_ref_log_probs False → True", setup,
+        add(6, _("Precompute the reference log-probs"), "precompute_ref_log_probs False → True", setup,
             replace(tr, precompute_ref=True),
-            "The reference scores the dataset once before training; it cannot follow sync_ref_model.")
+            _("The reference scores the dataset once before training; it cannot follow sync_ref_model."))
     if opt.generates:
         if tr.gens >= 4 and setup.batch % 2 == 0:
-            add(8, "Fewer generations per prompt", f"num_generations {tr.gens} → {tr.gens // 2}, batch "
-                f"{setup.batch} → {setup.batch // 2} (same prompts per step)",
+            add(8, _("Fewer generations per prompt"),
+                _("num_generations {before} → {after}, batch {batch} → {half} (same prompts per step)").format(
+                    before=tr.gens, after=tr.gens // 2, batch=setup.batch, half=setup.batch // 2),
                 replace(setup, batch=setup.batch // 2), replace(tr, num_generations=tr.gens // 2),
-                "Fewer completions per prompt give noisier advantages.")
+                _("Fewer completions per prompt give noisier advantages."))
         if tr.completion_length > 1:
             half = max(1, tr.completion_length // 2)
-            add(9, "Shorter completions", f"max_completion_length {tr.completion_length:,} → {half:,}", setup,
-                replace(tr, completion_len=half), "Truncated completions get no reward for what they cut off.")
+            add(9, _("Shorter completions"),
+                f"max_completion_length {format_int(tr.completion_length)} → {format_int(half)}", setup,
+                replace(tr, completion_len=half), _("Truncated completions get no reward for what they cut off."))
         mode = tr.generation_mode
         if mode == "vllm-colocate" and not tr.vllm_sleep:
-            add(10, "vLLM sleep mode", "vllm_enable_sleep_mode False → True", setup, replace(tr, vllm_sleep=True),
-                "vLLM frees its memory during training and reloads weights each step (slower).")
+            add(10, _("vLLM sleep mode"), "vllm_enable_sleep_mode False → True", setup, replace(tr, vllm_sleep=True),
+                _("vLLM frees its memory during training and reloads weights each step (slower)."))
         if mode == "vllm-colocate" and tr.vllm_util > 0.1:
             lower = round(max(0.1, tr.vllm_util - 0.1), 2)
-            add(11, "Lower vllm_gpu_memory_utilization", f"vllm_gpu_memory_utilization {tr.vllm_util:g} → "
+            add(11, _("Lower vllm_gpu_memory_utilization"), f"vllm_gpu_memory_utilization {tr.vllm_util:g} → "
                 f"{lower:g}", setup, replace(tr, vllm_gpu_util=lower),
-                "vLLM must still hold its weights and a KV cache for the generation batch.")
+                _("vLLM must still hold its weights and a KV cache for the generation batch."))
         if mode != "vllm-server":
-            add(12, "Generate on a vLLM server", f"{mode} → vllm-server (trl vllm-serve on other GPUs)", setup,
+            add(12, _("Generate on a vLLM server"),
+                _("{mode} → vllm-server (trl vllm-serve on other GPUs)").format(mode=mode), setup,
                 replace(tr, generation="vllm-server", vllm_gpu_util=None, vllm_sleep=False),
-                "Needs one or more extra GPUs for the server.")
+                _("Needs one or more extra GPUs for the server."))
     return tuple(out)

@@ -124,8 +124,9 @@ PAGES = ["pages/calculator.py", "pages/compare.py", "pages/fits.py", "pages/size
 # Words that only English text has (never Spanish, never a model id, unit or flag name).
 ENGLISH = re.compile(r"\b(the|and|of|with|for|this|that|is|are|your|fits|per|to|not|from|when|which|only)\b",
                      re.IGNORECASE)
-# Text the app shows as is in every language: ids, versions, code, names of frameworks.
-ALLOWED = re.compile(r"`[^`]*`|\$[^$]*\$|\([^()]*default\)|https?://\S+")
+# Text the app shows as is in every language: code, formulas, links, and source citations (file paths and what
+# they say, as written in the framework: the last cell of a table row, and "Fuente: …" after a description).
+ALLOWED = re.compile(r"`[^`]*`|\$[^$]*\$|https?://\S+|\| [^|\n]* \|$|Fuente: [^\n]*", re.MULTILINE)
 
 
 def rendered_texts(at: AppTest) -> list[tuple[str, str]]:
