@@ -168,6 +168,27 @@ def test_spanish_pages_show_no_unmarked_english(page):
     assert not leftovers, leftovers[:15]
 
 
+@pytest.mark.parametrize("params", [
+    {"trainer": "grpo", "model": "qwen2.5-7b", "method": "full", "gen": "vllm-colocate"},
+    {"trainer": "dpo", "batch": "2", "device": "t4-16gb"},
+    {"model": "by-size", "size": "70", "method": "full", "device": "laptop-36gb", "rule": "true"},
+    {"method": "qlora", "optimizer": "paged_adamw_8bit", "attn": "eager", "gpus": "8", "sharding": "zero3",
+     "device": "h100-80gb"},
+])
+def test_spanish_calculator_setups_show_no_unmarked_english(params):
+    """The calculator's other paths (trainers, their notes and remedies, the rule of thumb, notes of the
+    estimator) in Spanish."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["lang"] = "es"
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    leftovers = [(k, t) for k, t in english_leftovers(rendered_texts(at)) if not any(
+        known in t for known in KNOWN_ENGLISH)]
+    assert not leftovers, leftovers[:15]
+
+
 # English that the Spanish pages still show, on purpose or not yet translated (each one a known gap).
 KNOWN_ENGLISH: tuple[str, ...] = ()
 
