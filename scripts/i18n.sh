@@ -13,3 +13,5 @@ for lang in ${LANGS:-es}; do
     "$BABEL" init -i locales/messages.pot -d locales -l "$lang" --no-wrap
   fi
 done
+# A fixed creation date: re-extracting unchanged strings leaves both files unchanged (no merge noise).
+sed -i 's/^"POT-Creation-Date: .*"$/"POT-Creation-Date: 2026-12-01 00:00+0000\\n"/' locales/messages.pot locales/*/LC_MESSAGES/messages.po
