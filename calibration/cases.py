@@ -438,9 +438,7 @@ def _rw_cases() -> list[dict]:
 # Issue 11's dense families and multimodal wrappers at real widths (prefix "rwd-"; fixtures in
 # validation/data/fixtures_dense_families.json).  Few layers keep the fake traces quick; the wrappers keep
 # two tower layers at the tower's real width.  Dropout is set to 0 (StarCoder2's configs say 0.1; the estimator
-# notes that it does not count dropout masks).  Gemma 3 with image inputs (pixel_values, token_type_ids; supported by
-# calibration/trace.py through setup["image_tokens"]) is not in the matrix: one fake trace ran over 20 minutes on the
-# 2-core machine without finishing, at 896 px and at 224 px alike.
+# notes that it does not count dropout masks).  Gemma 3 with image inputs: the "rwi-" cases below.
 # --------------------------------------------------------------------------------------------------
 _SIGLIP_896 = dict(model_type="siglip_vision_model", hidden_size=1152, image_size=896, intermediate_size=4304,
                    num_attention_heads=16, num_hidden_layers=2, patch_size=14, vision_use_head=False)
@@ -498,14 +496,37 @@ def _rwd_cases() -> list[dict]:
             out.append({"id": "rwd-" + _rw_case_id(model, layers, st)[3:], "family": family,
                         "config": full_config(family, spec), "setup": st,
                         "tags": ["dense", "real-width", "tied" if tied else "untied", "loss-standard"]})
+    return out
+
+
+# Gemma 3 with image inputs (prefix "rwi-"; fixtures in validation/data/fixtures_image_inputs.json): the rwd- Gemma 3
+# 4B shape with its 896-px SigLIP tower (2 layers) and one image per example, whose 256 placeholder tokens come on
+# top of seq_len text tokens (calibration/trace.py _train_step). The fake trace used to fail on the placeholder
+# check and fall back to a real CPU run that never finished; it takes about a minute since the check is skipped
+# under fake mode. LoRA all-linear (the tower stays frozen, without adapters), with and without checkpointing.
+def _rwi_cases() -> list[dict]:
+    family, spec = RWD_MODELS["gemma3-4b"]
+    out = []
+    for ckpt, seq in ((False, 768), (True, 1792)):
+        st = _setup("lora", "bf16", 1, seq, ckpt, "sdpa", "all-linear", 16)
+        st["offload_activations"] = False
+        st["image_tokens"] = int(spec["mm_tokens_per_image"])
+        out.append({"id": "rwi-" + _rw_case_id("gemma3-4b", 2, st)[3:] + f"-img{st['image_tokens']}",
+                    "family": family, "config": full_config(family, spec), "setup": st,
+                    "tags": ["dense", "real-width", "image-inputs", "loss-standard"]})
+    return out
 
 
 # Real-width MoE / MLA / hybrid / attention-sink families (issue 11; estimator/families_moe.py): the presets' text
 # models at their real widths and expert counts with 2-4 layers that keep one layer of each kind (dense and MoE,
 # linear and full attention, sliding and full).  bf16 only: the fused experts' grouped_mm has no fp32 meta kernel.
+# The hybrid Gated DeltaNet models (qwen3_next, qwen3_5*) keep the minimal pattern, one linear-attention layer and
+# one full-attention layer, and their own shorter template (_RW_HYBRID_TEMPLATE): without flash-linear-attention
+# transformers runs torch_chunk_gated_delta_rule, a Python loop over 64-token chunks whose every op goes through
+# FakeTensorMode and MemTracker (a 4-layer case at 2048 tokens took 5-20 minutes on 2 cores; 2 layers at
+# 1024 tokens, 16 chunks, take 0.5-1.5 minutes).
 # --------------------------------------------------------------------------------------------------
-def _lt(n: int, every: int) -> list[str]:
-    return ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n)]
+_HYBRID = ["linear_attention", "full_attention"]
 
 
 _Q35 = dict(head_dim=256, linear_num_key_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
@@ -526,19 +547,19 @@ RW_MOE_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
                                      num_attention_heads=96, num_key_value_heads=8, head_dim=128, attention_bias=True,
                                      n_routed_experts=128, n_shared_experts=1, num_experts_per_tok=8,
                                      tie_word_embeddings=False)),
-    "qwen3-next-80b": ("qwen3_next", dict(vocab_size=151936, hidden_size=2048, num_hidden_layers=4,
+    "qwen3-next-80b": ("qwen3_next", dict(vocab_size=151936, hidden_size=2048, num_hidden_layers=2,
                                           num_attention_heads=16, num_key_value_heads=2, head_dim=256,
                                           linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
                                           linear_value_head_dim=128, num_experts=512, num_experts_per_tok=10,
                                           moe_intermediate_size=512, shared_expert_intermediate_size=512,
-                                          layer_types=_lt(4, 4), tie_word_embeddings=False)),
-    "qwen3.5-27b": ("qwen3_5_text", dict(hidden_size=5120, intermediate_size=17408, num_hidden_layers=4,
+                                          layer_types=_HYBRID, tie_word_embeddings=False)),
+    "qwen3.5-27b": ("qwen3_5_text", dict(hidden_size=5120, intermediate_size=17408, num_hidden_layers=2,
                                          num_attention_heads=24, num_key_value_heads=4, linear_num_value_heads=48,
-                                         layer_types=_lt(4, 4), **_Q35)),
-    "qwen3.5-35b-a3b": ("qwen3_5_moe_text", dict(hidden_size=2048, num_hidden_layers=4, num_attention_heads=16,
+                                         layer_types=_HYBRID, **_Q35)),
+    "qwen3.5-35b-a3b": ("qwen3_5_moe_text", dict(hidden_size=2048, num_hidden_layers=2, num_attention_heads=16,
                                                  num_key_value_heads=2, linear_num_value_heads=32, num_experts=256,
                                                  num_experts_per_tok=8, moe_intermediate_size=512,
-                                                 shared_expert_intermediate_size=512, layer_types=_lt(4, 4), **_Q35)),
+                                                 shared_expert_intermediate_size=512, layer_types=_HYBRID, **_Q35)),
     "llama-4-scout": ("llama4_text", dict(vocab_size=202048, hidden_size=5120, intermediate_size=8192,
                                           intermediate_size_mlp=16384, num_hidden_layers=4, num_attention_heads=40,
                                           num_key_value_heads=8, head_dim=128, num_local_experts=16,
@@ -553,12 +574,16 @@ RW_MOE_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
 # (method, grad_ckpt, batch, seq_len)
 _RW_MOE_TEMPLATE = [("full", False, 1, 1024), ("lora", True, 1, 2048), ("full", True, 2, 1024),
                     ("lora", False, 1, 1024)]
+# the hybrids: every sequence a multiple of the 64-token chunk (no padding inside the delta rule)
+_RW_HYBRID_TEMPLATE = [("full", False, 1, 1024), ("lora", True, 1, 1024), ("full", True, 2, 512),
+                       ("lora", False, 1, 1024)]
+_HYBRID_FAMILIES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 
 
 def _rw_moe_cases() -> list[dict]:
     out = []
     for model, (family, spec) in RW_MOE_MODELS.items():
-        for method, ckpt, batch, seq in _RW_MOE_TEMPLATE:
+        for method, ckpt, batch, seq in (_RW_HYBRID_TEMPLATE if family in _HYBRID_FAMILIES else _RW_MOE_TEMPLATE):
             attention = "eager" if family == "gpt_oss" else "sdpa"  # sinks: transformers needs eager for gpt-oss
             st = _setup(method, "bf16", batch, seq, ckpt, attention, "all-linear" if method == "lora" else None,
                         16 if method == "lora" else None)
@@ -570,9 +595,61 @@ def _rw_moe_cases() -> list[dict]:
     return out
 
 
+# Real-width Gemma 4 / Gemma 3n text models (issue 11; estimator/families_gemma.py): the presets' widths with 2-4
+# layers that keep one layer of each kind: sliding and full attention (Gemma 4: global_head_dim 512 on full layers),
+# K/V-sharing layers (with Gemma 4 E2B's double-wide MLP), per-layer inputs (PLE), Gemma 4's MoE block with K = V
+# global attention, Gemma 3n's AltUp / LAuReL and activation sparsity.  Text models only: Gemma 3n's vision
+# encoder is a timm model.  bf16 only, as the MoE families.
+# --------------------------------------------------------------------------------------------------
+_SF = ["sliding_attention", "full_attention"]
+RW_GEMMA_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "gemma-4-e2b": ("gemma4_text", dict(vocab_size=262144, vocab_size_per_layer_input=262144, hidden_size=1536,
+                                        intermediate_size=6144, num_hidden_layers=4, num_attention_heads=8,
+                                        num_key_value_heads=1, head_dim=256, global_head_dim=512,
+                                        hidden_size_per_layer_input=256, num_kv_shared_layers=2,
+                                        use_double_wide_mlp=True, layer_types=_SF * 2, sliding_window=512,
+                                        final_logit_softcapping=30.0)),
+    "gemma-4-26b-a4b": ("gemma4_text", dict(vocab_size=262144, hidden_size=2816, intermediate_size=2112,
+                                            num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=8,
+                                            head_dim=256, global_head_dim=512, num_global_key_value_heads=2,
+                                            attention_k_eq_v=True, hidden_size_per_layer_input=0,
+                                            enable_moe_block=True, num_experts=128, top_k_experts=8,
+                                            moe_intermediate_size=704, layer_types=_SF, sliding_window=1024,
+                                            final_logit_softcapping=30.0, use_bidirectional_attention="vision")),
+    "gemma-4-31b": ("gemma4_text", dict(vocab_size=262144, hidden_size=5376, intermediate_size=21504,
+                                        num_hidden_layers=2, num_attention_heads=32, num_key_value_heads=16,
+                                        head_dim=256, global_head_dim=512, num_global_key_value_heads=4,
+                                        attention_k_eq_v=True, hidden_size_per_layer_input=0, layer_types=_SF,
+                                        sliding_window=1024, final_logit_softcapping=30.0,
+                                        use_bidirectional_attention="vision")),
+    "gemma-3n-e2b": ("gemma3n_text", dict(vocab_size=262400, vocab_size_per_layer_input=262144, hidden_size=2048,
+                                          intermediate_size=8192, num_hidden_layers=4, num_attention_heads=8,
+                                          num_key_value_heads=2, head_dim=256, hidden_size_per_layer_input=256,
+                                          num_kv_shared_layers=2, layer_types=_SF * 2, sliding_window=512,
+                                          activation_sparsity_pattern=[0.95, 0.95, 0.0, 0.0],
+                                          final_logit_softcapping=30.0)),
+}
+_ARCH.update({"gemma4_text": "Gemma4ForCausalLM", "gemma3n_text": "Gemma3nForCausalLM"})
+
+
+def _rw_gemma_cases() -> list[dict]:
+    out = []
+    for model, (family, spec) in RW_GEMMA_MODELS.items():
+        for method, ckpt, batch, seq in _RW_MOE_TEMPLATE:
+            st = _setup(method, "bf16", batch, seq, ckpt, "sdpa", "all-linear" if method == "lora" else None,
+                        16 if method == "lora" else None)
+            st["offload_activations"] = False
+            # "rwg-": kept apart from the "rw-" cases of fixtures.json (run_matrix --only-prefix rw- --merge)
+            out.append({"id": "rwg-" + _rw_case_id(model, int(spec["num_hidden_layers"]), st)[3:],
+                        "family": family, "config": full_config(family, spec), "setup": st,
+                        "tags": ["gemma-family", "real-width", f"loss-{st['loss']}"]})
+    return out
+
+
 def get_cases() -> list[dict]:
     """All calibration cases, deterministic order, unique ids."""
-    cases = _dense_cases() + _extra_cases() + _moe_cases() + _rw_cases() + _rwd_cases() + _rw_moe_cases()
+    cases = (_dense_cases() + _extra_cases() + _moe_cases() + _rw_cases() + _rwd_cases() + _rw_moe_cases()
+             + _rw_gemma_cases() + _rwi_cases())
     ids = [c["id"] for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:

@@ -1,7 +1,8 @@
 """Meta-device parameter counts of variants of the MoE / MLA / hybrid / sink families (estimator/families_moe.py).
 
 Each variant is a shipped preset's config.json with a few fields changed (fewer layers, other dense/sparse patterns,
-biases, q_lora_rank null, ...), built with AutoModelForCausalLM.from_config on the meta device; LoRA counts are what
+biases, q_lora_rank null, ...), built with AutoModelForCausalLM.from_config on the meta device (multimodal wrappers: with their towers, as
+calibration/count_params.py builds them); LoRA counts are what
 PEFT's get_peft_model(LoraConfig(r=16, target_modules="all-linear")) creates. Writes
 tests/data/families_moe_counts.json, which tests/test_families_moe.py checks the estimator against (no torch there).
 
@@ -19,6 +20,9 @@ import torch
 import transformers
 from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM
+
+from calibration.count_params import build_meta_model
+from calibration.trace import all_linear_exclude
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "families_moe_counts.json"
@@ -63,13 +67,19 @@ def meta_counts(cfg: dict) -> dict:
     kwargs = dict(cfg)
     model_type = kwargs.pop("model_type")
     config = AutoConfig.for_model(model_type, **kwargs)
+    wrapper = getattr(config, "vision_config", None) is not None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+        if wrapper:  # multimodal wrappers: the towers count (frozen), LoRA stays on the language model
+            model = build_meta_model(config)
+        else:
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(config)
         seen = {id(p): p for p in model.parameters()}
         total = sum(p.numel() for p in seen.values())
-        pm = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear"))
+        # towers (wrappers) and Llama 4's router left out: PEFT's wrapper cannot run its tuple output
+        pm = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                              exclude_modules=all_linear_exclude(model, wrapper)))
     lora = sum(p.numel() for n, p in pm.named_parameters() if "lora_" in n)
     return {"params_total": total, "lora_all_linear_r16": lora}
 

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ROOT / "estimator" / "presets"
 DEFAULT_OUT = ROOT / "tests" / "data" / "preset_param_counts.json"
 LORA_R = 16
-TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower).*"  # also calibration/trace.py
+TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower|embed_vision|embed_audio|visual).*"  # also calibration/trace.py
 
 # Exact totals published / derived independently (docs/formulas.md §1); the script fails if one differs.
 KNOWN_TOTALS = {
@@ -78,7 +78,27 @@ def load_config(preset_id: str):
     return AutoConfig.for_model(model_type, **kwargs), raw
 
 
+def _without_timm_vision(cfg) -> None:
+    """Gemma 3n's vision tower is a timm MobileNetV5 (TimmWrapper), which needs timm and torchvision; the estimator
+    does not count it (estimator/families_gemma.py), so the meta model is built with an empty module in its place."""
+    if getattr(cfg, "model_type", "") != "gemma3n":
+        return
+    import transformers.models.gemma3n.modeling_gemma3n as g3n
+
+    original = g3n.AutoModel.from_config
+
+    class _NoVision(g3n.AutoModel):
+        @classmethod
+        def from_config(cls, config, *args, **kwargs):
+            if getattr(config, "model_type", "") == "gemma3n_vision":
+                return nn.Module()
+            return original(config, *args, **kwargs)
+
+    g3n.AutoModel = _NoVision
+
+
 def build_meta_model(cfg) -> nn.Module:
+    _without_timm_vision(cfg)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.device("meta"):
@@ -117,8 +137,9 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
 
 
 def moe_fields(cfg) -> tuple[int, int] | None:
+    cfg = cfg.get_text_config()  # multimodal wrappers (llama4, qwen3_5_moe, gemma4) keep the MoE fields there
     experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
-    top_k = getattr(cfg, "num_experts_per_tok", None)
+    top_k = getattr(cfg, "num_experts_per_tok", None) or getattr(cfg, "top_k_experts", None)  # Gemma 4: top_k_experts
     if experts and top_k:
         return int(experts), int(top_k)
     return None
@@ -197,8 +218,11 @@ def count(preset_id: str) -> dict:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             # multimodal wrappers: adapters on the language model only, as the estimator and the tracer count them
-            # (plain "all-linear" would also adapt every linear of the vision tower)
-            exclude = TOWER_MODULES if getattr(cfg, "vision_config", None) is not None else None
+            # (plain "all-linear" would also adapt every linear of the vision tower); Llama 4's router is left out
+            # as well (calibration/trace.py all_linear_exclude: PEFT's wrapper cannot run its tuple output)
+            from calibration.trace import all_linear_exclude
+
+            exclude = all_linear_exclude(model, getattr(cfg, "vision_config", None) is not None)
             pm = get_peft_model(model, LoraConfig(r=LORA_R, lora_alpha=32, target_modules="all-linear",
                                                   exclude_modules=exclude))
         lora = sum(p.numel() for n, p in pm.named_parameters() if "lora_" in n)
@@ -287,7 +311,13 @@ def main(argv: list[str] | None = None) -> int:
             "params_embedding = input embedding + untied output head. linear_params_in_layers = nn.Linear "
             "weights+biases inside the decoder layers. lora_all_linear_r16 = LoRA params PEFT creates with "
             "LoraConfig(r=16, target_modules='all-linear'); lora_formula_r16 = r*sum(in+out) over every "
-            "nn.Linear except the output head."
+            "nn.Linear except the output head. Multimodal wrappers (gemma3, mistral3, gemma4, gemma3n, llama4, "
+            "qwen3_5, qwen3_5_moe): AutoModelForImageTextToText, towers included in params_total (params_tower = "
+            "towers + projectors); LoRA all-linear excludes the towers (exclude_modules, as the estimator counts "
+            "adapters on the language model only). Gemma 3n's MobileNetV5 vision encoder is a timm model "
+            "(TimmWrapper); it is built as an empty module, so params_total and params_tower exclude it (the "
+            "estimator does not count it either). Multimodal MoE wrappers: params_active from the text config's "
+            "expert fields."
         ),
     }
     failures = []

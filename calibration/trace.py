@@ -330,6 +330,23 @@ def _enable_grad_ckpt(model, offload: bool = False) -> None:
         base.config.use_cache = False  # what HF does when checkpointing during training
 
 
+# nn.Linear subclasses that return a tuple: PEFT's all-linear wraps them, and the wrapper's forward then fails
+_TUPLE_LINEARS = frozenset({"Llama4Router"})
+TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower|embed_vision|embed_audio|visual).*"
+
+
+def all_linear_exclude(model: torch.nn.Module, wrapper: bool) -> str | None:
+    """exclude_modules for LoraConfig(target_modules="all-linear") as the estimator counts it: a multimodal wrapper's
+    towers and projector stay without adapters, and so do the nn.Linear subclasses that return a tuple
+    (Llama4Router returns router scores and logits, transformers 5.24.0 modeling_llama4.py; PEFT 0.21.2's
+    lora.Linear.forward reads result.dtype of the base layer's output and fails, so a user must exclude them)."""
+    import re
+
+    names = sorted({n for n, m in model.named_modules() if type(m).__name__ in _TUPLE_LINEARS})
+    parts = ([TOWER_MODULES] if wrapper else []) + [re.escape(n) for n in names]
+    return "|".join(f"(?:{p})" for p in parts) or None
+
+
 def build_model(case: dict, device: str):
     """Build the (PEFT-wrapped) model on ``device`` ("meta" for fake tracing, "cpu" for real runs)."""
     from transformers import AutoModelForCausalLM
@@ -356,6 +373,10 @@ def build_model(case: dict, device: str):
         from peft import LoraConfig, get_peft_model
 
         targets = setup["lora_targets"]
+        # multimodal wrappers: adapters on the language model only (the towers stay as they are); all-linear also
+        # leaves out the tuple-returning linears that PEFT's wrapper cannot run (all_linear_exclude)
+        exclude = all_linear_exclude(model, wrapper) if targets == "all-linear" else (TOWER_MODULES if wrapper
+                                                                                       else None)
         lcfg = LoraConfig(
             r=int(setup["lora_rank"]),
             lora_alpha=int(setup.get("lora_alpha", 2 * int(setup["lora_rank"]))),
@@ -363,8 +384,7 @@ def build_model(case: dict, device: str):
             lora_dropout=float(setup.get("lora_dropout", 0.0)),
             bias="none",
             task_type="CAUSAL_LM",
-            # multimodal wrappers: adapters on the language model only (the towers stay as they are)
-            exclude_modules=r".*(vision_tower|vision_model|multi_modal_projector|audio_tower).*" if wrapper else None,
+            exclude_modules=exclude,
         )
         model = get_peft_model(model, lcfg)  # autocast_adapter_dtype=True: adapters in fp32
     elif setup["method"] != "full":
@@ -427,10 +447,12 @@ def _autocast_ctx(setup: dict):
 
 
 def _train_step(model, opt, setup: dict, vocab: int, tracker: _Tracker, snaps: dict | None, max_grad_norm):
-    b, s = int(setup["batch"]), int(setup["seq_len"])
+    image = setup.get("_image")  # multimodal: (image token id, image tokens, pixel shape) or None
+    # the language model runs on seq_len text positions plus the image placeholder tokens (estimator
+    # TrainingSetup.lm_seq_len)
+    b, s = int(setup["batch"]), int(setup["seq_len"]) + (image[1] if image is not None else 0)
     tracker.new_step()
     tracker.phase_override = "inputs"
-    image = setup.get("_image")  # multimodal: (image token id, image tokens, pixel shape) or None
     low, high = 0, vocab
     if image is not None:  # text tokens never collide with the image placeholder token
         low, high = (image[0] + 1, vocab) if image[0] < vocab // 2 else (0, image[0])
@@ -508,10 +530,29 @@ def _real_mode_mask_decisions():
         return orig(position_ids)
 
     masking_utils.find_packed_sequence_indices = _never_packed
+    # The multimodal wrappers check that the image placeholder tokens match the image features
+    # (get_placeholder_mask: torch_compilable_check on a tensor, which reads its value). A fake tensor has no
+    # value (DataDependentOutputException, and trace_case used to fall back to a real CPU run that did not finish);
+    # _train_step builds the inputs so that the check holds, so under fake mode it is skipped.
+    checked = [m for name, m in list(sys.modules.items())
+               if name.startswith("transformers.models.") and hasattr(m, "torch_compilable_check")]
+    orig_checks = [m.torch_compilable_check for m in checked]
+
+    def _check_unless_fake(cond, *args, **kwargs):
+        from torch._subclasses.fake_tensor import is_fake
+
+        if isinstance(cond, torch.Tensor) and is_fake(cond):
+            return None
+        return orig_checks[0](cond, *args, **kwargs)
+
+    for m in checked:
+        m.torch_compilable_check = _check_unless_fake
     try:
         yield
     finally:
         masking_utils.find_packed_sequence_indices = orig
+        for m, f in zip(checked, orig_checks, strict=True):
+            m.torch_compilable_check = f
 
 
 def _run(case: dict, mode: str) -> dict:
@@ -519,14 +560,17 @@ def _run(case: dict, mode: str) -> dict:
         return _run_inner(case, mode)
 
 
-def _image_inputs(case: dict) -> tuple[int, int, tuple[int, int, int]]:
-    """(image token id, image tokens per example, pixel_values shape per example) of a multimodal case."""
+def _image_inputs(case: dict) -> tuple[int, int, tuple[int, int, int]] | None:
+    """(image token id, image tokens per example, pixel_values shape per example) of a multimodal case (None: text
+    only and no image token in the config)."""
     cfg, setup = case["config"], case["setup"]
     token = cfg.get("image_token_index", cfg.get("image_token_id"))
     n = int(setup.get("image_tokens", 0) or 0)
     if n and cfg.get("model_type") != "gemma3":
         raise ValueError("image inputs are traced for gemma3 only")
-    if n and n != int(cfg.get("mm_tokens_per_image", 256)):
+    if not n:  # text only: the token id keeps text tokens off the placeholder; no pixels (any vision config)
+        return (int(token), 0, (0, 0, 0)) if isinstance(token, int) else None
+    if n != int(cfg.get("mm_tokens_per_image", 256)):
         raise ValueError("gemma3: image_tokens must equal mm_tokens_per_image (one image per example)")
     v = cfg["vision_config"]
     return int(token), n, (3, int(v["image_size"]), int(v["image_size"]))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from .model import LinearModule, ModelSpec
 from .precision import FP32, adapter_bytes, compute_bytes
-from .stacks import get_stack, loss_impl_id
+from .stacks import attention_impl, get_stack, loss_impl_id
 from .training import ALL_LINEAR, TrainingSetup
 
 INT64 = 8
@@ -39,6 +39,7 @@ class ActivationContext:
     qlora_upcast: bool
     head_module: bool  # does the lm_head module run on all tokens (and save its input when it trains)?
     litgpt: LitgptLora | None = None  # LitGPT's own model saves the activations (litgpt_* functions below)
+    autocast: bool = False  # the step runs under bf16 autocast: matmuls save bf16 copies of fp32 inputs
 
 
 def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
@@ -57,11 +58,12 @@ def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
         adapter_copies=setup.autocast and adapter_bytes(setup) == FP32,
         base_trainable=setup.method == "full",
         adapted=adapted_modules(spec, setup) if setup.method != "full" else frozenset(),
-        rank=setup.lora_rank, eager=setup.attention == "eager", seq_len=setup.lm_seq_len,
+        rank=setup.lora_rank, eager=attention_impl(setup, spec.family) == "eager", seq_len=setup.lm_seq_len,
         qlora_upcast=setup.method == "qlora" and setup.qlora_fp32_upcast,
         # TRL's fused head and the fused kernels read lm_head.weight directly: the module never runs.
         head_module=loss_impl_id(setup) in FULL_LOGITS_IMPLS,
         litgpt=litgpt_lora(spec, setup) if uses_litgpt_model(spec, setup) else None,
+        autocast=setup.autocast,
     )
 
 
@@ -330,7 +332,7 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
     first layer's input, so its input norm(s) save nothing (§3.3 R: "layer 0's first norm saves nothing")."""
     if spec.layer_pattern:  # families_moe: per layer kind
         kinds = family_layer_sizes(spec, ctx)
-        total = sum(kinds[k].total for k in spec.layer_pattern)
+        total = sum(kinds[k].total for k in spec.layer_pattern) + gemma_model_level_per_token(spec, ctx)
     else:
         dense_size, moe_size = sizes or layer_sizes(spec, ctx)
         total = (spec.num_layers - spec.moe_layers) * (dense_size.total if dense_size else 0.0)
@@ -357,6 +359,15 @@ def rope_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """RoPE cos and sin, computed once per forward and saved by every layer's multiply (shared)."""
     if ctx.litgpt is not None:
         return 0.0  # LitGPT: cos/sin are the model's fp32 (T, rope_n_elem) buffers, no per-step tensors (§3.6)
+    if spec.family in GEMMA_PLE_FAMILIES:
+        # Gemma 4 / 3n compute cos and sin once per attention type, each of its own head size (Gemma 4's full
+        # layers: global_head_dim) (modeling_gemma4.py Gemma4TextModel.forward: position_embeddings[layer_type])
+        dims = {}
+        for kind in spec.layer_pattern:
+            base = kind.split(":")[0].removesuffix("_shared")
+            q = next(m for m in spec.linears if m.name == "q_proj" and (not m.kinds or kind in m.kinds))
+            dims[base] = q.out_features // spec.num_heads
+        return 2 * ctx.c * sum(dims.values())
     return 2 * ctx.c * spec.head_dim if spec.family not in ("gpt_neox", "phi") else 2 * ctx.c * spec.head_dim // 2
 
 
@@ -456,6 +467,13 @@ def checkpoint_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """Gradient checkpointing keeps each decoder layer's input hidden state (Korthikanti §5 full recompute:
     2sbh per layer in bf16; fp32 residual streams keep 4h)."""
     saved = spec.num_layers * ctx.resid * spec.hidden_size
+    if spec.family in GEMMA_PLE_FAMILIES:
+        by_name = {m.name: m for m in spec.linears}
+        if "altup.correction_coefs" in by_name:  # Gemma 3n: a layer's input is the stack of n AltUp streams
+            saved *= by_name["altup.correction_coefs"].in_features
+        if "per_layer_input_gate" in by_name:  # PLE: the (b, s, L, p) per-layer inputs are a layer argument
+            saved += ctx.c * spec.num_layers * by_name["per_layer_input_gate"].out_features
+        saved += gemma_model_level_per_token(spec, ctx)  # saved outside the checkpointed layers
     if sliding_mask_per_token(spec, ctx):
         saved += ctx.seq_len  # the (b, 1, s, s) bool sliding-window mask is a layer argument: kept with the inputs
     if ctx.eager and ctx.litgpt is None:
@@ -626,11 +644,12 @@ def _mla_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearMod
 
 def _gdn_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearModule]) -> float:
     """Gated DeltaNet layer with transformers' torch fallback (flash-linear-attention and causal-conv1d absent):
-    the projections, the depthwise conv1d and its SiLU in the compute dtype; torch_chunk_gated_delta_rule works in
-    fp32 on q/k repeated to the value heads (l2-normalised), v, beta and the decay, keeps per 64-token chunk its
-    64×64 attention and decay matrices and one recurrent state Hv·dk·dv; the gated RMSNorm and out_proj on the
-    value width."""
-    c, f = ctx.c, FP32
+    the projections, the depthwise conv1d and its SiLU in the compute dtype; torch_chunk_gated_delta_rule
+    (transformers 5.24.0 modeling_qwen3_5.py / modeling_qwen3_next.py) works in fp32 on q/k repeated to the value
+    heads, keeps per 64-token chunk 64×64 decay and attention matrices and one recurrent state Hv·dk·dv; the gated
+    RMSNorm and out_proj on the value width. Under autocast every `@` of the rule casts its fp32 operands to bf16
+    and saves those copies instead (docs/formulas.md §3.4, "Gated DeltaNet")."""
+    c, f, t = ctx.c, FP32, max(ctx.seq_len, 1)
     hv, dk, dv = spec.linear_value_heads, spec.linear_key_dim, spec.linear_value_dim
     key_dim, value_dim = spec.linear_key_heads * dk, hv * dv
     conv_dim = 2 * key_dim + value_dim
@@ -639,11 +658,25 @@ def _gdn_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearMod
     saved = _linear_inputs(attn_in, spec.hidden_size, ctx.resid, ctx)
     saved += 2 * c * conv_dim  # conv1d input and the SiLU's input (conv output)
     qk = hv * dk  # q and k after repeat_interleave to the value heads
-    saved += f * (2 * 2 * qk + qk)  # fp32 q, k and their l2norm inputs, the scaled query
-    saved += f * (2 * value_dim + qk)  # fp32 v, v·beta, k·beta
-    saved += 4 * f * hv * GDN_CHUNK  # per chunk: decay mask, intra-chunk attention, its solve, q·k attention
-    saved += f * hv * dk * dv / GDN_CHUNK  # one recurrent state per chunk, saved by the state update matmuls
-    saved += 3 * f * value_dim + 2 * c * value_dim  # core output, gated norm (fp32 input and output), z and silu(z)
+    mat = hv * GDN_CHUNK  # one row of a chunk's 64×64 matrix per token and value head
+    state = hv * dk * dv / GDN_CHUNK  # one recurrent state per chunk, per token
+    # fp32 tensors the element-wise ops and the triangular solves keep: q and k (l2norm inputs), the normalised k,
+    # the scaled q, k·beta, the solve's k output (6 key-wide); v and the solve's value output (2 value-wide)
+    saved += f * (6 * qk + 2 * value_dim)
+    if ctx.autocast:
+        # bf16 copies saved by the `@`s: k·beta, k twice, scaled q, and per chunk the k and q slices (7 key-wide),
+        # v_new twice (2 value-wide), minus the first chunk's k and q slices (the zero initial state needs no
+        # grad); the two bf16 q·kᵀ products and the bf16 copy of the intra-chunk attention; fp32 decay and UT
+        # matrices; per chunk the fp32 state and its two bf16 copies
+        saved += c * (7 * qk + 2 * value_dim) - 2 * c * qk * min(GDN_CHUNK, t) / t
+        saved += (2 * f + 3 * c) * mat + (f + 2 * c) * state
+    else:
+        # fp32 throughout: the decayed q and k and v_new (2 key-wide + 1 value-wide); five 64×64 matrices per chunk
+        # (decay, both q·kᵀ products, the UT system, the intra-chunk attention); one state per chunk
+        saved += f * (2 * qk + value_dim) + 5 * f * mat + f * state
+    # gated RMSNorm: fp32 input, the fp32 gate copy SiLU keeps and its output, the normalised value the gated product
+    # keeps (+ the one the norm weight's product keeps when it trains)
+    saved += 3 * f * value_dim + c * value_dim * (2 if ctx.base_trainable else 1)
     if ctx.base_trainable:
         saved += c * value_dim  # out_proj input
     else:
@@ -651,14 +684,34 @@ def _gdn_attention(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearMod
     return saved
 
 
+def _llama4_routed(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """Llama4TextMoe (transformers 5.24.0 modeling_llama4.py) sends every token through all E experts:
+    hidden_states.repeat(E, 1) times the sigmoid router scores, then two bmm over the fused expert tensors
+    (Llama4TextExperts), so the routed part saves E copies per token, not k gathered ones (docs/formulas.md §3.4)."""
+    e, h, i, c = spec.num_experts, spec.hidden_size, spec.moe_intermediate_size, ctx.c
+    # the router and the shared expert read one tensor (the router's input is saved when it trains)
+    saved = _linear_inputs(_mods(spec, ("router", "shared_in")), h, ctx.resid, ctx)
+    saved += FP32 * e + 2 * 8 * spec.experts_per_token  # fp32 sigmoid output; topk and scatter_ int64 indices
+    saved += c * e + c * e * h  # the scaling product keeps the scores (contiguous copy) and the E repeated tokens
+    saved += c * e * 2 * i  # SiLU saves the gate half of gate_up, a view that keeps the whole bmm output alive
+    saved += c * e * i  # SiLU output (up × act also keeps the up half, already counted)
+    if ctx.base_trainable:
+        saved += c * e * (h + i)  # the two bmm inputs, for the expert weight gradients
+    return saved
+
+
 def _family_mlp(spec: ModelSpec, ctx: ActivationContext, moe: bool) -> float:
-    """Dense SwiGLU, or the MoE block: router logits in fp32, k routed experts on gathered copies (as moe_layer),
-    and the shared expert(s) as a dense SwiGLU of their width (plus the sigmoid gate of Qwen3-Next / Qwen3.5)."""
+    """Dense SwiGLU, or the MoE block: router logits in fp32, k routed experts on gathered copies (as moe_layer;
+    Llama 4: all E experts on every token), and the shared expert(s) as a dense SwiGLU of their width (plus the
+    sigmoid gate of Qwen3-Next / Qwen3.5)."""
     if not moe:
         n_dense = spec.num_layers - spec.moe_layers
         return _mlp(spec, ctx, spec.intermediate_size, _mods(spec, ("mlp_in",), n_dense),
                     _mods(spec, ("mlp_out",), n_dense))
-    saved = moe_layer(replace(spec, shared_expert_intermediate_size=0), ctx).mlp
+    if spec.family == "llama4_text":
+        saved = _llama4_routed(spec, ctx)
+    else:
+        saved = moe_layer(replace(spec, shared_expert_intermediate_size=0), ctx).mlp
     if spec.shared_expert_intermediate_size:
         saved += _mlp(spec, ctx, spec.shared_expert_intermediate_size, _mods(spec, ("shared_in",)),
                       _mods(spec, ("shared_out",)), trainable_input=False)
@@ -667,8 +720,105 @@ def _family_mlp(spec: ModelSpec, ctx: ActivationContext, moe: bool) -> float:
     return saved
 
 
+GEMMA_PLE_FAMILIES = frozenset({"gemma4_text", "gemma3n_text"})  # estimator/families_gemma.py
+
+
+def _gemma_norm(spec: ModelSpec, ctx: ActivationContext, width: int, scale: bool = True) -> float:
+    """Gemma4RMSNorm / Gemma3nRMSNorm (modeling_gemma4.py): x.float() · pow(mean(x²) + eps, −0.5), times the fp32
+    weight when with_scale: the fp32 input and the rstd; with a trainable weight also the fp32 normalised tensor."""
+    return FP32 * width + 4 + (FP32 * width if scale and ctx.base_trainable else 0)
+
+
+def _gemma_layer(spec: ModelSpec, ctx: ActivationContext, kind: str) -> LayerActivations:
+    """One Gemma 4 / Gemma 3n decoder layer of a layer_pattern kind "<sliding|full>[_shared]:<dense…|moe>"
+    (modeling_gemma4.py Gemma4TextDecoderLayer, modeling_gemma3n.py Gemma3nTextDecoderLayer): SDPA attention on the
+    kind's own head size with q/k/v norms (a K/V-sharing layer reads the producer layer's K and V, saved there, and
+    has no k/v projections or norms); the gated MLP of the kind's width; the per-layer input gate (PLE); Gemma 4's
+    MoE block next to the MLP; Gemma 3n's AltUp streams and LAuReL branch. Model-level PLE work is spread evenly
+    over the layers."""
+    c, h, a = ctx.c, spec.hidden_size, spec.num_heads
+    attn_kind = kind.split(":")[0]
+    shared = attn_kind.endswith("_shared")
+    mods = [m for m in spec.linears if not m.kinds or kind in m.kinds]
+    attn = [m for m in mods if m.role.startswith("attn")]
+    q = next(m for m in attn if m.name == "q_proj")
+    head_dim = q.out_features // a
+    kv = next((m for m in spec.linears if m.name == "k_proj" and m.kinds
+               and any(k.split(":")[0] == attn_kind.removesuffix("_shared") for k in m.kinds)), None)
+    kv_heads = kv.out_features // head_dim if kv else spec.num_kv_heads
+    view = replace(spec, linears=tuple(attn), head_dim=head_dim, num_kv_heads=kv_heads, qk_norm=True)
+    kvd = kv_heads * head_dim
+    attention = _attention(view, ctx)
+    if shared:  # K, V and their norms belong to the producer layer (the same tensors, saved once)
+        attention -= 2 * c * kvd + FP32 * kvd + 4 * kv_heads + (FP32 * kvd if ctx.base_trainable else 0)
+    else:
+        attention += FP32 * kvd + 4 * kv_heads  # v_norm (no weight): fp32 input and rstd
+    mlp_in = [m for m in mods if m.role == "mlp_in"]
+    mlp_out = [m for m in mods if m.role == "mlp_out"]
+    mlp = _mlp(spec, ctx, mlp_out[0].in_features, mlp_in, mlp_out)
+    if kind.endswith("+sparse"):  # Gemma 3n's Gaussian top-k keeps the gate output for its mean/std backward
+        mlp += ctx.mlp * mlp_out[0].in_features
+    norms = 4 * _gemma_norm(spec, ctx, h)
+    if kind.endswith(":moe"):
+        # Gemma4TextRouter: unscaled norm, × scale (saves the normed tensor when trainable), proj, fp32 softmax;
+        # pre_feedforward_layernorm_2 and the experts as moe_layer; post_feedforward_layernorm_1/_2
+        moe_view = replace(spec, linears=tuple(m for m in mods if m.role in ("router", "expert_in", "expert_out")),
+                           shared_expert_intermediate_size=0)
+        mlp += moe_layer(moe_view, ctx).mlp + _gemma_norm(spec, ctx, h, scale=False)
+        mlp += c * h if ctx.base_trainable else 0
+        if not ctx.base_trainable and any(m.name in ctx.adapted for m in moe_view.by_role.get("router", ())):
+            # LoRA on router.proj: the routing weights need grad, so each routed pair's expert output is saved by
+            # its multiply with the weight (moe_layer counts it for full fine-tuning only)
+            mlp += spec.experts_per_token * c * h
+        norms += 3 * _gemma_norm(spec, ctx, h)
+    ple = [m for m in mods if m.role in ("ple_in", "ple_out")]
+    gate = [m for m in ple if m.name == "per_layer_input_gate"]
+    if gate:
+        p = gate[0].out_features
+        proj = [m for m in ple if m.name == "per_layer_projection"]
+        # gate reads the residual; gelu saves its input; the product saves gelu(x) and the per-layer input slice;
+        # per_layer_projection's input; post_per_layer_input_norm
+        mlp += _linear_inputs(gate, h, ctx.resid, ctx) + 3 * c * p + _linear_inputs(proj, p, c, ctx)
+        norms += _gemma_norm(spec, ctx, h)
+    laurel = [m for m in ple if m.name == "laurel.linear_right"]
+    if laurel:
+        # LAuReL: linear_left reads the attention input (saved already), linear_right its rank-r output,
+        # post_laurel_norm; AltUp: router norm + modality_router + tanh twice (predict and correct), the matmul of
+        # the stacked streams with the prediction coefficients and the correction product (n streams each)
+        n = next(m.in_features for m in spec.linears if m.name == "altup.correction_coefs")
+        r = laurel[0].in_features
+        mlp += _linear_inputs(laurel, r, c, ctx) + _gemma_norm(spec, ctx, h)
+        router = [m for m in spec.linears if m.name == "altup.modality_router"]
+        mlp += 2 * (_gemma_norm(spec, ctx, h) + _linear_inputs(router, h, c, ctx)) + 2 * c * n * h
+        mlp += c * h if ctx.base_trainable else 0  # scale_corrected_output: input × correct_output_scale
+    return LayerActivations(norms=norms, attention=attention, mlp=mlp)
+
+
+def gemma_model_level_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
+    """What Gemma 4 / Gemma 3n save outside the decoder layers (kept with or without checkpointing): PLE's
+    per_layer_model_projection input and the per_layer_projection_norm over the (L, p) per-layer inputs; Gemma 3n's
+    AltUp work (Gemma3nTextModel.forward): the embeddings, per extra stream the projection's output and its
+    magnitude-rescaled copy (pow and the division keep them) before the first layer, the last layer's n-stream
+    output and the same two per stream after the last layer."""
+    if spec.family not in GEMMA_PLE_FAMILIES:
+        return 0.0
+    c, h = ctx.c, spec.hidden_size
+    by_name = {m.name: m for m in spec.linears}
+    saved = 0.0
+    if "per_layer_model_projection" in by_name:
+        p = by_name["per_layer_input_gate"].out_features
+        saved += _linear_inputs([by_name["per_layer_model_projection"]], h, c, ctx)
+        saved += spec.num_layers * _gemma_norm(spec, ctx, p)
+    if "altup.correction_coefs" in by_name:
+        n = by_name["altup.correction_coefs"].in_features
+        saved += c * h * (1 + 4 * (n - 1) + n)
+    return saved
+
+
 def family_layer_sizes(spec: ModelSpec, ctx: ActivationContext) -> dict[str, LayerActivations]:
     """Bytes per token of each layer kind in spec.layer_pattern."""
+    if spec.family in GEMMA_PLE_FAMILIES:
+        return {kind: _gemma_layer(spec, ctx, kind) for kind in set(spec.layer_pattern)}
     out: dict[str, LayerActivations] = {}
     for kind in set(spec.layer_pattern):
         attn_kind, mlp_kind = kind.split(":")
@@ -727,7 +877,7 @@ def uses_litgpt_model(spec: ModelSpec, setup: TrainingSetup) -> bool:
     (or is the same LLaMA/GPT-NeoX block), SDPA. Everything else (MoE, Gemma-2/3 post-norms and soft-capping,
     qk-norms, eager attention) keeps the transformers-module estimate."""
     return (litgpt_stack(setup) and spec.family in LITGPT_FAMILIES and not spec.moe_layers and not spec.qk_norm
-            and setup.attention == "sdpa")
+            and attention_impl(setup, spec.family) == "sdpa")
 
 
 def _litgpt_fused_targets(spec: ModelSpec, setup: TrainingSetup) -> TrainingSetup:

@@ -84,14 +84,16 @@ def max_seq_len(spec: ModelSpec, setup: TrainingSetup, usable_bytes: float,
 
 
 def max_fitting_size_b(setup: TrainingSetup, device: Device, rule: str | None = None,
-                       rel_tol: float = 0.002) -> float | None:
+                       rel_tol: float = 0.002, estimate_fn: EstimateFn | None = None) -> float | None:
     """The largest generic decoder (billions of parameters) whose estimate fits the device's usable memory,
     by bisection on a log scale over the sizes the estimator accepts (memory never falls as the size grows);
-    None if not even the smallest fits."""
+    None if not even the smallest fits. `estimate_fn` (e.g. a trainer's) replaces the detailed/rule estimate."""
     from . import estimate  # the package's entry point: detailed, or the rule of thumb
 
     def fits(size_b: float) -> bool:
-        return estimate(generic_spec(size_b), setup, rule).total_bytes <= device.usable_bytes
+        spec = generic_spec(size_b)
+        est = estimate_fn(spec, setup) if estimate_fn is not None else estimate(spec, setup, rule)
+        return est.total_bytes <= device.usable_bytes
 
     return bisect_last(MIN_SIZE_B, MAX_SIZE_B, fits, lambda a, b: math.sqrt(a * b), lambda a, b: b / a <= 1 + rel_tol)
 

@@ -162,6 +162,11 @@ def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
         raise ValueError(f"{exc}; or a Hugging Face model id ORG/NAME[@REVISION]") from None
 
 
+def _hub_config_refused(args: argparse.Namespace, exc: Exception) -> bool:
+    """A Hub id whose config.json was read but that the fast estimator cannot use (estimator/hub.py's message)."""
+    return bool(args.model and "/" in args.model and "could not be used" in str(exc))
+
+
 def _exact_config(args: argparse.Namespace, hub: HubModel | None) -> dict[str, Any]:
     """The config dict the exact trace builds the model from (a preset's, the file's, or the Hub's config.json)."""
     if args.size is not None:
@@ -174,6 +179,8 @@ def _exact_config(args: argparse.Namespace, hub: HubModel | None) -> dict[str, A
         return cfg
     if hub is not None:
         return exact.hub_config(hub)
+    if args.model and "/" in args.model:
+        return exact.hub_config_cached(args.model)  # the fast estimator refused it; its config.json is cached
     return exact.preset_config(args.model or "llama-3.1-8b")
 
 
@@ -216,8 +223,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not ok:
             parser.error(why)
     if args.list_presets:
-        rows = [{"id": p.id, "name": p.name, "family": p.family, "hf_repo": p.hf_repo,
-                 "params_total": load_preset(p.id).params_total} for p in list_presets()]
+        rows = []
+        for p in list_presets():
+            spec = load_preset(p.id)
+            row = {"id": p.id, "name": p.name, "family": p.family, "hf_repo": p.hf_repo,
+                   "params_total": spec.params_total}
+            if spec.is_moe:  # MoE presets, wrapped (llama4, qwen3_5_moe, gemma4) or not: parameters used per token
+                row["params_active"] = spec.params_active
+            rows.append(row)
         print(json.dumps(rows, indent=2) if args.json else "\n".join(f"{r['id']:<20} {r['name']}" for r in rows))
         return 0
     if args.list_devices:
@@ -232,8 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             spec, hub = _model(args)
         except ValueError as exc:
-            if not (args.exact and args.config):
-                raise
+            if not (args.exact and (args.config or _hub_config_refused(args, exc))):
+                raise  # a Hub id the fast estimator refused (its config.json was read) may still be traced
             fast_error, spec, hub = str(exc), None, None  # the exact trace may still know this model_type
         setup = resolve_setup(
             args.stack, method=args.method, precision=args.precision, optimizer=args.optimizer,
@@ -273,12 +286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2  # unreachable: error() exits
     if est is None:  # only with --exact: the fast estimator refused this config, the trace did not
         assert exact_res is not None
-        doc = {"model": Path(args.config).name, "fast_estimate_error": fast_error, "setup": setup_json(setup),
+        name = Path(args.config).name if args.config else args.model
+        doc = {"model": name, "fast_estimate_error": fast_error, "setup": setup_json(setup),
                "exact": exact_res.as_json()}
         if args.json:
             print(json.dumps(doc, indent=2))
         else:
-            print(f"{Path(args.config).name} · {setup.method} · {setup.precision} · batch {setup.batch} × "
+            print(f"{name} · {setup.method} · {setup.precision} · batch {setup.batch} × "
                   f"{setup.seq_len} tokens")
             print(f"  fast estimate missing: {fast_error}")
             print("\n".join(_exact_text(exact_res, None)))

@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from .i18n import N_
 from .units import GB, GiB, to_gb, to_gib
 
 MiB = 1 << 20  # nvidia-smi and rocm-smi print memory.total in MiB (2^20 B)
@@ -328,6 +329,10 @@ def custom_device(capacity_gb: float, kind: str = "discrete") -> Device:
                   source="capacity typed by the user, in decimal GB (1 GB = 10^9 B)")
 
 
+# The verdict bands (Verdict.band), marked for the catalogue: the band is an English id, translated where shown.
+VERDICT_BANDS = (N_("fits"), N_("close call"), N_("borderline"), N_("too big"))
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Does the estimate fit the device's usable memory, and by how much."""
@@ -337,6 +342,16 @@ class Verdict:
     usable_bytes: int
     margin_bytes: float  # usable − total: headroom when it fits, shortfall (negative) when not
     high_fits: bool  # does the upper end of the band fit too?
+    low_fits: bool = False  # does the lower end of the band fit? (the expected peak may not)
+
+    @property
+    def band(self) -> str:
+        """The verdict band every page shows for an estimate with its likely range (docs/formulas.md §0, the
+        band): 'fits' (the upper end of the likely range fits too), 'close call' (the expected peak fits, the
+        upper end does not), 'borderline' (the expected peak does not fit, the lower end would) or 'too big'."""
+        if self.fits:
+            return "fits" if self.high_fits else "close call"
+        return "borderline" if self.low_fits else "too big"
 
     @property
     def headline(self) -> str:
@@ -352,8 +367,11 @@ class Verdict:
         return _("Too big by {shortfall}").format(shortfall=fmt_gb(shortfall))
 
 
-def verdict(total_bytes: float, device: Device, high_bytes: float | None = None) -> Verdict:
+def verdict(total_bytes: float, device: Device, high_bytes: float | None = None,
+            low_bytes: float | None = None) -> Verdict:
+    """The verdict of an estimate on a device; with the likely range's ends, its band (Verdict.band)."""
     usable = device.usable_bytes
     high = total_bytes if high_bytes is None else high_bytes
+    low = total_bytes if low_bytes is None else low_bytes
     return Verdict(fits=total_bytes <= usable, total_bytes=total_bytes, usable_bytes=usable,
-                   margin_bytes=usable - total_bytes, high_fits=high <= usable)
+                   margin_bytes=usable - total_bytes, high_fits=high <= usable, low_fits=low <= usable)

@@ -87,7 +87,9 @@ WHAT_EXACT_LEAVES_OUT = (
     N_("Not counted at all: FlashAttention's and cuDNN's own workspaces, and memory outside PyTorch's allocator "
        "(vLLM, NCCL)."),
     N_("Not traced (refused, with the reason): several GPUs, ZeRO/FSDP sharding, optimizer offload, gradient "
-       "accumulation; a model given only by size."),
+       "accumulation, image inputs; a model given only by size; custom model code (`trust_remote_code`)."),
+    N_("Attention transformers cannot run as SDPA (Gemma 2's soft-capping, gpt-oss' sinks) is traced as eager, "
+       "which those models use by default; the result says so."),
 )
 
 
@@ -189,22 +191,43 @@ def preset_config(preset_id: str) -> dict[str, Any]:
 
 def hub_config(hub: Any) -> dict[str, Any]:
     """The config.json of a Hub model the estimator has just read (estimator.hub.fetch_model cached it locally)."""
+    return _hub_config(hub.repo_id, hub.revision, hub.model_id, local_only=False)
+
+
+def hub_config_cached(model: str) -> dict[str, Any]:
+    """The config.json of a Hub model id the fast estimator refused: huggingface_hub downloaded it into the local
+    Hub cache before estimator.hub.fetch_model found it unusable, so it is read from there (never fetched again:
+    a failed download stays a failure)."""
+    from .hub import HubError, model_id, parse_model_id
+
+    try:
+        repo, revision = parse_model_id(model)
+    except HubError as exc:
+        raise ExactRefused(str(exc)) from None
+    return _hub_config(repo, revision, model_id(repo, revision), local_only=True)
+
+
+def _hub_config(repo: str, revision: str | None, name: str, local_only: bool) -> dict[str, Any]:
     try:
         from huggingface_hub import hf_hub_download
 
         try:
-            path = hf_hub_download(hub.repo_id, "config.json", revision=hub.revision, local_files_only=True)
+            path = hf_hub_download(repo, "config.json", revision=revision, local_files_only=True)
         except Exception:  # noqa: BLE001 - not in the local cache (e.g. another HF_HUB_CACHE): ask the Hub
-            path = hf_hub_download(hub.repo_id, "config.json", revision=hub.revision)
+            if local_only:
+                raise
+            path = hf_hub_download(repo, "config.json", revision=revision,
+                                   endpoint=(os.environ.get("HF_ENDPOINT") or "").strip().rstrip("/") or None,
+                                   token=os.environ.get("HF_TOKEN") or None)
         data = Path(path).read_bytes()
     except Exception as exc:  # noqa: BLE001 - any Hub failure is one line
-        raise ExactRefused(f"the config.json of {hub.model_id} could not be read again ({type(exc).__name__})") from None
+        raise ExactRefused(f"the config.json of {name} could not be read again ({type(exc).__name__})") from None
     if len(data) > MAX_CONFIG_CHARS:
         raise ExactRefused("the config is larger than 1 MB; a config.json is a few kB")
     try:
         return json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ExactRefused(f"the config.json of {hub.model_id} is not JSON") from None
+        raise ExactRefused(f"the config.json of {name} is not JSON") from None
 
 
 def check_config(cfg: Any) -> dict[str, Any]:
@@ -248,6 +271,9 @@ def tracer_setup(setup: TrainingSetup) -> tuple[dict[str, Any], tuple[str, ...]]
         raise ExactRefused("optimizer offloading (DeepSpeed/FSDP) is not traced; turn it off")
     if setup.grad_accum > 1:
         raise ExactRefused("gradient accumulation is not traced (the tracer frees gradients every step); set it to 1")
+    if setup.image_tokens:
+        raise ExactRefused("image inputs are not traced (a fake trace through a vision tower ran for over 20 minutes "
+                           "on two CPU cores); set image tokens to 0 to trace the language model on text")
     notes: list[str] = []
     precision = setup.precision
     if precision == "fp16":
@@ -382,7 +408,7 @@ def combine(raw: dict[str, Any], setup: TrainingSetup, est: Estimate | None,
     added.append(Added("CUDA context and workspaces", int(round(ctx)), "estimator (docs/formulas.md §5)"))
     added.append(Added("Allocator slack", int(round(ALLOCATOR_SLACK * tensor)),
                        f"estimator: {ALLOCATOR_SLACK:.0%} of the allocated bytes (docs/formulas.md §5)"))
-    all_notes = (*notes, "Not counted: FlashAttention's and cuDNN's own workspaces (the CPU trace runs PyTorch's "
+    all_notes = (*[str(n) for n in raw.get("worker_notes") or ()], *notes, "Not counted: FlashAttention's and cuDNN's own workspaces (the CPU trace runs PyTorch's "
                          "flash-style SDPA kernel, which saves the same tensors), and anything outside PyTorch's "
                          "allocator (vLLM, NCCL).")
     return ExactResult(
@@ -568,6 +594,8 @@ class ExactPool:
                         self._cache.popitem(last=False)
                 else:
                     job.error = str(res.get("error") or "the trace failed")
+                    if res.get("recycle"):
+                        self._retire(job.executor)
             elif isinstance(exc, BrokenProcessPool):
                 if job.executor is self._executor:  # the worker died: the next job gets a fresh one
                     self._executor = None
@@ -592,6 +620,16 @@ class ExactPool:
                 self._jobs.pop(job.key, None)
                 self._failed[job.key] = job
             job.done.set()
+
+    def _retire(self, ex: ProcessPoolExecutor | None) -> None:
+        """Replace a worker left unfit by its job (out of host memory, perhaps mid-import): the jobs queued behind
+        it fail over to a fresh worker (none of them was running) and run there."""
+        if ex is None:
+            return
+        if ex is self._executor:
+            self._executor = None
+        self._broken_heads[ex] = None
+        self._kill_workers(ex)
 
     def _ensure_watchdog(self) -> None:
         if self._watchdog is None or not self._watchdog.is_alive():

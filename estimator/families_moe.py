@@ -13,7 +13,8 @@ types that transformers 5 converts from the v4 unfused expert layout (deepseek_v
 ernie4_5_moe share qwen2_moe's conversion), PEFT maps the v4 names gate/gate_proj/up_proj/down_proj to the fused
 expert tensors and the router weight, and drops every nn.Linear of that name: the dense MLPs and the shared
 experts get no adapter. Without a conversion (gpt_oss, llama4, qwen3_5_moe) all-linear wraps only real nn.Linear
-modules: the fused experts (and gpt-oss' router, a plain parameter) get none.
+modules: the fused experts (and gpt-oss' router, a plain parameter) get none, and Llama 4's router, an nn.Linear
+subclass whose tuple output PEFT's LoRA wrapper cannot take, is left out as a user must exclude it.
 """
 
 from __future__ import annotations
@@ -240,6 +241,7 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
                 add("shared_expert_gate", h, 1, False, "router", 1, n_moe)  # sigmoid gate of the shared expert
             if family == "ernie4_5_moe":
                 extra += n_moe * experts  # gate.moe_statics.e_score_correction_bias (1, E), requires_grad=False
+                out["params_frozen"] = n_moe * experts  # ... so full fine-tuning gives it no gradient or state
         inter = dense_inter or moe_inter
 
     # ---- what PEFT's all-linear wraps ------------------------------------------------------------------
@@ -252,9 +254,14 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
         targets = [n for n in names if not (n.split(".")[-1] in dropped and not n.startswith("experts."))]
     else:
         # nn.Linear only: not the fused expert tensors, not the routers that hold a plain weight parameter
-        # (GptOssTopKRouter, Qwen3_5MoeTopKRouter); Llama4Router subclasses nn.Linear and is wrapped.
-        plain_routers = ("router", "gate") if family != "llama4_text" else ()
-        targets = [n for n in names if not n.startswith("experts.") and n not in plain_routers]
+        # (GptOssTopKRouter, Qwen3_5MoeTopKRouter). Llama4Router subclasses nn.Linear, so all-linear matches it, but
+        # its forward returns (scores, logits) and PEFT 0.21.2's lora.Linear.forward reads result.dtype of the base
+        # layer's output (peft/tuners/lora/layer.py): training fails unless the router is excluded, as counted here.
+        targets = [n for n in names if not n.startswith("experts.") and n not in ("router", "gate")]
+        if family == "llama4_text" and any(moe_mask):
+            notes.append("Llama 4: PEFT's all-linear also matches the router (an nn.Linear subclass that returns "
+                         "scores and logits), and its LoRA wrapper then fails in the forward pass; pass "
+                         "exclude_modules=[\"router\"] (estimated so)")
     out["all_linear_targets"] = tuple(targets)
 
     pattern = tuple(f"{kind.replace('_attention', '')}:{'moe' if moe else 'dense'}"

@@ -22,7 +22,7 @@ from .precision import (
     trainable_bytes,
     weight_bytes,
 )
-from .stacks import get_stack
+from .stacks import NO_SDPA_FAMILIES, attention_impl, get_stack
 from .training import TrainingSetup
 
 if TYPE_CHECKING:  # only for annotations: devices does not import memory either
@@ -237,8 +237,9 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     tokens = setup.tokens
     c = compute_bytes(setup)
     lora = act.lora_params(spec, setup, ctx.adapted)
-    # full fine-tuning trains everything but a multimodal wrapper's frozen towers
-    trainable = spec.params_total - spec.params_tower if setup.method == "full" else lora
+    # full fine-tuning trains everything but a multimodal wrapper's frozen towers and the parameters the model
+    # itself creates with requires_grad=False (ERNIE 4.5 MoE's e_score_correction_bias)
+    trainable = spec.params_total - spec.params_tower - spec.params_frozen if setup.method == "full" else lora
 
     w_frozen, w_train, w_formula = _weights(spec, setup, lora)
     gb = trainable_bytes(setup)
@@ -411,7 +412,12 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     if setup.optimizer.startswith("paged"):
         notes.append(N_("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
                      "to CPU RAM, so a run slightly over the limit may still run, slower."))
-    if setup.attention == "eager":
+    if attention_impl(setup, spec.family) != setup.attention:  # SDPA asked, transformers runs eager
+        notes.append(_("{family}: transformers cannot run this model with SDPA ({source}), so it falls back to "
+                       "eager attention, which keeps s²-sized attention scores per head: estimated as eager. "
+                       "flash_attention_2 (on a GPU with flash-attn) avoids them.").format(
+            family=spec.family, source=NO_SDPA_FAMILIES[spec.family]))
+    elif setup.attention == "eager":
         notes.append(N_("Eager attention stores s²-sized attention scores per head; SDPA/flash does not."))
     if setup.method == "qlora":
         notes.append(N_("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout."))

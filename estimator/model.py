@@ -16,6 +16,7 @@ from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any
 
+from . import families_gemma as _families_gemma
 from . import families_moe as _families_moe
 from .i18n import N_
 
@@ -33,6 +34,11 @@ SUPPORTED_FAMILIES = (
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
                     "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256},
+    # Gemma4TextConfig / Gemma3nTextConfig defaults (transformers 5.24.0 configuration_gemma4.py, configuration_gemma3n.py)
+    "gemma4_text": {"vocab_size": 262_144, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 30,
+                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256},
+    "gemma3n_text": {"vocab_size": 262_400, "hidden_size": 2048, "intermediate_size": 16_384,
+                     "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256},
 }
 
 # Dropout probabilities configs state (StarCoder2: residual/embedding/attention; Phi: resid/embd/attn_pdrop).
@@ -56,6 +62,7 @@ class LinearModule:
     role: str  # attn_in | attn_out | mlp_in | mlp_out | router | expert_in | expert_out
     count: int = 1  # identical copies per layer (MoE experts)
     layers: int = 0  # how many decoder layers carry it (0 = all layers)
+    kinds: tuple[str, ...] = ()  # the layer_pattern entries whose layers carry it (() = not kind-specific)
 
     @property
     def params_per_copy(self) -> int:
@@ -121,6 +128,9 @@ class ModelSpec:
     linear_key_dim: int = 0  # linear_key_head_dim
     linear_value_dim: int = 0  # linear_value_head_dim
     linear_conv_kernel: int = 0  # linear_conv_kernel_dim
+    params_frozen: int = 0  # parameters the model creates with requires_grad=False (in params_total; never trained)
+    # Gemma 4 / Gemma 3n (estimator/families_gemma.py):
+    params_extra_embedding: int = 0  # per-layer input embedding table (PLE), counted with the embeddings
 
     @property
     def q_dim(self) -> int:
@@ -385,6 +395,44 @@ def _tower_params(cfg: Mapping[str, Any], text_hidden: int) -> int | None:
         # mm_soft_emb_norm (Gemma3RMSNorm over the vision width); the vision tower is a SiglipVisionModel.
         vh = _positive_int(vision, "hidden_size", default=768)
         return _siglip_vision_params(vision) + vh * text_hidden + vh
+    if top in ("qwen3_5", "qwen3_5_moe") and vision:
+        # Qwen3_5VisionModel (transformers 5.24.0 modeling_qwen3_5.py; qwen3_5_moe's is the same): a Conv3d patch_embed
+        # with bias (channels·temporal·p·p → h), a learned pos_embed table, blocks of qkv/proj and linear_fc1/fc2 with
+        # biases and two LayerNorms, and the patch merger (LayerNorm over h, fc1 on h·m² and fc2 to out_hidden_size).
+        vh = _positive_int(vision, "hidden_size", default=1152)
+        vi = _positive_int(vision, "intermediate_size", default=4304)
+        depth = _positive_int(vision, "depth", default=27, limit=MAX_LAYERS)
+        patch = _positive_int(vision, "patch_size", default=16, limit=4096)
+        temporal = _positive_int(vision, "temporal_patch_size", default=2, limit=64)
+        channels = _positive_int(vision, "in_channels", default=3, limit=64)
+        merge = _positive_int(vision, "spatial_merge_size", default=2, limit=64)
+        out = _positive_int(vision, "out_hidden_size", default=text_hidden)
+        positions = _positive_int(vision, "num_position_embeddings", default=2304)
+        block = 2 * 2 * vh + 3 * vh * vh + 3 * vh + vh * vh + vh + vh * vi + vi + vi * vh + vh
+        merged = vh * merge * merge
+        merger = 2 * vh + merged * merged + merged + merged * out + out
+        return channels * temporal * patch * patch * vh + vh + positions * vh + depth * block + merger
+    if top == "llama4" and vision:
+        # Llama4VisionModel (transformers 5.24.0 modeling_llama4.py): a bias-free unfold patch linear, class and
+        # positional embeddings, pre/post LayerNorms, encoder layers of q/k/v/o and fc1/fc2 with biases and two
+        # LayerNorms, the pixel-shuffle adapter (fc1 intermediate → projector_input_dim, fc2 projector_output_dim²,
+        # no biases); Llama4MultiModalProjector.linear_1 (vision_output_dim → text h, no bias).
+        vh = _positive_int(vision, "hidden_size", default=768)
+        vi = _positive_int(vision, "intermediate_size", default=5632)
+        layers = _positive_int(vision, "num_hidden_layers", default=34, limit=MAX_LAYERS)
+        patch = _positive_int(vision, "patch_size", default=14, limit=4096)
+        image = _positive_int(vision, "image_size", default=448, limit=1 << 16)
+        channels = _positive_int(vision, "num_channels", default=3, limit=64)
+        p_in = _positive_int(vision, "projector_input_dim", default=4096)
+        p_out = _positive_int(vision, "projector_output_dim", default=4096)
+        v_out = _positive_int(vision, "vision_output_dim", default=7680)
+        layer = 4 * (vh * vh + vh) + vh * vi + vi + vi * vh + vh + 2 * 2 * vh
+        embed = channels * patch * patch * vh + vh + ((image // patch) ** 2 + 1) * vh + 2 * 2 * vh
+        return embed + layers * layer + vi * p_in + p_out * p_out + v_out * text_hidden
+    if top == "gemma4":
+        return _families_gemma.gemma4_tower_params(cfg, text_hidden)
+    if top == "gemma3n":
+        return _families_gemma.gemma3n_tower_params(cfg, text_hidden)
     if top == "mistral3" and vision:
         # Mistral3MultiModalProjector (modeling_mistral3.py): norm (RMSNorm, vision h), patch_merger.merging_layer
         # (vision h·m² → vision h, no bias), linear_1 (vision h · feature layers → text h), linear_2 (text h → text h),
@@ -430,6 +478,9 @@ def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: 
     note = (f"multimodal model{wrapper}: the {tower} and projector ({counted / 1e6:,.0f} M parameters) are "
             f"counted as frozen weights; the language model ({spec.family}) trains; image tokens per example "
             f"lengthen its sequence")
+    if top == "gemma3n":
+        note += ("; Gemma 3n's MobileNetV5 vision encoder (a timm model, about 0.3 B parameters) is not counted: "
+                 "only its embedder is")
     return _with_counts(replace(spec, params_tower=counted, tower_kind=" and ".join(towers),
                                 notes=(*spec.notes, note)))
 
@@ -449,8 +500,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     if family in FAMILY_DEFAULTS:  # fields a real config.json leaves to transformers' defaults
         cfg = {**FAMILY_DEFAULTS[family], **{k: v for k, v in cfg.items() if v is not None}}
     notes: list[str] = []
-    family = _families_moe.TEXT_MODEL_TYPES.get(family, family)
-    if family not in SUPPORTED_FAMILIES and family not in _families_moe.FAMILIES:  # Llama-like (see below)
+    family = _families_moe.TEXT_MODEL_TYPES.get(family, _families_gemma.TEXT_MODEL_TYPES.get(family, family))
+    if family not in SUPPORTED_FAMILIES and family not in _families_moe.FAMILIES | _families_gemma.FAMILIES:
         notes = _check_generic(cfg, family)
         family = _safe(family)
 
@@ -470,6 +521,17 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
         raise ValueError(f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})")
     head_dim_default = h // heads if h >= heads else 1
     head_dim = _positive_int(cfg, "head_dim", default=head_dim_default, limit=65536)
+    if family in _families_gemma.FAMILIES:
+        fields = _families_gemma.build(family, cfg, h, layers, heads, kv_heads, head_dim, vocab)
+        fields["notes"] = (*notes, *fields["notes"])
+        softcap = cfg.get("final_logit_softcapping", None if family == "gemma4_text" else 30.0)
+        spec = ModelSpec(
+            name=name, family=family, vocab_size=vocab, hidden_size=h, num_layers=layers, num_heads=heads,
+            num_kv_heads=kv_heads, head_dim=head_dim, tie_embeddings=_flag(cfg, "tie_word_embeddings", True),
+            gated_mlp=True, norm_kind="rms", norms_per_layer=4, qk_norm=False, parallel_block=False,
+            lm_head_bias=False, hidden_act=_safe(cfg.get("hidden_activation") or "gelu_pytorch_tanh"),
+            final_softcap=softcap is not None, source=source, **fields)
+        return _with_counts(spec)
     # GPT-NeoX defaults to a 4h MLP; every other family states intermediate_size.
     inter = _positive_int(cfg, "intermediate_size", default=4 * h if family == "gpt_neox" else (
         cfg.get("moe_intermediate_size") if family in _families_moe.FAMILIES else None))
@@ -621,7 +683,7 @@ def _with_counts(spec: ModelSpec) -> ModelSpec:
     if spec.qk_norm_full_width:
         qk = spec.q_dim + spec.kv_dim  # OLMo 2: Olmo2RMSNorm(num_heads * head_dim) and (num_kv_heads * head_dim)
     per_layer_norms = spec.norms_per_layer * norm_params + qk
-    embed = spec.vocab_size * h  # embed_tokens
+    embed = spec.vocab_size * h + spec.params_extra_embedding  # embed_tokens (+ Gemma 3n/4's per-layer table)
     head = 0 if spec.tie_embeddings else spec.vocab_size * h  # lm_head, absent when tied
     head_bias = spec.vocab_size if spec.lm_head_bias else 0  # Phi-2's lm_head has a bias
     other = layers * per_layer_norms + norm_params + head_bias + spec.extra_layer_params  # norms + final norm

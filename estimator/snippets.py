@@ -14,7 +14,7 @@ from collections.abc import Callable
 from .hub import is_model_id, parse_model_id
 from .model import ModelSpec, list_presets
 from .options import LOSS_IMPLS, OPTIMIZERS, PRECISIONS, QLORA_PREPS, SGD_MOMENTUM
-from .stacks import STACKS, loss_impl_id
+from .stacks import STACKS, attention_impl, loss_impl_id
 from .training import ALL_LINEAR, METHOD_LABELS, TrainingSetup
 
 PLACEHOLDER_MODEL_ID = "your-org/your-model"
@@ -160,12 +160,13 @@ def _bnb_lines(setup: TrainingSetup) -> list[str]:
     return out + [")"]
 
 
-def _from_pretrained_lines(setup: TrainingSetup, device_map: bool = False) -> list[str]:
+def _from_pretrained_lines(spec: ModelSpec, setup: TrainingSetup, device_map: bool = False) -> list[str]:
     out = [
         "model = AutoModelForCausalLM.from_pretrained(",
         "    model_id,",
         f"    dtype=torch.{PRECISIONS[setup.precision].model_dtype},  # transformers < 4.56: torch_dtype=",
-        f"    attn_implementation={_py(setup.attention)},",
+        # what the estimate counts: "sdpa" on a class without SDPA would raise; transformers' default is eager
+        f"    attn_implementation={_py(attention_impl(setup, spec.family))},",
     ]
     if setup.method == "qlora":
         out.append("    quantization_config=bnb_config,")
@@ -274,7 +275,7 @@ def _trl(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
     out += _model_id_lines(_model_id(spec)) + [""]
     if qlora:
         out += _bnb_lines(setup)
-    out += _from_pretrained_lines(setup)
+    out += _from_pretrained_lines(spec, setup)
     if qlora:
         out += _qlora_prep_lines(setup)
     out.append("")
@@ -356,7 +357,7 @@ def _trainer(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
             "tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token", ""]
     if qlora:
         out += _bnb_lines(setup)
-    out += _from_pretrained_lines(setup)
+    out += _from_pretrained_lines(spec, setup)
     if qlora:
         out += _qlora_prep_lines(setup)
     out.append("")
@@ -436,7 +437,7 @@ def _plain(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]
     ]
     if qlora:
         out += _bnb_lines(setup)
-    out += _from_pretrained_lines(setup, device_map=True)
+    out += _from_pretrained_lines(spec, setup, device_map=True)
     if qlora:
         out += _qlora_prep_lines(setup)
     if setup.grad_ckpt:
@@ -643,7 +644,7 @@ def _axolotl(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
         out += ["# Checkpointed layer inputs offloaded to CPU RAM ('offload' / true would offload every activation",
                 "# of a LoRA run without recompute instead).",
                 line("activation_offloading", "hidden_states")]
-    out += [line("attn_implementation", setup.attention), ""]
+    out += [line("attn_implementation", attention_impl(setup, spec.family)), ""]
     out += [line("optimizer", OPTIMIZERS[setup.optimizer].hf_optim)]
     if setup.optimizer == "sgd":
         out.append(line("optim_args", f"momentum={SGD_MOMENTUM}"))

@@ -43,6 +43,10 @@ class Stack:
     lora_dropout: float = 0.0  # LoRA dropout the stack's scripts use (HF snippets set 0.0: no masks to count)
     untied_head: bool = False  # the stack trains a separate output head even where the HF config ties it
     quantize_head: bool = False  # QLoRA quantises the output head too (not only the decoder linears)
+    # The stack loads the model through transformers, whose attention dispatch falls back from SDPA to eager for a
+    # class without SDPA (modeling_utils.py get_correct_attn_implementation, 5.24). Unsloth, torchtune and LitGPT
+    # pick their own attention kernels.
+    transformers_attention: bool = True
 
     def loss_impl(self, kind: str) -> str:
         """The implementation of a loss kind in this stack; ValueError when the stack does not offer it."""
@@ -107,6 +111,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="unsloth", label="Unsloth", version="unsloth 2026.10.9 (unsloth_zoo 2026.10)",
+        transformers_attention=False,
         summary=N_("Unsloth: offloaded checkpointing ('unsloth'), its fused cross-entropy (no full logits), "
                 "fused AdamW unless the script asks otherwise, no fp32 upcast for QLoRA."),
         grad_ckpt=True, offload_activations=True, loss="fused",
@@ -156,6 +161,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="torchtune", label="torchtune", version="torchtune 0.6.1 (lora/full single-device recipes)",
+        transformers_attention=False,
         summary=N_("torchtune's recipes: activation checkpointing on, the whole model and adapters in bf16 (no "
                 "autocast), chunked-output cross-entropy (8 chunks, each upcast to fp32), fused AdamW, no "
                 "clipping; QLoRA through torchao NF4."),
@@ -181,6 +187,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="litgpt", label="LitGPT", version="litgpt 0.5.13 (finetune lora/full)",
+        transformers_attention=False,
         summary=N_("LitGPT: bf16-true (weights and adapters in bf16, no autocast), cross-entropy on bf16 logits "
                 "in chunks of 128, torch's default AdamW (foreach), bnb.nf4 without double quantisation, the "
                 "16-bit checkpoint on the GPU before quantising."),
@@ -311,6 +318,23 @@ def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
     given = {f.name: getattr(setup, f.name) for f in fields(setup)
              if f.name not in setup.from_stack and f.name not in ("stack", "from_stack")}
     return resolve_setup(setup.stack, **{**given, "method": method})
+
+
+# Families whose transformers class cannot run SDPA (transformers 5.24): the default attention falls back to
+# eager, and asking for "sdpa" explicitly raises. Family → the source line.
+NO_SDPA_FAMILIES: dict[str, str] = {
+    "gemma2": "modeling_gemma2.py Gemma2PreTrainedModel: _supports_sdpa = False (SDPA has no soft-capping)",
+    "gpt_oss": "modeling_gpt_oss.py GptOssPreTrainedModel: _supports_sdpa = False (attention sinks)",
+}
+
+
+def attention_impl(setup: TrainingSetup, family: str) -> str:
+    """The attention the run really uses: "sdpa" becomes "eager" for a family transformers cannot run with SDPA,
+    on a stack that loads the model through transformers (Stack.transformers_attention)."""
+    stack_dispatch = setup.stack is None or get_stack(setup.stack).transformers_attention
+    if setup.attention == "sdpa" and family in NO_SDPA_FAMILIES and stack_dispatch:
+        return "eager"
+    return setup.attention
 
 
 def loss_impl_id(setup: TrainingSetup) -> str:

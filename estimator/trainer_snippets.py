@@ -54,7 +54,7 @@ def trainer_snippet(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> 
     out += _model_id_lines(_model_id(spec)) + [""]
     if qlora:
         out += _bnb_lines(setup)
-    model_lines = _from_pretrained_lines(setup)
+    model_lines = _from_pretrained_lines(spec, setup)
     if opt.head == "score":
         model_lines = [line.replace("AutoModelForCausalLM", model_class) for line in model_lines]
         model_lines.insert(-1, "    num_labels=1,  # one score per sequence: no vocabulary logits")

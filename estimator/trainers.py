@@ -158,10 +158,15 @@ GENERATION_MODES: dict[str, GenerationMode] = {m.id: m for m in (
                    "grpo_config.py steps_per_generation = gradient_accumulation_steps"),
     GenerationMode("vllm-colocate", N_("vLLM colocated (same GPU)"),
                    N_("vLLM runs inside the training process and reserves vllm_gpu_memory_utilization × the device's "
-                   "memory for its weights and KV cache; with vllm_enable_sleep_mode it releases that (sleep level "
-                   "2) during the training step."),
-                   "trl/generation/vllm_generation.py (TRL 1.16.0): LLM(gpu_memory_utilization=...), "
-                   "llm.sleep(level=2) after generation; grpo_config.py vllm_gpu_memory_utilization=0.3"),
+                   "memory for its weights and KV cache; with vllm_enable_sleep_mode it sleeps at level 2 after each "
+                   "generation: its weights and KV cache (the sleep-mode pool) are discarded, not offloaded, "
+                   "for the whole training step, and the training weights are pushed back before the next "
+                   "generation. What vLLM allocates outside that pool (CUDA graphs, engine buffers) is not "
+                   "counted."),
+                   "trl/generation/vllm_generation.py (TRL 1.16.0): LLM(gpu_memory_utilization=..., "
+                   "enable_sleep_mode=...), llm.sleep(level=2) after init and after each generate, "
+                   "sync_weights: llm.wake_up(tags=['weights']) then load, wake_up(tags=['kv_cache']) before "
+                   "generate; grpo_config.py vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=False"),
     GenerationMode("vllm-server", N_("vLLM server (other GPUs)"),
                    N_("Generation runs in a separate `trl vllm-serve` process on other GPUs: nothing on the training "
                    "device."),
@@ -474,6 +479,15 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
         phases = [replace(p, gradients=p.gradients - embed_grad) if p.name.endswith("first layer") else p
                   for p in phases]
+    if opt.head == "score" and setup.sharding == "zero3" and setup.gpus > 1:
+        # ZeRO-3 gathers one FSDP unit at a time; memory._shard sizes the largest as max(layer, V × H) from the
+        # spec's head, but reward_spec's head is 1 × H while the input embedding keeps its V × H: gather that.
+        layer = spec.layer_linear_params
+        gathered = (max(layer, spec.vocab_size * spec.hidden_size) - max(layer, spec.hidden_size)) * weight_bytes(ps)
+        if gathered > 0:
+            item = d("weights", "Input embedding gathered (ZeRO-3)", gathered,
+                     "max(layer, V × H) − max(layer, H) unit, as memory._shard gathers for SFT")
+            phases = [replace(p, weights=p.weights + gathered, details=p.details + (item,)) for p in phases]
     loss_bwd = base.phases[0]  # "loss backward": the policy's saved activations + the loss's backward buffers
     opt_step = next(p for p in base.phases if p.name == "optimizer step")
     training_tokens = ps.tokens
@@ -578,8 +592,6 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + nccl + fixed
     high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + nccl + fixed
     notes = [n for n in base.notes if not n.startswith("Reward model")] + list(trainer_notes(spec, setup, tr))
-    if opt.head == "score" and setup.sharding == "zero3" and setup.gpus > 1:
-        notes.append("ZeRO-3 with a reward model: the embedding's gathered unit is not counted.")
     return TrainerEstimate(
         model=spec, setup=setup, mode="detailed", params_total=pspec.params_total,
         params_trainable=base.params_trainable, components_bytes=components, details=details,
@@ -614,7 +626,9 @@ def trainer_notes(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> tu
             out.append(_("Prompt length assumed {n} tokens (GRPOConfig has no prompt limit).").format(
                 n=DEFAULT_PROMPT_LEN))
         if mode == "vllm-colocate":
-            out.append((_("vLLM reserves {share} of the device; sleep mode frees it during training.") if tr.vllm_sleep
+            out.append((_("vLLM reserves {share} of the device while generating; sleep mode (level 2) discards its "
+                          "weights and KV cache during training (vLLM's CUDA graphs and buffers outside its pool are "
+                          "not counted).") if tr.vllm_sleep
                         else _("vLLM reserves {share} of the device for the whole run.")).format(
                 share=f"{tr.vllm_util:g}"))
         if mode == "vllm-server":
@@ -744,7 +758,8 @@ def trainer_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         mode = tr.generation_mode
         if mode == "vllm-colocate" and not tr.vllm_sleep:
             add(10, _("vLLM sleep mode"), "vllm_enable_sleep_mode False → True", setup, replace(tr, vllm_sleep=True),
-                _("vLLM frees its memory during training and reloads weights each step (slower)."))
+                _("vLLM discards its weights and KV cache after each generation (sleep level 2); TRL pushes the "
+                  "training weights back before the next one (slower steps)."))
         if mode == "vllm-colocate" and tr.vllm_util > 0.1:
             lower = round(max(0.1, tr.vllm_util - 0.1), 2)
             add(11, _("Lower vllm_gpu_memory_utilization"), f"vllm_gpu_memory_utilization {tr.vllm_util:g} → "

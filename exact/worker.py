@@ -32,9 +32,19 @@ def _limit_host_memory(max_bytes: int | None) -> None:
         return
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard == resource.RLIM_INFINITY or max_bytes < hard:
-        resource.setrlimit(resource.RLIMIT_AS, (int(max_bytes), hard))
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    # every job sets its own cap (a soft limit may go back up to the hard one)
+    resource.setrlimit(resource.RLIMIT_AS, (int(max_bytes) if hard == resource.RLIM_INFINITY
+                                            else min(int(max_bytes), hard), hard))
+
+
+_MEMORY_WORDS = re.compile(r"cannot allocate memory|failed to map segment|bad_alloc|out of memory|errno 12\b", re.I)
+
+
+def _host_memory_note(max_bytes: int | None) -> str:
+    cap = max_bytes or 0
+    return (f"the trace needed more host memory than the trace worker may use ({cap / 1e9:.1f} GB, "
+            f"{cap / 2**30:.1f} GiB of address space; the server's WIF_EXACT_MAX_HOST_GB sets it)")
 
 
 def _hf_config_class(model_type: str):
@@ -49,6 +59,38 @@ def _hf_config_class(model_type: str):
         raise TraceRefused(f"transformers {transformers.__version__} does not know model_type {model_type!r} "
                            "(custom code is never run)")
     return CONFIG_MAPPING[model_type]
+
+
+def model_class(case: dict):
+    """The transformers class the tracer builds for this config (calibration/trace.py build_model)."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    from calibration.trace import _hf_config
+
+    cfg = _hf_config(case)
+    auto = AutoModelForImageTextToText if getattr(cfg, "vision_config", None) is not None else AutoModelForCausalLM
+    try:
+        return auto._model_mapping[type(cfg)]
+    except KeyError:
+        raise TraceRefused(f"transformers has no causal-LM class for model_type {case['family']!r} "
+                           "(an encoder or another kind of model)") from None
+
+
+def attention_fallback(case: dict) -> str | None:
+    """Switch SDPA to eager attention where transformers refuses SDPA for the architecture (its class sets
+    _supports_sdpa = False, transformers 5.24 modeling_utils.py _sdpa_can_dispatch: Gemma 2's soft-capping, gpt-oss'
+    attention sinks). That is what training runs: an explicit attn_implementation="sdpa" raises, the default picks
+    eager. Returns the note, or None when the asked attention is traced."""
+    setup = case["setup"]
+    if setup.get("attention") != "sdpa":
+        return None
+    cls = model_class(case)
+    if getattr(cls, "_supports_sdpa", True):
+        return None
+    setup["attention"] = "eager"
+    return (f"{cls.__name__} cannot run SDPA in transformers (its class sets _supports_sdpa = False, e.g. for "
+            "soft-capped or sink attention): traced with eager attention, which it uses by default; "
+            "its attention scores (batch × heads × tokens² per layer) are in the traced peak.")
 
 
 def quantizable_linear_bytes(case: dict) -> tuple[int, int]:
@@ -294,6 +336,8 @@ def _trace_job(job: dict[str, Any]) -> dict[str, Any]:
             raise TraceRefused("the config has no model_type")
         _hf_config_class(model_type)
         case = {"id": "exact", "family": model_type, "config": cfg, "setup": dict(job["setup"]), "mode": "fake"}
+        model_class(case)  # a causal LM transformers ships, or a precise refusal (e.g. an encoder such as t5)
+        notes = [n for n in (attention_fallback(case),) if n]
         quant = quantizable_linear_bytes(case) if job.get("quantizable") else (0, 0)
         m, traced, depth = _trace_depth(case, job)
         return {
@@ -314,15 +358,20 @@ def _trace_job(job: dict[str, Any]) -> dict[str, Any]:
             "tool": traced["tool"],
             "versions": versions(),
             "depth": depth,
+            "attention": case["setup"].get("attention"),
+            "worker_notes": notes,
             "seconds": round(time.perf_counter() - t0, 2),
         }
     except MemoryError:
-        return {"ok": False, "error": "the trace needed more host memory than the worker may use "
-                                      f"({(job.get('max_host_bytes') or 0) / 1e9:.0f} GB)",
+        # the worker may be left half-initialised (an import cut short): the pool replaces it ("recycle")
+        return {"ok": False, "error": _host_memory_note(job.get("max_host_bytes")), "recycle": True,
                 "seconds": round(time.perf_counter() - t0, 2)}
     except TraceRefused as exc:
         return {"ok": False, "error": str(exc), "seconds": round(time.perf_counter() - t0, 2)}
     except Exception as exc:  # noqa: BLE001 - any failure of transformers/peft/torch becomes one line for the user
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        if job.get("max_host_bytes") and _MEMORY_WORDS.search(str(exc)):  # a C/C++ allocation or mmap refused
+            return {"ok": False, "error": _host_memory_note(job.get("max_host_bytes")), "recycle": True,
+                    "seconds": round(time.perf_counter() - t0, 2)}
         return {"ok": False, "error": f"the trace failed: {type(exc).__name__}: {first}",
                 "seconds": round(time.perf_counter() - t0, 2)}

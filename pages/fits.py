@@ -1,5 +1,6 @@
 """What fits my device: the seed's 36 GB laptop diagram for any device. Model sizes × methods against the
-usable line, each marked fits or too big, and the largest model that fits each way, computed."""
+usable line, each marked with the calculator's verdict band (fits, close call, borderline, too big), and the largest
+model that fits each way, computed."""
 
 import pandas as pd
 import streamlit as st
@@ -16,17 +17,21 @@ from ui.inputs import plain, render_inputs, share_box, show_notes
 from ui.lang import localised, number_columns
 from ui.page_charts import fits_chart
 from ui.params import widget
+from ui.trainer_inputs import page_trainer, trainer_summary
 
 inputs = render_inputs()
 show_notes(inputs)
-spec, setup, device = inputs.model, inputs.setup, inputs.device
+trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every model × method priced for its step
+spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
+rule = inputs.rule if trainer.trainer == "sft" else None  # the rule of thumb covers SFT only
 font_size = 18 if inputs.presentation else None
 
 st.title(_("What fits my device"))
-mode = _("the rule of thumb") if inputs.rule == "seed" else _("the detailed estimate")
+mode = _("the rule of thumb") if rule == "seed" else _("the detailed estimate")
 st.caption(plain(_("{device}: {usable} GB usable of {capacity} GB").format(
     device=device.name, usable=format_number(device.usable_bytes / 1e9, 0),
-    capacity=format_number(device.capacity_bytes / 1e9, 0)) + f" · {mode} · {setup_summary(None, setup, None)}"))
+    capacity=format_number(device.capacity_bytes / 1e9, 0))
+    + f" · {mode} · {setup_summary(None, setup, None, trainer_summary(trainer))}"))
 
 options = st.expander(_("Models and methods"), expanded=False) if inputs.presentation else st.container()
 with options:
@@ -38,7 +43,7 @@ if not chosen or not methods:
     share_box()
     st.stop()
 
-grid = fits_grid(chosen_models(chosen), setup, device, inputs.rule, [m for m in METHOD_ORDER if m in methods])
+grid = fits_grid(chosen_models(chosen), setup, device, rule, [m for m in METHOD_ORDER if m in methods], trainer)
 
 st.subheader(_("The largest model that fits"))
 for conclusion in grid.conclusions:
@@ -50,14 +55,14 @@ st.caption(_("'Up to about' is the largest generic decoder that fits, solved for
 st.plotly_chart(fits_chart(grid, font_size=font_size), key="fits_chart", config={"displayModeBar": False},
                 alt=_("Horizontal bars of peak memory per model and method against the usable memory: {bars}").format(
                     bars="; ".join(f"{c.label} {format_number(c.estimate.total_bytes / 1e9)} GB "
-                                   f"{_('fits') if c.verdict.fits else _('too big')}" for c in grid.cells)))
+                                   f"{_(c.verdict.band)}" for c in grid.cells)))
 if not inputs.presentation:
     numbers = {"Parameters (B)": (2, ""), "Estimate (GB)": (1, ""), "Estimate (GiB)": (1, ""), "Headroom (GB)": (1, "")}
     st.dataframe(
         localised(pd.DataFrame(
             [{"Model": c.model_label, "Method": _(SHORT_METHOD[c.method]), "Parameters (B)": c.size_b,
               "Estimate (GB)": c.estimate.total_bytes / 1e9, "Estimate (GiB)": c.estimate.total_bytes / 2**30,
-              "Verdict": _("fits") if c.verdict.fits else _("too big"),
+              "Verdict": _(c.verdict.band),
               "Headroom (GB)": c.verdict.margin_bytes / 1e9} for c in grid.cells]), numbers),
         hide_index=True, key="fits_table",
         column_config=number_columns(numbers, {

@@ -16,11 +16,12 @@ from estimator.snippets import snippet_language, training_snippet
 from estimator.stacks import STACK_FACTS, STACK_FIELDS, STACKS, setup_summary
 from ui.inputs import plain, render_inputs, share_box, show_notes
 from ui.lang import localised, number_columns
-from ui.trainer_inputs import how_section_markdown
+from ui.trainer_inputs import how_section_markdown, page_trainer
 from validation import accuracy_report
 
 inputs = render_inputs()
 show_notes(inputs)
+page_trainer(inputs)  # the sidebar's Trainer box, as on every page (the setup travels with page switches)
 spec, setup = inputs.model, inputs.setup
 
 st.title(_("How it works"))
@@ -331,7 +332,9 @@ st.markdown(_("What it leaves out, and what is added for it:") + "\n\n"
 st.caption(_("Optional install: `pip install -r requirements-exact.txt` (CPU torch, transformers, peft, trl), or "
              "`{env}` pointing at a Python that has it. Tracing costs CPU time per operation (about 15 s per decoder "
              "layer on two busy cores); configs over {max_layers} layers are refused, and each trace has a time "
-             "limit.").format(env=exact_doc.PYTHON_ENV, max_layers=exact_doc.MAX_TRACE_LAYERS))
+             "limit and a host-memory cap (`{memory_env}`); a trace that fails or passes either ends with a one-line "
+             "note. The button is on the calculator and, for the bar you pick, on the Compare page.").format(
+    env=exact_doc.PYTHON_ENV, max_layers=exact_doc.MAX_TRACE_LAYERS, memory_env=exact_doc.HOST_MEMORY_ENV))
 
 st.header(_("Known limits"))
 st.markdown(

@@ -7,17 +7,23 @@ from estimator.i18n import N_, _
 from ui.grids import SHORT_METHOD, TABLE_METHODS, setup_summary, size_table
 from ui.inputs import BY_SIZE, plain, present_table, render_inputs, share_box, show_notes
 from ui.lang import localised, number_columns
+from ui.trainer_inputs import page_trainer, trainer_summary
 
 inputs = render_inputs()
 show_notes(inputs)
-spec, setup, device = inputs.model, inputs.setup, inputs.device
+trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: the detailed columns price its step
+spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
 
 st.title(_("Size table"))
-st.caption(plain(_("Detailed columns for: {setup}").format(setup=setup_summary(None, setup, None))))
+st.caption(plain(_("Detailed columns for: {setup}").format(
+    setup=setup_summary(None, setup, None, trainer_summary(trainer)))))
+if trainer.trainer != "sft":
+    st.caption(plain(_("The rule columns are the rule of thumb for supervised fine-tuning; the detailed columns "
+                       "price a {trainer} step.").format(trainer=trainer.option.label)))
 
 # The sidebar's model joins the table when it is a real architecture (a preset or an uploaded config).
 extra = [(_("{model} (yours)").format(model=spec.name), spec)] if inputs.model_choice != BY_SIZE else []
-table = size_table(setup, extra=extra)
+table = size_table(setup, extra=extra, trainer=trainer, device_capacity=device.capacity_bytes)
 
 gb_columns = [c for c in table.columns if c.endswith("(GB)")]
 shown = ["Model", *gb_columns] if not inputs.presentation else [

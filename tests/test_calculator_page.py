@@ -140,10 +140,10 @@ def test_inputs_survive_a_rerun_because_the_page_draws_them(default_at):
     before = {kind: len(getattr(at.sidebar, kind)) for kind in ("selectbox", "slider", "select_slider", "toggle",
                                                                "number_input", "text_input", "button_group")}
     # model, stack, precision, optimizer, loss, attn, sharding, device; toggles rule, present;
-    # segmented controls method, ckpt, kind; the calculator's trainer box adds a selectbox (trainer), a toggle
-    # (precompute_ref) and a segmented control (gen) (ui/trainer_inputs.py); the language switch is one more
-    # segmented control (ui/lang.py)
-    assert before["selectbox"] == 9 and before["toggle"] == 3 and before["button_group"] == 5
+    # segmented controls method, ckpt, kind; the trainer box adds a selectbox (trainer), two toggles
+    # (precompute_ref, vllm_sleep) and a segmented control (gen) (ui/trainer_inputs.py); the language switch is
+    # one more segmented control (ui/lang.py)
+    assert before["selectbox"] == 9 and before["toggle"] == 4 and before["button_group"] == 5
     at.sidebar.slider(key="batch").set_value(2).run()
     after = {kind: len(getattr(at.sidebar, kind)) for kind in before}
     assert after == before

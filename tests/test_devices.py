@@ -185,6 +185,18 @@ def test_verdicts_flip_on_the_reported_size():
     assert verdict(85e9, get_device("h100-80gb")).fits
 
 
+def test_verdict_bands():
+    """The four bands every page shows: the likely range's ends against the usable memory."""
+    card = get_device("rtx-4090")
+    u = card.usable_bytes
+    assert verdict(u - 2e9, card, u - 1e9, u - 3e9).band == "fits"
+    assert verdict(u - 1e9, card, u + 1e9, u - 2e9).band == "close call"
+    assert verdict(u, card, u + 1e9, u - 1e9).band == "close call"  # exactly at the limit still fits
+    assert verdict(u + 1e9, card, u + 2e9, u - 1e9).band == "borderline"
+    assert verdict(u + 1e9, card, u + 2e9, u + 0.5e9).band == "too big"
+    assert verdict(u + 1e9, card).band == "too big" and verdict(u - 1e9, card).band == "fits"  # no range given
+
+
 def test_a_tiny_shortfall_is_never_too_big_by_zero():
     from estimator import verdict
 

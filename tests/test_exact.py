@@ -47,6 +47,7 @@ def test_qlora_fp16_and_other_optimizers_are_traced_as_their_equivalent_and_said
 @pytest.mark.parametrize("kwargs, words", [
     ({"gpus": 2, "sharding": "zero3"}, "one device"),
     ({"grad_accum": 4}, "gradient accumulation"),
+    ({"image_tokens": 256}, "image inputs are not traced"),
 ])
 def test_setups_a_one_device_trace_cannot_represent_are_refused_with_the_reason(kwargs, words):
     with pytest.raises(exact.ExactRefused, match=words):
@@ -107,6 +108,14 @@ def test_combine_adds_what_the_trace_cannot_see_and_names_it():
     assert res.versions_label == "traced with torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2"
     doc = res.as_json(fast_total=11_500_000_000)
     assert doc["fast_minus_exact_bytes"] == 500_000_000 and doc["peak_bytes"] == 10_000_000_000
+
+
+def test_the_workers_notes_come_first_in_the_result():
+    note = "Gemma2ForCausalLM cannot run SDPA in transformers (...): traced with eager attention"
+    setup = TrainingSetup()
+    res = exact.combine({**RAW, "attention": "eager", "worker_notes": [note]}, setup, None)
+    assert res.notes[0] == note and res.as_json()["notes"][0] == note
+    assert exact.combine(RAW, setup, None).notes[0].startswith("Not counted")
 
 
 def test_combine_qlora_swaps_16_bit_linears_for_nf4_and_adds_the_dequant_buffer():
@@ -248,6 +257,41 @@ def test_calculator_with_a_cached_trace_shows_it_next_to_the_fast_estimate(monke
     assert "Exact: 11.00 GB (10.24 GiB); the fast estimate" in text
     assert any("traced with torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2" in c.value for c in at.caption)
     assert any("Depth: traced at 2 and 4 layers, extrapolated to 16" in c.value for c in at.caption)
+
+
+def test_compare_page_traces_the_chosen_bar_and_shows_its_cached_result(monkeypatch):
+    """The Compare page's section: a select box over its bars; the chosen bar's (config, setup) is the job, and its
+    cached trace shows next to that bar's detailed estimate."""
+    from streamlit.testing.v1 import AppTest
+
+    from estimator.stacks import resolve_setup, with_method
+    from ui.exact import difference_line
+
+    interp = exact.Interpreter("/x/python", (("peft", "0.21.2"), ("torch", "2.13.0+cpu"),
+                                             ("transformers", "5.24.0")), ())
+    monkeypatch.setattr(exact, "find_interpreter", lambda: interp)
+    pool = exact.ExactPool(interp)
+    monkeypatch.setattr(exact, "get_pool", lambda: pool)
+    qlora = with_method(resolve_setup("trl"), "qlora")
+    key, _, _ = exact.make_job(exact.preset_config("llama-3.1-8b"), qlora)
+    pool._cache[key] = {**RAW, "quantizable_params": 6_000_000_000, "quantizable_bytes": 12_000_000_000}
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["model"] = "llama-3.1-8b"
+    at.run()
+    at.switch_page("pages/compare.py").run()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    pick = at.selectbox(key="exact_pick")
+    assert pick.options == ["Full fine-tuning", "LoRA", "QLoRA"] and pick.value == "Full fine-tuning"
+    assert not any(m.value.startswith("Exact:") for m in at.markdown)  # full FT: not traced yet, a button
+    assert next(b for b in at.button if b.key == "exact_button").label == "Trace exactly"
+    pick.set_value("QLoRA").run()
+    assert not at.exception
+    line = next(m.value for m in at.markdown if m.value.startswith("Exact:"))
+    fast = estimate(load_preset("llama-3.1-8b"), qlora)
+    res = exact.combine(pool._cache[key], qlora, fast)
+    assert line == difference_line(fast, res)
+    assert any("QLoRA's 4\\-bit kernels need CUDA" in c.value for c in at.caption)  # plain() escapes markdown
 
 
 def test_exact_bar_draws_the_trace_the_additions_and_the_fast_estimate():

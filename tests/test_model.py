@@ -7,6 +7,7 @@ import pytest
 
 from estimator import TrainingSetup, generic_spec, list_presets, load_preset, parse_config_text, spec_from_config
 from estimator.activations import lora_params
+from estimator.families_gemma import FAMILIES as GEMMA_FAMILIES
 from estimator.families_moe import FAMILIES as MOE_FAMILIES
 from estimator.model import SUPPORTED_FAMILIES
 
@@ -46,7 +47,7 @@ def test_every_preset_matches_the_meta_device_count():
         spec = load_preset(preset.id)
         assert spec.params_total == row["params_total"], preset.id
         quantizable = row["linear_params_in_layers"]
-        if spec.family in MOE_FAMILIES:
+        if spec.family in MOE_FAMILIES | GEMMA_FAMILIES:  # model-level linears: tests/test_families_gemma.py
             # families_moe lists fused experts with their biases and every router: checked in test_families_moe
             quantizable = spec.params_quantizable
         elif row.get("experts_fused"):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from estimator import TrainingSetup, estimate, generic_spec, get_device, load_preset, verdict
+from estimator import TrainingSetup, custom_device, estimate, fmt_both, generic_spec, get_device, load_preset, verdict
 from estimator.snippets import training_snippet
 from estimator.stacks import resolve_setup
 from estimator.training import SHARDING_LABELS
@@ -102,7 +102,7 @@ def test_compare_detailed_shows_each_method_against_the_device():
         est = estimate(spec, trl(method=method, batch=2, seq_len=1024))
         gb = est.total_bytes / GB
         value = f"{gb:,.1f} GB"  # the calculator's figure for the same setup
-        assert shown[label] == (value, "fits" if verdict(est.total_bytes, device).fits else "too big")
+        assert shown[label] == (value, verdict(est.total_bytes, device, est.high_bytes, est.low_bytes).band)
     table = dataframe(at, "compare_table").set_index("Component")
     full = estimate(spec, trl(method="full", batch=2, seq_len=1024))
     qlora = estimate(spec, trl(method="qlora", batch=2, seq_len=1024))
@@ -173,7 +173,8 @@ def test_fits_detailed_with_presets_agrees_with_the_estimator():
         spec = load_preset("qwen2.5-7b") if row["Model"] == "Qwen2.5-7B" else generic_spec(7)
         est = estimate(spec, setup)
         assert row["Estimate (GB)"] == pytest.approx(est.total_bytes / GB)
-        assert row["Verdict"] == ("fits" if est.total_bytes <= usable else "too big")
+        assert row["Verdict"] == verdict(est.total_bytes, get_device("rtx-4090"), est.high_bytes, est.low_bytes).band
+        assert row["Verdict"] in (("fits", "close call") if est.total_bytes <= usable else ("borderline", "too big"))
     assert sum(1 for m in at.markdown if "QLoRA" in m.value) == 1  # one conclusion, for the chosen method
 
 
@@ -225,7 +226,8 @@ def test_scale_out_llama70b_full_on_h100_under_zero3():
     expected = smallest_gpu_count(trl(method="full", grad_ckpt=True, sharding="zero3"), "h100-80gb")
     assert expected == 8
     table = dataframe(at, "min_gpus_table").set_index("Device")
-    assert table.loc[H100, "ZeRO-3 / FSDP"] == str(expected)
+    assert table.loc[H100, "ZeRO-3 / FSDP"] == f"{expected} (close call)"  # the same band as the line below
+    assert table.loc["NVIDIA H200 (143,771 MiB)", "ZeRO-3 / FSDP"] == "5"  # fits with its whole likely range
     assert (table["DDP"] == "> 64").all()  # 70B full never fits one GPU's whole copy
     # The expected peak fits on 8 but the likely high does not: the calculator's close call, not a green "fits".
     est = estimate(load_preset("llama-3.1-70b"), trl(method="full", grad_ckpt=True, sharding="zero3", gpus=8))
@@ -246,9 +248,43 @@ def test_scale_out_offload_and_gpu_limit():
     setup = trl(method="full", grad_ckpt=True, sharding="zero2", offload_optimizer=True)
     table = dataframe(at, "min_gpus_table").set_index("Device")
     expected = smallest_gpu_count(setup, "h100-80gb", 16)
-    assert table.loc[H100, "ZeRO-2"] == (str(expected) if expected else "> 16")
+    close = expected and estimate(load_preset("llama-3.1-70b"), replace(setup, gpus=expected)).high_bytes > get_device(
+        "h100-80gb").usable_bytes
+    assert table.loc[H100, "ZeRO-2"] == (f"{expected}" + (" (close call)" if close else "") if expected else "> 16")
     zero3 = next(t for t in charts(at)["scale_chart"]["data"] if t["name"] == SHARDING_LABELS["zero3"])
     assert zero3["x"] == [1, 2, 4, 8, 16]
+
+
+def test_scale_out_what_would_fit_lines_flag_close_calls():
+    """Nothing fits 8 × H100 without checkpointing; each way out is priced, and one that fits only as a close call
+    (the expected peak fits, the upper end of the likely range does not) says so, as the calculator would."""
+    at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="false",
+                   maxgpus="8")
+    assert at.error and "No layout up to 8 × " in at.error[0].value.replace("\\", "")
+    lines = next(m.value for m in at.markdown if "What would make it fit" in m.value).replace("\\", "").split("\n")
+    ckpt_line = next(line for line in lines if line.startswith("- gradient checkpointing on: "))
+    h100 = get_device("h100-80gb")
+    n = int(ckpt_line.split(": ")[1].split(" × ")[0])
+    est = estimate(load_preset("llama-3.1-70b"), trl(method="full", grad_ckpt=True, sharding="zero3", gpus=n))
+    band = verdict(est.total_bytes, h100, est.high_bytes, est.low_bytes).band
+    assert band == "close call"
+    assert ckpt_line.endswith(f"per GPU (close call: the upper end of the likely range, {fmt_both(est.high_bytes)}, "
+                              "is above the usable memory)")
+
+
+def test_compare_says_close_call_where_the_calculator_does():
+    """A custom device between LoRA's expected peak and the upper end of its likely range: the calculator's close
+    call, so Compare's LoRA card says 'close call', not 'fits'."""
+    spec = load_preset("llama-3.1-8b")
+    est = estimate(spec, trl(method="lora"))
+    per_gb = custom_device(100.0).usable_bytes / 100.0  # usable bytes per GB typed
+    capacity = round((est.total_bytes + est.high_bytes) / 2 / per_gb, 1)
+    device = custom_device(capacity)
+    assert est.total_bytes <= device.usable_bytes < est.high_bytes
+    at = open_page("pages/compare.py", device="custom", capacity=f"{capacity:g}")
+    shown = metrics(at)
+    assert shown["LoRA"] == (f"{est.total_bytes / GB:,.1f} GB", "close call")
+    assert shown["QLoRA"][1] == "fits" and shown["Full fine-tuning"][1] == "too big"
 
 
 def test_scale_out_in_rule_mode_says_it_uses_the_detailed_estimate():
@@ -351,7 +387,7 @@ def test_scale_out_whole_nodes_and_what_would_make_it_fit():
     at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true",
                    pernode="8")
     table = dataframe(at, "min_gpus_table").set_index("Device")
-    counts = [int(n) for n in table["ZeRO-3 / FSDP"] if not n.startswith(">")]
+    counts = [int(n.split()[0]) for n in table["ZeRO-3 / FSDP"] if not n.startswith(">")]
     assert counts and all(n % 8 == 0 for n in counts)
     warning = at.warning[0].value.replace("\\", "")
     assert f"fits on 8 × {H100}, 1 node of 8, with ZeRO-3" in warning and f"With 16 × {H100}, 2 nodes of 8," in warning

@@ -199,3 +199,66 @@ def test_the_readme_lists_every_row_with_its_limits():
         top = p.high if p.low is not None else max(p.choices) if p.widget == "select_slider" else None
         if top is not None:
             assert url_value(float(top)) in row.replace(",", ""), (key, row)
+
+
+# --------------------------------------------------------------------------------------------
+# The link checks say exactly what the widgets do (Streamlit drops a refused value silently)
+# --------------------------------------------------------------------------------------------
+
+def open_link(page: str, link: dict[str, str]) -> AppTest:
+    """The link opened as a browser would: the calculator on its first run (its notes come with it); another
+    page after a switch (AppTest applies bound values on the run after it)."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in link.items():
+        at.query_params[key] = value
+    at.run()
+    if page != "pages/calculator.py":
+        at.switch_page(page).run()
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def link_notes(at: AppTest) -> str:
+    return "\n".join(w.value.replace("\\", "") for w in at.warning if "link's value" in w.value)
+
+
+def test_a_ladder_value_written_differently_gets_a_note():
+    """A select slider takes its option as written (prompt_len=512, vllm_util=0.3): '512.0' and '0.30' are
+    dropped by Streamlit, so the page says so and shows the defaults (it used to accept them without a word)."""
+    at = open_link("pages/calculator.py", {"trainer": "grpo", "gen": "vllm-colocate", "batch": "8",
+                                           "prompt_len": "1024.0", "vllm_util": "0.40", "rank": "32.0"})
+    notes = link_notes(at)
+    assert "The link's value for 'prompt_len' was not valid; using the default (512)." in notes
+    assert "The link's value for 'vllm_util' was not valid; using the default (0.3)." in notes
+    assert "The link's value for 'rank' was not valid; using the default (16)." in notes
+    found = widgets(at)
+    assert found["prompt_len"].value == 512 and found["vllm_util"].value == 0.3 and found["rank"].value == 16
+
+
+def test_a_toggle_takes_any_case_on_every_page():
+    """Streamlit reads TRUE/False for a toggle; the scale page's offload used to get a 'not valid' note for it
+    while the sidebar's toggles did not."""
+    at = open_link("pages/scale.py", {"offload": "TRUE", "rule": "False"})
+    assert not link_notes(at)
+    assert widgets(at)["offload"].value is True
+
+
+def test_notes_write_defaults_as_the_address_does():
+    """Every 'using the default (…)' says the value as a link would carry it: false, 24, 0.3 (not False, 24.0)."""
+    at = open_link("pages/calculator.py", {"precompute_ref": "maybe", "rule": "maybe", "capacity": "-1",
+                                           "device": "custom"})
+    notes = link_notes(at)
+    for key, text in (("precompute_ref", "false"), ("rule", "false"), ("capacity", "24")):
+        assert f"The link's value for '{key}' was not valid; using the default ({text})." in notes
+
+
+def test_a_page_parameter_comes_back_as_its_widget_holds_it():
+    """After a page switch the page's own controls are restored from the address, typed by their table row."""
+    from ui.inputs import _page_param_value
+
+    assert _page_param_value("offload", ["true"]) is True and _page_param_value("offload", ["TRUE"]) is True
+    assert _page_param_value("offload", ["false"]) is False
+    assert _page_param_value("maxgpus", ["16"]) == 16 and _page_param_value("pernode", ["8"]) == 8
+    assert _page_param_value("methods", ["full", "lora"]) == ["full", "lora"]
+    assert _page_param_value("models", ["7B"]) == ["7B"]

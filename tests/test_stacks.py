@@ -156,3 +156,25 @@ def test_cli_bad_stack_input_exits_2_with_one_line(argv, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("estimator: error:") and "\n" not in err
+
+
+def test_gemma2_sdpa_runs_eager_on_transformers_stacks():
+    """Gemma 2 has no SDPA in transformers 5.24 (_supports_sdpa = False): the default falls back to eager, so an
+    SDPA setup is estimated as eager on the transformers stacks, with a note, and the snippet writes eager."""
+    from estimator.snippets import training_snippet
+    from estimator.stacks import attention_impl
+
+    gemma = load_preset("gemma-2-2b")
+    sdpa = resolve_setup("trl", method="lora", batch=2, seq_len=2048, attention="sdpa")
+    eager = resolve_setup("trl", method="lora", batch=2, seq_len=2048, attention="eager")
+    assert attention_impl(sdpa, "gemma2") == "eager"
+    assert attention_impl(sdpa, "llama") == "sdpa"
+    assert attention_impl(resolve_setup("unsloth", method="lora", attention="sdpa"), "gemma2") == "sdpa"
+    est_sdpa, est_eager = estimate(gemma, sdpa), estimate(gemma, eager)
+    assert est_sdpa.total_bytes == est_eager.total_bytes
+    assert any("falls back to eager" in n for n in est_sdpa.notes)
+    # the scores are real memory: at 2,048 tokens eager is well above what SDPA would have kept on Llama
+    llama_sdpa = estimate(LLAMA, sdpa)
+    assert llama_sdpa.components_bytes["activations"] < estimate(LLAMA, eager).components_bytes["activations"]
+    assert 'attn_implementation="eager"' in training_snippet(gemma, sdpa)
+    assert 'attn_implementation="sdpa"' in training_snippet(LLAMA, sdpa)

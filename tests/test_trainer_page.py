@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -130,7 +131,14 @@ def test_resolve_trainer_fallbacks():
     r = resolve_trainer(trl(), "orpo", **{**args, "precompute": True, "beta_text": "-3"})
     assert r.trainer.precompute_ref is False and r.trainer.beta is None and "Beta must be" in r.notes[0]
     r = resolve_trainer(trl(batch=8), "dpo", **{**args, "gens": 3, "gen": "vllm-colocate"})
-    assert r.trainer.num_generations is None and r.notes == ()  # GRPO-only widgets are ignored
+    assert r.trainer.num_generations is None  # GRPO-only widgets are not applied, and a note says so
+    assert r.notes == ("DPO has no use for num_generations, the generation mode: not applied.",)
+    r = resolve_trainer(trl(batch=8), "grpo", **{**args, "util": 0.5, "sleep": True})
+    assert r.trainer.vllm_gpu_util is None and r.trainer.vllm_sleep is False
+    assert r.notes == ("GRPO with hf has no use for vllm_gpu_memory_utilization, vLLM sleep mode: not applied.",)
+    r = resolve_trainer(trl(batch=8), "reward", **{**args, "beta_text": "0.2", "precompute": True})
+    assert r.notes == ("Reward model has no use for beta, precompute_ref_log_probs: not applied.",)
+    assert resolve_trainer(trl(batch=8), "dpo", **args).notes == ()
 
 
 # ---- the calculator page (AppTest) -----------------------------------------------------------------------
@@ -202,3 +210,125 @@ def test_sft_keeps_the_users_loss():
     r = resolve_trainer(trl(loss="standard"), "sft", beta_text="auto", precompute=False, gens=8, prompt=512,
                         completion=512, gen="hf", util=0.3)
     assert r.setup.loss == "standard" and r.notes == ()
+
+
+# ---- the other pages honour the Trainer box (AppTest, opened from the entrypoint like a link) ---------------
+
+def test_compare_prices_every_method_for_grpo():
+    from estimator.stacks import with_method
+    from estimator.training import METHOD_LABELS
+    from tests.test_pages import metrics, open_page
+
+    at = open_page("pages/compare.py", trainer="grpo", gens="8", model="qwen2.5-0.5b", batch="8",
+                   device="h100-80gb", completion_len="1024", gen="vllm-colocate")
+    tr = TrainerSetup("grpo", num_generations=8, prompt_len=512, completion_len=1024, generation="vllm-colocate",
+                      vllm_gpu_util=0.3)
+    shown = metrics(at)
+    for method, label in METHOD_LABELS.items():
+        s = with_method(trl(batch=8, seq_len=512 + 1024), method)
+        grpo = estimate(QWEN, s, trainer=tr, device_capacity=H100.capacity_bytes).total_bytes
+        assert shown[label][0] == f"{grpo / 1e9:,.1f} GB"
+        # not the SFT bar: the same tokens per step, plus vLLM's reservation of 0.3 of the device
+        assert grpo >= estimate(QWEN, s).total_bytes + 0.3 * H100.capacity_bytes
+    caption = unescape(at.caption[0].value)
+    assert "batch 8 × 1,536 tokens" in caption and "GRPO (TRL 1.16.0) · 8 generations · prompt 512 + completion " \
+                                                   "1,024 tokens" in caption
+    assert "trainer=grpo" in at.code[-1].value and "completion_len=1024" in at.code[-1].value
+    assert at.selectbox(key="trainer").value == "grpo"
+
+
+def test_fits_page_prices_dpo_and_notes_the_rule():
+    from estimator.stacks import with_method
+    from tests.test_pages import dataframe, open_page
+
+    at = open_page("pages/fits.py", trainer="dpo", models=["qwen2.5-0.5b", "llama-3.1-8b"], batch="2",
+                   rule="true")
+    assert any("rule of thumb covers SFT only" in unescape(w.value) for w in at.warning)
+    table = dataframe(at, "fits_table").set_index(["Model", "Method"])
+    for spec in (QWEN, LLAMA):
+        for method, short in (("full", "full"), ("lora", "LoRA"), ("qlora", "QLoRA")):
+            dpo = estimate(spec, with_method(trl(batch=2), method), trainer=TrainerSetup("dpo")).total_bytes
+            assert table.loc[(spec.name, short), "Estimate (GB)"] == pytest.approx(dpo / 1e9)
+    assert "DPO (TRL 1.16.0)" in unescape(at.caption[0].value)
+
+
+def test_size_table_detailed_columns_price_the_trainer():
+    from estimator import generic_spec
+    from estimator.stacks import with_method
+    from tests.test_pages import dataframe, open_page
+
+    at = open_page("pages/sizes.py", trainer="orpo", batch="2", max_len="1024")
+    table = dataframe(at, "size_table").set_index("Model")
+    orpo = estimate(generic_spec(7), with_method(trl(batch=2, seq_len=1024), "lora"), trainer=TrainerSetup("orpo"))
+    assert table.loc["7B", "LoRA · detailed (GB)"] == pytest.approx(orpo.total_bytes / 1e9)
+    assert table.loc["7B", "LoRA · rule (GB)"] == pytest.approx(2 * 7 + 3)  # the rule stays the SFT rule
+    assert any("price a ORPO step" in unescape(c.value) for c in at.caption)
+
+
+def test_scale_out_prices_the_dpo_reference_copy():
+    from estimator.advice import min_gpus, sharded
+    from estimator.trainers import solver_estimate_fn
+    from tests.test_pages import dataframe, open_page
+
+    at = open_page("pages/scale.py", trainer="dpo", method="full", model="llama-3.1-8b", device="h100-80gb",
+                   batch="2")
+    table = dataframe(at, "min_gpus_table").set_index("Device")
+    fn = solver_estimate_fn(TrainerSetup("dpo"))
+    s = sharded(trl(method="full", batch=2), "zero3")
+    dpo_n = min_gpus(LLAMA, s, H100, 64, fn)
+    sft_n = min_gpus(LLAMA, s, H100, 64)
+    assert dpo_n is not None and sft_n is not None and dpo_n > sft_n  # the frozen copy needs more GPUs
+    assert table.loc[H100.name, "ZeRO-3 / FSDP"] == str(dpo_n)
+    assert "DPO (TRL 1.16.0)" in unescape(at.caption[0].value)
+
+
+def test_trainer_survives_page_switches():
+    """Set DPO on the calculator, go to Compare, How and back: the Trainer box and the address keep it."""
+    at = run({"model": "qwen2.5-0.5b"})
+    at.selectbox(key="trainer").set_value("dpo").run()
+    at.toggle(key="precompute_ref").set_value(True).run()
+    for page in ("pages/compare.py", "pages/how.py", "pages/calculator.py"):
+        at.switch_page(page).run()
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.selectbox(key="trainer").value == "dpo", page
+        assert at.toggle(key="precompute_ref").value is True, page
+        assert at.query_params["trainer"] in ("dpo", ["dpo"]), page
+        assert at.query_params["precompute_ref"] in ("true", ["true"]), page
+    caption = " ".join(unescape(c.value) for c in at.caption)
+    assert "· DPO" in caption
+
+
+def test_bad_trainer_link_on_another_page_notes_and_keeps_working():
+    from estimator.advice import min_gpus, sharded
+    from estimator.trainers import solver_estimate_fn
+    from tests.test_pages import dataframe, open_page
+
+    at = open_page("pages/scale.py", trainer="kto", gens="4", vllm_util="0.5", model="qwen2.5-0.5b",
+                   device="rtx-4090")
+    warnings = [unescape(w.value) for w in at.warning]
+    assert any("KTO needs a per-device batch of at least 2" in w for w in warnings)
+    assert any("KTO has no use for num_generations, vllm_gpu_memory_utilization: not applied." in w for w in warnings)
+    table = dataframe(at, "min_gpus_table").set_index("Device")
+    n = min_gpus(QWEN, sharded(trl(batch=2), "none"), RTX, 64, solver_estimate_fn(TrainerSetup("kto")))
+    assert table.loc[RTX.name, "DDP"] == str(n)
+
+
+@pytest.mark.parametrize("sleep", [False, True])
+def test_min_gpus_table_with_vllm_colocated_answers_each_device_with_its_own_reservation(sleep):
+    from estimator import CATALOG
+    from estimator.advice import min_gpus, sharded
+    from estimator.trainers import solver_estimate_fn
+    from ui.grids import SHORT_SHARDING, min_gpus_table
+
+    tr = TrainerSetup("grpo", generation="vllm-colocate", vllm_gpu_util=0.4, vllm_sleep=sleep)
+    s = trl(method="full", batch=16)
+    table = min_gpus_table(LLAMA, s, shardings=("none", "zero3"), trainer=tr).set_index("Device")
+    answers = set()
+    for device in (d for d in CATALOG if d.kind == "discrete"):
+        for sharding in ("none", "zero3"):
+            n = min_gpus(LLAMA, sharded(s, sharding), device, 64, solver_estimate_fn(tr, device.capacity_bytes))
+            shown = table.loc[device.name, SHORT_SHARDING[sharding]]
+            assert (shown is pd.NA and n is None) or shown == n, (device.id, sharding, shown, n)
+            answers.add(n)
+    assert len(answers) > 2  # the devices get different answers: the check is not vacuous

@@ -119,6 +119,30 @@ def test_vllm_colocate_reserves_a_fraction_of_the_device():
         estimate(QWEN25, s, trainer=tr)
 
 
+def test_vllm_sleep_mode_holds_the_reservation_only_while_generating():
+    # vllm_generation.py (TRL 1.16.0): llm.sleep(level=2) after each generate discards weights and KV cache
+    s = trl(batch=8)
+    tr = TrainerSetup("grpo", generation="vllm-colocate", vllm_gpu_util=0.3)
+    awake = {p.name: p.generation for p in estimate(QWEN25, s, trainer=tr, device_capacity=80e9).phases}
+    asleep = {p.name: p.generation for p in estimate(QWEN25, s, trainer=replace(tr, vllm_sleep=True),
+                                                      device_capacity=80e9).phases}
+    assert set(awake.values()) == {24e9}
+    assert asleep.pop("generation") == 24e9 and set(asleep.values()) == {0.0} and len(asleep) >= 4
+
+
+def test_reward_model_under_zero3_gathers_the_input_embedding():
+    llama = load_preset("llama-3.1-8b")  # untied: the reward model drops lm_head but keeps the V × H embedding
+    s = trl("full", gpus=8, sharding="zero3")
+    est = estimate(llama, s, trainer=TrainerSetup("reward"))
+    vh, layer = llama.vocab_size * llama.hidden_size, llama.layer_linear_params
+    params = llama.params_total - vh + llama.hidden_size  # the 1-output score head replaces lm_head
+    # sharded weights + the gathered units as for SFT: the embedding (V × H) and the prefetched layer, bf16
+    assert est.components_bytes["weights"] == pytest.approx(2 * params / 8 + 2 * (vh + layer))
+    gathered = next(x for x in est.details if x.label == "Input embedding gathered (ZeRO-3)")
+    assert gathered.bytes == 2 * (vh - layer)
+    assert not any("not counted" in n for n in est.notes)
+
+
 def test_grpo_beta_loads_a_reference_for_full_only():
     s = trl("full", batch=8)
     assert "reference" not in estimate(QWEN25, s, trainer=TrainerSetup("grpo")).components_bytes
@@ -170,14 +194,22 @@ def test_trainer_json_names_the_version():
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+# Real architectures of different shapes: tied and untied heads, GQA, big vocabularies, MoE.
+PROPERTY_MODELS = ("qwen2.5-0.5b", "llama-3.2-1b", "gemma-2-2b", "phi-3-mini", "qwen3-30b-a3b", "mixtral-8x7b")
+
+
 @SETTINGS
-@given(method=st.sampled_from(["full", "lora", "qlora"]), precision=st.sampled_from(["bf16", "mixed", "fp32"]),
-       batch=st.integers(1, 16), seq_len=st.integers(16, 8192), grad_ckpt=st.booleans(),
-       stack=st.sampled_from(STACK_IDS), precompute=st.booleans())
-def test_dpo_never_below_sft(method, precision, batch, seq_len, grad_ckpt, stack, precompute):
-    s = resolve_setup(stack, method=method, precision=precision, batch=batch, seq_len=seq_len, grad_ckpt=grad_ckpt)
-    sft = estimate(QWEN25, s).total_bytes
-    dpo = estimate(QWEN25, s, trainer=TrainerSetup("dpo", precompute_ref=precompute)).total_bytes
+@given(model=st.sampled_from(PROPERTY_MODELS), method=st.sampled_from(["full", "lora", "qlora"]),
+       precision=st.sampled_from(["bf16", "mixed", "fp32"]), batch=st.integers(1, 16), seq_len=st.integers(16, 8192),
+       grad_ckpt=st.booleans(), stack=st.sampled_from(STACK_IDS), precompute=st.booleans(),
+       layout=st.sampled_from([(1, "none"), (4, "none"), (8, "zero2"), (8, "zero3")]))
+def test_dpo_never_below_sft(model, method, precision, batch, seq_len, grad_ckpt, stack, precompute, layout):
+    gpus, sharding = layout
+    s = resolve_setup(stack, method=method, precision=precision, batch=batch, seq_len=seq_len, grad_ckpt=grad_ckpt,
+                      gpus=gpus, sharding=sharding)
+    spec = load_preset(model)
+    sft = estimate(spec, s).total_bytes
+    dpo = estimate(spec, s, trainer=TrainerSetup("dpo", precompute_ref=precompute)).total_bytes
     assert dpo >= sft
 
 
@@ -196,6 +228,27 @@ def test_grpo_never_falls_as_generations_or_completions_grow(method, per_prompt,
     base = total(gens, completion)
     assert total(gens * more_gens, completion) >= base
     assert total(gens, completion + extra) >= base
+
+
+@SETTINGS
+@given(model=st.sampled_from(("qwen2.5-0.5b", "llama-3.2-1b", "qwen3-30b-a3b")),
+       method=st.sampled_from(["full", "lora", "qlora"]), prompts=st.integers(1, 4), gens=st.integers(2, 16),
+       more=st.integers(0, 16), grad_accum=st.integers(1, 4), prompt=st.integers(1, 2048),
+       completion=st.integers(1, 4096), mode=st.sampled_from(["hf", "vllm-colocate", "vllm-server"]),
+       beta=st.sampled_from([None, 0.04]))
+def test_grpo_never_falls_with_more_generations_for_the_same_prompts(model, method, prompts, gens, more, grad_accum,
+                                                                     prompt, completion, mode, beta):
+    """The same prompts per step with more completions each: the batch (which counts completions) grows with
+    num_generations, so the memory must not fall."""
+    spec = load_preset(model)
+
+    def total(g: int) -> float:
+        s = trl(method, batch=prompts * g, grad_accum=grad_accum)
+        tr = TrainerSetup("grpo", num_generations=g, prompt_len=prompt, completion_len=completion, generation=mode,
+                          beta=beta)
+        return estimate(spec, s, trainer=tr, device_capacity=80e9).total_bytes
+
+    assert total(gens + more) >= total(gens)
 
 
 # ---- CLI -------------------------------------------------------------------------------------------------

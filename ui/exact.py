@@ -1,4 +1,4 @@
-"""The "Trace exactly" section of the calculator: PyTorch's own count next to the fast estimate.
+"""The "Trace exactly" section of the calculator and the Compare page: PyTorch's own count next to the fast estimate.
 
 The trace runs in the server's worker pool (estimator/exact.py: one trace at a time per server, others queue and
 see their place; results cached by (config, setup)). A fragment polls the pool every POLL_S seconds while a trace
@@ -8,13 +8,14 @@ is queued or running, so the rest of the page stays responsive. The chart builde
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from estimator import Device, Estimate, to_gb
+from estimator import Device, Estimate, estimate, to_gb
 from estimator import exact as ex
 from estimator.hub import HubError, fetch_model, is_model_id
 from estimator.i18n import _, format_number, ngettext
@@ -57,7 +58,14 @@ def exact_source(model_choice: str, spec_source: str, upload: Any = None, hub_to
         try:
             _spec, hub = fetch_model(model_choice, token=hub_token)
             return ExactSource(ex.hub_config(hub))
-        except (HubError, ex.ExactRefused) as exc:
+        except HubError as exc:
+            if "could not be used" in str(exc):  # read, but the fast estimator refused it: the trace may answer
+                try:
+                    return ExactSource(ex.hub_config_cached(model_choice), fast_missing=str(exc))
+                except ex.ExactRefused:
+                    pass
+            return ExactSource(None, str(exc))
+        except ex.ExactRefused as exc:
             return ExactSource(None, str(exc))
     return ExactSource(None, _("A model given by size has no architecture to trace: pick a preset, upload a "
                                "config.json or give a Hugging Face model id."))
@@ -118,10 +126,27 @@ def _submit(key: str, payload: dict[str, Any]) -> None:
         st.session_state["_exact_error"] = str(exc)
 
 
-def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | None, device: Device | None,
-                 upload: Any = None, hub_token: str | None = None) -> None:
-    """The section: availability, the button, the queue/progress while it runs, the result chart."""
+def render_exact_choice(choices: Sequence[tuple[str, Any]], spec: Any, model_choice: str, device: Device | None,
+                        upload: Any = None, hub_token: str | None = None) -> None:
+    """The Compare page: one of its bars (label, setup), chosen in a select box, traced like the calculator's setup
+    and set against that bar's detailed estimate (in rule mode too: the trace checks the detailed figure)."""
+    if not choices:
+        return
     st.subheader(_("Trace it exactly"), anchor=False)
+    setups = dict(choices)
+    label = st.selectbox(_("Bar to trace"), list(setups), key="exact_pick",
+                         help=_("The exact trace runs one setup at a time (minutes on the server's CPU); each result "
+                                "is kept, so switching back shows it at once."))
+    chosen = setups.get(label, choices[0][1])
+    render_exact(model_choice, spec.source, chosen, estimate(spec, chosen), device, upload=upload,
+                 hub_token=hub_token, header=False)
+
+
+def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | None, device: Device | None,
+                 upload: Any = None, hub_token: str | None = None, header: bool = True) -> None:
+    """The section: availability, the button, the queue/progress while it runs, the result chart."""
+    if header:
+        st.subheader(_("Trace it exactly"), anchor=False)
     ok, why = ex.available()
     if not ok:
         st.button(_("Trace exactly"), key="exact_button", disabled=True, icon=":material/memory:")

@@ -35,6 +35,7 @@ from estimator.advice import max_fitting_size_b, sharded
 from estimator.i18n import N_, _, format_int
 from estimator.memory import component_label
 from estimator.stacks import with_method
+from estimator.trainers import TrainerSetup, solver_estimate_fn
 from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_LABELS, SHARDINGS
 
 # The model sizes the seed page uses (its size table, the 36 GB diagram and its conclusions), in billions.
@@ -132,9 +133,21 @@ def chosen_models(choices: Sequence[str]) -> list[tuple[str, ModelSpec]]:
     return out
 
 
+def _estimate_fn(trainer: TrainerSetup | None, rule: str | None = None, device_capacity: float | None = None):
+    """The estimate each cell is priced with: the detailed one (or the rule's) for SFT, else the trainer's
+    (estimator.trainers.solver_estimate_fn: the memory, without TRL's batch-shape checks)."""
+    if trainer is None or trainer.trainer == "sft":
+        return lambda spec, setup: estimate(spec, setup, rule)
+    return solver_estimate_fn(trainer, device_capacity)
+
+
 def fits_grid(models: Sequence[tuple[str, ModelSpec]], setup: TrainingSetup, device: Device,
-              rule: str | None = None, methods: Sequence[str] = METHOD_ORDER) -> FitsGrid:
-    """Every model × method on one device: estimates, verdicts and, per method, the conclusion line."""
+              rule: str | None = None, methods: Sequence[str] = METHOD_ORDER,
+              trainer: TrainerSetup | None = None) -> FitsGrid:
+    """Every model × method on one device: estimates, verdicts and, per method, the conclusion line. A
+    `trainer` other than SFT prices every cell and the largest size with its step (the rule is then unused)."""
+    fn = _estimate_fn(trainer, rule, device.capacity_bytes)
+    solver = None if trainer is None or trainer.trainer == "sft" else fn
     ordered = sorted(models, key=lambda m: m[1].params_total)
     cells: list[FitCell] = []
     conclusions: list[Conclusion] = []
@@ -142,15 +155,15 @@ def fits_grid(models: Sequence[tuple[str, ModelSpec]], setup: TrainingSetup, dev
         method_setup = with_method(setup, method)
         row: list[FitCell] = []
         for label, spec in ordered:
-            est = estimate(spec, method_setup, rule)
+            est = fn(spec, method_setup)
             row.append(FitCell(label, spec.params_total / 1e9, method, est,
-                               verdict(est.total_bytes, device, est.high_bytes)))
+                               verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)))
         cells.extend(row)
         fitting = [c for c in row if c.verdict.fits]
         largest = fitting[-1] if fitting else None
         above = [c for c in row if not c.verdict.fits and (largest is None or c.size_b > largest.size_b)]
         conclusions.append(Conclusion(method, largest, above[0] if above else None,
-                                      max_fitting_size_b(method_setup, device, rule)))
+                                      max_fitting_size_b(method_setup, device, rule, estimate_fn=solver)))
     return FitsGrid(device, tuple(cells), tuple(conclusions))
 
 
@@ -164,11 +177,12 @@ TABLE_METHODS: tuple[str, ...] = ("lora", "full", "qlora")  # the seed's columns
 
 
 def size_table(setup: TrainingSetup, sizes: Sequence[float] = TABLE_SIZES_B,
-               extra: Sequence[tuple[str, ModelSpec]] = (), methods: Sequence[str] = TABLE_METHODS
-               ) -> pd.DataFrame:
+               extra: Sequence[tuple[str, ModelSpec]] = (), methods: Sequence[str] = TABLE_METHODS,
+               trainer: TrainerSetup | None = None, device_capacity: float | None = None) -> pd.DataFrame:
     """One row per model, smallest first: for each method the seed's rule of thumb (GB) next to the detailed
     estimate for this setup (batch, length, precision, optimizer...) in GB and GiB. Sizes are generic
     decoders of that many parameters; `extra` adds real models (e.g. the one chosen in the sidebar)."""
+    fn = _estimate_fn(trainer, None, device_capacity)  # the detailed columns: the trainer's step if not SFT
     models = [(size_label(s), generic_spec(s)) for s in sizes] + list(extra)
     models.sort(key=lambda m: m[1].params_total)
     master = setup.precision == "mixed"
@@ -177,7 +191,7 @@ def size_table(setup: TrainingSetup, sizes: Sequence[float] = TABLE_SIZES_B,
         size_b = spec.params_total / 1e9
         row: dict[str, object] = {"Model": label, "Parameters (B)": size_b}
         for method in methods:
-            est = estimate(spec, with_method(setup, method))
+            est = fn(spec, with_method(setup, method))
             name = SHORT_METHOD[method]
             row[f"{name} · rule (GB)"] = rule_gb(size_b, method, master)
             row[f"{name} · detailed (GB)"] = est.total_bytes / GB
@@ -197,22 +211,43 @@ _scaled = sharded  # the setup under one sharding (estimator.advice)
 
 
 def scale_out_curves(spec: ModelSpec, setup: TrainingSetup, gpu_counts: Sequence[int] = GPU_COUNTS,
-                     shardings: Sequence[str] = SHARDINGS, offload: bool = False) -> dict[str, list[Estimate]]:
-    """Per-GPU detailed estimates for each sharding at each GPU count."""
-    return {sharding: [estimate(spec, _scaled(setup, sharding, offload, n)) for n in gpu_counts]
+                     shardings: Sequence[str] = SHARDINGS, offload: bool = False, trainer: TrainerSetup | None = None,
+                     device_capacity: float | None = None) -> dict[str, list[Estimate]]:
+    """Per-GPU detailed estimates (a trainer's step when given) for each sharding at each GPU count."""
+    fn = _estimate_fn(trainer, None, device_capacity)
+    return {sharding: [fn(spec, _scaled(setup, sharding, offload, n)) for n in gpu_counts]
             for sharding in shardings}
 
 
 def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Device] = CATALOG,
                    shardings: Sequence[str] = SHARDINGS, offload: bool = False, max_gpus: int = 64,
-                   per_node: int = 1) -> pd.DataFrame:
+                   per_node: int = 1, trainer: TrainerSetup | None = None) -> pd.DataFrame:
     """The smallest GPU count (≤ max_gpus; whole nodes of per_node GPUs) that fits each device under each
     sharding (columns named by SHORT_SHARDING); missing where none does. Only discrete GPUs: unified-memory
-    laptops do not scale out."""
+    laptops do not scale out. A `trainer` prices its step; vLLM colocated reserves a share of each device's
+    own memory, so then each device is solved on its own."""
     gpus_only = [d for d in devices if d.kind == "discrete"]
-    answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), gpus_only, max_gpus,
-                                              per_node=per_node)
-               for sharding in shardings}  # each (sharding, count) estimated once for every device
+    per_device = trainer is not None and trainer.option.generates and trainer.generation_mode == "vllm-colocate"
+    if per_device and not trainer.vllm_sleep:
+        # Held in every phase, vLLM's reservation adds util × capacity to the total and nothing else
+        # (estimator.trainers: a fixed amount, no allocator slack): price each count once at a 1-byte device and
+        # answer each device with its memory less its own reservation.
+        util = trainer.vllm_util
+        shifted = [replace(d, capacity_bytes=int(d.capacity_bytes - util * (d.capacity_bytes - 1))) for d in gpus_only]
+        fn = _estimate_fn(trainer, None, 1.0)
+        answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), shifted, max_gpus, fn,
+                                                  per_node=per_node)
+                   for sharding in shardings}
+    elif per_device:
+        answers = {sharding: {d.id: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), [d], max_gpus,
+                                                         _estimate_fn(trainer, None, d.capacity_bytes),
+                                                         per_node=per_node)[d.id] for d in gpus_only}
+                   for sharding in shardings}
+    else:
+        fn = _estimate_fn(trainer)
+        answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), gpus_only, max_gpus,
+                                                  fn, per_node=per_node)
+                   for sharding in shardings}  # each (sharding, count) estimated once for every device
     rows = []
     for device in gpus_only:
         row: dict[str, object] = {"Device": device.name, "Memory (GB)": device.capacity_bytes / 1e9}
@@ -223,6 +258,25 @@ def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Devi
     for sharding in shardings:  # whole GPU counts, missing where nothing up to max_gpus fits
         frame[SHORT_SHARDING[sharding]] = frame[SHORT_SHARDING[sharding]].astype("Int64")
     return frame
+
+
+def close_calls(spec: ModelSpec, setup: TrainingSetup, table: pd.DataFrame, shardings: Sequence[str] = SHARDINGS,
+                offload: bool = False) -> set[tuple[str, str]]:
+    """(device name, sharding) cells of a min_gpus_table whose count fits only as a close call (estimator
+    Verdict.band): the expected peak fits, the upper end of the likely range does not. One estimate per distinct
+    (sharding, count): per-GPU memory does not depend on the device."""
+    devices = {d.name: d for d in CATALOG}
+    out: set[tuple[str, str]] = set()
+    for sharding in shardings:
+        column = table[SHORT_SHARDING[sharding]]
+        ests = {int(n): estimate(spec, _scaled(setup, sharding, offload, int(n))) for n in column.dropna().unique()}
+        for name, n in zip(table["Device"], column, strict=True):
+            if n is pd.NA:
+                continue
+            est = ests[int(n)]
+            if verdict(est.total_bytes, devices[name], est.high_bytes).band == "close call":
+                out.add((name, sharding))
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -262,9 +316,11 @@ def components_table(rows: Sequence[tuple[str, Estimate]], device: Device | None
     return pd.DataFrame(data)
 
 
-def setup_summary(spec: ModelSpec | None, setup: TrainingSetup, device: Device | None) -> str:
+def setup_summary(spec: ModelSpec | None, setup: TrainingSetup, device: Device | None,
+                  trainer: str = "") -> str:
     """One plain-text line naming what a page computes for: model, batch × length, precision, optimizer,
-    checkpointing, GPUs, device (model and device left out when None)."""
+    checkpointing, GPUs, device (model and device left out when None), then the trainer (ui.trainer_inputs.
+    trainer_summary; '' for SFT)."""
     parts = [spec.name] if spec is not None else []
     parts += [_("batch {batch} × {length} tokens").format(batch=setup.batch, length=format_int(setup.seq_len)),
               setup.precision, setup.optimizer, _("checkpointing on") if setup.grad_ckpt else _("checkpointing off")]
@@ -272,4 +328,6 @@ def setup_summary(spec: ModelSpec | None, setup: TrainingSetup, device: Device |
         parts.append(_("{n} GPUs, {sharding}").format(n=setup.gpus, sharding=_(SHARDING_LABELS[setup.sharding])))
     if device is not None:
         parts.append(device.name)
+    if trainer:
+        parts.append(trainer)
     return " · ".join(parts)

@@ -48,6 +48,7 @@ from ui.params import (
 )
 from ui.params import CKPT_CHOICES as CKPT_CHOICES  # re-exported: pages and tests read it here
 from ui.report import VIEWER_PARAMS, share_url
+from ui.trainer_inputs import GENERATES_NOTE, TRAINER_DEFAULTS, trainer_generates
 
 # Names other modules and tests read; each is the table's value (ui/params.py), not a second copy.
 DEFAULT_MODEL: str = TABLE["model"].default
@@ -102,7 +103,7 @@ class Inputs:
 
 def model_options(hub_model: str | None = None) -> list[str]:
     """The Model picker's options: the presets, by-size, upload, and the Hub model id in use, if any."""
-    return [p.id for p in list_presets()] + [BY_SIZE, UPLOAD] + ([hub_model] if hub_model else [])
+    return list(TABLE["model"].choices) + ([hub_model] if hub_model else [])
 
 
 def _model_label(option: str) -> str:
@@ -259,13 +260,14 @@ def _current_page() -> str:
 
 
 def _page_param_value(key: str, raw: list[str]) -> object:
-    """A page parameter's address value as its widget holds it (multiselects: lists; offload: a bool;
-    maxgpus: an int)."""
-    if key == "offload":
-        return raw[-1] == "true"
-    if key in ("maxgpus", "pernode"):
-        return int(raw[-1])
-    return list(raw)
+    """A page parameter's address value as its widget holds it (its table row says how: multiselects hold
+    lists, toggles a bool, select sliders and segmented controls the option itself, maxgpus an int)."""
+    p = TABLE[key]
+    if p.widget == "multiselect":
+        return list(raw)
+    if p.widget == "toggle":
+        return raw[-1].lower() == "true"
+    return next((c for c in p.choices if url_value(c) == raw[-1]), p.default)
 
 
 def _restore(key: str, value: object, raw: list[str]) -> None:
@@ -289,8 +291,9 @@ def _carry_over_after_page_switch() -> None:
     page = _current_page()
     if not last or last["page"] == page:
         return
+    defaults = {**DEFAULTS, **TRAINER_DEFAULTS}  # the trainer controls are in every page's sidebar too
     for key, value in last["values"].items():
-        if key not in st.query_params and value is not None and value != DEFAULTS[key]:
+        if key not in st.query_params and value is not None and value != defaults.get(key):
             _restore(key, value, [url_value(value)])
     for key, raw in last["pages"].get(page, {}).items():
         if key not in st.query_params:
@@ -310,8 +313,17 @@ def _remember_inputs() -> None:
         if raw and held is not None and raw == (
                 [url_value(v) for v in held] if isinstance(held, list) else [url_value(held)]):
             own[key] = raw
-    st.session_state[_LAST_RUN] = {"page": page, "values": {key: st.session_state.get(key) for key in PARAMS},
-                                   "pages": {**last["pages"], page: own}}
+    values = {key: st.session_state.get(key) for key in PARAMS}
+    for key in TRAINER_PARAMS:  # drawn after this (ui/trainer_inputs.py remembers them then): keep the last ones
+        values[key] = st.session_state.get(key, last.get("values", {}).get(key))
+    st.session_state[_LAST_RUN] = {"page": page, "values": values, "pages": {**last["pages"], page: own}}
+
+
+def remember_values(values: dict[str, object]) -> None:
+    """Controls drawn after the shared panel (the trainer box) remember their values for the next page switch."""
+    last = st.session_state.get(_LAST_RUN)
+    if last is not None:
+        last["values"].update({k: v for k, v in values.items() if v is not None})
 
 
 def link_params() -> dict[str, list[str]]:
@@ -448,9 +460,9 @@ def render_inputs() -> Inputs:
                 size=size, error=exc, model=spec.name))
     elif choice == UPLOAD:
         upload = sb.file_uploader("config.json", type=["json"], key="upload",
-                                  help=_("A Hugging Face config.json (llama, mistral, mixtral, qwen2, qwen2_moe, "
-                                         "qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, phi, gpt_neox; other "
-                                         "decoders get a Llama-like estimate with a caveat)."))
+                                  help=_("A Hugging Face config.json (llama, mistral, qwen2/3, qwen3_5, gemma 1–4, "
+                                         "gemma3n, phi3, gpt_oss, deepseek_v3, llama4 and the other families the "
+                                         "README lists; other decoders get a Llama-like estimate with a caveat)."))
         spec = load_preset(DEFAULT_MODEL)
         if upload is None:
             notes.append(_("No config.json uploaded yet; showing {model}.").format(model=spec.name))
@@ -479,10 +491,13 @@ def render_inputs() -> Inputs:
     precision = widget("precision", sb)
     batch = widget("batch", sb)
     _sync_length_slider()
+    generates = trainer_generates()  # GRPO: the length is prompt + completion, set in the Trainer box
     sb.select_slider(_("Max length (tokens)"), options=list(POW2_LENGTHS), key="max_len_pow2",
-                     on_change=_length_from_slider,
+                     on_change=_length_from_slider, disabled=generates,
                      help=_("Powers of two; type an exact length below."))
-    max_len = widget("max_len", sb)
+    max_len = widget("max_len", sb, disabled=generates)
+    if generates:
+        sb.caption(_(GENERATES_NOTE))
     images = 0
     if spec.tower_kind:  # multimodal wrappers only: image tokens lengthen the language model's sequence
         images = widget("images", sb)

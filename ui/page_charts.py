@@ -45,7 +45,7 @@ def _row_height(n_rows: int, font_size: int | None) -> int:
 
 def fits_chart(grid: FitsGrid, *, font_size: int | None = None) -> go.Figure:
     """The seed's 36 GB laptop diagram for any device: one horizontal stacked bar per model × method against
-    the usable line, each marked 'fits' or 'too big' at its end. The memory axis stops at 1.6 × the device's
+    the usable line, each marked with its verdict band at its end (fits, close call, borderline, too big). The memory axis stops at 1.6 × the device's
     capacity (or the largest bar that fits): longer bars run off the edge with their total written inside."""
     rows = [(c.label, c.estimate) for c in grid.cells]
     fig = stacked_bars(rows, grid.device, orientation="h", band=False, show_values=False, font_size=font_size)
@@ -56,7 +56,7 @@ def fits_chart(grid: FitsGrid, *, font_size: int | None = None) -> go.Figure:
     labels = []  # added in one update: add_annotation per bar re-validates the whole list (quadratic)
     for row_y, cell in zip(rows_at, grid.cells, strict=True):
         total = to_gb(cell.estimate.total_bytes)
-        word = _("fits") if cell.verdict.fits else _("too big")
+        word = _(cell.verdict.band)  # fits, close call, borderline, too big: the calculator's bands
         color = FITS_COLOR if cell.verdict.fits else USABLE_COLOR
         clipped = total > x_max * 0.82
         labels.append(dict(

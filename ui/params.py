@@ -85,7 +85,7 @@ class Param:
     help: str | None = None  # marked N_(): translated when drawn (help_text)
     help_items: tuple[tuple[str, str], ...] = ()  # (option id, its description, marked N_): listed after help
     help_args: tuple[tuple[str, object], ...] = ()  # values for help's {placeholders}
-    group: str = "sidebar"  # sidebar (every page), trainer (the calculator's trainer box) or page (one page's own)
+    group: str = "sidebar"  # sidebar (every page), trainer (the trainer box, every page too) or page (one page's own)
     source: str = ""  # where the default and limits come from
 
     def accepts(self, raw: str) -> bool:
@@ -187,7 +187,7 @@ def _rows() -> tuple[Param, ...]:
               help=N_("For training on images: the placeholder tokens each example's images add to the language "
                       "model's sequence (Gemma 3: 256 per image). 0 = text only."),
               source=f"{setup_src} (image_tokens, MAX_SEQ_LEN)"),
-        # --- the calculator's trainer box (ui/trainer_inputs.py) ---
+        # --- the trainer box (ui/trainer_inputs.py), in every page's sidebar ---
         Param("trainer", N_("Trainer"), "selectbox", setup_default(TrainerSetup, "trainer"), TRAINER_IDS,
               help_items=tuple((k, o.label) for k, o in TRAINERS.items()), group="trainer",
               source="estimator.trainers.TrainerSetup"),
@@ -216,6 +216,10 @@ def _rows() -> tuple[Param, ...]:
               setup_default(TrainerSetup, "precompute_ref"),
               help=N_("DPO/KTO precompute_ref_log_probs=True: no reference during training."), group="trainer",
               source="estimator.trainers.TrainerSetup"),
+        Param("vllm_sleep", N_("vLLM sleep mode"), "toggle", setup_default(TrainerSetup, "vllm_sleep"),
+              help=N_("vllm_enable_sleep_mode=True: vLLM discards its weights and KV cache after each generation "
+                      "(sleep level 2), so the training step does not share the device with them."), group="trainer",
+              source="estimator.trainers.TrainerSetup (GRPOConfig vllm_enable_sleep_mode)"),
         # --- one page's own controls ---
         Param("methods", N_("Methods"), "multiselect", METHODS, METHODS, group="page",
               help=N_("full = every weight trains; lora = frozen 16-bit base + adapters; qlora = frozen 4-bit base + "

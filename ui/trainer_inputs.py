@@ -1,5 +1,6 @@
 """The trainer controls (SFT, DPO, ORPO, SimPO, KTO, GRPO, reward model) for the calculator: sidebar widgets bound
-to the URL (`trainer`, `gens`, `prompt_len`, `completion_len`, `gen`, `vllm_util`, `beta`, `precompute_ref`).
+to the URL (`trainer`, `gens`, `prompt_len`, `completion_len`, `gen`, `vllm_util`, `beta`, `precompute_ref`,
+`vllm_sleep`), in every page's sidebar.
 Invalid link values and combinations TRL refuses fall back to a setting it accepts, with a plain-text note; the
 page keeps working. The facts come from estimator/trainers.py (one description per trainer)."""
 
@@ -11,12 +12,16 @@ from dataclasses import dataclass, replace
 import streamlit as st
 
 from estimator import TrainingSetup
-from estimator.i18n import _, format_number
+from estimator.i18n import N_, _, format_int, format_number, ngettext
 from estimator.trainers import (
+    DEFAULT_PROMPT_LEN,
+    GENERATION_MODES,
+    GRPO_MAX_COMPLETION_LENGTH,
     GRPO_NUM_GENERATIONS,
     MAX_BETA,
     TRAINERS,
     TRL_VERSION,
+    VLLM_GPU_MEMORY_UTILIZATION,
     TrainerSetup,
     check,
     fix_generations,
@@ -80,9 +85,10 @@ def trainer_link_params() -> dict[str, list[str]]:
 
 
 def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompute: bool, gens: int, prompt: int,
-                    completion: int, gen: str, util: float) -> TrainerInputs:
+                    completion: int, gen: str, util: float, sleep: bool = False) -> TrainerInputs:
     """The widgets' values → a TrainerSetup TRL accepts and the setup, with notes for every fallback.
-    Pure (no Streamlit): the options the trainer has no use for are left out, never an error."""
+    Pure (no Streamlit): the options the trainer has no use for are left out, never an error. For GRPO the
+    setup's max length becomes prompt + completion (the length it trains on; the max-length slider is off)."""
     notes: list[str] = []
     opt = TRAINERS.get(trainer, TRAINERS["sft"])
     beta = None
@@ -91,12 +97,26 @@ def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompu
         if beta is None:
             notes.append(_("Beta must be a number ≥ 0; using {trainer}'s default ({default}).").format(
                 trainer=_(opt.label), default=opt.beta_default))
+    unused = [name for name, off in (
+        ("beta", opt.beta_default is None and str(beta_text).strip() != AUTO),
+        ("precompute_ref_log_probs", bool(precompute) and not opt.can_precompute),
+        ("num_generations", not opt.generates and int(gens) != GRPO_NUM_GENERATIONS),
+        (_("the prompt length"), not opt.generates and int(prompt) != DEFAULT_PROMPT_LEN),
+        ("max_completion_length", not opt.generates and int(completion) != GRPO_MAX_COMPLETION_LENGTH),
+        (_("the generation mode"), not opt.generates and str(gen) != "hf"),
+        ("vllm_gpu_memory_utilization", (not opt.generates or gen != "vllm-colocate")
+         and round(float(util), 2) != VLLM_GPU_MEMORY_UTILIZATION),
+        (_("vLLM sleep mode"), (not opt.generates or gen != "vllm-colocate") and bool(sleep))) if off]
+    if unused:
+        where = (_("{trainer} with {gen}").format(trainer=_(opt.label), gen=gen) if opt.generates
+                 else _(opt.label))
+        notes.append(_("{where} has no use for {unused}: not applied.").format(where=where, unused=", ".join(unused)))
     kwargs: dict[str, object] = {"beta": beta, "precompute_ref": bool(precompute) and opt.can_precompute}
     if opt.generates:
         kwargs.update(num_generations=int(gens), prompt_len=int(prompt), completion_len=int(completion),
                       generation=str(gen))
         if gen == "vllm-colocate":
-            kwargs["vllm_gpu_util"] = float(util)
+            kwargs.update(vllm_gpu_util=float(util), vllm_sleep=bool(sleep))
     try:
         tr = TrainerSetup(opt.id, **kwargs)  # type: ignore[arg-type]
     except ValueError as exc:
@@ -119,7 +139,68 @@ def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompu
     except ValueError as exc:  # nothing left to fix automatically: price SFT and say why
         notes.append(_("{error}; showing SFT.").format(error=exc))
         tr = TrainerSetup("sft")
+    if tr.option.generates:
+        setup = replace(setup, seq_len=tr.prompt_length + tr.completion_length)
     return TrainerInputs(tr, setup, tuple(notes))
+
+
+def trainer_generates() -> bool:
+    """Does the trainer in use (the control's value, else the link's) generate? For the max-length slider,
+    drawn before the trainer controls: GRPO's length is prompt + completion."""
+    chosen = st.session_state.get("trainer") or st.query_params.get("trainer", "sft")
+    return chosen in TRAINERS and TRAINERS[chosen].generates
+
+
+GENERATES_NOTE = N_("GRPO trains on prompt + completion: set both in the Trainer box (max length is not used).")
+
+
+def trainer_summary(tr: TrainerSetup) -> str:
+    """The trainer as a page's setup line names it: '' for SFT, else e.g. 'GRPO (TRL 1.16.0) · 8 generations ·
+    prompt 512 + completion 512 tokens · transformers generate (in the training process)'."""
+    opt = tr.option
+    if opt.id == "sft":
+        return ""
+    parts = [f"{opt.label} ({TRL_VERSION})"]
+    if opt.sequences == 2:
+        parts.append(_("chosen + rejected"))
+    if opt.generates:
+        parts += [ngettext("{n} generation", "{n} generations", tr.gens).format(n=format_int(tr.gens)),
+                  _("prompt {prompt} + completion {completion} tokens").format(
+                      prompt=format_int(tr.prompt_length), completion=format_int(tr.completion_length)),
+                  _(GENERATION_MODES[tr.generation_mode].label)]
+        if tr.generation_mode == "vllm-colocate":
+            parts.append(f"vllm_gpu_memory_utilization {tr.vllm_util:g}"
+                         + (", " + _("sleep mode") if tr.vllm_sleep else ""))
+    if opt.reference != "none":
+        parts.append(_("reference model") if tr.uses_reference() else _("no reference model"))
+    return " · ".join(parts)
+
+
+def page_estimate_fn(tr: TrainerSetup, rule: str | None = None, device_capacity: float | None = None):
+    """The estimate a page prices each bar, cell or GPU count with: the seed's (or the rule's) for SFT, the
+    trainer's otherwise (without TRL's batch-shape checks, which resolve_trainer has already applied to the
+    setup, since pages change the method, GPU count or model)."""
+    from estimator import estimate
+    from estimator.trainers import solver_estimate_fn
+
+    if tr.trainer == "sft":
+        return lambda spec, setup: estimate(spec, setup, rule)
+    return solver_estimate_fn(tr, device_capacity)
+
+
+def page_trainer(inputs) -> TrainerInputs:  # noqa: ANN001 - ui.inputs.Inputs (imported lazily: no cycle)
+    """For the pages other than the calculator: the trainer controls in the sidebar, their notes shown, and the
+    rule of thumb's note when a trainer other than SFT overrides it. One call per page."""
+    from ui.inputs import plain
+
+    result = render_trainer_inputs(inputs.setup)
+    notes = result.notes
+    if inputs.rule and result.trainer.trainer != "sft":
+        notes += (_("The rule of thumb covers SFT only; this page shows the detailed estimate for {trainer}.").format(
+            trainer=result.trainer.option.label),)
+    for note in notes:
+        st.warning(plain(note), icon=":material/info:")
+    return result
 
 
 def render_trainer_inputs(setup: TrainingSetup) -> TrainerInputs:
@@ -142,9 +223,20 @@ def render_trainer_inputs(setup: TrainingSetup) -> TrainerInputs:
         completion = widget("completion_len", disabled=grpo_off)
         gen = widget("gen", disabled=grpo_off)
         util = widget("vllm_util", disabled=grpo_off or gen != "vllm-colocate")
+        sleep = widget("vllm_sleep", disabled=grpo_off or gen != "vllm-colocate")
+    _remember_trainer()
     result = resolve_trainer(setup, str(trainer), str(beta_text), bool(precompute), int(gens), int(prompt),
-                             int(completion), str(gen), float(util))
+                             int(completion), str(gen), float(util), bool(sleep))
     return replace(result, notes=tuple(notes) + result.notes)
+
+
+def _remember_trainer() -> None:
+    """The trainer controls' values, for the next page switch (ui.inputs puts them back into the address and the
+    controls when the next page starts): remembered after the widgets, so a link's values count from its first
+    run."""
+    from ui.inputs import remember_values
+
+    remember_values({key: st.session_state.get(key) for key in TRAINER_PARAMS})
 
 
 def trainer_remedies_and_limits(spec, setup: TrainingSetup, tr: TrainerSetup, device):
@@ -192,7 +284,9 @@ def how_section_markdown() -> str:
     return (
         _("Modelled as in **{version}** (the newest release). A trainer changes what one training forward runs "
           "on, adds a reference model, and (GRPO) a generation phase; the SFT formulas above then apply to the "
-          "training forward (docs/formulas.md §9).").format(version=TRL_VERSION)
+          "training forward (docs/formulas.md §9). Every page prices the trainer chosen in the sidebar's Trainer "
+          "box: the calculator, Compare's bars, What fits' cells, the Size table's detailed columns and Scale out's "
+          "GPU counts.").format(version=TRL_VERSION)
         + "\n\n" + "\n".join(rows) + "\n\n"
         + _("**Reference copy** = bytes per weight as loaded × parameters (÷ GPUs under ZeRO-3). The DPO/KTO reference "
             "forward runs under `no_grad` *after* the policy forward, so its phase is the policy's saved activations "

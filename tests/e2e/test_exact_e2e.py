@@ -1,5 +1,5 @@
-"""Slow + browser: the calculator's "Trace exactly" button against a real `streamlit run` server whose exact
-interpreter is the calibration venv (CI installs requirements-exact.txt into it). A small uploaded config traces
+"""Slow + browser: the "Trace exactly" button of the calculator and of the Compare page against a real
+`streamlit run` server whose exact interpreter is the calibration venv (CI installs requirements-exact.txt into it). A small uploaded config traces
 in well under a minute: the page shows the progress, stays usable, then the second bar, the difference and the
 traced versions."""
 
@@ -61,3 +61,24 @@ def test_trace_exactly_button_shows_progress_then_the_second_bar(page: Page, exa
     names = {b["name"] for b in chart_bars(page, "exact_bar")}
     assert {"Traced by PyTorch", "Added (CUDA context, slack, …)", "Fast estimate"} <= names
     expect(page.get_by_text("transformers 5.24.0, peft 0.21.2").first).to_be_visible()
+
+
+def test_compare_page_traces_the_bar_picked_in_its_select_box(page: Page, exact_app_url: str):
+    for url in (exact_app_url, exact_app_url + "/compare?model=upload&device=rtx-4090&methods=full&methods=qlora"):
+        page.goto(url)  # the entrypoint first: Streamlit serves /compare from st.navigation once a session ran it
+        wait_for_app_run(page, timeout=120_000)
+    page.locator(UPLOADER).set_input_files({"name": "tiny.json", "mimeType": "application/json",
+                                            "buffer": json.dumps(TINY).encode()})
+    wait_for_app_run(page)
+    page.get_by_test_id("stSelectbox").filter(has_text="Bar to trace").click()
+    page.get_by_role("option", name="QLoRA").click()
+    wait_for_app_run(page)
+    button = page.get_by_role("button", name="Trace exactly")
+    expect(button).to_be_enabled(timeout=60_000)
+    button.click()
+    page.get_by_text("traced with torch").first.wait_for(timeout=300_000)
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
+    expect(page.get_by_text("4-bit kernels need CUDA").first).to_be_visible()  # the QLoRA bar was traced
+    names = {b["name"] for b in chart_bars(page, "exact_bar")}
+    assert {"Traced by PyTorch", "Fast estimate"} <= names
+    expect(page.get_by_test_id("stMetricLabel")).to_have_count(2)  # the page's own bars are still there

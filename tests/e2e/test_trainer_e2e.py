@@ -45,3 +45,64 @@ def test_grpo_link_then_vllm_server_mode(page: Page, app_url: str):
     assert verdict_text(page) == headline
     assert chart_total_gb(page) == pytest.approx(total, abs=1e-6)
     assert "Generation (KV cache / vLLM)" not in {t["name"] for t in chart_bars(page)}
+
+
+def dpo_total(method: str = "lora") -> float:
+    from estimator.stacks import with_method
+
+    return to_gb(estimate(QWEN, with_method(resolve_setup("trl", batch=2), method),
+                          trainer=TrainerSetup("dpo")).total_bytes)
+
+
+def test_trainer_chosen_on_the_calculator_survives_page_switches(page: Page, app_url: str):
+    """Choose DPO in the sidebar, go to Compare (which prices DPO for every method) and back: the Trainer box,
+    the address and the numbers keep DPO (Streamlit 1.67 drops bound parameters on a page switch unless
+    ui.inputs carries them over)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    open_app(page, app_url + "/?model=qwen2.5-0.5b&batch=2&device=h100-80gb")
+    page.get_by_test_id("stSidebar").get_by_text(re.compile(r"^Trainer: SFT, DPO, GRPO")).click()  # the expander
+    page.locator(".st-key-trainer input").click()
+    page.get_by_role("option", name="dpo", exact=True).click()
+    wait_for_app_run(page)
+    expect(page).to_have_url(re.compile(r"[?&]trainer=dpo(&|$)"))
+    before = verdict_text(page)
+    assert chart_total_gb(page) == pytest.approx(dpo_total(), abs=1e-6)
+
+    page.get_by_role("link", name="Compare methods").click()
+    wait_for_app_run(page)
+    expect(page).to_have_url(re.compile(r"/compare\?.*trainer=dpo"))
+    expect(page.locator(".st-key-trainer input")).to_have_value("dpo")
+    labels = page.get_by_test_id("stMetricLabel").all_inner_texts()
+    values = page.get_by_test_id("stMetricValue").all_inner_texts()
+    shown = dict(zip((x.strip() for x in labels), (v.strip() for v in values), strict=True))
+    assert shown["Full fine-tuning"] == f"{dpo_total('full'):,.1f} GB"
+    assert shown["LoRA"] == f"{dpo_total('lora'):,.1f} GB"
+    expect(page.get_by_text(re.compile(r"DPO \(TRL 1\.16\.0\)")).first).to_be_visible()
+
+    page.get_by_role("link", name="Calculator").click()
+    wait_for_app_run(page)
+    expect(page.locator(".st-key-trainer input")).to_have_value("dpo")
+    assert verdict_text(page) == before
+    assert parse_qs(urlsplit(page.url).query)["trainer"] == ["dpo"]
+    page.reload()
+    wait_for_app_run(page)
+    assert verdict_text(page) == before  # the address alone reproduces it
+
+
+def test_grpo_link_disables_max_length_and_survives_page_switches(page: Page, app_url: str):
+    """Straight from a link, no widget touched: Streamlit 1.67's frontend drops link-seeded parameters on a page
+    switch; ui.inputs carries the trainer box over like the rest of the sidebar."""
+    open_app(page, app_url + LINK)
+    headline, _ = expected("vllm-colocate")
+    expect(page.locator(".st-key-max_len input")).to_be_disabled()
+    expect(page.get_by_text("GRPO trains on prompt + completion")).to_be_visible()
+    page.get_by_role("link", name="Compare methods").click()
+    wait_for_app_run(page)
+    expect(page).to_have_url(re.compile(r"/compare\?.*trainer=grpo"))
+    expect(page).to_have_url(re.compile(r"[?&]gen=vllm-colocate(&|$)"))
+    expect(page.locator(".st-key-max_len input")).to_be_disabled()
+    page.get_by_role("link", name="Calculator").click()
+    wait_for_app_run(page)
+    expect(page).to_have_url(re.compile(r"[?&]trainer=grpo(&|$)"))
+    assert verdict_text(page) == headline
