@@ -83,10 +83,54 @@ def translations(code: str) -> gettext.NullTranslations:
 
 
 def _(message: str) -> str:
-    """Translate a message into the current language (the source text is English)."""
+    """Translate a message into the current language (the source text is English); a Text formats its
+    template's translation with its values."""
     if not message:
         return message
+    if isinstance(message, Text):
+        return message.translated()
     return translations(_language.get()).gettext(message)
+
+
+class Text(str):
+    """A message built from values, kept for later: English as a str, translated where shown by _(). For notes
+    written into cached objects (a model's spec), whose reader's language is not known when they are written:
+    `Text(N_("a {n} × {d} table ({b} B parameters)"), n=262144, d=35, b=(2.35, 2))`. Values: an int is grouped
+    (format_int), a (number, digits) pair goes through format_number, a Text is translated too, anything else
+    is shown as it is (names, ids)."""
+
+    template: str
+    args: dict[str, object]
+
+    def __new__(cls, template: str, /, **args: object) -> Text:
+        token = _language.set(DEFAULT_LANGUAGE)
+        try:
+            english = template.format(**_shown_values(args))
+        finally:
+            _language.reset(token)
+        obj = super().__new__(cls, english)
+        obj.template, obj.args = template, args
+        return obj
+
+    def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, object]]:  # pickling (st.cache_data) keeps it a Text
+        return (self.template,), self.args
+
+    def translated(self) -> str:
+        return translations(_language.get()).gettext(self.template).format(**_shown_values(self.args))
+
+
+def _shown_values(args: dict[str, object]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in args.items():
+        if isinstance(value, Text):
+            out[key] = value.translated()
+        elif isinstance(value, tuple) and len(value) == 2:
+            out[key] = format_number(float(value[0]), int(value[1]))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            out[key] = format_int(value)
+        else:
+            out[key] = value
+    return out
 
 
 def ngettext(singular: str, plural: str, n: int) -> str:

@@ -4,6 +4,7 @@ address picks the language, falls back to the browser's, then English."""
 
 from __future__ import annotations
 
+import pickle
 import re
 import string
 from pathlib import Path
@@ -15,7 +16,8 @@ from babel.messages.pofile import read_po
 from streamlit.testing.v1 import AppTest
 
 from estimator import fmt_both, fmt_gb, get_device, verdict
-from estimator.i18n import _, format_number, language, ngettext, normalise_language, translations
+from estimator.i18n import Text, _, format_number, language, ngettext, normalise_language, translations
+from estimator.model import load_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -118,6 +120,25 @@ def test_verdict_in_both_languages():
     assert v.headline.startswith("Fits: 17.0 GB of 25.8 GB usable")
 
 
+def test_a_text_note_is_english_until_shown_and_then_in_the_reader_s_language():
+    """Notes written into cached specs (Text): English as a str, translated with their values when shown, also
+    after pickling (st.cache_data); the Gemma 3n preset's PLE and multimodal notes are such notes."""
+    with language("es"):  # built while the page is Spanish: still English until shown
+        spec = load_preset("gemma-3n-e4b")
+    ple = next(n for n in spec.notes if n.startswith("per-layer input embeddings (PLE)"))
+    assert isinstance(ple, Text) and "a 262,144 × 35·256 table (2.35 B parameters)" in ple
+    with language("es"):
+        shown = _(pickle.loads(pickle.dumps(ple)))
+    assert shown.startswith("embeddings de entrada por capa (PLE): una tabla de 262.144 × 35·256 (2,35 B de "
+                            "parámetros)")
+    tower = next(n for n in spec.notes if n.startswith("multimodal model"))
+    assert "the vision and audio tower and projector (689 M parameters)" in tower
+    with language("es"):
+        assert "la torre de visión y audio y el proyector (689 M de parámetros)" in _(tower)
+    with language("en"):
+        assert _(tower) == tower
+
+
 # ---- Rendered pages: nothing English that was never marked --------------------------------------------------
 PAGES = ["pages/calculator.py", "pages/compare.py", "pages/fits.py", "pages/sizes.py", "pages/scale.py",
          "pages/how.py"]
@@ -168,12 +189,37 @@ def test_spanish_pages_show_no_unmarked_english(page):
     assert not leftovers, leftovers[:15]
 
 
+@pytest.mark.parametrize(("page", "params"), [
+    ("pages/compare.py", {"trainer": "dpo"}),
+    ("pages/fits.py", {"trainer": "grpo"}),
+    ("pages/sizes.py", {"trainer": "dpo"}),
+    ("pages/scale.py", {"trainer": "grpo", "model": "qwen2.5-7b", "method": "full"}),
+    ("pages/scale.py", {"model": "llama-3.1-70b", "method": "full", "maxgpus": "8", "device": "t4"}),
+])
+def test_spanish_pages_with_a_trainer_or_no_fit_show_no_unmarked_english(page, params):
+    """Every page prices the Trainer box's trainer (its setup line, notes, verdict bands) and Scale out's
+    'nothing fits' advice: Spanish too."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["lang"] = "es"
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    leftovers = [(k, t) for k, t in english_leftovers(rendered_texts(at)) if not any(
+        known in t for known in KNOWN_ENGLISH)]
+    assert not leftovers, leftovers[:15]
+
+
 @pytest.mark.parametrize("params", [
     {"trainer": "grpo", "model": "qwen2.5-7b", "method": "full", "gen": "vllm-colocate"},
     {"trainer": "dpo", "batch": "2", "device": "t4-16gb"},
     {"model": "by-size", "size": "70", "method": "full", "device": "laptop-36gb", "rule": "true"},
     {"method": "qlora", "optimizer": "paged_adamw_8bit", "attn": "eager", "gpus": "8", "sharding": "zero3",
      "device": "h100-80gb"},
+    {"model": "gemma-2-9b"},  # SDPA falls back to eager: a note with the source line
+    {"model": "gemma-3n-e4b"},  # the spec's notes (PLE, AltUp, KV sharing, the towers)
+    {"model": "gemma-4-26b-a4b", "trainer": "grpo", "gen": "vllm-colocate", "vllm_sleep": "true"},
 ])
 def test_spanish_calculator_setups_show_no_unmarked_english(params):
     """The calculator's other paths (trainers, their notes and remedies, the rule of thumb, notes of the
