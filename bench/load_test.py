@@ -144,8 +144,8 @@ class WsSession:
             widget.double_array_value.data.append(self.batch)  # sliders carry a list of doubles
         if "ckpt" in self.ids:
             widget = state.widget_states.widgets.add()
-            widget.id = self.ids["ckpt"]
-            widget.bool_value = self.ckpt
+            widget.id = self.ids["ckpt"]  # a segmented control (auto/true/false/offload): its option as text
+            widget.string_array_value.data.append("true" if self.ckpt else "false")
         await self.ws.send(msg.SerializeToString())
 
     async def _collect(self, t0: float) -> tuple[float | None, float, int, int]:
@@ -169,10 +169,13 @@ class WsSession:
                 widget_id = getattr(inner, "id", "")
                 if isinstance(widget_id, str) and widget_id.endswith(("-batch", "-ckpt")):
                     self.ids[widget_id.rsplit("-", 1)[1]] = widget_id
-                if etype == "plotly_chart" and inner.spec.encode() != self.chart:
+                # The memory chart: the calculator's live chart (ui/live_chart.py), or an st.plotly_chart.
+                spec = (inner.json if etype == "bidi_component" and widget_id.endswith("-memory_bar") else
+                        inner.spec if etype == "plotly_chart" else None)
+                if spec is not None and spec.encode() != self.chart:
                     if chart_ms is None:
                         chart_ms = (time.perf_counter() - t0) * 1000
-                    self.chart = inner.spec.encode()
+                    self.chart = spec.encode()
                 elif etype == "exception":
                     exceptions += 1
             elif kind == "script_finished":

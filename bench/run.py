@@ -277,13 +277,19 @@ def _latencies(page, slider_sel: str, changed_js: str, signature_js: str, target
 
 
 @contextlib.contextmanager
-def slider_servers(names):
-    """Start a server for each named SLIDER_PAGES entry; yield {name: (url, output selector, changed JS,
-    signature JS)}. The reference pages run with our .streamlit/config.toml, so the server settings are the
-    same as the app's (trivial_default keeps Streamlit's defaults)."""
+def slider_servers(names, apps: dict[str, Path] | None = None):
+    """Start a server for each named SLIDER_PAGES entry, and for each of `apps` (name → another checkout of
+    this app, e.g. the code before a change: its app.py, run from its folder); yield {name: (url, output
+    selector, changed JS, signature JS)}. The reference pages run with our .streamlit/config.toml, so the
+    server settings are the same as the app's (trivial_default keeps Streamlit's defaults)."""
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as servers:
         targets = {}
-        for name in names:
+        for name in [*names, *(apps or {})]:
+            if name in (apps or {}):
+                root = Path(apps[name])  # type: ignore[index]
+                url = servers.enter_context(streamlit_server(root / "app.py", cwd=root))[0]
+                targets[name] = (url, CHART.format(key="memory_bar"), CHART_CHANGED_JS, CHART_SIGNATURE_JS)
+                continue
             _label, source, kind, same_settings = SLIDER_PAGES[name]
             if source is None:
                 url = servers.enter_context(streamlit_server(APP))[0]

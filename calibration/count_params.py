@@ -17,6 +17,10 @@ Usage (developer tool; needs .venv-cal):
     HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.count_params [-o tests/data/preset_param_counts.json]
         [--write-index]   # also write params_total / params_active into estimator/presets/index.json
 
+Gemma 3n's vision tower is a timm model (TimmWrapperModel): its presets need timm, torchvision and Pillow, which
+.venv-cal does not hold; install them beside it with ``TIMM_INSTALL`` below (run with ``PYTHONPATH=/tmp/timmlib``).
+The counts in tests/data/preset_param_counts.json used timm 1.0.31 (its _versions).
+
 Exits non-zero if a count differs from the published exact totals in ``KNOWN_TOTALS``.
 """
 
@@ -36,8 +40,47 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import peft  # noqa: E402
 import torch  # noqa: E402
+
+TIMM_INSTALL = ("pip install --no-deps --target /tmp/timmlib timm==1.0.31 torchvision==0.28.0 pillow==13.0.0, then "
+                "run with PYTHONPATH=/tmp/timmlib (torchvision 0.28.0 is the release for torch 2.13.0; .venv-cal stays "
+                "as it is)")
+
+
+def _import_torchvision() -> None:
+    """Import torchvision (when installed) before transformers does, for Gemma 3n's timm vision tower.
+
+    PyPI's torchvision wheel is a CUDA build whose compiled ops cannot load next to the CPU torch, and its
+    ``torch.library.register_fake("torchvision::nms")`` calls then raise at import. Those fake kernels belong to
+    torchvision's detection ops, which timm's model definitions never call, so a failed registration is skipped
+    while torchvision imports. Only the module tree is built (meta device): a parameter count needs no compiled op."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is None:
+        return
+    import torch.library as tl
+
+    original = tl.register_fake
+
+    def tolerant(op, func=None, /, **kwargs):
+        def register(fn):
+            try:
+                return original(op, fn, **kwargs)
+            except RuntimeError:  # the op's schema never loaded (torchvision._C unavailable)
+                return fn
+
+        return register if func is None else register(func)
+
+    tl.register_fake = tolerant
+    try:
+        import torchvision  # noqa: F401
+    finally:
+        tl.register_fake = original
+
+
+_import_torchvision()
+
+import peft  # noqa: E402
 import transformers  # noqa: E402
 from peft import LoraConfig, get_peft_model  # noqa: E402
 from torch import nn  # noqa: E402
@@ -78,27 +121,13 @@ def load_config(preset_id: str):
     return AutoConfig.for_model(model_type, **kwargs), raw
 
 
-def _without_timm_vision(cfg) -> None:
-    """Gemma 3n's vision tower is a timm MobileNetV5 (TimmWrapper), which needs timm and torchvision; the estimator
-    does not count it (estimator/families_gemma.py), so the meta model is built with an empty module in its place."""
-    if getattr(cfg, "model_type", "") != "gemma3n":
-        return
-    import transformers.models.gemma3n.modeling_gemma3n as g3n
-
-    original = g3n.AutoModel.from_config
-
-    class _NoVision(g3n.AutoModel):
-        @classmethod
-        def from_config(cls, config, *args, **kwargs):
-            if getattr(config, "model_type", "") == "gemma3n_vision":
-                return nn.Module()
-            return original(config, *args, **kwargs)
-
-    g3n.AutoModel = _NoVision
-
-
 def build_meta_model(cfg) -> nn.Module:
-    _without_timm_vision(cfg)
+    if getattr(cfg, "model_type", "") == "gemma3n":  # the MobileNetV5 vision tower: TimmWrapperModel -> timm
+        try:
+            import timm  # noqa: F401
+            import torchvision  # noqa: F401
+        except ImportError as exc:
+            raise SystemExit(f"Gemma 3n's vision tower needs timm ({exc}): {TIMM_INSTALL}") from None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.device("meta"):
@@ -315,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
             "qwen3_5, qwen3_5_moe): AutoModelForImageTextToText, towers included in params_total (params_tower = "
             "towers + projectors); LoRA all-linear excludes the towers (exclude_modules, as the estimator counts "
             "adapters on the language model only). Gemma 3n's MobileNetV5 vision encoder is a timm model "
-            "(TimmWrapper); it is built as an empty module, so params_total and params_tower exclude it (the "
-            "estimator does not count it either). Multimodal MoE wrappers: params_active from the text config's "
+            "(TimmWrapperModel -> timm.create_model(vision_config.architecture, num_classes=0)), built with the "
+            "timm named in _versions and counted in params_total and params_tower. Multimodal MoE wrappers: params_active from the text config's "
             "expert fields."
         ),
     }
@@ -339,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
+    if "timm" in sys.modules:  # Gemma 3n's vision tower was built
+        result["_versions"]["timm"] = sys.modules["timm"].__version__
+        result["_versions"]["torchvision"] = sys.modules["torchvision"].__version__
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -90,6 +90,16 @@ def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
     return frozenset(setup.lora_targets)
 
 
+def lora_targets(spec: ModelSpec, text: str) -> tuple[str, ...]:
+    """The LoRA targets a user typed ('all-linear', or module names separated by commas or spaces), checked
+    against this architecture as PEFT would check them. Raises ValueError with the reason."""
+    from .training import parse_targets
+
+    targets = parse_targets(str(text))
+    adapted_modules(spec, TrainingSetup(method="lora", lora_targets=targets))
+    return targets
+
+
 def lora_params(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] | None = None) -> int:
     """LoRA parameters: r × (in + out) per adapted module (A: r×in, B: out×r, no bias; LoRA paper §4)."""
     if setup.method == "full":

@@ -272,17 +272,47 @@ def gemma4_tower_params(cfg: Mapping[str, Any], text_hidden: int) -> int:
     return total
 
 
+# Gemma 3n's vision tower is a timm model: TimmWrapperModel calls timm.create_model(vision_config.architecture,
+# pretrained=False, num_classes=0, **model_args) (transformers 5.24.0 modeling_timm_wrapper.py), so its size is fixed
+# by the architecture name. Parameters of that module on the meta device, timm 1.0.31 (the same in timm 1.0.22),
+# counted inside the whole Gemma3nForConditionalGeneration by calibration/count_params.py
+# (tests/data/preset_param_counts.json). An architecture not listed here is not counted (the spec notes it).
+TIMM_VISION_PARAMS = {
+    "mobilenetv5_300m_enc": 294_126_912,  # MobileNetV5Encoder, Gemma3nVisionConfig's default architecture
+}
+GEMMA3N_VISION_ARCHITECTURE = "mobilenetv5_300m_enc"  # configuration_gemma3n.py Gemma3nVisionConfig default
+
+
+def gemma3n_vision_architecture(cfg: Mapping[str, Any]) -> str:
+    """The timm architecture Gemma 3n's vision tower is built from (vision_config.architecture)."""
+    vision = cfg.get("vision_config") if isinstance(cfg.get("vision_config"), Mapping) else {}
+    arch = vision.get("architecture", GEMMA3N_VISION_ARCHITECTURE)
+    if not isinstance(arch, str) or not arch:
+        raise ValueError("vision_config field 'architecture' must name a timm model")
+    return arch
+
+
+def gemma3n_timm_vision_params(cfg: Mapping[str, Any]) -> int | None:
+    """Parameters of Gemma 3n's timm vision encoder from TIMM_VISION_PARAMS, or None when the config names an
+    architecture that table does not hold, or passes model_args (timm.create_model keywords that change it)."""
+    vision = cfg.get("vision_config") if isinstance(cfg.get("vision_config"), Mapping) else {}
+    if vision.get("model_args"):
+        return None
+    return TIMM_VISION_PARAMS.get(gemma3n_vision_architecture(cfg))
+
+
 def gemma3n_tower_params(cfg: Mapping[str, Any], text_hidden: int) -> int:
     """Gemma3nModel's audio tower and both embedders (transformers 5.24.0 modeling_gemma3n.py): Gemma3nAudioEncoder
     (two bias-free conv blocks with cumulative group norms, input_proj_linear over channels × frequency bins,
     conformer blocks of two 4h feed-forwards, attention q/k/v/post + relative pos_proj + per_dim_scale, a light
     conv1d block and norms), and embed_vision / embed_audio (Gemma3nMultimodalEmbedder: a vocab_size × h
-    embedding, two norms and h → text h). The MobileNetV5 vision tower is a timm model (TimmWrapper) and is not
-    counted here."""
+    embedding, two norms and h → text h), and the timm vision tower (MobileNetV5) from TIMM_VISION_PARAMS when the
+    config names an architecture listed there (otherwise it is left out; the spec notes it)."""
     vision = cfg.get("vision_config") if isinstance(cfg.get("vision_config"), Mapping) else {}
     audio = cfg.get("audio_config") if isinstance(cfg.get("audio_config"), Mapping) else {}
     hv = _int(vision, "hidden_size", 2048)
     total = _int(vision, "vocab_size", 128) * hv + 2 * hv + hv * text_hidden  # embed_vision
+    total += gemma3n_timm_vision_params(cfg) or 0  # vision_tower (TimmWrapperModel), 0 when not in the table
     ha = _int(audio, "hidden_size", 1536)
     la = _int(audio, "conf_num_hidden_layers", 12, 1000)
     na = _int(audio, "conf_num_attention_heads", 8, 65536)

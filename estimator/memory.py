@@ -8,6 +8,7 @@ peak = max over phases of (weights + gradients + optimizer state + live activati
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import activations as act
@@ -131,6 +132,17 @@ class Estimate:
         """What torch.cuda.max_memory_allocated would show: the total without CUDA context and slack."""
         return self.total_bytes - self.components_bytes["overhead"]
 
+    @property
+    def floor_bytes(self) -> float:
+        """A lower bound of this setup's total at any batch and max length (a solver's shortcut): the largest
+        phase that holds no activations (the optimizer step), with the overhead the total adds (context and
+        allocator slack). 0 when the estimate has no such phase."""
+        quiet = [p.total for p in self.phases if p.activations == 0]
+        if not quiet:
+            return 0.0
+        context = self.components_bytes["overhead"] - ALLOCATOR_SLACK * self.tensor_bytes
+        return max(quiet) * (1 + ALLOCATOR_SLACK) + context
+
 
 # --------------------------------------------------------------------------------------------
 
@@ -228,6 +240,13 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
     return weights, grads, opt, cpu, note
 
 
+# Estimates are pure functions of two frozen (hashable) dataclasses, and one calculator rerun asks for the same
+# ones again (the page, its remedies and its solvers; the next rerun mostly the same probes): keep the latest
+# few thousand (a few kB each). estimate.cache_info().misses counts the estimates actually computed.
+ESTIMATE_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
 def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
     if setup.image_tokens and not spec.tower_kind:

@@ -478,14 +478,26 @@ def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: 
                        "training on text; the {tower}'s weights are not counted yet"),
                     wrapper=wrapper, family=spec.family, tower=tower)
         return replace(spec, tower_kind=" and ".join(towers) or "non-text", notes=(*spec.notes, note))
-    note = Text(N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are counted as "
-                   "frozen weights; the language model ({family}) trains; image tokens per example lengthen its "
-                   "sequence") if top != "gemma3n" else
-                N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are counted as "
-                   "frozen weights; the language model ({family}) trains; image tokens per example lengthen its "
-                   "sequence; Gemma 3n's MobileNetV5 vision encoder (a timm model, about 0.3 B parameters) is not "
-                   "counted: only its embedder is"),
-                wrapper=wrapper, tower=tower, millions=(counted / 1e6, 0), family=spec.family)
+    base = N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are counted as frozen "
+              "weights; the language model ({family}) trains; image tokens per example lengthen its sequence")
+    args: dict[str, object] = dict(wrapper=wrapper, tower=tower, millions=(counted / 1e6, 0), family=spec.family)
+    if top != "gemma3n":
+        note = Text(base, **args)
+    else:
+        arch = _families_gemma.gemma3n_vision_architecture(cfg)
+        timm_params = _families_gemma.gemma3n_timm_vision_params(cfg)
+        if timm_params is None:
+            note = Text(N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are "
+                           "counted as frozen weights; the language model ({family}) trains; image tokens per "
+                           "example lengthen its sequence; Gemma 3n's vision encoder (timm {arch}) is not counted, "
+                           "only its embedder: the estimator knows the size of {known} (without model_args) only"),
+                        arch=repr(arch), known=", ".join(sorted(_families_gemma.TIMM_VISION_PARAMS)), **args)
+        else:
+            note = Text(N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are "
+                           "counted as frozen weights; the language model ({family}) trains; image tokens per "
+                           "example lengthen its sequence; the vision encoder is timm's {arch} (MobileNetV5, "
+                           "{timm} M parameters, counted with timm 1.0.31)"),
+                        arch=arch, timm=(timm_params / 1e6, 0), **args)
     return _with_counts(replace(spec, params_tower=counted, tower_kind=" and ".join(towers),
                                 notes=(*spec.notes, note)))
 

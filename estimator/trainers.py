@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from . import activations as act
 from .i18n import N_, _, format_int
@@ -421,6 +422,7 @@ class TrainerEstimate(Estimate):
     policy_setup: TrainingSetup | None = None
 
 
+@lru_cache(maxsize=1024)  # pure in frozen dataclasses, like memory.estimate
 def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
                      device_capacity: float | None = None, strict: bool = True) -> Estimate:
     """Peak per-GPU memory of one step of the trainer (docs/formulas.md §9). `device_capacity` (bytes, the
@@ -710,17 +712,16 @@ def all_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, device
 def max_completion_len(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, usable_bytes: float,
                        device_capacity: float | None = None) -> int | None:
     """GRPO: the longest max_completion_length that fits (memory never falls as it grows)."""
-    from .advice import _largest_int
+    from .advice import bisect_last
 
     limit = MAX_SEQ_LEN - tr.prompt_length
     if limit < 1:
         return None
 
-    def fits(c: int) -> bool:
-        est = estimate_trainer(spec, setup, replace(tr, completion_len=c), device_capacity, strict=False)
-        return est.total_bytes <= usable_bytes
+    def total(c: int) -> float:
+        return estimate_trainer(spec, setup, replace(tr, completion_len=c), device_capacity, strict=False).total_bytes
 
-    return _largest_int(1, limit, fits)
+    return bisect_last(1, limit, total, usable_bytes, hints=(tr.completion_length,))
 
 
 def trainer_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,

@@ -5,18 +5,19 @@ import json
 
 import streamlit as st
 
-from estimator import estimate, remedies, smallest_device, to_gb, verdict
-from estimator.advice import shard_remedy
+from estimator import estimate, to_gb, verdict
+from estimator.advice import advise
 from estimator.cli import estimate_json
 from estimator.i18n import N_, _, format_int, format_number
 from estimator.stacks import setup_summary
 from estimator.trainer_snippets import trainer_snippet
 from estimator.trainers import TRL_VERSION
 from estimator.training import METHOD_LABELS
-from ui.charts import both_units, chart_alt, memory_bar
+from ui.charts import both_units, chart_alt, memory_bar_spec
 from ui.exact import render_exact
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX, hub_token, plain, render_inputs, share_box, show_notes
 from ui.lang import localised, number_columns
+from ui.live_chart import live_plotly_chart
 from ui.report import (
     NEGLIGIBLE_BYTES,
     RuleGap,
@@ -27,7 +28,7 @@ from ui.report import (
     remedy_line,
     verdict_detail,
 )
-from ui.trainer_inputs import render_trainer_inputs, trainer_remedies_and_limits
+from ui.trainer_inputs import render_trainer_inputs
 
 inputs = render_inputs()
 spec, setup, device = inputs.model, inputs.setup, inputs.device
@@ -38,10 +39,6 @@ rule = inputs.rule if trainer.trainer == "sft" else None  # the seed's rule cove
 est = estimate(spec, setup, rule=rule, trainer=trainer, device_capacity=device.capacity_bytes)
 detailed = estimate(spec, setup) if rule else est
 v = verdict(est.total_bytes, device, est.high_bytes)
-
-
-def rule_estimate(model, training):  # noqa: ANN001, ANN202 - the estimator's EstimateFn, in rule mode
-    return estimate(model, training, rule="seed")
 
 
 def text(value: str) -> str:
@@ -87,8 +84,9 @@ if rule:
     st.info(text(gap.sentence()) + "  \n" + text(_("Detailed verdict on this device: {headline}.").format(headline=dv.headline)),
             icon=":material/compare_arrows:")
 
-st.plotly_chart(memory_bar(est, device, font_size=18 if present else None), key="memory_bar", width="stretch",
-                config={"displayModeBar": False}, alt=chart_alt(est, device))
+# Updated in place (ui/live_chart.py): the bars glide to their new values instead of the chart being redrawn.
+live_plotly_chart(memory_bar_spec(est, device, font_size=18 if present else None), key="memory_bar",
+                  config={"displayModeBar": False}, alt=chart_alt(est, device))
 if not present:
     for note in est.notes:
         st.caption(text(_(note)))  # the estimator's notes are marked N_() where written
@@ -107,16 +105,10 @@ elif est.total_bytes <= usable:
                  "least."))
 else:
     st.caption(_("In the order to try them when a run runs out of memory: the first ones cost least."))
-try:
-    options, best_batch, best_len, smallest = trainer_remedies_and_limits(spec, setup, trainer, device)
-    options = list(options)
-    if rule:  # the rule prices its own changes and its own smallest device
-        options = list(remedies(spec, setup, rule_estimate))
-        smallest = smallest_device(spec, setup, estimate_fn=rule_estimate)
-    elif trainer.trainer == "sft":
-        shard = shard_remedy(spec, setup, device, order=len(options) + 1)
-        if shard is not None:
-            options.append(shard)
+try:  # the remedies and solvers, priced like the verdict (estimator.advice.advise; estimates are cached)
+    advice = advise(spec, setup, device, trainer, rule, batch_limit=BATCH_MAX, length_limit=MAX_LEN_MAX)
+    options, best_batch, best_len, smallest = (list(advice.remedies), advice.max_batch, advice.max_length,
+                                               advice.smallest_device)
 except ValueError as exc:  # the estimator could not build the comparison setup
     st.warning(text(_("The changes could not be priced for this model: {error}").format(error=exc)), icon=":material/info:")
     options, best_batch, best_len, smallest = [], None, None, None

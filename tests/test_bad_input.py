@@ -108,8 +108,9 @@ def verdict_of(at: AppTest) -> tuple[str, str]:
 
 
 def chart_data(at: AppTest) -> list[object]:
-    charts = at.get("plotly_chart")
-    return [json.loads(c.proto.spec)["data"] for c in charts]
+    """Every chart's traces: st.plotly_chart's and the calculator's live chart's (ui/live_chart.py)."""
+    return ([json.loads(c.proto.spec)["data"] for c in at.get("plotly_chart")]
+            + [json.loads(c.proto.json)["figure"]["data"] for c in at.get("bidi_component")])
 
 
 def run(params: dict[str, object] | None = None) -> AppTest:

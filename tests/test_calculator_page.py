@@ -79,8 +79,11 @@ def headline(at: AppTest) -> str:
 
 
 def chart(at: AppTest) -> dict:
-    (element,) = at.get("plotly_chart")
-    return json.loads(element.proto.spec)
+    """The memory bar's figure: the live chart component's data (ui/live_chart.py), as plotly.js JSON."""
+    assert not at.get("plotly_chart")  # the calculator's one chart is the in-place one
+    (element,) = at.get("bidi_component")
+    assert element.proto.component_name == "live_plotly" and element.proto.id.endswith("-memory_bar")
+    return json.loads(element.proto.json)["figure"]
 
 
 def bar_total_gb(at: AppTest) -> float:
@@ -497,3 +500,19 @@ def test_links_streamlit_cannot_convert_fall_back_with_a_note(raw, default_at):
     assert at.sidebar.number_input(key="max_len").value == 2048
     at.sidebar.slider(key="batch").set_value(2).run()  # the notes were for the link, not for every rerun
     assert not at.warning
+
+
+def test_the_memory_chart_is_drawn_in_place_by_the_live_component(default_at):
+    """ui/live_chart.py: one keyed component (its identity survives reruns), the figure as plotly.js JSON, the
+    transition it animates with, and plotly.js from the app's own server."""
+    (element,) = default_at.get("bidi_component")
+    data = json.loads(element.proto.json)
+    assert data["transition_ms"] == 400 and data["config"] == {"displayModeBar": False}
+    assert data["src"] == "/component/ui.live_chart.plotly_js/plotly.min.js"
+    assert "uniformtext" not in data["figure"]["layout"]  # it would turn Plotly's bar transition off
+    assert data["alt"].startswith("Stacked bar of peak memory:")
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    first = at.get("bidi_component")[0].proto.id
+    at.slider(key="batch").set_value(2).run()
+    assert at.get("bidi_component")[0].proto.id == first  # same element: updated, not remounted
+    assert bar_total_gb(at) != bar_total_gb(default_at)

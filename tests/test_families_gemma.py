@@ -66,12 +66,26 @@ def test_gemma4_moe_runs_dense_mlp_and_experts_and_peft_skips_the_fused_experts(
     assert moe.params_active < moe.params_total / 5
 
 
-def test_gemma3n_altup_laurel_and_the_uncounted_vision_encoder():
+def test_gemma3n_altup_laurel_and_the_timm_vision_encoder():
     spec = load_preset("gemma-3n-e4b")
     names = set(spec.linear_names())
     assert {"laurel.linear_left", "altup.modality_router", "per_layer_input_gate", "altup_projections"} <= names
-    assert any("MobileNetV5" in note for note in spec.notes)
     assert any("AltUp" in note for note in spec.notes)
+    # the MobileNetV5 tower (timm mobilenetv5_300m_enc) is in the count: 294,126,912 parameters from the table
+    assert any("mobilenetv5_300m_enc (MobileNetV5, 294 M parameters" in note for note in spec.notes)
+    cfg = json.loads((Path(__file__).parent.parent / "estimator" / "presets" / "gemma-3n-e4b.json").read_text())
+    for vision in ({"architecture": "mobilenetv5_base"}, {"architecture": "mobilenetv5_300m_enc",
+                                                          "model_args": {"depth": 3}}):
+        cfg["vision_config"] = {**cfg["vision_config"], **vision}
+        other = spec_from_config(cfg)  # an encoder the table does not hold: left out, and the note says so
+        assert other.params_total == spec.params_total - 294_126_912
+        assert other.params_tower == spec.params_tower - 294_126_912
+        assert any("vision encoder (timm 'mobilenetv5_" in note and "is not counted" in note for note in other.notes)
+    del cfg["vision_config"]["architecture"], cfg["vision_config"]["model_args"]  # Gemma3nVisionConfig's default
+    assert spec_from_config(cfg).params_total == spec.params_total
+    cfg["vision_config"]["architecture"] = 300
+    with pytest.raises(ValueError, match="vision_config field 'architecture' must name a timm model"):
+        spec_from_config(cfg)
 
 
 def test_a_text_only_gemma4_config_and_bad_fields():

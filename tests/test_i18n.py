@@ -132,9 +132,11 @@ def test_a_text_note_is_english_until_shown_and_then_in_the_reader_s_language():
     assert shown.startswith("embeddings de entrada por capa (PLE): una tabla de 262.144 × 35·256 (2,35 B de "
                             "parámetros)")
     tower = next(n for n in spec.notes if n.startswith("multimodal model"))
-    assert "the vision and audio tower and projector (689 M parameters)" in tower
+    assert "the vision and audio tower and projector (983 M parameters)" in tower
+    assert "the vision encoder is timm's mobilenetv5_300m_enc (MobileNetV5, 294 M parameters" in tower
     with language("es"):
-        assert "la torre de visión y audio y el proyector (689 M de parámetros)" in _(tower)
+        assert "la torre de visión y audio y el proyector (983 M de parámetros)" in _(tower)
+        assert "el codificador de visión es mobilenetv5_300m_enc de timm (MobileNetV5, 294 M de parámetros" in _(tower)
     with language("en"):
         assert _(tower) == tower
 

@@ -45,6 +45,8 @@ def charts(at: AppTest) -> dict[str, dict]:
     for chart in at.get("plotly_chart"):
         key = chart.proto.id.rsplit("-", 1)[-1]
         out[key] = json.loads(chart.proto.spec)
+    for chart in at.get("bidi_component"):  # the calculator's live chart (ui/live_chart.py)
+        out[chart.proto.id.rsplit("-", 1)[-1]] = json.loads(chart.proto.json)["figure"]
     return out
 
 

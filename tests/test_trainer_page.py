@@ -4,7 +4,6 @@ trainer links, bad link values and combinations TRL refuses."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +14,7 @@ from estimator import TrainerSetup, estimate, get_device, load_preset, verdict
 from estimator.stacks import resolve_setup
 from estimator.trainer_snippets import trainer_snippet
 from estimator.trainers import TRAINER_IDS, TRAINERS
-from tests.test_calculator_page import headline, run, unescape
+from tests.test_calculator_page import chart, headline, run, unescape
 from ui.charts import COMPONENT_COLORS, memory_bar, segment_bytes, segments
 from ui.report import breakdown_frame
 from ui.trainer_inputs import how_section_markdown, resolve_trainer
@@ -144,9 +143,7 @@ def test_resolve_trainer_fallbacks():
 # ---- the calculator page (AppTest) -----------------------------------------------------------------------
 
 def chart_traces(at: AppTest) -> dict[str, float]:
-    (element,) = at.get("plotly_chart")
-    spec = json.loads(element.proto.spec)
-    return {t["name"]: t["x"][0] for t in spec["data"] if t["type"] == "bar"}
+    return {t["name"]: t["x"][0] for t in chart(at)["data"] if t["type"] == "bar"}
 
 
 def test_grpo_link_shows_the_trainers_estimate():

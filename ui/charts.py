@@ -146,13 +146,22 @@ BOTTOM_ROOM = 0.35  # and after the last row: room for the "OS and apps" label u
 def stacked_bars(rows: Sequence[tuple[str, Estimate]], device: Device | None = None, *,
                  orientation: str = "h", band: bool = True, title: str | None = None,
                  font_size: int | None = None, show_values: bool = True) -> go.Figure:
+    """stacked_bars_spec as a plotly Figure (validated)."""
+    return go.Figure(stacked_bars_spec(rows, device, orientation=orientation, band=band, title=title,
+                                       font_size=font_size, show_values=show_values))
+
+
+def stacked_bars_spec(rows: Sequence[tuple[str, Estimate]], device: Device | None = None, *,
+                      orientation: str = "h", band: bool = True, title: str | None = None,
+                      font_size: int | None = None, show_values: bool = True) -> dict:
     """Several setups on one memory axis: one stacked bar per (label, Estimate), components in the fixed
     order and colours, the device's capacity overlay when a device is given, and each estimate's likely
     range (low–high) as a whisker beside its bar.
 
     orientation "h" draws horizontal bars (memory on x; rows top to bottom in the given order), "v"
     vertical bars (memory on y; rows left to right). Rows sit at numeric positions 0, 1, … with the labels
-    as tick text. Values are GB; hovers list the detail items in GB and GiB."""
+    as tick text. Values are GB; hovers list the detail items in GB and GiB. Returns the figure as plain
+    plotly.js JSON ({"data": [...], "layout": {...}}): what ui.live_chart draws without building a Figure."""
     if orientation not in ("h", "v"):
         raise ValueError("orientation must be 'h' or 'v'")
     if not rows:
@@ -233,7 +242,7 @@ def stacked_bars(rows: Sequence[tuple[str, Estimate]], device: Device | None = N
     if device is not None:
         shapes, notes = overlay_items(device, "x" if horizontal else "y", value_axis["range"])
         layout.update(shapes=shapes, annotations=notes)
-    return go.Figure(data=traces, layout=layout)
+    return {"data": traces, "layout": layout}
 
 
 def separators() -> str:
@@ -332,11 +341,17 @@ def _fmt_limit(gb: float) -> str:
 
 
 def memory_bar(estimate: Estimate, device: Device | None = None, *, title: str | None = None,
-               label: str = "Peak", font_size: int | None = None) -> go.Figure:
+               label: str | None = None, font_size: int | None = None) -> go.Figure:
     """One horizontal stacked bar of estimate's components (GB) against the device's capacity overlay,
     with the low–high band as a whisker on the total. LoRA/QLoRA split the weights into the frozen base
     and the trainable adapters; hovers list each segment's detail items in GB and GiB."""
-    return stacked_bars([(label, estimate)], device, orientation="h", title=title, font_size=font_size)
+    return stacked_bars([(label or _("Peak"), estimate)], device, orientation="h", title=title, font_size=font_size)
+
+
+def memory_bar_spec(estimate: Estimate, device: Device | None = None, *, label: str | None = None,
+                    font_size: int | None = None) -> dict:
+    """memory_bar as plain plotly.js JSON, for ui.live_chart (no Figure to build and validate on each rerun)."""
+    return stacked_bars_spec([(label or _("Peak"), estimate)], device, orientation="h", font_size=font_size)
 
 
 def chart_alt(estimate: Estimate, device: Device | None = None) -> str:

@@ -27,8 +27,8 @@ from estimator import (
     list_presets,
     load_preset,
     parse_config_text,
-    parse_targets,
 )
+from estimator.activations import lora_targets
 from estimator.hub import HubError, fetch_model, is_model_id, normalise_model_id
 from estimator.i18n import _
 from estimator.stacks import DEFAULT_STACK, STACKS, get_stack, resolve_setup, setup_summary
@@ -538,10 +538,7 @@ def render_inputs() -> Inputs:
     targets: tuple[str, ...] = ("all-linear",)
     if method != "full":
         try:
-            targets = parse_targets(str(targets_text))
-            from estimator.activations import adapted_modules
-
-            adapted_modules(spec, TrainingSetup(method="lora", lora_targets=targets))
+            targets = lora_targets(spec, str(targets_text))
         except ValueError as exc:
             notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=exc))
             targets = ("all-linear",)

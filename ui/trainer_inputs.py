@@ -239,25 +239,6 @@ def _remember_trainer() -> None:
     remember_values({key: st.session_state.get(key) for key in TRAINER_PARAMS})
 
 
-def trainer_remedies_and_limits(spec, setup: TrainingSetup, tr: TrainerSetup, device):
-    """(remedies, largest batch, longest max length — GRPO: max completion length —, smallest catalog device) for
-    the calculator's "What to change", priced with the trainer's estimate. SFT gives exactly the seed's."""
-    from estimator import max_batch, max_seq_len, remedies, smallest_device
-    from estimator.trainers import all_remedies, max_completion_len, solver_estimate_fn
-    from ui.inputs import BATCH_MAX, MAX_LEN_MAX
-
-    usable = device.usable_bytes
-    if tr.trainer == "sft":
-        return (remedies(spec, setup), max_batch(spec, setup, usable, limit=BATCH_MAX),
-                max_seq_len(spec, setup, usable, limit=MAX_LEN_MAX), smallest_device(spec, setup))
-    fn = solver_estimate_fn(tr, device.capacity_bytes)
-    longest = (max_completion_len(spec, setup, tr, usable, device.capacity_bytes) if tr.option.generates
-               else max_seq_len(spec, setup, usable, fn, limit=MAX_LEN_MAX))
-    batch_limit = BATCH_MAX // tr.option.sequences  # DPO, ORPO, SimPO, reward: 2 × batch sequences per forward
-    return (all_remedies(spec, setup, tr, device.capacity_bytes), max_batch(spec, setup, usable, fn, limit=batch_limit),
-            longest, smallest_device(spec, setup, estimate_fn=fn))
-
-
 def how_section_markdown() -> str:
     """The How page's "Preference & RL" section: each trainer's formula and source, the generation modes and
     the KV-cache formula, all read from estimator/trainers.py (nothing restated)."""

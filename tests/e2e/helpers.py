@@ -19,6 +19,10 @@ def wait_for_app_run(page: Page, timeout: int = 30_000) -> None:
     page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
                            ".every(c => c.querySelector('.js-plotly-plot') && c.querySelector('.main-svg'))",
                            timeout=timeout)
+    # The calculator's live chart (ui/live_chart.py) loads plotly.js itself, then plots in place.
+    page.wait_for_function("() => [...document.querySelectorAll('.wif-live-plot')]"
+                           ".every(c => c.classList.contains('js-plotly-plot') && c.querySelector('.main-svg'))",
+                           timeout=timeout)
 
 
 def open_app(page: Page, url: str) -> Page:

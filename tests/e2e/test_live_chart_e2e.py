@@ -1,0 +1,73 @@
+"""The calculator's memory chart updates in place (ui/live_chart.py): a slider change keeps the same plot
+element (no remount, no flash), the bars take the estimator's new values and glide there (a Plotly layout
+transition: the bar's drawn edge passes through the values between), and plotly.js comes from the app's own
+server."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page
+
+from estimator import estimate, load_preset, to_gb
+from estimator.stacks import resolve_setup
+from tests.e2e.helpers import chart_bars, open_app, wait_for_app_run
+from ui.live_chart import TRANSITION_MS
+
+pytestmark = pytest.mark.e2e
+
+PLOT = ".st-key-memory_bar .js-plotly-plot"
+
+
+def activations_gb(batch: int) -> float:
+    est = estimate(load_preset("llama-3.1-8b"), resolve_setup("trl", batch=batch))
+    return to_gb(est.components_bytes["activations"])
+
+
+def test_a_slider_change_updates_the_same_plot_and_the_bars_glide(page: Page, app_url: str):
+    scripts: list[str] = []
+    page.on("request", lambda r: scripts.append(r.url) if "plotly" in r.url else None)
+    open_app(page, app_url + "/?device=rtx-4090")
+    before = {t["name"]: t["x"][0] for t in chart_bars(page)}
+    assert before["Activations"] == pytest.approx(activations_gb(1), abs=1e-9)
+    # Mark the plot element, and note if it ever leaves the page.
+    page.evaluate("""(sel) => {
+        const plot = document.querySelector(sel);
+        plot.dataset.wifMarker = 'kept';
+        window.__wifRemoved = false;
+        new MutationObserver(() => { if (!plot.isConnected) window.__wifRemoved = true; })
+            .observe(document.body, {childList: true, subtree: true});
+    }""", PLOT)
+    # Record the Activations bar's right edge (its SVG path's H command) on every animation frame.
+    page.evaluate("""(sel) => {
+        window.__wifEdges = [];
+        const edge = () => {
+            const bar = [...document.querySelectorAll(sel + ' g.trace.bars')]
+                .find(g => g.__data__ && g.__data__[0] && g.__data__[0].trace.name === 'Activations');
+            const m = bar && /H([0-9.]+)/.exec(bar.querySelector('path').getAttribute('d'));
+            if (m) window.__wifEdges.push(parseFloat(m[1]));
+            requestAnimationFrame(edge);
+        };
+        edge();
+    }""", PLOT)
+    slider = page.locator(".st-key-batch input[type=range]")
+    slider.focus()
+    page.keyboard.press("ArrowRight")  # batch 1 → 2
+    wait_for_app_run(page)
+    page.wait_for_function("(sel) => document.querySelector(sel).data.some(t => t.name === 'Activations' && "
+                           "t.x[0] > %r)" % (activations_gb(1) + 0.1), arg=PLOT)
+    after = {t["name"]: t["x"][0] for t in chart_bars(page)}
+    assert after["Activations"] == pytest.approx(activations_gb(2), abs=1e-9) != before["Activations"]
+    assert after["Weights (frozen base)"] == before["Weights (frozen base)"]
+    assert page.locator(PLOT).evaluate("el => el.dataset.wifMarker") == "kept"  # the same element
+    assert page.evaluate("() => window.__wifRemoved") is False
+    assert page.locator(PLOT).count() == 1
+    page.wait_for_timeout(2 * TRANSITION_MS)
+    edges = page.evaluate("() => window.__wifEdges")
+    start, end = edges[0], edges[-1]
+    assert end > start  # batch 2 holds more activations: the bar grew...
+    assert any(start < x < end for x in edges)  # ...through the values between (a glide, not a jump)
+    transition = page.locator(PLOT).evaluate("el => el.layout.transition")
+    assert transition == {"duration": TRANSITION_MS, "easing": "cubic-in-out"}
+    # plotly.js is the installed plotly package's copy, served by the app's server (no CDN).
+    assert scripts and all(url.startswith(app_url) for url in scripts)
+    assert any(url.endswith("/component/ui.live_chart.plotly_js/plotly.min.js") for url in scripts)

@@ -1,0 +1,130 @@
+"""A Plotly chart that updates in place: the calculator's memory bar keeps one plot across reruns and its bars
+glide to their new values.
+
+st.plotly_chart (Streamlit 1.67) cannot: its element id hashes the figure's JSON even when a key is given
+(streamlit/elements/plotly_chart.py: compute_and_register_element_id(..., key_as_main_identity=False,
+plotly_spec=...)), so every change mounts a new chart (verified in a browser: a marker set on the plot is gone
+after a slider change). This is a small Streamlit component (st.components.v2: keyed, so its identity stays)
+that draws the same figure with plotly.js's own `Plotly.react`, which diffs the figure into the existing plot
+and, with `layout.transition`, animates the bars. plotly.js is the copy bundled with the installed plotly
+package (plotly/package_data/plotly.min.js), served by the Streamlit server itself: no CDN, no network.
+
+The element lives in the page (no iframe, no shadow root), so the plot is the same `.js-plotly-plot` div that
+st.plotly_chart draws: the browser tests read it the same way."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import plotly
+import streamlit as st
+import streamlit.components.v1 as components_v1
+
+TRANSITION_MS = 400  # the bars' glide between values: long enough to follow, short enough not to wait for
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+# The component's code: called with the new data on every rerun. The first call loads plotly.js (once per
+# browser tab) and plots; later calls update the same plot in place. Colours and font follow the app's theme
+# (read from the page, so light and dark both work), on the app's own background as with st.plotly_chart.
+_JS = """
+function loadPlotly(src) {
+  if (!window.__wifPlotly) {
+    window.__wifPlotly = new Promise((resolve, reject) => {
+      const script = document.createElement("script");
+      script.src = src;
+      script.onload = () => resolve(window.Plotly);
+      script.onerror = () => { window.__wifPlotly = null; reject(new Error("plotly.js did not load")); };
+      document.head.appendChild(script);
+    });
+  }
+  return window.__wifPlotly;
+}
+
+function background(el) {  // the first opaque background up the tree: the app's, light or dark
+  for (; el; el = el.parentElement) {
+    const bg = getComputedStyle(el).backgroundColor;
+    if (bg && bg !== "transparent" && !/^rgba\\(.*,\\s*0\\)$/.test(bg)) return bg;
+  }
+  return "#ffffff";
+}
+
+function themed(layout, host) {
+  const style = getComputedStyle(host);
+  const text = style.color || "#31333f";
+  const grid = text.replace(/^rgb\\((.*)\\)$/, "rgba($1, 0.15)");
+  const axis = (spec) => Object.assign({gridcolor: grid, linecolor: grid, zerolinecolor: grid}, spec || {});
+  return Object.assign({}, layout, {
+    paper_bgcolor: background(host), plot_bgcolor: background(host),
+    font: Object.assign({family: style.fontFamily, color: text}, layout.font || {}),
+    xaxis: axis(layout.xaxis), yaxis: axis(layout.yaxis),
+  });
+}
+
+export default function (component) {
+  const { data, parentElement } = component;
+  let host = parentElement.querySelector(":scope > .wif-live-plot");
+  if (!host) {
+    host = document.createElement("div");
+    host.className = "wif-live-plot";
+    parentElement.appendChild(host);
+  }
+  const figure = data.figure;
+  host.setAttribute("role", "img");
+  host.setAttribute("aria-label", data.alt || "");
+  host.style.width = "100%";
+  host.style.height = (figure.layout.height || 450) + "px";
+  const draw = (Plotly) => {
+    const layout = themed(figure.layout, host);
+    layout.autosize = true;
+    // Animate from the second drawing on (the first has nothing to glide from).
+    layout.transition = host.data ? {duration: data.transition_ms, easing: "cubic-in-out"} : {duration: 0};
+    return Plotly.react(host, figure.data, layout, Object.assign({responsive: true}, data.config || {}));
+  };
+  if (window.Plotly) {
+    draw(window.Plotly);
+  } else {
+    loadPlotly(data.src).then(draw).catch((err) => { host.textContent = String(err); });
+  }
+}
+"""
+
+
+@lru_cache(maxsize=1)
+def _asset_dir() -> str:
+    """A folder holding the installed plotly.js, for the server to serve (copied once per process and plotly
+    version: the server serves only files inside a component's folder)."""
+    folder = Path(tempfile.gettempdir()) / f"will-it-fit-plotly-{plotly.__version__}"
+    target = folder / "plotly.min.js"
+    if not target.is_file() or target.stat().st_size != PLOTLY_JS.stat().st_size:
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = folder / f".plotly.min.js.{id(folder)}"
+        shutil.copyfile(PLOTLY_JS, partial)
+        partial.replace(target)
+    return str(folder)
+
+
+@lru_cache(maxsize=1)
+def _renderer():
+    return st.components.v2.component("live_plotly", js=_JS, isolate_styles=False)
+
+
+def _plotly_js_url() -> str:
+    """Where the browser fetches plotly.js: a static folder registered as a (v1) component, served by the
+    Streamlit server under /component/<module>.<name>/ (honouring server.baseUrlPath)."""
+    components_v1.declare_component("plotly_js", path=_asset_dir())  # registers the folder for this server
+    base = str(st.get_option("server.baseUrlPath") or "").strip("/")
+    return ("/" + base if base else "") + f"/component/{__name__}.plotly_js/plotly.min.js"
+
+
+def live_plotly_chart(figure: dict[str, Any], *, key: str, alt: str = "", config: dict[str, Any] | None = None,
+                      transition_ms: int = TRANSITION_MS) -> None:
+    """Draw a Plotly figure (a plain {"data": [...], "layout": {...}} dict, as the ui.charts builders make)
+    that updates in place on every rerun with the same key, its bars animating to their new values.
+    layout.uniformtext is left out: plotly.js (4.1) skips the transition of bars whose layout sets it."""
+    figure = {**figure, "layout": {k: v for k, v in figure["layout"].items() if k != "uniformtext"}}
+    _renderer()(key=key, data={"figure": figure, "alt": alt, "config": config or {}, "src": _plotly_js_url(),
+                               "transition_ms": int(transition_ms)}, height="content")
