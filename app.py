@@ -8,18 +8,22 @@ app's own navigation even on a freshly started server."""
 
 import streamlit as st
 
+from estimator.i18n import _
+from ui.lang import choose_language
+
 # A presentation link (?present=true) opens with the sidebar folded away: the verdict fills the screen.
 presenting = st.query_params.get("present", "").lower() == "true"
-st.set_page_config(page_title="Will it fit?", page_icon=":material/memory:", layout="wide",
+choose_language()  # lang=es|en, else the browser's language (ui/lang.py): before any text
+st.set_page_config(page_title=_("Will it fit?"), page_icon=":material/memory:", layout="wide",
                    initial_sidebar_state="collapsed" if presenting else "auto")
 
 PAGES = [
-    st.Page("pages/calculator.py", title="Calculator", icon=":material/calculate:", default=True),
-    st.Page("pages/compare.py", title="Compare methods", icon=":material/stacked_bar_chart:", url_path="compare"),
-    st.Page("pages/fits.py", title="What fits my device", icon=":material/laptop_mac:", url_path="fits"),
-    st.Page("pages/sizes.py", title="Size table", icon=":material/table:", url_path="sizes"),
-    st.Page("pages/scale.py", title="Scale out", icon=":material/hub:", url_path="scale"),
-    st.Page("pages/how.py", title="How it works", icon=":material/menu_book:", url_path="how"),
+    st.Page("pages/calculator.py", title=_("Calculator"), icon=":material/calculate:", default=True),
+    st.Page("pages/compare.py", title=_("Compare methods"), icon=":material/stacked_bar_chart:", url_path="compare"),
+    st.Page("pages/fits.py", title=_("What fits my device"), icon=":material/laptop_mac:", url_path="fits"),
+    st.Page("pages/sizes.py", title=_("Size table"), icon=":material/table:", url_path="sizes"),
+    st.Page("pages/scale.py", title=_("Scale out"), icon=":material/hub:", url_path="scale"),
+    st.Page("pages/how.py", title=_("How it works"), icon=":material/menu_book:", url_path="how"),
 ]
 
 st.navigation(PAGES, position="top").run()

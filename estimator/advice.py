@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from .devices import CATALOG, Device
+from .i18n import _, format_int
 from .memory import ALLOCATOR_SLACK, Estimate, setup_for_model
 from .model import MAX_SIZE_B, MIN_SIZE_B, ModelSpec, generic_spec, list_presets, load_preset
 from .stacks import with_method
@@ -107,7 +108,7 @@ def bisect_last(lo: T, hi: T, value: Callable[[T], float], limit: float, *, inte
     a, b = (fits_at[-1] if fits_at else None), (fails_at[0] if fails_at else None)
     # One side of the answer known: follow the line through its two nearest points across (two probes at most)
     # before falling back to the ends of the range.
-    for _ in range(2):
+    for _probe in range(2):
         if (a is None) == (b is None):
             break
         guess = secant("fit" if b is None else "fail")
@@ -318,12 +319,12 @@ def what_would_fit(spec: ModelSpec, setup: TrainingSetup, device: Device, shardi
     options: list[tuple[str, TrainingSetup, bool, int]] = []
     ckpt = replace(setup, grad_ckpt=True, offload_activations=False)
     if not setup.grad_ckpt:
-        options.append(("gradient checkpointing on", ckpt, offload, max_gpus))
+        options.append((_("gradient checkpointing on"), ckpt, offload, max_gpus))
     if not offload:
-        options.append(("optimizer state offloaded to CPU RAM", setup, True, max_gpus))
+        options.append((_("optimizer state offloaded to CPU RAM"), setup, True, max_gpus))
     if not setup.grad_ckpt and not offload:
-        options.append(("checkpointing and optimizer offload", ckpt, True, max_gpus))
-    options.append((f"more GPUs (up to {16 * max_gpus})", setup, offload, 16 * max_gpus))
+        options.append((_("checkpointing and optimizer offload"), ckpt, True, max_gpus))
+    options.append((_("more GPUs (up to {n})").format(n=format_int(16 * max_gpus)), setup, offload, 16 * max_gpus))
     found = []
     for label, changed, off, limit in options:
         layout = best_layout(spec, changed, device, shardings, off, limit, per_node, estimate_fn)
@@ -352,14 +353,16 @@ def shard_remedy(spec: ModelSpec, setup: TrainingSetup, device: Device, order: i
                     guess=guess)
     if n is None or n <= setup.gpus:
         if n is None:
-            return Remedy(order, "Shard over more GPUs", f"not even {max_gpus} GPUs with ZeRO-3", 0.0, base, False,
-                          "", f"not even {max_gpus} GPUs fit with ZeRO-3")
+            return Remedy(order, _("Shard over more GPUs"),
+                          _("not even {n} GPUs with ZeRO-3").format(n=format_int(max_gpus)), 0.0, base, False,
+                          "", _("not even {n} GPUs fit with ZeRO-3").format(n=format_int(max_gpus)))
         return None
     total = estimate_fn(spec, replace(full_shard, gpus=n)).total_bytes
-    return Remedy(order, "Shard over more GPUs", f"{setup.gpus} → {n} GPUs, ZeRO-3 / FSDP full shard",
+    return Remedy(order, _("Shard over more GPUs"),
+                  _("{before} → {after} GPUs, ZeRO-3 / FSDP full shard").format(before=setup.gpus, after=n),
                   base - total, total, True,
-                  "Weights, gradients and optimizer state split over the GPUs; each keeps its own activations. "
-                  "Needs that many GPUs and a fast interconnect (see Scale out).")
+                  _("Weights, gradients and optimizer state split over the GPUs; each keeps its own activations. "
+                    "Needs that many GPUs and a fast interconnect (see Scale out)."))
 
 
 def _smaller_model(spec: ModelSpec) -> ModelSpec | None:
@@ -391,29 +394,31 @@ def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _d
         out.append(Remedy(order, title, change, base - total, total, True, caveat))
 
     half_len = max(1, setup.seq_len // 2)
-    add(1, "Lower the max length", f"max length {setup.seq_len:,} → {half_len:,}", spec,
+    add(1, _("Lower the max length"),
+        _("max length {before} → {after}").format(before=format_int(setup.seq_len), after=format_int(half_len)), spec,
         replace(setup, seq_len=half_len) if setup.seq_len > 1 else None,
-        "Check typical examples still fit, or the model never sees the ends of answers.", "already 1 token")
+        _("Check typical examples still fit, or the model never sees the ends of answers."), _("already 1 token"))
     half_batch = max(1, setup.batch // 2)
-    add(2, "Lower the batch size", f"batch {setup.batch} → {half_batch}", spec,
-        replace(setup, batch=half_batch) if setup.batch > 1 else None,
-        "Fewer examples per step; raise gradient accumulation to keep the effective batch.", "the batch is already 1")
-    add(3, "Switch to QLoRA", f"{setup.method} → qlora (4-bit base)", spec,
+    add(2, _("Lower the batch size"), _("batch {before} → {after}").format(before=setup.batch, after=half_batch),
+        spec, replace(setup, batch=half_batch) if setup.batch > 1 else None,
+        _("Fewer examples per step; raise gradient accumulation to keep the effective batch."),
+        _("the batch is already 1"))
+    add(3, _("Switch to QLoRA"), _("{method} → qlora (4-bit base)").format(method=setup.method), spec,
         with_method(setup, "qlora") if setup.method != "qlora" else None,
-        "A 4-bit base is about a quarter of a 16-bit one; training is somewhat slower.", "already QLoRA")
-    add(4, "Use gradient checkpointing", "checkpointing off → on", spec,
+        _("A 4-bit base is about a quarter of a 16-bit one; training is somewhat slower."), _("already QLoRA"))
+    add(4, _("Use gradient checkpointing"), _("checkpointing off → on"), spec,
         replace(setup, grad_ckpt=True) if not setup.grad_ckpt else None,
-        "20–30 % slower: activations are recomputed in backward.", "already on")
+        _("20–30 % slower: activations are recomputed in backward."), _("already on"))
     if setup.method == "full":
-        add(5, "Use LoRA instead of full fine-tuning", "full → lora", spec, with_method(setup, "lora"),
-            "Fewer trainable weights; less room to change behaviour.")
+        add(5, _("Use LoRA instead of full fine-tuning"), "full → lora", spec, with_method(setup, "lora"),
+            _("Fewer trainable weights; less room to change behaviour."))
     else:
         smaller = _smaller_model(spec)
         if smaller is None:
-            add(5, "Pick a smaller model", "no smaller model", spec, None, "", "no smaller model")
+            add(5, _("Pick a smaller model"), _("no smaller model"), spec, None, "", _("no smaller model"))
         else:
-            add(5, "Pick a smaller model", f"{spec.name} → {smaller.name}", smaller, setup,
-                "A smaller model learns less; compare quality before committing.")
+            add(5, _("Pick a smaller model"), f"{spec.name} → {smaller.name}", smaller, setup,
+                _("A smaller model learns less; compare quality before committing."))
     return tuple(out)
 
 

@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from .i18n import N_
 from .units import GB, GiB, to_gb, to_gib
 
 MiB = 1 << 20  # nvidia-smi and rocm-smi print memory.total in MiB (2^20 B)
@@ -328,6 +329,10 @@ def custom_device(capacity_gb: float, kind: str = "discrete") -> Device:
                   source="capacity typed by the user, in decimal GB (1 GB = 10^9 B)")
 
 
+# The verdict bands (Verdict.band), marked for the catalogue: the band is an English id, translated where shown.
+VERDICT_BANDS = (N_("fits"), N_("close call"), N_("borderline"), N_("too big"))
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Does the estimate fit the device's usable memory, and by how much."""
@@ -350,14 +355,16 @@ class Verdict:
 
     @property
     def headline(self) -> str:
+        from .i18n import _, format_number
         from .units import fmt_gb
 
         if self.fits:
-            return f"Fits: {fmt_gb(self.total_bytes)} of {fmt_gb(self.usable_bytes)} usable"
+            return _("Fits: {total} of {usable} usable").format(total=fmt_gb(self.total_bytes),
+                                                                usable=fmt_gb(self.usable_bytes))
         shortfall = -self.margin_bytes
         if shortfall < 0.05e9:  # one decimal would say "0.0 GB": give megabytes and say what it means
-            return f"Too big by {max(shortfall / 1e6, 1):,.0f} MB: right at the limit"
-        return f"Too big by {fmt_gb(shortfall)}"
+            return _("Too big by {mb} MB: right at the limit").format(mb=format_number(max(shortfall / 1e6, 1), 0))
+        return _("Too big by {shortfall}").format(shortfall=fmt_gb(shortfall))
 
 
 def verdict(total_bytes: float, device: Device, high_bytes: float | None = None,

@@ -38,6 +38,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .i18n import N_
 from .memory import ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES, Estimate
 from .precision import NF4_BYTES, NF4_DQ_BYTES
 from .training import ALL_LINEAR, TrainingSetup
@@ -60,7 +61,7 @@ TRACED_OPTIMIZERS = ("adamw",)  # the tracer's optimizer: torch AdamW(fused=True
 
 
 # The How page shows these (one description of the feature; README.md says the same in prose).
-WHAT_EXACT_MEANS = (
+WHAT_EXACT_MEANS = N_(  # N_: translated where shown (pages/how.py)
     "**Exact** is PyTorch's own count, not a formula: two real Hugging Face training steps of your model and "
     "setup — transformers builds the model from its config.json, PEFT adds the adapters, the HF Trainer's "
     "AdamW (fused), gradient clipping and autocast — run on the server's CPU under `FakeTensorMode` (shapes and "
@@ -77,18 +78,18 @@ WHAT_EXACT_MEANS = (
     "runs agree byte for byte (`calibration/selfcheck.py`)."
 )
 WHAT_EXACT_LEAVES_OUT = (
-    "CUDA context and cuBLAS workspaces: added from the estimator (docs/formulas.md §5).",
-    f"The caching allocator's rounding and fragmentation: added, {ALLOCATOR_SLACK:.0%} of the traced bytes.",
-    "bitsandbytes' 4-bit kernels (QLoRA): the 16-bit equivalent is traced, its 16-bit linear weights are replaced "
-    "by the NF4 storage and the dequantisation buffer is added; the result says so.",
-    "Optimizers that exist only as CUDA kernels (8-bit, paged, Lion): AdamW is traced and its state replaced "
-    "by the estimator's figure.",
-    "Not counted at all: FlashAttention's and cuDNN's own workspaces, and memory outside PyTorch's allocator "
-    "(vLLM, NCCL).",
-    "Not traced (refused, with the reason): several GPUs, ZeRO/FSDP sharding, optimizer offload, gradient "
-    "accumulation, image inputs; a model given only by size; custom model code (`trust_remote_code`).",
-    "Attention transformers cannot run as SDPA (Gemma 2's soft-capping, gpt-oss' sinks) is traced as eager, "
-    "which those models use by default; the result says so.",
+    N_("CUDA context and cuBLAS workspaces: added from the estimator (docs/formulas.md §5)."),
+    N_("The caching allocator's rounding and fragmentation: added, {slack} % of the traced bytes."),  # .format(slack=)
+    N_("bitsandbytes' 4-bit kernels (QLoRA): the 16-bit equivalent is traced, its 16-bit linear weights are replaced "
+       "by the NF4 storage and the dequantisation buffer is added; the result says so."),
+    N_("Optimizers that exist only as CUDA kernels (8-bit, paged, Lion): AdamW is traced and its state replaced "
+       "by the estimator's figure."),
+    N_("Not counted at all: FlashAttention's and cuDNN's own workspaces, and memory outside PyTorch's allocator "
+       "(vLLM, NCCL)."),
+    N_("Not traced (refused, with the reason): several GPUs, ZeRO/FSDP sharding, optimizer offload, gradient "
+       "accumulation, image inputs; a model given only by size; custom model code (`trust_remote_code`)."),
+    N_("Attention transformers cannot run as SDPA (Gemma 2's soft-capping, gpt-oss' sinks) is traced as eager, "
+       "which those models use by default; the result says so."),
 )
 
 

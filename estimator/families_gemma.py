@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .i18n import N_, Text
+
 FAMILIES = frozenset({"gemma4_text", "gemma3n_text"})
 TEXT_MODEL_TYPES = {"gemma4": "gemma4_text", "gemma3n": "gemma3n_text"}
 
@@ -175,9 +177,10 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
         # per_layer_model_projection (h -> layers·p), a model-level nn.Linear: listed once (layers=1)
         linears.append(L("per_layer_model_projection", h, layers * p, False, "model", 1, 1))
         extra += p  # per_layer_projection_norm
-        notes.append(f"per-layer input embeddings (PLE): a {vp:,} × {layers}·{p} table "
-                     f"({ple_table / 1e9:.2f} B parameters) looked up per token and fed to every layer; counted "
-                     f"with the embeddings (frozen under LoRA, never quantised)")
+        notes.append(Text(N_("per-layer input embeddings (PLE): a {vocab} × {layers}·{width} table ({billions} B "
+                             "parameters) looked up per token and fed to every layer; counted with the embeddings "
+                             "(frozen under LoRA, never quantised)"),
+                          vocab=vp, layers=layers, width=p, billions=(ple_table / 1e9, 2)))
     # ---- Gemma 4 MoE block -----------------------------------------------------------------------------------
     moe: dict[str, Any] = {}
     if gemma4 and _flag(cfg, "enable_moe_block", False):
@@ -192,7 +195,7 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
         linears.append(L("experts.down_proj", moe_inter, h, False, "expert_out", experts))
         extra += layers * (h + experts + 3 * h)  # router.scale, per_expert_scale, three more layer norms
         moe = dict(num_experts=experts, experts_per_token=k, moe_intermediate_size=moe_inter, moe_layers=layers)
-        notes.append("Gemma 4 MoE: every layer runs its dense MLP and the routed experts side by side")
+        notes.append(N_("Gemma 4 MoE: every layer runs its dense MLP and the routed experts side by side"))
     # ---- Gemma 3n AltUp and LAuReL -----------------------------------------------------------------------------
     if not gemma4:
         n = pint("altup_num_inputs", default=4, limit=64)
@@ -205,11 +208,12 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
         extra += layers * (h + h + h)  # post_laurel_norm, altup.router_norm, altup.correct_output_scale
         # altup_projections and altup_unembed_projections: 2·(n − 1) model-level h×h nn.Linear modules
         linears.append(L("altup_projections", h, h, False, "model", 2 * (n - 1), 1))
-        notes.append(f"Gemma 3n: AltUp keeps {n} copies of the hidden state through every layer and LAuReL adds "
-                     f"a rank-{r} residual branch; activations estimated as for a Gemma layer, not traced")
+        notes.append(Text(N_("Gemma 3n: AltUp keeps {n} copies of the hidden state through every layer and LAuReL "
+                             "adds a rank-{rank} residual branch; activations estimated as for a Gemma layer, not "
+                             "traced"), n=n, rank=r))
     if any(shared):
-        notes.append(f"KV sharing: the last {sum(shared)} layers reuse earlier layers' keys and values "
-                     f"(no k_proj/v_proj of their own)")
+        notes.append(Text(N_("KV sharing: the last {n} layers reuse earlier layers' keys and values (no "
+                             "k_proj/v_proj of their own)"), n=sum(shared)))
 
     sliding = sum(t == "sliding_attention" for t in types)
     window = cfg.get("sliding_window", 512)

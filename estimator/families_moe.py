@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .i18n import N_
+
 FAMILIES = frozenset({
     "gpt_oss", "deepseek_v3", "glm4_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text",
     "ernie4_5_moe",
@@ -76,10 +78,10 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
         extra += layers * heads  # self_attn.sinks
         out["attention_sinks"] = True
         out["sliding_window"] = pint("sliding_window", default=128)
-        notes.append("gpt-oss: attention sinks need eager attention in transformers 5.24 (the sink logit joins "
-                     "the softmax), so every layer keeps B·H·T·T scores; checkpoints ship MXFP4 experts, which "
-                     "the usual fine-tuning recipes (Mxfp4Config(dequantize=True), TRL/Unsloth/axolotl) "
-                     "dequantise to bf16: estimated with bf16 experts")
+        notes.append(N_("gpt-oss: attention sinks need eager attention in transformers 5.24 (the sink logit joins "
+                        "the softmax), so every layer keeps B·H·T·T scores; checkpoints ship MXFP4 experts, which "
+                        "the usual fine-tuning recipes (Mxfp4Config(dequantize=True), TRL/Unsloth/axolotl) "
+                        "dequantise to bf16: estimated with bf16 experts"))
     elif family == "deepseek_v3":
         # DeepseekV3Attention (MLA): q through a q_lora_rank bottleneck (or a plain q_proj when q_lora_rank is
         # null), k/v through kv_a_proj_with_mqa (kv_lora_rank + a shared rope key) and kv_b_proj.
@@ -139,8 +141,8 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
             extra += n_lin * (conv_dim * conv_k + 2 * hv + dv)
         out.update(linear_key_heads=hk, linear_value_heads=hv, linear_key_dim=dk, linear_value_dim=dv,
                    linear_conv_kernel=conv_k)
-        notes.append("Gated DeltaNet layers: without flash-linear-attention and causal-conv1d installed, "
-                     "transformers runs its torch fallback (chunked delta rule, 64-token chunks), estimated here")
+        notes.append(N_("Gated DeltaNet layers: without flash-linear-attention and causal-conv1d installed, "
+                        "transformers runs its torch fallback (chunked delta rule, 64-token chunks), estimated here"))
     else:  # glm4_moe, llama4_text, ernie4_5_moe: grouped-query attention
         if family == "ernie4_5_moe":
             bias = o_bias = _flag(cfg, "use_bias", False)
@@ -259,9 +261,9 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
         # layer's output (peft/tuners/lora/layer.py): training fails unless the router is excluded, as counted here.
         targets = [n for n in names if not n.startswith("experts.") and n not in ("router", "gate")]
         if family == "llama4_text" and any(moe_mask):
-            notes.append("Llama 4: PEFT's all-linear also matches the router (an nn.Linear subclass that returns "
-                         "scores and logits), and its LoRA wrapper then fails in the forward pass; pass "
-                         "exclude_modules=[\"router\"] (estimated so)")
+            notes.append(N_("Llama 4: PEFT's all-linear also matches the router (an nn.Linear subclass that "
+                            "returns scores and logits), and its LoRA wrapper then fails in the forward pass; pass "
+                            "exclude_modules=[\"router\"] (estimated so)"))
     out["all_linear_targets"] = tuple(targets)
 
     pattern = tuple(f"{kind.replace('_attention', '')}:{'moe' if moe else 'dense'}"

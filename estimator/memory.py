@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import activations as act
+from .i18n import N_, Text, _
 from .model import ModelSpec
 from .precision import (
     FP32,
@@ -30,30 +31,32 @@ if TYPE_CHECKING:  # only for annotations: devices does not import memory either
 
 COMPONENT_KEYS = ("weights", "gradients", "optimizer", "activations", "overhead")
 COMPONENT_LABELS = {
-    "weights": "Weights",
-    "gradients": "Gradients",
-    "optimizer": "Optimizer state",
-    "activations": "Activations",
-    "overhead": "Overhead (CUDA + allocator)",
-    "reference": "Reference model",  # preference/RL trainers only (estimator/trainers.py)
-    "generation": "Generation (KV cache / vLLM)",  # GRPO only (estimator/trainers.py)
+    "weights": N_("Weights"),
+    "gradients": N_("Gradients"),
+    "optimizer": N_("Optimizer state"),
+    "activations": N_("Activations"),
+    "overhead": N_("Overhead (CUDA + allocator)"),
+    "reference": N_("Reference model"),  # preference/RL trainers only (estimator/trainers.py)
+    "generation": N_("Generation (KV cache / vLLM)"),  # GRPO only (estimator/trainers.py)
 }
-CONTEXT_LABEL = "CUDA context and workspaces"  # the overhead's runtime item, named per device by context_label
+CONTEXT_LABEL = N_("CUDA context and workspaces")  # the overhead's runtime item, named per device by context_label
 
 
 def component_label(key: str, device: Device | None = None) -> str:
     """A component's name on a chart or table: the overhead names the device's runtime (a Mac has no CUDA
     context: Metal's sits there; AMD's is ROCm's)."""
     if key == "overhead" and device is not None:
-        return f"Overhead ({device.runtime} + allocator)"
-    return COMPONENT_LABELS[key]
+        return _("Overhead ({runtime} + allocator)").format(runtime=device.runtime)
+    return _(COMPONENT_LABELS[key])
 
 
 def context_label(device: Device | None = None) -> str:
     """The runtime context item's name for this device ('Metal runtime and workspaces' on a Mac)."""
     if device is None or device.runtime == "CUDA":
-        return CONTEXT_LABEL
-    return f"{device.runtime} {'runtime' if device.runtime == 'Metal' else 'context'} and workspaces"
+        return _(CONTEXT_LABEL)
+    if device.runtime == "Metal":
+        return _("{runtime} runtime and workspaces").format(runtime=device.runtime)
+    return _("{runtime} context and workspaces").format(runtime=device.runtime)
 
 
 # Every component an estimate can have, in the stacked bar's order; SFT estimates hold COMPONENT_KEYS only,
@@ -232,10 +235,10 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
         # P_p: parameters partitioned; the current and the prefetched FSDP unit are gathered (FSDP docs).
         gathered = (unit + layer_params) * weight_bytes(setup)
         weights = weights / n + gathered
-        note = "ZeRO-3: two FSDP units gathered at a time"
+        note = N_("ZeRO-3: two FSDP units gathered at a time")
     if setup.sharding == "none" and n > 1:
         grads = grads * 2  # DDP gradient buckets (torch DDP: gradient_as_bucket_view=False doubles grads)
-        note = "DDP keeps a bucket copy of the gradients"
+        note = N_("DDP keeps a bucket copy of the gradients")
     if setup.offload_optimizer:
         cpu = opt * (n if setup.sharding != "none" else 1)
         opt = 0.0  # optimizer state lives in CPU RAM (ZeRO-Offload)
@@ -307,24 +310,26 @@ def tower_notes(spec: ModelSpec, setup: TrainingSetup) -> list[str]:
         return []
     if setup.train_tower:
         if setup.image_tokens and not spec.tower_encoder:
-            return ["Training the tower: its activations on images are not modelled for this wrapper."]
+            return [N_("Training the tower: its activations on images are not modelled for this wrapper.")]
         if not setup.image_tokens:
-            return ["Training the tower without image tokens: the tower's weights, gradients and optimizer state are "
-                    "counted, but no image runs through it (set image tokens per example for its activations)."]
-        return ["Training the tower on images: its activations follow a per-layer ViT formula from the modelling "
-                "code (SigLIP traced within 2 %; Pixtral, Qwen3.5 and LoRA on the tower untraced)."]
+            return [N_("Training the tower without image tokens: the tower's weights, gradients and optimizer state "
+                       "are counted, but no image runs through it (set image tokens per example for its "
+                       "activations).")]
+        return [N_("Training the tower on images: its activations follow a per-layer ViT formula from the modelling "
+                   "code (SigLIP traced within 2 %; Pixtral, Qwen3.5 and LoRA on the tower untraced).")]
     if setup.method == "full":
-        return ["The vision tower is estimated frozen. TRL 1.16's SFTTrainer does not freeze it: a plain full "
-                "fine-tune trains it too unless you set requires_grad=False on it (or turn on 'train the tower')."]
+        return [N_("The vision tower is estimated frozen. TRL 1.16's SFTTrainer does not freeze it: a plain full "
+                   "fine-tune trains it too unless you set requires_grad=False on it (or turn on 'train the "
+                   "tower').")]
     if ALL_LINEAR in setup.lora_targets and spec.tower_linears:
-        extra = tower_lora_params(spec, setup.lora_rank)
-        return [f"LoRA is estimated on the language model only. PEFT 0.21.2's target_modules='all-linear' also "
-                f"wraps the tower's and projector's linears ({extra:,} more adapter parameters at rank "
-                f"{setup.lora_rank}) unless exclude_modules leaves them out; 'train the tower' counts them."]
+        return [Text(N_("LoRA is estimated on the language model only. PEFT 0.21.2's target_modules='all-linear' "
+                        "also wraps the tower's and projector's linears ({extra} more adapter parameters at rank "
+                        "{rank}) unless exclude_modules leaves them out; 'train the tower' counts them."),
+                     extra=tower_lora_params(spec, setup.lora_rank), rank=setup.lora_rank)]
     if ALL_LINEAR in setup.lora_targets:
-        return ["LoRA is estimated on the language model only. PEFT 0.21.2's target_modules='all-linear' also "
-                "wraps the tower's linears unless exclude_modules leaves them out (their adapters are not counted "
-                "for this wrapper)."]
+        return [N_("LoRA is estimated on the language model only. PEFT 0.21.2's target_modules='all-linear' also "
+                   "wraps the tower's linears unless exclude_modules leaves them out (their adapters are not "
+                   "counted for this wrapper).")]
     return []
 
 
@@ -438,78 +443,78 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         return DetailItem(component, label, float(value), formula)
 
     weight_items = [
-        d("weights", "Frozen base weights", weights - w_train if setup.method != "full" else 0.0, w_formula),
-        d("weights", "Trainable weights", w_train if setup.method != "full" else weights, w_formula),
+        d("weights", N_("Frozen base weights"), weights - w_train if setup.method != "full" else 0.0, w_formula),
+        d("weights", N_("Trainable weights"), w_train if setup.method != "full" else weights, w_formula),
     ]
-    opt_items = [d("optimizer", "Optimizer state", opt, f"{setup.optimizer} state × {trainable:,} trainable params")]
+    opt_items = [d("optimizer", N_("Optimizer state"), opt, f"{setup.optimizer} state × {trainable:,} trainable params")]
 
     def phase(name: str, casts: float, grad: float, grad_label: str, acts: list[DetailItem],
               temp: float = 0.0) -> Phase:
         items = list(weight_items)
         if casts:
-            items.append(d("weights", "Autocast bf16 weight copies", casts, "2 B × weights used under autocast"))
+            items.append(d("weights", N_("Autocast bf16 weight copies"), casts, "2 B × weights used under autocast"))
         items.append(d("gradients", grad_label, grad, f"{gb} B × trainable params"))
         items.extend(opt_items)
         if temp:
-            items.append(d("optimizer", "Optimizer step temporaries", temp, "foreach/Adafactor step buffers"))
+            items.append(d("optimizer", N_("Optimizer step temporaries"), temp, "foreach/Adafactor step buffers"))
         items.extend(acts)
         return Phase(name, weights + casts, grad, opt + temp, sum(a.bytes for a in acts), tuple(items))
 
-    act_final = d("activations", "Final norm, head input, token ids", final, "T × (norm + head input + ids)")
+    act_final = d("activations", N_("Final norm, head input, token ids"), final, "T × (norm + head input + ids)")
     # Once backward reaches the decoder layers the final norm's and the head's saved tensors are freed: only the
     # token ids and RoPE cos/sin remain (tracer inventories at the last layer's backward).
     ids_rope = tokens * (2 * act.INT64 + act.rope_per_token(spec, ctx))
-    act_ids = d("activations", "Token ids, RoPE cos/sin", ids_rope, "T × (16 + 2·c·d)")
+    act_ids = d("activations", N_("Token ids, RoPE cos/sin"), ids_rope, "T × (16 + 2·c·d)")
     if ctx.litgpt is not None:
         act_ids = act_final  # LitGPT's own model: calibrated with the final tensors counted (§3.6)
-    act_loss_kept = d("activations", "Logits and loss (saved)", loss.kept, loss.kept_formula)
-    act_loss_tr = d("activations", "Loss backward buffers", loss.transient, loss.transient_formula)
-    act_temp = d("activations", "Backward temporaries", bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
-    act_one = d("activations", "Recomputed layer", one_layer - tokens * act.checkpoint_alias_per_token(spec, ctx),
+    act_loss_kept = d("activations", N_("Logits and loss (saved)"), loss.kept, loss.kept_formula)
+    act_loss_tr = d("activations", N_("Loss backward buffers"), loss.transient, loss.transient_formula)
+    act_temp = d("activations", N_("Backward temporaries"), bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
+    act_one = d("activations", N_("Recomputed layer"), one_layer - tokens * act.checkpoint_alias_per_token(spec, ctx),
                 "T × one layer's saved tensors (less its own checkpointed input)")
-    act_deq = d("activations", "QLoRA dequantisation buffer", dequant, "largest 4-bit matrix in 16-bit")
-    # a trained tower's saved tensors: made first in forward, freed last in backward (the tower runs before the LM)
-    act_deq_tower = [act_deq, d("activations", "Vision tower activations (trained)", tower_acts, tower_formula)]
+    act_deq = d("activations", N_("QLoRA dequantisation buffer"), dequant, "largest 4-bit matrix in 16-bit")
+    # a trained tower's saved tensors: made first in forward, freed after the language model's backward
+    act_deq_tower = [act_deq, d("activations", N_("Vision tower activations (trained)"), tower_acts, tower_formula)]
     phases: list[Phase]
     if not setup.grad_ckpt:
-        act_layers = d("activations", "Layer activations", layers, "T × Σ layers' saved tensors")
+        act_layers = d("activations", N_("Layer activations"), layers, "T × Σ layers' saved tensors")
         phases = [
-            phase("loss backward", casts_all, g_persist + g_loss, "Gradients (accumulated)",
+            phase(N_("loss backward"), casts_all, g_persist + g_loss, N_("Gradients (accumulated)"),
                   [act_layers, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
-            phase("backward, output layer", casts_all, g_persist + g_head, "Gradients (head)",
+            phase(N_("backward, output layer"), casts_all, g_persist + g_head, N_("Gradients (head)"),
                   [act_layers, act_ids, act_temp, *act_deq_tower]),
-            phase("backward, first layer", casts_layer, g_first, "Gradients",
-                  [d("activations", "First layer's activations", one_layer, "T × one layer"), act_temp,
+            phase(N_("backward, first layer"), casts_layer, g_first, N_("Gradients"),
+                  [d("activations", N_("First layer's activations"), one_layer, "T × one layer"), act_temp,
                    *act_deq_tower]),
         ]
     else:
-        act_ckpt = d("activations", "Checkpointed layer inputs", ckpt,
+        act_ckpt = d("activations", N_("Checkpointed layer inputs"), ckpt,
                      "2 × T × h (layer inputs back from CPU)" if offloaded else "T × L × h (layer inputs)")
-        recompute = d("activations", "Recompute transients (LoRA)",
+        recompute = d("activations", N_("Recompute transients (LoRA)"),
                       tokens * act.recompute_extra_per_token(spec, ctx, bwd_temp / tokens),
                       "T × (c·I + 4·I + 5·c·h) − backward temporaries")
         phases = [
-            phase("loss backward", head_casts, g_persist + g_loss, "Gradients (accumulated)",
+            phase(N_("loss backward"), head_casts, g_persist + g_loss, N_("Gradients (accumulated)"),
                   [act_ckpt, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
-            phase("backward, recomputing last layer", head_casts + casts_layer, g_persist + g_head,
-                  "Gradients (head)", [act_ckpt, act_ids, act_one, act_temp, recompute, *act_deq_tower]),
-            phase("backward, recomputing first layer", casts_layer, g_first,
-                  "Gradients", [act_one, act_temp, recompute, *act_deq_tower]),
+            phase(N_("backward, recomputing last layer"), head_casts + casts_layer, g_persist + g_head,
+                  N_("Gradients (head)"), [act_ckpt, act_ids, act_one, act_temp, recompute, *act_deq_tower]),
+            phase(N_("backward, recomputing first layer"), casts_layer, g_first,
+                  N_("Gradients"), [act_one, act_temp, recompute, *act_deq_tower]),
         ]
     if setup.method == "full" and spec.tie_embeddings:
         # Tied embeddings: at the end of backward autograd holds the head's gradient of the shared weight (in
         # its input buffer), the embedding's dense gradient and their sum at once (real-width traces:
         # calibration/README.md), each V × H in the gradient dtype.
         tied = 2 * head_params * gb / (setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
-        phases.append(phase("backward, tied embedding", 0.0, g_end + tied,
-                            "Gradients (+ embedding gradient and the tied sum)", []))
-    phases.append(phase("optimizer step", 0.0, g_step, "Gradients", [], opt_temp))
+        phases.append(phase(N_("backward, tied embedding"), 0.0, g_end + tied,
+                            N_("Gradients (+ embedding gradient and the tied sum)"), []))
+    phases.append(phase(N_("optimizer step"), 0.0, g_step, N_("Gradients"), [], opt_temp))
     if setup.method == "qlora" and setup.load_16bit_first:
         # LitGPT's bnb precision plugin loads the bf16 state dict onto the GPU before quantising: the
         # load-time high-water mark is the 16-bit model (measured ≈ 2 B × params in its QLoRA tables).
         load = float(2 * spec.params_total)
-        phases.append(Phase("model load (16-bit before quantising)", load, 0.0, 0.0, 0.0, (
-            d("weights", "16-bit checkpoint before quantisation", load, "2 B × params"),)))
+        phases.append(Phase(N_("model load (16-bit before quantising)"), load, 0.0, 0.0, 0.0, (
+            d("weights", N_("16-bit checkpoint before quantisation"), load, "2 B × params"),)))
 
     peak = max(phases, key=lambda p: p.total)
     tensor_peak = peak.total
@@ -522,7 +527,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     }
     details = tuple(x for x in peak.details if x.bytes > 0) + (
         d("overhead", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
-        d("overhead", "Allocator slack", slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+        d("overhead", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
     )
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)
     high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
@@ -531,18 +536,18 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     if shard_note:
         notes.append(shard_note)
     if setup.optimizer.startswith("paged"):
-        notes.append("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
-                     "to CPU RAM, so a run slightly over the limit may still run, slower.")
+        notes.append(N_("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
+                     "to CPU RAM, so a run slightly over the limit may still run, slower."))
     if attention_impl(setup, spec.family) != setup.attention:  # SDPA asked, transformers runs eager
-        notes.append(f"{spec.family}: transformers cannot run this model with SDPA "
-                     f"({NO_SDPA_FAMILIES[spec.family]}), so it falls back to eager attention, which keeps "
-                     "s²-sized attention scores per head: estimated as eager. flash_attention_2 (on a GPU with "
-                     "flash-attn) avoids them.")
+        notes.append(_("{family}: transformers cannot run this model with SDPA ({source}), so it falls back to "
+                       "eager attention, which keeps s²-sized attention scores per head: estimated as eager. "
+                       "flash_attention_2 (on a GPU with flash-attn) avoids them.").format(
+            family=spec.family, source=NO_SDPA_FAMILIES[spec.family]))
     elif setup.attention == "eager":
-        notes.append("Eager attention stores s²-sized attention scores per head; SDPA/flash does not.")
+        notes.append(N_("Eager attention stores s²-sized attention scores per head; SDPA/flash does not."))
     notes.extend(tower_notes(spec, setup))
     if setup.method == "qlora":
-        notes.append("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout.")
+        notes.append(N_("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout."))
     return Estimate(
         model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=trainable,
         components_bytes=components, details=details, total_bytes=tensor_peak + overhead,

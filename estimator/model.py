@@ -18,6 +18,7 @@ from typing import Any
 
 from . import families_gemma as _families_gemma
 from . import families_moe as _families_moe
+from .i18n import N_, Text
 
 # Families whose config.json we understand. Anything else is a clear ValueError.
 SUPPORTED_FAMILIES = (
@@ -341,15 +342,16 @@ def _check_generic(cfg: Mapping[str, Any], family: str) -> list[str]:
         raise ValueError(f"{quoted}, and its config lacks the usual decoder fields for a Llama-like estimate "
                          f"(missing {', '.join(repr(k) for k in missing)}); supported: "
                          f"{', '.join(SUPPORTED_FAMILIES)}")
-    notes = [f"model_type '{_safe(family)}' is not one of the modelled families: estimated as a Llama-like "
-             f"decoder (q/k/v/o attention, gated MLP, RMSNorm) from its hidden size, layers, heads, vocabulary "
-             f"and intermediate size; expect larger errors than for a modelled family"]
+    notes = [Text(N_("model_type '{family}' is not one of the modelled families: estimated as a Llama-like "
+                     "decoder (q/k/v/o attention, gated MLP, RMSNorm) from its hidden size, layers, heads, "
+                     "vocabulary and intermediate size; expect larger errors than for a modelled family"),
+                  family=_safe(family))]
     if cfg.get("tie_word_embeddings") is None:
-        notes.append("tie_word_embeddings is not set in this config: the output layer is assumed untied, as in "
-                     "Llama")
+        notes.append(N_("tie_word_embeddings is not set in this config: the output layer is assumed untied, as in "
+                        "Llama"))
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and any(isinstance(t, str) and "linear" in t for t in layer_types):
-        notes.append("its layer_types include linear-attention layers, estimated here as full attention layers")
+        notes.append(N_("its layer_types include linear-attention layers, estimated here as full attention layers"))
     return notes
 
 
@@ -517,28 +519,37 @@ def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: 
         raise ValueError(f"multimodal config{wrapper}, in its text_config: {exc}") from None
     towers = [label for key, label in (("vision_config", "vision"), ("audio_config", "audio"))
               if isinstance(cfg.get(key), Mapping)]
-    tower = f"{' and '.join(towers)} tower" if towers else "non-text towers"
+    tower = (Text(N_("vision and audio tower")) if len(towers) == 2 else Text(N_("vision tower")) if towers == ["vision"]
+             else Text(N_("audio tower")) if towers else Text(N_("non-text towers")))
     try:
         counted = _tower_params(cfg, spec.hidden_size)
     except ValueError as exc:
         raise ValueError(f"multimodal config{wrapper}, in its vision_config: {exc}") from None
     if counted is None:
-        note = (f"multimodal model{wrapper}: the language model ({spec.family}, from text_config) is estimated, "
-                f"training on text; the {tower}'s weights are not counted yet")
+        note = Text(N_("multimodal model{wrapper}: the language model ({family}, from text_config) is estimated, "
+                       "training on text; the {tower}'s weights are not counted yet"),
+                    wrapper=wrapper, family=spec.family, tower=tower)
         return replace(spec, tower_kind=" and ".join(towers) or "non-text", notes=(*spec.notes, note))
-    note = (f"multimodal model{wrapper}: the {tower} and projector ({counted / 1e6:,.0f} M parameters) are "
-            f"counted as frozen weights; the language model ({spec.family}) trains; image tokens per example "
-            f"lengthen its sequence")
-    if top == "gemma3n":
+    base = N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are counted as frozen "
+              "weights; the language model ({family}) trains; image tokens per example lengthen its sequence")
+    args: dict[str, object] = dict(wrapper=wrapper, tower=tower, millions=(counted / 1e6, 0), family=spec.family)
+    if top != "gemma3n":
+        note = Text(base, **args)
+    else:
         arch = _families_gemma.gemma3n_vision_architecture(cfg)
         timm_params = _families_gemma.gemma3n_timm_vision_params(cfg)
         if timm_params is None:
-            note += (f"; Gemma 3n's vision encoder (timm {arch!r}) is not counted, only its embedder: the "
-                     f"estimator knows the size of {', '.join(sorted(_families_gemma.TIMM_VISION_PARAMS))} "
-                     f"(without model_args) only")
+            note = Text(N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are "
+                           "counted as frozen weights; the language model ({family}) trains; image tokens per "
+                           "example lengthen its sequence; Gemma 3n's vision encoder (timm {arch}) is not counted, "
+                           "only its embedder: the estimator knows the size of {known} (without model_args) only"),
+                        arch=repr(arch), known=", ".join(sorted(_families_gemma.TIMM_VISION_PARAMS)), **args)
         else:
-            note += (f"; the vision encoder is timm's {arch} (MobileNetV5, {timm_params / 1e6:,.0f} M parameters, "
-                     f"counted with timm 1.0.31)")
+            note = Text(N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are "
+                           "counted as frozen weights; the language model ({family}) trains; image tokens per "
+                           "example lengthen its sequence; the vision encoder is timm's {arch} (MobileNetV5, "
+                           "{timm} M parameters, counted with timm 1.0.31)"),
+                        arch=arch, timm=(timm_params / 1e6, 0), **args)
     return _with_counts(replace(spec, params_tower=counted, tower_kind=" and ".join(towers),
                                 notes=(*spec.notes, note), **_tower_shapes(cfg, spec.hidden_size)))
 
@@ -566,9 +577,9 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     dropouts = [k for k in DROPOUT_FIELDS if isinstance(cfg.get(k), (int, float)) and not isinstance(cfg.get(k), bool)
                 and cfg[k] > 0]
     if dropouts:  # StarCoder2's and Granite's configs train with dropout 0.1
-        notes.append(f"this config trains with dropout ({', '.join(dropouts[:3])} > 0): the dropout masks "
-                     f"(1 byte per element, where a layer keeps one) are not counted; SDPA/flash attention dropout "
-                     f"keeps only a random seed on the GPU")
+        notes.append(Text(N_("this config trains with dropout ({fields} > 0): the dropout masks (1 byte per "
+                             "element, where a layer keeps one) are not counted; SDPA/flash attention dropout keeps "
+                             "only a random seed on the GPU"), fields=", ".join(dropouts[:3])))
 
     h = _positive_int(cfg, "hidden_size")
     layers = _positive_int(cfg, "num_hidden_layers", limit=MAX_LAYERS)
@@ -668,7 +679,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
                 LinearModule("shared_expert_gate", h, 1, False, "router", 1, moe_layers),
             ]
         linears = attn + dense_mlp + router + experts + shared
-        notes.append("MoE: routing buffers are estimated, not traced exactly")
+        notes.append(N_("MoE: routing buffers are estimated, not traced exactly"))
 
     # StarCoder2: nn.LayerNorm (weight and bias); Cohere2LayerNorm: weight only, no bias (modeling_cohere2.py).
     norm_kind = {"phi": "layer", "gpt_neox": "layer", "starcoder2": "layer", "cohere2": "layer_nobias"}.get(family, "rms")
@@ -851,8 +862,8 @@ def generic_spec(size_b: float) -> ModelSpec:
     quantizable = max(0, total - embedding - norms)
     return replace(shaped, params_total=total, params_embedding=embedding, params_quantizable=quantizable,
                    params_active=total,
-                   notes=("generic decoder: shapes follow the presets' scaling; use a preset or "
-                          "config.json for an exact architecture",))
+                   notes=(N_("generic decoder: shapes follow the presets' scaling; use a preset or "
+                             "config.json for an exact architecture"),))
 
 
 def resolve_model(*, preset: str | None = None, size_b: float | None = None,

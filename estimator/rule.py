@@ -4,6 +4,7 @@ the detailed estimate and say how far apart they are."""
 from __future__ import annotations
 
 from .activations import lora_params
+from .i18n import N_
 from .memory import COMPONENT_KEYS, DetailItem, Estimate
 from .model import ModelSpec
 from .training import TrainingSetup
@@ -77,13 +78,14 @@ def seed_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     comps = {k: v * GB for k, v in comps_gb.items()}
     total = sum(comps.values())
     trainable = spec.params_total if setup.method == "full" else lora_params(spec, setup)
-    labels = {"weights": "16-bit weights" if setup.method != "qlora" else "4-bit base",
-              "gradients": "16-bit gradients", "optimizer": "Adam moments (fp32)" + (" + master copy" if master else ""),
-              "overhead": "Fixed margin (activations at moderate length, adapter, framework)"}
+    labels = {"weights": N_("16-bit weights") if setup.method != "qlora" else N_("4-bit base"),
+              "gradients": N_("16-bit gradients"),
+              "optimizer": N_("Adam moments (fp32) + master copy") if master else N_("Adam moments (fp32)"),
+              "overhead": N_("Fixed margin (activations at moderate length, adapter, framework)")}
     details = tuple(DetailItem(k, labels.get(k, k), v, "rule of thumb") for k, v in comps.items() if v > 0)
     return Estimate(
         model=spec, setup=setup, mode="seed", params_total=spec.params_total, params_trainable=trainable,
         components_bytes=comps, details=details, total_bytes=total, low_bytes=total, high_bytes=total,
-        peak_phase="rule of thumb (no phases)",
-        notes=("Rule of thumb: ignores batch size, max length, optimizer and architecture.",),
+        peak_phase=N_("rule of thumb (no phases)"),  # N_: translated where shown
+        notes=(N_("Rule of thumb: ignores batch size, max length, optimizer and architecture."),),
     )

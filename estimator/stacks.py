@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from .i18n import N_, _
 from .options import LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS
 from .training import TrainingSetup
 
@@ -62,8 +63,8 @@ _PEFT_ADAPTERS = "peft 0.21 get_peft_model(autocast_adapter_dtype=True): LoRA we
 STACKS: dict[str, Stack] = {s.id: s for s in (
     Stack(
         id="trl", label="TRL", version="TRL 1.16.0 (transformers 5.24, PEFT 0.21)",
-        summary="TRL's SFTTrainer: checkpointing on, the loss through a fused chunked LM head (no full logits), "
-                "fused AdamW, fp32 LoRA adapters (bf16 on a 4-bit base), no fp32 upcast for QLoRA.",
+        summary=N_("TRL's SFTTrainer: checkpointing on, the loss through a fused chunked LM head (no full logits), "
+                "fused AdamW, fp32 LoRA adapters (bf16 on a 4-bit base), no fp32 upcast for QLoRA."),
         grad_ckpt=True, offload_activations=False, loss="chunked",
         loss_impls={"chunked": "trl", "standard": "hf"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
@@ -86,9 +87,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="trainer", label="HF Trainer", version="transformers 5.24.0 Trainer + PEFT 0.21",
-        summary="The plain transformers Trainer: no checkpointing, the standard loss on fp32-upcast logits "
+        summary=N_("The plain transformers Trainer: no checkpointing, the standard loss on fp32-upcast logits "
                 "(Liger's fused kernel with use_liger_kernel=True), fused AdamW, fp32 adapters, and PEFT's "
-                "QLoRA recipe (prepare_model_for_kbit_training).",
+                "QLoRA recipe (prepare_model_for_kbit_training)."),
         grad_ckpt=False, offload_activations=False, loss="standard",
         loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="peft", nf4_double_quant=True,
@@ -111,8 +112,8 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     Stack(
         id="unsloth", label="Unsloth", version="unsloth 2026.10.9 (unsloth_zoo 2026.10)",
         transformers_attention=False,
-        summary="Unsloth: offloaded checkpointing ('unsloth'), its fused cross-entropy (no full logits), "
-                "fused AdamW unless the script asks otherwise, no fp32 upcast for QLoRA.",
+        summary=N_("Unsloth: offloaded checkpointing ('unsloth'), its fused cross-entropy (no full logits), "
+                "fused AdamW unless the script asks otherwise, no fp32 upcast for QLoRA."),
         grad_ckpt=True, offload_activations=True, loss="fused",
         loss_impls={"fused": "cce", "standard": "hf"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
@@ -135,8 +136,8 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="axolotl", label="Axolotl", version="axolotl 0.19.0 (transformers Trainer)",
-        summary="Axolotl: checkpointing off unless the YAML turns it on, the Trainer's standard loss (Liger "
-                "plugin: fused), fused AdamW; for QLoRA the norms, embeddings and head end in the model dtype.",
+        summary=N_("Axolotl: checkpointing off unless the YAML turns it on, the Trainer's standard loss (Liger "
+                "plugin: fused), fused AdamW; for QLoRA the norms, embeddings and head end in the model dtype."),
         grad_ckpt=False, offload_activations=False, loss="standard",
         loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
@@ -161,9 +162,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     Stack(
         id="torchtune", label="torchtune", version="torchtune 0.6.1 (lora/full single-device recipes)",
         transformers_attention=False,
-        summary="torchtune's recipes: activation checkpointing on, the whole model and adapters in bf16 (no "
+        summary=N_("torchtune's recipes: activation checkpointing on, the whole model and adapters in bf16 (no "
                 "autocast), chunked-output cross-entropy (8 chunks, each upcast to fp32), fused AdamW, no "
-                "clipping; QLoRA through torchao NF4.",
+                "clipping; QLoRA through torchao NF4."),
         grad_ckpt=True, offload_activations=False, loss="chunked",
         loss_impls={"chunked": "torchtune", "standard": "torchtune_full"}, optimizer="adamw",
         adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
@@ -187,9 +188,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     Stack(
         id="litgpt", label="LitGPT", version="litgpt 0.5.13 (finetune lora/full)",
         transformers_attention=False,
-        summary="LitGPT: bf16-true (weights and adapters in bf16, no autocast), cross-entropy on bf16 logits "
+        summary=N_("LitGPT: bf16-true (weights and adapters in bf16, no autocast), cross-entropy on bf16 logits "
                 "in chunks of 128, torch's default AdamW (foreach), bnb.nf4 without double quantisation, the "
-                "16-bit checkpoint on the GPU before quantising.",
+                "16-bit checkpoint on the GPU before quantising."),
         grad_ckpt=False, offload_activations=False, loss="chunked",
         loss_impls={"chunked": "litgpt"}, optimizer="adamw_foreach",
         adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=False,
@@ -226,9 +227,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         id="plain", label="Plain PyTorch loop", version="torch 2.x hand-written loop",
-        summary="A hand-written loop: model(input_ids, labels=labels).loss under bf16 autocast, loss.backward(), "
+        summary=N_("A hand-written loop: model(input_ids, labels=labels).loss under bf16 autocast, loss.backward(), "
                 "torch.optim.AdamW with its defaults (foreach), no checkpointing, the standard loss, the logits "
-                "released before backward.",
+                "released before backward."),
         grad_ckpt=False, offload_activations=False, loss="standard",
         loss_impls={"standard": "hf"}, optimizer="adamw_foreach",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
@@ -362,20 +363,23 @@ def setup_json(setup: TrainingSetup) -> dict[str, Any]:
 def setup_summary(setup: TrainingSetup) -> str:
     """One line naming the settings a stack decides, each marked with where it came from, e.g.
     'TRL 1.16.0: checkpointing on (stack) · loss: TRL fused chunked LM head (stack) · AdamW (fused) (stack)'."""
-    label = get_stack(setup.stack).label if setup.stack else "explicit settings"
+    label = get_stack(setup.stack).label if setup.stack else _("explicit settings")
 
     def mark(field: str, text: str) -> str:
         if setup.stack is None:
             return text
-        return f"{text} ({label} default)" if field in setup.from_stack else f"{text} (your choice)"
+        if field in setup.from_stack:
+            return _("{setting} ({stack} default)").format(setting=text, stack=label)
+        return _("{setting} (your choice)").format(setting=text)
 
-    ckpt = "checkpointing offloaded to CPU" if setup.offload_activations else (
-        "checkpointing on" if setup.grad_ckpt else "checkpointing off")
-    parts = [mark("grad_ckpt", ckpt), mark("loss", f"loss: {LOSS_IMPLS[loss_impl_id(setup)].label}"),
-             mark("optimizer", f"optimizer: {OPTIMIZERS[setup.optimizer].label}")]
+    ckpt = _("checkpointing offloaded to CPU") if setup.offload_activations else (
+        _("checkpointing on") if setup.grad_ckpt else _("checkpointing off"))
+    parts = [mark("grad_ckpt", ckpt),
+             mark("loss", _("loss: {loss}").format(loss=_(LOSS_IMPLS[loss_impl_id(setup)].label))),
+             mark("optimizer", _("optimizer: {optimizer}").format(optimizer=_(OPTIMIZERS[setup.optimizer].label)))]
     if setup.method != "full":
-        parts.append(mark("adapter_dtype", f"{setup.adapter_dtype} adapters"))
+        parts.append(mark("adapter_dtype", _("{dtype} adapters").format(dtype=setup.adapter_dtype)))
     if setup.method == "qlora":
-        parts.append(mark("qlora_prep", QLORA_PREPS[setup.qlora_prep].label))
-    head = get_stack(setup.stack).version if setup.stack else "Explicit settings"
+        parts.append(mark("qlora_prep", _(QLORA_PREPS[setup.qlora_prep].label)))
+    head = get_stack(setup.stack).version if setup.stack else _("Explicit settings")
     return f"{head}: " + " · ".join(parts)

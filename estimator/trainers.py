@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from . import activations as act
+from .i18n import N_, _, format_int
 from .memory import (
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_BYTES,
@@ -74,17 +75,17 @@ class TrainerOption:
 TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
     TrainerOption(
         "sft", "SFT", "SFTConfig", "SFTTrainer", "trl", 1, "none", "fused", False, None, False, 1,
-        "Supervised fine-tuning: one forward and backward on batch × max_length tokens.",
-        "the SFT step (memory.estimate)",
+        N_("Supervised fine-tuning: one forward and backward on batch × max_length tokens."),
+        N_("the SFT step (memory.estimate)"),
         "trl/trainer/sft_trainer.py (TRL 1.16.0)"),
     TrainerOption(
         "dpo", "DPO", "DPOConfig", "DPOTrainer", "trl", 2, "always", "fused", False, 0.1, True, 1,
-        "Chosen and rejected are concatenated into one batch (2 × batch sequences per forward); after the policy "
+        N_("Chosen and rejected are concatenated into one batch (2 × batch sequences per forward); after the policy "
         "forward a no_grad reference forward (checkpointing off) scores the same batch through the fused head. Full "
         "fine-tuning keeps a frozen copy of the model; with PEFT the reference is the base with the adapter "
         "switched off (no copy); precompute_ref_log_probs scores the dataset once before training (no reference "
-        "during training).",
-        "SFT(2 × batch) + reference copy (full FT) + reference forward on top of the policy's saved activations",
+        "during training)."),
+        N_("SFT(2 × batch) + reference copy (full FT) + reference forward on top of the policy's saved activations"),
         "trl/trainer/dpo_trainer.py (TRL 1.16.0): collator torch.cat of chosen and rejected (l. 349); "
         "_compute_loss: model(..., fused_lm_head=True), then torch.no_grad() + disable_gradient_checkpointing "
         "reference forward, use_adapter(...) for PEFT (l. 1285–1339); ref_model = None for PEFT or "
@@ -92,47 +93,47 @@ TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
     TrainerOption(
         "orpo", "ORPO", "ORPOConfig", "ORPOTrainer", "trl.experimental.orpo", 2, "none", "logits", False, 0.1,
         False, 1,
-        "Reference-free: chosen and rejected concatenated; the loss builds the full-vocabulary logits of both and "
-        "a log-softmax (no fused head).",
-        "SFT(2 × batch) with full logits",
+        N_("Reference-free: chosen and rejected concatenated; the loss builds the full-vocabulary logits of both and "
+        "a log-softmax (no fused head)."),
+        N_("SFT(2 × batch) with full logits"),
         "trl/experimental/orpo/orpo_trainer.py (TRL 1.16.0): concatenated_forward, outputs.logits and "
         "selective_log_softmax; orpo_config.py beta=0.1, max_length=1024"),
     TrainerOption(
         "simpo", "SimPO (CPO)", "CPOConfig", "CPOTrainer", "trl.experimental.cpo", 2, "none", "logits", False, 0.1,
         False, 1,
-        "CPOTrainer with loss_type='simpo': reference-free, chosen and rejected concatenated, full-vocabulary "
-        "logits (no fused head).",
-        "SFT(2 × batch) with full logits",
+        N_("CPOTrainer with loss_type='simpo': reference-free, chosen and rejected concatenated, full-vocabulary "
+        "logits (no fused head)."),
+        N_("SFT(2 × batch) with full logits"),
         "trl/experimental/cpo/cpo_trainer.py (TRL 1.16.0): concatenated_forward, outputs.logits, "
         "selective_log_softmax; cpo_config.py beta=0.1, loss_type='simpo' for SimPO, "
         "simpo_gamma=0.5, cpo_alpha=1.0"),
     TrainerOption(
         "kto", "KTO", "KTOConfig", "KTOTrainer", "trl", 1, "always", "fused", False, 0.1, True, 2,
-        "Unpaired examples: a no_grad forward of mismatched 'KL' completions on the policy, the policy forward "
+        N_("Unpaired examples: a no_grad forward of mismatched 'KL' completions on the policy, the policy forward "
         "with gradients, then no_grad KL and example forwards on the reference (adapter off with PEFT). TRL needs "
-        "a per-device batch > 1 (the KL completions are the batch's own, shifted by one).",
-        "SFT(batch) + reference copy (full FT) + reference forwards on top of the policy's saved activations",
+        "a per-device batch > 1 (the KL completions are the batch's own, shifted by one)."),
+        N_("SFT(batch) + reference copy (full FT) + reference forwards on top of the policy's saved activations"),
         "trl/trainer/kto_trainer.py (TRL 1.16.0): _compute_loss (l. 1370–1445), 'Actual (not effective) batch "
         "size must be > 1' (l. 844); kto_config.py beta=0.1, max_length=1024, loss_type='kto'"),
     TrainerOption(
         "grpo", "GRPO", "GRPOConfig", "GRPOTrainer", "trl", 1, "beta", "fused", True, 0.0, False, 1,
-        "Online RL: num_generations completions per prompt are generated (transformers generate, vLLM colocated "
+        N_("Online RL: num_generations completions per prompt are generated (transformers generate, vLLM colocated "
         "or a vLLM server), then trained on; per_device_train_batch_size counts completions, each prompt + "
         "completion long. beta = 0 (the default) means no reference model; with beta > 0 full fine-tuning loads "
-        "a reference copy (PEFT switches the adapter off instead).",
-        "max(generation: weights + optimizer + KV cache or vLLM's reservation; training: SFT(batch, prompt + "
-        "completion)) + reference copy (beta > 0, full FT)",
+        "a reference copy (PEFT switches the adapter off instead)."),
+        N_("max(generation: weights + optimizer + KV cache or vLLM's reservation; training: SFT(batch, prompt + "
+        "completion)) + reference copy (beta > 0, full FT)"),
         "trl/trainer/grpo_trainer.py (TRL 1.16.0): reference model only when beta ≠ 0 and not PEFT (l. 983–1003), "
         "unwrapped_model.generate under no_grad (l. 1860–1875), fused_lm_head=True (l. 1498); grpo_config.py "
         "num_generations=8, max_completion_length=512, beta=0.0, use_vllm=False, vllm_mode='colocate', "
         "vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=False; generation_batch_size must be "
         "divisible by num_generations, num_generations ≥ 2 (l. 1129–1141)"),
     TrainerOption(
-        "reward", "Reward model", "RewardConfig", "RewardTrainer", "trl", 2, "none", "score", False, None, False,
+        "reward", N_("Reward model"), "RewardConfig", "RewardTrainer", "trl", 2, "none", "score", False, None, False,
         1,
-        "AutoModelForSequenceClassification with one output: chosen and rejected padded into one batch (2 × batch "
-        "sequences); the score head has hidden_size weights, so there are no vocabulary logits.",
-        "SFT(2 × batch) without the vocabulary head and its loss",
+        N_("AutoModelForSequenceClassification with one output: chosen and rejected padded into one batch (2 × batch "
+        "sequences); the score head has hidden_size weights, so there are no vocabulary logits."),
+        N_("SFT(2 × batch) without the vocabulary head and its loss"),
         "trl/trainer/reward_trainer.py (TRL 1.16.0): AutoModelForSequenceClassification(num_labels=1), "
         "compute_loss: torch.chunk(outputs.logits, 2) into chosen and rejected (l. 778–792); reward_config.py "
         "max_length=1024"),
@@ -151,25 +152,25 @@ class GenerationMode:
 
 
 GENERATION_MODES: dict[str, GenerationMode] = {m.id: m for m in (
-    GenerationMode("hf", "transformers generate (in the training process)",
-                   "The policy generates with a KV cache for every sequence of the local generation batch "
-                   "(per_device_train_batch_size × steps_per_generation, = gradient accumulation by default).",
+    GenerationMode("hf", N_("transformers generate (in the training process)"),
+                   N_("The policy generates with a KV cache for every sequence of the local generation batch "
+                   "(per_device_train_batch_size × steps_per_generation, = gradient accumulation by default)."),
                    "trl/trainer/grpo_trainer.py (TRL 1.16.0) _generate_single_turn: unwrapped_model.generate; "
                    "grpo_config.py steps_per_generation = gradient_accumulation_steps"),
-    GenerationMode("vllm-colocate", "vLLM colocated (same GPU)",
-                   "vLLM runs inside the training process and reserves vllm_gpu_memory_utilization × the device's "
+    GenerationMode("vllm-colocate", N_("vLLM colocated (same GPU)"),
+                   N_("vLLM runs inside the training process and reserves vllm_gpu_memory_utilization × the device's "
                    "memory for its weights and KV cache; with vllm_enable_sleep_mode it sleeps at level 2 after each "
                    "generation: its weights and KV cache (the sleep-mode pool) are discarded, not offloaded, "
                    "for the whole training step, and the training weights are pushed back before the next "
                    "generation. What vLLM allocates outside that pool (CUDA graphs, engine buffers) is not "
-                   "counted.",
+                   "counted."),
                    "trl/generation/vllm_generation.py (TRL 1.16.0): LLM(gpu_memory_utilization=..., "
                    "enable_sleep_mode=...), llm.sleep(level=2) after init and after each generate, "
                    "sync_weights: llm.wake_up(tags=['weights']) then load, wake_up(tags=['kv_cache']) before "
                    "generate; grpo_config.py vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=False"),
-    GenerationMode("vllm-server", "vLLM server (other GPUs)",
-                   "Generation runs in a separate `trl vllm-serve` process on other GPUs: nothing on the training "
-                   "device.",
+    GenerationMode("vllm-server", N_("vLLM server (other GPUs)"),
+                   N_("Generation runs in a separate `trl vllm-serve` process on other GPUs: nothing on the training "
+                   "device."),
                    "trl/generation/vllm_client.py (TRL 1.16.0); grpo_config.py vllm_mode='server'"),
 )}
 GENERATION_IDS = tuple(GENERATION_MODES)
@@ -442,9 +443,9 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         return DetailItem(component, label, float(value), formula)
 
     ref = reference_bytes(spec, setup, tr)
-    ref_item = d("reference", "Reference model (frozen copy)", ref, "policy load dtype × params")
+    ref_item = d("reference", N_("Reference model (frozen copy)"), ref, "policy load dtype × params")
     vllm = float(tr.vllm_util * device_capacity) if mode == "vllm-colocate" and device_capacity else 0.0
-    vllm_item = d("generation", "vLLM reservation", vllm,
+    vllm_item = d("generation", N_("vLLM reservation"), vllm,
                   f"vllm_gpu_memory_utilization {tr.vllm_util:g} × device memory")
     vllm_always = vllm if not tr.vllm_sleep else 0.0  # sleep mode (level 2) frees it during training
 
@@ -456,7 +457,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         sm = FP32 if ps.autocast else c  # log_softmax autocasts to fp32
         nll = ORPO_NLL_SHARE[opt.id]
         swap = {"Logits and loss (saved)": d(
-            "activations", "Logits and log-softmaxes (saved)", (c + sm * (1 + nll)) * tv,
+            "activations", N_("Logits and log-softmaxes (saved)"), (c + sm * (1 + nll)) * tv,
             f"c·T·V logits + {sm} B × T·V row log-softmax" + (f" + {sm} B × T·V / 2 chosen-half cross-entropy"
                                                                 if nll else ""))}
         dropped = ("Loss backward buffers",)
@@ -468,7 +469,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         if ref:
             items.append(ref_item)
         if gen:
-            items.append(vllm_item if vllm else d("generation", "Generation", gen, ""))
+            items.append(vllm_item if vllm else d("generation", N_("Generation"), gen, ""))
         return TrainerPhase(name or p.name, p.weights, p.gradients, p.optimizer, acts, tuple(items),
                             reference=ref, generation=gen)
 
@@ -501,20 +502,20 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         if setup.method == "full":
             head_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
                 setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
-        grad_phase = lift(loss_bwd, (d("activations", "Logits, their gradient, chosen-half log-softmax",
+        grad_phase = lift(loss_bwd, (d("activations", N_("Logits, their gradient, chosen-half log-softmax"),
                                        (2 + ORPO_NLL_SHARE[opt.id]) * c * tv,
                                        f"{2 + ORPO_NLL_SHARE[opt.id]:g} × c·T·V"),),
-                          drop=("Loss backward buffers", "Logits and loss (saved)"), name="backward, logits gradient")
+                          drop=("Loss backward buffers", "Logits and loss (saved)"), name=N_("backward, logits gradient"))
         phases.append(replace(grad_phase, gradients=grad_phase.gradients + head_grad, details=grad_phase.details + (
-            (d("gradients", "Head weight gradient", head_grad, "V × H"),) if head_grad else ())))
+            (d("gradients", N_("Head weight gradient"), head_grad, "V × H"),) if head_grad else ())))
     if opt.reference == "always" and tr.uses_reference():
         # DPO/KTO: the reference forward runs after the policy forward, while the policy's saved activations
         # (checkpointed inputs, head input, the fused head's saved tensors) are alive (dpo_trainer.py l. 1299 →
         # 1327; kto_trainer.py KL + reference forwards). Its own working set is one layer and one head tile.
         ref_fwd = scoring_forward_bytes(spec, setup, training_tokens, fused)
-        phases.append(lift(loss_bwd, (d("activations", "Reference forward (no_grad)", ref_fwd,
+        phases.append(lift(loss_bwd, (d("activations", N_("Reference forward (no_grad)"), ref_fwd,
                                          "T × one layer's no_grad working set + one head tile"),),
-                           drop=dropped + ("Loss backward buffers",), name="reference forward"))
+                           drop=dropped + ("Loss backward buffers",), name=N_("reference forward")))
     if opt.generates:
         # Generation happens at the start of a generation cycle, after the optimizer step and zero_grad
         # (set_to_none): weights and optimizer state are alive, gradients are not.
@@ -526,7 +527,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             # ds3_gather_for_generation=True (grpo_config.py): the whole model is gathered for generate.
             weights = float(sum(x.bytes for x in keep if x.component == "weights")) * setup.gpus
             keep = tuple(x for x in keep if x.component != "weights") + (
-                d("weights", "Weights gathered for generation (ZeRO-3)", weights, "all shards gathered"),)
+                d("weights", N_("Weights gathered for generation (ZeRO-3)"), weights, "all shards gathered"),)
         sequences = setup.batch * setup.grad_accum  # local generation batch (steps_per_generation = grad accum)
         length = tr.prompt_length + tr.completion_length
         items: list[DetailItem] = list(keep)
@@ -547,7 +548,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             grow = kv / spec.num_layers
             logits = sequences * spec.vocab_size * (compute_bytes(setup) + 2 * FP32)
             acts = prefill + grow + logits
-            items.append(d("activations", "Prefill / decode working set", acts,
+            items.append(d("activations", N_("Prefill / decode working set"), acts,
                            "n × prompt × one no_grad layer + one layer's cache growth + last-token logits"))
         elif mode == "vllm-colocate":
             gen = vllm
@@ -562,7 +563,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             # sampling correction, default on) run under no_grad before the training forward, chunked by
             # per_device_train_batch_size: only their working set is on top of the model states.
             score = scoring_forward_bytes(spec, setup, training_tokens, fused)
-            s_items = list(keep) + [d("activations", "Scoring forward (no_grad)", score,
+            s_items = list(keep) + [d("activations", N_("Scoring forward (no_grad)"), score,
                                       "T × one layer's no_grad working set + one head tile")]
             if ref:
                 s_items.append(ref_item)
@@ -605,32 +606,37 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
 def trainer_notes(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> tuple[str, ...]:
     """What the user should know about this trainer's estimate, in plain words."""
     opt = tr.option
-    out = [f"{opt.label} as in {TRL_VERSION} ({opt.trainer_class})."]
+    out = [_("{trainer} as in {version} ({trainer_class}).").format(
+        trainer=_(opt.label), version=TRL_VERSION, trainer_class=opt.trainer_class)]
     if opt.sequences == 2:
-        out.append(f"Chosen and rejected run together: each forward sees {2 * setup.batch} sequences.")
+        out.append(_("Chosen and rejected run together: each forward sees {n} sequences.").format(n=2 * setup.batch))
     if opt.reference != "none":
         if not tr.uses_reference():
-            out.append("No reference model during training" + (
-                " (reference log-probs precomputed)." if tr.precompute_ref else " (beta = 0)."))
+            out.append(_("No reference model during training (reference log-probs precomputed).") if tr.precompute_ref
+                       else _("No reference model during training (beta = 0)."))
         elif setup.method == "full":
-            out.append("Full fine-tuning keeps a frozen reference copy of the model.")
+            out.append(_("Full fine-tuning keeps a frozen reference copy of the model."))
         else:
-            out.append("The reference is the base model with the adapter switched off: no copy.")
+            out.append(_("The reference is the base model with the adapter switched off: no copy."))
     if opt.generates:
         mode = tr.generation_mode
-        out.append(f"GRPO: {tr.gens} generations per prompt, prompts of {tr.prompt_length:,} + completions of "
-                   f"{tr.completion_length:,} tokens; generation with {GENERATION_MODES[mode].label}.")
+        out.append(_("GRPO: {gens} generations per prompt, prompts of {prompt} + completions of {completion} tokens; "
+                     "generation with {mode}.").format(
+            gens=tr.gens, prompt=format_int(tr.prompt_length), completion=format_int(tr.completion_length),
+            mode=_(GENERATION_MODES[mode].label)))
         if tr.prompt_len is None:
-            out.append(f"Prompt length assumed {DEFAULT_PROMPT_LEN} tokens (GRPOConfig has no prompt limit).")
+            out.append(_("Prompt length assumed {n} tokens (GRPOConfig has no prompt limit).").format(
+                n=DEFAULT_PROMPT_LEN))
         if mode == "vllm-colocate":
-            out.append(f"vLLM reserves {tr.vllm_util:g} of the device" + (
-                " while generating; sleep mode (level 2) discards its weights and KV cache during training "
-                "(vLLM's CUDA graphs and buffers outside its pool are not counted)." if tr.vllm_sleep
-                else " for the whole run."))
+            out.append((_("vLLM reserves {share} of the device while generating; sleep mode (level 2) discards its "
+                          "weights and KV cache during training (vLLM's CUDA graphs and buffers outside its pool are "
+                          "not counted).") if tr.vllm_sleep
+                        else _("vLLM reserves {share} of the device for the whole run.")).format(
+                share=f"{tr.vllm_util:g}"))
         if mode == "vllm-server":
-            out.append("The vLLM server needs its own GPUs (not counted here).")
+            out.append(_("The vLLM server needs its own GPUs (not counted here)."))
     if opt.head == "score":
-        out.append("Reward model: a 1-output score head, no vocabulary logits.")
+        out.append(_("Reward model: a 1-output score head, no vocabulary logits."))
     return tuple(out)
 
 
@@ -645,11 +651,12 @@ def fix_generations(setup: TrainingSetup, tr: TrainerSetup) -> tuple[TrainingSet
     divisors = [k for k in range(2, min(gb, tr.gens) + 1) if gb % k == 0]
     if divisors:
         fixed = replace(tr, num_generations=max(divisors))
-        return setup, fixed, (f"TRL needs the generation batch ({gb}) divisible by num_generations ({tr.gens}); "
-                              f"shown with {fixed.gens} generations.")
+        return setup, fixed, _("TRL needs the generation batch ({gb}) divisible by num_generations ({gens}); shown "
+                               "with {fixed} generations.").format(gb=gb, gens=tr.gens, fixed=fixed.gens)
     batch = tr.gens * math.ceil(setup.batch / tr.gens)
-    return replace(setup, batch=batch), tr, (
-        f"TRL needs the generation batch ({gb}) divisible by num_generations ({tr.gens}); shown with batch {batch}.")
+    return replace(setup, batch=batch), tr, _(
+        "TRL needs the generation batch ({gb}) divisible by num_generations ({gens}); shown with batch {batch}."
+    ).format(gb=gb, gens=tr.gens, batch=batch)
 
 
 def trainer_json(tr: TrainerSetup) -> dict[str, object]:
@@ -692,10 +699,12 @@ def all_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, device
         if r.order == 1 and opt.generates:
             continue  # GRPO's length is prompt + completion: see "Shorter completions"
         if r.order == 2 and setup.batch // 2 < opt.min_batch:
-            r = replace(r, change=f"{opt.label} needs a batch of at least {opt.min_batch}", saves_bytes=0.0,
+            r = replace(r, change=_("{trainer} needs a batch of at least {n}").format(trainer=_(opt.label),
+                                                                                       n=opt.min_batch),
+                        saves_bytes=0.0,
                         new_total_bytes=r.new_total_bytes + r.saves_bytes, applicable=False)
         if r.order == 5 and setup.method == "full" and reference_bytes(spec, setup, tr):
-            r = replace(r, title="Use LoRA: the reference becomes the adapter-off base (no copy)")
+            r = replace(r, title=_("Use LoRA: the reference becomes the adapter-off base (no copy)"))
         out.append(r)
     return tuple(out) + trainer_remedies(spec, setup, tr, device_capacity)
 
@@ -732,31 +741,34 @@ def trainer_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         out.append(Remedy(order, title, change, base - total, total, True, caveat))
 
     if opt.can_precompute and tr.uses_reference():
-        add(6, "Precompute the reference log-probs", "precompute_ref_log_probs False → True", setup,
+        add(6, _("Precompute the reference log-probs"), "precompute_ref_log_probs False → True", setup,
             replace(tr, precompute_ref=True),
-            "The reference scores the dataset once before training; it cannot follow sync_ref_model.")
+            _("The reference scores the dataset once before training; it cannot follow sync_ref_model."))
     if opt.generates:
         if tr.gens >= 4 and setup.batch % 2 == 0:
-            add(8, "Fewer generations per prompt", f"num_generations {tr.gens} → {tr.gens // 2}, batch "
-                f"{setup.batch} → {setup.batch // 2} (same prompts per step)",
+            add(8, _("Fewer generations per prompt"),
+                _("num_generations {before} → {after}, batch {batch} → {half} (same prompts per step)").format(
+                    before=tr.gens, after=tr.gens // 2, batch=setup.batch, half=setup.batch // 2),
                 replace(setup, batch=setup.batch // 2), replace(tr, num_generations=tr.gens // 2),
-                "Fewer completions per prompt give noisier advantages.")
+                _("Fewer completions per prompt give noisier advantages."))
         if tr.completion_length > 1:
             half = max(1, tr.completion_length // 2)
-            add(9, "Shorter completions", f"max_completion_length {tr.completion_length:,} → {half:,}", setup,
-                replace(tr, completion_len=half), "Truncated completions get no reward for what they cut off.")
+            add(9, _("Shorter completions"),
+                f"max_completion_length {format_int(tr.completion_length)} → {format_int(half)}", setup,
+                replace(tr, completion_len=half), _("Truncated completions get no reward for what they cut off."))
         mode = tr.generation_mode
         if mode == "vllm-colocate" and not tr.vllm_sleep:
-            add(10, "vLLM sleep mode", "vllm_enable_sleep_mode False → True", setup, replace(tr, vllm_sleep=True),
-                "vLLM discards its weights and KV cache after each generation (sleep level 2); TRL pushes the "
-                "training weights back before the next one (slower steps).")
+            add(10, _("vLLM sleep mode"), "vllm_enable_sleep_mode False → True", setup, replace(tr, vllm_sleep=True),
+                _("vLLM discards its weights and KV cache after each generation (sleep level 2); TRL pushes the "
+                  "training weights back before the next one (slower steps)."))
         if mode == "vllm-colocate" and tr.vllm_util > 0.1:
             lower = round(max(0.1, tr.vllm_util - 0.1), 2)
-            add(11, "Lower vllm_gpu_memory_utilization", f"vllm_gpu_memory_utilization {tr.vllm_util:g} → "
+            add(11, _("Lower vllm_gpu_memory_utilization"), f"vllm_gpu_memory_utilization {tr.vllm_util:g} → "
                 f"{lower:g}", setup, replace(tr, vllm_gpu_util=lower),
-                "vLLM must still hold its weights and a KV cache for the generation batch.")
+                _("vLLM must still hold its weights and a KV cache for the generation batch."))
         if mode != "vllm-server":
-            add(12, "Generate on a vLLM server", f"{mode} → vllm-server (trl vllm-serve on other GPUs)", setup,
+            add(12, _("Generate on a vLLM server"),
+                _("{mode} → vllm-server (trl vllm-serve on other GPUs)").format(mode=mode), setup,
                 replace(tr, generation="vllm-server", vllm_gpu_util=None, vllm_sleep=False),
-                "Needs one or more extra GPUs for the server.")
+                _("Needs one or more extra GPUs for the server."))
     return tuple(out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import options
+from .i18n import N_
 
 METHODS = ("full", "lora", "qlora")
 PRECISIONS: tuple[str, ...] = tuple(options.PRECISIONS)
@@ -15,15 +16,15 @@ QLORA_PREPS: tuple[str, ...] = tuple(options.QLORA_PREPS)
 ADAPTER_DTYPES = ("fp32", "bf16")
 SHARDINGS = ("none", "zero1", "zero2", "zero3")
 
-METHOD_LABELS = {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA"}
+METHOD_LABELS = {"full": N_("Full fine-tuning"), "lora": "LoRA", "qlora": "QLoRA"}  # N_: translated where shown
 PRECISION_LABELS = {k: o.label for k, o in options.PRECISIONS.items()}
 OPTIMIZER_LABELS = {k: o.label for k, o in options.OPTIMIZERS.items()}
 LOSS_LABELS = {k: o.label for k, o in options.LOSSES.items()}
 SHARDING_LABELS = {
-    "none": "Data parallel (DDP)",
-    "zero1": "ZeRO-1 (optimizer sharded)",
-    "zero2": "ZeRO-2 (+ gradients sharded)",
-    "zero3": "ZeRO-3 / FSDP full shard",
+    "none": N_("Data parallel (DDP)"),
+    "zero1": N_("ZeRO-1 (optimizer sharded)"),
+    "zero2": N_("ZeRO-2 (+ gradients sharded)"),
+    "zero3": N_("ZeRO-3 / FSDP full shard"),
 }
 
 MAX_BATCH = 4096

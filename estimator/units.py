@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .i18n import format_number
+
 GB = 1_000_000_000  # decimal gigabyte, what the seed page and GPU vendors quote
 GiB = 1 << 30  # binary gibibyte, what PyTorch and nvidia-smi report
 
@@ -17,10 +19,10 @@ def to_gib(n_bytes: float) -> float:
 
 
 def fmt_gb(n_bytes: float, digits: int = 1) -> str:
-    """'17.2 GB' (decimal)."""
-    return f"{to_gb(n_bytes):,.{digits}f} GB"
+    """'17.2 GB' (decimal); '17,2 GB' in Spanish (estimator/i18n.py)."""
+    return f"{format_number(to_gb(n_bytes), digits)} GB"
 
 
 def fmt_both(n_bytes: float, digits: int = 1) -> str:
     """'17.2 GB (16.0 GiB)': both units, labelled."""
-    return f"{to_gb(n_bytes):,.{digits}f} GB ({to_gib(n_bytes):,.{digits}f} GiB)"
+    return f"{format_number(to_gb(n_bytes), digits)} GB ({format_number(to_gib(n_bytes), digits)} GiB)"

@@ -7,9 +7,11 @@ import streamlit as st
 
 from estimator import fmt_both, verdict
 from estimator.advice import best_layout, fewest_gpus, sharded, what_would_fit
+from estimator.i18n import _, format_number, ngettext
 from estimator.training import SHARDING_LABELS, SHARDINGS
 from ui.grids import GPU_COUNTS, SHORT_SHARDING, close_calls, min_gpus_table, scale_out_curves, setup_summary
 from ui.inputs import plain, present_table, render_inputs, share_box, show_notes
+from ui.lang import localised, number_columns
 from ui.page_charts import scale_out_chart
 from ui.params import widget
 from ui.trainer_inputs import page_estimate_fn, page_trainer, trainer_summary
@@ -21,13 +23,13 @@ spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, tr
 estimate_fn = page_estimate_fn(trainer, None, device.capacity_bytes)
 font_size = 18 if inputs.presentation else None
 
-st.title("Scale out")
+st.title(_("Scale out"))
 st.caption(plain(setup_summary(spec, setup, device, trainer_summary(trainer))))
 if inputs.rule == "seed":
-    st.info("The rule of thumb has no notion of GPUs or sharding: this page always shows the detailed estimate.",
+    st.info(_("The rule of thumb has no notion of GPUs or sharding: this page always shows the detailed estimate."),
             icon=":material/info:")
 
-options = st.expander("Options", expanded=False) if inputs.presentation else st.container()
+options = st.expander(_("Options"), expanded=False) if inputs.presentation else st.container()
 with options:
     left, middle, right = st.columns(3)
     offload = widget("offload", left)
@@ -41,14 +43,15 @@ def band_note(est) -> str:
     empty when the upper end of the likely range fits too."""
     v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
     if v.band == "close call":
-        return " " + plain(f"(close call: the upper end of the likely range, {fmt_both(est.high_bytes)}, is above "
-                           "the usable memory)")
+        return " " + plain(_("(close call: the upper end of the likely range, {high}, is above the usable "
+                             "memory)").format(high=fmt_both(est.high_bytes)))
     return ""
 
 
 def gpus_text(n: int) -> str:
     """'16 × NVIDIA H100 80GB HBM3 (81,559 MiB), 2 nodes of 8,'."""
-    nodes = f", {n // per_node} node{'s' if n // per_node > 1 else ''} of {per_node}," if per_node > 1 else ""
+    nodes = ", " + ngettext("{nodes} node of {per_node}", "{nodes} nodes of {per_node}", n // per_node).format(
+        nodes=n // per_node, per_node=per_node) + "," if per_node > 1 else ""
     return f"{n} × {device.name}{nodes}"
 
 
@@ -58,71 +61,80 @@ table = min_gpus_table(spec, setup, shardings=SHARDINGS, offload=offload, max_gp
                        trainer=trainer)
 
 if device.kind != "discrete":
-    st.info(plain(f"{device.name} is a unified-memory machine: it does not scale out. The lines show what "
-                  "each GPU would need; pick a GPU in the sidebar to compare."), icon=":material/info:")
+    st.info(plain(_("{device} is a unified-memory machine: it does not scale out. The lines show what each GPU "
+                    "would need; pick a GPU in the sidebar to compare.").format(device=device.name)),
+            icon=":material/info:")
 else:
     best = best_layout(spec, setup, device, SHARDINGS, offload, max_gpus, per_node, estimate_fn)
     if best is None:
-        st.error(plain(f"No layout up to {max_gpus} × {device.name} fits this setup."), icon=":material/block:")
+        st.error(plain(_("No layout up to {n} × {device} fits this setup.").format(n=max_gpus, device=device.name)),
+                 icon=":material/block:")
         found = what_would_fit(spec, setup, device, SHARDINGS, offload, max_gpus, per_node, estimate_fn)
         if found:
-            st.markdown("**What would make it fit:**\n" + "\n".join(
-                f"- {plain(label)}: {plain(gpus_text(layout.gpus))} with {plain(SHARDING_LABELS[layout.sharding])}, "
-                f"{plain(fmt_both(layout.estimate.total_bytes))} per GPU" + band_note(layout.estimate)
+            st.markdown("**" + _("What would make it fit:") + "**\n" + "\n".join(
+                f"- {plain(label)}: " + _("{gpus} with {sharding}, {amount} per GPU").format(
+                    gpus=plain(gpus_text(layout.gpus)), sharding=plain(_(SHARDING_LABELS[layout.sharding])),
+                    amount=plain(fmt_both(layout.estimate.total_bytes))) + band_note(layout.estimate)
                 for label, layout in found))  # each part ≤ 300
         else:
-            st.markdown("Not even checkpointing, optimizer offload or 16 times the GPUs make it fit: try LoRA, "
-                        "QLoRA or a shorter max length on the calculator.")
+            st.markdown(_("Not even checkpointing, optimizer offload or 16 times the GPUs make it fit: try LoRA, "
+                          "QLoRA or a shorter max length on the calculator."))
     else:
         est = best.estimate
         v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
-        line = (f"{gpus_text(best.gpus)} with {SHARDING_LABELS[best.sharding]}: {fmt_both(est.total_bytes)} per "
-                f"GPU of {fmt_both(device.usable_bytes)} usable")
+        line = _("{gpus} with {sharding}: {amount} per GPU of {usable} usable").format(
+            gpus=gpus_text(best.gpus), sharding=_(SHARDING_LABELS[best.sharding]), amount=fmt_both(est.total_bytes),
+            usable=fmt_both(device.usable_bytes))
         if v.band == "fits":
-            st.success(plain(f"Fits on {line}", limit=1000), icon=":material/check_circle:")
+            st.success(plain(_("Fits on {layout}").format(layout=line), limit=1000), icon=":material/check_circle:")
         else:  # the calculator's close call: the expected peak fits, the upper end of its likely range does not
             safe = fewest_gpus(spec, sharded(setup, best.sharding, offload), device.usable_bytes, max_gpus,
                                per_node, estimate_fn, likely_high=True)
-            then = (f" With {gpus_text(safe)} the upper end fits too." if safe else
-                    f" Even {max_gpus} GPUs leave the upper end above the usable memory: leave headroom "
-                    "(checkpointing, a shorter max length).")
-            st.warning(plain(f"Close call: fits on {line}, but the upper end of the likely range "
-                             f"({fmt_both(est.high_bytes)}) is above it.{then}", limit=1000), icon=":material/warning:")
+            then = (" " + _("With {gpus} the upper end fits too.").format(gpus=gpus_text(safe)) if safe else
+                    " " + _("Even {n} GPUs leave the upper end above the usable memory: leave headroom "
+                            "(checkpointing, a shorter max length).").format(n=max_gpus))
+            st.warning(plain(_("Close call: fits on {layout}, but the upper end of the likely range ({high}) is "
+                               "above it.").format(layout=line, high=fmt_both(est.high_bytes)) + then, limit=1000),
+                       icon=":material/warning:")
         if est.cpu_offload_bytes:
-            st.caption(plain(f"Optimizer state in CPU RAM, all GPUs together: {fmt_both(est.cpu_offload_bytes)}."))
+            st.caption(plain(_("Optimizer state in CPU RAM, all GPUs together: {amount}.").format(
+                amount=fmt_both(est.cpu_offload_bytes))))
 
 st.plotly_chart(scale_out_chart(curves, counts, device, font_size=font_size), key="scale_chart",
                 config={"displayModeBar": False},
-                alt="Lines of peak memory per GPU against the GPU count for each sharding: "
-                    + "; ".join(f"{SHARDING_LABELS[s]} from {ests[0].total_bytes / 1e9:,.0f} GB on {counts[0]} "
-                                f"GPU(s) to {ests[-1].total_bytes / 1e9:,.0f} GB on {counts[-1]}"
-                                for s, ests in curves.items()))
+                alt=_("Lines of peak memory per GPU against the GPU count for each sharding: {lines}").format(
+                    lines="; ".join(_("{sharding} from {first} GB on {first_n} GPU(s) to {last} GB on {last_n}").format(
+                        sharding=_(SHARDING_LABELS[s]), first=format_number(ests[0].total_bytes / 1e9, 0),
+                        first_n=counts[0], last=format_number(ests[-1].total_bytes / 1e9, 0), last_n=counts[-1])
+                        for s, ests in curves.items())))
 
-st.subheader("Smallest GPU count that fits", anchor=False)
-st.caption(f"Per GPU in the catalog and sharding; '> {max_gpus}' where even {max_gpus} GPUs are not enough"
-           + (f"; whole nodes of {per_node}" if per_node > 1 else "")
-           + "; 'close call' where the upper end of the likely range does not fit at that count. Activations are "
-             "not sharded: each GPU keeps its own micro-batch's.")
+st.subheader(_("Smallest GPU count that fits"), anchor=False)
+st.caption(_("Per GPU in the catalog and sharding; '> {n}' where even {n} GPUs are not enough").format(n=max_gpus)
+           + ("; " + _("whole nodes of {per_node}").format(per_node=per_node) if per_node > 1 else "")
+           + "; " + _("'close call' where the upper end of the likely range does not fit at that count.")
+           + " " + _("Activations are not sharded: each GPU keeps its own micro-batch's."))
 shown = table.copy()
 close = close_calls(spec, setup, table, SHARDINGS, offload)
 for sharding in SHARDINGS:
     column = SHORT_SHARDING[sharding]
-    shown[column] = [f"> {max_gpus}" if n is pd.NA else f"{n:d} (close call)" if (name, sharding) in close
+    shown[column] = [f"> {max_gpus}" if n is pd.NA else _("{n} (close call)").format(n=f"{n:d}")
+                     if (name, sharding) in close
                      else f"{n:d}" for name, n in zip(table["Device"], table[column], strict=True)]
 if inputs.presentation:
-    present_table(shown, digits=0)
+    present_table(shown.rename(columns={"Device": _("Device"), "Memory (GB)": _("Memory (GB)")}), digits=0)
 else:
-    st.dataframe(shown, hide_index=True, key="min_gpus_table", height=38 + 35 * len(shown),
-                 column_config={"Device": st.column_config.TextColumn(width="large", pinned=True),
-                                "Memory (GB)": st.column_config.NumberColumn(format="%.0f GB")}
-                 | {SHORT_SHARDING[s]: st.column_config.TextColumn(SHORT_SHARDING[s], help=SHARDING_LABELS[s])
+    numbers = {"Memory (GB)": (0, " GB")}
+    st.dataframe(localised(shown, numbers), hide_index=True, key="min_gpus_table", height=38 + 35 * len(shown),
+                 column_config={"Device": st.column_config.TextColumn(_("Device"), width="large", pinned=True)}
+                 | number_columns(numbers, {"Memory (GB)": _("Memory (GB)")})
+                 | {SHORT_SHARDING[s]: st.column_config.TextColumn(SHORT_SHARDING[s], help=_(SHARDING_LABELS[s]))
                     for s in SHARDINGS})
 if not inputs.presentation:
     st.markdown(
-        "- **Data parallel (DDP)**: every GPU holds the whole model, gradients and optimizer state, plus a "
-        "bucket copy of the gradients for the all-reduce. More GPUs make it faster, never smaller.\n"
-        "- **ZeRO-1** shards the optimizer state over the GPUs; **ZeRO-2** the gradients too; **ZeRO-3 / FSDP "
-        "full shard** the weights as well, gathering two layers' weights at a time.\n"
-        "- **Offload** moves the optimizer state to CPU RAM (ZeRO-Offload), at the cost of slower steps."
+        "- " + _("**Data parallel (DDP)**: every GPU holds the whole model, gradients and optimizer state, plus a "
+                 "bucket copy of the gradients for the all-reduce. More GPUs make it faster, never smaller.") + "\n"
+        "- " + _("**ZeRO-1** shards the optimizer state over the GPUs; **ZeRO-2** the gradients too; **ZeRO-3 / "
+                 "FSDP full shard** the weights as well, gathering two layers' weights at a time.") + "\n"
+        "- " + _("**Offload** moves the optimizer state to CPU RAM (ZeRO-Offload), at the cost of slower steps.")
     )
 share_box()

@@ -144,8 +144,9 @@ def test_inputs_survive_a_rerun_because_the_page_draws_them(default_at):
                                                                "number_input", "text_input", "button_group")}
     # model, stack, precision, optimizer, loss, attn, sharding, device; toggles rule, present;
     # segmented controls method, ckpt, kind; the trainer box adds a selectbox (trainer), two toggles
-    # (precompute_ref, vllm_sleep) and a segmented control (gen) (ui/trainer_inputs.py)
-    assert before["selectbox"] == 9 and before["toggle"] == 4 and before["button_group"] == 4
+    # (precompute_ref, vllm_sleep) and a segmented control (gen) (ui/trainer_inputs.py); the language switch is
+    # one more segmented control (ui/lang.py)
+    assert before["selectbox"] == 9 and before["toggle"] == 4 and before["button_group"] == 5
     at.sidebar.slider(key="batch").set_value(2).run()
     after = {kind: len(getattr(at.sidebar, kind)) for kind in before}
     assert after == before

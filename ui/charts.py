@@ -20,9 +20,10 @@ from estimator import (
     Device,
     Estimate,
     component_keys,
+    fmt_both,
     to_gb,
-    to_gib,
 )
+from estimator.i18n import DEFAULT_LANGUAGE, N_, _, format_number, get_language
 from estimator.memory import CONTEXT_LABEL, component_label, context_label
 
 # Fixed colour per component, in stacking order (weights → gradients → optimizer → activations → overhead).
@@ -46,9 +47,9 @@ RESERVED_FILL = "rgba(140, 140, 140, 0.22)"  # the OS-and-apps band, readable on
 BAND_COLOR = "#7F7F7F"  # low–high whisker
 
 # Trace names (also the legend). Weights split into two traces when any row trains adapters.
-FROZEN_NAME = "Weights (frozen base)"
-TRAINABLE_NAME = "Weights (trainable)"
-BAND_NAME = "Likely range (low–high)"
+FROZEN_NAME = N_("Weights (frozen base)")  # names are ids here; translated where drawn
+TRAINABLE_NAME = N_("Weights (trainable)")
+BAND_NAME = N_("Likely range (low–high)")
 
 # Detail labels the estimator uses for the frozen base (detailed mode) — the rest of "weights" trains
 # (adapters, their autocast copies) or is the full model's weights.
@@ -72,7 +73,7 @@ def _esc(text: str) -> str:
 
 def both_units(n_bytes: float, digits: int = 1) -> str:
     """'17.2 GB (16.0 GiB)' — the label format every hover uses."""
-    return f"{to_gb(n_bytes):,.{digits}f} GB ({to_gib(n_bytes):,.{digits}f} GiB)"
+    return fmt_both(n_bytes, digits)
 
 
 def splits_weights(est: Estimate) -> bool:
@@ -124,13 +125,14 @@ def _detail_lines(est: Estimate, seg: Segment, device: Device | None = None) -> 
         items = [d for d in items if est.mode == "seed" or d.label in _FROZEN_DETAIL_LABELS]
     elif seg.name == TRAINABLE_NAME:
         items = [] if est.mode == "seed" else [d for d in items if d.label not in _FROZEN_DETAIL_LABELS]
-    return [f"· {_esc(context_label(device) if d.label == CONTEXT_LABEL else d.label)}: {both_units(d.bytes, 2)}"
+    return [f"· {_esc(context_label(device) if d.label == CONTEXT_LABEL else _(d.label))}: {both_units(d.bytes, 2)}"
             for d in items]
 
 
 def _hover(row_label: str, est: Estimate, seg: Segment, value: float, device: Device | None = None) -> str:
     share = value / est.total_bytes if est.total_bytes else 0.0
-    head = f"<b>{_esc(seg.name)}</b>: {both_units(value, 2)} · {share:.0%} of {to_gb(est.total_bytes):,.1f} GB"
+    head = f"<b>{_esc(_(seg.name))}</b>: " + _("{amount} · {share} % of {total} GB").format(
+        amount=both_units(value, 2), share=format_number(100 * share, 0), total=format_number(to_gb(est.total_bytes)))
     lines = [_esc(row_label), head, *_detail_lines(est, seg, device)]
     return "<br>".join(lines)
 
@@ -176,9 +178,9 @@ def stacked_bars_spec(rows: Sequence[tuple[str, Estimate]], device: Device | Non
         values = [to_gb(segment_bytes(e, seg)) for e in ests]
         hovers = [_hover(lbl, e, seg, segment_bytes(e, seg), device) for lbl, e in zip(labels, ests, strict=True)]
         # In-bar value only where the segment is wide enough to hold it (≥ 8 % of the longest bar).
-        text = [f"{v:,.1f} GB" if show_values and longest and v >= 0.08 * longest else "" for v in values]
+        text = [f"{format_number(v)} GB" if show_values and longest and v >= 0.08 * longest else "" for v in values]
         bar = dict(
-            type="bar", name=seg.name, orientation=orientation, marker=dict(color=seg.color, line=dict(width=0)),
+            type="bar", name=_(seg.name), orientation=orientation, marker=dict(color=seg.color, line=dict(width=0)),
             width=BAR_WIDTH, legendgroup=seg.name, hovertext=hovers, hoverinfo="text", text=text,
             textposition="inside", insidetextanchor="middle", meta=seg.component,
         )
@@ -189,14 +191,15 @@ def stacked_bars_spec(rows: Sequence[tuple[str, Estimate]], device: Device | Non
         plus = [to_gb(e.high_bytes - e.total_bytes) for e in ests]
         minus = [to_gb(e.total_bytes - e.low_bytes) for e in ests]
         beside = [p - BAND_OFFSET if horizontal else p + BAND_OFFSET for p in positions]
-        hovers = [f"{lbl}<br><b>Total {both_units(e.total_bytes)}</b><br>likely {both_units(e.low_bytes)}"
-                  f" – {both_units(e.high_bytes)}<br>peak: {_esc(e.peak_phase)}"
+        hovers = [f"{lbl}<br><b>" + _("Total {amount}").format(amount=both_units(e.total_bytes)) + "</b><br>"
+                  + _("likely {low} – {high}").format(low=both_units(e.low_bytes), high=both_units(e.high_bytes))
+                  + "<br>" + _("peak: {phase}").format(phase=_esc(_(e.peak_phase)))
                   for lbl, e in zip(labels, ests, strict=True)]
         err = dict(type="data", symmetric=False, array=plus, arrayminus=minus, color=BAND_COLOR, thickness=2,
                    width=6)
         marker = dict(color=BAND_COLOR, size=10, symbol="line-ns-open" if horizontal else "line-ew-open",
                       line=dict(width=3, color=BAND_COLOR))
-        whisker = dict(type="scatter", name=BAND_NAME, mode="markers", marker=marker, hovertext=hovers,
+        whisker = dict(type="scatter", name=_(BAND_NAME), mode="markers", marker=marker, hovertext=hovers,
                        hoverinfo="text")
         if horizontal:
             whisker.update(x=totals, y=beside, error_x=err)
@@ -205,7 +208,7 @@ def stacked_bars_spec(rows: Sequence[tuple[str, Estimate]], device: Device | Non
         traces.append(whisker)
     top = longest if device is None else max(longest, to_gb(device.capacity_bytes))
     n_rows = len(rows)
-    value_axis = dict(title=dict(text="Memory (GB; 1 GB = 10⁹ bytes)"), range=[0, top * 1.1], zeroline=False,
+    value_axis = dict(title=dict(text=_("Memory (GB; 1 GB = 10⁹ bytes)")), range=[0, top * 1.1], zeroline=False,
                       ticksuffix=" GB", automargin=True)
     if horizontal:  # first row on top, with room above it for the device lines' labels
         category_axis = dict(tickvals=positions, ticktext=labels, range=[n_rows - 0.5 + BOTTOM_ROOM, -0.5 - LABEL_ROOM],
@@ -227,6 +230,7 @@ def stacked_bars_spec(rows: Sequence[tuple[str, Estimate]], device: Device | Non
         xaxis=value_axis if horizontal else category_axis,
         yaxis=category_axis if horizontal else value_axis,
         height=(190 + 70 * n_rows) if horizontal else 480,
+        separators=separators(),
     )
     if title:
         layout.update(title=dict(text=_esc(title), x=0, xanchor="left"))
@@ -239,6 +243,11 @@ def stacked_bars_spec(rows: Sequence[tuple[str, Estimate]], device: Device | Non
         shapes, notes = overlay_items(device, "x" if horizontal else "y", value_axis["range"])
         layout.update(shapes=shapes, annotations=notes)
     return {"data": traces, "layout": layout}
+
+
+def separators() -> str:
+    """Plotly's decimal and thousands separators for the page's language (axis ticks, hover numbers)."""
+    return ".," if get_language() == DEFAULT_LANGUAGE else ",."
 
 
 def font_layout(layout: dict, size: int) -> dict:
@@ -283,8 +292,9 @@ def overlay_items(device: Device, axis: str = "x",
     # Both labels sit left of their line, so the total's label lies inside the band: when the band is too
     # narrow to hold it, the labels take two rows and the band goes unnamed.
     close = (capacity - usable) < 0.12 * span
-    usable_text = f"<b>{_fmt_limit(usable)} GB usable</b>" + ("" if reserved else " (all of it)")
-    total_text = f"{_fmt_limit(capacity)} GB total"
+    usable_text = "<b>" + _("{gb} GB usable").format(gb=_fmt_limit(usable)) + "</b>" + (
+        "" if reserved else " " + _("(all of it)"))
+    total_text = _("{gb} GB total").format(gb=_fmt_limit(capacity))
     shapes: list[dict] = []
     notes: list[dict] = []
     def span(value_from: float, value_to: float) -> dict:
@@ -314,7 +324,7 @@ def overlay_items(device: Device, axis: str = "x",
     if reserved:
         label(capacity, total_text, CAPACITY_COLOR, "capacity-label", 1 if close else 0)
         if not close:  # name the shaded band where it is wide enough to hold the words
-            os_text = f"OS and apps: {capacity - usable:,.0f} GB"
+            os_text = _("OS and apps: {gb} GB").format(gb=format_number(capacity - usable, 0))
             if axis == "x":
                 notes.append(dict(x=(usable + capacity) / 2, y=0, yref="paper", yanchor="bottom", showarrow=False,
                                   text=os_text.replace(": ", "<br>"), font=dict(size=11, color=CAPACITY_COLOR),
@@ -327,29 +337,31 @@ def overlay_items(device: Device, axis: str = "x",
 
 def _fmt_limit(gb: float) -> str:
     """27 → '27', 13.5 → '13.5': device limits as people say them."""
-    return f"{gb:,.0f}" if abs(gb - round(gb)) < 0.05 else f"{gb:,.1f}"
+    return format_number(gb, 0) if abs(gb - round(gb)) < 0.05 else format_number(gb, 1)
 
 
 def memory_bar(estimate: Estimate, device: Device | None = None, *, title: str | None = None,
-               label: str = "Peak", font_size: int | None = None) -> go.Figure:
+               label: str | None = None, font_size: int | None = None) -> go.Figure:
     """One horizontal stacked bar of estimate's components (GB) against the device's capacity overlay,
     with the low–high band as a whisker on the total. LoRA/QLoRA split the weights into the frozen base
     and the trainable adapters; hovers list each segment's detail items in GB and GiB."""
-    return stacked_bars([(label, estimate)], device, orientation="h", title=title, font_size=font_size)
+    return stacked_bars([(label or _("Peak"), estimate)], device, orientation="h", title=title, font_size=font_size)
 
 
-def memory_bar_spec(estimate: Estimate, device: Device | None = None, *, label: str = "Peak",
+def memory_bar_spec(estimate: Estimate, device: Device | None = None, *, label: str | None = None,
                     font_size: int | None = None) -> dict:
     """memory_bar as plain plotly.js JSON, for ui.live_chart (no Figure to build and validate on each rerun)."""
-    return stacked_bars_spec([(label, estimate)], device, orientation="h", font_size=font_size)
+    return stacked_bars_spec([(label or _("Peak"), estimate)], device, orientation="h", font_size=font_size)
 
 
 def chart_alt(estimate: Estimate, device: Device | None = None) -> str:
     """A plain-text description of memory_bar for screen readers (st.plotly_chart(alt=...))."""
-    parts = [f"{component_label(k, device)} {to_gb(estimate.components_bytes[k]):,.1f} GB"
+    parts = [f"{component_label(k, device)} {format_number(to_gb(estimate.components_bytes[k]))} GB"
              for k in component_keys(estimate)]
-    text = f"Stacked bar of peak memory: {', '.join(parts)}; total {to_gb(estimate.total_bytes):,.1f} GB"
+    text = _("Stacked bar of peak memory: {parts}; total {total} GB").format(
+        parts=", ".join(parts), total=format_number(to_gb(estimate.total_bytes)))
     if device is not None:
-        text += (f", against {to_gb(device.usable_bytes):,.1f} GB usable of "
-                 f"{to_gb(device.capacity_bytes):,.1f} GB on {device.name}")
+        text += _(", against {usable} GB usable of {capacity} GB on {device}").format(
+            usable=format_number(to_gb(device.usable_bytes)), capacity=format_number(to_gb(device.capacity_bytes)),
+            device=device.name)
     return text + "."

@@ -15,12 +15,13 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from estimator import Device, Estimate, estimate, to_gb, to_gib
+from estimator import Device, Estimate, estimate, to_gb
 from estimator import exact as ex
 from estimator.hub import HubError, fetch_model, is_model_id
+from estimator.i18n import _, format_number, ngettext
 from estimator.model import preset_ids
 
-from .charts import USABLE_COLOR, both_units
+from .charts import USABLE_COLOR, both_units, separators
 from .inputs import plain
 
 POLL_S = 2.0
@@ -46,16 +47,16 @@ def exact_source(model_choice: str, spec_source: str, upload: Any = None, hub_to
         return ExactSource(ex.preset_config(model_choice))
     if model_choice == "upload":
         if upload is None:
-            return ExactSource(None, "Upload a config.json to trace it.")
+            return ExactSource(None, _("Upload a config.json to trace it."))
         try:
             cfg = json.loads(upload.getvalue().decode("utf-8-sig"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
-            return ExactSource(None, "The uploaded file is not JSON.")
-        missing = "" if spec_source == "config.json" else "the fast estimator could not read this config.json"
+            return ExactSource(None, _("The uploaded file is not JSON."))
+        missing = "" if spec_source == "config.json" else _("the fast estimator could not read this config.json")
         return ExactSource(cfg, fast_missing=missing)
     if is_model_id(model_choice):
         try:
-            _, hub = fetch_model(model_choice, token=hub_token)
+            _spec, hub = fetch_model(model_choice, token=hub_token)
             return ExactSource(ex.hub_config(hub))
         except HubError as exc:
             if "could not be used" in str(exc):  # read, but the fast estimator refused it: the trace may answer
@@ -66,8 +67,8 @@ def exact_source(model_choice: str, spec_source: str, upload: Any = None, hub_to
             return ExactSource(None, str(exc))
         except ex.ExactRefused as exc:
             return ExactSource(None, str(exc))
-    return ExactSource(None, "A model given by size has no architecture to trace: pick a preset, upload a "
-                             "config.json or give a Hugging Face model id.")
+    return ExactSource(None, _("A model given by size has no architecture to trace: pick a preset, upload a "
+                               "config.json or give a Hugging Face model id."))
 
 
 def expected_seconds(cfg: dict[str, Any]) -> float:
@@ -82,36 +83,40 @@ def expected_seconds(cfg: dict[str, Any]) -> float:
 def exact_bar(fast: Estimate | None, result: ex.ExactResult, device: Device | None = None) -> go.Figure:
     """Two bars: the fast estimate and the exact trace (traced part + what was added), with the usable limit."""
     fig = go.Figure()
-    rows = ["Exact trace"] + (["Fast estimate"] if fast is not None else [])
+    exact_row, fast_row = _("Exact trace"), _("Fast estimate")
+    rows = [exact_row] + ([fast_row] if fast is not None else [])
     traced_gb = to_gb(result.peak_bytes)
     added_gb = to_gb(result.total_bytes - result.peak_bytes)
-    fig.add_bar(y=["Exact trace"], x=[traced_gb], orientation="h", name="Traced by PyTorch", marker_color=EXACT_COLOR,
-                hovertemplate=f"Traced: {to_gb(result.peak_bytes):.2f} GB ({to_gib(result.peak_bytes):.2f} GiB)"
-                              "<extra></extra>")
-    fig.add_bar(y=["Exact trace"], x=[added_gb], orientation="h", name="Added (CUDA context, slack, …)",
+    fig.add_bar(y=[exact_row], x=[traced_gb], orientation="h", name=_("Traced by PyTorch"), marker_color=EXACT_COLOR,
+                hovertemplate=_("Traced: {amount}").format(amount=both_units(result.peak_bytes, 2))
+                + "<extra></extra>")
+    fig.add_bar(y=[exact_row], x=[added_gb], orientation="h", name=_("Added (CUDA context, slack, …)"),
                 marker_color="#AA99DD",
                 hovertemplate="<br>".join(f"{a.label}: {to_gb(a.bytes):+.2f} GB" for a in result.added) + "<extra></extra>")
     if fast is not None:
-        fig.add_bar(y=["Fast estimate"], x=[to_gb(fast.total_bytes)], orientation="h", name="Fast estimate",
+        fig.add_bar(y=[fast_row], x=[to_gb(fast.total_bytes)], orientation="h", name=fast_row,
                     marker_color=FAST_COLOR,
-                    hovertemplate=f"Fast estimate: {both_units(fast.total_bytes, 2)}<extra></extra>")
+                    hovertemplate=f"{fast_row}: {both_units(fast.total_bytes, 2)}<extra></extra>")
     if device is not None:
         fig.add_vline(x=to_gb(device.usable_bytes), line_color=USABLE_COLOR, line_dash="dash",
-                      annotation_text=f"usable {to_gb(device.usable_bytes):.1f} GB", annotation_position="top")
+                      annotation_text=_("usable {gb} GB").format(gb=format_number(to_gb(device.usable_bytes))),
+                      annotation_position="top")
     fig.update_layout(barmode="stack", height=120 + 40 * len(rows), margin={"l": 10, "r": 10, "t": 30, "b": 30},
-                      xaxis_title="GB (10⁹ bytes)", legend={"orientation": "h", "y": -0.5},
+                      xaxis_title=_("GB (10⁹ bytes)"), separators=separators(), legend={"orientation": "h", "y": -0.5},
                       yaxis={"categoryorder": "array", "categoryarray": rows[::-1]})
     return fig
 
 
 def difference_line(fast: Estimate | None, result: ex.ExactResult) -> str:
     if fast is None:
-        return f"Exact: {both_units(result.total_bytes, 2)}. The fast estimate is missing for this model."
+        return _("Exact: {amount}. The fast estimate is missing for this model.").format(
+            amount=both_units(result.total_bytes, 2))
     diff = fast.total_bytes - result.total_bytes
     pct = 100.0 * diff / result.total_bytes
-    word = "above" if diff >= 0 else "below"
-    return (f"Exact: {both_units(result.total_bytes, 2)}; the fast estimate ({both_units(fast.total_bytes, 2)}) is "
-            f"{both_units(abs(diff), 2)} {word} it ({pct:+.1f} %).")
+    template = (_("Exact: {exact}; the fast estimate ({fast}) is {diff} above it ({pct} %).") if diff >= 0 else
+                _("Exact: {exact}; the fast estimate ({fast}) is {diff} below it ({pct} %)."))
+    return template.format(exact=both_units(result.total_bytes, 2), fast=both_units(fast.total_bytes, 2),
+                           diff=both_units(abs(diff), 2), pct=("+" if pct >= 0 else "") + format_number(pct))
 
 
 def _submit(key: str, payload: dict[str, Any]) -> None:
@@ -127,11 +132,11 @@ def render_exact_choice(choices: Sequence[tuple[str, Any]], spec: Any, model_cho
     and set against that bar's detailed estimate (in rule mode too: the trace checks the detailed figure)."""
     if not choices:
         return
-    st.subheader("Trace it exactly", anchor=False)
+    st.subheader(_("Trace it exactly"), anchor=False)
     setups = dict(choices)
-    label = st.selectbox("Bar to trace", list(setups), key="exact_pick",
-                         help="The exact trace runs one setup at a time (minutes on the server's CPU); each result "
-                              "is kept, so switching back shows it at once.")
+    label = st.selectbox(_("Bar to trace"), list(setups), key="exact_pick",
+                         help=_("The exact trace runs one setup at a time (minutes on the server's CPU); each result "
+                                "is kept, so switching back shows it at once."))
     chosen = setups.get(label, choices[0][1])
     render_exact(model_choice, spec.source, chosen, estimate(spec, chosen), device, upload=upload,
                  hub_token=hub_token, header=False)
@@ -141,13 +146,13 @@ def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | No
                  upload: Any = None, hub_token: str | None = None, header: bool = True) -> None:
     """The section: availability, the button, the queue/progress while it runs, the result chart."""
     if header:
-        st.subheader("Trace it exactly", anchor=False)
+        st.subheader(_("Trace it exactly"), anchor=False)
     ok, why = ex.available()
     if not ok:
-        st.button("Trace exactly", key="exact_button", disabled=True, icon=":material/memory:")
-        st.caption(f"PyTorch's own count of this training step runs on the server's CPU, without a GPU, once the "
-                   f"optional install is there: `pip install -r requirements-exact.txt` (CPU torch, transformers, "
-                   f"peft), or set `{ex.PYTHON_ENV}` to a Python that has it."
+        st.button(_("Trace exactly"), key="exact_button", disabled=True, icon=":material/memory:")
+        st.caption(_("PyTorch's own count of this training step runs on the server's CPU, without a GPU, once the "
+                     "optional install is there: `pip install -r requirements-exact.txt` (CPU torch, transformers, "
+                     "peft), or set `{env}` to a Python that has it.").format(env=ex.PYTHON_ENV)
                    + ("" if why == ex.INSTALL_HINT else f" ({plain(why.split('; ', 1)[-1])})"))
         return
     src = exact_source(model_choice, spec_source, upload, hub_token)
@@ -159,7 +164,7 @@ def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | No
     try:
         key, payload, notes = ex.make_job(src.config, setup)
     except ex.ExactRefused as exc:
-        st.info(plain(f"This cannot be traced: {exc}"), icon=":material/info:")
+        st.info(plain(_("This cannot be traced: {error}").format(error=exc)), icon=":material/info:")
         return
     pool = ex.get_pool()
     status = pool.status(key)
@@ -173,13 +178,15 @@ def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | No
         if stt.state in ("queued", "running"):
             if stt.state == "queued":
                 ahead = stt.position
-                st.progress(0.0, text=f"Queued: {ahead} trace{'s' if ahead != 1 else ''} ahead of yours "
-                                      f"(one trace at a time per server).")
+                st.progress(0.0, text=ngettext("Queued: {n} trace ahead of yours (one trace at a time per server).",
+                                               "Queued: {n} traces ahead of yours (one trace at a time per server).",
+                                               ahead).format(n=ahead))
             else:
                 frac = min(0.95, stt.elapsed_s / expected_seconds(src.config))
-                st.progress(frac, text=f"Tracing with PyTorch… {stt.elapsed_s:.0f} s (about "
-                                       f"{expected_seconds(src.config):.0f} s expected; time limit "
-                                       f"{stt.time_limit_s:.0f} s). You can keep using the page.")
+                st.progress(frac, text=_("Tracing with PyTorch… {elapsed} s (about {expected} s expected; time "
+                                         "limit {limit} s). You can keep using the page.").format(
+                    elapsed=f"{stt.elapsed_s:.0f}", expected=f"{expected_seconds(src.config):.0f}",
+                    limit=f"{stt.time_limit_s:.0f}"))
             return
         if pending:  # it has just finished: redraw the page once, without polling
             st.rerun()
@@ -188,27 +195,31 @@ def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | No
             st.markdown(difference_line(fast, res))
             st.plotly_chart(exact_bar(fast, res, device), key="exact_bar", width="stretch",
                             config={"displayModeBar": False})
-            st.caption(f"{res.versions_label}, in {res.seconds:.0f} s; peak at {res.peak_phase}/{res.peak_region} "
-                       f"({res.peak_op}). Added from the estimator: "
-                       + "; ".join(f"{a.label} {to_gb(a.bytes):+.2f} GB" for a in res.added) + ".")
+            st.caption(_("{versions}, in {seconds} s; peak at {phase}/{region} ({op}). Added from the estimator: "
+                         "{added}.").format(
+                versions=res.versions_label, seconds=f"{res.seconds:.0f}", phase=res.peak_phase,
+                region=res.peak_region, op=res.peak_op,
+                added="; ".join(f"{_(a.label)} {'+' if a.bytes >= 0 else ''}{format_number(to_gb(a.bytes), 2)} GB"
+                                for a in res.added)))
             if res.depth_line:
-                st.caption(f"Depth: {res.depth_line}.")  # our own worker's line (no user text)
+                st.caption(_("Depth: {line}.").format(line=res.depth_line))  # our own worker's line (no user text)
             for note in res.notes:
-                st.caption(plain(note, limit=1000))
+                st.caption(plain(_(note), limit=1000))
             return
         if stt.state == "failed":
-            st.warning(plain(f"The trace did not finish: {stt.error}"), icon=":material/warning:")
+            st.warning(plain(_("The trace did not finish: {error}").format(error=stt.error)), icon=":material/warning:")
         if src.fast_missing:
-            st.caption(f"The fast estimate is missing: {src.fast_missing}. The exact trace can still answer.")
-        st.button("Trace exactly", key="exact_button", icon=":material/memory:", on_click=_submit,
+            st.caption(_("The fast estimate is missing: {why}. The exact trace can still answer.").format(
+                why=src.fast_missing))
+        st.button(_("Trace exactly"), key="exact_button", icon=":material/memory:", on_click=_submit,
                   args=(key, payload),
-                  help="Runs two real Hugging Face training steps of this model and setup under PyTorch's "
-                       "FakeTensorMode on the server's CPU and counts every tensor (minutes).")
+                  help=_("Runs two real Hugging Face training steps of this model and setup under PyTorch's "
+                         "FakeTensorMode on the server's CPU and counts every tensor (minutes)."))
         expected = expected_seconds(src.config)
-        st.caption(f"Uses {ok and why}. Takes about {expected:.0f} s; the result is kept for everyone who asks "
-                   "for the same model and setup."
-                   + (f" This deep model may need longer than the server's time limit ({pool.time_limit_s:.0f} s)."
-                      if expected > pool.time_limit_s else ""))
+        st.caption(_("Uses {python}. Takes about {seconds} s; the result is kept for everyone who asks for the same "
+                     "model and setup.").format(python=ok and why, seconds=f"{expected:.0f}")
+                   + (" " + _("This deep model may need longer than the server's time limit ({limit} s).").format(
+                       limit=f"{pool.time_limit_s:.0f}") if expected > pool.time_limit_s else ""))
         if st.session_state.get("_exact_error"):
             st.caption(plain(str(st.session_state.pop("_exact_error"))))
 

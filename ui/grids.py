@@ -32,6 +32,7 @@ from estimator import (
     verdict,
 )
 from estimator.advice import max_fitting_size_b, sharded
+from estimator.i18n import N_, _, format_int
 from estimator.memory import component_label, setup_for_model
 from estimator.stacks import with_method
 from estimator.trainers import TrainerSetup, solver_estimate_fn
@@ -41,7 +42,7 @@ from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_L
 SEED_SIZES_B: tuple[float, ...] = (0.5, 1.5, 3, 7, 14, 27, 32, 70)
 # The seed diagram's order: LoRA first, then QLoRA, then full fine-tuning.
 METHOD_ORDER: tuple[str, ...] = ("lora", "qlora", "full")
-SHORT_METHOD = {"full": "full", "lora": "LoRA", "qlora": "QLoRA"}
+SHORT_METHOD = {"full": N_("full"), "lora": "LoRA", "qlora": "QLoRA"}  # N_: translated where shown
 SHORT_SHARDING = {"none": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3 / FSDP"}
 
 
@@ -62,7 +63,7 @@ class FitCell:
 
     @property
     def label(self) -> str:
-        return f"{self.model_label} · {SHORT_METHOD[self.method]}"
+        return f"{self.model_label} · {_(SHORT_METHOD[self.method])}"
 
 
 @dataclass(frozen=True)
@@ -76,18 +77,19 @@ class Conclusion:
 
     @property
     def text(self) -> str:
-        name = METHOD_LABELS[self.method]
+        name = _(METHOD_LABELS[self.method])
         if self.max_size_b is None:
-            return f"{name}: not even a {size_label(MIN_SIZE_B)} model fits."
+            return _("{method}: not even a {size} model fits.").format(method=name, size=size_label(MIN_SIZE_B))
         if self.max_size_b >= MAX_SIZE_B:
-            head = f"{name}: every size up to {size_label(MAX_SIZE_B)} fits"
+            head = _("{method}: every size up to {size} fits").format(method=name, size=size_label(MAX_SIZE_B))
         else:
-            head = f"{name}: up to about {size_label(round_size(self.max_size_b))}"
+            head = _("{method}: up to about {size}").format(method=name,
+                                                            size=size_label(round_size(self.max_size_b)))
         listed = []
         if self.largest_listed is not None:
-            listed.append(f"{self.largest_listed.model_label} fits")
+            listed.append(_("{model} fits").format(model=self.largest_listed.model_label))
         if self.smallest_too_big is not None:
-            listed.append(f"{self.smallest_too_big.model_label} is too big")
+            listed.append(_("{model} is too big").format(model=self.smallest_too_big.model_label))
         return head + (f" ({', '.join(listed)})" if listed else "") + "."
 
 
@@ -295,18 +297,19 @@ def compare_setups(setup: TrainingSetup, methods: Sequence[str], variants: Seque
     out: list[tuple[str, TrainingSetup]] = []
     for method in (m for m in FIGURE_ORDER if m in methods):
         base = with_method(setup, method)
-        out.append((METHOD_LABELS[method], base))
+        out.append((_(METHOD_LABELS[method]), base))
         for variant in variants:
             field = "precision" if variant in PRECISIONS else "optimizer"
             if variant not in VARIANT_OPTIONS or getattr(base, field) == variant:
                 continue
-            out.append((f"{SHORT_METHOD[method]} · {variant}", replace(base, **{field: variant})))
+            out.append((f"{_(SHORT_METHOD[method])} · {variant}", replace(base, **{field: variant})))
     return out
 
 
 def components_table(rows: Sequence[tuple[str, Estimate]], device: Device | None = None) -> pd.DataFrame:
     """Components down, setups across: each setup's GB and GiB per component, then the total."""
-    data: dict[str, list[object]] = {"Component": [component_label(k, device) for k in COMPONENT_KEYS] + ["Total"]}
+    data: dict[str, list[object]] = {
+        "Component": [component_label(k, device) for k in COMPONENT_KEYS] + [_("Total")]}
     for label, est in rows:
         values = [float(est.components_bytes[k]) for k in COMPONENT_KEYS] + [float(est.total_bytes)]
         data[f"{label} (GB)"] = [v / GB for v in values]
@@ -320,10 +323,10 @@ def setup_summary(spec: ModelSpec | None, setup: TrainingSetup, device: Device |
     checkpointing, GPUs, device (model and device left out when None), then the trainer (ui.trainer_inputs.
     trainer_summary; '' for SFT)."""
     parts = [spec.name] if spec is not None else []
-    parts += [f"batch {setup.batch} × {setup.seq_len:,} tokens", setup.precision, setup.optimizer,
-              "checkpointing on" if setup.grad_ckpt else "checkpointing off"]
+    parts += [_("batch {batch} × {length} tokens").format(batch=setup.batch, length=format_int(setup.seq_len)),
+              setup.precision, setup.optimizer, _("checkpointing on") if setup.grad_ckpt else _("checkpointing off")]
     if setup.gpus > 1:
-        parts.append(f"{setup.gpus} GPUs, {SHARDING_LABELS[setup.sharding]}")
+        parts.append(_("{n} GPUs, {sharding}").format(n=setup.gpus, sharding=_(SHARDING_LABELS[setup.sharding])))
     if device is not None:
         parts.append(device.name)
     if trainer:

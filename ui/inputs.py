@@ -30,8 +30,11 @@ from estimator import (
 )
 from estimator.activations import lora_targets
 from estimator.hub import HubError, fetch_model, is_model_id, normalise_model_id
+from estimator.i18n import _
 from estimator.memory import check_tower
 from estimator.stacks import DEFAULT_STACK, STACKS, get_stack, resolve_setup, setup_summary
+from ui.lang import PARAM as LANG_PARAM
+from ui.lang import language_note, language_switch
 from ui.params import (
     AUTO,
     BY_SIZE,
@@ -106,7 +109,8 @@ def model_options(hub_model: str | None = None) -> list[str]:
 
 def _model_label(option: str) -> str:
     names = {p.id: p.name for p in list_presets()}
-    return names.get(option, {"by-size": "By size (generic decoder)", "upload": "Upload config.json"}.get(option, option))
+    return names.get(option, {"by-size": _("By size (generic decoder)"), "upload": _("Upload config.json")}.get(
+        option, option))
 
 
 def is_hub_choice(value: object) -> bool:
@@ -166,12 +170,17 @@ def url_notes() -> list[str]:
     notes: list[str] = []
     unknown = 0
     for key in list(st.query_params.keys()):
+        if key == LANG_PARAM:  # the language (ui/lang.py says when its value is not valid)
+            lang_note = language_note()
+            if lang_note:
+                notes.append(lang_note)
+            continue
         if key in PAGE_PARAMS:
             refused = [raw for raw in st.query_params.get_all(key)
                        if key in PAGE_ONLY_PARAMS and not TABLE[key].accepts(raw)]
             if refused:
-                notes.append(f"The link's value for '{key}' was not valid ({', '.join(refused)[:60]}); this page "
-                             "uses its default for it.")
+                notes.append(_("The link's value for '{key}' was not valid ({values}); this page uses its default "
+                               "for it.").format(key=key, values=", ".join(refused)[:60]))
             continue
         if key not in PARAMS:
             if key not in VIEWER_PARAMS:
@@ -179,11 +188,11 @@ def url_notes() -> list[str]:
             continue
         for raw in st.query_params.get_all(key):
             if not _is_valid(key, raw):
-                notes.append(f"The link's value for '{key}' was not valid; using the default "
-                             f"({TABLE[key].default_text}).")
+                notes.append(_("The link's value for '{key}' was not valid; using the default ({default}).").format(
+                    key=key, default=TABLE[key].default_text))
                 break
     if unknown:
-        notes.append(f"Ignored {unknown} unknown link parameter(s).")
+        notes.append(_("Ignored {n} unknown link parameter(s).").format(n=unknown))
     return notes
 
 
@@ -237,9 +246,10 @@ def _find_device() -> None:
     if matches:
         st.session_state["device"] = matches[0].id
         others = ", ".join(d.id for d in matches[1:4])
-        st.session_state[_FIND_NOTE] = f"Found {matches[0].name}" + (f" (also: {others})" if others else "")
+        st.session_state[_FIND_NOTE] = _("Found {device}").format(device=matches[0].name) + (
+            _(" (also: {others})").format(others=others) if others else "")
     else:
-        st.session_state[_FIND_NOTE] = f"No device matches '{query[:40]}'."
+        st.session_state[_FIND_NOTE] = _("No device matches '{query}'.").format(query=query[:40])
 
 
 _LAST_RUN = "_inputs_last_run"  # {"page": hash, "values": {param: value}, "pages": {hash: {param: [raw]}}}
@@ -326,7 +336,7 @@ def link_params() -> dict[str, list[str]]:
         if value is None or value == DEFAULTS[key]:
             continue
         params[key] = [url_value(value)]
-    for key in sorted(PAGE_PARAMS):
+    for key in sorted(PAGE_PARAMS | {LANG_PARAM}):
         if key in st.query_params:
             params[key] = st.query_params.get_all(key)
     return params
@@ -334,10 +344,10 @@ def link_params() -> dict[str, list[str]]:
 
 def share_box() -> None:
     """Every page's last section: the link that reproduces this view, every input included."""
-    st.subheader("Share", anchor=False)
+    st.subheader(_("Share"), anchor=False)
     st.code(share_url(st.context.url, link_params()), language=None)
-    st.caption("This link holds every input of this page (settings at their default are left out), so a "
-               "teammate who opens it sees this view; the address bar holds them too.")
+    st.caption(_("This link holds every input of this page (settings at their default are left out), so a "
+                 "teammate who opens it sees this view; the address bar holds them too."))
 
 
 def _typed_number(key: str) -> float:
@@ -410,12 +420,13 @@ def _leave_legacy_pages_mode() -> None:
 def render_inputs() -> Inputs:
     """Draw the shared sidebar and return validated Inputs. Never raises for bad input."""
     _leave_legacy_pages_mode()
+    language_switch()  # lang=es|en (ui/lang.py): before any text this page draws
     notes = url_notes()
     _drop_overflowing_params(notes)
     notes = st.session_state.pop(_PENDING_NOTES, notes)  # after that rerun: the first run's notes
     _carry_over_after_page_switch()
     sb = st.sidebar
-    sb.header("Your setup")
+    sb.header(_("Your setup"))
     rule_on = widget("rule", sb)
     # Bound selectboxes carry their *displayed* option in the URL (Streamlit serialises the format_func
     # label), so the options are shown as their stable ids (?model=by-size) and the name goes underneath.
@@ -427,17 +438,18 @@ def render_inputs() -> Inputs:
     choice = widget("model", sb, options=options, on_change=_model_changed)
     model_caption = sb.empty()
     model_caption.caption(plain(_model_label(choice)))
-    sb.text_input("…or a Hugging Face model id", key=HUB_BOX, on_change=_use_hub_id, max_chars=200,
-                  placeholder="org/name or org/name@revision",
-                  help="Reads the model's config.json (and its safetensors headers for the exact parameter count) "
-                       "from the Hugging Face Hub. The link then carries the id. Gated and private models need a "
-                       "token on the server (HF_TOKEN).")
+    sb.text_input(_("…or a Hugging Face model id"), key=HUB_BOX, on_change=_use_hub_id, max_chars=200,
+                  placeholder=_("org/name or org/name@revision"),
+                  help=_("Reads the model's config.json (and its safetensors headers for the exact parameter count) "
+                         "from the Hugging Face Hub. The link then carries the id. Gated and private models need a "
+                         "token on the server (HF_TOKEN)."))
     if st.session_state.get(_HUB_NOTE):
         sb.caption(plain(st.session_state[_HUB_NOTE]))
     _sync_size_slider()
-    sb.select_slider("Model size (billions of parameters)", options=list(SIZE_STEPS), key="size_step",
+    sb.select_slider(_("Model size (billions of parameters)"), options=list(SIZE_STEPS), key="size_step",
                      on_change=_size_from_slider, disabled=choice != BY_SIZE,
-                     help="Used when Model is 'by-size': a Llama-style decoder of this size. Type any size below.")
+                     help=_("Used when Model is 'by-size': a Llama-style decoder of this size. Type any size "
+                            "below."))
     size = widget("size", sb, disabled=choice != BY_SIZE)
     spec: ModelSpec
     if choice == BY_SIZE:
@@ -445,29 +457,32 @@ def render_inputs() -> Inputs:
             spec = generic_spec(float(size))  # type: ignore[arg-type]
         except ValueError as exc:
             spec = load_preset(DEFAULT_MODEL)
-            notes.append(f"A generic {size}B model could not be built ({exc}); showing {spec.name}.")
+            notes.append(_("A generic {size}B model could not be built ({error}); showing {model}.").format(
+                size=size, error=exc, model=spec.name))
     elif choice == UPLOAD:
         upload = sb.file_uploader("config.json", type=["json"], key="upload",
-                                  help="A Hugging Face config.json (llama, mistral, qwen2/3, qwen3_5, gemma 1–4, "
-                                       "gemma3n, phi3, gpt_oss, deepseek_v3, llama4 and the other families the "
-                                       "README lists; other decoders get a Llama-like estimate with a caveat).")
+                                  help=_("A Hugging Face config.json (llama, mistral, qwen2/3, qwen3_5, gemma 1–4, "
+                                         "gemma3n, phi3, gpt_oss, deepseek_v3, llama4 and the other families the "
+                                         "README lists; other decoders get a Llama-like estimate with a caveat)."))
         spec = load_preset(DEFAULT_MODEL)
         if upload is None:
-            notes.append(f"No config.json uploaded yet; showing {spec.name}.")
+            notes.append(_("No config.json uploaded yet; showing {model}.").format(model=spec.name))
         else:
             try:
                 spec = parse_config_text(upload.getvalue(), name=str(upload.name)[:60])
             except ValueError as exc:
-                notes.append(f"That config.json could not be used: {exc}. Showing {spec.name}.")
+                notes.append(_("That config.json could not be used: {error}. Showing {model}.").format(
+                    error=exc, model=spec.name))
     elif is_hub_choice(choice):
         try:
-            with st.spinner(f"Reading {choice} from the Hugging Face Hub…"):
+            with st.spinner(_("Reading {model} from the Hugging Face Hub…").format(model=choice)):
                 spec, hub = fetch_model(str(choice), token=hub_token())
             model_caption.caption(plain(hub.label) + (f"  \n{plain(hub.stored)}" if hub.stored else ""))
         except HubError as exc:
             spec = load_preset(DEFAULT_MODEL)
-            model_caption.caption(plain(f"{choice}: not read from the Hub"))
-            notes.append(f"The Hub model '{choice}' could not be used: {exc}. Showing {spec.name}.")
+            model_caption.caption(plain(_("{model}: not read from the Hub").format(model=choice)))
+            notes.append(_("The Hub model '{model}' could not be used: {error}. Showing {fallback}.").format(
+                model=choice, error=exc, fallback=spec.name))
     else:
         spec = load_preset(choice)
 
@@ -478,42 +493,43 @@ def render_inputs() -> Inputs:
     batch = widget("batch", sb)
     _sync_length_slider()
     generates = trainer_generates()  # GRPO: the length is prompt + completion, set in the Trainer box
-    sb.select_slider("Max length (tokens)", options=list(POW2_LENGTHS), key="max_len_pow2",
+    sb.select_slider(_("Max length (tokens)"), options=list(POW2_LENGTHS), key="max_len_pow2",
                      on_change=_length_from_slider, disabled=generates,
-                     help="Powers of two; type an exact length below.")
+                     help=_("Powers of two; type an exact length below."))
     max_len = widget("max_len", sb, disabled=generates)
     if generates:
-        sb.caption(GENERATES_NOTE)
+        sb.caption(_(GENERATES_NOTE))
     images, tower = 0, False
     if spec.tower_kind:  # multimodal wrappers only: image tokens lengthen the language model's sequence
         images = widget("images", sb)
         tower = widget("tower", sb)
     else:
-        for key, what, off in (("images", "Image tokens apply", "0"), ("tower", "Training the vision tower applies",
-                                                                        "false")):
-            if st.query_params.get(key, off) not in (off, ""):
-                notes.append(f"{what} to multimodal models only; {spec.name} is a text model, so the link's "
-                             f"'{key}' value is not used.")
+        if st.query_params.get("images", "0") not in ("0", ""):
+            notes.append(_("Image tokens apply to multimodal models only; {model} is a text model, so the link's "
+                           "'images' value is not used.").format(model=spec.name))
+        if st.query_params.get("tower", "false") not in ("false", ""):
+            notes.append(_("Training the vision tower applies to multimodal models only; {model} is a text model, "
+                           "so the link's 'tower' value is not used.").format(model=spec.name))
     ckpt = widget("ckpt", sb)
 
-    with sb.expander("Optimizer, loss, attention, LoRA"):
+    with sb.expander(_("Optimizer, loss, attention, LoRA")):
         optimizer = widget("optimizer")
         loss = widget("loss")
         attn = widget("attn")
         lora_off = method == "full"
         rank = widget("rank", disabled=lora_off)
         targets_text = widget("targets", disabled=lora_off,
-                              help=f"'all-linear' or names: {', '.join(spec.linear_names())}")
-    with sb.expander("GPUs and sharding"):
+                              help=_("'all-linear' or names: {names}").format(names=", ".join(spec.linear_names())))
+    with sb.expander(_("GPUs and sharding")):
         gpus = widget("gpus")
         sharding = widget("sharding")
 
-    sb.text_input("Find a device", key="device_find", on_change=_find_device, max_chars=60,
+    sb.text_input(_("Find a device"), key="device_find", on_change=_find_device, max_chars=60,
                   placeholder="4080, A6000, T4, H100, M3 Max…",
-                  help="Type a card's name or a nickname: the Device box below jumps to the first match.")
+                  help=_("Type a card's name or a nickname: the Device box below jumps to the first match."))
     if st.session_state.get(_FIND_NOTE):
         sb.caption(plain(st.session_state[_FIND_NOTE]))
-    names = {d.id: d.name for d in CATALOG} | {CUSTOM: "Custom capacity"}
+    names = {d.id: d.name for d in CATALOG} | {CUSTOM: _("Custom capacity")}
     device_choice = widget("device", sb)
     sb.caption(plain(names.get(device_choice, device_choice)))
     capacity = widget("capacity", sb, disabled=device_choice != CUSTOM)
@@ -530,7 +546,7 @@ def render_inputs() -> Inputs:
         try:
             targets = lora_targets(spec, str(targets_text))
         except ValueError as exc:
-            notes.append(f"LoRA targets: {exc}. Using all-linear.")
+            notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=exc))
             targets = ("all-linear",)
     stack_id = str(stack_id) if stack_id in STACKS else DEFAULT_STACK
     settings = dict(
@@ -544,17 +560,17 @@ def render_inputs() -> Inputs:
     try:
         setup = resolve_setup(stack_id, **settings)
     except ValueError as exc:
-        notes.append(f"{exc}. Using the stack's own loss.")
+        notes.append(_("{error}. Using the stack's own loss.").format(error=exc))
         try:
             setup = resolve_setup(stack_id, **{**settings, "loss": None})
         except ValueError as exc2:
-            notes.append(f"Setup not valid ({exc2}); using defaults.")
+            notes.append(_("Setup not valid ({error}); using defaults.").format(error=exc2))
             setup = resolve_setup(DEFAULT_STACK)
     if setup.train_tower:
         try:
             check_tower(spec, setup)
         except ValueError as exc:
-            notes.append(f"{exc}. Using a frozen tower.")
+            notes.append(_("{error}. Using a frozen tower.").format(error=exc))
             setup = replace(setup, train_tower=False)
     sb.caption(plain(setup_summary(setup)))
     return Inputs(model=spec, setup=setup, device=device, rule="seed" if rule_on else None,

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from estimator import Device, Estimate, to_gb
+from estimator.i18n import _, format_number, ngettext
 from estimator.training import SHARDING_LABELS
 from ui.charts import (
     USABLE_COLOR,
@@ -16,6 +17,7 @@ from ui.charts import (
     both_units,
     capacity_overlay,
     font_layout,
+    separators,
     stacked_bars,
 )
 from ui.grids import FitsGrid
@@ -54,12 +56,12 @@ def fits_chart(grid: FitsGrid, *, font_size: int | None = None) -> go.Figure:
     labels = []  # added in one update: add_annotation per bar re-validates the whole list (quadratic)
     for row_y, cell in zip(rows_at, grid.cells, strict=True):
         total = to_gb(cell.estimate.total_bytes)
-        word = cell.verdict.band  # fits, close call, borderline, too big: the calculator's bands
+        word = _(cell.verdict.band)  # fits, close call, borderline, too big: the calculator's bands
         color = FITS_COLOR if cell.verdict.fits else USABLE_COLOR
         clipped = total > x_max * 0.82
         labels.append(dict(
             x=min(total, x_max), y=row_y, xanchor="right" if clipped else "left",
-            text=f"<b>{total:,.1f} GB · {word}</b>" + (" →" if total > x_max else ""), showarrow=False,
+            text=f"<b>{format_number(total)} GB · {word}</b>" + (" →" if total > x_max else ""), showarrow=False,
             font=dict(color="white" if clipped else color, size=(font_size or 12)),
             bgcolor=color if clipped else None, borderpad=2, xshift=-4 if clipped else 6, name="verdict"))
     fig.update_layout(annotations=[*fig.layout.annotations, *labels], xaxis_range=[0, x_max],
@@ -74,13 +76,15 @@ def scale_out_chart(curves: Mapping[str, Sequence[Estimate]], gpu_counts: Sequen
     fig = go.Figure()
     for sharding, ests in curves.items():
         color, dash = SHARDING_STYLES.get(sharding, ("#8C8C8C", "solid"))
-        name = SHARDING_LABELS.get(sharding, sharding)
+        name = _(SHARDING_LABELS.get(sharding, sharding))
         totals = [to_gb(e.total_bytes) for e in ests]
         hovers = []
         for n, est in zip(gpu_counts, ests, strict=True):
-            text = f"<b>{_esc(name)}</b> · {n} GPU{'s' if n > 1 else ''}<br>{both_units(est.total_bytes)} per GPU"
+            text = (f"<b>{_esc(name)}</b> · " + ngettext("{n} GPU", "{n} GPUs", n).format(n=n) + "<br>"
+                    + _("{amount} per GPU").format(amount=both_units(est.total_bytes)))
             if est.cpu_offload_bytes:
-                text += f"<br>optimizer state in CPU RAM: {both_units(est.cpu_offload_bytes)}"
+                text += "<br>" + _("optimizer state in CPU RAM: {amount}").format(
+                    amount=both_units(est.cpu_offload_bytes))
             hovers.append(text)
         fig.add_scatter(x=list(gpu_counts), y=totals, name=name, mode="lines+markers",
                         line=dict(color=color, dash=dash, width=3), marker=dict(size=8, color=color),
@@ -90,9 +94,10 @@ def scale_out_chart(curves: Mapping[str, Sequence[Estimate]], gpu_counts: Sequen
     fig.update_layout(
         height=460, hovermode="closest", margin=dict(t=36, b=10, l=10, r=24),
         legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
-        xaxis=dict(type="log", title_text="GPUs (log₂ scale)", tickvals=list(gpu_counts),
+        separators=separators(),
+        xaxis=dict(type="log", title_text=_("GPUs (log₂ scale)"), tickvals=list(gpu_counts),
                    ticktext=[str(n) for n in gpu_counts]),
-        yaxis=dict(title_text="Peak memory per GPU (GB)", range=[0, top * 1.08], ticksuffix=" GB", zeroline=False),
+        yaxis=dict(title_text=_("Peak memory per GPU (GB)"), range=[0, top * 1.08], ticksuffix=" GB", zeroline=False),
     )
     _font_size(fig, font_size)
     capacity_overlay(fig, device, axis="y")

@@ -16,6 +16,7 @@ import streamlit as st
 
 from estimator import CATALOG, MAX_SIZE_B, MIN_SIZE_B, TrainerSetup, TrainingSetup, list_presets
 from estimator.devices import CUSTOM_MAX_GB, CUSTOM_MIN_GB, DEVICE_KINDS
+from estimator.i18n import N_, _
 from estimator.options import LOSSES, OPTIMIZERS
 from estimator.stacks import DEFAULT_STACK, STACK_IDS, STACKS
 from estimator.trainers import (
@@ -81,7 +82,9 @@ class Param:
     step: float | None = None
     fmt: str | None = None  # number_input format
     max_chars: int | None = None  # text
-    help: str | None = None
+    help: str | None = None  # marked N_(): translated when drawn (help_text)
+    help_items: tuple[tuple[str, str], ...] = ()  # (option id, its description, marked N_): listed after help
+    help_args: tuple[tuple[str, object], ...] = ()  # values for help's {placeholders}
     group: str = "sidebar"  # sidebar (every page), trainer (the trainer box, every page too) or page (one page's own)
     source: str = ""  # where the default and limits come from
 
@@ -122,122 +125,125 @@ def _rows() -> tuple[Param, ...]:
     trainer_src = "estimator.trainers (TRL 1.16.0 GRPOConfig defaults)"
     return (
         # --- the shared sidebar, in the README's order ---
-        Param("model", "Model", "selectbox", "llama-3.1-8b",
+        Param("model", N_("Model"), "selectbox", "llama-3.1-8b",
               tuple(p.id for p in list_presets()) + (BY_SIZE, UPLOAD),
-              help="A preset (a real config.json), 'by-size' (a generic decoder of the size below), 'upload' (your "
-                   "own config.json), or the Hugging Face model id typed below.",
+              help=N_("A preset (a real config.json), 'by-size' (a generic decoder of the size below), 'upload' "
+                      "(your own config.json), or the Hugging Face model id typed below."),
               source="estimator.list_presets (the app's default model)"),
-        Param("size", "Exact size (billions)", "number", 7.0, low=MIN_SIZE_B, high=MAX_SIZE_B, step=1.0, fmt="%g",
-              help=f"Any size from {MIN_SIZE_B:g} to {MAX_SIZE_B:g} billion parameters (13, 34, 72, 405…).",
+        Param("size", N_("Exact size (billions)"), "number", 7.0, low=MIN_SIZE_B, high=MAX_SIZE_B, step=1.0, fmt="%g",
+              help=N_("Any size from {low} to {high} billion parameters (13, 34, 72, 405…)."),
+              help_args=(("low", f"{MIN_SIZE_B:g}"), ("high", f"{MAX_SIZE_B:g}")),
               source="estimator.model MIN_SIZE_B, MAX_SIZE_B (generic_spec)"),
-        Param("stack", "Training stack", "selectbox", DEFAULT_STACK, STACK_IDS,
-              help="The framework you train with: its defaults fill every setting left on 'auto' (checkpointing, "
-                   "loss, optimizer, adapter dtypes, QLoRA preparation). "
-                   + "; ".join(f"{k}: {s.label}" for k, s in STACKS.items()),
+        Param("stack", N_("Training stack"), "selectbox", DEFAULT_STACK, STACK_IDS,
+              help=N_("The framework you train with: its defaults fill every setting left on 'auto' (checkpointing, "
+                      "loss, optimizer, adapter dtypes, QLoRA preparation)."),
+              help_items=tuple((k, s.label) for k, s in STACKS.items()),
               source="estimator.stacks DEFAULT_STACK, STACK_IDS"),
-        Param("method", "Method", "segmented", _setup("method"), METHODS,
-              help="full = every weight trains; lora = frozen 16-bit base + small adapters; qlora = frozen 4-bit "
-                   "base + adapters.", source=setup_src),
-        Param("precision", "Precision", "selectbox", _setup("precision"), PRECISIONS,
-              help="; ".join(f"{k}: {v}" for k, v in PRECISION_LABELS.items()), source=setup_src),
-        Param("optimizer", "Optimizer", "selectbox", AUTO, (AUTO, *OPTIMIZERS),
-              help="auto = the stack's default; " + "; ".join(f"{k}: {v}" for k, v in OPTIMIZER_LABELS.items()),
+        Param("method", N_("Method"), "segmented", _setup("method"), METHODS,
+              help=N_("full = every weight trains; lora = frozen 16-bit base + small adapters; qlora = frozen 4-bit "
+                      "base + adapters."), source=setup_src),
+        Param("precision", N_("Precision"), "selectbox", _setup("precision"), PRECISIONS,
+              help_items=tuple(PRECISION_LABELS.items()), source=setup_src),
+        Param("optimizer", N_("Optimizer"), "selectbox", AUTO, (AUTO, *OPTIMIZERS),
+              help=N_("auto = the stack's default"), help_items=tuple(OPTIMIZER_LABELS.items()),
               source="estimator.options.OPTIMIZERS (auto: the stack's)"),
-        Param("batch", "Batch size (per GPU)", "slider", _setup("batch"), low=1, high=MAX_BATCH, integer=True,
+        Param("batch", N_("Batch size (per GPU)"), "slider", _setup("batch"), low=1, high=MAX_BATCH, integer=True,
               step=1, source=f"{setup_src} (batch, MAX_BATCH)"),
-        Param("max_len", "Exact max length", "number", _setup("seq_len"), low=1, high=MAX_SEQ_LEN, integer=True,
+        Param("max_len", N_("Exact max length"), "number", _setup("seq_len"), low=1, high=MAX_SEQ_LEN, integer=True,
               step=128, source=f"{setup_src} (seq_len, MAX_SEQ_LEN)"),
-        Param("ckpt", "Gradient checkpointing", "segmented", AUTO, CKPT_CHOICES,
-              help="auto = what the training stack does; true = keep only each layer's input and recompute the "
-                   "rest in backward (far less activation memory, 20–30 % slower); offload = the same with those "
-                   "inputs in CPU RAM (transformers' offloaded checkpointing, Unsloth's default).",
+        Param("ckpt", N_("Gradient checkpointing"), "segmented", AUTO, CKPT_CHOICES,
+              help=N_("auto = what the training stack does; true = keep only each layer's input and recompute the "
+                      "rest in backward (far less activation memory, 20–30 % slower); offload = the same with those "
+                      "inputs in CPU RAM (transformers' offloaded checkpointing, Unsloth's default)."),
               source=f"{setup_src} (grad_ckpt, offload_activations; auto: the stack's)"),
-        Param("loss", "Loss", "selectbox", AUTO, (AUTO, *LOSSES),
-              help="auto = the stack's loss; " + "; ".join(f"{k}: {o.summary}" for k, o in LOSSES.items()),
+        Param("loss", N_("Loss"), "selectbox", AUTO, (AUTO, *LOSSES),
+              help=N_("auto = the stack's loss"), help_items=tuple((k, o.summary) for k, o in LOSSES.items()),
               source="estimator.options.LOSSES (auto: the stack's)"),
-        Param("attn", "Attention", "selectbox", _setup("attention"), ATTENTIONS,
-              help="sdpa = PyTorch SDPA / flash (no s² memory); eager = materialised scores.", source=setup_src),
-        Param("rank", "LoRA rank", "select_slider", _setup("lora_rank"), _powers_of_two(1, MAX_RANK),
+        Param("attn", N_("Attention"), "selectbox", _setup("attention"), ATTENTIONS,
+              help=N_("sdpa = PyTorch SDPA / flash (no s² memory); eager = materialised scores."), source=setup_src),
+        Param("rank", N_("LoRA rank"), "select_slider", _setup("lora_rank"), _powers_of_two(1, MAX_RANK),
               source=f"{setup_src} (lora_rank, MAX_RANK; powers of two)"),
-        Param("targets", "LoRA targets", "text", ",".join(_setup("lora_targets")), max_chars=200,
+        Param("targets", N_("LoRA targets"), "text", ",".join(_setup("lora_targets")), max_chars=200,
               source=f"{setup_src} (lora_targets)"),
-        Param("gpus", "GPUs", "number", _setup("gpus"), low=1, high=MAX_GPUS, integer=True, step=1,
+        Param("gpus", N_("GPUs"), "number", _setup("gpus"), low=1, high=MAX_GPUS, integer=True, step=1,
               source=f"{setup_src} (gpus, MAX_GPUS)"),
-        Param("sharding", "Sharding", "selectbox", _setup("sharding"), SHARDINGS,
-              help="; ".join(f"{k}: {v}" for k, v in SHARDING_LABELS.items()), source=setup_src),
-        Param("device", "Device", "selectbox", "rtx-4090", tuple(d.id for d in CATALOG) + (CUSTOM,),
-              help="Unified-memory laptops can give about 75 % of RAM to training; a PC's limit is its graphics "
-                   "card's own memory, not its RAM.", source="estimator.devices.CATALOG (the app's default device)"),
-        Param("capacity", "Custom capacity (GB)", "number", 24.0, low=CUSTOM_MIN_GB, high=CUSTOM_MAX_GB, step=1.0,
+        Param("sharding", N_("Sharding"), "selectbox", _setup("sharding"), SHARDINGS,
+              help_items=tuple(SHARDING_LABELS.items()), source=setup_src),
+        Param("device", N_("Device"), "selectbox", "rtx-4090", tuple(d.id for d in CATALOG) + (CUSTOM,),
+              help=N_("Unified-memory laptops can give about 75 % of RAM to training; a PC's limit is its graphics "
+                      "card's own memory, not its RAM."), source="estimator.devices.CATALOG (the app's default device)"),
+        Param("capacity", N_("Custom capacity (GB)"), "number", 24.0, low=CUSTOM_MIN_GB, high=CUSTOM_MAX_GB, step=1.0,
               source="estimator.devices CUSTOM_MIN_GB, CUSTOM_MAX_GB (custom_device)"),
-        Param("kind", "Custom memory kind", "segmented", DEVICE_KINDS[0], DEVICE_KINDS,
-              help="unified = shared RAM (about 75 % usable); discrete = a GPU's own memory.",
+        Param("kind", N_("Custom memory kind"), "segmented", DEVICE_KINDS[0], DEVICE_KINDS,
+              help=N_("unified = shared RAM (about 75 % usable); discrete = a GPU's own memory."),
               source="estimator.devices.DEVICE_KINDS"),
-        Param("rule", "Rule of thumb", "toggle", False,
-              help="The rule of thumb: LoRA ≈ 2 GB per billion + 3 GB, full ≈ 12 GB per billion + 4 GB. Off = the "
-                   "detailed, architecture-aware estimate.", source="estimator.rule"),
-        Param("present", "Presentation mode", "toggle", False,
-              help="Larger verdict and fonts for meetings; still linkable.", source="the app"),
-        Param("images", "Image tokens per example", "number", _setup("image_tokens"), low=0, high=MAX_SEQ_LEN,
+        Param("rule", N_("Rule of thumb"), "toggle", False,
+              help=N_("The rule of thumb: LoRA ≈ 2 GB per billion + 3 GB, full ≈ 12 GB per billion + 4 GB. Off = "
+                      "the detailed, architecture-aware estimate."), source="estimator.rule"),
+        Param("present", N_("Presentation mode"), "toggle", False,
+              help=N_("Larger verdict and fonts for meetings; still linkable."), source="the app"),
+        Param("images", N_("Image tokens per example"), "number", _setup("image_tokens"), low=0, high=MAX_SEQ_LEN,
               integer=True, step=256,
-              help="For training on images: the placeholder tokens each example's images add to the language "
-                   "model's sequence (Gemma 3: 256 per image). 0 = text only.",
+              help=N_("For training on images: the placeholder tokens each example's images add to the language "
+                      "model's sequence (Gemma 3: 256 per image). 0 = text only."),
               source=f"{setup_src} (image_tokens, MAX_SEQ_LEN)"),
-        Param("tower", "Train the vision tower", "toggle", _setup("train_tower"),
-              help="Multimodal models: train the vision tower and projector too (full: all their weights; LoRA: "
-                   "adapters on their linear layers). Off = frozen; only the language model trains.",
+        Param("tower", N_("Train the vision tower"), "toggle", _setup("train_tower"),
+              help=N_("Multimodal models: train the vision tower and projector too (full: all their weights; LoRA: "
+                      "adapters on their linear layers). Off = frozen; only the language model trains."),
               source=f"{setup_src} (train_tower)"),
         # --- the trainer box (ui/trainer_inputs.py), in every page's sidebar ---
-        Param("trainer", "Trainer", "selectbox", setup_default(TrainerSetup, "trainer"), TRAINER_IDS,
-              help="; ".join(f"{k}: {o.label}" for k, o in TRAINERS.items()), group="trainer",
+        Param("trainer", N_("Trainer"), "selectbox", setup_default(TrainerSetup, "trainer"), TRAINER_IDS,
+              help_items=tuple((k, o.label) for k, o in TRAINERS.items()), group="trainer",
               source="estimator.trainers.TrainerSetup"),
-        Param("gens", "Generations per prompt", "slider", GRPO_NUM_GENERATIONS, low=MIN_GENERATIONS,
+        Param("gens", N_("Generations per prompt"), "slider", GRPO_NUM_GENERATIONS, low=MIN_GENERATIONS,
               high=MAX_GENERATIONS, integer=True, step=1,
-              help="GRPO num_generations; TRL needs batch × GPUs × accumulation divisible by it.", group="trainer",
+              help=N_("GRPO num_generations; TRL needs batch × GPUs × accumulation divisible by it."),
+              group="trainer",
               source=f"{trainer_src}: num_generations, MIN_GENERATIONS, MAX_GENERATIONS"),
-        Param("prompt_len", "Prompt length (tokens)", "select_slider", DEFAULT_PROMPT_LEN,
+        Param("prompt_len", N_("Prompt length (tokens)"), "select_slider", DEFAULT_PROMPT_LEN,
               _powers_of_two(16, MAX_SEQ_LEN // 2),
-              help="GRPOConfig has no prompt limit: the dataset's longest prompt.", group="trainer",
+              help=N_("GRPOConfig has no prompt limit: the dataset's longest prompt."), group="trainer",
               source=f"{trainer_src}: DEFAULT_PROMPT_LEN; prompt + completion ≤ MAX_SEQ_LEN"),
-        Param("completion_len", "Max completion length (tokens)", "select_slider", GRPO_MAX_COMPLETION_LENGTH,
+        Param("completion_len", N_("Max completion length (tokens)"), "select_slider", GRPO_MAX_COMPLETION_LENGTH,
               _powers_of_two(16, MAX_SEQ_LEN // 2), group="trainer",
               source=f"{trainer_src}: max_completion_length; prompt + completion ≤ MAX_SEQ_LEN"),
-        Param("gen", "Generation", "segmented", TrainerSetup("grpo").generation_mode, GENERATION_IDS,
-              help="; ".join(f"{k}: {m.label}" for k, m in GENERATION_MODES.items()), group="trainer",
+        Param("gen", N_("Generation"), "segmented", TrainerSetup("grpo").generation_mode, GENERATION_IDS,
+              help_items=tuple((k, m.label) for k, m in GENERATION_MODES.items()), group="trainer",
               source="estimator.trainers.GENERATION_MODES (TrainerSetup.generation_mode)"),
         Param("vllm_util", "vllm_gpu_memory_utilization", "select_slider", VLLM_GPU_MEMORY_UTILIZATION,
               tuple(round(0.05 * k, 2) for k in range(1, 20)),
-              help="The share of the device vLLM reserves in colocate mode.", group="trainer",
+              help=N_("The share of the device vLLM reserves in colocate mode."), group="trainer",
               source=f"{trainer_src}: vllm_gpu_memory_utilization, between 0 and 1 exclusive"),
-        Param("beta", "Beta", "text", AUTO, max_chars=20, group="trainer",
+        Param("beta", N_("Beta"), "text", AUTO, max_chars=20, group="trainer",
               source="estimator.trainers TrainerSetup.beta (auto: the trainer's default), MAX_BETA"),
-        Param("precompute_ref", "Precompute reference log-probs", "toggle",
+        Param("precompute_ref", N_("Precompute reference log-probs"), "toggle",
               setup_default(TrainerSetup, "precompute_ref"),
-              help="DPO/KTO precompute_ref_log_probs=True: no reference during training.", group="trainer",
+              help=N_("DPO/KTO precompute_ref_log_probs=True: no reference during training."), group="trainer",
               source="estimator.trainers.TrainerSetup"),
-        Param("vllm_sleep", "vLLM sleep mode", "toggle", setup_default(TrainerSetup, "vllm_sleep"),
-              help="vllm_enable_sleep_mode=True: vLLM discards its weights and KV cache after each generation "
-                   "(sleep level 2), so the training step does not share the device with them.", group="trainer",
+        Param("vllm_sleep", N_("vLLM sleep mode"), "toggle", setup_default(TrainerSetup, "vllm_sleep"),
+              help=N_("vllm_enable_sleep_mode=True: vLLM discards its weights and KV cache after each generation "
+                      "(sleep level 2), so the training step does not share the device with them."), group="trainer",
               source="estimator.trainers.TrainerSetup (GRPOConfig vllm_enable_sleep_mode)"),
         # --- one page's own controls ---
-        Param("methods", "Methods", "multiselect", METHODS, METHODS, group="page",
-              help="full = every weight trains; lora = frozen 16-bit base + adapters; qlora = frozen 4-bit base + "
-                   "adapters.", source="estimator.training.METHODS (compare, fits)"),
-        Param("variants", "Also compare with precision or optimizer", "multiselect", (), VARIANT_OPTIONS,
-              help="Adds a bar per chosen method with this precision or optimizer instead of the sidebar's.",
+        Param("methods", N_("Methods"), "multiselect", METHODS, METHODS, group="page",
+              help=N_("full = every weight trains; lora = frozen 16-bit base + adapters; qlora = frozen 4-bit base + "
+                      "adapters."), source="estimator.training.METHODS (compare, fits)"),
+        Param("variants", N_("Also compare with precision or optimizer"), "multiselect", (), VARIANT_OPTIONS,
+              help=N_("Adds a bar per chosen method with this precision or optimizer instead of the sidebar's."),
               group="page", source="estimator PRECISIONS, OPTIMIZERS (compare)"),
-        Param("models", "Models", "multiselect", tuple(size_label(s) for s in SEED_SIZES_B),
+        Param("models", N_("Models"), "multiselect", tuple(size_label(s) for s in SEED_SIZES_B),
               tuple(size_and_preset_options()), group="page",
-              help="Common sizes (generic Llama-style decoders with that many parameters) and the presets (real "
-                   "config.json files).", source="estimator presets and the seed's sizes (fits)"),
-        Param("offload", "Optimizer state in CPU RAM", "toggle", setup_default(TrainingSetup, "offload_optimizer"),
-              help="ZeRO-Offload / FSDP CPU offload: the optimizer state and its step live in CPU RAM (slower "
-                   "steps). Applies to the ZeRO/FSDP lines; plain data parallel cannot.", group="page",
+              help=N_("Common sizes (generic Llama-style decoders with that many parameters) and the presets (real "
+                      "config.json files)."), source="estimator presets and the seed's sizes (fits)"),
+        Param("offload", N_("Optimizer state in CPU RAM"), "toggle", setup_default(TrainingSetup, "offload_optimizer"),
+              help=N_("ZeRO-Offload / FSDP CPU offload: the optimizer state and its step live in CPU RAM (slower "
+                      "steps). Applies to the ZeRO/FSDP lines; plain data parallel cannot."), group="page",
               source=f"{setup_src} (offload_optimizer; scale out)"),
-        Param("maxgpus", "Up to this many GPUs", "select_slider", 64, (8, 16, 32, 64), group="page",
+        Param("maxgpus", N_("Up to this many GPUs"), "select_slider", 64, (8, 16, 32, 64), group="page",
               source="scale out's search range (estimator.training.MAX_GPUS bounds it)"),
-        Param("pernode", "GPUs per node", "segmented", 1, (1, 2, 4, 8), group="page",
-              help="1 = any GPU count; 8 = the GPUs come in servers of 8, so counts are whole nodes (8, 16, 24…).",
+        Param("pernode", N_("GPUs per node"), "segmented", 1, (1, 2, 4, 8), group="page",
+              help=N_("1 = any GPU count; 8 = the GPUs come in servers of 8, so counts are whole nodes (8, 16, "
+                      "24…)."),
               source="scale out: GPUs per server"),
     )
 
@@ -248,6 +254,15 @@ TRAINER_PARAMS: tuple[str, ...] = tuple(k for k, p in TABLE.items() if p.group =
 PAGE_ONLY_PARAMS: tuple[str, ...] = tuple(k for k, p in TABLE.items() if p.group == "page")
 
 
+def help_text(p: Param) -> str:
+    """A row's help in the page's language: its sentence, then its options' descriptions ('sdpa: …; eager: …')."""
+    sentence = _(p.help).format(**dict(p.help_args)) if p.help else ""
+    items = "; ".join(f"{k}: {_(v)}" for k, v in p.help_items)
+    if sentence and items:
+        return sentence + (" " if sentence.endswith(".") else "; ") + items
+    return sentence or items
+
+
 def widget(key: str, container: Any = None, **overrides: Any) -> Any:
     """Draw the widget of table row `key` in `container` (default: the main area), bound to the address, with
     its label, default, limits and help from the table; `overrides` pass dynamic arguments (disabled,
@@ -255,28 +270,30 @@ def widget(key: str, container: Any = None, **overrides: Any) -> Any:
     p = TABLE[key]
     box = container if container is not None else st
     common: dict[str, Any] = {"key": p.key, "bind": "query-params"}
-    if p.help:
-        common["help"] = p.help
+    help_ = help_text(p)
+    if help_:
+        common["help"] = help_
+    label = _(p.label)
     if p.widget == "selectbox":
         options = list(overrides.pop("options", p.choices))
-        return box.selectbox(p.label, options, index=options.index(p.default), **common | overrides)
+        return box.selectbox(label, options, index=options.index(p.default), **common | overrides)
     if p.widget == "segmented":
-        return box.segmented_control(p.label, list(p.choices), default=p.default, required=True,
+        return box.segmented_control(label, list(p.choices), default=p.default, required=True,
                                      **common | overrides)
     if p.widget == "multiselect":
-        return box.multiselect(p.label, list(p.choices), default=list(p.default), **common | overrides)
+        return box.multiselect(label, list(p.choices), default=list(p.default), **common | overrides)
     if p.widget == "select_slider":
-        return box.select_slider(p.label, options=list(p.choices), value=p.default, **common | overrides)
+        return box.select_slider(label, options=list(p.choices), value=p.default, **common | overrides)
     if p.widget == "slider":
-        return box.slider(p.label, int(p.low), int(p.high), p.default, step=int(p.step or 1),  # type: ignore[arg-type]
+        return box.slider(label, int(p.low), int(p.high), p.default, step=int(p.step or 1),  # type: ignore[arg-type]
                           **common | overrides)
     if p.widget == "number":
         cast = int if p.integer else float
         extra = {"format": p.fmt} if p.fmt else {}
-        return box.number_input(p.label, min_value=cast(p.low), max_value=cast(p.high), value=cast(p.default),
+        return box.number_input(label, min_value=cast(p.low), max_value=cast(p.high), value=cast(p.default),
                                 step=cast(p.step or 1), **common | extra | overrides)
     if p.widget == "toggle":
-        return box.toggle(p.label, value=p.default, **common | overrides)
+        return box.toggle(label, value=p.default, **common | overrides)
     if p.widget == "text":
-        return box.text_input(p.label, value=p.default, max_chars=p.max_chars, **common | overrides)
+        return box.text_input(label, value=p.default, max_chars=p.max_chars, **common | overrides)
     raise ValueError(f"unknown widget kind {p.widget!r}")

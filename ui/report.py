@@ -11,6 +11,7 @@ from urllib.parse import urlencode, urlsplit
 import pandas as pd
 
 from estimator import Device, Estimate, Remedy, Verdict, component_keys, to_gb, to_gib
+from estimator.i18n import _, format_int, format_number
 from estimator.memory import CONTEXT_LABEL, component_label, context_label
 from ui.charts import both_units
 
@@ -28,10 +29,10 @@ def breakdown_frame(est: Estimate, device: Device | None = None) -> pd.DataFrame
     total = float(est.total_bytes)
     for key in component_keys(est):
         for item in (d for d in est.details if d.component == key and d.bytes > 0):
-            label = context_label(device) if item.label == CONTEXT_LABEL else item.label
+            label = context_label(device) if item.label == CONTEXT_LABEL else _(item.label)
             rows.append((component_label(key, device), label, float(round(item.bytes)), to_gb(item.bytes),
                          to_gib(item.bytes), item.bytes / total if total else 0.0))
-    rows.append(("Total", f"peak: {est.peak_phase}", float(round(total)), to_gb(total), to_gib(total), 1.0))
+    rows.append((_("Total"), _("peak: {phase}").format(phase=_(est.peak_phase)), float(round(total)), to_gb(total), to_gib(total), 1.0))
     # Bytes as float64: absurd setups (400B, fp32, 2M tokens × 256) pass int64, which Arrow cannot hold.
     return pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS))
 
@@ -46,12 +47,15 @@ def breakdown_csv(est: Estimate, device: Device | None = None) -> str:
 def verdict_detail(est: Estimate, device: Device, v: Verdict) -> tuple[str, str]:
     """The two lines under the headline (plain text, no Markdown): the estimate (expected peak in both
     units, the likely range, the peak phase) and the device (usable and total memory)."""
-    parts = [f"Expected peak {both_units(est.total_bytes)}"]
+    parts = [_("Expected peak {amount}").format(amount=both_units(est.total_bytes))]
     if est.high_bytes != est.low_bytes:
-        parts.append(f"likely {to_gb(est.low_bytes):,.1f}–{to_gb(est.high_bytes):,.1f} GB "
-                     f"({to_gib(est.low_bytes):,.1f}–{to_gib(est.high_bytes):,.1f} GiB)")
-    parts.append(f"peak during: {est.peak_phase}")
-    device_line = f"{device.name}: {both_units(v.usable_bytes)} usable of {both_units(device.capacity_bytes)}"
+        n = format_number
+        parts.append(_("likely {low_gb}–{high_gb} GB ({low_gib}–{high_gib} GiB)").format(
+            low_gb=n(to_gb(est.low_bytes)), high_gb=n(to_gb(est.high_bytes)),
+            low_gib=n(to_gib(est.low_bytes)), high_gib=n(to_gib(est.high_bytes))))
+    parts.append(_("peak during: {phase}").format(phase=_(est.peak_phase)))
+    device_line = _("{device}: {usable} usable of {capacity}").format(
+        device=device.name, usable=both_units(v.usable_bytes), capacity=both_units(device.capacity_bytes))
     return " · ".join(parts), device_line
 
 
@@ -59,11 +63,12 @@ def band_warning(est: Estimate, v: Verdict) -> str | None:
     """A caution when the verdict hangs on the estimate's error: it fits but the high end does not, or it
     does not fit but the low end would."""
     if v.fits and not v.high_fits:
-        return (f"Close call: the upper end of the likely range ({both_units(est.high_bytes)}) is above the "
-                f"usable {both_units(v.usable_bytes)}. Leave some headroom or apply a change below.")
+        return _("Close call: the upper end of the likely range ({high}) is above the usable {usable}. Leave some "
+                 "headroom or apply a change below.").format(high=both_units(est.high_bytes),
+                                                             usable=both_units(v.usable_bytes))
     if not v.fits and est.low_bytes <= v.usable_bytes:
-        return (f"Borderline: the lower end of the likely range ({both_units(est.low_bytes)}) would fit in "
-                f"{both_units(v.usable_bytes)}; a small change below should make it fit.")
+        return _("Borderline: the lower end of the likely range ({low}) would fit in {usable}; a small change "
+                 "below should make it fit.").format(low=both_units(est.low_bytes), usable=both_units(v.usable_bytes))
     return None
 
 
@@ -86,33 +91,40 @@ class RuleGap:
 
     def sentence(self) -> str:
         if abs(self.diff_bytes) < 0.05e9:
-            return f"The detailed estimate ({both_units(self.detailed_bytes)}) matches the rule of thumb."
-        direction = "above" if self.diff_bytes > 0 else "below"
-        return (f"Rule of thumb {both_units(self.seed_bytes)} · detailed estimate {both_units(self.detailed_bytes)}: "
-                f"the detailed estimate is {to_gb(abs(self.diff_bytes)):,.1f} GB "
-                f"({to_gib(abs(self.diff_bytes)):,.1f} GiB, {abs(self.diff_pct):,.0f} %) {direction} the rule.")
+            return _("The detailed estimate ({detailed}) matches the rule of thumb.").format(
+                detailed=both_units(self.detailed_bytes))
+        template = (_("Rule of thumb {rule} · detailed estimate {detailed}: the detailed estimate is {gb} GB ({gib} "
+                      "GiB, {pct} %) above the rule.") if self.diff_bytes > 0 else
+                    _("Rule of thumb {rule} · detailed estimate {detailed}: the detailed estimate is {gb} GB ({gib} "
+                      "GiB, {pct} %) below the rule."))
+        return template.format(rule=both_units(self.seed_bytes), detailed=both_units(self.detailed_bytes),
+                               gb=format_number(to_gb(abs(self.diff_bytes))),
+                               gib=format_number(to_gib(abs(self.diff_bytes))), pct=format_number(abs(self.diff_pct), 0))
 
 
 def remedy_line(r: Remedy, usable_bytes: float) -> str:
     """'saves 8.7 GB (8.1 GiB) → 25.4 GB, fits' (plain text). A change that does not apply says so; one
     that costs memory here (QLoRA's fp32 upcasts can outweigh its 4-bit base) says how much it adds."""
     if not r.applicable:
-        return "not available here (already applied, or at its minimum)."
-    fits = "fits" if r.new_total_bytes <= usable_bytes else "still too big"
+        return _("not available here (already applied, or at its minimum).")
+    fits = _("fits") if r.new_total_bytes <= usable_bytes else _("still too big")
+    after = format_number(to_gb(r.new_total_bytes))
     if abs(r.saves_bytes) < NEGLIGIBLE_BYTES:
-        return f"saves nothing here ({to_gb(r.new_total_bytes):,.1f} GB after)."
+        return _("saves nothing here ({after} GB after).").format(after=after)
     if r.saves_bytes < 0:
-        return f"adds {both_units(-r.saves_bytes)} here → {to_gb(r.new_total_bytes):,.1f} GB, {fits}"
-    return f"saves {both_units(r.saves_bytes)} → {to_gb(r.new_total_bytes):,.1f} GB, {fits}"
+        return _("adds {amount} here → {after} GB, {fits}").format(amount=both_units(-r.saves_bytes), after=after,
+                                                                   fits=fits)
+    return _("saves {amount} → {after} GB, {fits}").format(amount=both_units(r.saves_bytes), after=after, fits=fits)
 
 
 def limit_text(value: int | None, limit: int, unit: str) -> str:
-    """A solver's answer: 'None fits', '4,096 tokens', or '256 or more' when the search hit its limit."""
+    """A solver's answer: 'None fits', '4,096 tokens', or '256 or more' when the search hit its limit. unit is
+    shown translated (mark it with N_ where it is written)."""
     if value is None:
-        return f"none fits (not even 1 {unit})"
+        return _("none fits (not even 1 {unit})").format(unit=_(unit))
     if value >= limit:
-        return f"{limit:,} or more"
-    return f"{value:,}"
+        return _("{limit} or more").format(limit=format_int(limit))
+    return format_int(value)
 
 
 def share_url(base_url: str | None, params: Mapping[str, Iterable[str]]) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import streamlit as st
 
 from estimator import TrainingSetup
+from estimator.i18n import N_, _, format_int, format_number, ngettext
 from estimator.trainers import (
     DEFAULT_PROMPT_LEN,
     GENERATION_MODES,
@@ -66,8 +67,8 @@ def trainer_url_notes() -> list[str]:
             continue  # a text box keeps any text: resolve_trainer notes a bad one
         for raw in st.query_params.get_all(key):
             if not _valid(key, raw):
-                notes.append(f"The link's value for '{key}' was not valid; using the default "
-                             f"({TABLE[key].default_text}).")
+                notes.append(_("The link's value for '{key}' was not valid; using the default ({default}).").format(
+                    key=key, default=TABLE[key].default_text))
                 break
     return notes
 
@@ -94,20 +95,22 @@ def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompu
     if opt.beta_default is not None and str(beta_text).strip() != AUTO:
         beta = parse_beta(beta_text)
         if beta is None:
-            notes.append(f"Beta must be a number ≥ 0; using {opt.label}'s default ({opt.beta_default}).")
+            notes.append(_("Beta must be a number ≥ 0; using {trainer}'s default ({default}).").format(
+                trainer=_(opt.label), default=opt.beta_default))
     unused = [name for name, off in (
         ("beta", opt.beta_default is None and str(beta_text).strip() != AUTO),
         ("precompute_ref_log_probs", bool(precompute) and not opt.can_precompute),
         ("num_generations", not opt.generates and int(gens) != GRPO_NUM_GENERATIONS),
-        ("the prompt length", not opt.generates and int(prompt) != DEFAULT_PROMPT_LEN),
+        (_("the prompt length"), not opt.generates and int(prompt) != DEFAULT_PROMPT_LEN),
         ("max_completion_length", not opt.generates and int(completion) != GRPO_MAX_COMPLETION_LENGTH),
-        ("the generation mode", not opt.generates and str(gen) != "hf"),
+        (_("the generation mode"), not opt.generates and str(gen) != "hf"),
         ("vllm_gpu_memory_utilization", (not opt.generates or gen != "vllm-colocate")
          and round(float(util), 2) != VLLM_GPU_MEMORY_UTILIZATION),
-        ("vLLM sleep mode", (not opt.generates or gen != "vllm-colocate") and bool(sleep))) if off]
+        (_("vLLM sleep mode"), (not opt.generates or gen != "vllm-colocate") and bool(sleep))) if off]
     if unused:
-        where = f"{opt.label} with {gen}" if opt.generates else opt.label
-        notes.append(f"{where} has no use for {', '.join(unused)}: not applied.")
+        where = (_("{trainer} with {gen}").format(trainer=_(opt.label), gen=gen) if opt.generates
+                 else _(opt.label))
+        notes.append(_("{where} has no use for {unused}: not applied.").format(where=where, unused=", ".join(unused)))
     kwargs: dict[str, object] = {"beta": beta, "precompute_ref": bool(precompute) and opt.can_precompute}
     if opt.generates:
         kwargs.update(num_generations=int(gens), prompt_len=int(prompt), completion_len=int(completion),
@@ -117,24 +120,24 @@ def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompu
     try:
         tr = TrainerSetup(opt.id, **kwargs)  # type: ignore[arg-type]
     except ValueError as exc:
-        notes.append(f"{exc}; using {opt.label}'s defaults.")
+        notes.append(_("{error}; using {trainer}'s defaults.").format(error=exc, trainer=_(opt.label)))
         tr = TrainerSetup(opt.id)
     if setup.batch < opt.min_batch:
-        notes.append(f"{opt.label} needs a per-device batch of at least {opt.min_batch} (TRL refuses batch 1); "
-                     f"shown with batch {opt.min_batch}.")
+        notes.append(_("{trainer} needs a per-device batch of at least {n} (TRL refuses batch 1); shown with "
+                       "batch {n}.").format(trainer=_(opt.label), n=opt.min_batch))
         setup = replace(setup, batch=opt.min_batch)
     setup, tr, note = fix_generations(setup, tr)
     if note:
         notes.append(note)
     wanted = trainer_loss(setup, tr)
     if wanted != setup.loss:
-        notes.append(f"TRL's {opt.trainer_class} does not use the '{setup.loss}' loss; shown with its own "
-                     f"('{wanted}').")
+        notes.append(_("TRL's {trainer_class} does not use the '{loss}' loss; shown with its own ('{own}').").format(
+            trainer_class=opt.trainer_class, loss=setup.loss, own=wanted))
         setup = replace(setup, loss=wanted, from_stack=tuple(dict.fromkeys((*setup.from_stack, "loss"))))
     try:
         check(setup, tr)
     except ValueError as exc:  # nothing left to fix automatically: price SFT and say why
-        notes.append(f"{exc}; showing SFT.")
+        notes.append(_("{error}; showing SFT.").format(error=exc))
         tr = TrainerSetup("sft")
     if tr.option.generates:
         setup = replace(setup, seq_len=tr.prompt_length + tr.completion_length)
@@ -148,7 +151,7 @@ def trainer_generates() -> bool:
     return chosen in TRAINERS and TRAINERS[chosen].generates
 
 
-GENERATES_NOTE = "GRPO trains on prompt + completion: set both in the Trainer box (max length is not used)."
+GENERATES_NOTE = N_("GRPO trains on prompt + completion: set both in the Trainer box (max length is not used).")
 
 
 def trainer_summary(tr: TrainerSetup) -> str:
@@ -159,14 +162,17 @@ def trainer_summary(tr: TrainerSetup) -> str:
         return ""
     parts = [f"{opt.label} ({TRL_VERSION})"]
     if opt.sequences == 2:
-        parts.append("chosen + rejected")
+        parts.append(_("chosen + rejected"))
     if opt.generates:
-        parts += [f"{tr.gens} generations", f"prompt {tr.prompt_length:,} + completion {tr.completion_length:,} "
-                  f"tokens", GENERATION_MODES[tr.generation_mode].label]
+        parts += [ngettext("{n} generation", "{n} generations", tr.gens).format(n=format_int(tr.gens)),
+                  _("prompt {prompt} + completion {completion} tokens").format(
+                      prompt=format_int(tr.prompt_length), completion=format_int(tr.completion_length)),
+                  _(GENERATION_MODES[tr.generation_mode].label)]
         if tr.generation_mode == "vllm-colocate":
-            parts.append(f"vllm_gpu_memory_utilization {tr.vllm_util:g}" + (", sleep mode" if tr.vllm_sleep else ""))
+            parts.append(f"vllm_gpu_memory_utilization {tr.vllm_util:g}"
+                         + (", " + _("sleep mode") if tr.vllm_sleep else ""))
     if opt.reference != "none":
-        parts.append("reference model" if tr.uses_reference() else "no reference model")
+        parts.append(_("reference model") if tr.uses_reference() else _("no reference model"))
     return " · ".join(parts)
 
 
@@ -192,8 +198,8 @@ def page_trainer(inputs) -> TrainerInputs:  # noqa: ANN001 - ui.inputs.Inputs (i
     result = render_trainer_inputs(inputs.setup)
     notes = result.notes
     if inputs.rule and result.trainer.trainer != "sft":
-        notes += ("The rule of thumb covers SFT only; this page shows the detailed estimate for "
-                  f"{result.trainer.option.label}.",)
+        notes += (_("The rule of thumb covers SFT only; this page shows the detailed estimate for {trainer}.").format(
+            trainer=result.trainer.option.label),)
     for note in notes:
         st.warning(plain(note), icon=":material/info:")
     return result
@@ -204,14 +210,14 @@ def render_trainer_inputs(setup: TrainingSetup) -> TrainerInputs:
     notes = trainer_url_notes()
     chosen = st.session_state.get("trainer", st.query_params.get("trainer", "sft"))
     sb = st.sidebar
-    with sb.expander(f"Trainer: SFT, DPO, GRPO… ({TRL_VERSION})", expanded=chosen != "sft"):
+    with sb.expander(_("Trainer: SFT, DPO, GRPO… ({version})").format(version=TRL_VERSION), expanded=chosen != "sft"):
         trainer = widget("trainer")
         opt = TRAINERS.get(str(trainer), TRAINERS["sft"])
-        st.caption(opt.summary)
+        st.caption(_(opt.summary))
         beta_text = widget("beta", disabled=opt.beta_default is None,
-                           help="auto = the trainer's default"
+                           help=_("auto = the trainer's default")
                                 + (f" ({opt.beta_default})" if opt.beta_default is not None else "")
-                                + ". GRPO: beta > 0 loads a reference model.")
+                                + _(". GRPO: beta > 0 loads a reference model."))
         precompute = widget("precompute_ref", disabled=not opt.can_precompute)
         grpo_off = not opt.generates
         gens = widget("gens", disabled=grpo_off)
@@ -243,36 +249,43 @@ def how_section_markdown() -> str:
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
 
-    rows = ["| trainer | each forward runs on | reference model | head | memory | source |", "|---|---|---|---|---|---|"]
+    rows = ["| " + " | ".join((_("trainer"), _("each forward runs on"), _("reference model"), _("head"), _("memory"),
+                               _("source"))) + " |", "|---|---|---|---|---|---|"]
     for o in TRAINERS.values():
-        ref = {"always": "full FT: a frozen copy; PEFT: adapter off (no copy); none when precomputed",
-               "beta": "only when beta > 0 (full FT: a copy)", "none": "none"}[o.reference]
-        head = {"fused": "TRL's fused chunked head", "logits": "full-vocabulary logits",
-                "score": "1-output score head"}[o.head]
-        seqs = "2 × batch (chosen + rejected)" if o.sequences == 2 else (
-            "batch completions × (prompt + completion)" if o.generates else "batch")
-        rows.append(f"| {o.label} | {seqs} | {ref} | {head} | {cell(o.formula)} | {cell(o.source)} |")
-    gen = "\n".join(f"- **{m.label}** (`{m.id}`): {m.summary} Source: {m.source}." for m in modes.values())
+        ref = {"always": _("full FT: a frozen copy; PEFT: adapter off (no copy); none when precomputed"),
+               "beta": _("only when beta > 0 (full FT: a copy)"), "none": _("none")}[o.reference]
+        head = {"fused": _("TRL's fused chunked head"), "logits": _("full-vocabulary logits"),
+                "score": _("1-output score head")}[o.head]
+        seqs = _("2 × batch (chosen + rejected)") if o.sequences == 2 else (
+            _("batch completions × (prompt + completion)") if o.generates else _("batch"))
+        rows.append(f"| {_(o.label)} | {seqs} | {ref} | {head} | {cell(_(o.formula))} | {cell(o.source)} |")
+    gen = "\n".join(f"- **{_(m.label)}** (`{m.id}`): {_(m.summary)} " + _("Source: {source}.").format(source=m.source)
+                    for m in modes.values())
     from validation.trainers import trainer_trace_summary
 
     acc = trainer_trace_summary()
     return (
-        f"Modelled as in **{TRL_VERSION}** (the newest release). A trainer changes what one training forward runs "
-        "on, adds a reference model, and (GRPO) a generation phase; the SFT formulas above then apply to the "
-        "training forward (docs/formulas.md §9). Every page prices the trainer chosen in the sidebar's Trainer box: "
-        "the calculator, Compare's bars, What fits' cells, the Size table's detailed columns and Scale out's GPU "
-        "counts.\n\n" + "\n".join(rows) + "\n\n"
-        "**Reference copy** = bytes per weight as loaded × parameters (÷ GPUs under ZeRO-3). The DPO/KTO reference "
-        "forward runs under `no_grad` *after* the policy forward, so its phase is the policy's saved activations "
-        "plus one layer's no-grad working set T × (2·r·H + max(c·(H + 2q + 2kv), c·(H + 3I))) and one fused-head "
-        "tile.\n\n"
-        "**GRPO generation** holds the weights and the optimizer state (no gradients: after `zero_grad`) plus "
-        "the KV cache of batch × gradient accumulation sequences: **KV = 2 × layers × KV heads × head dim × c × "
-        "sequences × (prompt + completion − 1)**, with the prefill's one-layer working set and the last-token logits "
-        f"on top. `num_generations` (default {GRPO_NUM_GENERATIONS}) must divide batch × GPUs × accumulation; it "
-        "does not change the memory, because `per_device_train_batch_size` counts completions.\n\n" + gen + "\n\n"
-        "`peak_phase` names the winner: generation, reference forward, a backward phase or the optimizer step.\n\n"
-        f"**Accuracy**: against {acc['n']} traced steps of these trainers (TRL {TRL_VERSION.split()[-1]}'s own code, "
-        f"real widths, LoRA and full) the estimate's median error is {acc['median_abs']:.1%} and the worst "
-        f"{acc['worst_abs']:.1%}; the KV cache equals a real `generate`'s (calibration/README.md)."
+        _("Modelled as in **{version}** (the newest release). A trainer changes what one training forward runs "
+          "on, adds a reference model, and (GRPO) a generation phase; the SFT formulas above then apply to the "
+          "training forward (docs/formulas.md §9). Every page prices the trainer chosen in the sidebar's Trainer "
+          "box: the calculator, Compare's bars, What fits' cells, the Size table's detailed columns and Scale out's "
+          "GPU counts.").format(version=TRL_VERSION)
+        + "\n\n" + "\n".join(rows) + "\n\n"
+        + _("**Reference copy** = bytes per weight as loaded × parameters (÷ GPUs under ZeRO-3). The DPO/KTO reference "
+            "forward runs under `no_grad` *after* the policy forward, so its phase is the policy's saved activations "
+            "plus one layer's no-grad working set T × (2·r·H + max(c·(H + 2q + 2kv), c·(H + 3I))) and one fused-head "
+            "tile.") + "\n\n"
+        + _("**GRPO generation** holds the weights and the optimizer state (no gradients: after `zero_grad`) plus "
+            "the KV cache of batch × gradient accumulation sequences: **KV = 2 × layers × KV heads × head dim × c × "
+            "sequences × (prompt + completion − 1)**, with the prefill's one-layer working set and the last-token "
+            "logits on top. `num_generations` (default {gens}) must divide batch × GPUs × accumulation; it does not "
+            "change the memory, because `per_device_train_batch_size` counts completions.").format(
+            gens=GRPO_NUM_GENERATIONS) + "\n\n" + gen + "\n\n"
+        + _("`peak_phase` names the winner: generation, reference forward, a backward phase or the optimizer step.")
+        + "\n\n"
+        + _("**Accuracy**: against {n} traced steps of these trainers (TRL {trl}'s own code, real widths, LoRA and "
+            "full) the estimate's median error is {median} % and the worst {worst} %; the KV cache equals a real "
+            "`generate`'s (calibration/README.md).").format(
+            n=acc["n"], trl=TRL_VERSION.split()[-1], median=format_number(100 * acc["median_abs"]),
+            worst=format_number(100 * acc["worst_abs"]))
     )
