@@ -42,6 +42,8 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
+from estimator.model import TOWER_MODULES  # noqa: E402
+
 TIMM_INSTALL = ("pip install --no-deps --target /tmp/timmlib timm==1.0.31 torchvision==0.28.0 pillow==13.0.0, then "
                 "run with PYTHONPATH=/tmp/timmlib (torchvision 0.28.0 is the release for torch 2.13.0; .venv-cal stays "
                 "as it is)")
@@ -90,7 +92,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ROOT / "estimator" / "presets"
 DEFAULT_OUT = ROOT / "tests" / "data" / "preset_param_counts.json"
 LORA_R = 16
-TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower|embed_vision|embed_audio|visual).*"  # also calibration/trace.py
 
 # Exact totals published / derived independently (docs/formulas.md §1); the script fails if one differs.
 KNOWN_TOTALS = {

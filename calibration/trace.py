@@ -49,6 +49,8 @@ from torch.distributed._tools.mem_tracker import (  # noqa: E402
 from torch.distributed._tools.mod_tracker import ModTracker  # noqa: E402
 from torch.utils._pytree import tree_flatten  # noqa: E402
 
+from estimator.model import TOWER_MODULES  # noqa: E402
+
 warnings.filterwarnings("ignore")
 # FakeTensorMode logs a traceback for every op whose meta kernel refuses the inputs (e.g. fp32 grouped_mm);
 # trace_case handles those failures itself.
@@ -332,7 +334,6 @@ def _enable_grad_ckpt(model, offload: bool = False) -> None:
 
 # nn.Linear subclasses that return a tuple: PEFT's all-linear wraps them, and the wrapper's forward then fails
 _TUPLE_LINEARS = frozenset({"Llama4Router"})
-TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower|embed_vision|embed_audio|visual).*"
 
 
 def all_linear_exclude(model: torch.nn.Module, wrapper: bool) -> str | None:

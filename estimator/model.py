@@ -46,6 +46,11 @@ DROPOUT_FIELDS = ("attention_dropout", "residual_dropout", "embedding_dropout", 
                   "embd_pdrop", "attn_pdrop", "mlp_dropout")
 
 # Limits that keep absurd configs (1e12 layers) from producing nonsense or overflowing the UI.
+# Module names of a multimodal wrapper's towers and projectors (transformers 5.24: Gemma 3/4 vision_tower and
+# embed_vision/embed_audio, Mistral 3 vision_tower + multi_modal_projector, Qwen3.5 visual, Gemma 3n audio_tower):
+# the estimate's default leaves them frozen and without LoRA adapters; the tracer, the counts and the snippets
+# exclude them with this pattern (PEFT's all-linear would wrap them: tuners_utils._maybe_include_all_linear_layers).
+TOWER_MODULES = r".*(vision_tower|vision_model|multi_modal_projector|audio_tower|embed_vision|embed_audio|visual).*"
 MAX_PARAMS = 10**13  # 10 trillion parameters: far above any released model
 MAX_DIM = 1 << 20  # hidden/intermediate/vocab sizes above ~1M are not real configs
 MAX_LAYERS = 1000

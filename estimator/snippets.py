@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Callable
 
 from .hub import is_model_id, parse_model_id
-from .model import ModelSpec, list_presets
+from .model import TOWER_MODULES, ModelSpec, list_presets
 from .options import LOSS_IMPLS, OPTIMIZERS, PRECISIONS, QLORA_PREPS, SGD_MOMENTUM
 from .stacks import STACKS, attention_impl, loss_impl_id
 from .training import ALL_LINEAR, METHOD_LABELS, TrainingSetup
@@ -191,15 +191,36 @@ def _qlora_prep_lines(setup: TrainingSetup) -> list[str]:
     return _comment(f"QLoRA preparation: {prep.label}: no prepare_model_for_kbit_training. {prep.summary}")
 
 
-def _lora_config_lines(setup: TrainingSetup) -> list[str]:
-    return [
+def _frozen_tower(spec: ModelSpec | None, setup: TrainingSetup) -> bool:
+    """A multimodal wrapper whose towers the estimate keeps frozen (the default; --train-tower trains them)."""
+    return spec is not None and spec.params_tower > 0 and not setup.train_tower
+
+
+def _lora_config_lines(setup: TrainingSetup, spec: ModelSpec | None = None) -> list[str]:
+    out = [
         "peft_config = LoraConfig(",
         f"    r={setup.lora_rank},",
         f"    lora_alpha={2 * setup.lora_rank},",
         "    lora_dropout=0.0,  # the estimate counts no dropout masks",
         f"    target_modules={_py(_targets(setup))},",
-        '    task_type="CAUSAL_LM",',
-        ")",
+    ]
+    if _frozen_tower(spec, setup):
+        # PEFT's all-linear (and names like q_proj) would also wrap the towers' linears: the estimate gives them none
+        out.append(f"    exclude_modules=r{_py(TOWER_MODULES)},  # the {spec.tower_kind} tower keeps no adapters")
+    return out + ['    task_type="CAUSAL_LM",', ")"]
+
+
+def _freeze_tower_lines(spec: ModelSpec, setup: TrainingSetup) -> list[str]:
+    """Full fine-tuning trains every parameter unless told (TRL 1.16 SFTTrainer freezes nothing): the estimate
+    keeps a multimodal wrapper's towers frozen, so the script freezes them too."""
+    if setup.method != "full" or not _frozen_tower(spec, setup):
+        return []
+    return [
+        f"# The estimate keeps the {spec.tower_kind} tower frozen (--train-tower would train it):",
+        "import re",
+        "for name, param in model.named_parameters():",
+        f"    if re.fullmatch(r{_py(TOWER_MODULES)}, name):",
+        "        param.requires_grad_(False)",
     ]
 
 
@@ -275,12 +296,12 @@ def _trl(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
     out += _model_id_lines(_model_id(spec)) + [""]
     if qlora:
         out += _bnb_lines(setup)
-    out += _from_pretrained_lines(spec, setup)
+    out += _from_pretrained_lines(spec, setup) + _freeze_tower_lines(spec, setup)
     if qlora:
         out += _qlora_prep_lines(setup)
     out.append("")
     if lora:
-        out += _lora_config_lines(setup) + [""]
+        out += _lora_config_lines(setup, spec) + [""]
     loss = LOSS_IMPLS[impl]
     if impl == "hf":
         out += [
@@ -357,12 +378,12 @@ def _trainer(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
             "tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token", ""]
     if qlora:
         out += _bnb_lines(setup)
-    out += _from_pretrained_lines(spec, setup)
+    out += _from_pretrained_lines(spec, setup) + _freeze_tower_lines(spec, setup)
     if qlora:
         out += _qlora_prep_lines(setup)
     out.append("")
     if lora:
-        out += _lora_config_lines(setup)
+        out += _lora_config_lines(setup, spec)
         out += ["model = get_peft_model(model, peft_config)"] + _adapter_cast_lines(setup) + [""]
     out += [
         "def tokenize(row):  # every example padded to max length, as the estimate assumes",
@@ -437,7 +458,7 @@ def _plain(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]
     ]
     if qlora:
         out += _bnb_lines(setup)
-    out += _from_pretrained_lines(spec, setup, device_map=True)
+    out += _from_pretrained_lines(spec, setup, device_map=True) + _freeze_tower_lines(spec, setup)
     if qlora:
         out += _qlora_prep_lines(setup)
     if setup.grad_ckpt:
@@ -450,7 +471,7 @@ def _plain(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]
     else:
         out.append("# No activation checkpointing: every layer keeps its saved tensors until backward.")
     if lora:
-        out += _lora_config_lines(setup)
+        out += _lora_config_lines(setup, spec)
         out += ["model = get_peft_model(model, peft_config)"] + _adapter_cast_lines(setup)
     kwargs = "".join(f", {key}={_py(value) if isinstance(value, str) else value}"
                      for key, value in optimizer_kwargs.items())

@@ -11,6 +11,7 @@ from .snippets import (
     _comment,
     _comment_text,
     _deepspeed_lines,
+    _freeze_tower_lines,
     _from_pretrained_lines,
     _hf_optim_lines,
     _learning_rate,
@@ -58,9 +59,9 @@ def trainer_snippet(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> 
     if opt.head == "score":
         model_lines = [line.replace("AutoModelForCausalLM", model_class) for line in model_lines]
         model_lines.insert(-1, "    num_labels=1,  # one score per sequence: no vocabulary logits")
-    out += model_lines + [""]
+    out += model_lines + _freeze_tower_lines(spec, setup) + [""]
     if lora:
-        lora_lines = _lora_config_lines(setup)
+        lora_lines = _lora_config_lines(setup, spec)
         if opt.head == "score":
             lora_lines = [line.replace('"CAUSAL_LM"', '"SEQ_CLS"') for line in lora_lines]
         out += lora_lines + [""]

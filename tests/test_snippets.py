@@ -688,3 +688,37 @@ def test_a_hub_model_loads_its_own_repo_id(stack):
     assert "acme/qwen-sft" not in training_snippet(uploaded, setup)
     if stack != "torchtune":
         assert PLACEHOLDER_MODEL_ID in training_snippet(uploaded, setup)
+
+
+@pytest.mark.parametrize("stack", ["trl", "trainer", "plain"])
+def test_multimodal_snippets_keep_the_tower_as_the_estimate_does(stack):
+    """A wrapper's tower is frozen and without adapters in the default estimate: PEFT's all-linear would wrap its
+    linears and TRL trains every parameter unless told, so the scripts exclude and freeze it; --train-tower not."""
+    import re
+
+    from estimator.model import TOWER_MODULES
+    from estimator.trainer_snippets import trainer_snippet
+    from estimator.trainers import TrainerSetup
+
+    gemma = load_preset("gemma-3-4b")
+    lora = resolve_setup(stack, method="lora")
+    full = resolve_setup(stack, method="full")
+    text = training_snippet(gemma, lora)
+    parses(text, lora)
+    assert f'exclude_modules=r"{TOWER_MODULES}"' in text and "requires_grad_(False)" not in text
+    text = training_snippet(gemma, full)
+    parses(text, full)
+    assert "requires_grad_(False)" in text and "exclude_modules" not in text
+    # the pattern catches Gemma 3's tower and projector parameters, not the language model's
+    assert re.fullmatch(TOWER_MODULES, "model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight")
+    assert re.fullmatch(TOWER_MODULES, "model.multi_modal_projector.mm_input_projection_weight")
+    assert not re.fullmatch(TOWER_MODULES, "model.language_model.layers.0.self_attn.q_proj.weight")
+    trained = replace(lora, train_tower=True)
+    assert "exclude_modules" not in training_snippet(gemma, trained)
+    assert "requires_grad_(False)" not in training_snippet(gemma, replace(full, train_tower=True))
+    assert "exclude_modules" not in training_snippet(LLAMA, lora)
+    assert "requires_grad_(False)" not in training_snippet(LLAMA, full)
+    if stack == "trl":
+        dpo = trainer_snippet(gemma, lora, TrainerSetup("dpo"))
+        assert "exclude_modules" in dpo
+        compile(dpo, "dpo.py", "exec")
