@@ -533,16 +533,18 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
         NCCL_BYTES if setup.gpus > 1 else 0)
     notes = list(spec.notes)
+    if setup.train_tower:  # the wrapper's note says the tower is frozen (a Text's str is its English form); the
+        notes = [n for n in notes if "counted as frozen weights" not in n]  # trained tower's own note follows
     if shard_note:
         notes.append(shard_note)
     if setup.optimizer.startswith("paged"):
         notes.append(N_("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
                      "to CPU RAM, so a run slightly over the limit may still run, slower."))
     if attention_impl(setup, spec.family) != setup.attention:  # SDPA asked, transformers runs eager
-        notes.append(_("{family}: transformers cannot run this model with SDPA ({source}), so it falls back to "
-                       "eager attention, which keeps s²-sized attention scores per head: estimated as eager. "
-                       "flash_attention_2 (on a GPU with flash-attn) avoids them.").format(
-            family=spec.family, source=NO_SDPA_FAMILIES[spec.family]))
+        notes.append(Text(N_("{family}: transformers cannot run this model with SDPA ({source}), so it falls back "
+                             "to eager attention, which keeps s²-sized attention scores per head: estimated as "
+                             "eager. flash_attention_2 (on a GPU with flash-attn) avoids them."),
+                          family=spec.family, source=NO_SDPA_FAMILIES[spec.family]))  # cached: translated when shown
     elif setup.attention == "eager":
         notes.append(N_("Eager attention stores s²-sized attention scores per head; SDPA/flash does not."))
     notes.extend(tower_notes(spec, setup))

@@ -192,3 +192,16 @@ def test_setup_for_model():
     assert (text.image_tokens, text.train_tower) == (0, False)
     assert setup_for_model(load_preset("gemma-4-e2b"), setup).train_tower is False  # LoRA shapes not modelled
     assert setup_for_model(load_preset("gemma-3-4b"), setup) is setup
+
+
+def test_a_trained_tower_replaces_the_frozen_tower_note():
+    """The wrapper's note says the tower is frozen; with --train-tower the estimate says it trains instead."""
+    from estimator import estimate, load_preset
+    from estimator.stacks import resolve_setup
+
+    gemma = load_preset("gemma-3-4b")
+    frozen = estimate(gemma, resolve_setup("trl", method="full"))
+    trained = estimate(gemma, resolve_setup("trl", method="full", train_tower=True))
+    assert any("counted as frozen weights" in n for n in frozen.notes)
+    assert not any("counted as frozen weights" in n for n in trained.notes)
+    assert any("gradients and optimizer state are counted" in n for n in trained.notes), trained.notes
