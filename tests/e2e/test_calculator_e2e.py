@@ -163,7 +163,11 @@ def test_switching_the_training_stack_changes_the_verdict_and_the_url(page: Page
     assert chart_total_gb(page) == pytest.approx(to_gb(trl_est.total_bytes), abs=1e-6)
     expect(page.locator(".st-key-stack input")).to_have_value("trl")
 
-    page.get_by_test_id("stSidebar").locator(".st-key-stack").click()
+    stack_box = page.get_by_test_id("stSidebar").locator(".st-key-stack")
+    # the box sits at the bottom edge of a 720 px viewport (the language switch is above it), where its list does
+    # not open: centre it first
+    stack_box.evaluate("e => e.scrollIntoView({block: 'center'})")
+    stack_box.click()
     page.get_by_role("option", name="plain", exact=True).click()
     wait_for_app_run(page)
 
