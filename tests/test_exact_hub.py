@@ -17,7 +17,7 @@ from estimator.cli import main
 from tests.test_hub import _never_the_internet, hub  # noqa: F401 - pytest fixtures (the stand-in; loopback only)
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "data" / "calibration" / "fixtures.json"
+FIXTURES = ROOT / "validation" / "data" / "fixtures.json"
 EXACT_PY = os.environ.get(ex.PYTHON_ENV) or str(ROOT / ".venv-cal" / "bin" / "python")
 CASE_ID = "qwen3_moe-b-full-bf16-b1s256-sdpa"  # a mixture of experts, 3 layers: ~15 s of tracing
 
