@@ -49,3 +49,9 @@ def chart_bars(page: Page, key: str = "memory_bar") -> list[dict]:
 
 def chart_total_gb(page: Page, key: str = "memory_bar") -> float:
     return sum(t["x"][0] for t in chart_bars(page, key))
+
+
+def open_select(box) -> None:
+    """Open a selectbox's list: centred in the viewport first (at a viewport edge its list may not open)."""
+    box.evaluate("e => e.scrollIntoView({block: 'center'})")
+    box.click()

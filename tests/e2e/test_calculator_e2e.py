@@ -14,7 +14,7 @@ from playwright.sync_api import Browser, Page, expect
 from estimator import TrainingSetup, estimate, generic_spec, get_device, load_preset, to_gb, verdict
 from estimator.cli import estimate_json
 from estimator.stacks import resolve_setup
-from tests.e2e.helpers import chart_bars, chart_total_gb, open_app, verdict_text, wait_for_app_run
+from tests.e2e.helpers import chart_bars, chart_total_gb, open_app, open_select, verdict_text, wait_for_app_run
 
 pytestmark = pytest.mark.e2e
 
@@ -163,11 +163,8 @@ def test_switching_the_training_stack_changes_the_verdict_and_the_url(page: Page
     assert chart_total_gb(page) == pytest.approx(to_gb(trl_est.total_bytes), abs=1e-6)
     expect(page.locator(".st-key-stack input")).to_have_value("trl")
 
-    stack_box = page.get_by_test_id("stSidebar").locator(".st-key-stack")
-    # the box sits at the bottom edge of a 720 px viewport (the language switch is above it), where its list does
-    # not open: centre it first
-    stack_box.evaluate("e => e.scrollIntoView({block: 'center'})")
-    stack_box.click()
+    # the box sits at the bottom edge of a 720 px viewport (the language switch is above it): centred first
+    open_select(page.get_by_test_id("stSidebar").locator(".st-key-stack"))
     page.get_by_role("option", name="plain", exact=True).click()
     wait_for_app_run(page)
 

@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 
 from bench.common import streamlit_server
 from estimator import exact as ex
-from tests.e2e.helpers import VERDICT, chart_bars, open_app, wait_for_app_run
+from tests.e2e.helpers import VERDICT, chart_bars, open_app, open_select, wait_for_app_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -70,7 +70,7 @@ def test_compare_page_traces_the_bar_picked_in_its_select_box(page: Page, exact_
     page.locator(UPLOADER).set_input_files({"name": "tiny.json", "mimeType": "application/json",
                                             "buffer": json.dumps(TINY).encode()})
     wait_for_app_run(page)
-    page.get_by_test_id("stSelectbox").filter(has_text="Bar to trace").click()
+    open_select(page.get_by_test_id("stSelectbox").filter(has_text="Bar to trace"))
     page.get_by_role("option", name="QLoRA").click()
     wait_for_app_run(page)
     button = page.get_by_role("button", name="Trace exactly")
