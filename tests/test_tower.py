@@ -112,13 +112,7 @@ def test_cli_flag_json_echo_and_exit_2(capsys):
     assert len(err.splitlines()) == 1 and "has no vision tower" in err
 
 
-def _page(params: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=30)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+from tests.test_families import _page  # noqa: E402 - the app opened from a link, no exception
 
 
 def test_page_tower_toggle_from_the_link():
