@@ -15,7 +15,7 @@ from estimator.trainers import TRL_VERSION
 from estimator.training import METHOD_LABELS
 from ui.charts import both_units, chart_alt, memory_bar_spec
 from ui.exact import render_exact
-from ui.inputs import BATCH_MAX, MAX_LEN_MAX, hub_token, plain, render_inputs, share_box, show_notes
+from ui.inputs import BATCH_MAX, MAX_LEN_MAX, Inputs, hub_token, live_page, plain, share_box, show_notes
 from ui.lang import localised, number_columns
 from ui.live_chart import live_plotly_chart
 from ui.report import (
@@ -28,17 +28,7 @@ from ui.report import (
     remedy_line,
     verdict_detail,
 )
-from ui.trainer_inputs import render_trainer_inputs
-
-inputs = render_inputs()
-spec, setup, device = inputs.model, inputs.setup, inputs.device
-present = inputs.presentation
-trainer_in = render_trainer_inputs(setup)  # SFT unless the Trainer box says otherwise (ui/trainer_inputs.py)
-setup, trainer = trainer_in.setup, trainer_in.trainer
-rule = inputs.rule if trainer.trainer == "sft" else None  # the seed's rule covers SFT only
-est = estimate(spec, setup, rule=rule, trainer=trainer, device_capacity=device.capacity_bytes)
-detailed = estimate(spec, setup) if rule else est
-v = verdict(est.total_bytes, device, est.high_bytes)
+from ui.trainer_inputs import resolve_box
 
 
 def text(value: str) -> str:
@@ -46,140 +36,154 @@ def text(value: str) -> str:
     return plain(value, limit=2000)
 
 
-show_notes(inputs)
-for note in trainer_in.notes + ((_("The rule of thumb covers SFT only; showing the detailed estimate."),)
-                                if inputs.rule and not rule else ()):
-    st.warning(plain(note), icon=":material/info:")
+def calculator(inputs: Inputs) -> None:
+    """The page's body, rerun alone when a slider moves (ui.inputs.live_page)."""
+    spec, setup, device = inputs.model, inputs.setup, inputs.device
+    present = inputs.presentation
+    trainer_in = resolve_box(setup, inputs.trainer_box)  # SFT unless the Trainer box says otherwise
+    setup, trainer = trainer_in.setup, trainer_in.trainer
+    rule = inputs.rule if trainer.trainer == "sft" else None  # the seed's rule covers SFT only
+    est = estimate(spec, setup, rule=rule, trainer=trainer, device_capacity=device.capacity_bytes)
+    detailed = estimate(spec, setup) if rule else est
+    v = verdict(est.total_bytes, device, est.high_bytes)
 
-# ---- The verdict, first and big -------------------------------------------------------------------------
-mode = _("rule of thumb") if rule else _("detailed estimate")
-length = (_("({prompt} + {completion}) tokens").format(prompt=format_int(trainer.prompt_length),
-                                                      completion=format_int(trainer.completion_length))
-          if trainer.option.generates else _("{n} tokens").format(n=format_int(setup.seq_len)))
-trainer_label = "" if trainer.trainer == "sft" else f" · {trainer.option.label}"
-if present:  # what is being judged, as readable as the verdict from the back of the room
-    st.header(text(f"{spec.name} · {_(METHOD_LABELS[setup.method])} · {device.name}"), anchor=False)
-    st.caption(text(f"{setup.precision} · " + _("batch {batch} × {length}").format(batch=setup.batch, length=length)
-                    + f" · {mode}{trainer_label}"))
-else:
-    st.caption(text(f"{spec.name} · {_(METHOD_LABELS[setup.method])} · {setup.precision} · "
-                    + _("batch {batch} × {length}").format(batch=setup.batch, length=length)
-                    + f" · {mode}{trainer_label}"))
-    st.caption(text(setup_summary(setup)))
-color, icon = ("green", ":material/check_circle:") if v.fits else ("red", ":material/cancel:")
-(st.title if present else st.header)(f":{color}[{v.headline}]", icon=icon, anchor=False)
-estimate_line, device_line = verdict_detail(est, device, v)
-if present:
-    st.subheader(text(estimate_line), anchor=False)
-else:
-    st.markdown(text(estimate_line))
-st.caption(text(device_line))
-caution = band_warning(est, v)
-if caution:
-    st.warning(text(caution), icon=":material/warning:")
+    show_notes(inputs)
+    for note in trainer_in.notes + ((_("The rule of thumb covers SFT only; showing the detailed estimate."),)
+                                    if inputs.rule and not rule else ()):
+        st.warning(plain(note), icon=":material/info:")
 
-if rule:
-    gap = RuleGap(est.total_bytes, detailed.total_bytes)
-    dv = verdict(detailed.total_bytes, device, detailed.high_bytes)
-    st.info(text(gap.sentence()) + "  \n" + text(_("Detailed verdict on this device: {headline}.").format(headline=dv.headline)),
-            icon=":material/compare_arrows:")
-
-# Updated in place (ui/live_chart.py): the bars glide to their new values instead of the chart being redrawn.
-live_plotly_chart(memory_bar_spec(est, device, font_size=18 if present else None), key="memory_bar",
-                  config={"displayModeBar": False}, alt=chart_alt(est, device))
-if not present:
-    for note in est.notes:
-        st.caption(text(_(note)))  # the estimator's notes are marked N_() where written
-    if trainer.trainer == "sft":  # the exact trace runs a supervised step (ui/exact.py)
-        render_exact(inputs.model_choice, spec.source, setup, detailed, device,
-                     upload=st.session_state.get("upload"), hub_token=hub_token())
-
-# ---- What to change -------------------------------------------------------------------------------------
-st.subheader(_("What to change"), anchor=False)
-usable = device.usable_bytes
-if rule:  # the rule's own numbers: the changes it counts are priced with it, the others are named
-    st.caption(_("Priced with the rule of thumb, like the verdict above. It ignores max length, batch and "
-                 "checkpointing; switch it off to price those."))
-elif est.total_bytes <= usable:
-    st.caption(_("It fits; each change frees this much headroom. In the order to try them: the first ones cost "
-                 "least."))
-else:
-    st.caption(_("In the order to try them when a run runs out of memory: the first ones cost least."))
-try:  # the remedies and solvers, priced like the verdict (estimator.advice.advise; estimates are cached)
-    advice = advise(spec, setup, device, trainer, rule, batch_limit=BATCH_MAX, length_limit=MAX_LEN_MAX)
-    options, best_batch, best_len, smallest = (list(advice.remedies), advice.max_batch, advice.max_length,
-                                               advice.smallest_device)
-except ValueError as exc:  # the estimator could not build the comparison setup
-    st.warning(text(_("The changes could not be priced for this model: {error}").format(error=exc)), icon=":material/info:")
-    options, best_batch, best_len, smallest = [], None, None, None
-numbered, aside = [], []
-for r in options:
-    if not r.applicable:
-        aside.append(f"{text(r.title)} ({text(r.reason)})" if r.reason else text(r.title))
-    elif abs(r.saves_bytes) < NEGLIGIBLE_BYTES:  # no numbered slot for a change that changes nothing here
-        aside.append(f"{text(r.title)} (" + (_("the rule of thumb does not count it") if rule else
-                                             _("saves nothing here: {after} GB after").format(
-                                                 after=format_number(to_gb(r.new_total_bytes)))) + ")")
+    # ---- The verdict, first and big -------------------------------------------------------------------------
+    mode = _("rule of thumb") if rule else _("detailed estimate")
+    length = (_("({prompt} + {completion}) tokens").format(prompt=format_int(trainer.prompt_length),
+                                                          completion=format_int(trainer.completion_length))
+              if trainer.option.generates else _("{n} tokens").format(n=format_int(setup.seq_len)))
+    trainer_label = "" if trainer.trainer == "sft" else f" · {trainer.option.label}"
+    if present:  # what is being judged, as readable as the verdict from the back of the room
+        st.header(text(f"{spec.name} · {_(METHOD_LABELS[setup.method])} · {device.name}"), anchor=False)
+        st.caption(text(f"{setup.precision} · " + _("batch {batch} × {length}").format(batch=setup.batch, length=length)
+                        + f" · {mode}{trainer_label}"))
     else:
-        numbered.append(r)
-lines = []
-for i, r in enumerate(numbered, 1):
-    line = f"{i}. **{text(r.title)}** ({text(r.change)}): {text(remedy_line(r, usable))}"
-    if r.caveat and not present:
-        line += f"  \n   :gray[{text(r.caveat)}]"
-    lines.append(line)
-if lines:
-    st.markdown("\n".join(lines))
-if aside:
-    st.caption(_("Not available or no help here: {changes}.").format(changes="; ".join(aside)))
+        st.caption(text(f"{spec.name} · {_(METHOD_LABELS[setup.method])} · {setup.precision} · "
+                        + _("batch {batch} × {length}").format(batch=setup.batch, length=length)
+                        + f" · {mode}{trainer_label}"))
+        st.caption(text(setup_summary(setup)))
+    color, icon = ("green", ":material/check_circle:") if v.fits else ("red", ":material/cancel:")
+    (st.title if present else st.header)(f":{color}[{v.headline}]", icon=icon, anchor=False)
+    estimate_line, device_line = verdict_detail(est, device, v)
+    if present:
+        st.subheader(text(estimate_line), anchor=False)
+    else:
+        st.markdown(text(estimate_line))
+    st.caption(text(device_line))
+    caution = band_warning(est, v)
+    if caution:
+        st.warning(text(caution), icon=":material/warning:")
 
-at_length = length if trainer.option.generates else _("max length {n}").format(n=format_int(setup.seq_len))
-# The rule has no batch or length: those two answers are the detailed estimate's, and say so.
-detailed_note = _(" (detailed estimate: the rule of thumb ignores it)") if rule else ""
-longest = (_("Longest max completion length that fits (at batch {batch}){note}:") if trainer.option.generates
-           else _("Longest max length that fits (at batch {batch}){note}:"))
-EXAMPLE, TOKEN = N_("example"), N_("token")  # the solvers' units (limit_text translates them)
-fit_lines = [
-    "- " + _("Largest batch that fits on this device (at {length}){note}:").format(length=at_length,
-                                                                                   note=detailed_note)
-    + f" **{text(limit_text(best_batch, BATCH_MAX, EXAMPLE))}**",
-    "- " + longest.format(batch=setup.batch, note=detailed_note)
-    + f" **{text(limit_text(best_len, MAX_LEN_MAX, TOKEN))}**" + (" " + _("tokens") if best_len else ""),
-    "- " + _("Smallest catalog device that fits:") + " " + (
-        f"**{text(smallest.name)}** (" + text(_("{amount} usable").format(amount=both_units(smallest.usable_bytes)))
-        + ")" if smallest else
-        _("**none in the catalog**: try QLoRA, checkpointing, or sharding over several GPUs")),
-]
-st.markdown("\n".join(fit_lines))
+    if rule:
+        gap = RuleGap(est.total_bytes, detailed.total_bytes)
+        dv = verdict(detailed.total_bytes, device, detailed.high_bytes)
+        st.info(text(gap.sentence()) + "  \n" + text(_("Detailed verdict on this device: {headline}.").format(headline=dv.headline)),
+                icon=":material/compare_arrows:")
 
-# ---- Breakdown and downloads ----------------------------------------------------------------------------
-if not present:
-    st.subheader(_("Breakdown at the peak"), anchor=False)
-    table = breakdown_frame(est, device)
-    numbers = {"bytes": (0, ""), "gb": (2, " GB"), "gib": (2, " GiB")}  # English: numbers; Spanish: "17,00 GB"
-    st.dataframe(
-        localised(table, numbers), hide_index=True, width="stretch", key="breakdown",
-        height=35 * (len(table) + 1) + 3,  # no scroll
-        column_config={
-            "component": st.column_config.TextColumn(_("Component"), width="medium"),
-            "item": st.column_config.TextColumn(_("Item"), width="medium"),
-            "share": st.column_config.ProgressColumn(_("Share"), format="percent", min_value=0.0, max_value=1.0),
-        } | number_columns(numbers, {"bytes": _("Bytes"), "gb": "GB", "gib": "GiB"},
-                           {"gb": _("Decimal: 1 GB = 10⁹ bytes"), "gib": _("Binary: 1 GiB = 2³⁰ bytes")}),
-        alt=_("Memory by item at the peak ({phase}); total {total} GB.").format(
-            phase=_(est.peak_phase), total=format_number(to_gb(est.total_bytes))),
-    )
-    with st.container(horizontal=True):
-        st.download_button(_("Download CSV"), breakdown_csv(est, device), "will-it-fit.csv", "text/csv", key="download_csv",
-                           on_click="ignore", icon=":material/download:")
-        st.download_button(_("Download JSON"), json.dumps(estimate_json(est, device), indent=2), "will-it-fit.json",
-                           "application/json", key="download_json", on_click="ignore", icon=":material/download:")
+    # Updated in place (ui/live_chart.py): the bars glide to their new values instead of the chart being redrawn.
+    live_plotly_chart(memory_bar_spec(est, device, font_size=18 if present else None), key="memory_bar",
+                      config={"displayModeBar": False}, alt=chart_alt(est, device))
+    if not present:
+        for note in est.notes:
+            st.caption(text(_(note)))  # the estimator's notes are marked N_() where written
+        if trainer.trainer == "sft":  # the exact trace runs a supervised step (ui/exact.py)
+            render_exact(inputs.model_choice, spec.source, setup, detailed, device,
+                         upload=st.session_state.get("upload"), hub_token=hub_token())
 
-# ---- The trainer's TRL script (estimator/trainer_snippets.py) -------------------------------------------
-if trainer.trainer != "sft" and not present:
-    with st.expander(_("{config_class} script for this estimate ({version})").format(
-            config_class=trainer.option.config_class, version=TRL_VERSION)):
-        st.code(trainer_snippet(spec, setup, trainer), language="python")
+    # ---- What to change -------------------------------------------------------------------------------------
+    st.subheader(_("What to change"), anchor=False)
+    usable = device.usable_bytes
+    if rule:  # the rule's own numbers: the changes it counts are priced with it, the others are named
+        st.caption(_("Priced with the rule of thumb, like the verdict above. It ignores max length, batch and "
+                     "checkpointing; switch it off to price those."))
+    elif est.total_bytes <= usable:
+        st.caption(_("It fits; each change frees this much headroom. In the order to try them: the first ones cost "
+                     "least."))
+    else:
+        st.caption(_("In the order to try them when a run runs out of memory: the first ones cost least."))
+    try:  # the remedies and solvers, priced like the verdict (estimator.advice.advise; estimates are cached)
+        advice = advise(spec, setup, device, trainer, rule, batch_limit=BATCH_MAX, length_limit=MAX_LEN_MAX)
+        options, best_batch, best_len, smallest = (list(advice.remedies), advice.max_batch, advice.max_length,
+                                                   advice.smallest_device)
+    except ValueError as exc:  # the estimator could not build the comparison setup
+        st.warning(text(_("The changes could not be priced for this model: {error}").format(error=exc)), icon=":material/info:")
+        options, best_batch, best_len, smallest = [], None, None, None
+    numbered, aside = [], []
+    for r in options:
+        if not r.applicable:
+            aside.append(f"{text(r.title)} ({text(r.reason)})" if r.reason else text(r.title))
+        elif abs(r.saves_bytes) < NEGLIGIBLE_BYTES:  # no numbered slot for a change that changes nothing here
+            aside.append(f"{text(r.title)} (" + (_("the rule of thumb does not count it") if rule else
+                                                 _("saves nothing here: {after} GB after").format(
+                                                     after=format_number(to_gb(r.new_total_bytes)))) + ")")
+        else:
+            numbered.append(r)
+    lines = []
+    for i, r in enumerate(numbered, 1):
+        line = f"{i}. **{text(r.title)}** ({text(r.change)}): {text(remedy_line(r, usable))}"
+        if r.caveat and not present:
+            line += f"  \n   :gray[{text(r.caveat)}]"
+        lines.append(line)
+    if lines:
+        st.markdown("\n".join(lines))
+    if aside:
+        st.caption(_("Not available or no help here: {changes}.").format(changes="; ".join(aside)))
 
-# ---- Share ----------------------------------------------------------------------------------------------
-share_box()
+    at_length = length if trainer.option.generates else _("max length {n}").format(n=format_int(setup.seq_len))
+    # The rule has no batch or length: those two answers are the detailed estimate's, and say so.
+    detailed_note = _(" (detailed estimate: the rule of thumb ignores it)") if rule else ""
+    longest = (_("Longest max completion length that fits (at batch {batch}){note}:") if trainer.option.generates
+               else _("Longest max length that fits (at batch {batch}){note}:"))
+    EXAMPLE, TOKEN = N_("example"), N_("token")  # the solvers' units (limit_text translates them)
+    fit_lines = [
+        "- " + _("Largest batch that fits on this device (at {length}){note}:").format(length=at_length,
+                                                                                       note=detailed_note)
+        + f" **{text(limit_text(best_batch, BATCH_MAX, EXAMPLE))}**",
+        "- " + longest.format(batch=setup.batch, note=detailed_note)
+        + f" **{text(limit_text(best_len, MAX_LEN_MAX, TOKEN))}**" + (" " + _("tokens") if best_len else ""),
+        "- " + _("Smallest catalog device that fits:") + " " + (
+            f"**{text(smallest.name)}** (" + text(_("{amount} usable").format(amount=both_units(smallest.usable_bytes)))
+            + ")" if smallest else
+            _("**none in the catalog**: try QLoRA, checkpointing, or sharding over several GPUs")),
+    ]
+    st.markdown("\n".join(fit_lines))
+
+    # ---- Breakdown and downloads ----------------------------------------------------------------------------
+    if not present:
+        st.subheader(_("Breakdown at the peak"), anchor=False)
+        table = breakdown_frame(est, device)
+        numbers = {"bytes": (0, ""), "gb": (2, " GB"), "gib": (2, " GiB")}  # English: numbers; Spanish: "17,00 GB"
+        st.dataframe(
+            localised(table, numbers), hide_index=True, width="stretch", key="breakdown",
+            height=35 * (len(table) + 1) + 3,  # no scroll
+            column_config={
+                "component": st.column_config.TextColumn(_("Component"), width="medium"),
+                "item": st.column_config.TextColumn(_("Item"), width="medium"),
+                "share": st.column_config.ProgressColumn(_("Share"), format="percent", min_value=0.0, max_value=1.0),
+            } | number_columns(numbers, {"bytes": _("Bytes"), "gb": "GB", "gib": "GiB"},
+                               {"gb": _("Decimal: 1 GB = 10⁹ bytes"), "gib": _("Binary: 1 GiB = 2³⁰ bytes")}),
+            alt=_("Memory by item at the peak ({phase}); total {total} GB.").format(
+                phase=_(est.peak_phase), total=format_number(to_gb(est.total_bytes))),
+        )
+        with st.container(horizontal=True):
+            st.download_button(_("Download CSV"), breakdown_csv(est, device), "will-it-fit.csv", "text/csv", key="download_csv",
+                               on_click="ignore", icon=":material/download:")
+            st.download_button(_("Download JSON"), json.dumps(estimate_json(est, device), indent=2), "will-it-fit.json",
+                               "application/json", key="download_json", on_click="ignore", icon=":material/download:")
+
+    # ---- The trainer's TRL script (estimator/trainer_snippets.py) -------------------------------------------
+    if trainer.trainer != "sft" and not present:
+        with st.expander(_("{config_class} script for this estimate ({version})").format(
+                config_class=trainer.option.config_class, version=TRL_VERSION)):
+            st.code(trainer_snippet(spec, setup, trainer), language="python")
+
+    # ---- Share ----------------------------------------------------------------------------------------------
+    share_box()
+
+
+live_page(calculator)  # the sidebar, then the body in a fragment with the sliders

@@ -6,7 +6,9 @@ uploaded file is ever rendered as HTML or Markdown."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -30,7 +32,7 @@ from estimator import (
 )
 from estimator.activations import lora_targets
 from estimator.hub import HubError, fetch_model, is_model_id, normalise_model_id
-from estimator.i18n import _
+from estimator.i18n import _, set_language
 from estimator.memory import check_tower
 from estimator.stacks import DEFAULT_STACK, STACKS, get_stack, resolve_setup, setup_summary
 from ui.lang import PARAM as LANG_PARAM
@@ -49,7 +51,7 @@ from ui.params import (
 )
 from ui.params import CKPT_CHOICES as CKPT_CHOICES  # re-exported: pages and tests read it here
 from ui.report import VIEWER_PARAMS, share_url
-from ui.trainer_inputs import GENERATES_NOTE, TRAINER_DEFAULTS, trainer_generates
+from ui.trainer_inputs import GENERATES_NOTE, TRAINER_DEFAULTS, TrainerBox, draw_trainer_box, trainer_generates
 
 # Names other modules and tests read; each is the table's value (ui/params.py), not a second copy.
 DEFAULT_MODEL: str = TABLE["model"].default
@@ -100,6 +102,7 @@ class Inputs:
     presentation: bool
     notes: tuple[str, ...]  # plain-text notes (invalid URL values, upload errors): render with st.text/caption
     model_choice: str  # preset id, BY_SIZE or UPLOAD
+    trainer_box: TrainerBox | None = None  # the Trainer box's values when live_page drew it (else the page draws it)
 
 
 def model_options(hub_model: str | None = None) -> list[str]:
@@ -417,10 +420,31 @@ def _leave_legacy_pages_mode() -> None:
         st.rerun()
 
 
-def render_inputs() -> Inputs:
-    """Draw the shared sidebar and return validated Inputs. Never raises for bad input."""
+@dataclass(frozen=True)
+class _Drawn:
+    """What the full run's widgets decided (everything but the sliders, which the live part draws), and where
+    the live part draws into the sidebar: the sliders' slots and the resolved-setup line at its end."""
+
+    language: str
+    notes: tuple[str, ...]
+    choice: str
+    spec: ModelSpec | None  # None for 'by-size': the live part builds it from the size slider
+    settings: dict[str, object]  # resolve_setup's arguments, except batch and max length
+    stack_id: str
+    targets_text: str
+    device: Device
+    rule_on: bool
+    present: bool
+    size_slot: Any
+    length_slot: Any
+    summary_slot: Any
+
+
+def _draw_settled() -> _Drawn:
+    """The sidebar's widgets that change the page's structure (model, method, stack, device, options…): a change
+    reruns the whole page. The sliders go into slots kept free for the live part (_draw_live)."""
     _leave_legacy_pages_mode()
-    language_switch()  # lang=es|en (ui/lang.py): before any text this page draws
+    code = language_switch()  # lang=es|en (ui/lang.py): before any text this page draws
     notes = url_notes()
     _drop_overflowing_params(notes)
     notes = st.session_state.pop(_PENDING_NOTES, notes)  # after that rerun: the first run's notes
@@ -445,20 +469,10 @@ def render_inputs() -> Inputs:
                          "token on the server (HF_TOKEN)."))
     if st.session_state.get(_HUB_NOTE):
         sb.caption(plain(st.session_state[_HUB_NOTE]))
-    _sync_size_slider()
-    sb.select_slider(_("Model size (billions of parameters)"), options=list(SIZE_STEPS), key="size_step",
-                     on_change=_size_from_slider, disabled=choice != BY_SIZE,
-                     help=_("Used when Model is 'by-size': a Llama-style decoder of this size. Type any size "
-                            "below."))
-    size = widget("size", sb, disabled=choice != BY_SIZE)
-    spec: ModelSpec
+    size_slot = sb.container()  # the size slider and its number box (_draw_live)
+    spec: ModelSpec | None = None
     if choice == BY_SIZE:
-        try:
-            spec = generic_spec(float(size))  # type: ignore[arg-type]
-        except ValueError as exc:
-            spec = load_preset(DEFAULT_MODEL)
-            notes.append(_("A generic {size}B model could not be built ({error}); showing {model}.").format(
-                size=size, error=exc, model=spec.name))
+        spec = None
     elif choice == UPLOAD:
         upload = sb.file_uploader("config.json", type=["json"], key="upload",
                                   help=_("A Hugging Face config.json (llama, mistral, qwen2/3, qwen3_5, gemma 1–4, "
@@ -485,31 +499,25 @@ def render_inputs() -> Inputs:
                 model=choice, error=exc, fallback=spec.name))
     else:
         spec = load_preset(choice)
+    # For the controls below (LoRA's names, a tower's): a by-size model is the generic decoder of the typed size.
+    named = spec if spec is not None else generic_spec(min(max(_typed_number("size"), MIN_SIZE_B), MAX_SIZE_B))
 
     method = widget("method", sb)
     stack_id = widget("stack", sb)
     sb.caption(plain(get_stack(str(stack_id)).version if stack_id in STACKS else ""))
     precision = widget("precision", sb)
-    batch = widget("batch", sb)
-    _sync_length_slider()
-    generates = trainer_generates()  # GRPO: the length is prompt + completion, set in the Trainer box
-    sb.select_slider(_("Max length (tokens)"), options=list(POW2_LENGTHS), key="max_len_pow2",
-                     on_change=_length_from_slider, disabled=generates,
-                     help=_("Powers of two; type an exact length below."))
-    max_len = widget("max_len", sb, disabled=generates)
-    if generates:
-        sb.caption(_(GENERATES_NOTE))
+    length_slot = sb.container()  # batch and max length (_draw_live)
     images, tower = 0, False
-    if spec.tower_kind:  # multimodal wrappers only: image tokens lengthen the language model's sequence
+    if named.tower_kind:  # multimodal wrappers only: image tokens lengthen the language model's sequence
         images = widget("images", sb)
         tower = widget("tower", sb)
     else:
         if st.query_params.get("images", "0") not in ("0", ""):
             notes.append(_("Image tokens apply to multimodal models only; {model} is a text model, so the link's "
-                           "'images' value is not used.").format(model=spec.name))
+                           "'images' value is not used.").format(model=named.name))
         if st.query_params.get("tower", "false") not in ("false", ""):
             notes.append(_("Training the vision tower applies to multimodal models only; {model} is a text model, "
-                           "so the link's 'tower' value is not used.").format(model=spec.name))
+                           "so the link's 'tower' value is not used.").format(model=named.name))
     ckpt = widget("ckpt", sb)
 
     with sb.expander(_("Optimizer, loss, attention, LoRA")):
@@ -519,7 +527,7 @@ def render_inputs() -> Inputs:
         lora_off = method == "full"
         rank = widget("rank", disabled=lora_off)
         targets_text = widget("targets", disabled=lora_off,
-                              help=_("'all-linear' or names: {names}").format(names=", ".join(spec.linear_names())))
+                              help=_("'all-linear' or names: {names}").format(names=", ".join(named.linear_names())))
     with sb.expander(_("GPUs and sharding")):
         gpus = widget("gpus")
         sharding = widget("sharding")
@@ -537,32 +545,68 @@ def render_inputs() -> Inputs:
     present = widget("present", sb)
     if present:
         st.html(PRESENT_CSS)
-
-    _remember_inputs()
+    summary_slot = sb.container()  # the resolved setup's line (_draw_live)
     device = custom_device(float(capacity), str(kind)) if device_choice == CUSTOM else get_device(device_choice)
-
-    targets: tuple[str, ...] = ("all-linear",)
-    if method != "full":
-        try:
-            targets = lora_targets(spec, str(targets_text))
-        except ValueError as exc:
-            notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=exc))
-            targets = ("all-linear",)
-    stack_id = str(stack_id) if stack_id in STACKS else DEFAULT_STACK
     settings = dict(
-        method=str(method), precision=str(precision), batch=int(batch), seq_len=int(max_len),
-        attention=str(attn), lora_rank=int(rank), lora_targets=targets, gpus=int(gpus), sharding=str(sharding),
+        method=str(method), precision=str(precision),
+        attention=str(attn), lora_rank=int(rank), gpus=int(gpus), sharding=str(sharding),
         optimizer=None if optimizer == AUTO else str(optimizer),
         grad_ckpt={"true": True, "false": False, "offload": True}.get(str(ckpt)),
         offload_activations={"offload": True, "false": False, "true": False}.get(str(ckpt)),
         loss=None if loss == AUTO else str(loss), image_tokens=int(images), train_tower=bool(tower),
     )
+    return _Drawn(language=code, notes=tuple(notes), choice=str(choice), spec=spec, settings=settings,
+                  stack_id=str(stack_id) if stack_id in STACKS else DEFAULT_STACK, targets_text=str(targets_text),
+                  device=device, rule_on=bool(rule_on), present=bool(present), size_slot=size_slot,
+                  length_slot=length_slot, summary_slot=summary_slot)
+
+
+def _draw_live(drawn: _Drawn) -> Inputs:
+    """The sliders (model size, batch, max length) into their slots, then the setup they complete. On the
+    calculator this runs in a fragment (live_page): a slider change reruns only it and the page's body."""
+    set_language(drawn.language)  # a fragment's rerun does not pass through app.py or the switch
+    notes = list(drawn.notes)
+    slot = drawn.size_slot
+    _sync_size_slider()
+    slot.select_slider(_("Model size (billions of parameters)"), options=list(SIZE_STEPS), key="size_step",
+                       on_change=_size_from_slider, disabled=drawn.choice != BY_SIZE,
+                       help=_("Used when Model is 'by-size': a Llama-style decoder of this size. Type any size "
+                              "below."))
+    size = widget("size", slot, disabled=drawn.choice != BY_SIZE)
+    spec = drawn.spec
+    if spec is None:
+        try:
+            spec = generic_spec(float(size))  # type: ignore[arg-type]
+        except ValueError as exc:
+            spec = load_preset(DEFAULT_MODEL)
+            notes.append(_("A generic {size}B model could not be built ({error}); showing {model}.").format(
+                size=size, error=exc, model=spec.name))
+    slot = drawn.length_slot
+    batch = widget("batch", slot)
+    _sync_length_slider()
+    generates = trainer_generates()  # GRPO: the length is prompt + completion, set in the Trainer box
+    slot.select_slider(_("Max length (tokens)"), options=list(POW2_LENGTHS), key="max_len_pow2",
+                       on_change=_length_from_slider, disabled=generates,
+                       help=_("Powers of two; type an exact length below."))
+    max_len = widget("max_len", slot, disabled=generates)
+    if generates:
+        slot.caption(_(GENERATES_NOTE))
+    _remember_inputs()
+
+    targets: tuple[str, ...] = ("all-linear",)
+    if drawn.settings["method"] != "full":
+        try:
+            targets = lora_targets(spec, drawn.targets_text)
+        except ValueError as exc:
+            notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=exc))
+            targets = ("all-linear",)
+    settings = {**drawn.settings, "batch": int(batch), "seq_len": int(max_len), "lora_targets": targets}
     try:
-        setup = resolve_setup(stack_id, **settings)
+        setup = resolve_setup(drawn.stack_id, **settings)
     except ValueError as exc:
         notes.append(_("{error}. Using the stack's own loss.").format(error=exc))
         try:
-            setup = resolve_setup(stack_id, **{**settings, "loss": None})
+            setup = resolve_setup(drawn.stack_id, **{**settings, "loss": None})
         except ValueError as exc2:
             notes.append(_("Setup not valid ({error}); using defaults.").format(error=exc2))
             setup = resolve_setup(DEFAULT_STACK)
@@ -572,9 +616,29 @@ def render_inputs() -> Inputs:
         except ValueError as exc:
             notes.append(_("{error}. Using a frozen tower.").format(error=exc))
             setup = replace(setup, train_tower=False)
-    sb.caption(plain(setup_summary(setup)))
-    return Inputs(model=spec, setup=setup, device=device, rule="seed" if rule_on else None,
-                  presentation=bool(present), notes=tuple(notes), model_choice=str(choice))
+    drawn.summary_slot.caption(plain(setup_summary(setup)))
+    return Inputs(model=spec, setup=setup, device=drawn.device, rule="seed" if drawn.rule_on else None,
+                  presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice)
+
+
+def render_inputs() -> Inputs:
+    """Draw the shared sidebar and return validated Inputs. Never raises for bad input."""
+    return _draw_live(_draw_settled())
+
+
+def live_page(body: Callable[[Inputs], None]) -> None:
+    """Draw the shared sidebar, then run `body(inputs)` in a fragment with the sliders: moving a slider reruns
+    only the sliders and the page's body (the rest of the sidebar stays), so the page answers about as fast
+    as its own content allows. Any other input reruns the whole page, which draws the fragment again with
+    the new settings."""
+    drawn = _draw_settled()
+    box = draw_trainer_box()  # the sidebar's last section, as on every page
+
+    @st.fragment
+    def live() -> None:
+        body(replace(_draw_live(drawn), trainer_box=box))
+
+    live()
 
 
 # Presentation mode at 1920×1080: body text, notes, remedies, metric labels and tables at 20 px or more (the

@@ -205,7 +205,23 @@ def page_trainer(inputs) -> TrainerInputs:  # noqa: ANN001 - ui.inputs.Inputs (i
     return result
 
 
-def render_trainer_inputs(setup: TrainingSetup) -> TrainerInputs:
+@dataclass(frozen=True)
+class TrainerBox:
+    """The Trainer box's values as drawn (resolve_box checks them against the setup)."""
+
+    trainer: str
+    beta_text: str
+    precompute: bool
+    gens: int
+    prompt: int
+    completion: int
+    gen: str
+    util: float
+    sleep: bool
+    notes: tuple[str, ...]  # invalid link values
+
+
+def draw_trainer_box() -> TrainerBox:
     """Draw the trainer controls in the sidebar (an expander, open when a trainer other than SFT is chosen)."""
     notes = trainer_url_notes()
     chosen = st.session_state.get("trainer", st.query_params.get("trainer", "sft"))
@@ -227,9 +243,20 @@ def render_trainer_inputs(setup: TrainingSetup) -> TrainerInputs:
         util = widget("vllm_util", disabled=grpo_off or gen != "vllm-colocate")
         sleep = widget("vllm_sleep", disabled=grpo_off or gen != "vllm-colocate")
     _remember_trainer()
-    result = resolve_trainer(setup, str(trainer), str(beta_text), bool(precompute), int(gens), int(prompt),
-                             int(completion), str(gen), float(util), bool(sleep))
-    return replace(result, notes=tuple(notes) + result.notes)
+    return TrainerBox(str(trainer), str(beta_text), bool(precompute), int(gens), int(prompt), int(completion),
+                      str(gen), float(util), bool(sleep), tuple(notes))
+
+
+def resolve_box(setup: TrainingSetup, box: TrainerBox) -> TrainerInputs:
+    """The trainer the box describes, for this setup (TRL's checks: e.g. generations must divide the batch)."""
+    result = resolve_trainer(setup, box.trainer, box.beta_text, box.precompute, box.gens, box.prompt,
+                             box.completion, box.gen, box.util, box.sleep)
+    return replace(result, notes=box.notes + result.notes)
+
+
+def render_trainer_inputs(setup: TrainingSetup) -> TrainerInputs:
+    """Draw the trainer controls in the sidebar and resolve them for this setup."""
+    return resolve_box(setup, draw_trainer_box())
 
 
 def _remember_trainer() -> None:
