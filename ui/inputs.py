@@ -30,7 +30,7 @@ from estimator import (
 )
 from estimator.activations import lora_targets
 from estimator.hub import HubError, fetch_model, is_model_id, normalise_model_id
-from estimator.i18n import _
+from estimator.i18n import _, error_message, localised_error
 from estimator.memory import check_tower
 from estimator.stacks import DEFAULT_STACK, STACKS, get_stack, resolve_setup, setup_summary
 from ui.lang import PARAM as LANG_PARAM
@@ -141,7 +141,7 @@ def _use_hub_id() -> None:
     try:
         canonical = normalise_model_id(raw)
     except HubError as exc:
-        st.session_state[_HUB_NOTE] = str(exc)
+        st.session_state[_HUB_NOTE] = error_message(exc)  # a Text: translated where shown
         return
     st.session_state[HUB_BOX] = canonical
     st.session_state["model"] = canonical
@@ -444,7 +444,7 @@ def render_inputs() -> Inputs:
                          "from the Hugging Face Hub. The link then carries the id. Gated and private models need a "
                          "token on the server (HF_TOKEN)."))
     if st.session_state.get(_HUB_NOTE):
-        sb.caption(plain(st.session_state[_HUB_NOTE]))
+        sb.caption(plain(_(st.session_state[_HUB_NOTE])))
     _sync_size_slider()
     sb.select_slider(_("Model size (billions of parameters)"), options=list(SIZE_STEPS), key="size_step",
                      on_change=_size_from_slider, disabled=choice != BY_SIZE,
@@ -458,7 +458,7 @@ def render_inputs() -> Inputs:
         except ValueError as exc:
             spec = load_preset(DEFAULT_MODEL)
             notes.append(_("A generic {size}B model could not be built ({error}); showing {model}.").format(
-                size=size, error=exc, model=spec.name))
+                size=size, error=localised_error(exc), model=spec.name))
     elif choice == UPLOAD:
         upload = sb.file_uploader("config.json", type=["json"], key="upload",
                                   help=_("A Hugging Face config.json (llama, mistral, qwen2/3, qwen3_5, gemma 1–4, "
@@ -472,7 +472,7 @@ def render_inputs() -> Inputs:
                 spec = parse_config_text(upload.getvalue(), name=str(upload.name)[:60])
             except ValueError as exc:
                 notes.append(_("That config.json could not be used: {error}. Showing {model}.").format(
-                    error=exc, model=spec.name))
+                    error=localised_error(exc), model=spec.name))
     elif is_hub_choice(choice):
         try:
             with st.spinner(_("Reading {model} from the Hugging Face Hub…").format(model=choice)):
@@ -482,7 +482,7 @@ def render_inputs() -> Inputs:
             spec = load_preset(DEFAULT_MODEL)
             model_caption.caption(plain(_("{model}: not read from the Hub").format(model=choice)))
             notes.append(_("The Hub model '{model}' could not be used: {error}. Showing {fallback}.").format(
-                model=choice, error=exc, fallback=spec.name))
+                model=choice, error=localised_error(exc), fallback=spec.name))
     else:
         spec = load_preset(choice)
 
@@ -546,7 +546,7 @@ def render_inputs() -> Inputs:
         try:
             targets = lora_targets(spec, str(targets_text))
         except ValueError as exc:
-            notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=exc))
+            notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=localised_error(exc)))
             targets = ("all-linear",)
     stack_id = str(stack_id) if stack_id in STACKS else DEFAULT_STACK
     settings = dict(
@@ -560,17 +560,17 @@ def render_inputs() -> Inputs:
     try:
         setup = resolve_setup(stack_id, **settings)
     except ValueError as exc:
-        notes.append(_("{error}. Using the stack's own loss.").format(error=exc))
+        notes.append(_("{error}. Using the stack's own loss.").format(error=localised_error(exc)))
         try:
             setup = resolve_setup(stack_id, **{**settings, "loss": None})
         except ValueError as exc2:
-            notes.append(_("Setup not valid ({error}); using defaults.").format(error=exc2))
+            notes.append(_("Setup not valid ({error}); using defaults.").format(error=localised_error(exc2)))
             setup = resolve_setup(DEFAULT_STACK)
     if setup.train_tower:
         try:
             check_tower(spec, setup)
         except ValueError as exc:
-            notes.append(_("{error}. Using a frozen tower.").format(error=exc))
+            notes.append(_("{error}. Using a frozen tower.").format(error=localised_error(exc)))
             setup = replace(setup, train_tower=False)
     sb.caption(plain(setup_summary(setup)))
     return Inputs(model=spec, setup=setup, device=device, rule="seed" if rule_on else None,
