@@ -136,7 +136,7 @@ CATALOG: tuple[Device, ...] = (
     # -- Apple silicon (unified memory): RAM as macOS reports it, 75 % usable ------------------------------------
     # The product page's example: a 36 GB laptop is 36 GiB of RAM, so usable = 27 GiB (29.0 GB) — the page's
     # "about 27 GB usable" read as GiB, which is what the OS reports.
-    _mac("laptop-36gb", 36, name="36 GB laptop (unified, 36 GiB)",
+    _mac("laptop-36gb", 36, name=Text(N_("{gb} GB laptop (unified, {gib} GiB)"), gb=36, gib=36),
          extra=("36gb laptop", "mac-36gb", "macbook pro 36gb")),
     _mac("mac-16gb", 16),
     _mac("mac-18gb", 18),
@@ -167,10 +167,10 @@ CATALOG: tuple[Device, ...] = (
          "(https://github.com/Frogging-Family/nvidia-all/pull/212)",
          ("4070", "rtx 4070", "geforce rtx 4070")),
     # A generic 16 GB card (kept for old links): the RTX 4080's reported size, the common 16 GB figure.
-    _gpu("gpu-16gb", "16 GB NVIDIA GPU", 16376,
+    _gpu("gpu-16gb", Text(N_("{gb} GB NVIDIA GPU"), gb=16), 16376,
          f"the RTX 4080's figure: {_RTX_4080}; the RTX 4060 Ti 16 GB reports 16,380 MiB",
          ("16gb gpu", "16 gb gpu", "generic 16gb", "16gb"),
-         name="16 GB NVIDIA GPU, RTX 4080 / 4060 Ti 16 GB class (16,376 MiB)"),
+         name=Text(N_("{gb} GB NVIDIA GPU, RTX 4080 / 4060 Ti 16 GB class ({mib} MiB)"), gb=16, mib=16376)),
     _gpu("rtx-4060-ti", "NVIDIA GeForce RTX 4060 Ti 16GB", 16380,  # 16 GB GDDR6 (the 8 GB variant: 8,188 MiB)
          "nvidia-smi 'NVIDIA GeForce RTX 4060 Ti, 16380 MiB' (code search: several public repository files; "
          "no issue URL found); vendor spec 16 GB",
