@@ -18,6 +18,7 @@ from .devices import (
     get_device,
     verdict,
 )
+from .i18n import N_, Text
 from .memory import ALL_COMPONENT_KEYS, COMPONENT_KEYS, COMPONENT_LABELS, DetailItem, Estimate, Phase, component_keys
 from .memory import estimate as detailed_estimate
 from .model import (
@@ -47,8 +48,8 @@ def estimate(model: ModelSpec, setup: TrainingSetup, rule: str | None = None, tr
     mode needs the device's total memory in `device_capacity`."""
     if trainer is not None and trainer.trainer != "sft":
         if rule == "seed":
-            raise ValueError("the rule of thumb covers SFT only; drop it to estimate the "
-                             f"{trainer.option.label} trainer")
+            raise ValueError(Text(N_("the rule of thumb covers SFT only; drop it to estimate the {trainer} trainer"),
+                                  trainer=Text(trainer.option.label)))
         return estimate_trainer(model, setup, trainer, device_capacity)
     if trainer is not None:
         check_trainer(setup, trainer)  # SFT: only the checks (no second estimate)

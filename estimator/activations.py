@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .i18n import N_, Text
 from .model import LinearModule, ModelSpec
 from .precision import FP32, adapter_bytes, compute_bytes
 from .stacks import attention_impl, get_stack, loss_impl_id
@@ -83,10 +84,8 @@ def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
     names.add(LM_HEAD)  # PEFT can adapt the output head when named explicitly
     unknown = [t for t in setup.lora_targets if t not in names]
     if unknown:
-        raise ValueError(
-            f"LoRA target {unknown[0]!r} is not a linear module of {spec.family}; "
-            f"its modules are: {', '.join(sorted(names))}"
-        )
+        raise ValueError(Text(N_("LoRA target {target} is not a linear module of {family}; its modules are: {names}"),
+                              target=repr(unknown[0]), family=spec.family, names=", ".join(sorted(names))))
     return frozenset(setup.lora_targets)
 
 

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .i18n import N_
+from .i18n import N_, Text, format_int, format_number, short_number
 from .units import GB, GiB, to_gb, to_gib
 
 MiB = 1 << 20  # nvidia-smi and rocm-smi print memory.total in MiB (2^20 B)
@@ -28,16 +28,22 @@ UNIFIED_USABLE_FRACTION = 0.75
 class Device:
     """A machine's memory for training. capacity_bytes is the memory the machine reports: a GPU's total memory
     (reported_mib × 2^20, as nvidia-smi / rocm-smi print it) or a Mac's RAM (whole GiB, as macOS reports it).
-    A custom device is the decimal GB the user typed."""
+    A custom device is the decimal GB the user typed. Its display name is `title`, a Text whose figures follow the
+    page's language when read as `name`."""
 
     id: str
-    name: str
+    title: str  # the display name in English ('NVIDIA GeForce RTX 4090 (24,564 MiB)'); read it as `name`
     kind: str  # "unified" (shared RAM, Apple silicon) or "discrete" (a GPU's own memory)
     capacity_bytes: int
     reported_mib: int | None = None  # the driver's figure in MiB (GPU total; for a Mac, its GiB × 1024); None if typed
     source: str = ""  # where reported_mib comes from: a public nvidia-smi / rocm-smi output, or the rule used
     aliases: tuple[str, ...] = ()  # lower-case names users type ("4080", "tesla t4", "m4 max 36gb")
     model: str = ""  # the product name without the memory figure ("NVIDIA GeForce RTX 4090"); "" → name
+
+    @property
+    def name(self) -> str:
+        """The display name in the current language: '… (24,564 MiB)' in English, '… (24.564 MiB)' in Spanish."""
+        return _shown(self.title)
 
     @property
     def usable_bytes(self) -> int:
@@ -55,7 +61,7 @@ class Device:
             return "GPU runtime"
         if self.kind == "unified":
             return "Metal"
-        return "ROCm" if "AMD" in (self.model or self.name) else "CUDA"
+        return "ROCm" if "AMD" in (self.model or self.title) else "CUDA"
 
     @property
     def reserved_bytes(self) -> int:
@@ -64,17 +70,24 @@ class Device:
 
     @property
     def reported(self) -> str:
-        """The driver's figure as the tool prints it: '24,564 MiB' (GPU), '36 GiB' (Mac RAM), or the typed GB."""
+        """The driver's figure as the tool prints it: '24,564 MiB' (GPU), '36 GiB' (Mac RAM), or the typed GB; the
+        number in the current language's format."""
         if self.reported_mib is None:
-            return f"{to_gb(self.capacity_bytes):,.1f} GB"
+            return f"{format_number(to_gb(self.capacity_bytes), 1)} GB"
         if self.kind == "unified" and self.reported_mib % 1024 == 0:
-            return f"{self.reported_mib // 1024:,} GiB"
-        return f"{self.reported_mib:,} MiB"
+            return f"{format_int(self.reported_mib // 1024)} GiB"
+        return f"{format_int(self.reported_mib)} MiB"
+
+
+def _shown(value: str) -> str:
+    """A display string in the current language: a Text is translated with its values, a plain str is as it is."""
+    return value.translated() if isinstance(value, Text) else value
 
 
 def _gpu(id_: str, model: str, mib: int, source: str, aliases: tuple[str, ...], name: str | None = None) -> Device:
     """A discrete GPU whose driver reports `mib` MiB of total memory."""
-    return Device(id_, name or f"{model} ({mib:,} MiB)", "discrete", mib * MiB, reported_mib=mib, source=source,
+    title = name or Text("{model} ({mib} MiB)", model=model, mib=mib)  # figures in the reader's language
+    return Device(id_, title, "discrete", mib * MiB, reported_mib=mib, source=source,
                   aliases=aliases, model=model)
 
 
@@ -101,9 +114,10 @@ _MAC_CHIPS: dict[int, tuple[str, ...]] = {
 
 def _mac(id_: str, gib: int, name: str | None = None, extra: tuple[str, ...] = ()) -> Device:
     """An Apple silicon Mac with `gib` GiB of unified memory (usable: UNIFIED_USABLE_FRACTION of it)."""
-    model = f"Apple silicon {gib} GB unified"
+    model = Text(N_("Apple silicon {gb} GB unified"), gb=gib)
     aliases = (f"mac {gib}gb", f"apple silicon {gib}gb", *(f"{chip} {gib}gb" for chip in _MAC_CHIPS[gib]), *extra)
-    return Device(id_, name or f"{model} ({gib} GiB)", "unified", gib * GiB, reported_mib=gib * 1024,
+    return Device(id_, name or Text("{model} ({gib} GiB)", model=model, gib=gib), "unified", gib * GiB,
+                  reported_mib=gib * 1024,
                   source=_MACOS_SOURCE.format(gb=gib), aliases=aliases, model=model)
 
 
@@ -122,7 +136,7 @@ CATALOG: tuple[Device, ...] = (
     # -- Apple silicon (unified memory): RAM as macOS reports it, 75 % usable ------------------------------------
     # The product page's example: a 36 GB laptop is 36 GiB of RAM, so usable = 27 GiB (29.0 GB) — the page's
     # "about 27 GB usable" read as GiB, which is what the OS reports.
-    _mac("laptop-36gb", 36, name="36 GB laptop (unified, 36 GiB)",
+    _mac("laptop-36gb", 36, name=Text(N_("{gb} GB laptop (unified, {gib} GiB)"), gb=36, gib=36),
          extra=("36gb laptop", "mac-36gb", "macbook pro 36gb")),
     _mac("mac-16gb", 16),
     _mac("mac-18gb", 18),
@@ -153,10 +167,10 @@ CATALOG: tuple[Device, ...] = (
          "(https://github.com/Frogging-Family/nvidia-all/pull/212)",
          ("4070", "rtx 4070", "geforce rtx 4070")),
     # A generic 16 GB card (kept for old links): the RTX 4080's reported size, the common 16 GB figure.
-    _gpu("gpu-16gb", "16 GB NVIDIA GPU", 16376,
+    _gpu("gpu-16gb", Text(N_("{gb} GB NVIDIA GPU"), gb=16), 16376,
          f"the RTX 4080's figure: {_RTX_4080}; the RTX 4060 Ti 16 GB reports 16,380 MiB",
          ("16gb gpu", "16 gb gpu", "generic 16gb", "16gb"),
-         name="16 GB NVIDIA GPU, RTX 4080 / 4060 Ti 16 GB class (16,376 MiB)"),
+         name=Text(N_("{gb} GB NVIDIA GPU, RTX 4080 / 4060 Ti 16 GB class ({mib} MiB)"), gb=16, mib=16376)),
     _gpu("rtx-4060-ti", "NVIDIA GeForce RTX 4060 Ti 16GB", 16380,  # 16 GB GDDR6 (the 8 GB variant: 8,188 MiB)
          "nvidia-smi 'NVIDIA GeForce RTX 4060 Ti, 16380 MiB' (code search: several public repository files; "
          "no issue URL found); vendor spec 16 GB",
@@ -281,7 +295,8 @@ def device_ids() -> tuple[str, ...]:
 def get_device(device_id: str) -> Device:
     """A catalog device. Unknown ids raise ValueError listing the choices."""
     if device_id not in _BY_ID:
-        raise ValueError(f"unknown device '{str(device_id)[:60]}'; choose one of: {', '.join(_BY_ID)}")
+        raise ValueError(Text(N_("unknown device '{device}'; choose one of: {choices}"), device=str(device_id)[:60],
+                              choices=", ".join(_BY_ID)))
     return _BY_ID[device_id]
 
 
@@ -300,7 +315,7 @@ def find_devices(query: str) -> tuple[Device, ...]:
             rank = 0
         elif any(k.startswith(q) for k in keys):
             rank = 1
-        elif len(q) >= 3 and any(q in k for k in (*keys, _norm(device.name))):
+        elif len(q) >= 3 and any(q in k for k in (*keys, _norm(device.title))):  # the English name
             rank = 2  # short queries ('t4', 'a1') only match whole keys or their starts, never mid-word
         else:
             continue
@@ -312,20 +327,22 @@ def device_label(device: Device) -> str:
     """Display text with the reported figure and both units:
     'NVIDIA GeForce RTX 4090 · 24,564 MiB (25.8 GB / 24.0 GiB)', 'Apple silicon 36 GB unified · 36 GiB (38.7 GB /
     36.0 GiB)'."""
-    size = f"{to_gb(device.capacity_bytes):,.1f} GB / {to_gib(device.capacity_bytes):,.1f} GiB"
-    return f"{device.model or device.name} · {device.reported} ({size})"
+    size = f"{format_number(to_gb(device.capacity_bytes), 1)} GB / {format_number(to_gib(device.capacity_bytes), 1)} GiB"
+    return f"{_shown(device.model) or device.name} · {device.reported} ({size})"
 
 
 def custom_device(capacity_gb: float, kind: str = "discrete") -> Device:
     """A device the user describes: capacity in decimal GB, unified or discrete."""
     if kind not in DEVICE_KINDS:
-        raise ValueError("device kind must be 'unified' or 'discrete'")
+        raise ValueError(Text(N_("device kind must be 'unified' or 'discrete'")))
     if isinstance(capacity_gb, bool) or not isinstance(capacity_gb, (int, float)) or not math.isfinite(capacity_gb):
-        raise ValueError(f"capacity must be a number of GB, got {str(capacity_gb)[:40]!r}")
+        raise ValueError(Text(N_("capacity must be a number of GB, got {value}"), value=repr(str(capacity_gb)[:40])))
     if not CUSTOM_MIN_GB <= capacity_gb <= CUSTOM_MAX_GB:
-        raise ValueError(f"capacity must be between {CUSTOM_MIN_GB:g} and {CUSTOM_MAX_GB:,.0f} GB, got {capacity_gb:g}")
-    label = "unified" if kind == "unified" else "GPU"
-    return Device("custom", f"Custom {capacity_gb:g} GB ({label})", kind, int(capacity_gb * GB),
+        raise ValueError(Text(N_("capacity must be between {low} and {high} GB, got {value}"),
+                              low=short_number(CUSTOM_MIN_GB), high=int(CUSTOM_MAX_GB), value=short_number(capacity_gb)))
+    label = Text(N_("unified")) if kind == "unified" else "GPU"
+    title = Text(N_("Custom {capacity} GB ({kind})"), capacity=short_number(capacity_gb), kind=label)
+    return Device("custom", title, kind, int(capacity_gb * GB),
                   source="capacity typed by the user, in decimal GB (1 GB = 10^9 B)")
 
 

@@ -38,7 +38,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .i18n import N_
+from .i18n import N_, Text, error_message
 from .memory import ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES, Estimate
 from .precision import NF4_BYTES, NF4_DQ_BYTES
 from .training import ALL_LINEAR, TrainingSetup
@@ -184,7 +184,7 @@ def preset_config(preset_id: str) -> dict[str, Any]:
     from .model import preset_ids
 
     if preset_id not in preset_ids():
-        raise ExactRefused(f"unknown preset {preset_id[:60]!r}")
+        raise ExactRefused(Text(N_("unknown preset {preset}"), preset=repr(preset_id[:60])))
     text = resources.files("estimator.presets").joinpath(f"{preset_id}.json").read_text(encoding="utf-8")
     return json.loads(text)
 
@@ -203,7 +203,7 @@ def hub_config_cached(model: str) -> dict[str, Any]:
     try:
         repo, revision = parse_model_id(model)
     except HubError as exc:
-        raise ExactRefused(str(exc)) from None
+        raise ExactRefused(error_message(exc)) from None
     return _hub_config(repo, revision, model_id(repo, revision), local_only=True)
 
 
@@ -221,29 +221,30 @@ def _hub_config(repo: str, revision: str | None, name: str, local_only: bool) ->
                                    token=os.environ.get("HF_TOKEN") or None)
         data = Path(path).read_bytes()
     except Exception as exc:  # noqa: BLE001 - any Hub failure is one line
-        raise ExactRefused(f"the config.json of {name} could not be read again ({type(exc).__name__})") from None
+        raise ExactRefused(Text(N_("the config.json of {model} could not be read again ({error})"), model=name,
+                                error=type(exc).__name__)) from None
     if len(data) > MAX_CONFIG_CHARS:
-        raise ExactRefused("the config is larger than 1 MB; a config.json is a few kB")
+        raise ExactRefused(Text(N_("the config is larger than 1 MB; a config.json is a few kB")))
     try:
         return json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ExactRefused(f"the config.json of {name} is not JSON") from None
+        raise ExactRefused(Text(N_("the config.json of {model} is not JSON"), model=name)) from None
 
 
 def check_config(cfg: Any) -> dict[str, Any]:
     """A JSON-clean copy of a config dict that may be traced, or ExactRefused (size guard: layers, widths)."""
     if not isinstance(cfg, dict):
-        raise ExactRefused("the config must be a JSON object (a Hugging Face config.json)")
+        raise ExactRefused(Text(N_("the config must be a JSON object (a Hugging Face config.json)")))
     try:
         text = json.dumps(cfg, sort_keys=True)
     except (TypeError, ValueError):
-        raise ExactRefused("the config holds values that are not JSON") from None
+        raise ExactRefused(Text(N_("the config holds values that are not JSON"))) from None
     if len(text) > MAX_CONFIG_CHARS:
-        raise ExactRefused("the config is larger than 1 MB; a config.json is a few kB")
+        raise ExactRefused(Text(N_("the config is larger than 1 MB; a config.json is a few kB")))
     clean = json.loads(text)
     mt = clean.get("model_type")
     if not isinstance(mt, str) or not mt:
-        raise ExactRefused("the config has no model_type, so transformers cannot build it")
+        raise ExactRefused(Text(N_("the config has no model_type, so transformers cannot build it")))
     # Custom code is never run (transformers' own class for model_type builds the model), no quantisation is
     # applied on the CPU, and private keys ("_name_or_path", "_attn_implementation") never steer the build.
     for key in [k for k in clean if k in ("auto_map", "quantization_config", "trust_remote_code") or k.startswith("_")]:
@@ -252,12 +253,14 @@ def check_config(cfg: Any) -> dict[str, Any]:
     for scope in (clean, text_cfg):
         layers = scope.get("num_hidden_layers", scope.get("n_layer", scope.get("num_layers")))
         if isinstance(layers, int) and not isinstance(layers, bool) and layers > MAX_TRACE_LAYERS:
-            raise ExactRefused(f"{layers:,} layers are more than the exact trace takes ({MAX_TRACE_LAYERS}): "
-                               f"tracing costs ~10 s per layer, so this would run for hours")
+            raise ExactRefused(Text(N_("{layers} layers are more than the exact trace takes ({limit}): tracing "
+                                       "costs ~10 s per layer, so this would run for hours"), layers=layers,
+                                    limit=str(MAX_TRACE_LAYERS)))
         for key in ("hidden_size", "intermediate_size", "vocab_size", "num_attention_heads"):
             val = scope.get(key)
             if isinstance(val, int) and not isinstance(val, bool) and not 0 < val <= MAX_TRACE_DIM:
-                raise ExactRefused(f"{key} = {val:,} is outside what a real model has (1 … {MAX_TRACE_DIM:,})")
+                raise ExactRefused(Text(N_("{key} = {value} is outside what a real model has (1 … {limit})"),
+                                        key=key, value=val, limit=MAX_TRACE_DIM))
     return clean
 
 
@@ -265,15 +268,17 @@ def tracer_setup(setup: TrainingSetup) -> tuple[dict[str, Any], tuple[str, ...]]
     """The tracer's setup dict for `setup`, and notes on what is traced differently. ExactRefused when the
     setup has something a one-device CPU trace cannot represent."""
     if setup.gpus > 1 or setup.sharding != "none":
-        raise ExactRefused("the exact trace runs one device without sharding; set GPUs to 1 (ZeRO/FSDP are "
-                           "not traced)")
+        raise ExactRefused(Text(N_("the exact trace runs one device without sharding; set GPUs to 1 (ZeRO/FSDP are "
+                                   "not traced)")))
     if setup.offload_optimizer:
-        raise ExactRefused("optimizer offloading (DeepSpeed/FSDP) is not traced; turn it off")
+        raise ExactRefused(Text(N_("optimizer offloading (DeepSpeed/FSDP) is not traced; turn it off")))
     if setup.grad_accum > 1:
-        raise ExactRefused("gradient accumulation is not traced (the tracer frees gradients every step); set it to 1")
+        raise ExactRefused(Text(N_("gradient accumulation is not traced (the tracer frees gradients every step); set it "
+                                   "to 1")))
     if setup.image_tokens:
-        raise ExactRefused("image inputs are not traced (a fake trace through a vision tower ran for over 20 minutes "
-                           "on two CPU cores); set image tokens to 0 to trace the language model on text")
+        raise ExactRefused(Text(N_("image inputs are not traced (a fake trace through a vision tower ran for over 20 "
+                                   "minutes on two CPU cores); set image tokens to 0 to trace the language model on "
+                                   "text")))
     notes: list[str] = []
     precision = setup.precision
     if precision == "fp16":

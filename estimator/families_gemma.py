@@ -34,7 +34,8 @@ def _types(cfg: Mapping[str, Any], layers: int, full_every: int, last_full: bool
     if types is None:
         types = ["full_attention" if (i + 1) % full_every == 0 else "sliding_attention" for i in range(layers)]
     if not isinstance(types, list) or len(types) != layers or not all(isinstance(t, str) for t in types):
-        raise ValueError(f"config.json field 'layer_types' must list one attention type per layer ({layers})")
+        raise ValueError(Text(N_("config.json field 'layer_types' must list one attention type per layer ({layers})"),
+                              layers=str(layers)))
     types = list(types)
     if last_full and types:
         types[-1] = "full_attention"  # Gemma4TextConfig.__post_init__ forces the last layer to full attention
@@ -46,11 +47,11 @@ def _shared(types: list[str], n_shared: int, all_allowed: bool) -> list[bool]:
     (Gemma 4 allows all of them; configuration_gemma4.py / configuration_gemma3n.py kv_sharing_modes)."""
     layers = len(types)
     if n_shared < 0 or n_shared > layers or (n_shared == layers and n_shared and not all_allowed):
-        raise ValueError(f"num_kv_shared_layers = {n_shared} leaves no earlier layer to share K/V from "
-                         f"({layers} layers)")
+        raise ValueError(Text(N_("num_kv_shared_layers = {shared} leaves no earlier layer to share K/V from ({layers} "
+                                 "layers)"), shared=str(n_shared), layers=str(layers)))
     first = layers - n_shared
     if n_shared and n_shared < layers and set(types[:first]) != set(types):
-        raise ValueError("num_kv_shared_layers leaves a layer type with no earlier layer to share K/V from")
+        raise ValueError(Text(N_("num_kv_shared_layers leaves a layer type with no earlier layer to share K/V from")))
     return [i >= first for i in range(layers)]
 
 
@@ -59,8 +60,8 @@ def _per_layer_overrides(cfg: Mapping[str, Any], layers: int) -> dict[int, dict[
     raw = cfg.get("per_layer_config")
     if raw is None:
         return None
-    bad = ValueError("config.json field 'per_layer_config' must map layer indices to head_dim / "
-                     "num_key_value_heads overrides")
+    bad = ValueError(Text(N_("config.json field 'per_layer_config' must map layer indices to head_dim / "
+                             "num_key_value_heads overrides")))
     if not isinstance(raw, Mapping):
         raise bad
     out: dict[int, dict[str, int]] = {}
@@ -96,15 +97,15 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
     types = _types(cfg, layers, 6 if gemma4 else 5, last_full=gemma4)
     n_shared = cfg.get("num_kv_shared_layers", 0 if gemma4 else 15) or 0
     if isinstance(n_shared, bool) or not isinstance(n_shared, int):
-        raise ValueError("config.json field 'num_kv_shared_layers' must be a whole number of layers")
+        raise ValueError(Text(N_("config.json field 'num_kv_shared_layers' must be a whole number of layers")))
     shared = _shared(types, n_shared, all_allowed=gemma4)
 
     # intermediate size: one for all layers (Gemma 4) or one per layer (Gemma 3n lists are allowed)
     raw_inter = cfg.get("intermediate_size", 9216 if gemma4 else 16_384)
     if isinstance(raw_inter, list):
         if gemma4 or len(raw_inter) != layers or not all(isinstance(x, int) and x > 0 for x in raw_inter):
-            raise ValueError(f"config.json field 'intermediate_size' must be a positive integer or list one per "
-                             f"layer ({layers})")
+            raise ValueError(Text(N_("config.json field 'intermediate_size' must be a positive integer or list one "
+                                     "per layer ({layers})"), layers=str(layers)))
         inters = [int(x) for x in raw_inter]
     else:
         inters = [pint("intermediate_size", default=raw_inter)] * layers
@@ -128,8 +129,8 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
             asp = [0.95] * 10 + [0.0] * (layers - 10) if layers > 10 else [0.0] * layers
         if (not isinstance(asp, list) or len(asp) != layers
                 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in asp)):
-            raise ValueError(f"config.json field 'activation_sparsity_pattern' must list one value per layer "
-                             f"({layers})")
+            raise ValueError(Text(N_("config.json field 'activation_sparsity_pattern' must list one value per layer "
+                                     "({layers})"), layers=str(layers)))
         sparse = [x > 0 for x in asp]
     pattern = [("full" if t == "full_attention" else "sliding") + ("_shared" if s else "") + ":"
                + ("moe" if moe_on else "dense" + ("" if i == base else str(i))) + ("+sparse" if sp else "")
@@ -262,7 +263,7 @@ def gemma4_tower_params(cfg: Mapping[str, Any], text_hidden: int) -> int:
         channels = audio.get("subsampling_conv_channels", [128, 32])
         if (not isinstance(channels, list) or len(channels) != 2
                 or not all(isinstance(c, int) and c > 0 for c in channels)):
-            raise ValueError("audio_config field 'subsampling_conv_channels' must list two channel counts")
+            raise ValueError(Text(N_("audio_config field 'subsampling_conv_channels' must list two channel counts")))
         c0, c1 = channels
         sub = 9 * c0 + c0 + 9 * c0 * c1 + c1 + (c0 // 4) * c1 * ha
         ffw = 2 * 4 * ha * ha + 2 * ha
@@ -288,7 +289,7 @@ def gemma3n_vision_architecture(cfg: Mapping[str, Any]) -> str:
     vision = cfg.get("vision_config") if isinstance(cfg.get("vision_config"), Mapping) else {}
     arch = vision.get("architecture", GEMMA3N_VISION_ARCHITECTURE)
     if not isinstance(arch, str) or not arch:
-        raise ValueError("vision_config field 'architecture' must name a timm model")
+        raise ValueError(Text(N_("vision_config field 'architecture' must name a timm model")))
     return arch
 
 

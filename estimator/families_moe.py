@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .i18n import N_
+from .i18n import N_, Text
 
 FAMILIES = frozenset({
     "gpt_oss", "deepseek_v3", "glm4_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text",
@@ -40,7 +40,8 @@ def _layer_types(cfg: Mapping[str, Any], layers: int, default: list[str]) -> lis
     if types is None:
         return default
     if not isinstance(types, list) or len(types) != layers or not all(isinstance(t, str) for t in types):
-        raise ValueError(f"config.json field 'layer_types' must list one attention type per layer ({layers})")
+        raise ValueError(Text(N_("config.json field 'layer_types' must list one attention type per layer ({layers})"),
+                              layers=str(layers)))
     return types
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from .i18n import N_, Text, error_message, short_number
 from .model import ModelSpec, parse_config_text
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -126,11 +127,13 @@ def parse_model_id(text: object) -> tuple[str, str | None]:
     repo, at, revision = value.partition("@")
     if not _REPO_RE.fullmatch(repo) or "--" in repo or ".." in repo or repo.endswith(".git"):
         shown = raw[:60] + ("…" if len(raw) > 60 else "")
-        raise HubError(f"'{shown}' is not a Hugging Face model id: use ORG/NAME or ORG/NAME@REVISION")
+        raise HubError(Text(N_("'{model}' is not a Hugging Face model id: use ORG/NAME or ORG/NAME@REVISION"),
+                            model=shown))
     if not at:
         return repo, None
     if not _REVISION_RE.fullmatch(revision) or ".." in revision or "//" in revision or revision.endswith("/"):
-        raise HubError(f"'{revision[:40]}' is not a valid revision: use a branch, a tag or a commit hash")
+        raise HubError(Text(N_("'{revision}' is not a valid revision: use a branch, a tag or a commit hash"),
+                            revision=revision[:40]))
     return repo, revision
 
 
@@ -188,12 +191,13 @@ def fetch_model(model: str, *, revision: str | None = None, endpoint: str | None
             except HubError as exc:
                 result = exc
             except Exception as exc:  # never let a library surprise reach the page or the CLI as a traceback
-                result = HubError(_scrub(f"could not read '{model_id(repo, asked)}' from the Hub "
-                                         f"({type(exc).__name__})", token))
+                result = HubError(_scrub(Text(N_("could not read '{model}' from {hub} ({error})"),
+                                              model=model_id(repo, asked), hub=Text(N_("the Hub")),
+                                              error=type(exc).__name__), token))
             _store(key, result)
             cached = result
     if isinstance(cached, HubError):
-        raise HubError(str(cached))
+        raise HubError(error_message(cached))
     return cached
 
 
@@ -283,8 +287,8 @@ def _fetch(repo: str, revision: str | None, endpoint: str, token: str | None,
         url = hf.hf_hub_url(repo, "config.json", revision=revision, endpoint=endpoint)
         meta = hf.get_hf_file_metadata(url, token=token, timeout=timeout, endpoint=endpoint)
         if meta.size is not None and meta.size > MAX_CONFIG_BYTES:
-            raise HubError(f"the config.json of '{name}' is {meta.size:,} bytes, more than the 1 MB a "
-                           f"config.json can be")
+            raise HubError(Text(N_("the config.json of '{model}' is {size} bytes, more than the 1 MB a config.json "
+                                   "can be"), model=name, size=int(meta.size)))
         path = hf.hf_hub_download(repo, "config.json", revision=revision, endpoint=endpoint, token=token,
                                   etag_timeout=timeout)
         return path, meta.commit_hash
@@ -297,7 +301,7 @@ def _fetch(repo: str, revision: str | None, endpoint: str, token: str | None,
             try:
                 path = from_local_cache()
             except LocalEntryNotFoundError:
-                raise HubError(f"HF_HUB_OFFLINE is set and '{name}' is not in the local Hub cache") from None
+                raise HubError(Text(N_("HF_HUB_OFFLINE is set and '{model}' is not in the local Hub cache"), model=name)) from None
             from_cache = True
         else:
             try:
@@ -310,24 +314,27 @@ def _fetch(repo: str, revision: str | None, endpoint: str, token: str | None,
                 except (LocalEntryNotFoundError, OSError, ValueError):
                     raise exc from None
         if os.path.getsize(path) > MAX_CONFIG_BYTES:
-            raise HubError(f"the config.json of '{name}' is larger than 1 MB; a config.json is a few kB")
+            raise HubError(Text(N_("the config.json of '{model}' is larger than 1 MB; a config.json is a few kB"),
+                                model=name))
         with open(path, "rb") as fh:
             data = fh.read(MAX_CONFIG_BYTES + 1)
     except HubError as exc:
-        raise HubError(_scrub(str(exc), token)) from None
+        raise HubError(_scrub(error_message(exc), token)) from None
     except Exception as exc:
         raise HubError(_scrub(_explain(exc, repo, revision, endpoint, token, timeout), token)) from None
 
     try:
         spec = parse_config_text(data, name=name)
     except ValueError as exc:
-        raise HubError(_scrub(f"the config.json of '{name}' could not be used: {exc}", token)) from None
+        raise HubError(_scrub(Text(N_("the config.json of '{model}' could not be used: {error}"), model=name,
+                                   error=error_message(exc)), token)) from None
     cfg = _json_object(data)
 
     counts: dict[str, int] = {}
     notes: list[str] = []
     if from_cache:
-        notes.append(f"{name}: the Hub could not be reached; its config.json was read from the local Hub cache")
+        notes.append(Text(N_("{model}: the Hub could not be reached; its config.json was read from the local Hub "
+                             "cache"), model=name))
     else:
         try:
             api = hf.HfApi(endpoint=endpoint, token=token)
@@ -337,19 +344,23 @@ def _fetch(repo: str, revision: str | None, endpoint: str, token: str | None,
             meta = _within(3 * timeout + 1, lambda: api.get_safetensors_metadata(repo, **kwargs))
             counts = {str(k): int(v) for k, v in meta.parameter_count.items() if int(v) > 0}
         except Exception as exc:
-            reason = ("it has no safetensors weights" if type(exc).__name__ == "NotASafetensorsRepoError"
-                      else "its safetensors headers could not be read")
-            notes.append(f"{name}: {reason}, so the parameter count comes from its config.json")
+            if type(exc).__name__ == "NotASafetensorsRepoError":
+                notes.append(Text(N_("{model}: it has no safetensors weights, so the parameter count comes from its "
+                                     "config.json"), model=name))
+            else:
+                notes.append(Text(N_("{model}: its safetensors headers could not be read, so the parameter count "
+                                     "comes from its config.json"), model=name))
     dtypes = tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     stored = sum(counts.values()) or None
     quantization = _quantization(cfg, counts)
     if quantization:
-        notes.append(f"{name} is a pre-quantised checkpoint ({quantization}): the estimate counts the "
-                     f"architecture's {spec.params_total:,} parameters as the chosen method loads them "
-                     f"(16-bit for full and LoRA; choose qlora for a 4-bit base)")
+        notes.append(Text(N_("{model} is a pre-quantised checkpoint ({quantization}): the estimate counts the "
+                             "architecture's {params} parameters as the chosen method loads them (16-bit for full "
+                             "and LoRA; choose qlora for a 4-bit base)"), model=name, quantization=quantization,
+                          params=spec.params_total))
     elif stored and abs(stored - spec.params_total) > 0.005 * spec.params_total:
-        notes.append(f"{name}: the checkpoint stores {stored:,} parameters; the estimate counts "
-                     f"{spec.params_total:,} from its config.json")
+        notes.append(Text(N_("{model}: the checkpoint stores {stored} parameters; the estimate counts {params} from "
+                             "its config.json"), model=name, stored=stored, params=spec.params_total))
     notes = [_scrub(n, token) for n in notes]
     info = HubModel(repo_id=repo, revision=revision, commit=commit, params_config=spec.params_total,
                     params_safetensors=stored, dtypes=dtypes, quantization=quantization, from_cache=from_cache,
@@ -405,53 +416,63 @@ def _is_network(exc: BaseException) -> bool:
 
 def _explain(exc: BaseException, repo: str, revision: str | None, endpoint: str, token: str | None,
              timeout: float) -> str:
+    """One line saying why the Hub did not give a config.json (a Text: English as a str, translated where shown)."""
     from huggingface_hub import errors
 
     name = model_id(repo, revision)
-    host = urlsplit(endpoint).hostname or "the Hub"
-    hub = "the Hub" if host in ("huggingface.co", "hf.co") else f"the Hub at {host}"
+    host = urlsplit(endpoint).hostname
+    hub = Text(N_("the Hub")) if not host or host in ("huggingface.co", "hf.co") else Text(N_("the Hub at {host}"),
+                                                                                         host=host)
     for e in _chain(exc):
         if isinstance(e, errors.GatedRepoError):
             if token:
-                return (f"access to '{name}' was refused: it is a gated model and the server's Hugging Face token "
-                        f"(HF_TOKEN) has not been granted access; accept its terms on the model's Hub page with "
-                        f"that account")
-            return (f"access to '{name}' was refused: it is a gated model; the server needs a Hugging Face token "
-                    f"with access (HF_TOKEN in the environment or the Streamlit secrets)")
+                return Text(N_("access to '{model}' was refused: it is a gated model and the server's Hugging Face "
+                               "token (HF_TOKEN) has not been granted access; accept its terms on the model's Hub page "
+                               "with that account"), model=name)
+            return Text(N_("access to '{model}' was refused: it is a gated model; the server needs a Hugging Face "
+                           "token with access (HF_TOKEN in the environment or the Streamlit secrets)"), model=name)
         if isinstance(e, errors.RevisionNotFoundError):
-            return f"revision '{revision or 'main'}' of '{repo}' was not found on {hub}"
+            return Text(N_("revision '{revision}' of '{repo}' was not found on {hub}"), revision=revision or "main",
+                        repo=repo, hub=hub)
         if isinstance(e, errors.DisabledRepoError):
-            return f"'{repo}' is disabled on {hub}"
+            return Text(N_("'{repo}' is disabled on {hub}"), repo=repo, hub=hub)
         if isinstance(e, errors.RepositoryNotFoundError):
             if token:
-                return f"'{repo}' was not found on {hub}, or the server's token (HF_TOKEN) has no access to it"
-            return (f"'{repo}' was not found on {hub}; if it is private, the server needs a Hugging Face token "
-                    f"with access (HF_TOKEN)")
+                return Text(N_("'{repo}' was not found on {hub}, or the server's token (HF_TOKEN) has no access to "
+                               "it"), repo=repo, hub=hub)
+            return Text(N_("'{repo}' was not found on {hub}; if it is private, the server needs a Hugging Face token "
+                           "with access (HF_TOKEN)"), repo=repo, hub=hub)
         if isinstance(e, getattr(errors, "RemoteEntryNotFoundError", errors.EntryNotFoundError)):
-            return f"'{name}' has no config.json on {hub}; is it a transformers model repository?"
+            return Text(N_("'{model}' has no config.json on {hub}; is it a transformers model repository?"),
+                        model=name, hub=hub)
         if isinstance(e, errors.OfflineModeIsEnabled):
-            return f"HF_HUB_OFFLINE is set and '{name}' is not in the local Hub cache"
+            return Text(N_("HF_HUB_OFFLINE is set and '{model}' is not in the local Hub cache"), model=name)
         if isinstance(e, errors.FileMetadataError):
-            return f"{hub} did not answer like the Hugging Face Hub (check HF_ENDPOINT)"
+            return Text(N_("{hub} did not answer like the Hugging Face Hub (check HF_ENDPOINT)"), hub=hub)
         if isinstance(e, errors.HfHubHTTPError) and e.response is not None:
-            status = e.response.status_code
-            if status in (401, 403):
-                return f"{hub} refused the request for '{name}' (HTTP {status}): check the server's HF_TOKEN"
-            return f"{hub} answered HTTP {status} for '{name}'; try again later"
+            status = str(e.response.status_code)
+            if status in ("401", "403"):
+                return Text(N_("{hub} refused the request for '{model}' (HTTP {status}): check the server's "
+                               "HF_TOKEN"), hub=hub, model=name, status=status)
+            return Text(N_("{hub} answered HTTP {status} for '{model}'; try again later"), hub=hub, status=status,
+                        model=name)
         kind = type(e).__name__
         if "Timeout" in kind or isinstance(e, TimeoutError):
-            return f"{hub} did not answer within {timeout:g} s for '{name}'; try again later"
+            return Text(N_("{hub} did not answer within {seconds} s for '{model}'; try again later"), hub=hub,
+                        seconds=short_number(timeout), model=name)
         if kind in ("ConnectError", "ConnectionError", "NetworkError", "ReadError", "RemoteProtocolError",
                     "ProxyError") or isinstance(
                 e, ConnectionError):
-            return f"could not reach {hub} to read '{name}' (no network, or HF_ENDPOINT is wrong)"
-    return f"could not read '{name}' from {hub} ({type(exc).__name__})"
+            return Text(N_("could not reach {hub} to read '{model}' (no network, or HF_ENDPOINT is wrong)"), hub=hub,
+                        model=name)
+    return Text(N_("could not read '{model}' from {hub} ({error})"), model=name, hub=hub, error=type(exc).__name__)
 
 
 def _scrub(text: str, token: str | None) -> str:
-    """A message without the token (belt and braces: none of ours quotes it) and on one line."""
+    """A message without the token (belt and braces: none of ours quotes it) and on one line. A Text that needs
+    neither stays a Text (translated where shown); one that does becomes its scrubbed English."""
     line = " ".join(str(text).split())
     for secret in {token or "", os.environ.get("HF_TOKEN", "")}:
         if len(secret) >= 4:
             line = line.replace(secret, "***")
-    return line
+    return text if isinstance(text, Text) and line == str(text) else line

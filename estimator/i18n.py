@@ -8,6 +8,10 @@ Translations object (no compiled .mo file to keep in step). The language is a co
 sets it once per rerun (ui/lang.py), the CLI leaves it at English. Numbers go through format_number so a
 Spanish page reads "17,0 GB" and an English one "17.0 GB".
 
+Errors: an exception a user may read (a bad config.json, a Hub failure, a setup the estimator refuses) is raised
+with a Text as its one argument, `ValueError(Text(N_("… {key} …"), key=key))`: str(exc) is the English text (the
+CLI, logs and tests read that), and the app shows localised_error(exc), the same message in the page's language.
+
 English needs nothing but the standard library; Babel is imported only when another language is used."""
 
 from __future__ import annotations
@@ -96,8 +100,8 @@ class Text(str):
     """A message built from values, kept for later: English as a str, translated where shown by _(). For notes
     written into cached objects (a model's spec), whose reader's language is not known when they are written:
     `Text(N_("a {n} × {d} table ({b} B parameters)"), n=262144, d=35, b=(2.35, 2))`. Values: an int is grouped
-    (format_int), a (number, digits) pair goes through format_number, a Text is translated too, anything else
-    is shown as it is (names, ids)."""
+    (format_int), a (number, digits) pair or (number, digits, grouping) triple goes through format_number (see
+    short_number), a Text is translated too, anything else is shown as it is (names, ids)."""
 
     template: str
     args: dict[str, object]
@@ -124,13 +128,37 @@ def _shown_values(args: dict[str, object]) -> dict[str, object]:
     for key, value in args.items():
         if isinstance(value, Text):
             out[key] = value.translated()
-        elif isinstance(value, tuple) and len(value) == 2:
-            out[key] = format_number(float(value[0]), int(value[1]))
+        elif isinstance(value, tuple) and len(value) in (2, 3):
+            out[key] = format_number(float(value[0]), int(value[1]), *(bool(v) for v in value[2:]))
         elif isinstance(value, int) and not isinstance(value, bool):
             out[key] = format_int(value)
         else:
             out[key] = value
     return out
+
+
+def short_number(value: float) -> tuple[float, int, bool] | str:
+    """A Text value written as Python's f"{value:g}" writes it in English (24, 0.5, 100000: no grouping, no
+    trailing zeros) and with the language's decimal sign otherwise (0,5); an exponent form stays as it is."""
+    shown = f"{value:g}"
+    if "e" in shown or "n" in shown:  # 1e+06, inf, nan: no locale form
+        return shown
+    return (value, len(shown.partition(".")[2]), False)
+
+
+def error_message(exc: BaseException) -> str:
+    """An exception's message as it was raised: the Text it carries (to nest in another Text, translated where
+    shown), or its English str when it carries none (a library's error)."""
+    message = exc.args[0] if len(exc.args) == 1 else None
+    return message if isinstance(message, Text) else str(exc)
+
+
+def localised_error(exc: BaseException) -> str:
+    """An exception's message in the current language, for the app's "… could not be used: {error}" notes. An
+    exception raised with a Text (see the module docstring) is translated with its values; any other shows
+    str(exc)."""
+    message = error_message(exc)
+    return message.translated() if isinstance(message, Text) else message
 
 
 def ngettext(singular: str, plural: str, n: int) -> str:

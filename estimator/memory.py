@@ -250,13 +250,26 @@ def check_tower(spec: ModelSpec, setup: TrainingSetup) -> None:
     if not setup.train_tower:
         return
     if not spec.tower_kind:
-        raise ValueError(f"training the vision tower needs a multimodal model; {spec.name} has no vision tower")
+        raise ValueError(Text(N_("training the vision tower needs a multimodal model; {model} has no vision tower"),
+                              model=spec.name))
     if not spec.params_tower:
-        raise ValueError(f"training the tower: {spec.name}'s {spec.tower_kind} tower weights are not counted here, "
-                         "so its gradients and optimizer state cannot be estimated")
+        raise ValueError(Text(N_("training the tower: {model}'s {kind} tower weights are not counted here, so its "
+                                 "gradients and optimizer state cannot be estimated"), model=spec.name,
+                              kind=_tower_kind(spec.tower_kind)))
     if setup.method != "full" and not spec.tower_linears:
-        raise ValueError(f"LoRA on the tower: the {spec.tower_kind} tower's linear shapes of {spec.name} are not "
-                         "modelled (gemma3, mistral3 and qwen3_5 are); train it fully or keep it frozen")
+        raise ValueError(Text(N_("LoRA on the tower: the {kind} tower's linear shapes of {model} are not modelled "
+                                 "(gemma3, mistral3 and qwen3_5 are); train it fully or keep it frozen"),
+                              kind=_tower_kind(spec.tower_kind), model=spec.name))
+
+
+# ModelSpec.tower_kind's values (estimator/model.py _multimodal_spec), marked for the catalogue
+TOWER_KINDS = {"vision": N_("vision"), "audio": N_("audio"), "vision and audio": N_("vision and audio"),
+               "non-text": N_("non-text")}
+
+
+def _tower_kind(kind: str) -> Text:
+    """A tower kind inside a message: translated where it is shown."""
+    return Text(TOWER_KINDS.get(kind, "{kind}"), kind=kind)
 
 
 def setup_for_model(spec: ModelSpec, setup: TrainingSetup) -> TrainingSetup:
@@ -343,7 +356,8 @@ ESTIMATE_CACHE_SIZE = 4096
 def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
     if setup.image_tokens and not spec.tower_kind:
-        raise ValueError(f"image tokens per example need a multimodal model; {spec.name} has no vision tower")
+        raise ValueError(Text(N_("image tokens per example need a multimodal model; {model} has no vision tower"),
+                              model=spec.name))
     check_tower(spec, setup)
     spec = act.stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
     ctx = act.context(spec, setup)

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import families_gemma as _families_gemma
 from . import families_moe as _families_moe
-from .i18n import N_, Text
+from .i18n import N_, Text, error_message, short_number
 
 # Families whose config.json we understand. Anything else is a clear ValueError.
 SUPPORTED_FAMILIES = (
@@ -212,7 +212,7 @@ def _safe(text: object, limit: int = 40) -> str:
 def _field(cfg: Mapping[str, Any], key: str, *, default: Any = None, required: bool = True) -> Any:
     value = cfg.get(key, default)
     if value is None and required:
-        raise ValueError(f"config.json is missing the field '{key}'")
+        raise ValueError(Text(N_("config.json is missing the field '{key}'"), key=key))
     return value
 
 
@@ -220,11 +220,14 @@ def _positive_int(cfg: Mapping[str, Any], key: str, *, default: Any = None, limi
     value = _field(cfg, key, default=default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             isinstance(value, float) and not math.isfinite(value)):
-        raise ValueError(f"config.json field '{key}' must be a positive integer, got {_safe(repr(value))}")
+        raise ValueError(Text(N_("config.json field '{key}' must be a positive integer, got {value}"), key=key,
+                              value=_safe(repr(value))))
     if value != int(value) or value < 1:
-        raise ValueError(f"config.json field '{key}' must be a positive integer, got {_safe(repr(value))}")
+        raise ValueError(Text(N_("config.json field '{key}' must be a positive integer, got {value}"), key=key,
+                              value=_safe(repr(value))))
     if value > limit:
-        raise ValueError(f"config.json field '{key}' = {_safe(value)} is beyond any real model (limit {limit:,})")
+        raise ValueError(Text(N_("config.json field '{key}' = {value} is beyond any real model (limit {limit})"), key=key,
+                              value=_safe(value), limit=limit))
     return int(value)
 
 
@@ -233,7 +236,8 @@ def _flag(cfg: Mapping[str, Any], key: str, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise ValueError(f"config.json field '{key}' must be true or false, got {_safe(repr(value))}")
+        raise ValueError(Text(N_("config.json field '{key}' must be true or false, got {value}"), key=key,
+                              value=_safe(repr(value))))
     return value
 
 
@@ -331,22 +335,25 @@ _TEXT_FIELDS_AT_TOP = (*DECODER_FIELDS, "num_key_value_heads", "head_dim", "tie_
 def _check_generic(cfg: Mapping[str, Any], family: str) -> list[str]:
     """Whether an unknown model_type can be estimated as a Llama-like decoder: the caveat notes, or a
     ValueError saying why not (encoder, mixture of experts, or the usual decoder fields missing)."""
-    quoted = f"model_type '{_safe(family)}' is not supported"
+    quoted = _safe(family)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", family):
-        raise ValueError(f"{quoted}: it is not the name of a transformers model type")
+        raise ValueError(Text(N_("model_type '{family}' is not supported: it is not the name of a transformers "
+                                 "model type"), family=quoted))
     if family.lower() in NOT_DECODERS or cfg.get("is_encoder_decoder") is True:
-        raise ValueError(f"{quoted}: it is an encoder or encoder-decoder model, and this calculator estimates "
-                         f"decoder language models")
+        raise ValueError(Text(N_("model_type '{family}' is not supported: it is an encoder or encoder-decoder model, "
+                                 "and this calculator estimates decoder language models"), family=quoted))
     moe = [k for k in MOE_FIELDS if isinstance(cfg.get(k), int) and not isinstance(cfg.get(k), bool)
            and cfg[k] > 1]
+    supported = ", ".join(SUPPORTED_FAMILIES)
     if moe:
-        raise ValueError(f"{quoted}: it is a mixture of experts ('{moe[0]}' = {_safe(cfg[moe[0]])}), which a "
-                         f"Llama-like estimate would undercount; supported: {', '.join(SUPPORTED_FAMILIES)}")
+        raise ValueError(Text(N_("model_type '{family}' is not supported: it is a mixture of experts ('{field}' = "
+                                 "{value}), which a Llama-like estimate would undercount; supported: {supported}"),
+                              family=quoted, field=moe[0], value=_safe(cfg[moe[0]]), supported=supported))
     missing = [k for k in DECODER_FIELDS if cfg.get(k) is None]
     if missing:
-        raise ValueError(f"{quoted}, and its config lacks the usual decoder fields for a Llama-like estimate "
-                         f"(missing {', '.join(repr(k) for k in missing)}); supported: "
-                         f"{', '.join(SUPPORTED_FAMILIES)}")
+        raise ValueError(Text(N_("model_type '{family}' is not supported, and its config lacks the usual decoder "
+                                 "fields for a Llama-like estimate (missing {missing}); supported: {supported}"),
+                              family=quoted, missing=", ".join(repr(k) for k in missing), supported=supported))
     notes = [Text(N_("model_type '{family}' is not one of the modelled families: estimated as a Llama-like "
                      "decoder (q/k/v/o attention, gated MLP, RMSNorm) from its hidden size, layers, heads, "
                      "vocabulary and intermediate size; expect larger errors than for a modelled family"),
@@ -521,7 +528,8 @@ def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: 
     try:
         spec = spec_from_config(text, name=name, source=source)
     except ValueError as exc:
-        raise ValueError(f"multimodal config{wrapper}, in its text_config: {exc}") from None
+        raise ValueError(Text(N_("multimodal config{wrapper}, in its text_config: {error}"), wrapper=wrapper,
+                              error=error_message(exc))) from None
     towers = [label for key, label in (("vision_config", "vision"), ("audio_config", "audio"))
               if isinstance(cfg.get(key), Mapping)]
     tower = (Text(N_("vision and audio tower")) if len(towers) == 2 else Text(N_("vision tower")) if towers == ["vision"]
@@ -529,7 +537,8 @@ def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: 
     try:
         counted = _tower_params(cfg, spec.hidden_size)
     except ValueError as exc:
-        raise ValueError(f"multimodal config{wrapper}, in its vision_config: {exc}") from None
+        raise ValueError(Text(N_("multimodal config{wrapper}, in its vision_config: {error}"), wrapper=wrapper,
+                              error=error_message(exc))) from None
     if counted is None:
         note = Text(N_("multimodal model{wrapper}: the language model ({family}, from text_config) is estimated, "
                        "training on text; the {tower}'s weights are not counted yet"),
@@ -565,12 +574,12 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     A supported model_type follows its family's module structure. An unknown model_type with the usual decoder
     fields gets a Llama-like estimate and a note saying so; a multimodal wrapper is read from its text_config."""
     if not isinstance(cfg, Mapping):
-        raise ValueError("config.json must be a JSON object")
+        raise ValueError(Text(N_("config.json must be a JSON object")))
     if isinstance(cfg.get("text_config"), Mapping):
         return _multimodal_spec(cfg, cfg["text_config"], name, source)
     family = cfg.get("model_type")
     if not isinstance(family, str) or not family:
-        raise ValueError("config.json is missing the field 'model_type'")
+        raise ValueError(Text(N_("config.json is missing the field '{key}'"), key="model_type"))
     if family in FAMILY_DEFAULTS:  # fields a real config.json leaves to transformers' defaults
         cfg = {**FAMILY_DEFAULTS[family], **{k: v for k, v in cfg.items() if v is not None}}
     notes: list[str] = []
@@ -592,7 +601,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     vocab = _positive_int(cfg, "vocab_size")
     kv_heads = _positive_int(cfg, "num_key_value_heads", default=heads, limit=65536)
     if heads % kv_heads:
-        raise ValueError(f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})")
+        raise ValueError(Text(N_("num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})"),
+                              heads=str(heads), kv_heads=str(kv_heads)))
     head_dim_default = h // heads if h >= heads else 1
     head_dim = _positive_int(cfg, "head_dim", default=head_dim_default, limit=65536)
     if family in _families_gemma.FAMILIES:
@@ -641,7 +651,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
         step = _positive_int(cfg, "decoder_sparse_step", default=1, limit=MAX_LAYERS)
         only_dense = cfg.get("mlp_only_layers") or []
         if not isinstance(only_dense, list) or not all(isinstance(i, int) for i in only_dense):
-            raise ValueError("config.json field 'mlp_only_layers' must be a list of layer indices")
+            raise ValueError(Text(N_("config.json field 'mlp_only_layers' must be a list of layer indices")))
         # A layer is sparse when (i + 1) % decoder_sparse_step == 0 and it is not in mlp_only_layers
         # (Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer).
         moe_layers = sum(1 for i in range(layers) if i not in only_dense and (i + 1) % step == 0)
@@ -763,7 +773,8 @@ def _with_counts(spec: ModelSpec) -> ModelSpec:
     other = layers * per_layer_norms + norm_params + head_bias + spec.extra_layer_params  # norms + final norm
     total = quantizable + embed + head + other + spec.params_tower  # + a multimodal wrapper's towers
     if total > MAX_PARAMS:
-        raise ValueError(f"this config has {total:,} parameters, beyond any real model (limit {MAX_PARAMS:,})")
+        raise ValueError(Text(N_("this config has {total} parameters, beyond any real model (limit {limit})"),
+                              total=total, limit=MAX_PARAMS))
     active = active_linear + embed + head + other + spec.params_tower
     return replace(spec, params_total=total, params_embedding=embed + head + head_bias,
                    params_quantizable=quantizable, params_active=active)
@@ -802,7 +813,8 @@ def load_preset(preset_id: str) -> ModelSpec:
     """The ModelSpec of a shipped preset. Unknown ids raise ValueError listing the choices."""
     by_id = {p.id: p for p in _preset_index()}
     if preset_id not in by_id:
-        raise ValueError(f"unknown model preset '{str(preset_id)[:60]}'; choose one of: {', '.join(by_id)}")
+        raise ValueError(Text(N_("unknown model preset '{preset}'; choose one of: {choices}"),
+                              preset=str(preset_id)[:60], choices=", ".join(by_id)))
     text = resources.files("estimator.presets").joinpath(f"{preset_id}.json").read_text(encoding="utf-8")
     return spec_from_config(json.loads(text), name=by_id[preset_id].name, source=preset_id)
 
@@ -810,19 +822,19 @@ def load_preset(preset_id: str) -> ModelSpec:
 def parse_config_text(text: str | bytes, name: str = "uploaded config") -> ModelSpec:
     """Parse an uploaded config.json (text or bytes). Every failure is a ValueError with a clear message."""
     if len(text) > 1_000_000:  # checked before decoding: a 100 MB upload is refused at once
-        raise ValueError("the file is larger than 1 MB; a config.json is a few kB")
+        raise ValueError(Text(N_("the file is larger than 1 MB; a config.json is a few kB")))
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")  # tolerate a byte-order mark (Windows editors add one)
         except UnicodeDecodeError:
-            raise ValueError("the file is not UTF-8 text; upload a Hugging Face config.json") from None
+            raise ValueError(Text(N_("the file is not UTF-8 text; upload a Hugging Face config.json"))) from None
     text = text.removeprefix("\ufeff")
     try:
         cfg = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise ValueError(f"the file is not valid JSON ({_safe(exc, 80)})") from None
+        raise ValueError(Text(N_("the file is not valid JSON ({error})"), error=_safe(exc, 80))) from None
     except ValueError:  # int() refuses numbers longer than sys.get_int_max_str_digits() (4300 digits)
-        raise ValueError("the file has a number with thousands of digits; no real config.json does") from None
+        raise ValueError(Text(N_("the file has a number with thousands of digits; no real config.json does"))) from None
     return spec_from_config(cfg, name=_safe(name, 60))
 
 
@@ -843,9 +855,10 @@ def generic_spec(size_b: float) -> ModelSpec:
     non-decreasing in the size; the parameter count is exactly size_b × 1e9.
     """
     if not isinstance(size_b, (int, float)) or isinstance(size_b, bool) or not math.isfinite(size_b):
-        raise ValueError(f"model size must be a number of billions, got {size_b!r}")
+        raise ValueError(Text(N_("model size must be a number of billions, got {value}"), value=repr(size_b)))
     if not MIN_SIZE_B <= size_b <= MAX_SIZE_B:
-        raise ValueError(f"model size must be between {MIN_SIZE_B} and {MAX_SIZE_B:g} billion, got {size_b:g}")
+        raise ValueError(Text(N_("model size must be between {low} and {high} billion, got {value}"),
+                              low=short_number(MIN_SIZE_B), high=short_number(MAX_SIZE_B), value=short_number(size_b)))
     total = int(round(size_b * 1e9))
     ratio = total / 7e9
     h = max(512, 512 * round(4096 * ratio**0.4 / 512))  # multiple of 512: 4k heads of 128, k KV heads

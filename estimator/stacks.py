@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .i18n import N_, _
+from .i18n import N_, Text, _
 from .options import LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS
 from .training import TrainingSetup
 
@@ -51,8 +51,9 @@ class Stack:
     def loss_impl(self, kind: str) -> str:
         """The implementation of a loss kind in this stack; ValueError when the stack does not offer it."""
         if kind not in self.loss_impls:
-            why = self.unavailable.get(kind, "it has no such loss")
-            raise ValueError(f"the {self.label} stack cannot use the '{kind}' loss: {why}")
+            why = Text(self.unavailable.get(kind, N_("it has no such loss")))
+            raise ValueError(Text(N_("the {stack} stack cannot use the '{loss}' loss: {why}"), stack=self.label,
+                                  loss=kind, why=why))
         return self.loss_impls[kind]
 
 
@@ -82,8 +83,8 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
             "qlora_prep": "TRL no longer calls prepare_model_for_kbit_training (trl PRs #4577, #4704)",
             "max_grad_norm": _TRANSFORMERS_OPTIM,
         },
-        unavailable={"fused": "TRL 1.16 raises on Liger's fused_linear_cross_entropy (sft_trainer.py: it "
-                              "replaces the forward that TRL patches with its own fused head); use 'chunked'"},
+        unavailable={"fused": N_("TRL 1.16 raises on Liger's fused_linear_cross_entropy (sft_trainer.py: it "
+                                 "replaces the forward that TRL patches with its own fused head); use 'chunked'")},
     ),
     Stack(
         id="trainer", label="HF Trainer", version="transformers 5.24.0 Trainer + PEFT 0.21",
@@ -106,8 +107,8 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
             "qlora_prep": "peft 0.21 QLoRA guide: prepare_model_for_kbit_training before get_peft_model",
             "max_grad_norm": _TRANSFORMERS_OPTIM,
         },
-        unavailable={"chunked": "the Trainer has no chunked loss of its own; choose the TRL stack, or 'fused' "
-                                "(use_liger_kernel=True)"},
+        unavailable={"chunked": N_("the Trainer has no chunked loss of its own; choose the TRL stack, or 'fused' "
+                                   "(use_liger_kernel=True)")},
     ),
     Stack(
         id="unsloth", label="Unsloth", version="unsloth 2026.10.9 (unsloth_zoo 2026.10)",
@@ -132,7 +133,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
             "qlora_prep": "Unsloth keeps embeddings and norms in 16-bit (no prepare_model_for_kbit_training)",
             "max_grad_norm": _TRANSFORMERS_OPTIM,
         },
-        unavailable={"chunked": "Unsloth's own loss is the fused one; choose 'fused' or 'standard'"},
+        unavailable={"chunked": N_("Unsloth's own loss is the fused one; choose 'fused' or 'standard'")},
     ),
     Stack(
         id="axolotl", label="Axolotl", version="axolotl 0.19.0 (transformers Trainer)",
@@ -156,8 +157,8 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                           "dtype (without FSDP); embeddings_skip_upcast gives the 'norms' preparation",
             "max_grad_norm": "axolotl/utils/schemas/training.py (0.19.0): max_grad_norm None → Trainer's 1.0",
         },
-        unavailable={"chunked": "Axolotl's chunked_cross_entropy still builds the full logits; choose "
-                                "'standard' or 'fused' (Liger plugin)"},
+        unavailable={"chunked": N_("Axolotl's chunked_cross_entropy still builds the full logits; choose "
+                                   "'standard' or 'fused' (Liger plugin)")},
     ),
     Stack(
         id="torchtune", label="torchtune", version="torchtune 0.6.1 (lora/full single-device recipes)",
@@ -183,7 +184,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
             "qlora_prep": "torchao NF4Tensor: block 64, scalers quantised per 256 blocks; norms stay bf16",
             "max_grad_norm": "same config: clip_grad_norm: null",
         },
-        unavailable={"fused": "torchtune has no fused linear cross-entropy; choose 'chunked'"},
+        unavailable={"fused": N_("torchtune has no fused linear cross-entropy; choose 'chunked'")},
     ),
     Stack(
         id="litgpt", label="LitGPT", version="litgpt 0.5.13 (finetune lora/full)",
@@ -220,8 +221,8 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                              "ignore_modules; lightning/fabric/plugins/precision/bitsandbytes.py (2.6) "
                              "_convert_layers replaces every nn.Linear, lm_head included",
         },
-        unavailable={"standard": "LitGPT always uses its chunked cross-entropy; choose 'chunked'",
-                     "fused": "LitGPT has no fused linear cross-entropy; choose 'chunked'"},
+        unavailable={"standard": N_("LitGPT always uses its chunked cross-entropy; choose 'chunked'"),
+                     "fused": N_("LitGPT has no fused linear cross-entropy; choose 'chunked'")},
         qlora_optimizer="paged_adamw", model_code="litgpt", lora_dropout=0.05, untied_head=True,
         quantize_head=True,
     ),
@@ -245,8 +246,8 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
             "qlora_prep": "nothing upcasts the non-4-bit weights in a plain loop",
             "max_grad_norm": "no clipping unless the loop calls clip_grad_norm_",
         },
-        unavailable={"chunked": "a plain loop computes the model's own loss; choose 'standard'",
-                     "fused": "a plain loop computes the model's own loss; choose 'standard'"},
+        unavailable={"chunked": N_("a plain loop computes the model's own loss; choose 'standard'"),
+                     "fused": N_("a plain loop computes the model's own loss; choose 'standard'")},
     ),
 )}
 DEFAULT_STACK = "trl"
@@ -263,7 +264,8 @@ STACK_FIELDS: tuple[str, ...] = ("grad_ckpt", "offload_activations", "loss", "op
 def get_stack(stack_id: str) -> Stack:
     """A stack by id; ValueError listing the choices otherwise."""
     if stack_id not in STACKS:
-        raise ValueError(f"unknown stack '{str(stack_id)[:40]}'; choose one of: {', '.join(STACKS)}")
+        raise ValueError(Text(N_("unknown stack '{stack}'; choose one of: {choices}"), stack=str(stack_id)[:40],
+                              choices=", ".join(STACKS)))
     return STACKS[stack_id]
 
 
@@ -299,13 +301,14 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, **settings: Any) -> TrainingSet
             values[name] = _stack_value(stack, name, method)
         from_stack.append(name)
     if values.get("offload_activations") and not values.get("grad_ckpt"):
-        raise ValueError("activation offloading needs gradient checkpointing (it offloads the checkpointed "
-                         "layer inputs); turn checkpointing on or offloading off")
+        raise ValueError(Text(N_("activation offloading needs gradient checkpointing (it offloads the checkpointed "
+                                 "layer inputs); turn checkpointing on or offloading off")))
     stack.loss_impl(values["loss"])  # raises when the stack cannot do this loss
     for name in ("compile", "optimizer_in_bwd"):
         if values.get(name) and stack.id != "torchtune":
-            raise ValueError(f"'{name}' is modelled for the torchtune stack only (its recipes' compile and "
-                             "optimizer_in_bwd switches); choose --stack torchtune or leave it off")
+            raise ValueError(Text(N_("'{name}' is modelled for the torchtune stack only (its recipes' compile and "
+                                     "optimizer_in_bwd switches); choose --stack torchtune or leave it off"),
+                                  name=name))
     return TrainingSetup(stack=stack.id, from_stack=tuple(from_stack), **values)
 
 

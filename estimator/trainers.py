@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from . import activations as act
-from .i18n import N_, _, format_int
+from .i18n import N_, Text, _, format_int
 from .memory import (
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_BYTES,
@@ -193,25 +193,27 @@ class TrainerSetup:
 
     def __post_init__(self) -> None:
         if self.trainer not in TRAINERS:
-            raise ValueError(f"trainer must be one of {', '.join(TRAINER_IDS)}; got {str(self.trainer)[:40]!r}")
+            raise ValueError(Text(N_("{name} must be one of {choices}; got {value}"), name="trainer",
+                                  choices=", ".join(TRAINER_IDS), value=repr(str(self.trainer)[:40])))
         opt = TRAINERS[self.trainer]
-        name = opt.label
         if self.beta is not None:
             if opt.beta_default is None:
-                raise ValueError(f"the {name} trainer has no beta")
+                raise ValueError(Text(N_("the {trainer} trainer has no beta"), trainer=Text(opt.label)))
             if isinstance(self.beta, bool) or not isinstance(self.beta, (int, float)) or not (
                     0 <= self.beta < MAX_BETA):
-                raise ValueError(f"beta must be a number ≥ 0, got {str(self.beta)[:20]!r}")
+                raise ValueError(Text(N_("{name} must be a number ≥ 0, got {value}"), name="beta",
+                                      value=repr(str(self.beta)[:20])))
         if self.precompute_ref and not opt.can_precompute:
-            raise ValueError(f"the {name} trainer has no reference log-probs to precompute "
-                             "(precompute_ref_log_probs is a DPO/KTO option)")
+            raise ValueError(Text(N_("the {trainer} trainer has no reference log-probs to precompute "
+                                     "(precompute_ref_log_probs is a DPO/KTO option)"), trainer=Text(opt.label)))
         grpo_only = {"num_generations": self.num_generations, "prompt_len": self.prompt_len,
                      "completion_len": self.completion_len, "generation": self.generation,
                      "vllm_gpu_util": self.vllm_gpu_util}
         if not opt.generates:
             given = [k for k, v in grpo_only.items() if v is not None] + (["vllm_sleep"] if self.vllm_sleep else [])
             if given:
-                raise ValueError(f"{given[0]} is a GRPO option; the {name} trainer does not generate")
+                raise ValueError(Text(N_("{option} is a GRPO option; the {trainer} trainer does not generate"),
+                                      option=given[0], trainer=Text(opt.label)))
             return
         for key, value, low, high in (("num_generations", self.num_generations, MIN_GENERATIONS, MAX_GENERATIONS),
                                       ("prompt_len", self.prompt_len, 1, MAX_SEQ_LEN),
@@ -219,26 +221,30 @@ class TrainerSetup:
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{key} must be a whole number, got {str(value)[:20]!r}")
+                raise ValueError(Text(N_("{name} must be a whole number, got {value}"), name=key,
+                                      value=repr(str(value)[:20])))
             if not low <= value <= high:
-                extra = " (GRPO needs at least 2 completions per prompt to compute advantages)" if (
-                    key == "num_generations" and value < MIN_GENERATIONS) else ""
-                raise ValueError(f"{key} must be between {low:,} and {high:,}, got {value:,}{extra}")
+                if key == "num_generations" and value < MIN_GENERATIONS:
+                    raise ValueError(Text(N_("{name} must be between {low} and {high}, got {value} (GRPO needs at "
+                                             "least 2 completions per prompt to compute advantages)"), name=key,
+                                          low=low, high=high, value=value))
+                raise ValueError(Text(N_("{name} must be between {low} and {high}, got {value}"), name=key, low=low,
+                                      high=high, value=value))
         if self.prompt_length + self.completion_length > MAX_SEQ_LEN:
-            raise ValueError(f"prompt + completion must be at most {MAX_SEQ_LEN:,} tokens")
+            raise ValueError(Text(N_("prompt + completion must be at most {limit} tokens"), limit=MAX_SEQ_LEN))
         if self.generation is not None and self.generation not in GENERATION_MODES:
-            raise ValueError(f"generation must be one of {', '.join(GENERATION_IDS)}; "
-                             f"got {str(self.generation)[:40]!r}")
+            raise ValueError(Text(N_("{name} must be one of {choices}; got {value}"), name="generation",
+                                  choices=", ".join(GENERATION_IDS), value=repr(str(self.generation)[:40])))
         if self.vllm_gpu_util is not None:
             if self.generation_mode != "vllm-colocate":
-                raise ValueError("vllm_gpu_memory_utilization applies to vLLM colocate mode only "
-                                 "(generation vllm-colocate)")
+                raise ValueError(Text(N_("vllm_gpu_memory_utilization applies to vLLM colocate mode only "
+                                         "(generation vllm-colocate)")))
             if isinstance(self.vllm_gpu_util, bool) or not isinstance(self.vllm_gpu_util, (int, float)) or not (
                     0 < self.vllm_gpu_util < 1):
-                raise ValueError(f"vllm_gpu_memory_utilization must be between 0 and 1 (exclusive), "
-                                 f"got {str(self.vllm_gpu_util)[:20]!r}")
+                raise ValueError(Text(N_("vllm_gpu_memory_utilization must be between 0 and 1 (exclusive), got "
+                                         "{value}"), value=repr(str(self.vllm_gpu_util)[:20])))
         if self.vllm_sleep and self.generation_mode != "vllm-colocate":
-            raise ValueError("vLLM sleep mode applies to vLLM colocate mode only")
+            raise ValueError(Text(N_("vLLM sleep mode applies to vLLM colocate mode only")))
 
     @property
     def option(self) -> TrainerOption:
@@ -289,24 +295,28 @@ def check(setup: TrainingSetup, tr: TrainerSetup, strict: bool = True) -> None:
     strict=False skips the batch-shape rules the memory does not depend on (for the solvers)."""
     opt = tr.option
     if strict and setup.batch < opt.min_batch:
-        raise ValueError(f"{opt.label} needs a per-device batch of at least {opt.min_batch} (TRL: 'Actual (not "
-                         "effective) batch size must be > 1', kto_trainer.py)")
+        raise ValueError(Text(N_("{trainer} needs a per-device batch of at least {batch} (TRL: 'Actual (not "
+                                 "effective) batch size must be > 1', kto_trainer.py)"), trainer=Text(opt.label),
+                              batch=str(opt.min_batch)))
     if setup.batch * opt.sequences > MAX_BATCH:
-        raise ValueError(f"{opt.label} runs {opt.sequences} × batch sequences per forward; batch must be at most "
-                         f"{MAX_BATCH // opt.sequences:,}")
+        raise ValueError(Text(N_("{trainer} runs {n} × batch sequences per forward; batch must be at most {limit}"),
+                              trainer=Text(opt.label), n=str(opt.sequences), limit=MAX_BATCH // opt.sequences))
     if opt.generates and strict:
         gb = generation_batch(setup)
         if gb % tr.gens:
-            raise ValueError(f"GRPO needs the generation batch (batch {setup.batch} × GPUs {setup.gpus} × gradient "
-                             f"accumulation {setup.grad_accum} = {gb}) to be divisible by num_generations "
-                             f"({tr.gens}); TRL raises the same (grpo_config.py)")
+            raise ValueError(Text(N_("GRPO needs the generation batch (batch {batch} × GPUs {gpus} × gradient "
+                                     "accumulation {accum} = {total}) to be divisible by num_generations ({gens}); "
+                                     "TRL raises the same (grpo_config.py)"), batch=str(setup.batch),
+                                  gpus=str(setup.gpus), accum=str(setup.grad_accum), total=str(gb),
+                                  gens=str(tr.gens)))
     if setup.stack == "trl" and opt.id != "sft" and "loss" not in setup.from_stack:
         wanted = trainer_loss(setup, tr)
         if wanted != setup.loss:
-            raise ValueError(f"TRL's {opt.trainer_class} cannot use the '{setup.loss}' loss: "
-                             + ("it always scores through the fused chunked head (fused_lm_head=True)"
-                                if opt.head == "fused" else "it builds the full logits itself")
-                             + f"; use '{wanted}' or leave the loss to the stack")
+            why = (Text(N_("it always scores through the fused chunked head (fused_lm_head=True)"))
+                   if opt.head == "fused" else Text(N_("it builds the full logits itself")))
+            raise ValueError(Text(N_("TRL's {trainer_class} cannot use the '{loss}' loss: {why}; use '{wanted}' or "
+                                     "leave the loss to the stack"), trainer_class=opt.trainer_class,
+                                  loss=setup.loss, why=why, wanted=wanted))
 
 
 def trainer_loss(setup: TrainingSetup, tr: TrainerSetup) -> str:
@@ -437,7 +447,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     base = sft_estimate(pspec, ps)
     mode = tr.generation_mode if opt.generates else None
     if mode == "vllm-colocate" and not device_capacity:
-        raise ValueError("vLLM colocate mode reserves a fraction of the device's memory: choose a device")
+        raise ValueError(Text(N_("vLLM colocate mode reserves a fraction of the device's memory: choose a device")))
 
     def d(component: str, label: str, value: float, formula: str) -> DetailItem:
         return DetailItem(component, label, float(value), formula)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import options
-from .i18n import N_
+from .i18n import N_, Text
 
 METHODS = ("full", "lora", "qlora")
 PRECISIONS: tuple[str, ...] = tuple(options.PRECISIONS)
@@ -36,14 +36,16 @@ ALL_LINEAR = "all-linear"
 
 def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {str(value)[:40]!r}")
+        raise ValueError(Text(N_("{name} must be one of {choices}; got {value}"), name=name, choices=", ".join(choices),
+                              value=repr(str(value)[:40])))
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a whole number, got {str(value)[:40]!r}")
+        raise ValueError(Text(N_("{name} must be a whole number, got {value}"), name=name, value=repr(str(value)[:40])))
     if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low:,} and {high:,}, got {value:,}")
+        raise ValueError(Text(N_("{name} must be between {low} and {high}, got {value}"), name=name, low=low, high=high,
+                              value=value))
 
 
 @dataclass(frozen=True)
@@ -105,11 +107,12 @@ class TrainingSetup:
 
             _check_choice("stack", self.stack, STACK_IDS)
         if self.offload_activations and not self.grad_ckpt:
-            raise ValueError("activation offloading needs gradient checkpointing (it offloads the checkpointed "
-                             "layer inputs)")
+            raise ValueError(Text(N_("activation offloading needs gradient checkpointing (it offloads the "
+                                     "checkpointed layer inputs)")))
         if isinstance(self.max_grad_norm, bool) or not isinstance(self.max_grad_norm, (int, float)) or not (
                 0 <= self.max_grad_norm < float("inf")):
-            raise ValueError(f"max_grad_norm must be a number ≥ 0, got {str(self.max_grad_norm)[:20]!r}")
+            raise ValueError(Text(N_("{name} must be a number ≥ 0, got {value}"), name="max_grad_norm",
+                                  value=repr(str(self.max_grad_norm)[:20])))
         _check_int("batch", self.batch, 1, MAX_BATCH)
         _check_int("seq_len", self.seq_len, 1, MAX_SEQ_LEN)
         _check_int("lora_rank", self.lora_rank, 1, MAX_RANK)
@@ -117,20 +120,21 @@ class TrainingSetup:
         _check_int("grad_accum", self.grad_accum, 1, 1 << 16)
         _check_int("image_tokens", self.image_tokens, 0, MAX_SEQ_LEN)
         if not isinstance(self.train_tower, bool):
-            raise ValueError(f"train_tower must be true or false, got {str(self.train_tower)[:20]!r}")
+            raise ValueError(Text(N_("{name} must be true or false, got {value}"), name="train_tower",
+                                  value=repr(str(self.train_tower)[:20])))
         if not isinstance(self.lora_targets, tuple) or not self.lora_targets:
-            raise ValueError("lora_targets must be 'all-linear' or a list of module names")
+            raise ValueError(Text(N_("lora_targets must be 'all-linear' or a list of module names")))
         for target in self.lora_targets:
             if not isinstance(target, str) or not target or len(target) > 64 or not all(
                     ch.isalnum() or ch in "_-." for ch in target):
-                raise ValueError(f"LoRA target {str(target)[:40]!r} is not a module name")
+                raise ValueError(Text(N_("LoRA target {target} is not a module name"), target=repr(str(target)[:40])))
         if ALL_LINEAR in self.lora_targets and len(self.lora_targets) > 1:
-            raise ValueError("'all-linear' cannot be combined with named target modules")
+            raise ValueError(Text(N_("'all-linear' cannot be combined with named target modules")))
         if self.optimizer_in_bwd and (self.method != "full" or self.grad_accum > 1):
-            raise ValueError("the optimizer step in backward needs full fine-tuning without gradient accumulation "
-                             "(torchtune's recipes raise otherwise)")
+            raise ValueError(Text(N_("the optimizer step in backward needs full fine-tuning without gradient "
+                                     "accumulation (torchtune's recipes raise otherwise)")))
         if self.offload_optimizer and self.sharding == "none" and self.gpus > 1:
-            raise ValueError("optimizer offload needs ZeRO or FSDP sharding (choose zero1, zero2 or zero3)")
+            raise ValueError(Text(N_("optimizer offload needs ZeRO or FSDP sharding (choose zero1, zero2 or zero3)")))
 
     @property
     def fused_optimizer(self) -> bool:
@@ -168,8 +172,8 @@ class TrainingSetup:
 def parse_targets(text: str) -> tuple[str, ...]:
     """'all-linear' or 'q_proj,v_proj' → a tuple. Raises ValueError on an empty or malformed list."""
     if not isinstance(text, str):
-        raise ValueError("LoRA targets must be text")
+        raise ValueError(Text(N_("LoRA targets must be text")))
     parts = tuple(dict.fromkeys(p.strip() for p in text.replace(";", ",").split(",") if p.strip()))
     if not parts:
-        raise ValueError("LoRA targets are empty; use 'all-linear' or names like q_proj,v_proj")
+        raise ValueError(Text(N_("LoRA targets are empty; use 'all-linear' or names like q_proj,v_proj")))
     return parts

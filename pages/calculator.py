@@ -8,7 +8,7 @@ import streamlit as st
 from estimator import estimate, to_gb, verdict
 from estimator.advice import advise
 from estimator.cli import estimate_json
-from estimator.i18n import N_, _, format_int, format_number
+from estimator.i18n import N_, _, format_int, format_number, localised_error
 from estimator.stacks import setup_summary
 from estimator.trainer_snippets import trainer_snippet
 from estimator.trainers import TRL_VERSION
@@ -111,7 +111,7 @@ def calculator(inputs: Inputs) -> None:
         options, best_batch, best_len, smallest = (list(advice.remedies), advice.max_batch, advice.max_length,
                                                    advice.smallest_device)
     except ValueError as exc:  # the estimator could not build the comparison setup
-        st.warning(text(_("The changes could not be priced for this model: {error}").format(error=exc)), icon=":material/info:")
+        st.warning(text(_("The changes could not be priced for this model: {error}").format(error=localised_error(exc))), icon=":material/info:")
         options, best_batch, best_len, smallest = [], None, None, None
     numbered, aside = [], []
     for r in options:

@@ -18,7 +18,7 @@ import streamlit as st
 from estimator import Device, Estimate, estimate, to_gb
 from estimator import exact as ex
 from estimator.hub import HubError, fetch_model, is_model_id
-from estimator.i18n import _, format_number, ngettext
+from estimator.i18n import _, format_number, localised_error, ngettext
 from estimator.model import preset_ids
 
 from .charts import USABLE_COLOR, both_units, separators
@@ -61,12 +61,12 @@ def exact_source(model_choice: str, spec_source: str, upload: Any = None, hub_to
         except HubError as exc:
             if "could not be used" in str(exc):  # read, but the fast estimator refused it: the trace may answer
                 try:
-                    return ExactSource(ex.hub_config_cached(model_choice), fast_missing=str(exc))
+                    return ExactSource(ex.hub_config_cached(model_choice), fast_missing=localised_error(exc))
                 except ex.ExactRefused:
                     pass
-            return ExactSource(None, str(exc))
+            return ExactSource(None, localised_error(exc))
         except ex.ExactRefused as exc:
-            return ExactSource(None, str(exc))
+            return ExactSource(None, localised_error(exc))
     return ExactSource(None, _("A model given by size has no architecture to trace: pick a preset, upload a "
                                "config.json or give a Hugging Face model id."))
 
@@ -164,7 +164,7 @@ def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | No
     try:
         key, payload, notes = ex.make_job(src.config, setup)
     except ex.ExactRefused as exc:
-        st.info(plain(_("This cannot be traced: {error}").format(error=exc)), icon=":material/info:")
+        st.info(plain(_("This cannot be traced: {error}").format(error=localised_error(exc))), icon=":material/info:")
         return
     pool = ex.get_pool()
     status = pool.status(key)

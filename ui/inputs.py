@@ -32,7 +32,7 @@ from estimator import (
 )
 from estimator.activations import lora_targets
 from estimator.hub import HubError, fetch_model, is_model_id, normalise_model_id
-from estimator.i18n import _, set_language
+from estimator.i18n import _, error_message, localised_error, set_language
 from estimator.memory import check_tower
 from estimator.stacks import DEFAULT_STACK, STACKS, get_stack, resolve_setup, setup_summary
 from ui.lang import PARAM as LANG_PARAM
@@ -144,7 +144,7 @@ def _use_hub_id() -> None:
     try:
         canonical = normalise_model_id(raw)
     except HubError as exc:
-        st.session_state[_HUB_NOTE] = str(exc)
+        st.session_state[_HUB_NOTE] = error_message(exc)  # a Text: translated where shown
         return
     st.session_state[HUB_BOX] = canonical
     st.session_state["model"] = canonical
@@ -468,7 +468,7 @@ def _draw_settled() -> _Drawn:
                          "from the Hugging Face Hub. The link then carries the id. Gated and private models need a "
                          "token on the server (HF_TOKEN)."))
     if st.session_state.get(_HUB_NOTE):
-        sb.caption(plain(st.session_state[_HUB_NOTE]))
+        sb.caption(plain(_(st.session_state[_HUB_NOTE])))
     size_slot = sb.container()  # the size slider and its number box (_draw_live)
     spec: ModelSpec | None = None
     if choice == BY_SIZE:
@@ -486,7 +486,7 @@ def _draw_settled() -> _Drawn:
                 spec = parse_config_text(upload.getvalue(), name=str(upload.name)[:60])
             except ValueError as exc:
                 notes.append(_("That config.json could not be used: {error}. Showing {model}.").format(
-                    error=exc, model=spec.name))
+                    error=localised_error(exc), model=spec.name))
     elif is_hub_choice(choice):
         try:
             with st.spinner(_("Reading {model} from the Hugging Face Hub…").format(model=choice)):
@@ -496,7 +496,7 @@ def _draw_settled() -> _Drawn:
             spec = load_preset(DEFAULT_MODEL)
             model_caption.caption(plain(_("{model}: not read from the Hub").format(model=choice)))
             notes.append(_("The Hub model '{model}' could not be used: {error}. Showing {fallback}.").format(
-                model=choice, error=exc, fallback=spec.name))
+                model=choice, error=localised_error(exc), fallback=spec.name))
     else:
         spec = load_preset(choice)
     # For the controls below (LoRA's names, a tower's): a by-size model is the generic decoder of the typed size.
@@ -580,7 +580,7 @@ def _draw_live(drawn: _Drawn) -> Inputs:
         except ValueError as exc:
             spec = load_preset(DEFAULT_MODEL)
             notes.append(_("A generic {size}B model could not be built ({error}); showing {model}.").format(
-                size=size, error=exc, model=spec.name))
+                size=size, error=localised_error(exc), model=spec.name))
     slot = drawn.length_slot
     batch = widget("batch", slot)
     _sync_length_slider()
@@ -598,23 +598,23 @@ def _draw_live(drawn: _Drawn) -> Inputs:
         try:
             targets = lora_targets(spec, drawn.targets_text)
         except ValueError as exc:
-            notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=exc))
+            notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=localised_error(exc)))
             targets = ("all-linear",)
     settings = {**drawn.settings, "batch": int(batch), "seq_len": int(max_len), "lora_targets": targets}
     try:
         setup = resolve_setup(drawn.stack_id, **settings)
     except ValueError as exc:
-        notes.append(_("{error}. Using the stack's own loss.").format(error=exc))
+        notes.append(_("{error}. Using the stack's own loss.").format(error=localised_error(exc)))
         try:
             setup = resolve_setup(drawn.stack_id, **{**settings, "loss": None})
         except ValueError as exc2:
-            notes.append(_("Setup not valid ({error}); using defaults.").format(error=exc2))
+            notes.append(_("Setup not valid ({error}); using defaults.").format(error=localised_error(exc2)))
             setup = resolve_setup(DEFAULT_STACK)
     if setup.train_tower:
         try:
             check_tower(spec, setup)
         except ValueError as exc:
-            notes.append(_("{error}. Using a frozen tower.").format(error=exc))
+            notes.append(_("{error}. Using a frozen tower.").format(error=localised_error(exc)))
             setup = replace(setup, train_tower=False)
     drawn.summary_slot.caption(plain(setup_summary(setup)))
     return Inputs(model=spec, setup=setup, device=drawn.device, rule="seed" if drawn.rule_on else None,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import streamlit as st
 
 from estimator import TrainingSetup
-from estimator.i18n import N_, _, format_int, format_number, ngettext
+from estimator.i18n import N_, _, format_int, format_number, localised_error, ngettext
 from estimator.trainers import (
     DEFAULT_PROMPT_LEN,
     GENERATION_MODES,
@@ -120,7 +120,7 @@ def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompu
     try:
         tr = TrainerSetup(opt.id, **kwargs)  # type: ignore[arg-type]
     except ValueError as exc:
-        notes.append(_("{error}; using {trainer}'s defaults.").format(error=exc, trainer=_(opt.label)))
+        notes.append(_("{error}; using {trainer}'s defaults.").format(error=localised_error(exc), trainer=_(opt.label)))
         tr = TrainerSetup(opt.id)
     if setup.batch < opt.min_batch:
         notes.append(_("{trainer} needs a per-device batch of at least {n} (TRL refuses batch 1); shown with "
@@ -137,7 +137,7 @@ def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompu
     try:
         check(setup, tr)
     except ValueError as exc:  # nothing left to fix automatically: price SFT and say why
-        notes.append(_("{error}; showing SFT.").format(error=exc))
+        notes.append(_("{error}; showing SFT.").format(error=localised_error(exc)))
         tr = TrainerSetup("sft")
     if tr.option.generates:
         setup = replace(setup, seq_len=tr.prompt_length + tr.completion_length)
