@@ -20,6 +20,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from estimator import load_preset, parse_config_text
+from ui.live_chart import sent_payload
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -110,7 +111,7 @@ def verdict_of(at: AppTest) -> tuple[str, str]:
 def chart_data(at: AppTest) -> list[object]:
     """Every chart's traces: st.plotly_chart's and the calculator's live chart's (ui/live_chart.py)."""
     return ([json.loads(c.proto.spec)["data"] for c in at.get("plotly_chart")]
-            + [json.loads(c.proto.json)["figure"]["data"] for c in at.get("bidi_component")])
+            + [sent_payload(c.proto.json)["figure"]["data"] for c in at.get("bidi_component")])
 
 
 def run(params: dict[str, object] | None = None) -> AppTest:

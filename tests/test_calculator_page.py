@@ -37,6 +37,7 @@ from estimator import (
 from estimator.cli import estimate_json
 from estimator.stacks import DEFAULT_STACK, resolve_setup, setup_summary
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX
+from ui.live_chart import sent_payload
 from ui.report import NEGLIGIBLE_BYTES, breakdown_csv, breakdown_frame
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +84,7 @@ def chart(at: AppTest) -> dict:
     assert not at.get("plotly_chart")  # the calculator's one chart is the in-place one
     (element,) = at.get("bidi_component")
     assert element.proto.component_name == "live_plotly" and element.proto.id.endswith("-memory_bar")
-    return json.loads(element.proto.json)["figure"]
+    return sent_payload(element.proto.json)["figure"]
 
 
 def bar_total_gb(at: AppTest) -> float:
@@ -506,7 +507,7 @@ def test_the_memory_chart_is_drawn_in_place_by_the_live_component(default_at):
     """ui/live_chart.py: one keyed component (its identity survives reruns), the figure as plotly.js JSON, the
     transition it animates with, and plotly.js from the app's own server."""
     (element,) = default_at.get("bidi_component")
-    data = json.loads(element.proto.json)
+    data = sent_payload(element.proto.json)
     assert data["transition_ms"] == 400 and data["config"] == {"displayModeBar": False}
     assert data["src"] == "/component/ui.live_chart.plotly_js/plotly.min.js"
     assert "uniformtext" not in data["figure"]["layout"]  # it would turn Plotly's bar transition off
@@ -516,3 +517,7 @@ def test_the_memory_chart_is_drawn_in_place_by_the_live_component(default_at):
     at.slider(key="batch").set_value(2).run()
     assert at.get("bidi_component")[0].proto.id == first  # same element: updated, not remounted
     assert bar_total_gb(at) != bar_total_gb(default_at)
+    # Only numbers moved: the same structure, so the browser glides the bars (Plotly.animate)...
+    assert sent_payload(at.get("bidi_component")[0].proto.json)["key"] == data["key"]
+    at.button_group(key="method").set_value("full").run()  # ...full fine-tuning's segments: drawn anew
+    assert sent_payload(at.get("bidi_component")[0].proto.json)["key"] != data["key"]

@@ -14,6 +14,7 @@ from estimator import TrainingSetup, custom_device, estimate, fmt_both, generic_
 from estimator.snippets import training_snippet
 from estimator.stacks import resolve_setup
 from estimator.training import SHARDING_LABELS
+from ui.live_chart import sent_payload
 from validation import accuracy_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +47,7 @@ def charts(at: AppTest) -> dict[str, dict]:
         key = chart.proto.id.rsplit("-", 1)[-1]
         out[key] = json.loads(chart.proto.spec)
     for chart in at.get("bidi_component"):  # the calculator's live chart (ui/live_chart.py)
-        out[chart.proto.id.rsplit("-", 1)[-1]] = json.loads(chart.proto.json)["figure"]
+        out[chart.proto.id.rsplit("-", 1)[-1]] = sent_payload(chart.proto.json)["figure"]
     return out
 
 

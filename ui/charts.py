@@ -10,6 +10,7 @@ projector); the device's limits are neutral grey and vermillion so they never lo
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -208,7 +209,7 @@ def stacked_bars_spec(rows: Sequence[tuple[str, Estimate]], device: Device | Non
         traces.append(whisker)
     top = longest if device is None else max(longest, to_gb(device.capacity_bytes))
     n_rows = len(rows)
-    value_axis = dict(title=dict(text=_("Memory (GB; 1 GB = 10⁹ bytes)")), range=[0, top * 1.1], zeroline=False,
+    value_axis = dict(title=dict(text=_("Memory (GB; 1 GB = 10⁹ bytes)")), range=[0, axis_top(top)], zeroline=False,
                       ticksuffix=" GB", automargin=True)
     if horizontal:  # first row on top, with room above it for the device lines' labels
         category_axis = dict(tickvals=positions, ticktext=labels, range=[n_rows - 0.5 + BOTTOM_ROOM, -0.5 - LABEL_ROOM],
@@ -243,6 +244,18 @@ def stacked_bars_spec(rows: Sequence[tuple[str, Estimate]], device: Device | Non
         shapes, notes = overlay_items(device, "x" if horizontal else "y", value_axis["range"])
         layout.update(shapes=shapes, annotations=notes)
     return {"data": traces, "layout": layout}
+
+
+AXIS_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)  # round axis ends, per power of ten
+
+
+def axis_top(top_gb: float) -> float:
+    """The memory axis's end: the first round number (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10ⁿ GB) at least 5 %
+    above the longest bar or the device. Round ends keep the scale still while a slider moves the bars (the
+    live chart glides only its bars then), and read better than 27.7 GB."""
+    need = max(top_gb, 1e-9) * 1.05
+    power = 10.0 ** math.floor(math.log10(need))
+    return next(step * power for step in AXIS_STEPS if step * power >= need * (1 - 1e-12))
 
 
 def separators() -> str:

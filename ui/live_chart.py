@@ -14,6 +14,8 @@ st.plotly_chart draws: the browser tests read it the same way."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import tempfile
 from functools import lru_cache
@@ -65,7 +67,8 @@ function themed(layout, host) {
 }
 
 export default function (component) {
-  const { data, parentElement } = component;
+  const data = component.data[0];  // [payload]: see live_plotly_chart
+  const parentElement = component.parentElement;
   let host = parentElement.querySelector(":scope > .wif-live-plot");
   if (!host) {
     host = document.createElement("div");
@@ -78,10 +81,24 @@ export default function (component) {
   host.style.width = "100%";
   host.style.height = (figure.layout.height || 450) + "px";
   const draw = (Plotly) => {
+    // Same structure as the plot on screen (only the numbers moved): glide the bars there. Plotly.animate
+    // moves the existing bars, text and axis range frame by frame without redrawing the plot (a redraw is
+    // ~5-7x the work on a 2-core machine); anything else (another model's segments, the language, the
+    // device's line) is drawn anew with Plotly.react, in place.
+    const glide = host.data && host.__wifKey === data.key && data.transition_ms > 0;
+    host.__wifKey = data.key;
+    if (glide) {
+      const moved = {shapes: figure.layout.shapes || [], annotations: figure.layout.annotations || []};
+      for (const axis of ["xaxis", "yaxis"]) {
+        if (figure.layout[axis] && figure.layout[axis].range) moved[axis + ".range"] = figure.layout[axis].range;
+      }
+      const timing = {duration: data.transition_ms, easing: "cubic-in-out"};
+      return Plotly.animate(host, {data: figure.data, traces: figure.data.map((_, i) => i), layout: moved},
+                            {transition: timing, frame: {duration: data.transition_ms, redraw: false},
+                             mode: "immediate"});
+    }
     const layout = themed(figure.layout, host);
     layout.autosize = true;
-    // Animate from the second drawing on (the first has nothing to glide from).
-    layout.transition = host.data ? {duration: data.transition_ms, easing: "cubic-in-out"} : {duration: 0};
     return Plotly.react(host, figure.data, layout, Object.assign({responsive: true}, data.config || {}));
   };
   if (window.Plotly) {
@@ -120,11 +137,39 @@ def _plotly_js_url() -> str:
     return ("/" + base if base else "") + f"/component/{__name__}.plotly_js/plotly.min.js"
 
 
+# What may change while the plot glides (Plotly.animate): the numbers a trace shows, the value axis's range and
+# where the device's line and label sit. Everything else is the plot's structure.
+_MOVING_TRACE_KEYS = ("x", "y", "text", "hovertext", "error_x", "error_y")
+_MOVING_LAYOUT_KEYS = ("shapes", "annotations")
+
+
+def structure_key(figure: dict[str, Any]) -> str:
+    """A digest of everything in the figure but the moving numbers: equal keys → the new figure is the old one
+    with its bars, axis range and device line moved, which Plotly.animate can glide to."""
+    data = [{k: v for k, v in trace.items() if k not in _MOVING_TRACE_KEYS} for trace in figure["data"]]
+    layout = {k: v for k, v in figure["layout"].items() if k not in _MOVING_LAYOUT_KEYS}
+    for axis in ("xaxis", "yaxis"):
+        if axis in layout:
+            layout[axis] = {k: v for k, v in layout[axis].items() if k != "range"}
+    labels = [(n.get("text"), n.get("font")) for n in figure["layout"].get("annotations", ())]
+    shapes = [(s.get("type"), s.get("line"), s.get("name")) for s in figure["layout"].get("shapes", ())]
+    text = json.dumps([data, layout, labels, shapes], sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
 def live_plotly_chart(figure: dict[str, Any], *, key: str, alt: str = "", config: dict[str, Any] | None = None,
                       transition_ms: int = TRANSITION_MS) -> None:
     """Draw a Plotly figure (a plain {"data": [...], "layout": {...}} dict, as the ui.charts builders make)
     that updates in place on every rerun with the same key, its bars animating to their new values.
     layout.uniformtext is left out: plotly.js (4.1) skips the transition of bars whose layout sets it."""
     figure = {**figure, "layout": {k: v for k, v in figure["layout"].items() if k != "uniformtext"}}
-    _renderer()(key=key, data={"figure": figure, "alt": alt, "config": config or {}, "src": _plotly_js_url(),
-                               "transition_ms": int(transition_ms)}, height="content")
+    payload = {"figure": figure, "alt": alt, "config": config or {}, "src": _plotly_js_url(),
+               "transition_ms": int(transition_ms), "key": structure_key(figure)}
+    # In a one-item list: Streamlit scans a dict's values for dataframes (typing-Protocol isinstance checks,
+    # ~20 % of this call) and passes a list straight to json.dumps.
+    _renderer()(key=key, data=[payload], height="content")
+
+
+def sent_payload(element_json: str) -> dict[str, Any]:
+    """The payload live_plotly_chart sent, from the element's JSON (tests read the figure back with it)."""
+    return json.loads(element_json)[0]
