@@ -117,10 +117,24 @@ ECHARTS_ONLY_PAGE = textwrap.dedent("""\
                       "yAxis": {{"type": "category", "data": ["Peak"]}}, "series": series}},
                      key="memory_bar", renderer="svg")
     """)
+# Our shared sidebar (every input, bound to the address) with a one-line body in its live fragment
+# (ui.inputs.live_page): the floor the calculator's content sits on.
+SIDEBAR_ONLY_PAGE = textwrap.dedent("""\
+    import sys
+
+    sys.path.insert(0, {root!r})
+    import streamlit as st
+
+    from ui.inputs import live_page
+
+    live_page(lambda inputs: st.write(f"Value: {{inputs.setup.batch}}"))
+    """)
 # name → (label in the report, page source or None for the app, the output's kind, same server settings as ours)
 SLIDER_PAGES: dict[str, tuple[str, str | None, str, bool]] = {
     "ours": ("our calculator: batch slider → memory chart data changed", None, "plotly", True),
     "trivial": ("trivial page (one slider + st.write) → text changed", TRIVIAL_PAGE, "text", True),
+    "sidebar_only": ("reference: our sidebar, its live fragment with one line of text → text changed",
+                     SIDEBAR_ONLY_PAGE, "text", True),
     "plotly_min": ("reference: slider + a one-trace Plotly bar → chart changed", PLOTLY_MIN_PAGE, "plotly", True),
     "chart_only": ("reference: slider + only our memory chart → chart changed", CHART_ONLY_PAGE, "plotly", True),
     "echarts_only": ("reference: slider + the same bar in ECharts (st.echarts_chart) → chart changed",
