@@ -203,6 +203,7 @@ def url_notes() -> list[str]:
 # OverflowError (not the ValueError it catches) for ?max_len=inf, 1e309 or a 400-digit number.
 INT_NUMBER_PARAMS = tuple(k for k in SIDEBAR_PARAMS if TABLE[k].widget == "number" and TABLE[k].integer)
 _PENDING_NOTES = "_url_notes_before_rerun"
+_LINK_NOTES_SHOWN = "_link_notes_shown"  # the fragment has shown this full run's link notes
 
 
 def _overflowing_params() -> list[str]:
@@ -426,7 +427,8 @@ class _Drawn:
     the live part draws into the sidebar: the sliders' slots and the resolved-setup line at its end."""
 
     language: str
-    notes: tuple[str, ...]
+    link_notes: tuple[str, ...]  # about the address's values: shown once, by the run that read them
+    notes: tuple[str, ...]  # about the settled inputs (an upload, a Hub id…): shown on every run
     choice: str
     spec: ModelSpec | None  # None for 'by-size': the live part builds it from the size slider
     settings: dict[str, object]  # resolve_setup's arguments, except batch and max length
@@ -445,9 +447,11 @@ def _draw_settled() -> _Drawn:
     reruns the whole page. The sliders go into slots kept free for the live part (_draw_live)."""
     _leave_legacy_pages_mode()
     code = language_switch()  # lang=es|en (ui/lang.py): before any text this page draws
-    notes = url_notes()
-    _drop_overflowing_params(notes)
-    notes = st.session_state.pop(_PENDING_NOTES, notes)  # after that rerun: the first run's notes
+    link_notes = url_notes()
+    _drop_overflowing_params(link_notes)
+    link_notes = st.session_state.pop(_PENDING_NOTES, link_notes)  # after that rerun: the first run's notes
+    st.session_state[_LINK_NOTES_SHOWN] = False
+    notes: list[str] = []
     _carry_over_after_page_switch()
     sb = st.sidebar
     sb.header(_("Your setup"))
@@ -555,7 +559,8 @@ def _draw_settled() -> _Drawn:
         offload_activations={"offload": True, "false": False, "true": False}.get(str(ckpt)),
         loss=None if loss == AUTO else str(loss), image_tokens=int(images), train_tower=bool(tower),
     )
-    return _Drawn(language=code, notes=tuple(notes), choice=str(choice), spec=spec, settings=settings,
+    return _Drawn(language=code, link_notes=tuple(link_notes), notes=tuple(notes), choice=str(choice), spec=spec,
+                  settings=settings,
                   stack_id=str(stack_id) if stack_id in STACKS else DEFAULT_STACK, targets_text=str(targets_text),
                   device=device, rule_on=bool(rule_on), present=bool(present), size_slot=size_slot,
                   length_slot=length_slot, summary_slot=summary_slot)
@@ -565,7 +570,9 @@ def _draw_live(drawn: _Drawn) -> Inputs:
     """The sliders (model size, batch, max length) into their slots, then the setup they complete. On the
     calculator this runs in a fragment (live_page): a slider change reruns only it and the page's body."""
     set_language(drawn.language)  # a fragment's rerun does not pass through app.py or the switch
-    notes = list(drawn.notes)
+    # The link's notes once, with the full run that read the link; a slider's fragment rerun repeats the rest.
+    notes = list(drawn.notes if st.session_state.get(_LINK_NOTES_SHOWN) else drawn.link_notes + drawn.notes)
+    st.session_state[_LINK_NOTES_SHOWN] = True
     slot = drawn.size_slot
     _sync_size_slider()
     slot.select_slider(_("Model size (billions of parameters)"), options=list(SIZE_STEPS), key="size_step",
@@ -636,7 +643,8 @@ def live_page(body: Callable[[Inputs], None]) -> None:
 
     @st.fragment
     def live() -> None:
-        body(replace(_draw_live(drawn), trainer_box=box))
+        first = not st.session_state.get(_LINK_NOTES_SHOWN)  # the full run's own pass: the link's notes too
+        body(replace(_draw_live(drawn), trainer_box=box if first else replace(box, notes=())))
 
     live()
 

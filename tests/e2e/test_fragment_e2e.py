@@ -64,3 +64,16 @@ def test_a_slider_reruns_only_its_fragment_and_everything_it_feeds_updates(page:
     wait_for_app_run(page)
     assert "/compare" in page.url and "batch=2" in page.url
     expect(page.locator(".st-key-batch input[type=range]")).to_have_value("2")
+
+
+def test_a_links_notes_show_once_not_on_every_slider_move(page: Page, app_url: str):
+    """A note about the link's values belongs to the run that read the link: the next slider move (a fragment
+    rerun, which does not read the link again) does not repeat it."""
+    open_app(page, app_url + "/?device=rtx-4090&precision=zz9")
+    note = page.get_by_text("The link's value for 'precision' was not valid")
+    expect(note).to_have_count(1)
+    page.locator(".st-key-batch input[type=range]").focus()
+    page.keyboard.press("ArrowRight")
+    wait_for_app_run(page)
+    expect(page.locator(".st-key-batch input[type=range]")).to_have_value("2")
+    expect(note).to_have_count(0)
