@@ -1,8 +1,8 @@
 """Will it fit? — entrypoint: page config and navigation only. Pages live in pages/; every page draws the
-shared inputs itself (ui.inputs.render_inputs), so pages stay testable on their own.
+shared inputs itself (ui.inputs.live_page), so pages stay testable on their own.
 
 Page files are named after their URL paths. Until a session has run st.navigation, Streamlit serves a deep
-link from the legacy pages/ folder by file name; ui.inputs.render_inputs (called first by every page) then
+link from the legacy pages/ folder by file name; ui.inputs.live_page (called first by every page) then
 switches that session to this navigation and reruns, so /compare, /fits, /sizes, /scale and /how open with the
 app's own navigation even on a freshly started server."""
 

@@ -13,61 +13,66 @@ from ui.grids import (
     fits_grid,
     setup_summary,
 )
-from ui.inputs import plain, render_inputs, share_box, show_notes
+from ui.inputs import Inputs, live_page, plain, share_box, show_notes
 from ui.lang import localised, number_columns
 from ui.page_charts import fits_chart
 from ui.params import widget
 from ui.trainer_inputs import page_trainer, trainer_summary
 
-inputs = render_inputs()
-show_notes(inputs)
-trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every model × method priced for its step
-spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
-rule = inputs.rule if trainer.trainer == "sft" else None  # the rule of thumb covers SFT only
-font_size = 18 if inputs.presentation else None
 
-st.title(_("What fits my device"))
-mode = _("the rule of thumb") if rule == "seed" else _("the detailed estimate")
-st.caption(plain(_("{device}: {usable} GB usable of {capacity} GB").format(
-    device=device.name, usable=format_number(device.usable_bytes / 1e9, 0),
-    capacity=format_number(device.capacity_bytes / 1e9, 0))
-    + f" · {mode} · {setup_summary(None, setup, None, trainer_summary(trainer))}"))
+def fits(inputs: Inputs) -> None:
+    """The page's body, rerun alone when a slider moves (ui.inputs.live_page)."""
+    show_notes(inputs)
+    trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every model × method priced for its step
+    setup, device, trainer = trainer_in.setup, inputs.device, trainer_in.trainer
+    rule = inputs.rule if trainer.trainer == "sft" else None  # the rule of thumb covers SFT only
+    font_size = 18 if inputs.presentation else None
 
-options = st.expander(_("Models and methods"), expanded=False) if inputs.presentation else st.container()
-with options:
-    left, right = st.columns([3, 2])
-    chosen = widget("models", left)
-    methods = widget("methods", right)
-if not chosen or not methods:
-    st.info(_("Choose at least one model and one method."), icon=":material/info:")
+    st.title(_("What fits my device"))
+    mode = _("the rule of thumb") if rule == "seed" else _("the detailed estimate")
+    st.caption(plain(_("{device}: {usable} GB usable of {capacity} GB").format(
+        device=device.name, usable=format_number(device.usable_bytes / 1e9, 0),
+        capacity=format_number(device.capacity_bytes / 1e9, 0))
+        + f" · {mode} · {setup_summary(None, setup, None, trainer_summary(trainer))}"))
+
+    options = st.expander(_("Models and methods"), expanded=False) if inputs.presentation else st.container()
+    with options:
+        left, right = st.columns([3, 2])
+        chosen = widget("models", left)
+        methods = widget("methods", right)
+    if not chosen or not methods:
+        st.info(_("Choose at least one model and one method."), icon=":material/info:")
+        share_box()
+        return
+
+    grid = fits_grid(chosen_models(chosen), setup, device, rule, [m for m in METHOD_ORDER if m in methods], trainer)
+
+    st.subheader(_("The largest model that fits"))
+    for conclusion in grid.conclusions:
+        line = plain(conclusion.text)
+        st.markdown(f"### {line}" if inputs.presentation else f"- **{line}**")
+    st.caption(_("'Up to about' is the largest generic decoder that fits, solved for this device and setup; the "
+                 "brackets name the listed models on either side of the line."))
+
+    st.plotly_chart(fits_chart(grid, font_size=font_size), key="fits_chart", config={"displayModeBar": False},
+                    alt=_("Horizontal bars of peak memory per model and method against the usable memory: {bars}").format(
+                        bars="; ".join(f"{c.label} {format_number(c.estimate.total_bytes / 1e9)} GB "
+                                       f"{_(c.verdict.band)}" for c in grid.cells)))
+    if not inputs.presentation:
+        numbers = {"Parameters (B)": (2, ""), "Estimate (GB)": (1, ""), "Estimate (GiB)": (1, ""), "Headroom (GB)": (1, "")}
+        st.dataframe(
+            localised(pd.DataFrame(
+                [{"Model": c.model_label, "Method": _(SHORT_METHOD[c.method]), "Parameters (B)": c.size_b,
+                  "Estimate (GB)": c.estimate.total_bytes / 1e9, "Estimate (GiB)": c.estimate.total_bytes / 2**30,
+                  "Verdict": _(c.verdict.band),
+                  "Headroom (GB)": c.verdict.margin_bytes / 1e9} for c in grid.cells]), numbers),
+            hide_index=True, key="fits_table",
+            column_config=number_columns(numbers, {
+                "Parameters (B)": _("Parameters (B)"), "Estimate (GB)": _("Estimate (GB)"),
+                "Estimate (GiB)": _("Estimate (GiB)"), "Headroom (GB)": _("Headroom (GB)")}) | {
+                "Model": st.column_config.TextColumn(_("Model"), width="medium", pinned=True),
+                "Method": st.column_config.TextColumn(_("Method")), "Verdict": st.column_config.TextColumn(_("Verdict"))})
     share_box()
-    st.stop()
 
-grid = fits_grid(chosen_models(chosen), setup, device, rule, [m for m in METHOD_ORDER if m in methods], trainer)
 
-st.subheader(_("The largest model that fits"))
-for conclusion in grid.conclusions:
-    line = plain(conclusion.text)
-    st.markdown(f"### {line}" if inputs.presentation else f"- **{line}**")
-st.caption(_("'Up to about' is the largest generic decoder that fits, solved for this device and setup; the "
-             "brackets name the listed models on either side of the line."))
-
-st.plotly_chart(fits_chart(grid, font_size=font_size), key="fits_chart", config={"displayModeBar": False},
-                alt=_("Horizontal bars of peak memory per model and method against the usable memory: {bars}").format(
-                    bars="; ".join(f"{c.label} {format_number(c.estimate.total_bytes / 1e9)} GB "
-                                   f"{_(c.verdict.band)}" for c in grid.cells)))
-if not inputs.presentation:
-    numbers = {"Parameters (B)": (2, ""), "Estimate (GB)": (1, ""), "Estimate (GiB)": (1, ""), "Headroom (GB)": (1, "")}
-    st.dataframe(
-        localised(pd.DataFrame(
-            [{"Model": c.model_label, "Method": _(SHORT_METHOD[c.method]), "Parameters (B)": c.size_b,
-              "Estimate (GB)": c.estimate.total_bytes / 1e9, "Estimate (GiB)": c.estimate.total_bytes / 2**30,
-              "Verdict": _(c.verdict.band),
-              "Headroom (GB)": c.verdict.margin_bytes / 1e9} for c in grid.cells]), numbers),
-        hide_index=True, key="fits_table",
-        column_config=number_columns(numbers, {
-            "Parameters (B)": _("Parameters (B)"), "Estimate (GB)": _("Estimate (GB)"),
-            "Estimate (GiB)": _("Estimate (GiB)"), "Headroom (GB)": _("Headroom (GB)")}) | {
-            "Model": st.column_config.TextColumn(_("Model"), width="medium", pinned=True),
-            "Method": st.column_config.TextColumn(_("Method")), "Verdict": st.column_config.TextColumn(_("Verdict"))})
-share_box()
+live_page(fits)  # the sidebar, then the body in a fragment with the sliders

@@ -14,350 +14,355 @@ from estimator.options import CHECKPOINTING, LOSS_IMPLS, LOSSES, OPTIMIZERS, QLO
 from estimator.precision import NF4_DQ_BYTES, optimizer_state_bytes
 from estimator.snippets import snippet_language, training_snippet
 from estimator.stacks import STACK_FACTS, STACK_FIELDS, STACKS, setup_summary
-from ui.inputs import plain, render_inputs, share_box, show_notes
+from ui.inputs import Inputs, live_page, plain, share_box, show_notes
 from ui.lang import localised, number_columns
 from ui.trainer_inputs import how_section_markdown, page_trainer
 from validation import accuracy_report
 
-inputs = render_inputs()
-show_notes(inputs)
-page_trainer(inputs)  # the sidebar's Trainer box, as on every page (the setup travels with page switches)
-spec, setup = inputs.model, inputs.setup
 
-st.title(_("How it works"))
-st.markdown(
-    _("The app estimates the **peak GPU memory of one training step** on one GPU: the most memory in use at "
-    "any moment while a batch goes forward, backward and through the optimizer. If that peak is below what the "
-    "device can give to training, the run fits. Everything is computed from the model's `config.json` (its "
-    "layers and matrix shapes), not from its download size. The numbers below are what the code in "
-    "`estimator/` does; each names its source so you can check it.")
-)
+def how(inputs: Inputs) -> None:
+    """The page's body, rerun alone when a slider moves (ui.inputs.live_page)."""
+    show_notes(inputs)
+    page_trainer(inputs)  # the sidebar's Trainer box, as on every page (the setup travels with page switches)
+    spec, setup = inputs.model, inputs.setup
 
-st.header(_("What goes into the peak"))
-st.markdown(
-    _("Five components, the same colours on every chart:\n\n"
-    "- **Weights**: the model, in the precision it is loaded in (plus the frozen base and small adapters for "
-    "LoRA/QLoRA).\n"
-    "- **Gradients**: one per *trainable* weight.\n"
-    "- **Optimizer state**: what the optimizer keeps per trainable weight (Adam keeps two moving averages).\n"
-    "- **Activations**: the tensors the forward pass saves for the backward pass; they grow with "
-    "batch size × max length.\n"
-    "- **Overhead**: the GPU runtime's context (CUDA on NVIDIA, ROCm on AMD, Metal on a Mac) and the "
-    "allocator's rounding, which PyTorch does not report as tensors.")
-)
+    st.title(_("How it works"))
+    st.markdown(
+        _("The app estimates the **peak GPU memory of one training step** on one GPU: the most memory in use at "
+        "any moment while a batch goes forward, backward and through the optimizer. If that peak is below what the "
+        "device can give to training, the run fits. Everything is computed from the model's `config.json` (its "
+        "layers and matrix shapes), not from its download size. The numbers below are what the code in "
+        "`estimator/` does; each names its source so you can check it.")
+    )
 
-st.subheader(_("Phases and the peak"))
-st.markdown(
-    _("Memory is not at its highest all the time. The estimate walks through four moments of a steady-state step "
-    "(step 2 onwards, so optimizer state exists; gradients are freed between steps, the Trainer default) and "
-    "takes the largest:\n\n"
-    "1. **Loss backward**: every activation is still held, plus the logits and the cross-entropy's backward "
-    "buffers.\n"
-    "2. **Backward, output layer**: the head's gradient appears while most activations are still held.\n"
-    "3. **Backward, first layer**: almost every gradient exists, activations are nearly all freed.\n"
-    "4. **Optimizer step**: weights + all gradients + optimizer state (+ step temporaries for non-fused "
-    "optimizers).\n\n"
-    "Long examples peak at 1–2 (activations), full fine-tuning of big models at 4 (optimizer). Source: the "
-    "phase analysis in `docs/formulas.md` §0, checked by the tracer. Full fine-tuning of a model with tied "
-    "embeddings has one more moment at the very end of backward: the head's and the embedding's gradients of "
-    "the shared matrix and their sum exist at once.")
-)
-st.latex(r"\text{peak} = \max_{\text{phase}} \big(W + G + O + A\big)_{\text{phase}} + \text{overhead}")
+    st.header(_("What goes into the peak"))
+    st.markdown(
+        _("Five components, the same colours on every chart:\n\n"
+        "- **Weights**: the model, in the precision it is loaded in (plus the frozen base and small adapters for "
+        "LoRA/QLoRA).\n"
+        "- **Gradients**: one per *trainable* weight.\n"
+        "- **Optimizer state**: what the optimizer keeps per trainable weight (Adam keeps two moving averages).\n"
+        "- **Activations**: the tensors the forward pass saves for the backward pass; they grow with "
+        "batch size × max length.\n"
+        "- **Overhead**: the GPU runtime's context (CUDA on NVIDIA, ROCm on AMD, Metal on a Mac) and the "
+        "allocator's rounding, which PyTorch does not report as tensors.")
+    )
 
-st.header(_("The formulas"))
-st.subheader(_("Weights, per precision"))
-st.markdown(
-    _("| Setting | Bytes per weight | Gradients (full FT) | Source |\n"
-      "|---|---|---|---|\n"
-      "| `bf16` / `fp16` (model loaded in 16 bits) | 2 | 2 | PyTorch dtypes |\n"
-      "| `mixed` (fp32 weights, bf16 autocast) | 4, plus 2-byte copies of the weights during forward/backward "
-      "| 4 | HF docs *Model memory anatomy* (\"18 bytes per parameter\") |\n"
-      "| `fp32` | 4 | 4 | PyTorch dtypes |\n"
-      "| QLoRA base: decoder linears in NF4 + double quantisation | {nf4} | – | bitsandbytes "
-      "`quantize_4bit` (64-weight blocks, 8-bit scales per 256 blocks); QLoRA paper §3 |\n"
-      "| QLoRA base: embeddings, head, norms | 2, or 4 where the stack's QLoRA preparation upcasts them "
-      "(table below) | – | the stack's preparation |").format(nf4=format_number(NF4_DQ_BYTES, 4))
-)
-st.dataframe(pd.DataFrame([{_("QLoRA preparation"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
-                           for o in QLORA_PREPS.values()]), hide_index=True, key="qlora_prep_table")
-st.subheader(_("LoRA and QLoRA"))
-st.markdown(
-    _("The base is frozen; each adapted matrix of shape in × out gets two small ones, A (r × in) and B (out × r). "
-    "Adapters are kept in fp32 (PEFT casts them up by default), so each adapter weight costs 4 bytes, its "
-    "gradient 4 and AdamW's state 8: **16 bytes per adapter weight**. Under bf16 autocast each adapter is "
-    "also cast to bf16 while it is used. Source: LoRA paper §4; PEFT `get_peft_model(autocast_adapter_dtype=True)`.")
-)
-st.latex(r"P_{\text{LoRA}} = r \sum_{\text{adapted matrices}} (\text{in} + \text{out})")
-if setup.method != "full":
-    adapters = estimate(spec, setup).params_trainable
-    st.caption(plain(_("{model}, rank {rank}, targets {targets}: {millions} million adapter weights, {amount} with "
-                       "AdamW.").format(model=spec.name, rank=setup.lora_rank, targets=", ".join(setup.lora_targets),
-                                        millions=format_number(adapters / 1e6), amount=fmt_both(16 * adapters))))
+    st.subheader(_("Phases and the peak"))
+    st.markdown(
+        _("Memory is not at its highest all the time. The estimate walks through four moments of a steady-state step "
+        "(step 2 onwards, so optimizer state exists; gradients are freed between steps, the Trainer default) and "
+        "takes the largest:\n\n"
+        "1. **Loss backward**: every activation is still held, plus the logits and the cross-entropy's backward "
+        "buffers.\n"
+        "2. **Backward, output layer**: the head's gradient appears while most activations are still held.\n"
+        "3. **Backward, first layer**: almost every gradient exists, activations are nearly all freed.\n"
+        "4. **Optimizer step**: weights + all gradients + optimizer state (+ step temporaries for non-fused "
+        "optimizers).\n\n"
+        "Long examples peak at 1–2 (activations), full fine-tuning of big models at 4 (optimizer). Source: the "
+        "phase analysis in `docs/formulas.md` §0, checked by the tracer. Full fine-tuning of a model with tied "
+        "embeddings has one more moment at the very end of backward: the head's and the embedding's gradients of "
+        "the shared matrix and their sum exist at once.")
+    )
+    st.latex(r"\text{peak} = \max_{\text{phase}} \big(W + G + O + A\big)_{\text{phase}} + \text{overhead}")
 
-st.subheader(_("Gradients"))
-st.markdown(_("One gradient per trainable weight, in that weight's dtype: every weight for full fine-tuning, "
-              "only the adapters for LoRA/QLoRA. Frozen weights get none."))
-st.latex(r"G = P_{\text{trainable}} \times \text{bytes(trainable dtype)}")
+    st.header(_("The formulas"))
+    st.subheader(_("Weights, per precision"))
+    st.markdown(
+        _("| Setting | Bytes per weight | Gradients (full FT) | Source |\n"
+          "|---|---|---|---|\n"
+          "| `bf16` / `fp16` (model loaded in 16 bits) | 2 | 2 | PyTorch dtypes |\n"
+          "| `mixed` (fp32 weights, bf16 autocast) | 4, plus 2-byte copies of the weights during forward/backward "
+          "| 4 | HF docs *Model memory anatomy* (\"18 bytes per parameter\") |\n"
+          "| `fp32` | 4 | 4 | PyTorch dtypes |\n"
+          "| QLoRA base: decoder linears in NF4 + double quantisation | {nf4} | – | bitsandbytes "
+          "`quantize_4bit` (64-weight blocks, 8-bit scales per 256 blocks); QLoRA paper §3 |\n"
+          "| QLoRA base: embeddings, head, norms | 2, or 4 where the stack's QLoRA preparation upcasts them "
+          "(table below) | – | the stack's preparation |").format(nf4=format_number(NF4_DQ_BYTES, 4))
+    )
+    st.dataframe(pd.DataFrame([{_("QLoRA preparation"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
+                               for o in QLORA_PREPS.values()]), hide_index=True, key="qlora_prep_table")
+    st.subheader(_("LoRA and QLoRA"))
+    st.markdown(
+        _("The base is frozen; each adapted matrix of shape in × out gets two small ones, A (r × in) and B (out × r). "
+        "Adapters are kept in fp32 (PEFT casts them up by default), so each adapter weight costs 4 bytes, its "
+        "gradient 4 and AdamW's state 8: **16 bytes per adapter weight**. Under bf16 autocast each adapter is "
+        "also cast to bf16 while it is used. Source: LoRA paper §4; PEFT `get_peft_model(autocast_adapter_dtype=True)`.")
+    )
+    st.latex(r"P_{\text{LoRA}} = r \sum_{\text{adapted matrices}} (\text{in} + \text{out})")
+    if setup.method != "full":
+        adapters = estimate(spec, setup).params_trainable
+        st.caption(plain(_("{model}, rank {rank}, targets {targets}: {millions} million adapter weights, {amount} with "
+                           "AdamW.").format(model=spec.name, rank=setup.lora_rank, targets=", ".join(setup.lora_targets),
+                                            millions=format_number(adapters / 1e6), amount=fmt_both(16 * adapters))))
 
-st.subheader(_("Optimizer state, per trainable weight"))
-optim_rows = []
+    st.subheader(_("Gradients"))
+    st.markdown(_("One gradient per trainable weight, in that weight's dtype: every weight for full fine-tuning, "
+                  "only the adapters for LoRA/QLoRA. Frozen weights get none."))
+    st.latex(r"G = P_{\text{trainable}} \times \text{bytes(trainable dtype)}")
 
-
-def short(value: float) -> str:
-    """'8', '2.03125' (as Python's :g writes it), with the language's decimal sign."""
-    return format_number(value, 0) if float(value).is_integer() else format_number(value, len(f"{value:g}".split(".")[1]))
+    st.subheader(_("Optimizer state, per trainable weight"))
+    optim_rows = []
 
 
-for name, option in OPTIMIZERS.items():
-    per_fp32 = optimizer_state_bytes(name, 4)
-    per_bf16 = optimizer_state_bytes(name, 2)
-    optim_rows.append({_("Optimizer"): _(option.label), _("Trainer optim"): option.hf_optim,
-                       _("fp32 weights (B)"): "≈ 0" if option.state_dtype == "factored" else short(per_fp32),
-                       _("bf16 weights (B)"): "≈ 0" if option.state_dtype == "factored" else short(per_bf16),
-                       _("Step temporaries"): _("one parameter-sized buffer") if option.step_temporaries else _("none"),
-                       _("Why"): _(option.summary), _("Source"): option.source})
-st.dataframe(pd.DataFrame(optim_rows), hide_index=True, key="optimizer_table")
-st.caption(_("Sources: torch.optim (state dtype = weight dtype); bitsandbytes optimizers (block-wise 8-bit, "
-             "paged); Dettmers et al. 2021 (8-bit optimizers); transformers' Adafactor. Full fine-tuning in `mixed` "
-             "precision therefore costs 4 + 4 + 8 = 16 bytes per weight, plus the 2-byte autocast copies."))
+    def short(value: float) -> str:
+        """'8', '2.03125' (as Python's :g writes it), with the language's decimal sign."""
+        return format_number(value, 0) if float(value).is_integer() else format_number(value, len(f"{value:g}".split(".")[1]))
 
-st.subheader(_("Activations, per layer"))
-st.markdown(
-    _("Counted tensor by tensor from each layer's modules: what autograd saves for the backward pass. For a "
-    "Llama-style layer in bf16 with SDPA attention the code reduces to these bytes per token (h hidden size, "
-    "q and kv the query and key/value widths, I the MLP width, a heads, r the LoRA rank):")
-)
-st.latex(r"A_{\text{full}} = 16h + 4q + 4kv + 8I + 4a + 8")
-st.latex(r"A_{\text{LoRA}} = 18h + 6q + 4kv + 8I + 14r + 4a + 8")
-st.latex(r"A_{\text{QLoRA}} = 18h + 6q + 4kv + 14I + 14r + 4a + 8")
-st.markdown(
-    _("Multiply by tokens = batch × max length and by the number of layers. Why these terms: RMSNorm keeps an "
-    "fp32 copy of its input; SDPA/flash attention keeps Q, K, V, the output and a log-sum-exp, never the "
-    "s × s score matrix; SwiGLU keeps four MLP-wide tensors; frozen matrices save nothing for themselves, but "
-    "each LoRA adapter keeps its own bf16 copy of its input. QLoRA's MLP runs in fp32 because "
-    "`prepare_model_for_kbit_training` makes the residual stream fp32. **Eager attention** adds the s × s "
-    "scores: about 6 · a · s bytes per token per layer. Sources: Korthikanti et al. 2022 §4 (the method), "
-    "FlashAttention (what is kept), measured per tensor with saved-tensor hooks (`docs/formulas.md` §3.3).")
-)
 
-st.subheader(_("Logits and loss"))
-st.markdown(
-    _("The loss is often the single biggest activation, and the training stack decides how it is built. With V "
-    "the vocabulary, T the tokens in the batch, H the hidden size and c the compute dtype's bytes:")
-)
-st.dataframe(pd.DataFrame([{_("Loss"): _(LOSSES[o.kind].label), _("Implementation"): _(o.label),
-                            _("What is counted"): _(o.summary), _("Source"): o.source} for o in LOSS_IMPLS.values()]),
-             hide_index=True, key="loss_table")
-st.latex(r"A_{\text{loss, standard}} = \underbrace{4\,T V}_{\text{kept}} + "
-         r"\underbrace{8\,T V}_{\text{backward}}")
-st.markdown(_("For Llama-3 (V = {vocab}) at {tokens} tokens the standard loss keeps {kept} GB and adds {backward} GB "
-              "in backward; TRL's chunked head needs about {chunked} GB for the same batch.").format(
-    vocab=format_number(128_256, 0), tokens=format_number(2048, 0), kept=format_number(1.05, 2),
-    backward=format_number(2.1), chunked=format_number(0.2)))
+    for name, option in OPTIMIZERS.items():
+        per_fp32 = optimizer_state_bytes(name, 4)
+        per_bf16 = optimizer_state_bytes(name, 2)
+        optim_rows.append({_("Optimizer"): _(option.label), _("Trainer optim"): option.hf_optim,
+                           _("fp32 weights (B)"): "≈ 0" if option.state_dtype == "factored" else short(per_fp32),
+                           _("bf16 weights (B)"): "≈ 0" if option.state_dtype == "factored" else short(per_bf16),
+                           _("Step temporaries"): _("one parameter-sized buffer") if option.step_temporaries else _("none"),
+                           _("Why"): _(option.summary), _("Source"): option.source})
+    st.dataframe(pd.DataFrame(optim_rows), hide_index=True, key="optimizer_table")
+    st.caption(_("Sources: torch.optim (state dtype = weight dtype); bitsandbytes optimizers (block-wise 8-bit, "
+                 "paged); Dettmers et al. 2021 (8-bit optimizers); transformers' Adafactor. Full fine-tuning in `mixed` "
+                 "precision therefore costs 4 + 4 + 8 = 16 bytes per weight, plus the 2-byte autocast copies."))
 
-st.subheader(_("Gradient checkpointing"))
-st.markdown(
-    _("Each layer keeps only its input (2·h bytes per token in bf16, 4·h with an fp32 residual stream) and "
-    "recomputes the rest during backward, one layer at a time: activations drop from L layers' worth to "
-    "L inputs plus one layer. 20–30 % slower. With offloading the L inputs wait in CPU RAM and one comes back "
-    "at a time.")
-)
-st.dataframe(pd.DataFrame([{_("Checkpointing"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
-                           for o in CHECKPOINTING.values()]), hide_index=True, key="checkpointing_table")
-st.latex(r"A_{\text{ckpt}} = T\,(L \cdot 2h + A_{\text{one layer}})")
+    st.subheader(_("Activations, per layer"))
+    st.markdown(
+        _("Counted tensor by tensor from each layer's modules: what autograd saves for the backward pass. For a "
+        "Llama-style layer in bf16 with SDPA attention the code reduces to these bytes per token (h hidden size, "
+        "q and kv the query and key/value widths, I the MLP width, a heads, r the LoRA rank):")
+    )
+    st.latex(r"A_{\text{full}} = 16h + 4q + 4kv + 8I + 4a + 8")
+    st.latex(r"A_{\text{LoRA}} = 18h + 6q + 4kv + 8I + 14r + 4a + 8")
+    st.latex(r"A_{\text{QLoRA}} = 18h + 6q + 4kv + 14I + 14r + 4a + 8")
+    st.markdown(
+        _("Multiply by tokens = batch × max length and by the number of layers. Why these terms: RMSNorm keeps an "
+        "fp32 copy of its input; SDPA/flash attention keeps Q, K, V, the output and a log-sum-exp, never the "
+        "s × s score matrix; SwiGLU keeps four MLP-wide tensors; frozen matrices save nothing for themselves, but "
+        "each LoRA adapter keeps its own bf16 copy of its input. QLoRA's MLP runs in fp32 because "
+        "`prepare_model_for_kbit_training` makes the residual stream fp32. **Eager attention** adds the s × s "
+        "scores: about 6 · a · s bytes per token per layer. Sources: Korthikanti et al. 2022 §4 (the method), "
+        "FlashAttention (what is kept), measured per tensor with saved-tensor hooks (`docs/formulas.md` §3.3).")
+    )
 
-st.header(_("Training stacks"))
-st.markdown(
-    _("The first number you see should be the number of the stack you run. Each stack fills every setting you "
-    "leave on *auto*; you can override any of them in the sidebar, and the calculator says which values came "
-    "from the stack. Each value below was read in that project's source, at the version named.")
-)
-st.caption(plain(setup_summary(setup)))
-stack_rows = []
-for stack in STACKS.values():
-    stack_rows.append({
-        _("Stack"): stack.label, _("Version read"): stack.version,
-        _("Checkpointing"): _(CHECKPOINTING["offload" if stack.offload_activations else
-                                            ("on" if stack.grad_ckpt else "off")].label),
-        _("Loss"): _(LOSS_IMPLS[stack.loss_impls[stack.loss]].label),
-        _("Losses offered"): ", ".join(stack.loss_impls),
-        _("Optimizer"): _(OPTIMIZERS[stack.optimizer].label),
-        _("LoRA adapters"): stack.adapter_dtype, _("QLoRA adapters"): stack.qlora_adapter_dtype,
-        _("QLoRA preparation"): _(QLORA_PREPS[stack.qlora_prep].label),
-        _("Gradient clipping"): (_("max norm {norm}").format(norm=format_number(stack.max_grad_norm, 1))
-                                 if stack.max_grad_norm else _("none")),
-        _("In short"): _(stack.summary),
-    })
-st.dataframe(pd.DataFrame(stack_rows), hide_index=True, key="stack_table")
-source_rows = [{_("Stack"): stack.label, _("Setting"): field, _("Source (file, version)"): stack.sources.get(field, "")}
-               for stack in STACKS.values() for field in (*STACK_FIELDS, *STACK_FACTS) if field in stack.sources]
-with st.expander(_("Sources of every stack value")):
-    st.dataframe(pd.DataFrame(source_rows), hide_index=True, key="stack_sources")
-st.caption(_("Gradient clipping (`clip_grad_norm_`) keeps only one norm per tensor: it adds nothing measurable "
-             "at the peak."))
+    st.subheader(_("Logits and loss"))
+    st.markdown(
+        _("The loss is often the single biggest activation, and the training stack decides how it is built. With V "
+        "the vocabulary, T the tokens in the batch, H the hidden size and c the compute dtype's bytes:")
+    )
+    st.dataframe(pd.DataFrame([{_("Loss"): _(LOSSES[o.kind].label), _("Implementation"): _(o.label),
+                                _("What is counted"): _(o.summary), _("Source"): o.source} for o in LOSS_IMPLS.values()]),
+                 hide_index=True, key="loss_table")
+    st.latex(r"A_{\text{loss, standard}} = \underbrace{4\,T V}_{\text{kept}} + "
+             r"\underbrace{8\,T V}_{\text{backward}}")
+    st.markdown(_("For Llama-3 (V = {vocab}) at {tokens} tokens the standard loss keeps {kept} GB and adds {backward} GB "
+                  "in backward; TRL's chunked head needs about {chunked} GB for the same batch.").format(
+        vocab=format_number(128_256, 0), tokens=format_number(2048, 0), kept=format_number(1.05, 2),
+        backward=format_number(2.1), chunked=format_number(0.2)))
 
-st.subheader(_("Overhead"))
-st.markdown(
-    _("- **CUDA context and cuBLAS workspaces**: {context} GB (range {low}–{high} GB; PyTorch's lazy module "
-      "loading, PR #86509). Not visible to `torch.cuda.memory_allocated`, visible in nvidia-smi.\n"
-      "- **Allocator slack**: {slack} % of the tensors (PyTorch's caching allocator rounds and fragments; 5–15 % is "
-      "typical).\n"
-      "- **Several GPUs**: + {nccl} GB of NCCL buffers per GPU.\n"
-      "- **The likely range** on every chart: the tensors − {error_low} % / + {error_high} % (the 10th and 90th "
-      "percentiles of measured ÷ estimated over the published runs the model covers, `validation.derived_band`), "
-      "with the overhead at its low and high ends.").format(
-        context=format_number(mem.CUDA_CONTEXT_BYTES / 1e9), low=format_number(mem.CUDA_CONTEXT_LOW / 1e9),
-        high=format_number(mem.CUDA_CONTEXT_HIGH / 1e9), slack=format_number(100 * mem.ALLOCATOR_SLACK, 0),
-        nccl=format_number(mem.NCCL_BYTES / 1e9, 2), error_low=format_number(100 * mem.MODEL_ERROR_LOW, 0),
-        error_high=format_number(100 * mem.MODEL_ERROR_HIGH, 0))
-)
+    st.subheader(_("Gradient checkpointing"))
+    st.markdown(
+        _("Each layer keeps only its input (2·h bytes per token in bf16, 4·h with an fp32 residual stream) and "
+        "recomputes the rest during backward, one layer at a time: activations drop from L layers' worth to "
+        "L inputs plus one layer. 20–30 % slower. With offloading the L inputs wait in CPU RAM and one comes back "
+        "at a time.")
+    )
+    st.dataframe(pd.DataFrame([{_("Checkpointing"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
+                               for o in CHECKPOINTING.values()]), hide_index=True, key="checkpointing_table")
+    st.latex(r"A_{\text{ckpt}} = T\,(L \cdot 2h + A_{\text{one layer}})")
 
-st.subheader(_("Sharding over several GPUs"))
-st.markdown(
-    _("With N GPUs, plain data parallel (DDP) keeps everything on every GPU, plus a bucket copy of the gradients. "
-    "ZeRO shards the model states (Rajbhandari et al. 2020, §5 and Fig. 1):")
-)
-st.latex(r"\text{ZeRO-1: } W + G + \tfrac{O}{N} \qquad \text{ZeRO-2: } W + \tfrac{G + O}{N} "
-         r"\qquad \text{ZeRO-3 / FSDP: } \tfrac{W + G + O}{N} + \text{two gathered layers}")
-st.markdown(_("Activations are **not** sharded: each GPU keeps its own micro-batch's. CPU offload moves the "
-              "optimizer state to CPU RAM (ZeRO-Offload). See the *Scale out* page."))
+    st.header(_("Training stacks"))
+    st.markdown(
+        _("The first number you see should be the number of the stack you run. Each stack fills every setting you "
+        "leave on *auto*; you can override any of them in the sidebar, and the calculator says which values came "
+        "from the stack. Each value below was read in that project's source, at the version named.")
+    )
+    st.caption(plain(setup_summary(setup)))
+    stack_rows = []
+    for stack in STACKS.values():
+        stack_rows.append({
+            _("Stack"): stack.label, _("Version read"): stack.version,
+            _("Checkpointing"): _(CHECKPOINTING["offload" if stack.offload_activations else
+                                                ("on" if stack.grad_ckpt else "off")].label),
+            _("Loss"): _(LOSS_IMPLS[stack.loss_impls[stack.loss]].label),
+            _("Losses offered"): ", ".join(stack.loss_impls),
+            _("Optimizer"): _(OPTIMIZERS[stack.optimizer].label),
+            _("LoRA adapters"): stack.adapter_dtype, _("QLoRA adapters"): stack.qlora_adapter_dtype,
+            _("QLoRA preparation"): _(QLORA_PREPS[stack.qlora_prep].label),
+            _("Gradient clipping"): (_("max norm {norm}").format(norm=format_number(stack.max_grad_norm, 1))
+                                     if stack.max_grad_norm else _("none")),
+            _("In short"): _(stack.summary),
+        })
+    st.dataframe(pd.DataFrame(stack_rows), hide_index=True, key="stack_table")
+    source_rows = [{_("Stack"): stack.label, _("Setting"): field, _("Source (file, version)"): stack.sources.get(field, "")}
+                   for stack in STACKS.values() for field in (*STACK_FIELDS, *STACK_FACTS) if field in stack.sources]
+    with st.expander(_("Sources of every stack value")):
+        st.dataframe(pd.DataFrame(source_rows), hide_index=True, key="stack_sources")
+    st.caption(_("Gradient clipping (`clip_grad_norm_`) keeps only one norm per tensor: it adds nothing measurable "
+                 "at the peak."))
 
-st.header(_("Preference & RL"))
-st.markdown(how_section_markdown())  # ui/trainer_inputs.py: read from estimator/trainers.py
+    st.subheader(_("Overhead"))
+    st.markdown(
+        _("- **CUDA context and cuBLAS workspaces**: {context} GB (range {low}–{high} GB; PyTorch's lazy module "
+          "loading, PR #86509). Not visible to `torch.cuda.memory_allocated`, visible in nvidia-smi.\n"
+          "- **Allocator slack**: {slack} % of the tensors (PyTorch's caching allocator rounds and fragments; 5–15 % is "
+          "typical).\n"
+          "- **Several GPUs**: + {nccl} GB of NCCL buffers per GPU.\n"
+          "- **The likely range** on every chart: the tensors − {error_low} % / + {error_high} % (the 10th and 90th "
+          "percentiles of measured ÷ estimated over the published runs the model covers, `validation.derived_band`), "
+          "with the overhead at its low and high ends.").format(
+            context=format_number(mem.CUDA_CONTEXT_BYTES / 1e9), low=format_number(mem.CUDA_CONTEXT_LOW / 1e9),
+            high=format_number(mem.CUDA_CONTEXT_HIGH / 1e9), slack=format_number(100 * mem.ALLOCATOR_SLACK, 0),
+            nccl=format_number(mem.NCCL_BYTES / 1e9, 2), error_low=format_number(100 * mem.MODEL_ERROR_LOW, 0),
+            error_high=format_number(100 * mem.MODEL_ERROR_HIGH, 0))
+    )
 
-st.header(_("Assumptions"))
-st.markdown(
-    _("What the stack does not decide:\n\n"
-      "- `zero_grad(set_to_none=True)`, no gradient accumulation buffers unless you accumulate.\n"
-      "- **SDPA attention** (`attn_implementation=\"sdpa\"`): flash or memory-efficient kernels, no s² memory.\n"
-      "- **LoRA**: no dropout, all linear layers unless you name them.\n"
-      "- **QLoRA**: NF4 with double quantisation (LitGPT's `bnb.nf4`: without), 16-bit compute.\n"
-      "- **Every example is max-length tokens** (padding to max length; the worst batch you can get), and every "
-      "token counts in the loss.\n"
-      "- **Usable memory**: a discrete GPU's whole memory as its driver reports it (nvidia-smi's MiB); a "
-      "unified-memory laptop (Apple silicon) about {unified} % of its RAM, the rest being the OS and apps' (Apple's "
-      "`recommendedMaxWorkingSetSize`; the product page says the same).\n"
-      "- **The rule of thumb** (sidebar toggle) is the product page's rule as written: LoRA ≈ 2 GB per "
-      "billion + 3 GB, full ≈ 12 GB per billion + 4 GB, QLoRA ≈ a third of LoRA + 3 GB. It ignores batch, "
-      "length, optimizer and stack.").format(unified=format_number(100 * UNIFIED_USABLE_FRACTION, 0))
-)
+    st.subheader(_("Sharding over several GPUs"))
+    st.markdown(
+        _("With N GPUs, plain data parallel (DDP) keeps everything on every GPU, plus a bucket copy of the gradients. "
+        "ZeRO shards the model states (Rajbhandari et al. 2020, §5 and Fig. 1):")
+    )
+    st.latex(r"\text{ZeRO-1: } W + G + \tfrac{O}{N} \qquad \text{ZeRO-2: } W + \tfrac{G + O}{N} "
+             r"\qquad \text{ZeRO-3 / FSDP: } \tfrac{W + G + O}{N} + \text{two gathered layers}")
+    st.markdown(_("Activations are **not** sharded: each GPU keeps its own micro-batch's. CPU offload moves the "
+                  "optimizer state to CPU RAM (ZeRO-Offload). See the *Scale out* page."))
 
-st.header(_("Units"))
-st.markdown(
-    _("**GB = 10⁹ bytes** (what the product page prints) and **GiB = 2³⁰ bytes = {gib_in_gb} GB** (what PyTorch "
-      "prints; nvidia-smi's MiB are 2²⁰ bytes). An \"80 GB\" H100 is what nvidia-smi reports, {mib} MiB = "
-      "{amount}: more than 80 × 10⁹ bytes, less than 80 GiB. Charts are in GB; hovers and tables add GiB.").format(
-        gib_in_gb=format_number(2**30 / 1e9, 3), mib=format_number(81_559, 0), amount=plain(fmt_both(81_559 * 2**20)))
-)
+    st.header(_("Preference & RL"))
+    st.markdown(how_section_markdown())  # ui/trainer_inputs.py: read from estimator/trainers.py
 
-st.header(_("How accurate is it?"))
-report = accuracy_report()
-tracer, published = report["tracer"], report["published"]
-st.markdown(
-    _("Two checks, re-run on every test run (`validation/`):\n\n"
-    "- **Tracer**: real training steps of small Llama/Qwen/Gemma/Phi/MoE models run on CPU with fake "
-    "tensors, every allocation counted (`calibration/`). Checks the tensor-level formulas exactly.\n"
-    "- **Published measurements**: peak memory reported by LitGPT, torchtune and PEFT benchmarks on real "
-    "GPUs, each with its source.")
-)
-left, right = st.columns(2)
-for col, name, part in ((left, _("Tracer runs"), tracer), (right, _("Published runs"), published)):
-    with col:
-        if part["n"]:
-            n = format_number
-            st.metric(_("{name}: median error").format(name=name), f"{n(part['median_abs_pct'])} %", border=True,
-                      help=_("{runs} runs; 90 % within {p90} %, worst {worst} %.").format(
-                          runs=part["n"], p90=n(part["p90_abs_pct"]), worst=n(part["worst_abs_pct"])))
-            st.caption(_("{runs} runs · 90 % within {p90} % · worst {worst} %").format(
-                runs=part["n"], p90=n(part["p90_abs_pct"]), worst=n(part["worst_abs_pct"])))
-        else:
-            st.metric(_("{name}: median error").format(name=name), "–", border=True)
-            st.caption(_("No runs recorded yet."))
+    st.header(_("Assumptions"))
+    st.markdown(
+        _("What the stack does not decide:\n\n"
+          "- `zero_grad(set_to_none=True)`, no gradient accumulation buffers unless you accumulate.\n"
+          "- **SDPA attention** (`attn_implementation=\"sdpa\"`): flash or memory-efficient kernels, no s² memory.\n"
+          "- **LoRA**: no dropout, all linear layers unless you name them.\n"
+          "- **QLoRA**: NF4 with double quantisation (LitGPT's `bnb.nf4`: without), 16-bit compute.\n"
+          "- **Every example is max-length tokens** (padding to max length; the worst batch you can get), and every "
+          "token counts in the loss.\n"
+          "- **Usable memory**: a discrete GPU's whole memory as its driver reports it (nvidia-smi's MiB); a "
+          "unified-memory laptop (Apple silicon) about {unified} % of its RAM, the rest being the OS and apps' (Apple's "
+          "`recommendedMaxWorkingSetSize`; the product page says the same).\n"
+          "- **The rule of thumb** (sidebar toggle) is the product page's rule as written: LoRA ≈ 2 GB per "
+          "billion + 3 GB, full ≈ 12 GB per billion + 4 GB, QLoRA ≈ a third of LoRA + 3 GB. It ignores batch, "
+          "length, optimizer and stack.").format(unified=format_number(100 * UNIFIED_USABLE_FRACTION, 0))
+    )
 
-by_method = [{"Set": name, "Method": method, "Runs": s["n"], "Median |error| %": s["median_abs_pct"],
-              "Worst |error| %": s["worst_abs_pct"]}
-             for name, part in (("tracer", tracer), ("published", published))
-             for method, s in part.get("by_method", {}).items()]
-if by_method:
-    errors = {"Median |error| %": (1, ""), "Worst |error| %": (1, "")}
-    st.dataframe(localised(pd.DataFrame(by_method), errors), hide_index=True, key="accuracy_by_method",
-                 column_config={"Set": st.column_config.TextColumn(_("Set")),
-                                "Method": st.column_config.TextColumn(_("Method")),
-                                "Runs": st.column_config.NumberColumn(_("Runs"))}
-                 | number_columns(errors, {"Median |error| %": _("Median |error| %"),
-                                           "Worst |error| %": _("Worst |error| %")}))
+    st.header(_("Units"))
+    st.markdown(
+        _("**GB = 10⁹ bytes** (what the product page prints) and **GiB = 2³⁰ bytes = {gib_in_gb} GB** (what PyTorch "
+          "prints; nvidia-smi's MiB are 2²⁰ bytes). An \"80 GB\" H100 is what nvidia-smi reports, {mib} MiB = "
+          "{amount}: more than 80 × 10⁹ bytes, less than 80 GiB. Charts are in GB; hovers and tables add GiB.").format(
+            gib_in_gb=format_number(2**30 / 1e9, 3), mib=format_number(81_559, 0), amount=plain(fmt_both(81_559 * 2**20)))
+    )
 
-# Column headings shared by both run tables.
-RUN_COLUMNS = {
-    "id": st.column_config.TextColumn(_("Run"), pinned=True), "model": st.column_config.TextColumn(_("Model")),
-    "method": st.column_config.TextColumn(_("Method")), "precision": st.column_config.TextColumn(_("Precision")),
-    "batch": st.column_config.NumberColumn(_("Batch")), "seq_len": st.column_config.NumberColumn(_("Length")),
-    "grad_ckpt": st.column_config.CheckboxColumn(_("Checkpointing")),
-    "error_pct": st.column_config.NumberColumn(_("Error %"), format="%+.1f"),
-}
-if published["rows"]:
-    st.subheader(_("Published runs"))
-    pub = pd.DataFrame(published["rows"])
-    pub_columns = ["id", "model", "stack", "method", "precision", "batch", "seq_len", "grad_ckpt", "measure", "measured_gb",
-                   "estimated_gb", "error_pct", "explanation", "source"]
-    st.dataframe(pub[[c for c in pub_columns if c in pub.columns]], hide_index=True, key="published_runs",
-                 column_config=RUN_COLUMNS | {
-                     "measured_gb": st.column_config.NumberColumn(_("Measured (GB)"), format="%.2f"),
-                     "estimated_gb": st.column_config.NumberColumn(_("Estimated (GB)"), format="%.2f"),
-                     "measure": st.column_config.TextColumn(_("Measure")),
-                     "explanation": st.column_config.TextColumn(_("Why it differs")),
-                     "source": st.column_config.TextColumn(_("Source"))})
-    st.caption(_("Error = (estimated − measured) / measured. Rows with an explanation used a technique the estimate "
-                 "does not model (torch.compile, optimizer-in-backward, validation peaks). Each run is estimated "
-                 "with its own framework's stack."))
-if tracer["rows"]:
-    st.subheader(_("Tracer runs"))
-    tr = pd.DataFrame(tracer["rows"])
-    tr["measured_gb"] = tr["measured_bytes"] / 1e9
-    tr["estimated_gb"] = tr["estimated_bytes"] / 1e9
-    tr_columns = ["id", "family", "method", "precision", "batch", "seq_len", "grad_ckpt", "attention",
-                  "measured_gb", "estimated_gb", "error_pct"]
-    st.dataframe(tr[[c for c in tr_columns if c in tr.columns]], hide_index=True, key="tracer_runs",
-                 column_config=RUN_COLUMNS | {
-                     "measured_gb": st.column_config.NumberColumn(_("Measured (GB)"), format="%.4f"),
-                     "estimated_gb": st.column_config.NumberColumn(_("Estimated (GB)"), format="%.4f"),
-                     "family": st.column_config.TextColumn(_("Family")),
-                     "attention": st.column_config.TextColumn(_("Attention"))})
+    st.header(_("How accurate is it?"))
+    report = accuracy_report()
+    tracer, published = report["tracer"], report["published"]
+    st.markdown(
+        _("Two checks, re-run on every test run (`validation/`):\n\n"
+        "- **Tracer**: real training steps of small Llama/Qwen/Gemma/Phi/MoE models run on CPU with fake "
+        "tensors, every allocation counted (`calibration/`). Checks the tensor-level formulas exactly.\n"
+        "- **Published measurements**: peak memory reported by LitGPT, torchtune and PEFT benchmarks on real "
+        "GPUs, each with its source.")
+    )
+    left, right = st.columns(2)
+    for col, name, part in ((left, _("Tracer runs"), tracer), (right, _("Published runs"), published)):
+        with col:
+            if part["n"]:
+                n = format_number
+                st.metric(_("{name}: median error").format(name=name), f"{n(part['median_abs_pct'])} %", border=True,
+                          help=_("{runs} runs; 90 % within {p90} %, worst {worst} %.").format(
+                              runs=part["n"], p90=n(part["p90_abs_pct"]), worst=n(part["worst_abs_pct"])))
+                st.caption(_("{runs} runs · 90 % within {p90} % · worst {worst} %").format(
+                    runs=part["n"], p90=n(part["p90_abs_pct"]), worst=n(part["worst_abs_pct"])))
+            else:
+                st.metric(_("{name}: median error").format(name=name), "–", border=True)
+                st.caption(_("No runs recorded yet."))
 
-st.header(_("The exact trace"))
-st.markdown(_(exact_doc.WHAT_EXACT_MEANS))
-st.markdown(_("What it leaves out, and what is added for it:") + "\n\n"
-            + "\n".join("- " + _(item).format(slack=format_number(100 * mem.ALLOCATOR_SLACK, 0))
-                        for item in exact_doc.WHAT_EXACT_LEAVES_OUT))
-st.caption(_("Optional install: `pip install -r requirements-exact.txt` (CPU torch, transformers, peft, trl), or "
-             "`{env}` pointing at a Python that has it. Tracing costs CPU time per operation (about 15 s per decoder "
-             "layer on two busy cores); configs over {max_layers} layers are refused, and each trace has a time "
-             "limit and a host-memory cap (`{memory_env}`); a trace that fails or passes either ends with a one-line "
-             "note. The button is on the calculator and, for the bar you pick, on the Compare page.").format(
-    env=exact_doc.PYTHON_ENV, max_layers=exact_doc.MAX_TRACE_LAYERS, memory_env=exact_doc.HOST_MEMORY_ENV))
+    by_method = [{"Set": name, "Method": method, "Runs": s["n"], "Median |error| %": s["median_abs_pct"],
+                  "Worst |error| %": s["worst_abs_pct"]}
+                 for name, part in (("tracer", tracer), ("published", published))
+                 for method, s in part.get("by_method", {}).items()]
+    if by_method:
+        errors = {"Median |error| %": (1, ""), "Worst |error| %": (1, "")}
+        st.dataframe(localised(pd.DataFrame(by_method), errors), hide_index=True, key="accuracy_by_method",
+                     column_config={"Set": st.column_config.TextColumn(_("Set")),
+                                    "Method": st.column_config.TextColumn(_("Method")),
+                                    "Runs": st.column_config.NumberColumn(_("Runs"))}
+                     | number_columns(errors, {"Median |error| %": _("Median |error| %"),
+                                               "Worst |error| %": _("Worst |error| %")}))
 
-st.header(_("Known limits"))
-st.markdown(
-    _("- **Not modelled**: tensor and pipeline parallelism, torch.compile (usually lowers activations), "
-    "sequence packing and padding-free batches (both lower activations), "
-    "optimizer-in-backward, evaluation and generation during training (can peak higher than training).\n"
-    "- **Fused kernels**: Liger's fused linear + cross-entropy is modelled (the *fused* loss; Unsloth's Cut "
-    "Cross-Entropy is counted the same way); Liger's fused RMSNorm and SwiGLU would lower activations further.\n"
-    "- **Mixture-of-experts** activations (routing buffers, per-expert copies) are estimated, then checked by "
-    "the tracer on small MoE models only.\n"
-    "- **Padding masks**: with a padding mask on older PyTorch, SDPA repeats K and V to full width; not counted.\n"
-    "- **QLoRA** cannot be traced on CPU: its storage follows bitsandbytes' layout, its activations the "
-    "rules above. Compare its published errors with the other methods' in the table by method.\n"
-    "- **Apple silicon**: PyTorch MPS and MLX allocate differently from CUDA; past the usable line a "
-    "unified-memory machine swaps and slows down rather than failing cleanly.\n"
-    "- **CPU RAM** for offloaded optimizer state is reported, not checked against your machine's RAM.\n"
-    "- **Fragmentation** beyond the allocator slack: long runs with varying lengths can need 10–15 % more; "
-    "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` helps.")
-)
+    # Column headings shared by both run tables.
+    RUN_COLUMNS = {
+        "id": st.column_config.TextColumn(_("Run"), pinned=True), "model": st.column_config.TextColumn(_("Model")),
+        "method": st.column_config.TextColumn(_("Method")), "precision": st.column_config.TextColumn(_("Precision")),
+        "batch": st.column_config.NumberColumn(_("Batch")), "seq_len": st.column_config.NumberColumn(_("Length")),
+        "grad_ckpt": st.column_config.CheckboxColumn(_("Checkpointing")),
+        "error_pct": st.column_config.NumberColumn(_("Error %"), format="%+.1f"),
+    }
+    if published["rows"]:
+        st.subheader(_("Published runs"))
+        pub = pd.DataFrame(published["rows"])
+        pub_columns = ["id", "model", "stack", "method", "precision", "batch", "seq_len", "grad_ckpt", "measure", "measured_gb",
+                       "estimated_gb", "error_pct", "explanation", "source"]
+        st.dataframe(pub[[c for c in pub_columns if c in pub.columns]], hide_index=True, key="published_runs",
+                     column_config=RUN_COLUMNS | {
+                         "measured_gb": st.column_config.NumberColumn(_("Measured (GB)"), format="%.2f"),
+                         "estimated_gb": st.column_config.NumberColumn(_("Estimated (GB)"), format="%.2f"),
+                         "measure": st.column_config.TextColumn(_("Measure")),
+                         "explanation": st.column_config.TextColumn(_("Why it differs")),
+                         "source": st.column_config.TextColumn(_("Source"))})
+        st.caption(_("Error = (estimated − measured) / measured. Rows with an explanation used a technique the estimate "
+                     "does not model (torch.compile, optimizer-in-backward, validation peaks). Each run is estimated "
+                     "with its own framework's stack."))
+    if tracer["rows"]:
+        st.subheader(_("Tracer runs"))
+        tr = pd.DataFrame(tracer["rows"])
+        tr["measured_gb"] = tr["measured_bytes"] / 1e9
+        tr["estimated_gb"] = tr["estimated_bytes"] / 1e9
+        tr_columns = ["id", "family", "method", "precision", "batch", "seq_len", "grad_ckpt", "attention",
+                      "measured_gb", "estimated_gb", "error_pct"]
+        st.dataframe(tr[[c for c in tr_columns if c in tr.columns]], hide_index=True, key="tracer_runs",
+                     column_config=RUN_COLUMNS | {
+                         "measured_gb": st.column_config.NumberColumn(_("Measured (GB)"), format="%.4f"),
+                         "estimated_gb": st.column_config.NumberColumn(_("Estimated (GB)"), format="%.4f"),
+                         "family": st.column_config.TextColumn(_("Family")),
+                         "attention": st.column_config.TextColumn(_("Attention"))})
 
-st.header(_("A training script for this setup"))
-st.markdown(_("The sidebar's setup in the chosen stack's own terms, with exactly the assumptions of the estimate "
-              "(batch, max length, checkpointing, dtypes, optimizer, loss, attention, LoRA rank and targets). Fill "
-              "in your data and run it."))
-st.code(training_snippet(spec, setup), language=snippet_language(setup))
-share_box()
+    st.header(_("The exact trace"))
+    st.markdown(_(exact_doc.WHAT_EXACT_MEANS))
+    st.markdown(_("What it leaves out, and what is added for it:") + "\n\n"
+                + "\n".join("- " + _(item).format(slack=format_number(100 * mem.ALLOCATOR_SLACK, 0))
+                            for item in exact_doc.WHAT_EXACT_LEAVES_OUT))
+    st.caption(_("Optional install: `pip install -r requirements-exact.txt` (CPU torch, transformers, peft, trl), or "
+                 "`{env}` pointing at a Python that has it. Tracing costs CPU time per operation (about 15 s per decoder "
+                 "layer on two busy cores); configs over {max_layers} layers are refused, and each trace has a time "
+                 "limit and a host-memory cap (`{memory_env}`); a trace that fails or passes either ends with a one-line "
+                 "note. The button is on the calculator and, for the bar you pick, on the Compare page.").format(
+        env=exact_doc.PYTHON_ENV, max_layers=exact_doc.MAX_TRACE_LAYERS, memory_env=exact_doc.HOST_MEMORY_ENV))
+
+    st.header(_("Known limits"))
+    st.markdown(
+        _("- **Not modelled**: tensor and pipeline parallelism, torch.compile (usually lowers activations), "
+        "sequence packing and padding-free batches (both lower activations), "
+        "optimizer-in-backward, evaluation and generation during training (can peak higher than training).\n"
+        "- **Fused kernels**: Liger's fused linear + cross-entropy is modelled (the *fused* loss; Unsloth's Cut "
+        "Cross-Entropy is counted the same way); Liger's fused RMSNorm and SwiGLU would lower activations further.\n"
+        "- **Mixture-of-experts** activations (routing buffers, per-expert copies) are estimated, then checked by "
+        "the tracer on small MoE models only.\n"
+        "- **Padding masks**: with a padding mask on older PyTorch, SDPA repeats K and V to full width; not counted.\n"
+        "- **QLoRA** cannot be traced on CPU: its storage follows bitsandbytes' layout, its activations the "
+        "rules above. Compare its published errors with the other methods' in the table by method.\n"
+        "- **Apple silicon**: PyTorch MPS and MLX allocate differently from CUDA; past the usable line a "
+        "unified-memory machine swaps and slows down rather than failing cleanly.\n"
+        "- **CPU RAM** for offloaded optimizer state is reported, not checked against your machine's RAM.\n"
+        "- **Fragmentation** beyond the allocator slack: long runs with varying lengths can need 10–15 % more; "
+        "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` helps.")
+    )
+
+    st.header(_("A training script for this setup"))
+    st.markdown(_("The sidebar's setup in the chosen stack's own terms, with exactly the assumptions of the estimate "
+                  "(batch, max length, checkpointing, dtypes, optimizer, loss, attention, LoRA rank and targets). Fill "
+                  "in your data and run it."))
+    st.code(training_snippet(spec, setup), language=snippet_language(setup))
+    share_box()
+
+
+live_page(how)  # the sidebar, then the body in a fragment with the sliders

@@ -10,131 +10,136 @@ from estimator.advice import best_layout, fewest_gpus, sharded, what_would_fit
 from estimator.i18n import _, format_number, ngettext
 from estimator.training import SHARDING_LABELS, SHARDINGS
 from ui.grids import GPU_COUNTS, SHORT_SHARDING, close_calls, min_gpus_table, scale_out_curves, setup_summary
-from ui.inputs import plain, present_table, render_inputs, share_box, show_notes
+from ui.inputs import Inputs, live_page, plain, present_table, share_box, show_notes
 from ui.lang import localised, number_columns
 from ui.page_charts import scale_out_chart
 from ui.params import widget
 from ui.trainer_inputs import page_estimate_fn, page_trainer, trainer_summary
 
-inputs = render_inputs()
-show_notes(inputs)
-trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every GPU count priced for its step
-spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
-estimate_fn = page_estimate_fn(trainer, None, device.capacity_bytes)
-font_size = 18 if inputs.presentation else None
 
-st.title(_("Scale out"))
-st.caption(plain(setup_summary(spec, setup, device, trainer_summary(trainer))))
-if inputs.rule == "seed":
-    st.info(_("The rule of thumb has no notion of GPUs or sharding: this page always shows the detailed estimate."),
-            icon=":material/info:")
+def scale_out(inputs: Inputs) -> None:
+    """The page's body, rerun alone when a slider moves (ui.inputs.live_page)."""
+    show_notes(inputs)
+    trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every GPU count priced for its step
+    spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
+    estimate_fn = page_estimate_fn(trainer, None, device.capacity_bytes)
+    font_size = 18 if inputs.presentation else None
 
-options = st.expander(_("Options"), expanded=False) if inputs.presentation else st.container()
-with options:
-    left, middle, right = st.columns(3)
-    offload = widget("offload", left)
-    max_gpus = widget("maxgpus", middle)
-    per_node = widget("pernode", right)
-per_node = int(per_node or 1)
+    st.title(_("Scale out"))
+    st.caption(plain(setup_summary(spec, setup, device, trainer_summary(trainer))))
+    if inputs.rule == "seed":
+        st.info(_("The rule of thumb has no notion of GPUs or sharding: this page always shows the detailed estimate."),
+                icon=":material/info:")
 
-
-def band_note(est) -> str:
-    """A line's close-call flag (Markdown-escaped), in the calculator's verdict bands (estimator Verdict.band):
-    empty when the upper end of the likely range fits too."""
-    v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
-    if v.band == "close call":
-        return " " + plain(_("(close call: the upper end of the likely range, {high}, is above the usable "
-                             "memory)").format(high=fmt_both(est.high_bytes)))
-    return ""
+    options = st.expander(_("Options"), expanded=False) if inputs.presentation else st.container()
+    with options:
+        left, middle, right = st.columns(3)
+        offload = widget("offload", left)
+        max_gpus = widget("maxgpus", middle)
+        per_node = widget("pernode", right)
+    per_node = int(per_node or 1)
 
 
-def gpus_text(n: int) -> str:
-    """'16 × NVIDIA H100 80GB HBM3 (81,559 MiB), 2 nodes of 8,'."""
-    nodes = ", " + ngettext("{nodes} node of {per_node}", "{nodes} nodes of {per_node}", n // per_node).format(
-        nodes=n // per_node, per_node=per_node) + "," if per_node > 1 else ""
-    return f"{n} × {device.name}{nodes}"
-
-
-counts = [n for n in GPU_COUNTS if per_node <= n <= max_gpus] or [max_gpus]
-curves = scale_out_curves(spec, setup, counts, SHARDINGS, offload, trainer, device.capacity_bytes)
-table = min_gpus_table(spec, setup, shardings=SHARDINGS, offload=offload, max_gpus=max_gpus, per_node=per_node,
-                       trainer=trainer)
-
-if device.kind != "discrete":
-    st.info(plain(_("{device} is a unified-memory machine: it does not scale out. The lines show what each GPU "
-                    "would need; pick a GPU in the sidebar to compare.").format(device=device.name)),
-            icon=":material/info:")
-else:
-    best = best_layout(spec, setup, device, SHARDINGS, offload, max_gpus, per_node, estimate_fn)
-    if best is None:
-        st.error(plain(_("No layout up to {n} × {device} fits this setup.").format(n=max_gpus, device=device.name)),
-                 icon=":material/block:")
-        found = what_would_fit(spec, setup, device, SHARDINGS, offload, max_gpus, per_node, estimate_fn)
-        if found:
-            st.markdown("**" + _("What would make it fit:") + "**\n" + "\n".join(
-                f"- {plain(label)}: " + _("{gpus} with {sharding}, {amount} per GPU").format(
-                    gpus=plain(gpus_text(layout.gpus)), sharding=plain(_(SHARDING_LABELS[layout.sharding])),
-                    amount=plain(fmt_both(layout.estimate.total_bytes))) + band_note(layout.estimate)
-                for label, layout in found))  # each part ≤ 300
-        else:
-            st.markdown(_("Not even checkpointing, optimizer offload or 16 times the GPUs make it fit: try LoRA, "
-                          "QLoRA or a shorter max length on the calculator."))
-    else:
-        est = best.estimate
+    def band_note(est) -> str:
+        """A line's close-call flag (Markdown-escaped), in the calculator's verdict bands (estimator Verdict.band):
+        empty when the upper end of the likely range fits too."""
         v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
-        line = _("{gpus} with {sharding}: {amount} per GPU of {usable} usable").format(
-            gpus=gpus_text(best.gpus), sharding=_(SHARDING_LABELS[best.sharding]), amount=fmt_both(est.total_bytes),
-            usable=fmt_both(device.usable_bytes))
-        if v.band == "fits":
-            st.success(plain(_("Fits on {layout}").format(layout=line), limit=1000), icon=":material/check_circle:")
-        else:  # the calculator's close call: the expected peak fits, the upper end of its likely range does not
-            safe = fewest_gpus(spec, sharded(setup, best.sharding, offload), device.usable_bytes, max_gpus,
-                               per_node, estimate_fn, likely_high=True)
-            then = (" " + _("With {gpus} the upper end fits too.").format(gpus=gpus_text(safe)) if safe else
-                    " " + _("Even {n} GPUs leave the upper end above the usable memory: leave headroom "
-                            "(checkpointing, a shorter max length).").format(n=max_gpus))
-            st.warning(plain(_("Close call: fits on {layout}, but the upper end of the likely range ({high}) is "
-                               "above it.").format(layout=line, high=fmt_both(est.high_bytes)) + then, limit=1000),
-                       icon=":material/warning:")
-        if est.cpu_offload_bytes:
-            st.caption(plain(_("Optimizer state in CPU RAM, all GPUs together: {amount}.").format(
-                amount=fmt_both(est.cpu_offload_bytes))))
+        if v.band == "close call":
+            return " " + plain(_("(close call: the upper end of the likely range, {high}, is above the usable "
+                                 "memory)").format(high=fmt_both(est.high_bytes)))
+        return ""
 
-st.plotly_chart(scale_out_chart(curves, counts, device, font_size=font_size), key="scale_chart",
-                config={"displayModeBar": False},
-                alt=_("Lines of peak memory per GPU against the GPU count for each sharding: {lines}").format(
-                    lines="; ".join(_("{sharding} from {first} GB on {first_n} GPU(s) to {last} GB on {last_n}").format(
-                        sharding=_(SHARDING_LABELS[s]), first=format_number(ests[0].total_bytes / 1e9, 0),
-                        first_n=counts[0], last=format_number(ests[-1].total_bytes / 1e9, 0), last_n=counts[-1])
-                        for s, ests in curves.items())))
 
-st.subheader(_("Smallest GPU count that fits"), anchor=False)
-st.caption(_("Per GPU in the catalog and sharding; '> {n}' where even {n} GPUs are not enough").format(n=max_gpus)
-           + ("; " + _("whole nodes of {per_node}").format(per_node=per_node) if per_node > 1 else "")
-           + "; " + _("'close call' where the upper end of the likely range does not fit at that count.")
-           + " " + _("Activations are not sharded: each GPU keeps its own micro-batch's."))
-shown = table.copy()
-close = close_calls(spec, setup, table, SHARDINGS, offload)
-for sharding in SHARDINGS:
-    column = SHORT_SHARDING[sharding]
-    shown[column] = [f"> {max_gpus}" if n is pd.NA else _("{n} (close call)").format(n=f"{n:d}")
-                     if (name, sharding) in close
-                     else f"{n:d}" for name, n in zip(table["Device"], table[column], strict=True)]
-if inputs.presentation:
-    present_table(shown.rename(columns={"Device": _("Device"), "Memory (GB)": _("Memory (GB)")}), digits=0)
-else:
-    numbers = {"Memory (GB)": (0, " GB")}
-    st.dataframe(localised(shown, numbers), hide_index=True, key="min_gpus_table", height=38 + 35 * len(shown),
-                 column_config={"Device": st.column_config.TextColumn(_("Device"), width="large", pinned=True)}
-                 | number_columns(numbers, {"Memory (GB)": _("Memory (GB)")})
-                 | {SHORT_SHARDING[s]: st.column_config.TextColumn(SHORT_SHARDING[s], help=_(SHARDING_LABELS[s]))
-                    for s in SHARDINGS})
-if not inputs.presentation:
-    st.markdown(
-        "- " + _("**Data parallel (DDP)**: every GPU holds the whole model, gradients and optimizer state, plus a "
-                 "bucket copy of the gradients for the all-reduce. More GPUs make it faster, never smaller.") + "\n"
-        "- " + _("**ZeRO-1** shards the optimizer state over the GPUs; **ZeRO-2** the gradients too; **ZeRO-3 / "
-                 "FSDP full shard** the weights as well, gathering two layers' weights at a time.") + "\n"
-        "- " + _("**Offload** moves the optimizer state to CPU RAM (ZeRO-Offload), at the cost of slower steps.")
-    )
-share_box()
+    def gpus_text(n: int) -> str:
+        """'16 × NVIDIA H100 80GB HBM3 (81,559 MiB), 2 nodes of 8,'."""
+        nodes = ", " + ngettext("{nodes} node of {per_node}", "{nodes} nodes of {per_node}", n // per_node).format(
+            nodes=n // per_node, per_node=per_node) + "," if per_node > 1 else ""
+        return f"{n} × {device.name}{nodes}"
+
+
+    counts = [n for n in GPU_COUNTS if per_node <= n <= max_gpus] or [max_gpus]
+    curves = scale_out_curves(spec, setup, counts, SHARDINGS, offload, trainer, device.capacity_bytes)
+    table = min_gpus_table(spec, setup, shardings=SHARDINGS, offload=offload, max_gpus=max_gpus, per_node=per_node,
+                           trainer=trainer)
+
+    if device.kind != "discrete":
+        st.info(plain(_("{device} is a unified-memory machine: it does not scale out. The lines show what each GPU "
+                        "would need; pick a GPU in the sidebar to compare.").format(device=device.name)),
+                icon=":material/info:")
+    else:
+        best = best_layout(spec, setup, device, SHARDINGS, offload, max_gpus, per_node, estimate_fn)
+        if best is None:
+            st.error(plain(_("No layout up to {n} × {device} fits this setup.").format(n=max_gpus, device=device.name)),
+                     icon=":material/block:")
+            found = what_would_fit(spec, setup, device, SHARDINGS, offload, max_gpus, per_node, estimate_fn)
+            if found:
+                st.markdown("**" + _("What would make it fit:") + "**\n" + "\n".join(
+                    f"- {plain(label)}: " + _("{gpus} with {sharding}, {amount} per GPU").format(
+                        gpus=plain(gpus_text(layout.gpus)), sharding=plain(_(SHARDING_LABELS[layout.sharding])),
+                        amount=plain(fmt_both(layout.estimate.total_bytes))) + band_note(layout.estimate)
+                    for label, layout in found))  # each part ≤ 300
+            else:
+                st.markdown(_("Not even checkpointing, optimizer offload or 16 times the GPUs make it fit: try LoRA, "
+                              "QLoRA or a shorter max length on the calculator."))
+        else:
+            est = best.estimate
+            v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
+            line = _("{gpus} with {sharding}: {amount} per GPU of {usable} usable").format(
+                gpus=gpus_text(best.gpus), sharding=_(SHARDING_LABELS[best.sharding]), amount=fmt_both(est.total_bytes),
+                usable=fmt_both(device.usable_bytes))
+            if v.band == "fits":
+                st.success(plain(_("Fits on {layout}").format(layout=line), limit=1000), icon=":material/check_circle:")
+            else:  # the calculator's close call: the expected peak fits, the upper end of its likely range does not
+                safe = fewest_gpus(spec, sharded(setup, best.sharding, offload), device.usable_bytes, max_gpus,
+                                   per_node, estimate_fn, likely_high=True)
+                then = (" " + _("With {gpus} the upper end fits too.").format(gpus=gpus_text(safe)) if safe else
+                        " " + _("Even {n} GPUs leave the upper end above the usable memory: leave headroom "
+                                "(checkpointing, a shorter max length).").format(n=max_gpus))
+                st.warning(plain(_("Close call: fits on {layout}, but the upper end of the likely range ({high}) is "
+                                   "above it.").format(layout=line, high=fmt_both(est.high_bytes)) + then, limit=1000),
+                           icon=":material/warning:")
+            if est.cpu_offload_bytes:
+                st.caption(plain(_("Optimizer state in CPU RAM, all GPUs together: {amount}.").format(
+                    amount=fmt_both(est.cpu_offload_bytes))))
+
+    st.plotly_chart(scale_out_chart(curves, counts, device, font_size=font_size), key="scale_chart",
+                    config={"displayModeBar": False},
+                    alt=_("Lines of peak memory per GPU against the GPU count for each sharding: {lines}").format(
+                        lines="; ".join(_("{sharding} from {first} GB on {first_n} GPU(s) to {last} GB on {last_n}").format(
+                            sharding=_(SHARDING_LABELS[s]), first=format_number(ests[0].total_bytes / 1e9, 0),
+                            first_n=counts[0], last=format_number(ests[-1].total_bytes / 1e9, 0), last_n=counts[-1])
+                            for s, ests in curves.items())))
+
+    st.subheader(_("Smallest GPU count that fits"), anchor=False)
+    st.caption(_("Per GPU in the catalog and sharding; '> {n}' where even {n} GPUs are not enough").format(n=max_gpus)
+               + ("; " + _("whole nodes of {per_node}").format(per_node=per_node) if per_node > 1 else "")
+               + "; " + _("'close call' where the upper end of the likely range does not fit at that count.")
+               + " " + _("Activations are not sharded: each GPU keeps its own micro-batch's."))
+    shown = table.copy()
+    close = close_calls(spec, setup, table, SHARDINGS, offload)
+    for sharding in SHARDINGS:
+        column = SHORT_SHARDING[sharding]
+        shown[column] = [f"> {max_gpus}" if n is pd.NA else _("{n} (close call)").format(n=f"{n:d}")
+                         if (name, sharding) in close
+                         else f"{n:d}" for name, n in zip(table["Device"], table[column], strict=True)]
+    if inputs.presentation:
+        present_table(shown.rename(columns={"Device": _("Device"), "Memory (GB)": _("Memory (GB)")}), digits=0)
+    else:
+        numbers = {"Memory (GB)": (0, " GB")}
+        st.dataframe(localised(shown, numbers), hide_index=True, key="min_gpus_table", height=38 + 35 * len(shown),
+                     column_config={"Device": st.column_config.TextColumn(_("Device"), width="large", pinned=True)}
+                     | number_columns(numbers, {"Memory (GB)": _("Memory (GB)")})
+                     | {SHORT_SHARDING[s]: st.column_config.TextColumn(SHORT_SHARDING[s], help=_(SHARDING_LABELS[s]))
+                        for s in SHARDINGS})
+    if not inputs.presentation:
+        st.markdown(
+            "- " + _("**Data parallel (DDP)**: every GPU holds the whole model, gradients and optimizer state, plus a "
+                     "bucket copy of the gradients for the all-reduce. More GPUs make it faster, never smaller.") + "\n"
+            "- " + _("**ZeRO-1** shards the optimizer state over the GPUs; **ZeRO-2** the gradients too; **ZeRO-3 / "
+                     "FSDP full shard** the weights as well, gathering two layers' weights at a time.") + "\n"
+            "- " + _("**Offload** moves the optimizer state to CPU RAM (ZeRO-Offload), at the cost of slower steps.")
+        )
+    share_box()
+
+
+live_page(scale_out)  # the sidebar, then the body in a fragment with the sliders

@@ -5,66 +5,71 @@ import streamlit as st
 
 from estimator.i18n import N_, _
 from ui.grids import SHORT_METHOD, TABLE_METHODS, setup_summary, size_table
-from ui.inputs import BY_SIZE, plain, present_table, render_inputs, share_box, show_notes
+from ui.inputs import BY_SIZE, Inputs, live_page, plain, present_table, share_box, show_notes
 from ui.lang import localised, number_columns
 from ui.trainer_inputs import page_trainer, trainer_summary
 
-inputs = render_inputs()
-show_notes(inputs)
-trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: the detailed columns price its step
-spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
 
-st.title(_("Size table"))
-st.caption(plain(_("Detailed columns for: {setup}").format(
-    setup=setup_summary(None, setup, None, trainer_summary(trainer)))))
-if trainer.trainer != "sft":
-    st.caption(plain(_("The rule columns are the rule of thumb for supervised fine-tuning; the detailed columns "
-                       "price a {trainer} step.").format(trainer=trainer.option.label)))
+def sizes(inputs: Inputs) -> None:
+    """The page's body, rerun alone when a slider moves (ui.inputs.live_page)."""
+    show_notes(inputs)
+    trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: the detailed columns price its step
+    spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
 
-# The sidebar's model joins the table when it is a real architecture (a preset or an uploaded config).
-extra = [(_("{model} (yours)").format(model=spec.name), spec)] if inputs.model_choice != BY_SIZE else []
-table = size_table(setup, extra=extra, trainer=trainer, device_capacity=device.capacity_bytes)
+    st.title(_("Size table"))
+    st.caption(plain(_("Detailed columns for: {setup}").format(
+        setup=setup_summary(None, setup, None, trainer_summary(trainer)))))
+    if trainer.trainer != "sft":
+        st.caption(plain(_("The rule columns are the rule of thumb for supervised fine-tuning; the detailed columns "
+                           "price a {trainer} step.").format(trainer=trainer.option.label)))
 
-gb_columns = [c for c in table.columns if c.endswith("(GB)")]
-shown = ["Model", *gb_columns] if not inputs.presentation else [
-    "Model", *(f"{SHORT_METHOD[m]} · {kind} (GB)" for m in TABLE_METHODS for kind in ("rule", "detailed"))]
+    # The sidebar's model joins the table when it is a real architecture (a preset or an uploaded config).
+    extra = [(_("{model} (yours)").format(model=spec.name), spec)] if inputs.model_choice != BY_SIZE else []
+    table = size_table(setup, extra=extra, trainer=trainer, device_capacity=device.capacity_bytes)
 
-
-def heading(column: str) -> str:
-    """A short heading on screen (values carry the unit), translated: 'LoRA · rule (GB)' → 'LoRA rule'."""
-    if column == "Model":
-        return _("Model")
-    short = column.replace(" (GB)", "")
-    for kind in (N_("rule"), N_("detailed")):
-        if short.endswith(f" · {kind}"):
-            method = short[: -len(f" · {kind}")]
-            return f"{_(method)} {_(kind)}"
-    return short
+    gb_columns = [c for c in table.columns if c.endswith("(GB)")]
+    shown = ["Model", *gb_columns] if not inputs.presentation else [
+        "Model", *(f"{SHORT_METHOD[m]} · {kind} (GB)" for m in TABLE_METHODS for kind in ("rule", "detailed"))]
 
 
-# Short headings on screen; the CSV keeps the full column names.
-numbers = {c: (1, " GB") for c in gb_columns}
-config = number_columns(numbers, {c: heading(c) for c in gb_columns}, {c: c for c in gb_columns})
-config["Model"] = st.column_config.TextColumn(_("Model"), pinned=True, width="medium")
-if inputs.presentation:
-    present_table(table[shown].rename(columns=heading))
-else:
-    st.dataframe(localised(table, numbers), hide_index=True, key="size_table", column_order=shown,
-                 column_config=config, height=38 + 35 * len(table))
+    def heading(column: str) -> str:
+        """A short heading on screen (values carry the unit), translated: 'LoRA · rule (GB)' → 'LoRA rule'."""
+        if column == "Model":
+            return _("Model")
+        short = column.replace(" (GB)", "")
+        for kind in (N_("rule"), N_("detailed")):
+            if short.endswith(f" · {kind}"):
+                method = short[: -len(f" · {kind}")]
+                return f"{_(method)} {_(kind)}"
+        return short
 
-st.download_button(_("Download CSV (GB and GiB)"), table.to_csv(index=False, float_format="%.3f"),
-                   file_name="will-it-fit-size-table.csv", mime="text/csv", on_click="ignore",
-                   icon=":material/download:", key="size_csv")
 
-st.markdown(
-    _("**Rule** columns are the rule of thumb: LoRA ≈ 2 GB per billion parameters + 3 GB, full "
-      "fine-tuning ≈ 12 GB per billion + 4 GB (16 GB per billion with precision 'mixed', the fp32 master copy), "
-      "QLoRA ≈ a third of LoRA + 3 GB, never above LoRA. They ignore batch size, length and optimizer.")
-    + "\n\n"
-    + _("**Detailed** columns are this app's estimate of the peak of one training step for the sidebar's setup "
-        "(batch, max length, precision, optimizer, checkpointing, attention), for a Llama-style decoder of that "
-        "size. GB = 10⁹ bytes; the CSV adds GiB (2³⁰ bytes, what PyTorch and nvidia-smi report).")
-)
-if inputs.rule == "seed":
-    st.caption(_("The rule-of-thumb toggle does not change this table: it always shows both."))
-share_box()
+    # Short headings on screen; the CSV keeps the full column names.
+    numbers = {c: (1, " GB") for c in gb_columns}
+    config = number_columns(numbers, {c: heading(c) for c in gb_columns}, {c: c for c in gb_columns})
+    config["Model"] = st.column_config.TextColumn(_("Model"), pinned=True, width="medium")
+    if inputs.presentation:
+        present_table(table[shown].rename(columns=heading))
+    else:
+        st.dataframe(localised(table, numbers), hide_index=True, key="size_table", column_order=shown,
+                     column_config=config, height=38 + 35 * len(table))
+
+    st.download_button(_("Download CSV (GB and GiB)"), table.to_csv(index=False, float_format="%.3f"),
+                       file_name="will-it-fit-size-table.csv", mime="text/csv", on_click="ignore",
+                       icon=":material/download:", key="size_csv")
+
+    st.markdown(
+        _("**Rule** columns are the rule of thumb: LoRA ≈ 2 GB per billion parameters + 3 GB, full "
+          "fine-tuning ≈ 12 GB per billion + 4 GB (16 GB per billion with precision 'mixed', the fp32 master copy), "
+          "QLoRA ≈ a third of LoRA + 3 GB, never above LoRA. They ignore batch size, length and optimizer.")
+        + "\n\n"
+        + _("**Detailed** columns are this app's estimate of the peak of one training step for the sidebar's setup "
+            "(batch, max length, precision, optimizer, checkpointing, attention), for a Llama-style decoder of that "
+            "size. GB = 10⁹ bytes; the CSV adds GiB (2³⁰ bytes, what PyTorch and nvidia-smi report).")
+    )
+    if inputs.rule == "seed":
+        st.caption(_("The rule-of-thumb toggle does not change this table: it always shows both."))
+    share_box()
+
+
+live_page(sizes)  # the sidebar, then the body in a fragment with the sliders

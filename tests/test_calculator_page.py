@@ -5,7 +5,7 @@ sidebar widget set.
 Known trap (Streamlit 1.67, verified below): after `set_value(...).run()` AppTest reruns only the current
 page of an st.navigation app, not the entrypoint, so widgets drawn in app.py would vanish. It happens
 because the page scripts sit in a folder named `pages/` (the legacy auto-discovery folder); any other
-name avoids it. Every page draws the shared inputs itself (ui.inputs.render_inputs), so either way works."""
+name avoids it. Every page draws the shared inputs itself (ui.inputs.live_page), so either way works."""
 
 from __future__ import annotations
 

@@ -102,7 +102,7 @@ class Inputs:
     presentation: bool
     notes: tuple[str, ...]  # plain-text notes (invalid URL values, upload errors): render with st.text/caption
     model_choice: str  # preset id, BY_SIZE or UPLOAD
-    trainer_box: TrainerBox | None = None  # the Trainer box's values when live_page drew it (else the page draws it)
+    trainer_box: TrainerBox  # the Trainer box's values (ui.trainer_inputs.resolve_box prices them for the setup)
 
 
 def model_options(hub_model: str | None = None) -> list[str]:
@@ -440,6 +440,7 @@ class _Drawn:
     size_slot: Any
     length_slot: Any
     summary_slot: Any
+    trainer_box: TrainerBox
 
 
 def _draw_settled() -> _Drawn:
@@ -550,6 +551,7 @@ def _draw_settled() -> _Drawn:
     if present:
         st.html(PRESENT_CSS)
     summary_slot = sb.container()  # the resolved setup's line (_draw_live)
+    trainer_box = draw_trainer_box()  # the sidebar's last section
     device = custom_device(float(capacity), str(kind)) if device_choice == CUSTOM else get_device(device_choice)
     settings = dict(
         method=str(method), precision=str(precision),
@@ -563,7 +565,7 @@ def _draw_settled() -> _Drawn:
                   settings=settings,
                   stack_id=str(stack_id) if stack_id in STACKS else DEFAULT_STACK, targets_text=str(targets_text),
                   device=device, rule_on=bool(rule_on), present=bool(present), size_slot=size_slot,
-                  length_slot=length_slot, summary_slot=summary_slot)
+                  length_slot=length_slot, summary_slot=summary_slot, trainer_box=trainer_box)
 
 
 def _draw_live(drawn: _Drawn) -> Inputs:
@@ -571,7 +573,9 @@ def _draw_live(drawn: _Drawn) -> Inputs:
     calculator this runs in a fragment (live_page): a slider change reruns only it and the page's body."""
     set_language(drawn.language)  # a fragment's rerun does not pass through app.py or the switch
     # The link's notes once, with the full run that read the link; a slider's fragment rerun repeats the rest.
-    notes = list(drawn.notes if st.session_state.get(_LINK_NOTES_SHOWN) else drawn.link_notes + drawn.notes)
+    first = not st.session_state.get(_LINK_NOTES_SHOWN)
+    notes = list(drawn.link_notes + drawn.notes if first else drawn.notes)
+    box = drawn.trainer_box if first else replace(drawn.trainer_box, notes=())
     st.session_state[_LINK_NOTES_SHOWN] = True
     slot = drawn.size_slot
     _sync_size_slider()
@@ -625,26 +629,19 @@ def _draw_live(drawn: _Drawn) -> Inputs:
             setup = replace(setup, train_tower=False)
     drawn.summary_slot.caption(plain(setup_summary(setup)))
     return Inputs(model=spec, setup=setup, device=drawn.device, rule="seed" if drawn.rule_on else None,
-                  presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice)
-
-
-def render_inputs() -> Inputs:
-    """Draw the shared sidebar and return validated Inputs. Never raises for bad input."""
-    return _draw_live(_draw_settled())
+                  presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice, trainer_box=box)
 
 
 def live_page(body: Callable[[Inputs], None]) -> None:
-    """Draw the shared sidebar, then run `body(inputs)` in a fragment with the sliders: moving a slider reruns
-    only the sliders and the page's body (the rest of the sidebar stays), so the page answers about as fast
-    as its own content allows. Any other input reruns the whole page, which draws the fragment again with
-    the new settings."""
+    """Every page: draw the shared sidebar, then run `body(inputs)` in a fragment with the sliders. Moving a
+    slider reruns only the sliders and the page's body (the rest of the sidebar is not sent again); any other
+    input reruns the whole page, which draws the fragment again with the new settings. Never raises for bad
+    input: notes say what was replaced."""
     drawn = _draw_settled()
-    box = draw_trainer_box()  # the sidebar's last section, as on every page
 
     @st.fragment
     def live() -> None:
-        first = not st.session_state.get(_LINK_NOTES_SHOWN)  # the full run's own pass: the link's notes too
-        body(replace(_draw_live(drawn), trainer_box=box if first else replace(box, notes=())))
+        body(_draw_live(drawn))
 
     live()
 

@@ -1,6 +1,6 @@
 """The page language: `lang=es|en` in the address, else the language chosen earlier in this session, else the
 browser's (st.context.locale), else English. Set once per rerun, before any text is drawn (app.py for the
-navigation's titles, then ui.inputs.render_inputs for the page), and shown as a switch at the top of the
+navigation's titles, then ui.inputs.live_page for the page), and shown as a switch at the top of the
 sidebar.
 
 `lang` is not a bound widget parameter: the switch writes it into the address itself, so the address keeps it

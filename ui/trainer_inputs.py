@@ -195,7 +195,7 @@ def page_trainer(inputs) -> TrainerInputs:  # noqa: ANN001 - ui.inputs.Inputs (i
     rule of thumb's note when a trainer other than SFT overrides it. One call per page."""
     from ui.inputs import plain
 
-    result = render_trainer_inputs(inputs.setup)
+    result = resolve_box(inputs.setup, inputs.trainer_box)  # the box ui.inputs.live_page drew
     notes = result.notes
     if inputs.rule and result.trainer.trainer != "sft":
         notes += (_("The rule of thumb covers SFT only; this page shows the detailed estimate for {trainer}.").format(
@@ -252,11 +252,6 @@ def resolve_box(setup: TrainingSetup, box: TrainerBox) -> TrainerInputs:
     result = resolve_trainer(setup, box.trainer, box.beta_text, box.precompute, box.gens, box.prompt,
                              box.completion, box.gen, box.util, box.sleep)
     return replace(result, notes=box.notes + result.notes)
-
-
-def render_trainer_inputs(setup: TrainingSetup) -> TrainerInputs:
-    """Draw the trainer controls in the sidebar and resolve them for this setup."""
-    return resolve_box(setup, draw_trainer_box())
 
 
 def _remember_trainer() -> None:
