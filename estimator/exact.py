@@ -283,23 +283,26 @@ def tracer_setup(setup: TrainingSetup) -> tuple[dict[str, Any], tuple[str, ...]]
     precision = setup.precision
     if precision == "fp16":
         precision = "bf16"  # same byte counts; CPU autocast is bf16 only
-        notes.append("fp16 is traced as bf16 (the same bytes per value; CPU autocast only has bf16).")
+        notes.append(Text(N_("fp16 is traced as bf16 (the same bytes per value; CPU autocast only has bf16).")))
     method = "full" if setup.method == "full" else "lora"
     if setup.method == "qlora":
-        notes.append("QLoRA's 4-bit kernels need CUDA: the 16-bit equivalent was traced, then its 16-bit linear "
-                     "weights were replaced by bitsandbytes' NF4 storage and its dequantisation buffer added.")
+        notes.append(Text(N_("QLoRA's 4-bit kernels need CUDA: the 16-bit equivalent was traced, then its 16-bit "
+                             "linear weights were replaced by bitsandbytes' NF4 storage and its dequantisation "
+                             "buffer added.")))
         if setup.qlora_prep != "none":
-            notes.append("prepare_model_for_kbit_training's fp32 upcast is not traced (16-bit embeddings and norms).")
+            notes.append(Text(N_("prepare_model_for_kbit_training's fp32 upcast is not traced (16-bit embeddings "
+                                 "and norms).")))
     if setup.method != "full" and setup.adapter_dtype != "fp32":
-        notes.append("Adapters are traced in fp32 (PEFT's default); this stack keeps them in bf16.")
+        notes.append(Text(N_("Adapters are traced in fp32 (PEFT's default); this stack keeps them in bf16.")))
     if setup.optimizer not in TRACED_OPTIMIZERS:
-        notes.append(f"The optimizer {setup.optimizer} runs CUDA or other kernels the trace does not have: AdamW was "
-                     "traced and its state replaced by the estimator's figure for this optimizer.")
+        notes.append(Text(N_("The optimizer {optimizer} runs CUDA or other kernels the trace does not have: AdamW "
+                             "was traced and its state replaced by the estimator's figure for this optimizer."),
+                          optimizer=setup.optimizer))
     if getattr(setup, "compile", False):
-        notes.append("torch.compile is not traced: the step runs eagerly (a compiled loss may keep less).")
+        notes.append(Text(N_("torch.compile is not traced: the step runs eagerly (a compiled loss may keep less).")))
     if getattr(setup, "optimizer_in_bwd", False):
-        notes.append("The optimizer step is traced after backward, not inside it (optimizer_in_bwd): gradients "
-                     "of all parameters exist at once in the trace.")
+        notes.append(Text(N_("The optimizer step is traced after backward, not inside it (optimizer_in_bwd): "
+                             "gradients of all parameters exist at once in the trace.")))
     targets: Any = ALL_LINEAR if setup.lora_targets == (ALL_LINEAR,) else list(setup.lora_targets)
     out: dict[str, Any] = {
         "method": method, "precision": precision, "optimizer": "adamw", "batch": setup.batch,
@@ -362,7 +365,8 @@ class ExactResult:
     @property
     def versions_label(self) -> str:
         v = self.versions
-        return f"traced with torch {v.get('torch')}, transformers {v.get('transformers')}, peft {v.get('peft')}"
+        return Text(N_("traced with torch {torch}, transformers {transformers}, peft {peft}"), torch=v.get("torch"),
+                    transformers=v.get("transformers"), peft=v.get("peft"))
 
     def as_json(self, fast_total: float | None = None) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -397,25 +401,27 @@ def combine(raw: dict[str, Any], setup: TrainingSetup, est: Estimate | None,
     if setup.method == "qlora":
         nf4 = NF4_DQ_BYTES if setup.nf4_double_quant else NF4_BYTES
         q_params, q_bytes = int(raw["quantizable_params"]), int(raw["quantizable_bytes"])
-        added.append(Added("16-bit linear weights bitsandbytes stores in 4-bit (traced, removed)", -q_bytes,
+        added.append(Added(Text(N_("16-bit linear weights bitsandbytes stores in 4-bit (traced, removed)")), -q_bytes,
                            f"{q_params:,} parameters counted in the trace"))
-        added.append(Added("NF4 storage of those weights", int(round(q_params * nf4)),
+        added.append(Added(Text(N_("NF4 storage of those weights")), int(round(q_params * nf4)),
                            f"{nf4:.4f} B/parameter (bitsandbytes quantize_4bit, estimator/precision.py)"))
         deq = _detail(est, "QLoRA dequantisation buffer")
         if deq:
-            added.append(Added("QLoRA dequantisation buffer (CUDA kernel)", int(round(deq)), "estimator"))
+            added.append(Added(Text(N_("QLoRA dequantisation buffer (CUDA kernel)")), int(round(deq)), "estimator"))
     if setup.optimizer not in TRACED_OPTIMIZERS and est is not None:
         traced_opt = int(raw["peak_by_category"].get("optimizer_states", 0))
-        added.append(Added(f"AdamW state at the peak (traced, replaced by {setup.optimizer})", -traced_opt, "trace"))
-        added.append(Added(f"{setup.optimizer} state", int(round(_detail(est, "Optimizer state"))), "estimator"))
+        added.append(Added(Text(N_("AdamW state at the peak (traced, replaced by {optimizer})"),
+                                optimizer=setup.optimizer), -traced_opt, "trace"))
+        added.append(Added(Text(N_("{optimizer} state"), optimizer=setup.optimizer),
+                           int(round(_detail(est, "Optimizer state"))), "estimator"))
     tensor = peak + sum(a.bytes for a in added)
     ctx = _detail(est, "CUDA context and workspaces") if est is not None else CUDA_CONTEXT_BYTES
-    added.append(Added("CUDA context and workspaces", int(round(ctx)), "estimator (docs/formulas.md §5)"))
-    added.append(Added("Allocator slack", int(round(ALLOCATOR_SLACK * tensor)),
+    added.append(Added(Text(N_("CUDA context and workspaces")), int(round(ctx)), "estimator (docs/formulas.md §5)"))
+    added.append(Added(Text(N_("Allocator slack")), int(round(ALLOCATOR_SLACK * tensor)),
                        f"estimator: {ALLOCATOR_SLACK:.0%} of the allocated bytes (docs/formulas.md §5)"))
-    all_notes = (*[str(n) for n in raw.get("worker_notes") or ()], *notes, "Not counted: FlashAttention's and cuDNN's own workspaces (the CPU trace runs PyTorch's "
-                         "flash-style SDPA kernel, which saves the same tensors), and anything outside PyTorch's "
-                         "allocator (vLLM, NCCL).")
+    all_notes = (*[str(n) for n in raw.get("worker_notes") or ()], *notes, Text(N_(
+        "Not counted: FlashAttention's and cuDNN's own workspaces (the CPU trace runs PyTorch's flash-style SDPA "
+        "kernel, which saves the same tensors), and anything outside PyTorch's allocator (vLLM, NCCL).")))
     return ExactResult(
         peak_bytes=peak, peak_by_category={k: int(v) for k, v in raw["peak_by_category"].items()},
         peak_phase=str(raw.get("peak_phase")), peak_region=str(raw.get("peak_region")),

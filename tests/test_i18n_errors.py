@@ -246,3 +246,28 @@ def test_spanish_page_shows_a_bad_typed_hub_id_in_spanish():
     assert not at.exception
     shown = _shown(at)
     assert "'not a model id' no es un id de modelo de Hugging Face" in shown, shown
+
+
+def test_exact_trace_notes_and_added_items_follow_the_language():
+    """What the exact trace says about itself (tracer_setup's notes, combine's added items, the versions line)
+    is English in the result (the CLI's JSON) and Spanish where the page shows it with _()."""
+    from estimator.i18n import _
+    from estimator.training import TrainingSetup
+    from tests.test_exact import RAW
+
+    setup = TrainingSetup(method="qlora", optimizer="adamw_8bit", precision="fp16")
+    est = estimate(load_preset("llama-3.2-1b"), setup)
+    _tsetup, notes = exact.tracer_setup(setup)
+    res = exact.combine(RAW, setup, est, notes)
+    shown = [*res.notes, *(a.label for a in res.added), res.versions_label]
+    english = [str(t) for t in shown]
+    assert "fp16 is traced as bf16 (the same bytes per value; CPU autocast only has bf16)." in english
+    assert "AdamW state at the peak (traced, replaced by adamw_8bit)" in english
+    assert res.versions_label == "traced with torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2"
+    assert res.as_json()["added"][0]["label"] == english[len(res.notes)]  # the JSON keeps the English
+    with language("es"):
+        spanish = [_(t) for t in shown]
+    assert "fp16 se traza como bf16 (los mismos bytes por valor; el autocast de CPU solo tiene bf16)." in spanish
+    assert "Estado de AdamW en el pico (trazado, sustituido por adamw_8bit)" in spanish
+    assert spanish[-1] == "trazado con torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2"
+    assert all(s != e for s, e in zip(spanish, english, strict=True))  # every one of them translated

@@ -92,7 +92,7 @@ def exact_bar(fast: Estimate | None, result: ex.ExactResult, device: Device | No
                 + "<extra></extra>")
     fig.add_bar(y=[exact_row], x=[added_gb], orientation="h", name=_("Added (CUDA context, slack, …)"),
                 marker_color="#AA99DD",
-                hovertemplate="<br>".join(f"{a.label}: {to_gb(a.bytes):+.2f} GB" for a in result.added) + "<extra></extra>")
+                hovertemplate="<br>".join(f"{_(a.label)}: {'+' if a.bytes >= 0 else ''}{format_number(to_gb(a.bytes), 2)} GB" for a in result.added) + "<extra></extra>")
     if fast is not None:
         fig.add_bar(y=[fast_row], x=[to_gb(fast.total_bytes)], orientation="h", name=fast_row,
                     marker_color=FAST_COLOR,
@@ -197,7 +197,7 @@ def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | No
                             config={"displayModeBar": False})
             st.caption(_("{versions}, in {seconds} s; peak at {phase}/{region} ({op}). Added from the estimator: "
                          "{added}.").format(
-                versions=res.versions_label, seconds=f"{res.seconds:.0f}", phase=res.peak_phase,
+                versions=_(res.versions_label), seconds=f"{res.seconds:.0f}", phase=res.peak_phase,
                 region=res.peak_region, op=res.peak_op,
                 added="; ".join(f"{_(a.label)} {'+' if a.bytes >= 0 else ''}{format_number(to_gb(a.bytes), 2)} GB"
                                 for a in res.added)))
