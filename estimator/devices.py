@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .i18n import N_, Text, format_int, format_number, short_number
+from .i18n import N_, Text, format_int, format_number, short_number, shown
 from .units import GB, GiB, to_gb, to_gib
 
 MiB = 1 << 20  # nvidia-smi and rocm-smi print memory.total in MiB (2^20 B)
@@ -43,7 +43,7 @@ class Device:
     @property
     def name(self) -> str:
         """The display name in the current language: '… (24,564 MiB)' in English, '… (24.564 MiB)' in Spanish."""
-        return _shown(self.title)
+        return shown(self.title)
 
     @property
     def usable_bytes(self) -> int:
@@ -77,11 +77,6 @@ class Device:
         if self.kind == "unified" and self.reported_mib % 1024 == 0:
             return f"{format_int(self.reported_mib // 1024)} GiB"
         return f"{format_int(self.reported_mib)} MiB"
-
-
-def _shown(value: str) -> str:
-    """A display string in the current language: a Text is translated with its values, a plain str is as it is."""
-    return value.translated() if isinstance(value, Text) else value
 
 
 def _gpu(id_: str, model: str, mib: int, source: str, aliases: tuple[str, ...], name: str | None = None) -> Device:
@@ -328,7 +323,7 @@ def device_label(device: Device) -> str:
     'NVIDIA GeForce RTX 4090 · 24,564 MiB (25.8 GB / 24.0 GiB)', 'Apple silicon 36 GB unified · 36 GiB (38.7 GB /
     36.0 GiB)'."""
     size = f"{format_number(to_gb(device.capacity_bytes), 1)} GB / {format_number(to_gib(device.capacity_bytes), 1)} GiB"
-    return f"{_shown(device.model) or device.name} · {device.reported} ({size})"
+    return f"{shown(device.model) or device.name} · {device.reported} ({size})"
 
 
 def custom_device(capacity_gb: float, kind: str = "discrete") -> Device:

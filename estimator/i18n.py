@@ -153,12 +153,17 @@ def error_message(exc: BaseException) -> str:
     return message if isinstance(message, Text) else str(exc)
 
 
+def shown(value: str) -> str:
+    """A value as the page shows it: a Text translated with its values, a plain str (a name, a library's
+    message) exactly as it is (no catalogue lookup)."""
+    return value.translated() if isinstance(value, Text) else value
+
+
 def localised_error(exc: BaseException) -> str:
     """An exception's message in the current language, for the app's "… could not be used: {error}" notes. An
     exception raised with a Text (see the module docstring) is translated with its values; any other shows
     str(exc)."""
-    message = error_message(exc)
-    return message.translated() if isinstance(message, Text) else message
+    return shown(error_message(exc))
 
 
 def ngettext(singular: str, plural: str, n: int) -> str:

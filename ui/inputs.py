@@ -16,7 +16,6 @@ from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from estimator import (
-    CATALOG,
     MAX_SIZE_B,
     MIN_SIZE_B,
     Device,
@@ -475,10 +474,8 @@ def _draw_settled() -> _Drawn:
     if st.session_state.get(_HUB_NOTE):
         sb.caption(plain(_(st.session_state[_HUB_NOTE])))
     size_slot = sb.container()  # the size slider and its number box (_draw_live)
-    spec: ModelSpec | None = None
-    if choice == BY_SIZE:
-        spec = None
-    elif choice == UPLOAD:
+    spec: ModelSpec | None = None  # stays None for 'by-size': _draw_live builds it from the size slider
+    if choice == UPLOAD:
         upload = sb.file_uploader("config.json", type=["json"], key="upload",
                                   help=_("A Hugging Face config.json (llama, mistral, qwen2/3, qwen3_5, gemma 1–4, "
                                          "gemma3n, phi3, gpt_oss, deepseek_v3, llama4 and the other families the "
@@ -502,7 +499,7 @@ def _draw_settled() -> _Drawn:
             model_caption.caption(plain(_("{model}: not read from the Hub").format(model=choice)))
             notes.append(_("The Hub model '{model}' could not be used: {error}. Showing {fallback}.").format(
                 model=choice, error=localised_error(exc), fallback=spec.name))
-    else:
+    elif choice != BY_SIZE:
         spec = load_preset(choice)
     # For the controls below (LoRA's names, a tower's): a by-size model is the generic decoder of the typed size.
     named = spec if spec is not None else generic_spec(min(max(_typed_number("size"), MIN_SIZE_B), MAX_SIZE_B))
@@ -542,9 +539,8 @@ def _draw_settled() -> _Drawn:
                   help=_("Type a card's name or a nickname: the Device box below jumps to the first match."))
     if st.session_state.get(_FIND_NOTE):
         sb.caption(plain(st.session_state[_FIND_NOTE]))
-    names = {d.id: d.name for d in CATALOG} | {CUSTOM: _("Custom capacity")}
-    device_choice = widget("device", sb)
-    sb.caption(plain(names.get(device_choice, device_choice)))
+    device_choice = widget("device", sb)  # its options: the catalog's ids and CUSTOM (ui/params.py)
+    sb.caption(plain(_("Custom capacity") if device_choice == CUSTOM else get_device(device_choice).name))
     capacity = widget("capacity", sb, disabled=device_choice != CUSTOM)
     kind = widget("kind", sb, disabled=device_choice != CUSTOM)
     present = widget("present", sb)
@@ -569,8 +565,8 @@ def _draw_settled() -> _Drawn:
 
 
 def _draw_live(drawn: _Drawn) -> Inputs:
-    """The sliders (model size, batch, max length) into their slots, then the setup they complete. On the
-    calculator this runs in a fragment (live_page): a slider change reruns only it and the page's body."""
+    """The sliders (model size, batch, max length) into their slots, then the setup they complete. Runs in
+    live_page's fragment: a slider change reruns only it and the page's body."""
     set_language(drawn.language)  # a fragment's rerun does not pass through app.py or the switch
     # The link's notes once, with the full run that read the link; a slider's fragment rerun repeats the rest.
     first = not st.session_state.get(_LINK_NOTES_SHOWN)
