@@ -71,6 +71,8 @@ OPTIMIZERS: dict[str, OptimizerOption] = {o.id: o for o in (
                     "bitsandbytes optim/lion.py Lion32bit",
                     torch_class="bitsandbytes.optim.Lion32bit"),
 )}
+OPTIMIZER_IDS: tuple[str, ...] = tuple(OPTIMIZERS)
+OPTIMIZER_LABELS = {k: o.label for k, o in OPTIMIZERS.items()}
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ LOSSES: dict[str, LossOption] = {o.id: o for o in (
                N_("A fused kernel (Liger, Cut Cross-Entropy) computes head, loss and gradients chunk by chunk "
                "in forward and keeps only the gradients."), "liger"),
 )}
+LOSS_IDS: tuple[str, ...] = tuple(LOSSES)
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,8 @@ PRECISIONS: dict[str, PrecisionOption] = {o.id: o for o in (
                     N_("fp32 weights, gradients and states; bf16 autocast copies of each weight while it is used.")),
     PrecisionOption("fp32", N_("fp32"), "float32", False, False, "float32", N_("Everything in fp32 (4 B each).")),
 )}
+PRECISION_IDS: tuple[str, ...] = tuple(PRECISIONS)
+PRECISION_LABELS = {k: o.label for k, o in PRECISIONS.items()}
 
 
 @dataclass(frozen=True)
@@ -198,6 +203,7 @@ QLORA_PREPS: dict[str, QLoRAPrep] = {o.id: o for o in (
               "fp32, so the residual stream still turns fp32."),
               "axolotl 0.19.0 axolotl/monkeypatch/peft/utils.py (PATCHED_PREPARE_CODE)"),
 )}
+QLORA_PREP_IDS: tuple[str, ...] = tuple(QLORA_PREPS)
 
 
 @dataclass(frozen=True)

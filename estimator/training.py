@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import options
+from .options import (
+    OPTIMIZER_IDS as OPTIMIZERS,
+    OPTIMIZER_LABELS,
+    OPTIMIZERS as _OPTIMIZER_TABLE,
+    PRECISION_IDS as PRECISIONS,
+    PRECISION_LABELS,
+    QLORA_PREP_IDS as QLORA_PREPS,
+    QLORA_PREPS as _QLORA_PREP_TABLE,
+    LOSS_IDS as LOSSES,
+)
 from .i18n import N_, Text
 
 METHODS = ("full", "lora", "qlora")
-PRECISIONS: tuple[str, ...] = tuple(options.PRECISIONS)
-OPTIMIZERS: tuple[str, ...] = tuple(options.OPTIMIZERS)
 ATTENTIONS = ("sdpa", "eager")
-LOSSES: tuple[str, ...] = tuple(options.LOSSES)
-QLORA_PREPS: tuple[str, ...] = tuple(options.QLORA_PREPS)
 ADAPTER_DTYPES = ("fp32", "bf16")
 SHARDINGS = ("none", "zero1", "zero2", "zero3")
 
 METHOD_LABELS = {"full": N_("Full fine-tuning"), "lora": "LoRA", "qlora": "QLoRA"}  # N_: translated where shown
-PRECISION_LABELS = {k: o.label for k, o in options.PRECISIONS.items()}
-OPTIMIZER_LABELS = {k: o.label for k, o in options.OPTIMIZERS.items()}
-LOSS_LABELS = {k: o.label for k, o in options.LOSSES.items()}
 SHARDING_LABELS = {
     "none": N_("Data parallel (DDP)"),
     "zero1": N_("ZeRO-1 (optimizer sharded)"),
@@ -139,17 +141,17 @@ class TrainingSetup:
     @property
     def fused_optimizer(self) -> bool:
         """Does the optimizer step run without parameter-sized temporaries? (options.OPTIMIZERS)"""
-        return not options.OPTIMIZERS[self.optimizer].step_temporaries
+        return not _OPTIMIZER_TABLE[self.optimizer].step_temporaries
 
     @property
     def qlora_fp32_upcast(self) -> bool:
         """Are the non-4-bit weights (embeddings, head) fp32 after the QLoRA preparation?"""
-        return options.QLORA_PREPS[self.qlora_prep].upcast_embeddings
+        return _QLORA_PREP_TABLE[self.qlora_prep].upcast_embeddings
 
     @property
     def fp32_residual(self) -> bool:
         """QLoRA with fp32 norms: the residual stream and MLP intermediates turn fp32."""
-        return self.method == "qlora" and options.QLORA_PREPS[self.qlora_prep].fp32_residual
+        return self.method == "qlora" and _QLORA_PREP_TABLE[self.qlora_prep].fp32_residual
 
     @property
     def lm_seq_len(self) -> int:
