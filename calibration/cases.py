@@ -517,7 +517,7 @@ def _rwi_cases() -> list[dict]:
     return out
 
 
-# Real-width MoE / MLA / hybrid / attention-sink families (issue 11; estimator/families_moe.py): the presets' text
+# Real-width MoE / MLA / hybrid / attention-sink families (issue 11; estimator/models/moe.py): the presets' text
 # models at their real widths and expert counts with 2-4 layers that keep one layer of each kind (dense and MoE,
 # linear and full attention, sliding and full).  bf16 only: the fused experts' grouped_mm has no fp32 meta kernel.
 # The hybrid Gated DeltaNet models (qwen3_next, qwen3_5*) keep the minimal pattern, one linear-attention layer and
@@ -595,7 +595,7 @@ def _rw_moe_cases() -> list[dict]:
     return out
 
 
-# Real-width Gemma 4 / Gemma 3n text models (issue 11; estimator/families_gemma.py): the presets' widths with 2-4
+# Real-width Gemma 4 / Gemma 3n text models (issue 11; estimator/models/gemma.py): the presets' widths with 2-4
 # layers that keep one layer of each kind: sliding and full attention (Gemma 4: global_head_dim 512 on full layers),
 # K/V-sharing layers (with Gemma 4 E2B's double-wide MLP), per-layer inputs (PLE), Gemma 4's MoE block with K = V
 # global attention, Gemma 3n's AltUp / LAuReL and activation sparsity.  Text models only: Gemma 3n's vision

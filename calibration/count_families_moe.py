@@ -1,4 +1,4 @@
-"""Meta-device parameter counts of variants of the MoE / MLA / hybrid / sink families (estimator/families_moe.py).
+"""Meta-device parameter counts of variants of the MoE / MLA / hybrid / sink families (estimator/models/moe.py).
 
 Each variant is a shipped preset's config.json with a few fields changed (fewer layers, other dense/sparse patterns,
 biases, q_lora_rank null, ...), built with AutoModelForCausalLM.from_config on the meta device (multimodal wrappers: with their towers, as
@@ -55,7 +55,7 @@ VARIANTS: list[tuple[str, str, dict]] = [
 
 
 def variant_config(preset: str, changes: dict) -> dict:
-    cfg = json.loads((ROOT / "estimator" / "presets" / f"{preset}.json").read_text())
+    cfg = json.loads((ROOT / "estimator" / "models" / "presets" / f"{preset}.json").read_text())
     text = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
     text.update(changes)
     for key in [k for k, v in changes.items() if v == DROP]:

@@ -1,6 +1,6 @@
 """Exact parameter counts of the shipped presets, from the real Hugging Face classes on the meta device.
 
-For every preset in ``estimator/presets/index.json`` this loads the local ``config.json`` copy (no network),
+For every preset in ``estimator/models/presets/index.json`` this loads the local ``config.json`` copy (no network),
 builds ``AutoModelForCausalLM.from_config`` under ``torch.device("meta")`` (no memory is allocated) and counts:
 
 * ``params_total``            unique parameters (tied weights counted once, deduplicated by Parameter id)
@@ -15,7 +15,7 @@ builds ``AutoModelForCausalLM.from_config`` under ``torch.device("meta")`` (no m
 Usage (developer tool; needs .venv-cal):
 
     HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.count_params [-o tests/data/preset_param_counts.json]
-        [--write-index]   # also write params_total / params_active into estimator/presets/index.json
+        [--write-index]   # also write params_total / params_active into estimator/models/presets/index.json
 
 Gemma 3n's vision tower is a timm model (TimmWrapperModel): its presets need timm, torchvision and Pillow, which
 .venv-cal does not hold; install them beside it with ``TIMM_INSTALL`` below (run with ``PYTHONPATH=/tmp/timmlib``).
@@ -42,7 +42,7 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-from estimator.model import TOWER_MODULES  # noqa: E402
+from estimator.models.spec import TOWER_MODULES  # noqa: E402
 
 TIMM_INSTALL = ("pip install --no-deps --target /tmp/timmlib timm==1.0.31 torchvision==0.28.0 pillow==13.0.0, then "
                 "run with PYTHONPATH=/tmp/timmlib (torchvision 0.28.0 is the release for torch 2.13.0; .venv-cal stays "
@@ -89,7 +89,7 @@ from torch import nn  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-PRESETS = ROOT / "estimator" / "presets"
+PRESETS = ROOT / "estimator" / "models" / "presets"
 DEFAULT_OUT = ROOT / "tests" / "data" / "preset_param_counts.json"
 LORA_R = 16
 

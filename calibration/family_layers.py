@@ -66,17 +66,19 @@ def estimated_layer_bytes(model: str, method: str) -> float:
     """The estimator's bytes of one decoder layer of this real-width shape at b=1, T=512, bf16."""
     from calibration.cases import RWD_MODELS, full_config
     from estimator import TrainingSetup, spec_from_config
-    from estimator import activations as act
-    from estimator.memory import _casts
+    from estimator.memory.activations.common import context
+    from estimator.memory.activations.layers import dense_layer
+    from estimator.memory.adapters import lora_params
+    from estimator.memory.step import _casts
 
     family, spec = RWD_MODELS[model]
     est_spec = spec_from_config(full_config(family, _shape(spec, 3)))
     setup = TrainingSetup(method=method, precision="bf16", batch=1, seq_len=T)
-    ctx = act.context(est_spec, setup)
+    ctx = context(est_spec, setup)
     # + the layer's autocast copies of its fp32 LoRA weights, which the tracer counts with the activations
     # (estimator.memory._casts: 2 B per adapter parameter of the layer)
-    casts = _casts(est_spec, setup, act.lora_params(est_spec, setup, ctx.adapted))[1]
-    return act.dense_layer(est_spec, ctx).total * T + casts
+    casts = _casts(est_spec, setup, lora_params(est_spec, setup, ctx.adapted))[1]
+    return dense_layer(est_spec, ctx).total * T + casts
 
 
 def _hybrid_config(model: str, types: list[str]) -> tuple[str, dict]:

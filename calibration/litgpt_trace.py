@@ -482,10 +482,14 @@ def layer_bytes_per_token(cfg: dict[str, Any], method: str, flags: dict[str, boo
 # The estimator's numbers for the same row (same setup as validation.published_rows)
 # --------------------------------------------------------------------------------------------------
 def estimator_view(row: dict[str, str], grad_accum: int = 1) -> dict[str, Any]:
-    from estimator import activations as act
     from estimator import estimate
-    from estimator.memory import ALLOCATOR_SLACK
-    from estimator.stacks import resolve_setup
+    from estimator.job.stack import resolve_setup
+    from estimator.memory.activations.common import context
+    from estimator.memory.activations.depth import final_per_token, layer_sizes, layers_per_token, rope_per_token
+    from estimator.memory.activations.layers import dense_layer
+    from estimator.memory.activations.loss import loss_memory
+    from estimator.memory.litgpt_model import stack_spec
+    from estimator.memory.overhead import ALLOCATOR_SLACK
     from estimator.units import GB as EGB
     from estimator.units import GiB
     from validation import FRAMEWORK_STACKS, _published_spec, _targets
@@ -502,10 +506,10 @@ def estimator_view(row: dict[str, str], grad_accum: int = 1) -> dict[str, Any]:
         lora_targets=_targets(row["lora_targets"]), gpus=int(row["gpus"] or 1),  # LitGPT's q/k/v switches
         sharding=row["sharding"] or "none", **kw)
     est = estimate(spec, setup)
-    spec = act.stack_spec(spec, setup)  # as LitGPT builds it (untied head)
-    ctx = act.context(spec, setup)
-    dense = act.layer_sizes(spec, ctx)[0] or act.dense_layer(spec, ctx)  # LitGPT's closed form on this stack
-    loss = act.loss_memory(spec, setup, ctx)
+    spec = stack_spec(spec, setup)  # as LitGPT builds it (untied head)
+    ctx = context(spec, setup)
+    dense = layer_sizes(spec, ctx)[0] or dense_layer(spec, ctx)  # LitGPT's closed form on this stack
+    loss = loss_memory(spec, setup, ctx)
     unit = GiB if row["measured_unit"] == "GiB" else EGB
     measured = float(row["measured_value"]) * unit
     validation_predicted = est.tensor_bytes * (1 + ALLOCATOR_SLACK) if row["measure"] == "max_reserved" else (
@@ -517,8 +521,8 @@ def estimator_view(row: dict[str, str], grad_accum: int = 1) -> dict[str, Any]:
         "params_trainable": est.params_trainable,
         "layer_per_token": dense.total, "layer_split": {"norms": dense.norms, "attention": dense.attention,
                                                         "mlp": dense.mlp},
-        "layers_per_token_over_L": act.layers_per_token(spec, ctx) / spec.num_layers,
-        "rope_per_token": act.rope_per_token(spec, ctx), "final_per_token": act.final_per_token(spec, ctx),
+        "layers_per_token_over_L": layers_per_token(spec, ctx) / spec.num_layers,
+        "rope_per_token": rope_per_token(spec, ctx), "final_per_token": final_per_token(spec, ctx),
         "loss_kept_bytes": loss.kept, "loss_transient_bytes": loss.transient, "loss_impl": loss.impl,
         "details": [(d.component, d.label, d.bytes) for d in est.details],
     }

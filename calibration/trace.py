@@ -49,7 +49,7 @@ from torch.distributed._tools.mem_tracker import (  # noqa: E402
 from torch.distributed._tools.mod_tracker import ModTracker  # noqa: E402
 from torch.utils._pytree import tree_flatten  # noqa: E402
 
-from estimator.model import TOWER_MODULES  # noqa: E402
+from estimator.models.spec import TOWER_MODULES  # noqa: E402
 
 warnings.filterwarnings("ignore")
 # FakeTensorMode logs a traceback for every op whose meta kernel refuses the inputs (e.g. fp32 grouped_mm);

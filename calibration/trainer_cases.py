@@ -28,7 +28,7 @@ def matrix() -> list[dict]:
 def estimate_case(case: dict) -> tuple[float, str]:
     """The estimator's tensor peak (total minus overhead) for the same step."""
     from estimator import TrainerSetup, estimate, spec_from_config
-    from estimator.stacks import resolve_setup
+    from estimator.job.stack import resolve_setup
 
     spec = spec_from_config({"model_type": case["family"], **case["config"]}, name=case["name"])
     kw = dict(method=case["method"], precision=case["precision"], batch=case["batch"], grad_ckpt=True)
@@ -52,10 +52,10 @@ KV_RUNS = ((4, 32, 16), (8, 64, 32))
 
 
 def kv_estimate(sequences: int, prompt: int, completion: int) -> int:
-    """The estimator's KV cache for one run: prompt + completion − 1 cached positions (estimator/trainers.py)."""
+    """The estimator's KV cache for one run: prompt + completion − 1 cached positions (estimator/memory/trainers.py)."""
     from estimator import spec_from_config
-    from estimator.stacks import resolve_setup
-    from estimator.trainers import kv_cache_bytes
+    from estimator.job.stack import resolve_setup
+    from estimator.memory.trainers import kv_cache_bytes
 
     spec = spec_from_config({"model_type": KV_FAMILY, **KV_CONFIG}, name=KV_FAMILY)
     return int(kv_cache_bytes(spec, resolve_setup("trl"), sequences, prompt + completion - 1))

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import gettext
-from collections.abc import Iterator
 from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 
 LANGUAGES: dict[str, str] = {"en": "English", "es": "Español"}  # code → its own name (the switch shows these)
 DEFAULT_LANGUAGE = "en"

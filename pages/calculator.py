@@ -6,13 +6,13 @@ import json
 import streamlit as st
 
 from estimator import estimate, to_gb, verdict
-from estimator.advice import advise
-from estimator.cli import estimate_json
+from estimator.advice.advise import advise
 from estimator.i18n import N_, _, format_int, format_number, localised_error
-from estimator.stacks import setup_summary
-from estimator.trainer_snippets import trainer_snippet
-from estimator.trainers import TRL_VERSION
-from estimator.training import METHOD_LABELS
+from estimator.job.stack import setup_summary
+from estimator.options.methods import METHOD_LABELS
+from estimator.options.trainers import TRL_VERSION
+from estimator.report.document import estimate_json
+from estimator.report.snippets.trainers import trainer_snippet
 from ui.charts import both_units, chart_alt, memory_bar_spec
 from ui.exact import render_exact
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX, Inputs, hub_token, live_page, plain, share_box, show_notes
@@ -176,7 +176,7 @@ def calculator(inputs: Inputs) -> None:
             st.download_button(_("Download JSON"), json.dumps(estimate_json(est, device), indent=2), "will-it-fit.json",
                                "application/json", key="download_json", on_click="ignore", icon=":material/download:")
 
-    # ---- The trainer's TRL script (estimator/trainer_snippets.py) -------------------------------------------
+    # ---- The trainer's TRL script (estimator/report/snippets/trainers.py) -------------------------------------------
     if trainer.trainer != "sft" and not present:
         with st.expander(_("{config_class} script for this estimate ({version})").format(
                 config_class=trainer.option.config_class, version=TRL_VERSION)):

@@ -6,7 +6,7 @@ import streamlit as st
 
 from estimator import verdict
 from estimator.i18n import _, format_number
-from estimator.training import METHOD_LABELS
+from estimator.options.methods import METHOD_LABELS
 from ui.charts import stacked_bars
 from ui.exact import render_exact_choice
 from ui.grids import FIGURE_ORDER, compare_setups, components_table, setup_summary

@@ -7,13 +7,26 @@ import streamlit as st
 
 from estimator import estimate, fmt_both
 from estimator import exact as exact_doc
-from estimator import memory as mem
-from estimator.devices import UNIFIED_USABLE_FRACTION
 from estimator.i18n import _, format_number
-from estimator.options import CHECKPOINTING, LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS
-from estimator.precision import NF4_DQ_BYTES, optimizer_state_bytes
-from estimator.snippets import snippet_language, training_snippet
-from estimator.stacks import STACK_FACTS, STACK_FIELDS, STACKS, setup_summary
+from estimator.job.stack import setup_summary
+from estimator.memory.overhead import (
+    ALLOCATOR_SLACK,
+    CUDA_CONTEXT_BYTES,
+    CUDA_CONTEXT_HIGH,
+    CUDA_CONTEXT_LOW,
+    MODEL_ERROR_HIGH,
+    MODEL_ERROR_LOW,
+    NCCL_BYTES,
+)
+from estimator.memory.precision import NF4_DQ_BYTES, optimizer_state_bytes
+from estimator.options.checkpointing import CHECKPOINTING
+from estimator.options.devices import UNIFIED_USABLE_FRACTION
+from estimator.options.losses import LOSS_IMPLS, LOSSES
+from estimator.options.optimizers import OPTIMIZERS
+from estimator.options.precisions import QLORA_PREPS
+from estimator.options.stacks import STACK_FACTS, STACK_FIELDS, STACKS
+from estimator.report.snippets import training_snippet
+from estimator.report.snippets.common import snippet_language
 from ui.inputs import Inputs, live_page, plain, share_box, show_notes
 from ui.lang import localised, number_columns
 from ui.trainer_inputs import how_section_markdown, page_trainer
@@ -208,10 +221,10 @@ def how(inputs: Inputs) -> None:
           "- **The likely range** on every chart: the tensors − {error_low} % / + {error_high} % (the 10th and 90th "
           "percentiles of measured ÷ estimated over the published runs the model covers, `validation.derived_band`), "
           "with the overhead at its low and high ends.").format(
-            context=format_number(mem.CUDA_CONTEXT_BYTES / 1e9), low=format_number(mem.CUDA_CONTEXT_LOW / 1e9),
-            high=format_number(mem.CUDA_CONTEXT_HIGH / 1e9), slack=format_number(100 * mem.ALLOCATOR_SLACK, 0),
-            nccl=format_number(mem.NCCL_BYTES / 1e9, 2), error_low=format_number(100 * mem.MODEL_ERROR_LOW, 0),
-            error_high=format_number(100 * mem.MODEL_ERROR_HIGH, 0))
+            context=format_number(CUDA_CONTEXT_BYTES / 1e9), low=format_number(CUDA_CONTEXT_LOW / 1e9),
+            high=format_number(CUDA_CONTEXT_HIGH / 1e9), slack=format_number(100 * ALLOCATOR_SLACK, 0),
+            nccl=format_number(NCCL_BYTES / 1e9, 2), error_low=format_number(100 * MODEL_ERROR_LOW, 0),
+            error_high=format_number(100 * MODEL_ERROR_HIGH, 0))
     )
 
     st.subheader(_("Sharding over several GPUs"))
@@ -225,7 +238,7 @@ def how(inputs: Inputs) -> None:
                   "optimizer state to CPU RAM (ZeRO-Offload). See the *Scale out* page."))
 
     st.header(_("Preference & RL"))
-    st.markdown(how_section_markdown())  # ui/trainer_inputs.py: read from estimator/trainers.py
+    st.markdown(how_section_markdown())  # ui/trainer_inputs.py: read from estimator/memory/trainers.py
 
     st.header(_("Assumptions"))
     st.markdown(
@@ -329,7 +342,7 @@ def how(inputs: Inputs) -> None:
     st.header(_("The exact trace"))
     st.markdown(_(exact_doc.WHAT_EXACT_MEANS))
     st.markdown(_("What it leaves out, and what is added for it:") + "\n\n"
-                + "\n".join("- " + _(item).format(slack=format_number(100 * mem.ALLOCATOR_SLACK, 0))
+                + "\n".join("- " + _(item).format(slack=format_number(100 * ALLOCATOR_SLACK, 0))
                             for item in exact_doc.WHAT_EXACT_LEAVES_OUT))
     st.caption(_("Optional install: `pip install -r requirements-exact.txt` (CPU torch, transformers, peft, trl), or "
                  "`{env}` pointing at a Python that has it. Tracing costs CPU time per operation (about 15 s per decoder "

@@ -6,9 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from estimator import fmt_both, verdict
-from estimator.advice import best_layout, fewest_gpus, sharded, what_would_fit
+from estimator.advice.solvers import best_layout, fewest_gpus, sharded, what_would_fit
 from estimator.i18n import _, format_number, ngettext
-from estimator.training import SHARDING_LABELS, SHARDINGS
+from estimator.options.methods import SHARDING_LABELS, SHARDINGS
 from ui.grids import GPU_COUNTS, SHORT_SHARDING, close_calls, min_gpus_table, scale_out_curves, setup_summary
 from ui.inputs import Inputs, live_page, plain, present_table, share_box, show_notes
 from ui.lang import localised, number_columns

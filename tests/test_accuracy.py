@@ -6,7 +6,7 @@ import json
 import pytest
 
 import validation
-from estimator.memory import MODEL_ERROR_HIGH, MODEL_ERROR_LOW
+from estimator.memory.overhead import MODEL_ERROR_HIGH, MODEL_ERROR_LOW
 
 REPORT = validation.accuracy_report()
 
@@ -120,9 +120,9 @@ def test_issue11_dense_families_parameter_counts_are_exact():
 
 
 def test_moe_mla_hybrid_sink_families_within_issue_11_targets():
-    """Issue 11: the MoE / MLA / hybrid / sink families (estimator/families_moe.py) against real-width tracer
+    """Issue 11: the MoE / MLA / hybrid / sink families (estimator/models/moe.py) against real-width tracer
     fixtures: tensor peak median ≤ 2 %, worst ≤ 5 %."""
-    from estimator.families_moe import FAMILIES
+    from estimator.models.moe import FAMILIES
 
     rows = [r for r in REPORT["tracer"]["rows"] if r["family"] in FAMILIES]
     assert {r["method"] for r in rows} == {"full", "lora"} and {r["grad_ckpt"] for r in rows} == {True, False}
@@ -141,7 +141,7 @@ def test_moe_mla_hybrid_sink_parameter_counts_are_exact():
     """Trainable and total parameters of every MoE / MLA / hybrid / sink fixture equal what the traced model held
     (ERNIE 4.5's frozen e_score_correction_bias gets no gradient; Llama 4's router no adapter)."""
     from estimator import TrainingSetup, estimate, spec_from_config
-    from estimator.families_moe import FAMILIES
+    from estimator.models.moe import FAMILIES
 
     cases = [c for c in validation._fixtures() if c.get("family") in FAMILIES]
     assert len(cases) >= 20
@@ -174,7 +174,7 @@ def test_gemma4_gemma3n_within_issue_11_targets_and_counts_exact():
     from pathlib import Path
 
     from estimator import TrainingSetup, estimate, spec_from_config
-    from estimator.families_gemma import FAMILIES
+    from estimator.models.gemma import FAMILIES
 
     cases = json.loads((Path(validation.FIXTURES).parent / "fixtures_gemma.json").read_text())
     ids = {case["id"] for case in cases}

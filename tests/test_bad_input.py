@@ -191,7 +191,7 @@ def test_one_bad_param_alone(key, baseline):
 
 def _summary(at: AppTest) -> str:
     """The main page's setup summary line (estimator.stacks.setup_summary), unescaped."""
-    from estimator.stacks import STACKS
+    from estimator.options.stacks import STACKS
 
     heads = tuple(f"{stack.version}: " for stack in STACKS.values())
     found = [_unescape(c.value) for c in at.main.caption if _unescape(c.value).startswith(heads)]
@@ -201,7 +201,7 @@ def _summary(at: AppTest) -> str:
 
 @pytest.mark.parametrize("payload", ["zzz", "TRL", "trl ", "", SCRIPT])
 def test_unknown_stack_falls_back_to_trl_with_a_note(payload, baseline):
-    from estimator.stacks import resolve_setup, setup_summary
+    from estimator.job.stack import resolve_setup, setup_summary
 
     at = run({"stack": payload})
     assert_safe(at)
@@ -224,7 +224,7 @@ def test_unknown_loss_falls_back_to_auto_with_a_note(payload, baseline):
 
 
 def _unavailable_losses() -> list[tuple[str, str]]:
-    from estimator.stacks import STACKS
+    from estimator.options.stacks import STACKS
 
     return [(sid, loss) for sid, stack in STACKS.items() for loss in stack.unavailable]
 
@@ -234,7 +234,8 @@ def test_a_loss_the_stack_cannot_do_names_the_stack_and_uses_its_loss(stack_id, 
     """?stack=torchtune&loss=fused and the like: a valid link value the stack cannot honour. A note naming the
     stack, and the page works on with the stack's own loss."""
     from estimator import estimate, get_device, verdict
-    from estimator.stacks import STACKS, resolve_setup, setup_summary
+    from estimator.job.stack import resolve_setup, setup_summary
+    from estimator.options.stacks import STACKS
 
     stack = STACKS[stack_id]
     at = run({"stack": stack_id, "loss": loss})
@@ -308,7 +309,7 @@ def test_bad_params_on_every_page(page_path):
 # Uploaded config.json: the function the page calls, and the server's upload cap
 # ---------------------------------------------------------------------------------------------------------
 
-LLAMA = json.loads((ROOT / "estimator" / "presets" / "llama-3.1-8b.json").read_text(encoding="utf-8"))
+LLAMA = json.loads((ROOT / "estimator" / "models" / "presets" / "llama-3.1-8b.json").read_text(encoding="utf-8"))
 
 
 def _cfg(**changes: object) -> bytes:

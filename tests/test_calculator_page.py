@@ -34,8 +34,9 @@ from estimator import (
     to_gb,
     verdict,
 )
-from estimator.cli import estimate_json
-from estimator.stacks import DEFAULT_STACK, resolve_setup, setup_summary
+from estimator.job.stack import resolve_setup, setup_summary
+from estimator.options.stacks import DEFAULT_STACK
+from estimator.report.document import estimate_json
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX
 from ui.live_chart import sent_payload
 from ui.report import NEGLIGIBLE_BYTES, breakdown_csv, breakdown_frame

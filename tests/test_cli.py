@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from estimator.cli import main
+from estimator.report.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def test_seed_rule_mode(capsys):
 
 
 def test_config_path(capsys, tmp_path):
-    cfg = json.loads((ROOT / "estimator/presets/llama-3.1-8b.json").read_text())
+    cfg = json.loads((ROOT / "estimator/models/presets/llama-3.1-8b.json").read_text())
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     assert run_json(capsys, "--config", str(path))["params_total"] == 8_030_261_248

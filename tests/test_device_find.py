@@ -8,8 +8,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from estimator import estimate, get_device, load_preset, verdict
-from estimator.cli import main
-from estimator.stacks import resolve_setup
+from estimator.job.stack import resolve_setup
+from estimator.report.cli import main
 
 
 @pytest.mark.parametrize(("query", "device_id"), [("4080", "rtx-4080"), ("A6000", "rtx-a6000"), ("T4", "t4"),

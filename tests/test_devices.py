@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from estimator.devices import (
+from estimator.memory.verdict import verdict
+from estimator.options.devices import (
     CATALOG,
     UNIFIED_USABLE_FRACTION,
     Device,
@@ -14,7 +15,6 @@ from estimator.devices import (
     device_label,
     find_devices,
     get_device,
-    verdict,
 )
 
 MiB = 2**20
@@ -208,7 +208,7 @@ def test_a_tiny_shortfall_is_never_too_big_by_zero():
 
 
 def test_overhead_is_named_for_the_device_runtime():
-    from estimator.memory import component_label, context_label
+    from estimator.memory.result import component_label, context_label
 
     assert component_label("overhead", get_device("rtx-4090")) == "Overhead (CUDA + allocator)"
     assert component_label("overhead", get_device("mac-48gb")) == "Overhead (Metal + allocator)"

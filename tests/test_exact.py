@@ -1,4 +1,4 @@
-"""The exact trace's estimator side (estimator/exact.py): no torch needed here. What can be traced, what is
+"""The exact trace's estimator side (estimator/exact/__init__.py): no torch needed here. What can be traced, what is
 refused and why, what is added to the trace, and the answer when the optional install is missing."""
 
 import ast
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from estimator import TrainingSetup, estimate, exact, load_preset, spec_from_config
-from estimator.precision import NF4_DQ_BYTES
+from estimator.memory.precision import NF4_DQ_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
@@ -148,7 +148,7 @@ def test_the_fast_estimate_of_the_tiny_config_exists():  # the reliability tests
 
 # ---- CLI --exact (the trace itself is replaced by a stand-in here; the slow suite runs the real one) ----------
 def _cli(argv, capsys):
-    from estimator.cli import main
+    from estimator.report.cli import main
 
     try:
         rc = main(argv)
@@ -241,7 +241,7 @@ def test_calculator_with_a_cached_trace_shows_it_next_to_the_fast_estimate(monke
     """The pool already holds this (config, setup): the result shows at once, with the difference and versions."""
     from streamlit.testing.v1 import AppTest
 
-    from estimator.stacks import resolve_setup
+    from estimator.job.stack import resolve_setup
 
     interp = exact.Interpreter("/x/python", (("peft", "0.21.2"), ("torch", "2.13.0+cpu"),
                                              ("transformers", "5.24.0")), ())
@@ -264,7 +264,7 @@ def test_compare_page_traces_the_chosen_bar_and_shows_its_cached_result(monkeypa
     cached trace shows next to that bar's detailed estimate."""
     from streamlit.testing.v1 import AppTest
 
-    from estimator.stacks import resolve_setup, with_method
+    from estimator.job.stack import resolve_setup, with_method
     from ui.exact import difference_line
 
     interp = exact.Interpreter("/x/python", (("peft", "0.21.2"), ("torch", "2.13.0+cpu"),

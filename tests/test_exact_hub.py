@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from estimator import exact as ex
-from estimator.cli import main
+from estimator.report.cli import main
 from tests.test_hub import _never_the_internet, hub  # noqa: F401 - pytest fixtures (the stand-in; loopback only)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -113,7 +113,7 @@ def test_a_linear_attention_hybrid_traces_and_agrees_with_the_fast_estimate(inte
     estimator's count exactly and the totals agree within a few percent."""
     from estimator import estimate, spec_from_config
 
-    cfg = json.loads((ROOT / "estimator" / "presets" / "qwen3.5-27b.json").read_text())["text_config"]
+    cfg = json.loads((ROOT / "estimator" / "models" / "presets" / "qwen3.5-27b.json").read_text())["text_config"]
     cfg.update(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
                num_key_value_heads=2, head_dim=64, linear_key_head_dim=32, linear_value_head_dim=32,
                linear_num_key_heads=4, linear_num_value_heads=8, vocab_size=4000)

@@ -11,8 +11,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from estimator import TrainingSetup, estimate, get_device, load_preset, spec_from_config, verdict
-from estimator.cli import main
-from estimator.stacks import resolve_setup
+from estimator.job.stack import resolve_setup
+from estimator.report.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNTS = json.loads((ROOT / "tests" / "data" / "preset_param_counts.json").read_text())
@@ -80,12 +80,13 @@ def test_image_tokens_lengthen_the_language_models_sequence(method):
 
 
 def test_trl_scores_only_the_labelled_positions():
-    from estimator import activations as act
+    from estimator.memory.activations.common import context
+    from estimator.memory.activations.loss import loss_memory
 
     spec = load_preset("gemma-3-4b")
     text = resolve_setup("trl", batch=2, seq_len=1280)
     images = resolve_setup("trl", batch=2, seq_len=1024, image_tokens=256)
-    kept = [act.loss_memory(spec, s, act.context(spec, s)).kept for s in (text, images)]
+    kept = [loss_memory(spec, s, context(spec, s)).kept for s in (text, images)]
     # TRL's fused head gathers the labelled positions only: 2 × (1280 − 1) of text, 2 × (1024 − 1) with images
     assert kept[0] / kept[1] == pytest.approx((1280 - 1) / (1024 - 1))
 

@@ -1,4 +1,4 @@
-"""Gemma 4 / Gemma 3n (estimator/families_gemma.py) and the Qwen3.5 / Llama 4 vision towers against transformers
+"""Gemma 4 / Gemma 3n (estimator/models/gemma.py) and the Qwen3.5 / Llama 4 vision towers against transformers
 5.24.0 and PEFT 0.21.2 on the meta device (tests/data/preset_param_counts.json, written by
 calibration/count_params.py)."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from estimator import TrainingSetup, estimate, load_preset, spec_from_config
-from estimator.activations import adapted_modules, lora_params
+from estimator.memory.adapters import adapted_modules, lora_params
 
 DATA = Path(__file__).parent / "data"
 PRESETS = json.loads((DATA / "preset_param_counts.json").read_text())
@@ -73,7 +73,7 @@ def test_gemma3n_altup_laurel_and_the_timm_vision_encoder():
     assert any("AltUp" in note for note in spec.notes)
     # the MobileNetV5 tower (timm mobilenetv5_300m_enc) is in the count: 294,126,912 parameters from the table
     assert any("mobilenetv5_300m_enc (MobileNetV5, 294 M parameters" in note for note in spec.notes)
-    cfg = json.loads((Path(__file__).parent.parent / "estimator" / "presets" / "gemma-3n-e4b.json").read_text())
+    cfg = json.loads((Path(__file__).parent.parent / "estimator" / "models" / "presets" / "gemma-3n-e4b.json").read_text())
     for vision in ({"architecture": "mobilenetv5_base"}, {"architecture": "mobilenetv5_300m_enc",
                                                           "model_args": {"depth": 3}}):
         cfg["vision_config"] = {**cfg["vision_config"], **vision}
@@ -119,7 +119,7 @@ def test_towers_stay_frozen_and_image_tokens_lengthen_the_sequence(preset):
 def test_per_layer_config_as_save_pretrained_writes_it():
     """transformers 5 writes Gemma 4's full-layer overrides as per_layer_config instead of global_head_dim /
     num_global_key_value_heads: both forms give the same model."""
-    raw = json.loads((Path(__file__).parent.parent / "estimator" / "presets" / "gemma-4-31b.json").read_text())
+    raw = json.loads((Path(__file__).parent.parent / "estimator" / "models" / "presets" / "gemma-4-31b.json").read_text())
     text = dict(raw["text_config"])
     full = [i for i, t in enumerate(text["layer_types"]) if t == "full_attention"]
     text.pop("global_head_dim")

@@ -1,4 +1,4 @@
-"""MoE / MLA / hybrid / attention-sink families (estimator/families_moe.py) against transformers 5.24.0 and PEFT
+"""MoE / MLA / hybrid / attention-sink families (estimator/models/moe.py) against transformers 5.24.0 and PEFT
 0.21.2 on the meta device (tests/data/families_moe_counts.json and preset_param_counts.json, written by
 calibration/count_families_moe.py and calibration/count_params.py)."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from estimator import TrainingSetup, estimate, load_preset, spec_from_config
-from estimator.activations import adapted_modules, lora_params
+from estimator.memory.adapters import adapted_modules, lora_params
 
 DATA = Path(__file__).parent / "data"
 VARIANTS = {k: v for k, v in json.loads((DATA / "families_moe_counts.json").read_text()).items()
@@ -84,8 +84,8 @@ def test_qlora_leaves_fused_routed_experts_in_16_bit():
     """transformers 5.24 stores routed experts as fused 3-D parameters; bitsandbytes 4-bit quantises only
     nn.Linear weights, so QLoRA keeps the experts in bf16 (LitGPT's plugin, with per-expert nn.Linear, quantises them)."""
     from estimator import estimate, load_preset
-    from estimator.memory import NF4_DQ_BYTES
-    from estimator.stacks import resolve_setup
+    from estimator.job.stack import resolve_setup
+    from estimator.memory.precision import NF4_DQ_BYTES
 
     spec = load_preset("qwen3-30b-a3b")
     experts = spec.params_routed_experts

@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from estimator import CATALOG
-from estimator.stacks import STACK_IDS
-from estimator.training import ATTENTIONS, METHODS, PRECISIONS, SHARDINGS
+from estimator.options.methods import ATTENTIONS, METHODS, SHARDINGS
+from estimator.options.precisions import PRECISION_IDS as PRECISIONS
+from estimator.options.stacks import STACK_IDS
 from tests.test_bad_input import APP, IMG, MD_LINK, PAGES, SCRIPT, URL_PARAMS, assert_safe
 from ui.inputs import (
     CKPT_CHOICES,
@@ -167,7 +168,7 @@ def test_every_stack_with_every_loss_and_checkpointing_choice(stack):
     dtype and preparation come from the stack). No exception; a loss the stack cannot do gives its note."""
     from streamlit.testing.v1 import AppTest
 
-    from estimator.stacks import STACKS
+    from estimator.options.stacks import STACKS
     from tests.test_bad_input import notes_text, verdict_of
 
     for loss in VALID["loss"]:

@@ -23,9 +23,9 @@ from estimator import (
     load_preset,
     rule_gb,
 )
-from estimator.advice import best_layout, fewest_gpus, sharded, what_would_fit
-from estimator.stacks import resolve_setup
-from estimator.training import SHARDING_LABELS, SHARDINGS
+from estimator.advice.solvers import best_layout, fewest_gpus, sharded, what_would_fit
+from estimator.job.stack import resolve_setup
+from estimator.options.methods import SHARDING_LABELS, SHARDINGS
 from ui.grids import (
     GPU_COUNTS,
     SEED_SIZES_B,

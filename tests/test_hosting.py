@@ -27,7 +27,7 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 # The app's own code: what `streamlit run app.py` imports.
 APP_SOURCES = ["app.py", "pages", "ui", "estimator", "validation"]
 # Files the running app reads besides its code.
-APP_DATA = ["requirements.txt", ".streamlit/config.toml", "estimator/presets/index.json",
+APP_DATA = ["requirements.txt", ".streamlit/config.toml", "estimator/models/presets/index.json",
             "validation/data/published_measurements.csv", "validation/data/published_configs/llama-2-7b.json",
             "validation/data/fixtures.json", "validation/data/trainer_findings.json"]
 # Import name → distribution name in requirements.txt, where they differ.

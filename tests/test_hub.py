@@ -29,8 +29,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from estimator import estimate, get_device, load_preset, verdict
-from estimator.cli import main
-from estimator.hub import (
+from estimator.job.stack import resolve_setup
+from estimator.models.hub import (
     HubError,
     clear_cache,
     fetch_model,
@@ -39,10 +39,10 @@ from estimator.hub import (
     normalise_model_id,
     parse_model_id,
 )
-from estimator.stacks import resolve_setup
+from estimator.report.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-QWEN_CONFIG = (ROOT / "estimator" / "presets" / "qwen2.5-0.5b.json").read_bytes()
+QWEN_CONFIG = (ROOT / "estimator" / "models" / "presets" / "qwen2.5-0.5b.json").read_bytes()
 QWEN = load_preset("qwen2.5-0.5b")
 QWEN_COUNT = 494_032_768  # Qwen2.5-0.5B as transformers builds it (tests/test_model.py)
 assert QWEN.params_total == QWEN_COUNT
@@ -338,7 +338,7 @@ def test_quantised_dtypes_without_a_quantization_config(hub):
 
 
 def test_unknown_model_type_from_the_hub_gets_the_llama_like_estimate(hub):
-    llama = json.loads((ROOT / "estimator" / "presets" / "llama-3.1-8b.json").read_text())
+    llama = json.loads((ROOT / "estimator" / "models" / "presets" / "llama-3.1-8b.json").read_text())
     hub.add("acme/new-arch", {"config.json": json.dumps(llama | {"model_type": "acme_decoder"}).encode()})
     spec, _ = fetch_model("acme/new-arch")
     assert spec.params_total == load_preset("llama-3.1-8b").params_total

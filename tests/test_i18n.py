@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from estimator import fmt_both, fmt_gb, get_device, verdict
 from estimator.i18n import Text, _, format_number, language, ngettext, normalise_language, translations
-from estimator.model import load_preset
+from estimator.models.presets import load_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")

@@ -14,18 +14,19 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from estimator import exact
-from estimator.devices import custom_device, device_label, get_device
-from estimator.hub import HubError, fetch_model, parse_model_id
 from estimator.i18n import Text, error_message, language, localised_error
-from estimator.memory import estimate
-from estimator.model import load_preset, parse_config_text
-from estimator.stacks import resolve_setup
-from estimator.trainers import TrainerSetup
+from estimator.job.stack import resolve_setup
+from estimator.job.trainer import TrainerSetup
+from estimator.memory.step import estimate
+from estimator.models.config import parse_config_text
+from estimator.models.hub import HubError, fetch_model, parse_model_id
+from estimator.models.presets import load_preset
+from estimator.options.devices import custom_device, device_label, get_device
 from tests.test_hub import _never_the_internet, hub  # noqa: F401 - the local Hub stand-in's fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
-LLAMA = json.loads((ROOT / "estimator" / "presets" / "llama-3.1-8b.json").read_text())
+LLAMA = json.loads((ROOT / "estimator" / "models" / "presets" / "llama-3.1-8b.json").read_text())
 
 
 def _raised(call) -> Exception:
@@ -118,17 +119,17 @@ def test_a_library_message_stays_as_it_is():
         assert error_message(exc) == str(exc)
 
 
-# The errors of the estimator that still raise plain English: the command line's own (estimator/cli.py, English
+# The errors of the estimator that still raise plain English: the command line's own (estimator/report/cli.py, English
 # by design) and arguments only code passes (never a link, upload or widget value).
 ENGLISH_ONLY = {
-    ("estimator/__init__.py", "rule must be 'seed' or omitted"),
-    ("estimator/devices.py", "alias '{key}' names both"),
-    ("estimator/exact.py", "{INSTALL_HINT}; {found}"),  # ExactUnavailable: the page says it in its own words
-    ("estimator/hub.py", "no answer within"),  # TimeoutError, explained by _explain before anyone sees it
-    ("estimator/model.py", "give exactly one of a preset"),
-    ("estimator/precision.py", "unknown optimizer"),
-    ("estimator/rule.py", "method must be full, lora or qlora"),
-    ("estimator/stacks.py", "unknown setting"),
+    ("estimator/memory/price.py", "rule must be 'seed' or omitted"),
+    ("estimator/options/devices.py", "alias '{key}' names both"),
+    ("estimator/exact/__init__.py", "{INSTALL_HINT}; {found}"),  # ExactUnavailable: the page says it in its own words
+    ("estimator/models/hub.py", "no answer within"),  # TimeoutError, explained by _explain before anyone sees it
+    ("estimator/models/presets/__init__.py", "give exactly one of a preset"),
+    ("estimator/memory/precision.py", "unknown optimizer"),
+    ("estimator/memory/rule.py", "method must be full, lora or qlora"),
+    ("estimator/job/stack.py", "unknown setting"),
 }
 
 
@@ -137,11 +138,12 @@ def test_every_user_facing_error_of_the_estimator_carries_a_text():
     Text(N_(…)) (or list it above when only code can reach it)."""
     plain = re.compile(r"raise \w+\(f?\"([^\"]{0,40})")
     found = set()
-    for path in sorted((ROOT / "estimator").glob("*.py")):
-        if path.name == "cli.py":
+    for path in sorted((ROOT / "estimator").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "estimator/report/cli.py":
             continue
         for match in plain.finditer(path.read_text()):
-            found.add((f"estimator/{path.name}", match.group(1)))
+            found.add((rel, match.group(1)))
     unexpected = {f for f in found if not any(f[0] == k[0] and f[1].startswith(k[1]) for k in ENGLISH_ONLY)}
     assert not unexpected, sorted(unexpected)
     assert len(found) == len(ENGLISH_ONLY)  # the list has no stale entries
@@ -252,7 +254,7 @@ def test_exact_trace_notes_and_added_items_follow_the_language():
     """What the exact trace says about itself (tracer_setup's notes, combine's added items, the versions line)
     is English in the result (the CLI's JSON) and Spanish where the page shows it with _()."""
     from estimator.i18n import _
-    from estimator.training import TrainingSetup
+    from estimator.job.setup import TrainingSetup
     from tests.test_exact import RAW
 
     setup = TrainingSetup(method="qlora", optimizer="adamw_8bit", precision="fp16")

@@ -4,9 +4,15 @@ the closed form that matched FakeTensor traces of LitGPT's GPT (calibration/litg
 import pytest
 
 import validation
-from estimator import activations as act
 from estimator import estimate
-from estimator.stacks import STACKS, resolve_setup
+from estimator.job.stack import resolve_setup
+from estimator.memory.activations.common import context
+from estimator.memory.activations.depth import rope_per_token
+from estimator.memory.activations.litgpt import litgpt_layer
+from estimator.memory.activations.loss import loss_memory
+from estimator.memory.adapters import lora_params
+from estimator.memory.litgpt_model import stack_spec
+from estimator.options.stacks import STACKS
 
 ROWS = {r["id"]: r for r in validation._published()}
 
@@ -16,15 +22,15 @@ def _row(row_id: str):
     setup = resolve_setup("litgpt", method=r["method"], batch=int(r["batch"]), seq_len=int(r["seq_len"]),
                           lora_rank=int(r["lora_rank"] or 16), lora_targets=validation._targets(r["lora_targets"]),
                           grad_accum=int(r["grad_accum"] or 1))
-    spec = act.stack_spec(validation._published_spec(r["config_id"]), setup)
-    return spec, setup, act.context(spec, setup)
+    spec = stack_spec(validation._published_spec(r["config_id"]), setup)
+    return spec, setup, context(spec, setup)
 
 
 def test_tinyllama_lora_all_linear_and_head_layer_bytes():
     """hub-12: TinyLlama (h 2048, 32 heads, 4 groups, I 5632), LoRA r 32 on qkv, proj, MLP and head, dropout 0.05,
     8 × 512 tokens. Traced: 108,620 B per token per layer."""
     spec, setup, ctx = _row("litgpt-hub-12")
-    layer = act.litgpt_layer(spec, ctx)
+    layer = litgpt_layer(spec, ctx)
     h, inter, r, qd = 2048, 5632, 32, 2048
     norms = 2 * (4 * h + 4) + 2 * 4 * h / 4096  # fp32 x + rstd per RMSNorm; weight.float() per layer / tokens
     attention = 3 * h + 2 * 3 * r + 4 * 2 * qd + 4 * 32 + 3 * qd + 2 * r  # qkv dropout+mask, lora_A out; SDPA; proj
@@ -37,7 +43,7 @@ def test_llama2_7b_lora_q_v_layer_bytes():
     """hub-06: Llama-2-7B (MHA), LoRA r 32 on q and v only: zero_pad's index_copy source and the whole fused qkv
     output (v is a view of it) are kept. Traced: 177,000 B per token per layer."""
     spec, setup, ctx = _row("litgpt-hub-06")
-    layer = act.litgpt_layer(spec, ctx)
+    layer = litgpt_layer(spec, ctx)
     h = 4096
     zero_pad = 2 * (h + h) + 8 * (h + h) / 1024  # index_copy source; int64 lora_ind clone per layer / tokens
     assert layer.attention == 3 * h + 2 * 2 * 32 + zero_pad + 2 * (3 * h + 3 * h) + 4 * 32
@@ -47,17 +53,17 @@ def test_llama2_7b_lora_q_v_layer_bytes():
 def test_full_finetuning_layer_bytes():
     """hub-04: TinyLlama full fine-tuning: fp32 normalised x in each RMSNorm, the proj input copy. Traced: 106,640."""
     spec, setup, ctx = _row("litgpt-hub-04")
-    assert act.litgpt_layer(spec, ctx).total == 106_640
+    assert litgpt_layer(spec, ctx).total == 106_640
 
 
 def test_loss_keeps_two_16bit_logit_copies_and_one_chunk_in_backward():
     """finetune/lora.py: 2·c·T·V kept (logits chunks + bf16 log-softmax), 2·c·B·128·V in backward; hub-12: 524 MB
     and 131 MB. finetune/full.py: 3·c·T·V in all."""
     spec, setup, ctx = _row("litgpt-hub-12")
-    loss = act.loss_memory(spec, setup, ctx)
+    loss = loss_memory(spec, setup, ctx)
     assert (loss.kept, loss.transient) == (2 * 2 * 4096 * 32000, 2 * 2 * 8 * 128 * 32000)
     spec, setup, ctx = _row("litgpt-hub-04")
-    loss = act.loss_memory(spec, setup, ctx)
+    loss = loss_memory(spec, setup, ctx)
     assert loss.kept + loss.transient == 3 * 2 * 2048 * 32000
 
 
@@ -65,12 +71,12 @@ def test_untied_head_and_quantised_head():
     """gemma-2b ties its embedding in transformers; LitGPT trains a separate head: 3,042,330,624 parameters as traced
     (11,870,208 of them LoRA). With --quantize the head is 4-bit too (every nn.Linear)."""
     spec, setup, ctx = _row("litgpt-hub-05")
-    assert act.lora_params(spec, setup) == 11_870_208
+    assert lora_params(spec, setup) == 11_870_208
     assert spec.params_total + 11_870_208 == 3_042_330_624 and not spec.tie_embeddings
     base = validation._published_spec("gemma-2b")
-    qlora = act.stack_spec(base, resolve_setup("litgpt", method="qlora"))
+    qlora = stack_spec(base, resolve_setup("litgpt", method="qlora"))
     assert qlora.params_quantizable - base.params_quantizable == base.vocab_size * base.hidden_size
-    assert act.stack_spec(base, resolve_setup("trl")) is base  # other stacks build the model as configured
+    assert stack_spec(base, resolve_setup("trl")) is base  # other stacks build the model as configured
 
 
 @pytest.mark.parametrize(("row_id", "traced"), [("litgpt-hub-12", 26_320_896), ("litgpt-hub-11", 8_388_608),
@@ -78,16 +84,16 @@ def test_untied_head_and_quantised_head():
 def test_lora_parameters_of_litgpts_modules(row_id, traced):
     """LoRAQKVLinear, LoRALinear on proj, fc_1, fc_2, mlp.proj and the head: the traced trainable counts."""
     spec, setup, _ = _row(row_id)
-    assert act.lora_params(spec, setup) == traced
+    assert lora_params(spec, setup) == traced
 
 
 def test_rope_none_and_q_v_switches_on_a_fused_qkv_model():
     """No per-token RoPE tensors in LitGPT; q_proj/v_proj select LitGPT's q and v switches on GPT-NeoX."""
     spec, setup, ctx = _row("litgpt-hub-11")
-    assert act.rope_per_token(spec, ctx) == 0
+    assert rope_per_token(spec, ctx) == 0
     assert ctx.litgpt is not None and (ctx.litgpt.query, ctx.litgpt.key, ctx.litgpt.value) == (True, False, True)
     r, h = 32, spec.hidden_size
-    assert act.lora_params(spec, setup) == spec.num_layers * (r * 2 * h + r * (h + h))
+    assert lora_params(spec, setup) == spec.num_layers * (r * 2 * h + r * (h + h))
 
 
 def test_published_litgpt_rows_match_the_traces():
@@ -103,4 +109,4 @@ def test_published_litgpt_rows_match_the_traces():
 def test_other_stacks_do_not_use_litgpt_code():
     assert [s.id for s in STACKS.values() if s.model_code == "litgpt"] == ["litgpt"]
     spec = validation._published_spec("tinyllama-1.1b")
-    assert act.context(spec, resolve_setup("trl")).litgpt is None
+    assert context(spec, resolve_setup("trl")).litgpt is None

@@ -3,7 +3,9 @@
 import pytest
 
 from estimator import COMPONENT_KEYS, TrainingSetup, estimate, load_preset
-from estimator import activations as act
+from estimator.memory.activations.common import context
+from estimator.memory.activations.layers import dense_layer, sliding_mask_per_token
+from estimator.memory.adapters import lora_params
 
 LLAMA8 = load_preset("llama-3.1-8b")
 
@@ -15,8 +17,8 @@ LLAMA8 = load_preset("llama-3.1-8b")
     (TrainingSetup(method="qlora", lora_rank=16, qlora_prep="peft"), 303_464),  # A_Qp = 18h+6qd+4kvd+14I+14r+4a+8
 ])
 def test_layer_activation_closed_forms(setup, per_token):
-    ctx = act.context(LLAMA8, setup)
-    assert act.dense_layer(LLAMA8, ctx).total == per_token
+    ctx = context(LLAMA8, setup)
+    assert dense_layer(LLAMA8, ctx).total == per_token
 
 
 def test_lora_on_qv_only_from_frozen_base():
@@ -24,11 +26,11 @@ def test_lora_on_qv_only_from_frozen_base():
     h, qd, kvd, inter, a, r = 4096, 4096, 1024, 14336, 32, 8
     setup = TrainingSetup(method="lora", lora_rank=r, lora_targets=("q_proj", "v_proj"))
     expected = 8 * h + 4 * qd + 4 * kvd + 4 * a + 6 * inter + 8 + 2 * (2 * h + 2 * r)
-    assert act.dense_layer(LLAMA8, act.context(LLAMA8, setup)).total == expected
+    assert dense_layer(LLAMA8, context(LLAMA8, setup)).total == expected
 
 
 def test_lora_parameter_count_llama8b_r16():
-    assert act.lora_params(LLAMA8, TrainingSetup(method="lora", lora_rank=16)) == 41_943_040
+    assert lora_params(LLAMA8, TrainingSetup(method="lora", lora_rank=16)) == 41_943_040
 
 
 def _gb(setup):
@@ -164,12 +166,12 @@ def test_sliding_window_mask_under_sdpa_only_from_the_window_on():
     # Phi-3-mini (a = k = 32, d = 96): at s >= 2047 each layer saves the c·s additive mask and K, V at q width
     # (no GQA here: qd = kvd, so only the mask): 2 B × 2048 per token per layer.
     spec = load_preset("phi-3-mini")
-    below = act.context(spec, TrainingSetup(method="lora", seq_len=2046))
-    at = act.context(spec, TrainingSetup(method="lora", seq_len=2048))
-    eager = act.context(spec, TrainingSetup(method="lora", seq_len=2048, attention="eager"))
-    assert act.sliding_mask_per_token(spec, below) == 0
-    assert act.sliding_mask_per_token(spec, at) == 2 * 2048
-    assert act.sliding_mask_per_token(spec, eager) == 0
+    below = context(spec, TrainingSetup(method="lora", seq_len=2046))
+    at = context(spec, TrainingSetup(method="lora", seq_len=2048))
+    eager = context(spec, TrainingSetup(method="lora", seq_len=2048, attention="eager"))
+    assert sliding_mask_per_token(spec, below) == 0
+    assert sliding_mask_per_token(spec, at) == 2 * 2048
+    assert sliding_mask_per_token(spec, eager) == 0
     gemma3 = load_preset("gemma-3-1b")  # a = 4, k = 1, d = 256: K and V repeated to q width
-    ctx = act.context(gemma3, TrainingSetup(method="full", precision="bf16", seq_len=1024))
-    assert act.sliding_mask_per_token(gemma3, ctx) == 2 * 1024 + 2 * 2 * (1024 - 256)
+    ctx = context(gemma3, TrainingSetup(method="full", precision="bf16", seq_len=1024))
+    assert sliding_mask_per_token(gemma3, ctx) == 2 * 1024 + 2 * 2 * (1024 - 256)

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from estimator import TrainingSetup, generic_spec, list_presets, load_preset, parse_config_text, spec_from_config
-from estimator.activations import lora_params
-from estimator.families_gemma import FAMILIES as GEMMA_FAMILIES
-from estimator.families_moe import FAMILIES as MOE_FAMILIES
-from estimator.model import SUPPORTED_FAMILIES
+from estimator.memory.adapters import lora_params
+from estimator.models.config import SUPPORTED_FAMILIES
+from estimator.models.gemma import FAMILIES as GEMMA_FAMILIES
+from estimator.models.moe import FAMILIES as MOE_FAMILIES
 
 DATA = Path(__file__).parent / "data"
 
@@ -226,7 +226,7 @@ def test_unknown_preset_lists_choices():
 # Unknown model types: a Llama-like estimate with a caveat; multimodal wrappers read from text_config
 # ---------------------------------------------------------------------------------------------------------
 
-PRESETS = Path(__file__).resolve().parents[1] / "estimator" / "presets"
+PRESETS = Path(__file__).resolve().parents[1] / "estimator" / "models" / "presets"
 
 
 def _preset_cfg(preset_id: str) -> dict:
@@ -257,7 +257,7 @@ def test_unknown_model_type_with_llama_numbers_is_llama(setup):
 
 
 def test_unknown_model_type_caveat_reaches_the_cli_json(tmp_path, capsys):
-    from estimator.cli import main
+    from estimator.report.cli import main
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**LLAMA_8B_CFG, "model_type": "exaone"}), encoding="utf-8")
@@ -326,7 +326,7 @@ def test_multimodal_wrapper_uses_its_text_config(wrapper, preset, towers):
 
 def test_multimodal_wrapper_with_an_unknown_text_model_gets_both_caveats():
     # Qwen3.5's layout under names this calculator does not model: a wrapper, a text model with hybrid layers, a
-    # vision tower (qwen3_5 itself is modelled: estimator/families_moe.py).
+    # vision tower (qwen3_5 itself is modelled: estimator/models/moe.py).
     text = {**LLAMA_8B_CFG, "model_type": "qwen9_text",
             "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 8}
     spec = spec_from_config({"model_type": "qwen9", "text_config": text, "vision_config": {"depth": 27}})

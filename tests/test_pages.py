@@ -11,9 +11,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from estimator import TrainingSetup, custom_device, estimate, fmt_both, generic_spec, get_device, load_preset, verdict
-from estimator.snippets import training_snippet
-from estimator.stacks import resolve_setup
-from estimator.training import SHARDING_LABELS
+from estimator.job.stack import resolve_setup
+from estimator.options.methods import SHARDING_LABELS
+from estimator.report.snippets import training_snippet
 from ui.live_chart import sent_payload
 from validation import accuracy_report
 
@@ -316,10 +316,10 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     assert code.value.splitlines()[1].startswith("# Stack: TRL, TRL 1.16.0")
     assert code.value == expected.rstrip("\n")
     assert "per_device_train_batch_size=4" in code.value and "max_length=4096" in code.value
-    from estimator.options import OPTIMIZERS
+    from estimator.options.optimizers import OPTIMIZERS
 
     assert len(dataframe(at, "optimizer_table")) == len(OPTIMIZERS) == 8  # adamw_foreach joined with the stacks
-    from estimator.stacks import STACKS
+    from estimator.options.stacks import STACKS
 
     stacks = dataframe(at, "stack_table")
     assert list(stacks["Stack"]) == [s.label for s in STACKS.values()] and len(stacks) == 7

@@ -10,11 +10,15 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from estimator import MAX_SIZE_B, MIN_SIZE_B, TrainerSetup, TrainingSetup, custom_device, generic_spec
-from estimator.devices import CATALOG
-from estimator.options import LOSSES, OPTIMIZERS
-from estimator.stacks import DEFAULT_STACK, STACK_IDS, resolve_setup
-from estimator.trainers import GENERATION_IDS, MAX_BETA, TRAINER_IDS
-from estimator.training import ATTENTIONS, MAX_SEQ_LEN, METHODS, PRECISIONS, SHARDINGS
+from estimator.job.setup import MAX_SEQ_LEN
+from estimator.job.stack import resolve_setup
+from estimator.options.devices import CATALOG
+from estimator.options.losses import LOSSES
+from estimator.options.methods import ATTENTIONS, METHODS, SHARDINGS
+from estimator.options.optimizers import OPTIMIZERS
+from estimator.options.precisions import PRECISION_IDS
+from estimator.options.stacks import DEFAULT_STACK, STACK_IDS
+from estimator.options.trainers import GENERATION_IDS, MAX_BETA, TRAINER_IDS
 from ui.params import AUTO, PAGE_ONLY_PARAMS, SIDEBAR_PARAMS, TABLE, TRAINER_PARAMS, url_value
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -49,7 +53,7 @@ def test_setup_params_take_the_estimators_default_and_limits(key):
 
 def test_choice_params_are_the_estimators_ids():
     assert TABLE["method"].choices == METHODS
-    assert TABLE["precision"].choices == PRECISIONS
+    assert TABLE["precision"].choices == PRECISION_IDS
     assert TABLE["attn"].choices == ATTENTIONS
     assert TABLE["sharding"].choices == SHARDINGS
     assert TABLE["stack"].choices == STACK_IDS and TABLE["stack"].default == DEFAULT_STACK

@@ -8,17 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from estimator import (
-    COMPONENT_KEYS,
-    TrainingSetup,
-    estimate,
-    generic_spec,
-    list_presets,
-    load_preset,
-    spec_from_config,
-)
-from estimator.stacks import STACK_IDS, STACKS
-from estimator.training import ATTENTIONS, LOSSES, METHODS, OPTIMIZERS, PRECISIONS, QLORA_PREPS, SHARDINGS
+from estimator import COMPONENT_KEYS, TrainingSetup, estimate, generic_spec, list_presets, load_preset, spec_from_config
+from estimator.options.losses import LOSS_IDS
+from estimator.options.methods import ATTENTIONS, METHODS, SHARDINGS
+from estimator.options.optimizers import OPTIMIZER_IDS
+from estimator.options.precisions import PRECISION_IDS, QLORA_PREP_IDS
+from estimator.options.stacks import STACK_IDS, STACKS
 
 
 def _stack_offers_loss(setup) -> bool:
@@ -30,11 +25,11 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 setups = st.builds(
     TrainingSetup,
-    method=st.sampled_from(METHODS), precision=st.sampled_from(PRECISIONS),
-    optimizer=st.sampled_from(OPTIMIZERS), batch=st.integers(1, 64), seq_len=st.integers(1, 65536),
-    grad_ckpt=st.booleans(), attention=st.sampled_from(ATTENTIONS), loss=st.sampled_from(LOSSES),
+    method=st.sampled_from(METHODS), precision=st.sampled_from(PRECISION_IDS),
+    optimizer=st.sampled_from(OPTIMIZER_IDS), batch=st.integers(1, 64), seq_len=st.integers(1, 65536),
+    grad_ckpt=st.booleans(), attention=st.sampled_from(ATTENTIONS), loss=st.sampled_from(LOSS_IDS),
     lora_rank=st.sampled_from([1, 4, 8, 16, 64, 256]), gpus=st.integers(1, 64),
-    sharding=st.sampled_from(SHARDINGS), qlora_prep=st.sampled_from(QLORA_PREPS),
+    sharding=st.sampled_from(SHARDINGS), qlora_prep=st.sampled_from(QLORA_PREP_IDS),
     adapter_dtype=st.sampled_from(["fp32", "bf16"]), stack=st.sampled_from((None, *STACK_IDS)),
 ).filter(_stack_offers_loss)
 models = st.one_of(st.sampled_from(PRESETS).map(load_preset),

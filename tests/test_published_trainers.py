@@ -33,7 +33,7 @@ def test_closing_numbers_in_the_docs_are_the_calculators():
     from pathlib import Path
 
     from estimator import TrainerSetup, estimate, get_device, verdict
-    from estimator.stacks import resolve_setup
+    from estimator.job.stack import resolve_setup
     from validation.trainers import _published_spec, trainer_trace_summary
 
     root = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from estimator import (
     to_gb,
     verdict,
 )
-from estimator.advice import Remedy
+from estimator.advice.remedies import Remedy
 from ui.report import (
     BREAKDOWN_COLUMNS,
     RuleGap,

@@ -3,7 +3,7 @@
 import pytest
 
 from estimator import TrainingSetup, estimate, generic_spec, get_device, load_preset, rule_gb, seed_figure_gb, verdict
-from estimator.rule import rule_components_gb
+from estimator.memory.rule import rule_components_gb
 
 SIZE_TABLE = [(0.5, 4, 10), (1.5, 6, 22), (3, 9, 40), (7, 17, 88), (14, 31, 172)]
 

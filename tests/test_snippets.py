@@ -1,4 +1,4 @@
-"""estimator.snippets: each stack's script, config or command parses and carries exactly the estimate's
+"""estimator.report.snippets: each stack's script, config or command parses and carries exactly the estimate's
 assumptions. Settings are read back from the text (Python AST, the YAML values, the shell words) and compared with
 the setup and the option descriptions the estimate reads (estimator.options); whatever a stack cannot express
 must be said in a comment."""
@@ -14,10 +14,13 @@ from dataclasses import replace
 import pytest
 
 from estimator import TrainingSetup, generic_spec, load_preset, parse_config_text
-from estimator.options import OPTIMIZERS, PRECISIONS
-from estimator.snippets import PLACEHOLDER_MODEL_ID, snippet_language, training_snippet
-from estimator.stacks import STACKS, loss_impl_id, resolve_setup
-from estimator.training import METHODS
+from estimator.job.stack import loss_impl_id, resolve_setup
+from estimator.options.methods import METHODS
+from estimator.options.optimizers import OPTIMIZERS
+from estimator.options.precisions import PRECISIONS
+from estimator.options.stacks import STACKS
+from estimator.report.snippets import training_snippet
+from estimator.report.snippets.common import PLACEHOLDER_MODEL_ID, snippet_language
 
 LLAMA = load_preset("llama-3.1-8b")
 LLAMA_REPO = "meta-llama/Llama-3.1-8B"
@@ -696,9 +699,9 @@ def test_multimodal_snippets_keep_the_tower_as_the_estimate_does(stack):
     linears and TRL trains every parameter unless told, so the scripts exclude and freeze it; --train-tower not."""
     import re
 
-    from estimator.model import TOWER_MODULES
-    from estimator.trainer_snippets import trainer_snippet
-    from estimator.trainers import TrainerSetup
+    from estimator.job.trainer import TrainerSetup
+    from estimator.models.spec import TOWER_MODULES
+    from estimator.report.snippets.trainers import trainer_snippet
 
     gemma = load_preset("gemma-3-4b")
     lora = resolve_setup(stack, method="lora")

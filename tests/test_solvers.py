@@ -1,4 +1,4 @@
-"""The search-style solvers (estimator/advice.py): the one search they share (bisect_last), each solver against a
+"""The search-style solvers (estimator/advice/): the one search they share (bisect_last), each solver against a
 plain count-by-count or halving search on the estimator, the calculator's advice in one call, and the number of
 estimates one calculator rerun computes (the estimate cache's misses)."""
 
@@ -12,11 +12,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from estimator import TrainerSetup, estimate, get_device, load_preset, max_batch, max_seq_len
-from estimator import memory as mem
-from estimator.activations import lora_targets
-from estimator.advice import _smallest_int, advise, bisect_last, fewest_gpus, shard_remedy, sharded
-from estimator.stacks import resolve_setup
-from estimator.trainers import estimate_trainer, max_completion_len
+from estimator.advice.advise import advise
+from estimator.advice.remedies import shard_remedy
+from estimator.advice.search import _smallest_int, bisect_last
+from estimator.advice.solvers import fewest_gpus, max_completion_len, sharded
+from estimator.job.stack import resolve_setup
+from estimator.memory.adapters import lora_targets
+from estimator.memory.step import estimate as detailed_estimate
+from estimator.memory.trainers import estimate_trainer
 from tests.test_calculator_page import APP, TIMEOUT, markdown_text
 
 RTX = get_device("rtx-4090")
@@ -189,7 +192,7 @@ ESTIMATES_PER_RERUN = 8  # issue 12: the page computed 41 before (the base setup
 
 def computed() -> int:
     """Detailed estimates computed so far (the cache's misses; cache hits reuse an estimate)."""
-    return mem.estimate.cache_info().misses
+    return detailed_estimate.cache_info().misses
 
 
 @pytest.mark.parametrize("params,shown", [
@@ -199,7 +202,7 @@ def computed() -> int:
 def test_a_calculator_rerun_computes_at_most_eight_estimates(params, shown):
     """The page's estimate is computed once and reused by the remedies and the solvers; a slider change
     then reuses what the last run computed. Counted from a cleared cache, so the numbers are exact."""
-    mem.estimate.cache_clear()
+    detailed_estimate.cache_clear()
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     for key, value in params.items():
         at.query_params[key] = value

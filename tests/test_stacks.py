@@ -7,19 +7,13 @@ import json
 import pytest
 
 from estimator import estimate, load_preset, remedies
-from estimator.cli import main
-from estimator.options import LOSS_IMPLS, LOSSES, OPTIMIZERS, QLORA_PREPS
-from estimator.stacks import (
-    STACK_FIELDS,
-    STACKS,
-    get_stack,
-    loss_impl_id,
-    resolve_setup,
-    setup_json,
-    setup_summary,
-    with_method,
-)
-from estimator.training import TrainingSetup
+from estimator.job.setup import TrainingSetup
+from estimator.job.stack import loss_impl_id, resolve_setup, setup_json, setup_summary, with_method
+from estimator.options.losses import LOSS_IMPLS, LOSSES
+from estimator.options.optimizers import OPTIMIZERS
+from estimator.options.precisions import QLORA_PREPS
+from estimator.options.stacks import STACK_FIELDS, STACKS, get_stack
+from estimator.report.cli import main
 
 LLAMA = load_preset("llama-3.1-8b")
 
@@ -161,8 +155,8 @@ def test_cli_bad_stack_input_exits_2_with_one_line(argv, capsys):
 def test_gemma2_sdpa_runs_eager_on_transformers_stacks():
     """Gemma 2 has no SDPA in transformers 5.24 (_supports_sdpa = False): the default falls back to eager, so an
     SDPA setup is estimated as eager on the transformers stacks, with a note, and the snippet writes eager."""
-    from estimator.snippets import training_snippet
-    from estimator.stacks import attention_impl
+    from estimator.job.stack import attention_impl
+    from estimator.report.snippets import training_snippet
 
     gemma = load_preset("gemma-2-2b")
     sdpa = resolve_setup("trl", method="lora", batch=2, seq_len=2048, attention="sdpa")

@@ -4,10 +4,11 @@ statistics), and the optimizer step in backward frees every gradient as soon as 
 
 import pytest
 
-from estimator import activations as act
 from estimator import estimate, load_preset
-from estimator.snippets import training_snippet
-from estimator.stacks import resolve_setup
+from estimator.job.stack import resolve_setup
+from estimator.memory.activations.common import context
+from estimator.memory.activations.loss import loss_memory
+from estimator.report.snippets import training_snippet
 
 SPEC = load_preset("llama-3.2-3b")
 T, V, H = 2 * 4096, SPEC.vocab_size, SPEC.hidden_size
@@ -15,7 +16,7 @@ T, V, H = 2 * 4096, SPEC.vocab_size, SPEC.hidden_size
 
 def _loss(**kw):
     setup = resolve_setup("torchtune", method="full", batch=2, seq_len=4096, **kw)
-    return act.loss_memory(SPEC, setup, act.context(SPEC, setup))
+    return loss_memory(SPEC, setup, context(SPEC, setup))
 
 
 def test_compiled_chunked_loss_keeps_16bit_logits():

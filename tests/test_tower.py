@@ -8,9 +8,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from estimator import TrainingSetup, estimate, get_device, load_preset, verdict
-from estimator.cli import main
-from estimator.memory import tower_activation_bytes, tower_lora_params
-from estimator.stacks import resolve_setup, setup_json
+from estimator.job.stack import resolve_setup, setup_json
+from estimator.memory.towers import tower_activation_bytes, tower_lora_params
+from estimator.report.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMMA3_TOWER = 419_816_304  # SigLIP-400M at 896 px + Gemma 3 projector (calibration count, gemma-3-4b)
@@ -179,7 +179,7 @@ def test_pages_pricing_other_models_or_methods_drop_what_they_cannot_take(page):
 
 
 def test_setup_for_model():
-    from estimator.memory import setup_for_model
+    from estimator.job.tower import setup_for_model
 
     setup = TrainingSetup(method="lora", image_tokens=256, train_tower=True)
     text = setup_for_model(load_preset("qwen3-0.6b"), setup)
@@ -191,7 +191,7 @@ def test_setup_for_model():
 def test_a_trained_tower_replaces_the_frozen_tower_note():
     """The wrapper's note says the tower is frozen; with --train-tower the estimate says it trains instead."""
     from estimator import estimate, load_preset
-    from estimator.stacks import resolve_setup
+    from estimator.job.stack import resolve_setup
 
     gemma = load_preset("gemma-3-4b")
     frozen = estimate(gemma, resolve_setup("trl", method="full"))

@@ -11,9 +11,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from estimator import TrainerSetup, estimate, get_device, load_preset, verdict
-from estimator.stacks import resolve_setup
-from estimator.trainer_snippets import trainer_snippet
-from estimator.trainers import TRAINER_IDS, TRAINERS
+from estimator.job.stack import resolve_setup
+from estimator.options.trainers import TRAINER_IDS, TRAINERS
+from estimator.report.snippets.trainers import trainer_snippet
 from tests.test_calculator_page import chart, headline, run, unescape
 from ui.charts import COMPONENT_COLORS, memory_bar, segment_bytes, segments
 from ui.report import breakdown_frame
@@ -212,8 +212,8 @@ def test_sft_keeps_the_users_loss():
 # ---- the other pages honour the Trainer box (AppTest, opened from the entrypoint like a link) ---------------
 
 def test_compare_prices_every_method_for_grpo():
-    from estimator.stacks import with_method
-    from estimator.training import METHOD_LABELS
+    from estimator.job.stack import with_method
+    from estimator.options.methods import METHOD_LABELS
     from tests.test_pages import metrics, open_page
 
     at = open_page("pages/compare.py", trainer="grpo", gens="8", model="qwen2.5-0.5b", batch="8",
@@ -235,7 +235,7 @@ def test_compare_prices_every_method_for_grpo():
 
 
 def test_fits_page_prices_dpo_and_notes_the_rule():
-    from estimator.stacks import with_method
+    from estimator.job.stack import with_method
     from tests.test_pages import dataframe, open_page
 
     at = open_page("pages/fits.py", trainer="dpo", models=["qwen2.5-0.5b", "llama-3.1-8b"], batch="2",
@@ -251,7 +251,7 @@ def test_fits_page_prices_dpo_and_notes_the_rule():
 
 def test_size_table_detailed_columns_price_the_trainer():
     from estimator import generic_spec
-    from estimator.stacks import with_method
+    from estimator.job.stack import with_method
     from tests.test_pages import dataframe, open_page
 
     at = open_page("pages/sizes.py", trainer="orpo", batch="2", max_len="1024")
@@ -263,8 +263,8 @@ def test_size_table_detailed_columns_price_the_trainer():
 
 
 def test_scale_out_prices_the_dpo_reference_copy():
-    from estimator.advice import min_gpus, sharded
-    from estimator.trainers import solver_estimate_fn
+    from estimator.advice.search import solver_estimate_fn
+    from estimator.advice.solvers import min_gpus, sharded
     from tests.test_pages import dataframe, open_page
 
     at = open_page("pages/scale.py", trainer="dpo", method="full", model="llama-3.1-8b", device="h100-80gb",
@@ -297,8 +297,8 @@ def test_trainer_survives_page_switches():
 
 
 def test_bad_trainer_link_on_another_page_notes_and_keeps_working():
-    from estimator.advice import min_gpus, sharded
-    from estimator.trainers import solver_estimate_fn
+    from estimator.advice.search import solver_estimate_fn
+    from estimator.advice.solvers import min_gpus, sharded
     from tests.test_pages import dataframe, open_page
 
     at = open_page("pages/scale.py", trainer="kto", gens="4", vllm_util="0.5", model="qwen2.5-0.5b",
@@ -314,8 +314,8 @@ def test_bad_trainer_link_on_another_page_notes_and_keeps_working():
 @pytest.mark.parametrize("sleep", [False, True])
 def test_min_gpus_table_with_vllm_colocated_answers_each_device_with_its_own_reservation(sleep):
     from estimator import CATALOG
-    from estimator.advice import min_gpus, sharded
-    from estimator.trainers import solver_estimate_fn
+    from estimator.advice.search import solver_estimate_fn
+    from estimator.advice.solvers import min_gpus, sharded
     from ui.grids import SHORT_SHARDING, min_gpus_table
 
     tr = TrainerSetup("grpo", generation="vllm-colocate", vllm_gpu_util=0.4, vllm_sleep=sleep)

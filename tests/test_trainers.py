@@ -1,4 +1,4 @@
-"""Preference and RL trainers (estimator/trainers.py): each trainer's terms with exact values, the bad-input
+"""Preference and RL trainers (estimator/memory/trainers.py): each trainer's terms with exact values, the bad-input
 errors TRL itself raises, and properties (DPO ≥ SFT; GRPO never falls as generations or completions grow)."""
 
 from dataclasses import replace
@@ -9,18 +9,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from estimator import TrainerSetup, estimate, load_preset, parse_config_text
-from estimator.memory import component_keys
-from estimator.stacks import STACK_IDS, resolve_setup
-from estimator.trainers import (
+from estimator.job.stack import resolve_setup
+from estimator.job.trainer import fix_generations, policy_setup, trainer_json
+from estimator.memory.result import component_keys
+from estimator.memory.trainers import kv_cache_bytes
+from estimator.options.stacks import STACK_IDS
+from estimator.options.trainers import (
     GRPO_MAX_COMPLETION_LENGTH,
     GRPO_NUM_GENERATIONS,
     TRAINER_IDS,
     TRAINERS,
     VLLM_GPU_MEMORY_UTILIZATION,
-    fix_generations,
-    kv_cache_bytes,
-    policy_setup,
-    trainer_json,
 )
 from tests.test_cli import run_json
 
@@ -280,7 +279,7 @@ def test_cli_grpo_vllm_and_advice(capsys):
 
 
 def test_cli_text_names_the_trainer(capsys):
-    from estimator.cli import main
+    from estimator.report.cli import main
 
     assert main(["--size", "1", "--trainer", "grpo", "--batch", "8", "--completion-len", "256"]) == 0
     out = capsys.readouterr().out
@@ -303,7 +302,7 @@ def test_cli_text_names_the_trainer(capsys):
     (["--trainer", "ppo"], "invalid choice"),
 ])
 def test_cli_bad_combinations_exit_2_with_one_line(capsys, args, message):
-    from estimator.cli import main
+    from estimator.report.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(["--size", "1", *args])

@@ -16,16 +16,9 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from estimator import (
-    ALL_COMPONENT_KEYS,
-    Device,
-    Estimate,
-    component_keys,
-    fmt_both,
-    to_gb,
-)
+from estimator import ALL_COMPONENT_KEYS, Device, Estimate, component_keys, fmt_both, to_gb
 from estimator.i18n import DEFAULT_LANGUAGE, N_, _, format_number, get_language
-from estimator.memory import CONTEXT_LABEL, component_label, context_label
+from estimator.memory.result import CONTEXT_LABEL, component_label, context_label
 
 # Fixed colour per component, in stacking order (weights → gradients → optimizer → activations → overhead).
 COMPONENT_COLORS: dict[str, str] = {
@@ -34,7 +27,7 @@ COMPONENT_COLORS: dict[str, str] = {
     "optimizer": "#009E73",  # bluish green
     "activations": "#CC79A7",  # reddish purple
     "overhead": "#6E6E6E",  # dark neutral grey: not the model's own memory; apart from activations under CVD
-    # Preference/RL trainers only (estimator/trainers.py), chosen to stay apart from
+    # Preference/RL trainers only (estimator/memory/trainers.py), chosen to stay apart from
     # the Okabe–Ito components: reference copy brown, generation violet (ΔE ≥ 12 under CVD: tests).
     "reference": "#994F00",  # brown
     "generation": "#AA44FF",  # violet

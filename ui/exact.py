@@ -1,6 +1,6 @@
 """The "Trace exactly" section of the calculator and the Compare page: PyTorch's own count next to the fast estimate.
 
-The trace runs in the server's worker pool (estimator/exact.py: one trace at a time per server, others queue and
+The trace runs in the server's worker pool (estimator/exact/__init__.py: one trace at a time per server, others queue and
 see their place; results cached by (config, setup)). A fragment polls the pool every POLL_S seconds while a trace
 is queued or running, so the rest of the page stays responsive. The chart builder `exact_bar` is a pure function.
 """
@@ -17,9 +17,9 @@ import streamlit as st
 
 from estimator import Device, Estimate, estimate, to_gb
 from estimator import exact as ex
-from estimator.hub import HubError, fetch_model, is_model_id
 from estimator.i18n import _, format_number, localised_error, ngettext
-from estimator.model import preset_ids
+from estimator.models.hub import HubError, fetch_model, is_model_id
+from estimator.models.presets import preset_ids
 
 from .charts import USABLE_COLOR, both_units, separators
 from .inputs import plain

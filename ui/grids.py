@@ -31,12 +31,16 @@ from estimator import (
     rule_gb,
     verdict,
 )
-from estimator.advice import max_fitting_size_b, sharded
+from estimator.advice.search import solver_estimate_fn
+from estimator.advice.solvers import max_fitting_size_b, sharded
 from estimator.i18n import N_, _, format_int
-from estimator.memory import component_label, setup_for_model
-from estimator.stacks import with_method
-from estimator.trainers import TrainerSetup, solver_estimate_fn
-from estimator.training import METHOD_LABELS, OPTIMIZERS, PRECISIONS, SHARDING_LABELS, SHARDINGS
+from estimator.job.stack import with_method
+from estimator.job.tower import setup_for_model
+from estimator.job.trainer import TrainerSetup
+from estimator.memory.result import component_label
+from estimator.options.methods import METHOD_LABELS, SHARDING_LABELS, SHARDINGS
+from estimator.options.optimizers import OPTIMIZER_IDS
+from estimator.options.precisions import PRECISION_IDS
 
 # The model sizes the seed page uses (its size table, the 36 GB diagram and its conclusions), in billions.
 SEED_SIZES_B: tuple[float, ...] = (0.5, 1.5, 3, 7, 14, 27, 32, 70)
@@ -208,7 +212,7 @@ def size_table(setup: TrainingSetup, sizes: Sequence[float] = TABLE_SIZES_B,
 GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 
 
-_scaled = sharded  # the setup under one sharding (estimator.advice)
+_scaled = sharded  # the setup under one sharding (estimator.advice.solvers)
 
 
 def scale_out_curves(spec: ModelSpec, setup: TrainingSetup, gpu_counts: Sequence[int] = GPU_COUNTS,
@@ -231,7 +235,7 @@ def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Devi
     per_device = trainer is not None and trainer.option.generates and trainer.generation_mode == "vllm-colocate"
     if per_device and not trainer.vllm_sleep:
         # Held in every phase, vLLM's reservation adds util × capacity to the total and nothing else
-        # (estimator.trainers: a fixed amount, no allocator slack): price each count once at a 1-byte device and
+        # (estimator.memory.trainers: a fixed amount, no allocator slack): price each count once at a 1-byte device and
         # answer each device with its memory less its own reservation.
         util = trainer.vllm_util
         shifted = [replace(d, capacity_bytes=int(d.capacity_bytes - util * (d.capacity_bytes - 1))) for d in gpus_only]
@@ -285,7 +289,7 @@ def close_calls(spec: ModelSpec, setup: TrainingSetup, table: pd.DataFrame, shar
 # --------------------------------------------------------------------------------------------
 
 # The compare page's extra bars: another precision or another optimizer, applied to every chosen method.
-VARIANT_OPTIONS: tuple[str, ...] = PRECISIONS + OPTIMIZERS
+VARIANT_OPTIONS: tuple[str, ...] = PRECISION_IDS + OPTIMIZER_IDS
 # The seed's 7B figure order: full fine-tuning, LoRA, QLoRA.
 FIGURE_ORDER: tuple[str, ...] = ("full", "lora", "qlora")
 
@@ -299,7 +303,7 @@ def compare_setups(setup: TrainingSetup, methods: Sequence[str], variants: Seque
         base = with_method(setup, method)
         out.append((_(METHOD_LABELS[method]), base))
         for variant in variants:
-            field = "precision" if variant in PRECISIONS else "optimizer"
+            field = "precision" if variant in PRECISION_IDS else "optimizer"
             if variant not in VARIANT_OPTIONS or getattr(base, field) == variant:
                 continue
             out.append((f"{_(SHORT_METHOD[method])} · {variant}", replace(base, **{field: variant})))

@@ -29,11 +29,12 @@ from estimator import (
     load_preset,
     parse_config_text,
 )
-from estimator.activations import lora_targets
-from estimator.hub import HubError, fetch_model, is_model_id, normalise_model_id
 from estimator.i18n import _, error_message, localised_error, set_language
-from estimator.memory import check_tower
-from estimator.stacks import DEFAULT_STACK, STACKS, get_stack, resolve_setup, setup_summary
+from estimator.job.stack import resolve_setup, setup_summary
+from estimator.job.tower import check_tower
+from estimator.memory.adapters import lora_targets
+from estimator.models.hub import HubError, fetch_model, is_model_id, normalise_model_id
+from estimator.options.stacks import DEFAULT_STACK, STACKS, get_stack
 from ui.lang import PARAM as LANG_PARAM
 from ui.lang import language_note, language_switch
 from ui.params import (
@@ -152,7 +153,7 @@ def _use_hub_id() -> None:
 
 def hub_token() -> str | None:
     """The server's Hugging Face token for gated or private models: Streamlit secrets' HF_TOKEN, else None
-    (estimator.hub then reads the HF_TOKEN environment variable). Never shown, logged or put in a link."""
+    (estimator.models.hub then reads the HF_TOKEN environment variable). Never shown, logged or put in a link."""
     try:
         value = st.secrets.get("HF_TOKEN")
     except Exception:  # no secrets file: st.secrets raises when read

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from estimator import Device, Estimate, to_gb
 from estimator.i18n import _, format_number, ngettext
-from estimator.training import SHARDING_LABELS
+from estimator.options.methods import SHARDING_LABELS
 from ui.charts import (
     USABLE_COLOR,
     _esc,

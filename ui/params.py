@@ -1,7 +1,7 @@
 """One table of the link parameters: each parameter's name, default, limits or choices, widget, label and help,
 written once. Defaults and limits come from the estimator's own setup: TrainingSetup's and TrainerSetup's field
-defaults, the limits their checks enforce (estimator/training.py, estimator/trainers.py, estimator/model.py,
-estimator/devices.py) and the option descriptions' ids (estimator/options.py, estimator/stacks.py). The sidebar
+defaults, the limits their checks enforce (estimator/job/setup.py, estimator/memory/trainers.py, estimator/models/config.py,
+estimator/options/devices.py) and the option descriptions' ids (estimator/options/, estimator/options/stacks.py). The sidebar
 (ui/inputs.py), the trainer box (ui/trainer_inputs.py) and the pages' own controls draw their widgets from it with
 `widget()`, and the link notes check a link's values against it with `Param.accepts`;
 tests/test_params.py checks the table against the estimator, so neither can drift."""
@@ -15,11 +15,15 @@ from typing import Any
 import streamlit as st
 
 from estimator import CATALOG, MAX_SIZE_B, MIN_SIZE_B, TrainerSetup, TrainingSetup, list_presets
-from estimator.devices import CUSTOM_MAX_GB, CUSTOM_MIN_GB, DEVICE_KINDS
 from estimator.i18n import N_, _
-from estimator.options import LOSSES, OPTIMIZERS
-from estimator.stacks import DEFAULT_STACK, STACK_IDS, STACKS
-from estimator.trainers import (
+from estimator.job.setup import MAX_BATCH, MAX_GPUS, MAX_RANK, MAX_SEQ_LEN
+from estimator.options.devices import CUSTOM_MAX_GB, CUSTOM_MIN_GB, DEVICE_KINDS
+from estimator.options.losses import LOSSES
+from estimator.options.methods import ATTENTIONS, METHODS, SHARDING_LABELS, SHARDINGS
+from estimator.options.optimizers import OPTIMIZER_LABELS, OPTIMIZERS
+from estimator.options.precisions import PRECISION_IDS, PRECISION_LABELS
+from estimator.options.stacks import DEFAULT_STACK, STACK_IDS, STACKS
+from estimator.options.trainers import (
     DEFAULT_PROMPT_LEN,
     GENERATION_IDS,
     GENERATION_MODES,
@@ -30,19 +34,6 @@ from estimator.trainers import (
     TRAINER_IDS,
     TRAINERS,
     VLLM_GPU_MEMORY_UTILIZATION,
-)
-from estimator.training import (
-    ATTENTIONS,
-    MAX_BATCH,
-    MAX_GPUS,
-    MAX_RANK,
-    MAX_SEQ_LEN,
-    METHODS,
-    OPTIMIZER_LABELS,
-    PRECISION_LABELS,
-    PRECISIONS,
-    SHARDING_LABELS,
-    SHARDINGS,
 )
 from ui.grids import SEED_SIZES_B, VARIANT_OPTIONS, size_and_preset_options, size_label
 
@@ -121,8 +112,8 @@ def url_value(value: object) -> str:
 
 
 def _rows() -> tuple[Param, ...]:
-    setup_src = "estimator.training.TrainingSetup"
-    trainer_src = "estimator.trainers (TRL 1.16.0 GRPOConfig defaults)"
+    setup_src = "estimator.job.setup.TrainingSetup"
+    trainer_src = "estimator.options.trainers (TRL 1.16.0 GRPOConfig defaults)"
     return (
         # --- the shared sidebar, in the README's order ---
         Param("model", N_("Model"), "selectbox", "llama-3.1-8b",
@@ -133,20 +124,20 @@ def _rows() -> tuple[Param, ...]:
         Param("size", N_("Exact size (billions)"), "number", 7.0, low=MIN_SIZE_B, high=MAX_SIZE_B, step=1.0, fmt="%g",
               help=N_("Any size from {low} to {high} billion parameters (13, 34, 72, 405…)."),
               help_args=(("low", f"{MIN_SIZE_B:g}"), ("high", f"{MAX_SIZE_B:g}")),
-              source="estimator.model MIN_SIZE_B, MAX_SIZE_B (generic_spec)"),
+              source="estimator.models.presets MIN_SIZE_B, MAX_SIZE_B (generic_spec)"),
         Param("stack", N_("Training stack"), "selectbox", DEFAULT_STACK, STACK_IDS,
               help=N_("The framework you train with: its defaults fill every setting left on 'auto' (checkpointing, "
                       "loss, optimizer, adapter dtypes, QLoRA preparation)."),
               help_items=tuple((k, s.label) for k, s in STACKS.items()),
-              source="estimator.stacks DEFAULT_STACK, STACK_IDS"),
+              source="estimator.options.stacks DEFAULT_STACK, STACK_IDS"),
         Param("method", N_("Method"), "segmented", _setup("method"), METHODS,
               help=N_("full = every weight trains; lora = frozen 16-bit base + small adapters; qlora = frozen 4-bit "
                       "base + adapters."), source=setup_src),
-        Param("precision", N_("Precision"), "selectbox", _setup("precision"), PRECISIONS,
+        Param("precision", N_("Precision"), "selectbox", _setup("precision"), PRECISION_IDS,
               help_items=tuple(PRECISION_LABELS.items()), source=setup_src),
         Param("optimizer", N_("Optimizer"), "selectbox", AUTO, (AUTO, *OPTIMIZERS),
               help=N_("auto = the stack's default"), help_items=tuple(OPTIMIZER_LABELS.items()),
-              source="estimator.options.OPTIMIZERS (auto: the stack's)"),
+              source="estimator.options.optimizers.OPTIMIZERS (auto: the stack's)"),
         Param("batch", N_("Batch size (per GPU)"), "slider", _setup("batch"), low=1, high=MAX_BATCH, integer=True,
               step=1, source=f"{setup_src} (batch, MAX_BATCH)"),
         Param("max_len", N_("Exact max length"), "number", _setup("seq_len"), low=1, high=MAX_SEQ_LEN, integer=True,
@@ -158,7 +149,7 @@ def _rows() -> tuple[Param, ...]:
               source=f"{setup_src} (grad_ckpt, offload_activations; auto: the stack's)"),
         Param("loss", N_("Loss"), "selectbox", AUTO, (AUTO, *LOSSES),
               help=N_("auto = the stack's loss"), help_items=tuple((k, o.summary) for k, o in LOSSES.items()),
-              source="estimator.options.LOSSES (auto: the stack's)"),
+              source="estimator.options.losses.LOSSES (auto: the stack's)"),
         Param("attn", N_("Attention"), "selectbox", _setup("attention"), ATTENTIONS,
               help=N_("sdpa = PyTorch SDPA / flash (no s² memory); eager = materialised scores."), source=setup_src),
         Param("rank", N_("LoRA rank"), "select_slider", _setup("lora_rank"), _powers_of_two(1, MAX_RANK),
@@ -171,15 +162,15 @@ def _rows() -> tuple[Param, ...]:
               help_items=tuple(SHARDING_LABELS.items()), source=setup_src),
         Param("device", N_("Device"), "selectbox", "rtx-4090", tuple(d.id for d in CATALOG) + (CUSTOM,),
               help=N_("Unified-memory laptops can give about 75 % of RAM to training; a PC's limit is its graphics "
-                      "card's own memory, not its RAM."), source="estimator.devices.CATALOG (the app's default device)"),
+                      "card's own memory, not its RAM."), source="estimator.options.devices.CATALOG (the app's default device)"),
         Param("capacity", N_("Custom capacity (GB)"), "number", 24.0, low=CUSTOM_MIN_GB, high=CUSTOM_MAX_GB, step=1.0,
-              source="estimator.devices CUSTOM_MIN_GB, CUSTOM_MAX_GB (custom_device)"),
+              source="estimator.options.devices CUSTOM_MIN_GB, CUSTOM_MAX_GB (custom_device)"),
         Param("kind", N_("Custom memory kind"), "segmented", DEVICE_KINDS[0], DEVICE_KINDS,
               help=N_("unified = shared RAM (about 75 % usable); discrete = a GPU's own memory."),
-              source="estimator.devices.DEVICE_KINDS"),
+              source="estimator.options.devices.DEVICE_KINDS"),
         Param("rule", N_("Rule of thumb"), "toggle", False,
               help=N_("The rule of thumb: LoRA ≈ 2 GB per billion + 3 GB, full ≈ 12 GB per billion + 4 GB. Off = "
-                      "the detailed, architecture-aware estimate."), source="estimator.rule"),
+                      "the detailed, architecture-aware estimate."), source="estimator.memory.rule"),
         Param("present", N_("Presentation mode"), "toggle", False,
               help=N_("Larger verdict and fonts for meetings; still linkable."), source="the app"),
         Param("images", N_("Image tokens per example"), "number", _setup("image_tokens"), low=0, high=MAX_SEQ_LEN,
@@ -194,7 +185,7 @@ def _rows() -> tuple[Param, ...]:
         # --- the trainer box (ui/trainer_inputs.py), in every page's sidebar ---
         Param("trainer", N_("Trainer"), "selectbox", setup_default(TrainerSetup, "trainer"), TRAINER_IDS,
               help_items=tuple((k, o.label) for k, o in TRAINERS.items()), group="trainer",
-              source="estimator.trainers.TrainerSetup"),
+              source="estimator.job.trainer.TrainerSetup"),
         Param("gens", N_("Generations per prompt"), "slider", GRPO_NUM_GENERATIONS, low=MIN_GENERATIONS,
               high=MAX_GENERATIONS, integer=True, step=1,
               help=N_("GRPO num_generations; TRL needs batch × GPUs × accumulation divisible by it."),
@@ -209,28 +200,28 @@ def _rows() -> tuple[Param, ...]:
               source=f"{trainer_src}: max_completion_length; prompt + completion ≤ MAX_SEQ_LEN"),
         Param("gen", N_("Generation"), "segmented", TrainerSetup("grpo").generation_mode, GENERATION_IDS,
               help_items=tuple((k, m.label) for k, m in GENERATION_MODES.items()), group="trainer",
-              source="estimator.trainers.GENERATION_MODES (TrainerSetup.generation_mode)"),
+              source="estimator.options.trainers.GENERATION_MODES (TrainerSetup.generation_mode)"),
         Param("vllm_util", "vllm_gpu_memory_utilization", "select_slider", VLLM_GPU_MEMORY_UTILIZATION,
               tuple(round(0.05 * k, 2) for k in range(1, 20)),
               help=N_("The share of the device vLLM reserves in colocate mode."), group="trainer",
               source=f"{trainer_src}: vllm_gpu_memory_utilization, between 0 and 1 exclusive"),
         Param("beta", N_("Beta"), "text", AUTO, max_chars=20, group="trainer",
-              source="estimator.trainers TrainerSetup.beta (auto: the trainer's default), MAX_BETA"),
+              source="estimator.job.trainer TrainerSetup.beta (auto: the trainer's default), MAX_BETA"),
         Param("precompute_ref", N_("Precompute reference log-probs"), "toggle",
               setup_default(TrainerSetup, "precompute_ref"),
               help=N_("DPO/KTO precompute_ref_log_probs=True: no reference during training."), group="trainer",
-              source="estimator.trainers.TrainerSetup"),
+              source="estimator.job.trainer.TrainerSetup"),
         Param("vllm_sleep", N_("vLLM sleep mode"), "toggle", setup_default(TrainerSetup, "vllm_sleep"),
               help=N_("vllm_enable_sleep_mode=True: vLLM discards its weights and KV cache after each generation "
                       "(sleep level 2), so the training step does not share the device with them."), group="trainer",
-              source="estimator.trainers.TrainerSetup (GRPOConfig vllm_enable_sleep_mode)"),
+              source="estimator.job.trainer.TrainerSetup (GRPOConfig vllm_enable_sleep_mode)"),
         # --- one page's own controls ---
         Param("methods", N_("Methods"), "multiselect", METHODS, METHODS, group="page",
               help=N_("full = every weight trains; lora = frozen 16-bit base + adapters; qlora = frozen 4-bit base + "
-                      "adapters."), source="estimator.training.METHODS (compare, fits)"),
+                      "adapters."), source="estimator.options.methods.METHODS (compare, fits)"),
         Param("variants", N_("Also compare with precision or optimizer"), "multiselect", (), VARIANT_OPTIONS,
               help=N_("Adds a bar per chosen method with this precision or optimizer instead of the sidebar's."),
-              group="page", source="estimator PRECISIONS, OPTIMIZERS (compare)"),
+              group="page", source="estimator PRECISION_IDS, OPTIMIZERS (compare)"),
         Param("models", N_("Models"), "multiselect", tuple(size_label(s) for s in SEED_SIZES_B),
               tuple(size_and_preset_options()), group="page",
               help=N_("Common sizes (generic Llama-style decoders with that many parameters) and the presets (real "

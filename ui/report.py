@@ -12,7 +12,7 @@ import pandas as pd
 
 from estimator import Device, Estimate, Remedy, Verdict, component_keys, to_gb, to_gib
 from estimator.i18n import _, format_int, format_number
-from estimator.memory import CONTEXT_LABEL, component_label, context_label
+from estimator.memory.result import CONTEXT_LABEL, component_label, context_label
 from ui.charts import both_units
 
 # Streamlit's own viewer options: not part of a setup, so never copied into a share link.

@@ -2,7 +2,7 @@
 to the URL (`trainer`, `gens`, `prompt_len`, `completion_len`, `gen`, `vllm_util`, `beta`, `precompute_ref`,
 `vllm_sleep`), in every page's sidebar.
 Invalid link values and combinations TRL refuses fall back to a setting it accepts, with a plain-text note; the
-page keeps working. The facts come from estimator/trainers.py (one description per trainer)."""
+page keeps working. The facts come from estimator/memory/trainers.py (one description per trainer)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import streamlit as st
 
 from estimator import TrainingSetup
 from estimator.i18n import N_, _, format_int, format_number, localised_error, ngettext
-from estimator.trainers import (
+from estimator.job.trainer import TrainerSetup, check, fix_generations, trainer_loss
+from estimator.options.trainers import (
     DEFAULT_PROMPT_LEN,
     GENERATION_MODES,
     GRPO_MAX_COMPLETION_LENGTH,
@@ -22,10 +23,6 @@ from estimator.trainers import (
     TRAINERS,
     TRL_VERSION,
     VLLM_GPU_MEMORY_UTILIZATION,
-    TrainerSetup,
-    check,
-    fix_generations,
-    trainer_loss,
 )
 from ui.params import AUTO, TABLE, TRAINER_PARAMS, url_value, widget
 
@@ -181,8 +178,8 @@ def page_estimate_fn(tr: TrainerSetup, rule: str | None = None, device_capacity:
     trainer's otherwise (without TRL's batch-shape checks, which resolve_trainer has already applied to the
     setup, since pages change the method, GPU count or model)."""
     from estimator import estimate
-    from estimator.memory import setup_for_model
-    from estimator.trainers import solver_estimate_fn
+    from estimator.advice.search import solver_estimate_fn
+    from estimator.job.tower import setup_for_model
 
     if tr.trainer == "sft":  # setup_for_model: another method or model may not take the sidebar's tower/images
         return lambda spec, setup: estimate(spec, setup_for_model(spec, setup), rule)
@@ -265,8 +262,8 @@ def _remember_trainer() -> None:
 
 def how_section_markdown() -> str:
     """The How page's "Preference & RL" section: each trainer's formula and source, the generation modes and
-    the KV-cache formula, all read from estimator/trainers.py (nothing restated)."""
-    from estimator.trainers import GENERATION_MODES as modes
+    the KV-cache formula, all read from estimator/memory/trainers.py (nothing restated)."""
+    from estimator.options.trainers import GENERATION_MODES as modes
 
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")

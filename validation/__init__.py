@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from estimator import ModelSpec, TrainingSetup, estimate, load_preset, preset_ids, spec_from_config
-from estimator.memory import ALLOCATOR_SLACK
-from estimator.stacks import get_stack, resolve_setup
+from estimator.job.stack import resolve_setup
+from estimator.memory.overhead import ALLOCATOR_SLACK
+from estimator.options.stacks import get_stack
 from estimator.units import GB, GiB
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +26,7 @@ FIXTURES = ROOT / "validation" / "data" / "fixtures.json"
 PUBLISHED = ROOT / "validation" / "data" / "published_measurements.csv"
 PUBLISHED_CONFIGS = ROOT / "validation" / "data" / "published_configs"
 
-# The training stack each published framework ran (estimator.stacks): its defaults fill what a row does not
+# The training stack each published framework ran (estimator.options.stacks): its defaults fill what a row does not
 # state. The PEFT benchmark (method_comparison/MetaMathQA/run.py) is a hand-written loop: the plain stack.
 FRAMEWORK_STACKS: dict[str, str] = {
     "litgpt": "litgpt",

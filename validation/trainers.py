@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 from estimator import TrainerSetup, estimate, get_device
-from estimator.stacks import resolve_setup
+from estimator.job.stack import resolve_setup
 from estimator.units import GB, GiB
 
 from . import ROOT, _published_spec

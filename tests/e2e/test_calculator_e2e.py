@@ -12,8 +12,8 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from estimator import TrainingSetup, estimate, generic_spec, get_device, load_preset, to_gb, verdict
-from estimator.cli import estimate_json
-from estimator.stacks import resolve_setup
+from estimator.job.stack import resolve_setup
+from estimator.report.document import estimate_json
 from tests.e2e.helpers import chart_bars, chart_total_gb, open_app, open_select, verdict_text, wait_for_app_run
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page
 
 from estimator import estimate, load_preset, to_gb
-from estimator.stacks import resolve_setup
+from estimator.job.stack import resolve_setup
 from tests.e2e.helpers import chart_bars, open_app, wait_for_app_run
 from ui.live_chart import TRANSITION_MS
 

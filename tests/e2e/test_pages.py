@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from estimator import estimate, generic_spec, load_preset
-from estimator.stacks import resolve_setup
+from estimator.job.stack import resolve_setup
 from tests.e2e.helpers import open_app, wait_for_app_run
 from validation import accuracy_report
 

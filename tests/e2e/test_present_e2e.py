@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from estimator import estimate, get_device, load_preset, verdict
-from estimator.stacks import resolve_setup
+from estimator.job.stack import resolve_setup
 from tests.e2e.helpers import open_app
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from estimator import TrainerSetup, estimate, get_device, load_preset, to_gb, verdict
-from estimator.stacks import resolve_setup
+from estimator.job.stack import resolve_setup
 from tests.e2e.helpers import chart_bars, chart_total_gb, open_app, verdict_text, wait_for_app_run
 from ui.charts import COMPONENT_COLORS
 
@@ -48,7 +48,7 @@ def test_grpo_link_then_vllm_server_mode(page: Page, app_url: str):
 
 
 def dpo_total(method: str = "lora") -> float:
-    from estimator.stacks import with_method
+    from estimator.job.stack import with_method
 
     return to_gb(estimate(QWEN, with_method(resolve_setup("trl", batch=2), method),
                           trainer=TrainerSetup("dpo")).total_bytes)

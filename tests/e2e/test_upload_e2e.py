@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from estimator import estimate, get_device, load_preset, verdict
-from estimator.stacks import resolve_setup
+from estimator.job.stack import resolve_setup
 from tests.e2e.helpers import open_app, verdict_text, wait_for_app_run
 
 pytestmark = pytest.mark.e2e
@@ -34,7 +34,7 @@ def test_bad_then_good_config(page: Page, app_url: str):
     fallback = estimate(load_preset("llama-3.1-8b"), resolve_setup("trl"))  # the default stack
     assert verdict_text(page) == verdict(fallback.total_bytes, get_device("a100-80gb"), fallback.high_bytes).headline
 
-    good = (ROOT / "estimator" / "presets" / "qwen2.5-0.5b.json").read_bytes()
+    good = (ROOT / "estimator" / "models" / "presets" / "qwen2.5-0.5b.json").read_bytes()
     _upload(page, "qwen-small.json", good)
     expect(page.get_by_text("could not be used")).to_have_count(0)
     small = estimate(load_preset("qwen2.5-0.5b"), resolve_setup("trl"))

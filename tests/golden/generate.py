@@ -23,7 +23,7 @@ DEVICES = ("rtx-4090", "h100-80gb", "laptop-36gb", "t4", "mac-64gb", "h200")
 
 
 def _presets() -> list[tuple[str, str]]:
-    index = json.loads((Path(__file__).parents[2] / "estimator" / "presets" / "index.json").read_text())
+    index = json.loads((Path(__file__).parents[2] / "estimator" / "models" / "presets" / "index.json").read_text())
     rows = index if isinstance(index, list) else index.get("presets", index)
     return [(r["id"], r["family"]) for r in rows]
 
@@ -37,7 +37,7 @@ def cases() -> list[list[str]]:
         seen.setdefault(fam, pid)
     fams = sorted(seen.items())
     i = 0
-    for fam, pid in fams:  # family × stack × method, devices and advice rotating
+    for _fam, pid in fams:  # family × stack × method, devices and advice rotating
         for stack in STACKS:
             for method in METHODS:
                 dev = DEVICES[i % len(DEVICES)]
@@ -51,7 +51,7 @@ def cases() -> list[list[str]]:
     for pid, _ in presets:  # every preset, default setup, JSON with advice and text
         out.append(["--model", pid, "--device", "h100-80gb", "--advice", "--json"])
         out.append(["--model", pid, "--batch", "4", "--seq-len", "4096", "--device", "rtx-4090"])
-    for fam, pid in fams[:12]:  # trainers × method
+    for _fam, pid in fams[:12]:  # trainers × method
         for trainer in TRAINERS:
             for method in ("lora", "full"):
                 dev = DEVICES[i % len(DEVICES)]
@@ -101,7 +101,7 @@ def cases() -> list[list[str]]:
 def run(argv: list[str]) -> dict:
     out, err = io.StringIO(), io.StringIO()
     rc = 0
-    from estimator.cli import main
+    from estimator.report.cli import main
 
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:

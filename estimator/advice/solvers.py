@@ -1,0 +1,206 @@
+"""Solvers: the largest batch, the longest max length (or GRPO completion), the largest model, the smallest device
+and the fewest GPUs that fit, each a `bisect_last` over the estimate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from ..i18n import _, format_int
+from ..job.setup import MAX_BATCH, MAX_GPUS, MAX_SEQ_LEN
+from ..job.tower import setup_for_model
+from ..memory.overhead import ALLOCATOR_SLACK
+from ..memory.trainers import estimate_trainer
+from ..models.presets import MAX_SIZE_B, MIN_SIZE_B, generic_spec
+from ..options.devices import CATALOG
+from .search import _default_estimate, _smallest_int, bisect_last
+
+if TYPE_CHECKING:
+    from ..job.setup import TrainingSetup
+    from ..job.trainer import TrainerSetup
+    from ..memory.result import Estimate
+    from ..models.spec import ModelSpec
+    from ..options.devices import Device
+    from .search import EstimateFn
+
+
+def max_batch(spec: ModelSpec, setup: TrainingSetup, usable_bytes: float,
+              estimate_fn: EstimateFn = _default_estimate, limit: int = MAX_BATCH) -> int | None:
+    """The largest micro-batch that fits (memory never falls as batch grows). The setup's own batch and its half
+    (the page's estimate and the "lower the batch" remedy) are tried first."""
+    if estimate_fn is _default_estimate and estimate_fn(spec, setup).floor_bytes > usable_bytes:
+        return None  # the optimizer step alone is too big: no batch fits
+    hints = [setup.batch, max(1, setup.batch // 2)]
+    base = estimate_fn(spec, setup)
+    if setup.batch == 1 and base.total_bytes <= usable_bytes and base.components_bytes.get("activations"):
+        # No half to draw a line from: guess that each example adds the peak's activations (and their slack).
+        per_example = base.components_bytes["activations"] * (1 + ALLOCATOR_SLACK)
+        guess = 1 + int((usable_bytes - base.total_bytes) // per_example)
+        hints += [min(guess, limit), min(guess + 1, limit)]
+    return bisect_last(1, limit, lambda b: estimate_fn(spec, replace(setup, batch=b)).total_bytes, usable_bytes,
+                       hints=hints)
+
+
+def max_seq_len(spec: ModelSpec, setup: TrainingSetup, usable_bytes: float,
+                estimate_fn: EstimateFn = _default_estimate, limit: int = MAX_SEQ_LEN) -> int | None:
+    """The longest max length (tokens) that fits at this batch size. The setup's own length and its half (the
+    page's estimate and the "lower the max length" remedy) are tried first."""
+    if estimate_fn is _default_estimate and estimate_fn(spec, setup).floor_bytes > usable_bytes:
+        return None  # the optimizer step alone is too big: no length fits
+    return bisect_last(1, limit, lambda s: estimate_fn(spec, replace(setup, seq_len=s)).total_bytes, usable_bytes,
+                       hints=(setup.seq_len, max(1, setup.seq_len // 2)))
+
+
+def max_fitting_size_b(setup: TrainingSetup, device: Device, rule: str | None = None,
+                       rel_tol: float = 0.002, estimate_fn: EstimateFn | None = None) -> float | None:
+    """The largest generic decoder (billions of parameters) whose estimate fits the device's usable memory,
+    searched over the sizes the estimator accepts to within rel_tol (memory never falls as the size grows);
+    None if not even the smallest fits. `estimate_fn` (e.g. a trainer's) replaces the detailed/rule estimate."""
+    from ..memory.price import estimate  # the package's entry point: detailed, or the rule of thumb
+
+    text_setup = setup_for_model(generic_spec(1.0), setup)  # a generic decoder takes no image tokens or tower
+
+    def total(size_b: float) -> float:
+        spec = generic_spec(size_b)
+        return (estimate_fn(spec, text_setup) if estimate_fn is not None
+                else estimate(spec, text_setup, rule)).total_bytes
+
+    return bisect_last(MIN_SIZE_B, MAX_SIZE_B, total, device.usable_bytes, integer=False, rel_tol=rel_tol)
+
+
+def smallest_device(spec: ModelSpec, setup: TrainingSetup, catalog: tuple[Device, ...] = CATALOG,
+                    estimate_fn: EstimateFn = _default_estimate) -> Device | None:
+    """The catalog device with the least usable memory that still fits this setup."""
+    total = estimate_fn(spec, setup).total_bytes
+    fitting = [d for d in catalog if d.usable_bytes >= total]
+    return min(fitting, key=lambda d: (d.usable_bytes, d.id)) if fitting else None
+
+
+def min_gpus(spec: ModelSpec, setup: TrainingSetup, device: Device, max_gpus: int = 64,
+             estimate_fn: EstimateFn = _default_estimate) -> int | None:
+    """The smallest GPU count (1..max_gpus) whose per-GPU memory fits the device, for this sharding."""
+    return min_gpus_for_devices(spec, setup, [device], max_gpus, estimate_fn)[device.id]
+
+
+def min_gpus_for_devices(spec: ModelSpec, setup: TrainingSetup, devices: tuple[Device, ...] | list[Device],
+                         max_gpus: int = 64, estimate_fn: EstimateFn = _default_estimate, per_node: int = 1
+                         ) -> dict[str, int | None]:
+    """min_gpus for many devices at once: per-GPU memory depends on the GPU count, not on the device, so each
+    count is estimated once and every device answered from it (device id → smallest count, or None). With
+    per_node > 1 only whole nodes count (8, 16, 24… GPUs)."""
+    answers: dict[str, int | None] = {d.id: None for d in devices}
+    open_devices = list(devices)
+    step = max(1, per_node)
+    for n in range(step, min(max_gpus, MAX_GPUS) + 1, step):
+        if not open_devices:
+            break
+        total = estimate_fn(spec, replace(setup, gpus=n)).total_bytes
+        still_open = []
+        for device in open_devices:
+            if total <= device.usable_bytes:
+                answers[device.id] = n
+            else:
+                still_open.append(device)
+        open_devices = still_open
+    return answers
+
+
+def sharded(setup: TrainingSetup, sharding: str, offload: bool = False, gpus: int = 1) -> TrainingSetup:
+    """The setup on `gpus` GPUs under one sharding. Optimizer offload goes with ZeRO/FSDP only (the estimator
+    refuses it for plain data parallel on several GPUs)."""
+    return replace(setup, gpus=gpus, sharding=sharding, offload_optimizer=offload and sharding != "none")
+
+
+def fewest_gpus(spec: ModelSpec, setup: TrainingSetup, usable_bytes: float, max_gpus: int = 64, per_node: int = 1,
+                estimate_fn: EstimateFn = _default_estimate, likely_high: bool = False, at_least: int = 1,
+                guess: int | None = None) -> int | None:
+    """The fewest GPUs (a multiple of per_node, at most max_gpus) whose per-GPU estimate fits usable_bytes,
+    for the setup's sharding; None if none does. One GPU is tried on its own (a second adds the NCCL buffers
+    and the all-reduce bucket); from two GPUs on, per-GPU memory never grows with the count, so the rest is a
+    search over node counts (bisect_last, interpolating in 1 / GPUs: the sharded states divide by the count).
+    likely_high: the upper end of the likely range must fit too (no close call). at_least: counts below it are
+    not tried (the shard remedy wants more GPUs than the setup has). guess: a count expected near the answer
+    (tried first with the count below it; the search stays exact whatever it is)."""
+
+    def per_gpu(n: int) -> float:
+        est = estimate_fn(spec, replace(setup, gpus=n))
+        return est.high_bytes if likely_high else est.total_bytes
+
+    per_node = max(1, per_node)
+    if per_node == 1 and at_least <= 1 and per_gpu(1) <= usable_bytes:
+        return 1
+    first = max(1, 2 // per_node, -(-at_least // per_node))  # nodes: from 2 GPUs (or one node of several) on
+    last = min(max_gpus, MAX_GPUS) // per_node
+    if first > last:
+        return None
+    # Without a guess, the most GPUs and half as many first: the line through them in 1 / GPUs points at the
+    # answer (near the top the unsharded activations and buffers decide, as at the answer).
+    if guess is not None:
+        k = min(max(-(-guess // per_node), first), last)
+        hints = (max(first, k - 1), k)
+    else:
+        hints = (max(first, last // 2), last)
+    nodes = _smallest_int(first, last, lambda k: per_gpu(k * per_node), usable_bytes,
+                          coord=(lambda k: 1 / k, lambda u: 1 / u), hints=hints)
+    return None if nodes is None else nodes * per_node
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How to spread a run over GPUs of one kind: the sharding, the GPU count and its per-GPU estimate."""
+
+    sharding: str
+    gpus: int
+    estimate: Estimate
+
+
+def best_layout(spec: ModelSpec, setup: TrainingSetup, device: Device, shardings: tuple[str, ...] | list[str],
+                offload: bool = False, max_gpus: int = 64, per_node: int = 1,
+                estimate_fn: EstimateFn = _default_estimate) -> Layout | None:
+    """The fewest GPUs of this device that fit (whole nodes of per_node GPUs), and the least sharding that
+    achieves it (shardings are tried in the given order, simplest first); None if nothing fits."""
+    best: Layout | None = None
+    for sharding in shardings:
+        base = sharded(setup, sharding, offload)
+        n = fewest_gpus(spec, base, device.usable_bytes, max_gpus, per_node, estimate_fn)
+        if n is not None and (best is None or n < best.gpus):
+            best = Layout(sharding, n, estimate_fn(spec, replace(base, gpus=n)))
+    return best
+
+
+def what_would_fit(spec: ModelSpec, setup: TrainingSetup, device: Device, shardings: tuple[str, ...] | list[str],
+                   offload: bool = False, max_gpus: int = 64, per_node: int = 1,
+                   estimate_fn: EstimateFn = _default_estimate) -> list[tuple[str, Layout]]:
+    """When no layout up to max_gpus fits: the changes that would make one fit, each with its best layout, in
+    the order to try them: gradient checkpointing, optimizer offload to CPU RAM, both, then more GPUs (up to
+    16 × max_gpus). Empty when none of them does."""
+    options: list[tuple[str, TrainingSetup, bool, int]] = []
+    ckpt = replace(setup, grad_ckpt=True, offload_activations=False)
+    if not setup.grad_ckpt:
+        options.append((_("gradient checkpointing on"), ckpt, offload, max_gpus))
+    if not offload:
+        options.append((_("optimizer state offloaded to CPU RAM"), setup, True, max_gpus))
+    if not setup.grad_ckpt and not offload:
+        options.append((_("checkpointing and optimizer offload"), ckpt, True, max_gpus))
+    options.append((_("more GPUs (up to {n})").format(n=format_int(16 * max_gpus)), setup, offload, 16 * max_gpus))
+    found = []
+    for label, changed, off, limit in options:
+        layout = best_layout(spec, changed, device, shardings, off, limit, per_node, estimate_fn)
+        if layout is not None:
+            found.append((label, layout))
+    return found
+
+
+def max_completion_len(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, usable_bytes: float,
+                       device_capacity: float | None = None) -> int | None:
+    """GRPO: the longest max_completion_length that fits (memory never falls as it grows)."""
+    from .search import bisect_last
+
+    limit = MAX_SEQ_LEN - tr.prompt_length
+    if limit < 1:
+        return None
+
+    def total(c: int) -> float:
+        return estimate_trainer(spec, setup, replace(tr, completion_len=c), device_capacity, strict=False).total_bytes
+
+    return bisect_last(1, limit, total, usable_bytes, hints=(tr.completion_length,))

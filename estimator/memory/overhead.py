@@ -1,0 +1,17 @@
+"""What sits beside the tensors: the CUDA context, NCCL buffers, the caching allocator's slack and the model's
+measured error band (docs/formulas.md §5)."""
+
+from __future__ import annotations
+
+# CUDA context + cuBLAS workspaces, invisible to torch.cuda.memory_allocated (docs/formulas.md §5):
+# 287 MB measured with lazy module loading (pytorch PR #86509), 1.3–2 GB on old stacks (HF docs).
+CUDA_CONTEXT_BYTES = 500_000_000  # expected: CUDA 12 with lazy loading
+CUDA_CONTEXT_LOW = 300_000_000
+CUDA_CONTEXT_HIGH = 1_000_000_000
+NCCL_BYTES = 250_000_000  # NCCL communicator buffers per GPU when more than one GPU (~hundreds of MB)
+# Caching-allocator rounding and fragmentation: reserved ≈ allocated × 1.05–1.15 (docs/formulas.md §5).
+ALLOCATOR_SLACK = 0.05
+# Relative error of the tensor-level estimate on real runs: 10th/90th percentile of measured ÷ estimated over
+# the published measurements (validation.derived_band; tests/test_accuracy.py re-derives and checks them).
+MODEL_ERROR_LOW = 0.07
+MODEL_ERROR_HIGH = 0.08

@@ -1,0 +1,383 @@
+"""Peak memory of one training step: phases, the peak phase, overhead and the low/expected/high band.
+
+peak = max over phases of (weights + gradients + optimizer state + live activations) + overhead
+(docs/formulas.md §0). Phases are the moments where the high-water mark can occur in a steady-state step
+(step ≥ 2, so optimizer state exists; zero_grad(set_to_none=True), the Trainer default)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from ..i18n import N_, Text
+from ..job.stack import attention_impl
+from ..job.tower import check_tower
+from ..options.stacks import NO_SDPA_FAMILIES, get_stack
+from .activations.common import context
+from .activations.depth import (
+    backward_extra_per_token,
+    checkpoint_alias_per_token,
+    checkpoint_per_token,
+    final_per_token,
+    layer_sizes,
+    layers_per_token,
+    max_layer_per_token,
+    recompute_extra_per_token,
+    rope_per_token,
+)
+from .activations.layers import moe_lora_delta_bytes, moe_lora_delta_grad_bytes
+from .activations.loss import loss_memory
+from .adapters import adapted_modules, lora_params
+from .litgpt_model import stack_spec
+from .overhead import (
+    ALLOCATOR_SLACK,
+    CUDA_CONTEXT_BYTES,
+    CUDA_CONTEXT_HIGH,
+    CUDA_CONTEXT_LOW,
+    MODEL_ERROR_HIGH,
+    MODEL_ERROR_LOW,
+    NCCL_BYTES,
+)
+from .precision import (
+    FP32,
+    INT64,
+    NF4_BYTES,
+    NF4_DQ_BYTES,
+    compute_bytes,
+    optimizer_state_bytes,
+    trainable_bytes,
+    weight_bytes,
+)
+from .result import CONTEXT_LABEL, DetailItem, Estimate, Phase
+from .towers import tower_activation_bytes, tower_lora_params, tower_notes
+
+if TYPE_CHECKING:
+    from ..job.setup import TrainingSetup
+    from ..models.spec import ModelSpec
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, float, str]:
+    """(frozen bytes, trainable bytes, formula). QLoRA: decoder linears in NF4 + double quant; the rest
+    (embeddings, head, norms) 16-bit, or fp32 after prepare_model_for_kbit_training (docs/formulas.md §2.1)."""
+    wb = weight_bytes(setup)
+    if setup.method == "full":
+        if spec.params_tower and not setup.train_tower:  # the towers stay frozen; the language model trains
+            lm = spec.params_total - spec.params_tower
+            return (float(spec.params_tower * wb), float(lm * wb),
+                    f"{wb} B × {lm:,} language-model params + {wb} B × {spec.params_tower:,} frozen tower params")
+        return 0.0, float(spec.params_total * wb), f"{wb} B × {spec.params_total:,} params"
+    adapters = float(lora * trainable_bytes(setup))  # fp32 adapters (PEFT autocast_adapter_dtype)
+    if setup.method == "lora":
+        return float(spec.params_total * wb), adapters, f"{wb} B × base + 4 B × {lora:,} adapter params"
+    # Routed experts are fused 3-D parameters in transformers 5, which bitsandbytes does not quantise (ModelSpec.
+    # params_routed_experts); a stack that swaps every nn.Linear itself (LitGPT, Stack.quantize_head) has per-expert
+    # nn.Linear modules and quantises them.
+    fused = 0 if _quantizes_every_linear(setup) else spec.params_routed_experts
+    four_bit = spec.params_quantizable - fused
+    other = spec.params_total - four_bit
+    other_bytes = FP32 if (setup.qlora_fp32_upcast or setup.precision in ("mixed", "fp32")) else 2
+    nf4 = NF4_DQ_BYTES if setup.nf4_double_quant else NF4_BYTES
+    frozen = four_bit * nf4 + other * other_bytes
+    experts = f" (incl. {fused:,} routed-expert params bitsandbytes leaves unquantised)" if fused else ""
+    return frozen, adapters, f"{nf4:.4f} B × {four_bit:,} 4-bit + {other_bytes} B × {other:,} other{experts}"
+
+
+def _quantizes_every_linear(setup: TrainingSetup) -> bool:
+    """LitGPT's bitsandbytes plugin replaces every nn.Linear (Stack.quantize_head's source), experts included."""
+    return bool(setup.stack) and get_stack(setup.stack).quantize_head
+
+
+def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
+    """Adafactor (HF, beta1=None) keeps fp32 row and column factors per matrix, 4·(R + C) bytes, and a full
+    fp32 second moment for 1-D tensors (transformers optimization.py)."""
+    if setup.method != "full":
+        r = setup.lora_rank
+        targets = adapted_modules(spec, setup)
+        tower = sum(FP32 * ((r + i) + (o + r)) * n for i, o, n in spec.tower_linears) if setup.train_tower else 0
+        return tower + sum(FP32 * ((r + m.in_features) + (m.out_features + r)) * m.count * (m.layers or spec.num_layers)
+                           for m in spec.linears if m.name in targets)
+    total = 0.0
+    for m in spec.linears:
+        per = FP32 * (m.in_features + m.out_features) + (FP32 * m.out_features if m.bias else 0)
+        total += per * m.count * (m.layers or spec.num_layers)
+    heads = 1 if spec.tie_embeddings else 2
+    total += heads * FP32 * (spec.vocab_size + spec.hidden_size)
+    norms = spec.params_total - spec.params_quantizable - spec.params_embedding - spec.params_tower
+    if setup.train_tower:  # the trained tower: row + column factors per linear, a full second moment for the rest
+        tower_linear = sum(i * o * n for i, o, n in spec.tower_linears)
+        total += sum(FP32 * (i + o) * n for i, o, n in spec.tower_linears)
+        norms += spec.params_tower - tower_linear
+    return total + FP32 * norms
+
+
+def _casts(spec: ModelSpec, setup: TrainingSetup, lora: int, head_module: bool = True) -> tuple[float, float, float]:
+    """bf16 copies of fp32 weights that autocast makes and autograd keeps until each layer's backward:
+    (all layers + head, one layer, the head alone). Mixed precision casts every linear weight (§3.3 M: + 2 B × P); fp32
+    LoRA adapters under autocast are cast too (§3.3 R: + 2 B × LoRA params)."""
+    if not setup.autocast:
+        return 0.0, 0.0, 0.0
+    per_layer = 0.0
+    head = 0.0
+    if setup.precision == "mixed" and setup.method != "qlora":
+        per_layer += 2 * spec.layer_linear_params  # every decoder linear weight
+        if head_module:  # fused/chunked heads cast one vocabulary slice at a time (counted with the loss)
+            head += 2 * spec.vocab_size * spec.hidden_size  # lm_head (or the tied embedding used as head)
+    if trainable_bytes(setup) == FP32 and setup.method != "full":
+        per_layer += 2 * lora / spec.num_layers  # fp32 adapters → bf16 under autocast
+    return per_layer * spec.num_layers + head, per_layer, head
+
+
+def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, opt: float
+           ) -> tuple[float, float, float, float, str]:
+    """Per-GPU model states under data parallelism (ZeRO paper §5, Fig. 1; FSDP docs). Returns
+    (weights, grads, optimizer, cpu_bytes, note)."""
+    n = setup.gpus
+    cpu = 0.0
+    note = ""
+    if setup.sharding in ("zero1", "zero2", "zero3"):
+        opt = opt / n  # P_os: optimizer state partitioned over N
+    if setup.sharding in ("zero2", "zero3"):
+        grads = grads / n  # P_g: gradients reduce-scattered to their owner
+    if setup.sharding == "zero3" and n > 1:
+        layer_params = spec.layer_linear_params  # one FSDP unit = one decoder layer
+        unit = max(layer_params, spec.vocab_size * spec.hidden_size)
+        # P_p: parameters partitioned; the current and the prefetched FSDP unit are gathered (FSDP docs).
+        gathered = (unit + layer_params) * weight_bytes(setup)
+        weights = weights / n + gathered
+        note = N_("ZeRO-3: two FSDP units gathered at a time")
+    if setup.sharding == "none" and n > 1:
+        grads = grads * 2  # DDP gradient buckets (torch DDP: gradient_as_bucket_view=False doubles grads)
+        note = N_("DDP keeps a bucket copy of the gradients")
+    if setup.offload_optimizer:
+        cpu = opt * (n if setup.sharding != "none" else 1)
+        opt = 0.0  # optimizer state lives in CPU RAM (ZeRO-Offload)
+    return weights, grads, opt, cpu, note
+
+
+# Estimates are pure functions of two frozen (hashable) dataclasses, and one calculator rerun asks for the same
+# ones again (the page, its remedies and its solvers; the next rerun mostly the same probes): keep the latest
+# few thousand (a few kB each). estimate.cache_info().misses counts the estimates actually computed.
+ESTIMATE_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
+def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
+    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
+    if setup.image_tokens and not spec.tower_kind:
+        raise ValueError(Text(N_("image tokens per example need a multimodal model; {model} has no vision tower"),
+                              model=spec.name))
+    check_tower(spec, setup)
+    spec = stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
+    ctx = context(spec, setup)
+    tokens = setup.tokens
+    c = compute_bytes(setup)
+    lora = lora_params(spec, setup, ctx.adapted)
+    if setup.train_tower and setup.method != "full":
+        lora += tower_lora_params(spec, setup.lora_rank)  # adapters on the tower's and projector's linears
+    # full fine-tuning trains everything but a multimodal wrapper's frozen towers (unless train_tower) and the
+    # parameters the model itself creates with requires_grad=False (ERNIE 4.5 MoE's e_score_correction_bias)
+    frozen_tower = 0 if setup.train_tower else spec.params_tower
+    trainable = spec.params_total - frozen_tower - spec.params_frozen if setup.method == "full" else lora
+
+    w_frozen, w_train, w_formula = _weights(spec, setup, lora)
+    gb = trainable_bytes(setup)
+    grads = float(trainable * gb)  # one gradient per trainable parameter, in its dtype
+    if setup.optimizer == "adafactor":
+        opt = _adafactor_state(spec, setup)
+    else:
+        opt = trainable * optimizer_state_bytes(setup.optimizer, gb)
+    # Optimizer-step temporaries: fused AdamW and bnb 8-bit kernels allocate none; torch's foreach path
+    # allocates about one parameter-sized buffer (torch/optim/optimizer.py _foreach_doc); Adafactor makes
+    # fp32 copies of the current tensor's param, grad and update.
+    if setup.optimizer == "adafactor":
+        largest = max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) if setup.method == "full" else 0
+        opt_temp = 3.0 * FP32 * largest
+    elif setup.fused_optimizer or setup.optimizer in ("adamw_8bit", "paged_adamw_8bit", "paged_adamw"):
+        opt_temp = 0.0
+    else:
+        opt_temp = float(trainable * gb)
+
+    weights, grads, opt, cpu_bytes, shard_note = _shard(setup, spec, w_frozen + w_train, grads, opt)
+    opt_temp = opt_temp / (setup.gpus if setup.sharding != "none" else 1)
+    if setup.offload_optimizer:
+        opt_temp = 0.0
+    head_params = spec.vocab_size * spec.hidden_size
+    g_head = head_params * gb if setup.method == "full" else 0.0  # lm_head (or tied embedding) grad, first
+    g_embed_last = head_params * gb if (setup.method == "full" and not spec.tie_embeddings) else 0.0
+    # At the first layer's worst moment (its MLP backward starts) its own weight gradients do not exist yet
+    # except the one being produced (the largest matrix): full FT holds one layer's gradients fewer (traces:
+    # gpt_neox/qwen3 full mixed + checkpointing, measured gradient bytes at the peak).
+    g_first_missing = 0.0
+    if setup.method == "full" and not spec.moe_layers:
+        g_first_missing = (spec.layer_linear_params - spec.largest_linear_params) * gb
+    if setup.sharding in ("zero2", "zero3"):
+        g_head /= setup.gpus
+        g_embed_last /= setup.gpus
+        g_first_missing /= setup.gpus
+    g_persist = grads if setup.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
+    g_first = max(grads - g_embed_last - g_first_missing, g_persist)  # at the first layer's backward
+    g_end, g_step = max(grads, g_persist), grads  # end of backward (tied embeddings), optimizer step
+    if setup.optimizer_in_bwd:
+        # torchtune training/memory.py register_optim_in_bwd_hooks (0.6.1): a post-accumulate-grad hook steps and
+        # zeroes each parameter, so only the gradient being applied exists (the largest is one decoder matrix or
+        # the V × H head); a tied weight's head gradient waits until the embedding's part is added.
+        tied_wait = head_params * gb if spec.tie_embeddings else 0.0
+        g_first = tied_wait + max(spec.largest_linear_params, head_params) * gb
+        g_end, g_step = tied_wait, 0.0  # the tied weight's summed gradient, applied in its hook; no step phase
+        opt_temp = 0.0
+
+    casts_all, casts_layer, head_casts = _casts(spec, setup, lora, ctx.head_module)
+    if setup.sharding == "zero3" and setup.gpus > 1:
+        casts_all = casts_layer  # FSDP/ZeRO-3 gathers and casts one unit at a time, then frees it
+    tower_acts, tower_formula = tower_activation_bytes(spec, setup)
+    if tower_acts and setup.precision == "mixed" and setup.method == "full" and not setup.grad_ckpt:
+        # the trained tower's fp32 linear weights are cast to bf16 in its forward and kept until its backward,
+        # which runs last (§3.3 M: + 2 B × P, for the tower's linears)
+        tower_casts = 2.0 * sum(i * o * n for i, o, n in spec.tower_linears)
+        casts_all += tower_casts
+        casts_layer += tower_casts
+    moe_delta = moe_lora_delta_bytes(spec, ctx)  # per MoE layer
+    sizes = layer_sizes(spec, ctx)  # each layer kind computed once
+    layers = tokens * layers_per_token(spec, ctx, sizes) + moe_delta * spec.moe_layers
+    ckpt = tokens * checkpoint_per_token(spec, ctx)
+    offloaded = 0.0
+    if setup.offload_activations:
+        # Offloaded checkpointing (transformers activation_checkpointing_enable(offload=True): save_on_cpu;
+        # Unsloth's 'unsloth' mode): every layer input is copied to pinned CPU RAM in forward and one layer's
+        # input at a time comes back for its recompute in backward.
+        # Two layer inputs stay on the device: the one being recomputed and the next one brought back
+        # (real-width traces with offload: +1 × T·h over the one-layer count).
+        offloaded = ckpt
+        ckpt = min(2, spec.num_layers) * tokens * ctx.resid * spec.hidden_size
+    final = tokens * (final_per_token(spec, ctx) + rope_per_token(spec, ctx))
+    one_layer = tokens * max_layer_per_token(spec, ctx, sizes) + moe_delta + moe_lora_delta_grad_bytes(spec, ctx)
+    loss = loss_memory(spec, setup, ctx)
+    # Liger / Cut Cross-Entropy compute the head's weight gradient in forward: it exists from the loss on.
+    g_loss = g_head if loss.impl in ("liger", "cce") else 0.0
+    # Backward temporaries of the layer being differentiated, net of what it has freed (activations.py).
+    bwd_temp = tokens * backward_extra_per_token(spec, ctx, sizes)
+    # QLoRA: each 4-bit matmul dequantises its whole weight to the compute dtype (bnb _dequant_linear_fallback).
+    dequant = float(spec.largest_dense_linear_params * c) if setup.method == "qlora" else 0.0
+    if setup.method == "qlora" and _quantizes_every_linear(setup):
+        dequant = float(max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) * c)  # the 4-bit head
+
+    def d(component: str, label: str, value: float, formula: str) -> DetailItem:
+        return DetailItem(component, label, float(value), formula)
+
+    weight_items = [
+        d("weights", N_("Frozen base weights"), weights - w_train if setup.method != "full" else 0.0, w_formula),
+        d("weights", N_("Trainable weights"), w_train if setup.method != "full" else weights, w_formula),
+    ]
+    opt_items = [d("optimizer", N_("Optimizer state"), opt, f"{setup.optimizer} state × {trainable:,} trainable params")]
+
+    def phase(name: str, casts: float, grad: float, grad_label: str, acts: list[DetailItem],
+              temp: float = 0.0) -> Phase:
+        items = list(weight_items)
+        if casts:
+            items.append(d("weights", N_("Autocast bf16 weight copies"), casts, "2 B × weights used under autocast"))
+        items.append(d("gradients", grad_label, grad, f"{gb} B × trainable params"))
+        items.extend(opt_items)
+        if temp:
+            items.append(d("optimizer", N_("Optimizer step temporaries"), temp, "foreach/Adafactor step buffers"))
+        items.extend(acts)
+        return Phase(name, weights + casts, grad, opt + temp, sum(a.bytes for a in acts), tuple(items))
+
+    act_final = d("activations", N_("Final norm, head input, token ids"), final, "T × (norm + head input + ids)")
+    # Once backward reaches the decoder layers the final norm's and the head's saved tensors are freed: only the
+    # token ids and RoPE cos/sin remain (tracer inventories at the last layer's backward).
+    ids_rope = tokens * (2 * INT64 + rope_per_token(spec, ctx))
+    act_ids = d("activations", N_("Token ids, RoPE cos/sin"), ids_rope, "T × (16 + 2·c·d)")
+    if ctx.litgpt is not None:
+        act_ids = act_final  # LitGPT's own model: calibrated with the final tensors counted (§3.6)
+    act_loss_kept = d("activations", N_("Logits and loss (saved)"), loss.kept, loss.kept_formula)
+    act_loss_tr = d("activations", N_("Loss backward buffers"), loss.transient, loss.transient_formula)
+    act_temp = d("activations", N_("Backward temporaries"), bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
+    act_one = d("activations", N_("Recomputed layer"), one_layer - tokens * checkpoint_alias_per_token(spec, ctx),
+                "T × one layer's saved tensors (less its own checkpointed input)")
+    act_deq = d("activations", N_("QLoRA dequantisation buffer"), dequant, "largest 4-bit matrix in 16-bit")
+    # a trained tower's saved tensors: made first in forward, freed after the language model's backward
+    act_deq_tower = [act_deq, d("activations", N_("Vision tower activations (trained)"), tower_acts, tower_formula)]
+    phases: list[Phase]
+    if not setup.grad_ckpt:
+        act_layers = d("activations", N_("Layer activations"), layers, "T × Σ layers' saved tensors")
+        phases = [
+            phase(N_("loss backward"), casts_all, g_persist + g_loss, N_("Gradients (accumulated)"),
+                  [act_layers, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
+            phase(N_("backward, output layer"), casts_all, g_persist + g_head, N_("Gradients (head)"),
+                  [act_layers, act_ids, act_temp, *act_deq_tower]),
+            phase(N_("backward, first layer"), casts_layer, g_first, N_("Gradients"),
+                  [d("activations", N_("First layer's activations"), one_layer, "T × one layer"), act_temp,
+                   *act_deq_tower]),
+        ]
+    else:
+        act_ckpt = d("activations", N_("Checkpointed layer inputs"), ckpt,
+                     "2 × T × h (layer inputs back from CPU)" if offloaded else "T × L × h (layer inputs)")
+        recompute = d("activations", N_("Recompute transients (LoRA)"),
+                      tokens * recompute_extra_per_token(spec, ctx, bwd_temp / tokens),
+                      "T × (c·I + 4·I + 5·c·h) − backward temporaries")
+        phases = [
+            phase(N_("loss backward"), head_casts, g_persist + g_loss, N_("Gradients (accumulated)"),
+                  [act_ckpt, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
+            phase(N_("backward, recomputing last layer"), head_casts + casts_layer, g_persist + g_head,
+                  N_("Gradients (head)"), [act_ckpt, act_ids, act_one, act_temp, recompute, *act_deq_tower]),
+            phase(N_("backward, recomputing first layer"), casts_layer, g_first,
+                  N_("Gradients"), [act_one, act_temp, recompute, *act_deq_tower]),
+        ]
+    if setup.method == "full" and spec.tie_embeddings:
+        # Tied embeddings: at the end of backward autograd holds the head's gradient of the shared weight (in
+        # its input buffer), the embedding's dense gradient and their sum at once (real-width traces:
+        # calibration/README.md), each V × H in the gradient dtype.
+        tied = 2 * head_params * gb / (setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
+        phases.append(phase(N_("backward, tied embedding"), 0.0, g_end + tied,
+                            N_("Gradients (+ embedding gradient and the tied sum)"), []))
+    phases.append(phase(N_("optimizer step"), 0.0, g_step, N_("Gradients"), [], opt_temp))
+    if setup.method == "qlora" and setup.load_16bit_first:
+        # LitGPT's bnb precision plugin loads the bf16 state dict onto the GPU before quantising: the
+        # load-time high-water mark is the 16-bit model (measured ≈ 2 B × params in its QLoRA tables).
+        load = float(2 * spec.params_total)
+        phases.append(Phase(N_("model load (16-bit before quantising)"), load, 0.0, 0.0, 0.0, (
+            d("weights", N_("16-bit checkpoint before quantisation"), load, "2 B × params"),)))
+
+    peak = max(phases, key=lambda p: p.total)
+    tensor_peak = peak.total
+    ctx_bytes = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0)
+    slack = ALLOCATOR_SLACK * tensor_peak
+    overhead = ctx_bytes + slack
+    components = {
+        "weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
+        "activations": peak.activations, "overhead": overhead,
+    }
+    details = tuple(x for x in peak.details if x.bytes > 0) + (
+        d("overhead", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
+        d("overhead", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+    )
+    low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)
+    high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
+        NCCL_BYTES if setup.gpus > 1 else 0)
+    notes = list(spec.notes)
+    if setup.train_tower:  # the wrapper's note says the tower is frozen (a Text's str is its English form); the
+        notes = [n for n in notes if "counted as frozen weights" not in n]  # trained tower's own note follows
+    if shard_note:
+        notes.append(shard_note)
+    if setup.optimizer.startswith("paged"):
+        notes.append(N_("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
+                     "to CPU RAM, so a run slightly over the limit may still run, slower."))
+    if attention_impl(setup, spec.family) != setup.attention:  # SDPA asked, transformers runs eager
+        notes.append(Text(N_("{family}: transformers cannot run this model with SDPA ({source}), so it falls back "
+                             "to eager attention, which keeps s²-sized attention scores per head: estimated as "
+                             "eager. flash_attention_2 (on a GPU with flash-attn) avoids them."),
+                          family=spec.family, source=NO_SDPA_FAMILIES[spec.family]))  # cached: translated when shown
+    elif setup.attention == "eager":
+        notes.append(N_("Eager attention stores s²-sized attention scores per head; SDPA/flash does not."))
+    notes.extend(tower_notes(spec, setup))
+    if setup.method == "qlora":
+        notes.append(N_("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout."))
+    return Estimate(
+        model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=trainable,
+        components_bytes=components, details=details, total_bytes=tensor_peak + overhead,
+        low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
+        cpu_offload_bytes=cpu_bytes + offloaded, notes=tuple(notes),
+    )

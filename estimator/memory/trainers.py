@@ -1,0 +1,353 @@
+"""Preference and RL fine-tuning: one description per trainer and the memory each adds to a training step.
+
+TRL 1.16.0 is modelled (the newest release; sources under trl/trainer/ and trl/experimental/, cited per fact).
+A trainer changes three things about the SFT step that memory.estimate prices (docs/formulas.md §9):
+- what one forward runs on: chosen + rejected concatenated (2 × batch sequences) for DPO, ORPO, SimPO and
+  reward models; prompt + completion for GRPO;
+- a reference model: a second frozen copy of the weights for full fine-tuning (none with PEFT, whose
+  reference is the base with the adapter switched off; none with precompute_ref_log_probs), and a no_grad
+  reference forward while the policy's saved activations are alive;
+- generation (GRPO): transformers' generate with the KV cache of every sequence in flight, or vLLM colocated
+  (it reserves vllm_gpu_memory_utilization of the device), or a vLLM server on other GPUs.
+Pure Python: no Streamlit, Plotly or torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from ..i18n import N_, Text, _, format_int
+from ..job.trainer import check, policy_setup
+from ..options.trainers import DEFAULT_PROMPT_LEN, GENERATION_MODES, TRL_VERSION
+from .activations.loss import TRL_TOKEN_TILE, TRL_VOCAB_TILE
+from .overhead import (
+    ALLOCATOR_SLACK,
+    CUDA_CONTEXT_BYTES,
+    CUDA_CONTEXT_HIGH,
+    CUDA_CONTEXT_LOW,
+    MODEL_ERROR_HIGH,
+    MODEL_ERROR_LOW,
+    NCCL_BYTES,
+)
+from .precision import FP32, compute_bytes, trainable_bytes, weight_bytes
+from .result import DetailItem, Estimate, Phase
+from .step import estimate as sft_estimate
+
+if TYPE_CHECKING:
+    from ..job.setup import TrainingSetup
+    from ..job.trainer import TrainerSetup
+    from ..models.spec import ModelSpec
+
+
+def reward_spec(spec: ModelSpec) -> ModelSpec:
+    """The sequence-classification model (transformers GenericForSequenceClassification): the vocabulary head is
+    replaced by a [1, hidden] score head, so the spec's output head has one row (vocab_size 1, untied). The input
+    embedding keeps its V × H parameters (and, for full fine-tuning, its dense gradient); an untied model loses
+    its V × H lm_head. Traced: calibration/trainer_trace.py (reward rows)."""
+    head = spec.vocab_size * spec.hidden_size
+    removed = 0 if spec.tie_embeddings else head
+    return replace(spec, vocab_size=1, tie_embeddings=False,
+                   params_total=spec.params_total - removed + spec.hidden_size,
+                   params_embedding=spec.params_embedding - removed + spec.hidden_size,
+                   notes=spec.notes + ("Reward model: the output head is a 1-output score layer.",))
+
+
+# ORPO / CPO (trl/experimental, TRL 1.16.0) build the logits themselves instead of the fused head. Over
+# T = 2 × batch × length tokens (traced: calibration/trainer_trace.py): the [T, V] logits in the compute dtype
+# c stay alive (the returned chosen/rejected slices keep them); selective_log_softmax saves each row's
+# log-softmax and ORPO's cross-entropy on the chosen half saves its log-softmax (CPO's NLL term is off with
+# cpo_alpha=0, pure SimPO): in fp32 under autocast (log_softmax autocasts to fp32), else in c. In backward the
+# logits gradient (c·T·V) meets the logits, the chosen-half log-softmax and, for full fine-tuning, the head's
+# weight gradient.
+ORPO_NLL_SHARE = {"orpo": 0.5, "simpo": 0.0}  # the chosen half's cross-entropy log-softmax, × T·V
+
+
+def reference_bytes(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> float:
+    """The reference model's weights on this GPU: a full copy in the policy's load dtype for full fine-tuning
+    (create_model_from_path with the policy's dtype); none with PEFT (adapter switched off) or when
+    precomputed. ZeRO-3 shards it like the policy (prepare_deepspeed / prepare_fsdp)."""
+    if setup.method != "full" or not tr.uses_reference():
+        return 0.0
+    copy = float(spec.params_total * weight_bytes(setup))
+    if setup.sharding == "zero3" and setup.gpus > 1:
+        copy /= setup.gpus
+    return copy
+
+
+def nograd_layer_per_token(spec: ModelSpec, setup: TrainingSetup) -> float:
+    """Peak working set of one decoder layer in a no_grad forward, bytes per token: the residual input and
+    output plus the larger of the attention block (normed input, q, k, v, attention output) and the MLP block
+    (normed input, gate, up and their product). Nothing is saved for backward."""
+    c = compute_bytes(setup)
+    resid = FP32 if setup.precision in ("mixed", "fp32") else c
+    h = spec.hidden_size
+    attn = c * (h + 2 * spec.q_dim + 2 * spec.kv_dim)
+    if spec.moe_layers:
+        inter = max(spec.intermediate_size if spec.num_layers > spec.moe_layers else 0,
+                    spec.moe_intermediate_size * max(spec.experts_per_token, 1))
+    else:
+        inter = spec.intermediate_size
+    mlp = c * (h + (3 if spec.gated_mlp else 2) * inter)
+    return 2 * resid * h + max(attn, mlp)
+
+
+def scoring_forward_bytes(spec: ModelSpec, setup: TrainingSetup, tokens: int, fused: bool) -> float:
+    """A no_grad forward that scores `tokens` tokens (a reference or old-policy forward): one layer's working
+    set, one autocast copy of a layer's weights under mixed precision, and the head: TRL's fused head keeps
+    the gathered hidden states and one 4096 × 32768 tile (trl/kernels/chunked_logprob.py); full logits
+    otherwise (c·T·V)."""
+    c = compute_bytes(setup)
+    out = tokens * nograd_layer_per_token(spec, setup)
+    if setup.precision == "mixed" and setup.method != "qlora":
+        out += 2 * spec.layer_linear_params  # autocast bf16 copy of the layer being run
+    if fused:
+        out += c * tokens * spec.hidden_size + c * min(tokens, TRL_TOKEN_TILE) * min(
+            spec.vocab_size, TRL_VOCAB_TILE) + 3 * FP32 * tokens
+    else:
+        out += c * tokens * spec.vocab_size
+    return float(out)
+
+
+def kv_cache_bytes(spec: ModelSpec, setup: TrainingSetup, sequences: int, length: int) -> float:
+    """transformers DynamicCache at the end of generation: keys and values for every layer, KV head, head
+    dimension and position of every sequence in flight, in the compute dtype (2 × L × n_kv × d × c per token)."""
+    return float(2 * spec.num_layers * spec.num_kv_heads * spec.head_dim * compute_bytes(setup) * sequences * length)
+
+
+@dataclass(frozen=True)
+class TrainerPhase(Phase):
+    """A phase with the trainer's two components on top of the SFT ones."""
+
+    reference: float = 0.0
+    generation: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.reference + self.generation
+
+
+@dataclass(frozen=True)
+class TrainerEstimate(Estimate):
+    """An estimate of a preference/RL step: components_bytes may also hold 'reference' and 'generation'."""
+
+    trainer: TrainerSetup | None = None
+    policy_setup: TrainingSetup | None = None
+
+
+@lru_cache(maxsize=1024)  # pure in frozen dataclasses, like memory.estimate
+def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
+                     device_capacity: float | None = None, strict: bool = True) -> Estimate:
+    """Peak per-GPU memory of one step of the trainer (docs/formulas.md §9). `device_capacity` (bytes, the
+    device's total memory) is needed for vLLM colocate mode, which reserves a fraction of it. strict=False
+    prices batches TRL would refuse (KTO batch 1, num_generations not dividing the batch): the solvers' use."""
+    check(setup, tr, strict)
+    opt = tr.option
+    if opt.id == "sft":
+        return sft_estimate(spec, setup)
+    ps = policy_setup(setup, tr)
+    pspec = reward_spec(spec) if opt.head == "score" else spec
+    base = sft_estimate(pspec, ps)
+    mode = tr.generation_mode if opt.generates else None
+    if mode == "vllm-colocate" and not device_capacity:
+        raise ValueError(Text(N_("vLLM colocate mode reserves a fraction of the device's memory: choose a device")))
+
+    def d(component: str, label: str, value: float, formula: str) -> DetailItem:
+        return DetailItem(component, label, float(value), formula)
+
+    ref = reference_bytes(spec, setup, tr)
+    ref_item = d("reference", N_("Reference model (frozen copy)"), ref, "policy load dtype × params")
+    vllm = float(tr.vllm_util * device_capacity) if mode == "vllm-colocate" and device_capacity else 0.0
+    vllm_item = d("generation", N_("vLLM reservation"), vllm,
+                  f"vllm_gpu_memory_utilization {tr.vllm_util:g} × device memory")
+    vllm_always = vllm if not tr.vllm_sleep else 0.0  # sleep mode (level 2) frees it during training
+
+    dropped = ("Logits and loss (saved)", "Loss backward buffers") if opt.head == "score" else ()
+    swap: dict[str, DetailItem] = {}
+    if opt.head == "logits":
+        c = compute_bytes(ps)
+        tv = ps.tokens * spec.vocab_size
+        sm = FP32 if ps.autocast else c  # log_softmax autocasts to fp32
+        nll = ORPO_NLL_SHARE[opt.id]
+        swap = {"Logits and loss (saved)": d(
+            "activations", N_("Logits and log-softmaxes (saved)"), (c + sm * (1 + nll)) * tv,
+            f"c·T·V logits + {sm} B × T·V row log-softmax" + (f" + {sm} B × T·V / 2 chosen-half cross-entropy"
+                                                                if nll else ""))}
+        dropped = ("Loss backward buffers",)
+
+    def lift(p: Phase, extra_acts: tuple[DetailItem, ...] = (), drop: tuple[str, ...] = dropped,
+             gen: float = vllm_always, name: str | None = None) -> TrainerPhase:
+        items = [swap.get(x.label, x) for x in p.details if x.label not in drop] + list(extra_acts)
+        acts = sum(x.bytes for x in items if x.component == "activations")
+        if ref:
+            items.append(ref_item)
+        if gen:
+            items.append(vllm_item if vllm else d("generation", N_("Generation"), gen, ""))
+        return TrainerPhase(name or p.name, p.weights, p.gradients, p.optimizer, acts, tuple(items),
+                            reference=ref, generation=gen)
+
+    phases: list[TrainerPhase] = [lift(p) for p in base.phases]
+    if opt.head == "score" and setup.method == "full" and setup.grad_accum == 1:
+        # The reward model's input embedding (V × H, dense) gets its gradient last, after the first layer's
+        # backward (reward_spec gives the spec a 1-row head, so memory.estimate cannot tell): take it out there.
+        embed_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
+            setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
+        phases = [replace(p, gradients=p.gradients - embed_grad) if p.name.endswith("first layer") else p
+                  for p in phases]
+    if opt.head == "score" and setup.sharding == "zero3" and setup.gpus > 1:
+        # ZeRO-3 gathers one FSDP unit at a time; memory._shard sizes the largest as max(layer, V × H) from the
+        # spec's head, but reward_spec's head is 1 × H while the input embedding keeps its V × H: gather that.
+        layer = spec.layer_linear_params
+        gathered = (max(layer, spec.vocab_size * spec.hidden_size) - max(layer, spec.hidden_size)) * weight_bytes(ps)
+        if gathered > 0:
+            item = d("weights", "Input embedding gathered (ZeRO-3)", gathered,
+                     "max(layer, V × H) − max(layer, H) unit, as memory._shard gathers for SFT")
+            phases = [replace(p, weights=p.weights + gathered, details=p.details + (item,)) for p in phases]
+    loss_bwd = base.phases[0]  # "loss backward": the policy's saved activations + the loss's backward buffers
+    opt_step = next(p for p in base.phases if p.name == "optimizer step")
+    training_tokens = ps.tokens
+    fused = opt.head == "fused"
+
+    if opt.head == "logits":
+        c = compute_bytes(ps)
+        tv = ps.tokens * spec.vocab_size
+        head_grad = 0.0
+        if setup.method == "full":
+            head_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
+                setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
+        grad_phase = lift(loss_bwd, (d("activations", N_("Logits, their gradient, chosen-half log-softmax"),
+                                       (2 + ORPO_NLL_SHARE[opt.id]) * c * tv,
+                                       f"{2 + ORPO_NLL_SHARE[opt.id]:g} × c·T·V"),),
+                          drop=("Loss backward buffers", "Logits and loss (saved)"), name=N_("backward, logits gradient"))
+        phases.append(replace(grad_phase, gradients=grad_phase.gradients + head_grad, details=grad_phase.details + (
+            (d("gradients", N_("Head weight gradient"), head_grad, "V × H"),) if head_grad else ())))
+    if opt.reference == "always" and tr.uses_reference():
+        # DPO/KTO: the reference forward runs after the policy forward, while the policy's saved activations
+        # (checkpointed inputs, head input, the fused head's saved tensors) are alive (dpo_trainer.py l. 1299 →
+        # 1327; kto_trainer.py KL + reference forwards). Its own working set is one layer and one head tile.
+        ref_fwd = scoring_forward_bytes(spec, setup, training_tokens, fused)
+        phases.append(lift(loss_bwd, (d("activations", N_("Reference forward (no_grad)"), ref_fwd,
+                                         "T × one layer's no_grad working set + one head tile"),),
+                           drop=dropped + ("Loss backward buffers",), name=N_("reference forward")))
+    if opt.generates:
+        # Generation happens at the start of a generation cycle, after the optimizer step and zero_grad
+        # (set_to_none): weights and optimizer state are alive, gradients are not.
+        step_temp = sum(x.bytes for x in opt_step.details if x.label == "Optimizer step temporaries")
+        keep = tuple(x for x in opt_step.details if x.component in ("weights", "optimizer")
+                     and x.label != "Optimizer step temporaries")
+        weights = opt_step.weights
+        if setup.sharding == "zero3" and setup.gpus > 1 and mode == "hf":
+            # ds3_gather_for_generation=True (grpo_config.py): the whole model is gathered for generate.
+            weights = float(sum(x.bytes for x in keep if x.component == "weights")) * setup.gpus
+            keep = tuple(x for x in keep if x.component != "weights") + (
+                d("weights", N_("Weights gathered for generation (ZeRO-3)"), weights, "all shards gathered"),)
+        sequences = setup.batch * setup.grad_accum  # local generation batch (steps_per_generation = grad accum)
+        length = tr.prompt_length + tr.completion_length
+        items: list[DetailItem] = list(keep)
+        gen = 0.0
+        acts = 0.0
+        if mode == "hf":
+            # The cache holds every token fed to the model: the prompt and all completion tokens but the last
+            # sampled one (real CPU generate: calibration/trainer_trace.py kv_check, exact).
+            cached = max(length - 1, 1)
+            kv = kv_cache_bytes(spec, setup, sequences, cached)
+            gen = kv
+            items.append(d("generation", f"KV cache ({sequences} sequences × {cached:,} tokens)", kv,
+                           "2 × layers × KV heads × head dim × c × sequences × (prompt + completion − 1)"))
+            # Prefill: a no_grad forward over every prompt token (one layer's working set), the cache's
+            # torch.cat growth (one layer's K and V copied at a time), and last-position logits in c and fp32
+            # plus the fp32 sampling probabilities (generate keeps only the last position's logits).
+            prefill = sequences * tr.prompt_length * nograd_layer_per_token(spec, setup)
+            grow = kv / spec.num_layers
+            logits = sequences * spec.vocab_size * (compute_bytes(setup) + 2 * FP32)
+            acts = prefill + grow + logits
+            items.append(d("activations", N_("Prefill / decode working set"), acts,
+                           "n × prompt × one no_grad layer + one layer's cache growth + last-token logits"))
+        elif mode == "vllm-colocate":
+            gen = vllm
+            items.append(vllm_item)
+        if ref:
+            items.append(ref_item)
+        gen_phase = TrainerPhase("generation", weights, 0.0, opt_step.optimizer - step_temp, acts, tuple(items),
+                                 reference=ref, generation=gen)
+        phases.append(gen_phase)
+        if tr.uses_reference() or mode in ("vllm-colocate", "vllm-server"):
+            # The reference forward (beta > 0) and, with vLLM, the old-policy log-prob forward (importance
+            # sampling correction, default on) run under no_grad before the training forward, chunked by
+            # per_device_train_batch_size: only their working set is on top of the model states.
+            score = scoring_forward_bytes(spec, setup, training_tokens, fused)
+            s_items = list(keep) + [d("activations", N_("Scoring forward (no_grad)"), score,
+                                      "T × one layer's no_grad working set + one head tile")]
+            if ref:
+                s_items.append(ref_item)
+            if vllm_always:
+                s_items.append(vllm_item)
+            phases.append(TrainerPhase("reference forward" if tr.uses_reference() else "old log-prob forward",
+                                       weights if mode == "hf" else opt_step.weights, 0.0,
+                                       opt_step.optimizer - step_temp, score, tuple(s_items),
+                                       reference=ref, generation=vllm_always))
+
+    peak = max(phases, key=lambda p: p.total)
+    fixed = peak.generation if mode == "vllm-colocate" else 0.0  # vLLM's pool: no allocator slack on it
+    tensor_peak = peak.total - fixed
+    nccl = NCCL_BYTES if setup.gpus > 1 else 0
+    ctx_bytes = CUDA_CONTEXT_BYTES + nccl
+    slack = ALLOCATOR_SLACK * tensor_peak
+    components = {"weights": peak.weights}
+    if peak.reference:
+        components["reference"] = peak.reference
+    components.update(gradients=peak.gradients, optimizer=peak.optimizer, activations=peak.activations)
+    if peak.generation:
+        components["generation"] = peak.generation
+    components["overhead"] = ctx_bytes + slack
+    details = tuple(x for x in peak.details if x.bytes > 0) + (
+        DetailItem("overhead", "CUDA context and workspaces", ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
+        DetailItem("overhead", "Allocator slack", slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+    )
+    low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + nccl + fixed
+    high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + nccl + fixed
+    notes = [n for n in base.notes if not n.startswith("Reward model")] + list(trainer_notes(spec, setup, tr))
+    return TrainerEstimate(
+        model=spec, setup=setup, mode="detailed", params_total=pspec.params_total,
+        params_trainable=base.params_trainable, components_bytes=components, details=details,
+        total_bytes=peak.total + components["overhead"], low_bytes=low, high_bytes=high, peak_phase=peak.name,
+        phases=tuple(phases), cpu_offload_bytes=base.cpu_offload_bytes, notes=tuple(notes),
+        trainer=tr, policy_setup=ps,
+    )
+
+
+def trainer_notes(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> tuple[str, ...]:
+    """What the user should know about this trainer's estimate, in plain words."""
+    opt = tr.option
+    out = [_("{trainer} as in {version} ({trainer_class}).").format(
+        trainer=_(opt.label), version=TRL_VERSION, trainer_class=opt.trainer_class)]
+    if opt.sequences == 2:
+        out.append(_("Chosen and rejected run together: each forward sees {n} sequences.").format(n=2 * setup.batch))
+    if opt.reference != "none":
+        if not tr.uses_reference():
+            out.append(_("No reference model during training (reference log-probs precomputed).") if tr.precompute_ref
+                       else _("No reference model during training (beta = 0)."))
+        elif setup.method == "full":
+            out.append(_("Full fine-tuning keeps a frozen reference copy of the model."))
+        else:
+            out.append(_("The reference is the base model with the adapter switched off: no copy."))
+    if opt.generates:
+        mode = tr.generation_mode
+        out.append(_("GRPO: {gens} generations per prompt, prompts of {prompt} + completions of {completion} tokens; "
+                     "generation with {mode}.").format(
+            gens=tr.gens, prompt=format_int(tr.prompt_length), completion=format_int(tr.completion_length),
+            mode=_(GENERATION_MODES[mode].label)))
+        if tr.prompt_len is None:
+            out.append(_("Prompt length assumed {n} tokens (GRPOConfig has no prompt limit).").format(
+                n=DEFAULT_PROMPT_LEN))
+        if mode == "vllm-colocate":
+            out.append((_("vLLM reserves {share} of the device while generating; sleep mode (level 2) discards its "
+                          "weights and KV cache during training (vLLM's CUDA graphs and buffers outside its pool are "
+                          "not counted).") if tr.vllm_sleep
+                        else _("vLLM reserves {share} of the device for the whole run.")).format(
+                share=f"{tr.vllm_util:g}"))
+        if mode == "vllm-server":
+            out.append(_("The vLLM server needs its own GPUs (not counted here)."))
+    if opt.head == "score":
+        out.append(_("Reward model: a 1-output score head, no vocabulary logits."))
+    return tuple(out)

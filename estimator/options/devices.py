@@ -1,0 +1,337 @@
+"""Devices: a catalog of laptops and GPUs with their memory as the driver reports it, usable memory (unified vs
+discrete), search by name or alias.
+
+Every capacity is the number the machine itself reports, not the marketing size: a GPU's total memory in MiB as
+`nvidia-smi` (or AMD's `rocm-smi`) prints it, and a Mac's RAM as macOS reports it (`sysctl hw.memsize`, whole
+GiB). The difference decides verdicts: an "RTX 4090 24 GB" reports 24,564 MiB = 25.8 GB, an "H100 80 GB" reports
+81,559 MiB = 85.5 GB, and a "36 GB" Mac has 36 GiB = 38.7 GB of RAM. Each entry carries the reported figure and
+where it comes from (`source`)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from ..i18n import N_, Text, format_int, format_number, short_number, shown
+from ..units import GB, GiB, to_gb, to_gib
+
+MiB = 1 << 20  # nvidia-smi and rocm-smi print memory.total in MiB (2^20 B)
+
+# The seed: a unified-memory laptop can give about three quarters of its RAM to training (the OS and
+# apps keep the rest); Apple's recommendedMaxWorkingSetSize is ≈ 0.75 × RAM (MLX PR #64).
+UNIFIED_USABLE_FRACTION = 0.75
+
+
+@dataclass(frozen=True)
+class Device:
+    """A machine's memory for training. capacity_bytes is the memory the machine reports: a GPU's total memory
+    (reported_mib × 2^20, as nvidia-smi / rocm-smi print it) or a Mac's RAM (whole GiB, as macOS reports it).
+    A custom device is the decimal GB the user typed. Its display name is `title`, a Text whose figures follow the
+    page's language when read as `name`."""
+
+    id: str
+    title: str  # the display name in English ('NVIDIA GeForce RTX 4090 (24,564 MiB)'); read it as `name`
+    kind: str  # "unified" (shared RAM, Apple silicon) or "discrete" (a GPU's own memory)
+    capacity_bytes: int
+    reported_mib: int | None = None  # the driver's figure in MiB (GPU total; for a Mac, its GiB × 1024); None if typed
+    source: str = ""  # where reported_mib comes from: a public nvidia-smi / rocm-smi output, or the rule used
+    aliases: tuple[str, ...] = ()  # lower-case names users type ("4080", "tesla t4", "m4 max 36gb")
+    model: str = ""  # the product name without the memory figure ("NVIDIA GeForce RTX 4090"); "" → name
+
+    @property
+    def name(self) -> str:
+        """The display name in the current language: '… (24,564 MiB)' in English, '… (24.564 MiB)' in Spanish."""
+        return shown(self.title)
+
+    @property
+    def usable_bytes(self) -> int:
+        """Unified: ≈ 75 % of RAM (the seed). Discrete: the card's whole memory (the seed: the limit is
+        the card's own memory, not the PC's RAM); CUDA context is already part of our estimate."""
+        if self.kind == "unified":
+            return int(self.capacity_bytes * UNIFIED_USABLE_FRACTION)
+        return self.capacity_bytes
+
+    @property
+    def runtime(self) -> str:
+        """The GPU runtime whose context sits in the overhead: CUDA (NVIDIA), ROCm (AMD), Metal (Apple's unified
+        memory); a typed capacity does not say, so 'GPU runtime'."""
+        if self.id.startswith("custom"):
+            return "GPU runtime"
+        if self.kind == "unified":
+            return "Metal"
+        return "ROCm" if "AMD" in (self.model or self.title) else "CUDA"
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Memory the OS and apps keep (unified) — the shaded band in the capacity overlay."""
+        return self.capacity_bytes - self.usable_bytes
+
+    @property
+    def reported(self) -> str:
+        """The driver's figure as the tool prints it: '24,564 MiB' (GPU), '36 GiB' (Mac RAM), or the typed GB; the
+        number in the current language's format."""
+        if self.reported_mib is None:
+            return f"{format_number(to_gb(self.capacity_bytes), 1)} GB"
+        if self.kind == "unified" and self.reported_mib % 1024 == 0:
+            return f"{format_int(self.reported_mib // 1024)} GiB"
+        return f"{format_int(self.reported_mib)} MiB"
+
+
+def _gpu(id_: str, model: str, mib: int, source: str, aliases: tuple[str, ...], name: str | None = None) -> Device:
+    """A discrete GPU whose driver reports `mib` MiB of total memory."""
+    title = name or Text("{model} ({mib} MiB)", model=model, mib=mib)  # figures in the reader's language
+    return Device(id_, title, "discrete", mib * MiB, reported_mib=mib, source=source,
+                  aliases=aliases, model=model)
+
+
+# macOS reports RAM in whole GiB: hw.memsize of a "36 GB" Mac is 36 × 2^30 B (Apple's "GB" for RAM is GiB).
+_MACOS_SOURCE = ("macOS hw.memsize (sysctl): Apple's marketed RAM size in GB is whole GiB, "
+                 "so a '{gb} GB' Mac reports {gb} × 2^30 B")
+# Apple silicon chips offered with each RAM size (Apple's configurations as known to the author, not re-checked
+# here), used only for the aliases users type: they change no capacity.
+_MAC_CHIPS: dict[int, tuple[str, ...]] = {
+    16: ("m1", "m2", "m3", "m4", "m1 pro", "m2 pro"),
+    18: ("m3 pro",),
+    24: ("m2", "m3", "m4", "m4 pro"),
+    32: ("m1 pro", "m1 max", "m2 pro", "m2 max", "m4"),
+    36: ("m3 pro", "m3 max", "m4 max"),
+    48: ("m3 max", "m4 pro", "m4 max"),
+    64: ("m1 max", "m1 ultra", "m2 max", "m2 ultra", "m3 max", "m4 pro", "m4 max"),
+    96: ("m2 max", "m3 max", "m3 ultra"),
+    128: ("m1 ultra", "m2 ultra", "m3 max", "m4 max"),
+    192: ("m2 ultra",),
+    256: ("m3 ultra",),
+    512: ("m3 ultra",),
+}
+
+
+def _mac(id_: str, gib: int, name: str | None = None, extra: tuple[str, ...] = ()) -> Device:
+    """An Apple silicon Mac with `gib` GiB of unified memory (usable: UNIFIED_USABLE_FRACTION of it)."""
+    model = Text(N_("Apple silicon {gb} GB unified"), gb=gib)
+    aliases = (f"mac {gib}gb", f"apple silicon {gib}gb", *(f"{chip} {gib}gb" for chip in _MAC_CHIPS[gib]), *extra)
+    return Device(id_, name or Text("{model} ({gib} GiB)", model=model, gib=gib), "unified", gib * GiB,
+                  reported_mib=gib * 1024,
+                  source=_MACOS_SOURCE.format(gb=gib), aliases=aliases, model=model)
+
+
+# Public outputs the figures below are read from (GitHub issues and PRs; "code search" = the exact nvidia-smi
+# line appears in several public repository files but no issue thread with a URL was found for it).
+_MODAL = ("nvidia-smi totals listed in modal-labs/modal-client PR #2797 "
+          "(https://github.com/modal-labs/modal-client/pull/2797)")
+
+_RTX_4080 = ("nvidia-smi memory.total 17,171,480,576 B = 16376 MiB on an RTX 4080 SUPER, "
+             "utkuozdemir/nvidia_gpu_exporter internal/integration/testdata/"
+             "linux-x86_64__nvidia-geforce-rtx-4080-super__595.71.05__idle.metrics (capture added in PR #414, "
+             "https://github.com/utkuozdemir/nvidia_gpu_exporter/pull/414); the non-SUPER 4080 prints the same "
+             "'NVIDIA GeForce RTX 4080, 16376 MiB' in public repository files (code search)")
+
+CATALOG: tuple[Device, ...] = (
+    # -- Apple silicon (unified memory): RAM as macOS reports it, 75 % usable ------------------------------------
+    # The product page's example: a 36 GB laptop is 36 GiB of RAM, so usable = 27 GiB (29.0 GB) — the page's
+    # "about 27 GB usable" read as GiB, which is what the OS reports.
+    _mac("laptop-36gb", 36, name=Text(N_("{gb} GB laptop (unified, {gib} GiB)"), gb=36, gib=36),
+         extra=("36gb laptop", "mac-36gb", "macbook pro 36gb")),
+    _mac("mac-16gb", 16),
+    _mac("mac-18gb", 18),
+    _mac("mac-24gb", 24),
+    _mac("mac-32gb", 32),
+    _mac("mac-48gb", 48),
+    _mac("mac-64gb", 64),
+    _mac("mac-96gb", 96),
+    _mac("mac-128gb", 128),
+    _mac("mac-192gb", 192),
+    _mac("mac-256gb", 256),
+    _mac("mac-512gb", 512),
+    # -- Consumer NVIDIA GeForce ----------------------------------------------------------------------------------
+    _gpu("rtx-4060", "NVIDIA GeForce RTX 4060", 8188,  # 8 GB GDDR6
+         "nvidia-smi 'NVIDIA GeForce RTX 4060, 8188 MiB' (code search: several public repository files; "
+         "no issue URL found); vendor spec 8 GB",
+         ("4060", "rtx 4060", "geforce rtx 4060")),
+    _gpu("rtx-3080", "NVIDIA GeForce RTX 3080 10GB", 10240,  # 10 GB GDDR6X (the 12 GB variant reports more)
+         "nvidia-smi 'NVIDIA GeForce RTX 3080, 10240 MiB' (code search: several public repository files; "
+         "no issue URL found); vendor spec 10 GB",
+         ("3080", "rtx 3080", "geforce rtx 3080", "rtx 3080 10gb")),
+    _gpu("rtx-3060", "NVIDIA GeForce RTX 3060 12GB", 12288,  # 12 GB GDDR6
+         "nvidia-smi '1MiB / 12288MiB' on an RTX 3060 in geerlingguy/raspberry-pi-pcie-devices issue #790 "
+         "(https://github.com/geerlingguy/raspberry-pi-pcie-devices/issues/790)",
+         ("3060", "rtx 3060", "geforce rtx 3060", "rtx 3060 12gb")),
+    _gpu("rtx-4070", "NVIDIA GeForce RTX 4070", 12282,  # 12 GB GDDR6X
+         "nvidia-smi '430MiB / 12282MiB' on an RTX 4070 in Frogging-Family/nvidia-all PR #212 "
+         "(https://github.com/Frogging-Family/nvidia-all/pull/212)",
+         ("4070", "rtx 4070", "geforce rtx 4070")),
+    # A generic 16 GB card (kept for old links): the RTX 4080's reported size, the common 16 GB figure.
+    _gpu("gpu-16gb", Text(N_("{gb} GB NVIDIA GPU"), gb=16), 16376,
+         f"the RTX 4080's figure: {_RTX_4080}; the RTX 4060 Ti 16 GB reports 16,380 MiB",
+         ("16gb gpu", "16 gb gpu", "generic 16gb", "16gb"),
+         name=Text(N_("{gb} GB NVIDIA GPU, RTX 4080 / 4060 Ti 16 GB class ({mib} MiB)"), gb=16, mib=16376)),
+    _gpu("rtx-4060-ti", "NVIDIA GeForce RTX 4060 Ti 16GB", 16380,  # 16 GB GDDR6 (the 8 GB variant: 8,188 MiB)
+         "nvidia-smi 'NVIDIA GeForce RTX 4060 Ti, 16380 MiB' (code search: several public repository files; "
+         "no issue URL found); vendor spec 16 GB",
+         ("4060 ti", "4060ti", "rtx 4060 ti", "geforce rtx 4060 ti", "4060 ti 16gb", "rtx 4060 ti 16gb")),
+    _gpu("rtx-4080", "NVIDIA GeForce RTX 4080", 16376,  # 16 GB GDDR6X, 4080 and 4080 SUPER alike
+         _RTX_4080,
+         ("4080", "rtx 4080", "geforce rtx 4080", "4080 super", "rtx 4080 super", "geforce rtx 4080 super")),
+    _gpu("rtx-3090", "NVIDIA GeForce RTX 3090", 24576,  # 24 GB GDDR6X
+         "nvidia-smi '15005MiB / 24576MiB' on an RTX 3090 in noonghunna/club-3090 issue #390 "
+         "(https://github.com/noonghunna/club-3090/issues/390)",
+         ("3090", "rtx 3090", "geforce rtx 3090")),
+    _gpu("rtx-4090", "NVIDIA GeForce RTX 4090", 24564,  # 24 GB GDDR6X
+         "nvidia-smi '507MiB / 24564MiB' on an RTX 4090 in RLinf/RLinf issue #255 "
+         "(https://github.com/RLinf/RLinf/issues/255); also vllm-project/vllm issue #7553",
+         ("4090", "rtx 4090", "geforce rtx 4090")),
+    _gpu("rtx-5090", "NVIDIA GeForce RTX 5090", 32607,  # 32 GB GDDR7
+         "nvidia-smi '18MiB / 32607MiB' on an RTX 5090 in noonghunna/club-3090 issue #741 "
+         "(https://github.com/noonghunna/club-3090/issues/741); also issue #1261",
+         ("5090", "rtx 5090", "geforce rtx 5090")),
+    # -- Workstation ------------------------------------------------------------------------------------------------
+    _gpu("rtx-a6000", "NVIDIA RTX A6000", 49140,  # 48 GB GDDR6 (Ampere)
+         "nvidia-smi 'NVIDIA RTX A6000, 49140 MiB' (code search: several public repository files; "
+         "no issue URL found); vendor spec 48 GB",
+         ("a6000", "rtx a6000", "nvidia rtx a6000")),
+    _gpu("rtx-6000-ada", "NVIDIA RTX 6000 Ada Generation", 49140,  # 48 GB GDDR6 (Ada)
+         "nvidia-smi 'NVIDIA RTX 6000 Ada Generation, 49140 MiB' (code search: several public repository files; "
+         "no issue URL found); vendor spec 48 GB",
+         ("6000 ada", "rtx 6000 ada", "rtx 6000 ada generation")),
+    # -- Data centre ------------------------------------------------------------------------------------------------
+    _gpu("t4", "NVIDIA Tesla T4", 15360,  # 16 GB GDDR6
+         f"nvidia-smi 15360MiB for the T4: {_MODAL}",
+         ("t4", "tesla t4", "nvidia t4")),
+    _gpu("v100-16gb", "NVIDIA Tesla V100 16GB", 16160,  # 16 GB HBM2
+         "nvidia-smi '112MiB / 16160MiB' on a 'Tesla V100-SXM2...' in 4paradigm/k8s-vgpu-scheduler issue #7 "
+         "(https://github.com/4paradigm/k8s-vgpu-scheduler/issues/7)",
+         ("v100", "tesla v100", "v100 16gb", "v100-sxm2-16gb")),
+    _gpu("v100-32gb", "NVIDIA Tesla V100 32GB", 32768,  # 32 GB HBM2 (older drivers printed 32480-32510 MiB)
+         "nvidia-smi '308MiB / 32768MiB' on a 'Tesla V100-SXM2...' (driver 525) in Wan-Video/Wan2.1 issue #5 "
+         "(https://github.com/Wan-Video/Wan2.1/issues/5)",
+         ("v100 32gb", "tesla v100 32gb", "v100-sxm2-32gb")),
+    _gpu("a10g", "NVIDIA A10G", 23028,  # 24 GB GDDR6 (AWS g5)
+         "nvidia-smi '8722MiB / 23028MiB' on an A10G in NVIDIA/DCGM issue #232 "
+         "(https://github.com/NVIDIA/DCGM/issues/232)",
+         ("a10g", "nvidia a10g", "aws a10g", "g5")),
+    _gpu("a10", "NVIDIA A10", 23028,  # 24 GB GDDR6
+         f"nvidia-smi 23028MiB for the A10: {_MODAL}",
+         ("a10", "nvidia a10")),
+    _gpu("l4", "NVIDIA L4", 23034,  # 24 GB GDDR6
+         f"nvidia-smi 23034MiB for the L4: {_MODAL}",
+         ("l4", "nvidia l4")),
+    _gpu("l40s", "NVIDIA L40S", 46068,  # 48 GB GDDR6
+         "nvidia-smi 'NVIDIA L40S, 595.71.05, 46068 MiB' in akash-network/provider-configs PR #99 "
+         f"(https://github.com/akash-network/provider-configs/pull/99); same figure in {_MODAL}",
+         ("l40s", "nvidia l40s")),
+    _gpu("a100-40gb", "NVIDIA A100 40GB", 40960,  # 40 GB HBM2
+         "nvidia-smi '598MiB / 40960MiB' on an NVIDIA A100-SXM4-40GB in bottlerocket-os/bottlerocket-core-kit "
+         f"PR #834 (https://github.com/bottlerocket-os/bottlerocket-core-kit/pull/834); same figure in {_MODAL}",
+         ("a100", "a100 40gb", "a100-sxm4-40gb", "a100 pcie 40gb")),
+    _gpu("a100-80gb", "NVIDIA A100 80GB", 81920,  # 80 GB HBM2e
+         f"nvidia-smi 81920MiB for the A100 80GB: {_MODAL}; also '7488MiB / 81920MiB' on A100-SXM4 cards in "
+         "CHTC/templates-GPUs PR #24 (https://github.com/CHTC/templates-GPUs/pull/24)",
+         ("a100 80gb", "a100-sxm4-80gb", "a100 pcie 80gb")),
+    _gpu("h100-80gb", "NVIDIA H100 80GB HBM3", 81559,  # 80 GB HBM3, SXM5
+         "nvidia-smi '0MiB / 81559MiB' on 'NVIDIA H100 80GB HBM3' (SXM) in NVIDIA/nccl issue #1264 "
+         "(https://github.com/NVIDIA/nccl/issues/1264); also wilicc/gpu-burn issue #114",
+         ("h100", "h100 sxm", "h100 sxm5", "h100 80gb", "h100 80gb hbm3", "nvidia h100")),
+    _gpu("h100-pcie", "NVIDIA H100 PCIe", 81559,  # 80 GB HBM2e
+         "nvidia-smi 'NVIDIA H100 PCIe, 81559 MiB' (code search: several public repository files; "
+         "no issue URL found); vendor spec 80 GB",
+         ("h100 pcie", "nvidia h100 pcie")),
+    _gpu("h100-nvl", "NVIDIA H100 NVL", 95830,  # 94 GB HBM3
+         "nvidia-smi '0MiB / 95830MiB' on 'NVIDIA H100 NVL' in NVIDIA/gpu-admin-tools issue #4 "
+         "(https://github.com/NVIDIA/gpu-admin-tools/issues/4)",
+         ("h100 nvl", "nvidia h100 nvl", "h100 94gb")),
+    _gpu("h200", "NVIDIA H200", 143771,  # 141 GB HBM3e
+         "nvidia-smi memory.total 150,754,820,096 B = 143771 MiB on 'NVIDIA H200', utkuozdemir/nvidia_gpu_exporter "
+         "internal/integration/testdata/linux-x86_64__nvidia-h200__590.48.01__idle.metrics",
+         ("h200", "nvidia h200", "h200 141gb", "h200 sxm")),
+    _gpu("b200", "NVIDIA B200", 183359,  # 180 GB HBM3e usable of 192 GB on the package
+         "nvidia-smi '166593MiB / 183359MiB' on 'NVIDIA B200' in NVIDIA/TensorRT-LLM issue #10278 "
+         "(https://github.com/NVIDIA/TensorRT-LLM/issues/10278)",
+         ("b200", "nvidia b200")),
+    _gpu("mi300x", "AMD Instinct MI300X", 196592,  # 192 GB HBM3
+         "rocm-smi 'VRAM Total Memory (B): 206141652992' = 196592 MiB (code search: public rocm-smi captures); "
+         "matches ROCm/legacy-rocm-build issue #4750 (https://github.com/ROCm/legacy-rocm-build/issues/4750): "
+         "a CPX partition's KFD size_in_bytes 25,767,706,624 B × 8 partitions = 206,141,652,992 B",
+         ("mi300x", "amd mi300x", "instinct mi300x", "amd instinct mi300x")),
+)
+_BY_ID = {d.id: d for d in CATALOG}
+CUSTOM_MIN_GB = 0.5  # the smallest capacity a user may type, in decimal GB
+CUSTOM_MAX_GB = 100_000.0  # the largest capacity a user may type, in decimal GB
+DEVICE_KINDS = ("discrete", "unified")  # a GPU's own memory, or RAM shared with the CPU (about 75 % usable)
+
+
+def _norm(text: str) -> str:
+    """Lower-case, letters and digits only: 'RTX-4090', 'rtx 4090' and 'rtx4090' are one key."""
+    return re.sub(r"[^0-9a-z]", "", text.lower())
+
+
+def _keys(device: Device) -> tuple[str, ...]:
+    """The exact keys a device answers to: its id and aliases, normalized."""
+    return tuple(dict.fromkeys(_norm(k) for k in (device.id, *device.aliases)))
+
+
+def _key_index(catalog: tuple[Device, ...]) -> dict[str, str]:
+    """Normalized id/alias → device id; a key claimed by two devices is a catalog error."""
+    index: dict[str, str] = {}
+    for device in catalog:
+        for key in _keys(device):
+            if index.setdefault(key, device.id) != device.id:
+                raise ValueError(f"alias '{key}' names both {index[key]} and {device.id}")
+    return index
+
+
+def device_ids() -> tuple[str, ...]:
+    return tuple(_BY_ID)
+
+
+def get_device(device_id: str) -> Device:
+    """A catalog device. Unknown ids raise ValueError listing the choices."""
+    if device_id not in _BY_ID:
+        raise ValueError(Text(N_("unknown device '{device}'; choose one of: {choices}"), device=str(device_id)[:60],
+                              choices=", ".join(_BY_ID)))
+    return _BY_ID[device_id]
+
+
+def find_devices(query: str) -> tuple[Device, ...]:
+    """Catalog devices matching a typed name, case-insensitive and ignoring spaces and dashes ('4080', 'A6000',
+    'T4', 'rtx4090', 'h100', 'm3 max'). Ranked: an exact id or alias first, then ids/aliases that start with the
+    query, then (for queries of 3+ characters) ids, aliases or names that contain it; catalog order within a rank.
+    An empty query returns the whole catalog; no match returns ()."""
+    q = _norm(str(query))
+    if not q:
+        return CATALOG
+    ranked: list[tuple[int, int, Device]] = []
+    for position, device in enumerate(CATALOG):
+        keys = _keys(device)
+        if q in keys:
+            rank = 0
+        elif any(k.startswith(q) for k in keys):
+            rank = 1
+        elif len(q) >= 3 and any(q in k for k in (*keys, _norm(device.title))):  # the English name
+            rank = 2  # short queries ('t4', 'a1') only match whole keys or their starts, never mid-word
+        else:
+            continue
+        ranked.append((rank, position, device))
+    return tuple(device for _, _, device in sorted(ranked, key=lambda r: r[:2]))
+
+
+def device_label(device: Device) -> str:
+    """Display text with the reported figure and both units:
+    'NVIDIA GeForce RTX 4090 · 24,564 MiB (25.8 GB / 24.0 GiB)', 'Apple silicon 36 GB unified · 36 GiB (38.7 GB /
+    36.0 GiB)'."""
+    size = f"{format_number(to_gb(device.capacity_bytes), 1)} GB / {format_number(to_gib(device.capacity_bytes), 1)} GiB"
+    return f"{shown(device.model) or device.name} · {device.reported} ({size})"
+
+
+def custom_device(capacity_gb: float, kind: str = "discrete") -> Device:
+    """A device the user describes: capacity in decimal GB, unified or discrete."""
+    if kind not in DEVICE_KINDS:
+        raise ValueError(Text(N_("device kind must be 'unified' or 'discrete'")))
+    if isinstance(capacity_gb, bool) or not isinstance(capacity_gb, (int, float)) or not math.isfinite(capacity_gb):
+        raise ValueError(Text(N_("capacity must be a number of GB, got {value}"), value=repr(str(capacity_gb)[:40])))
+    if not CUSTOM_MIN_GB <= capacity_gb <= CUSTOM_MAX_GB:
+        raise ValueError(Text(N_("capacity must be between {low} and {high} GB, got {value}"),
+                              low=short_number(CUSTOM_MIN_GB), high=int(CUSTOM_MAX_GB), value=short_number(capacity_gb)))
+    label = Text(N_("unified")) if kind == "unified" else "GPU"
+    title = Text(N_("Custom {capacity} GB ({kind})"), capacity=short_number(capacity_gb), kind=label)
+    return Device("custom", title, kind, int(capacity_gb * GB),
+                  source="capacity typed by the user, in decimal GB (1 GB = 10^9 B)")

@@ -1,0 +1,274 @@
+"""Training stacks as presets: what each framework does when the user does not say otherwise.
+
+A stack fills every setting the user left open (checkpointing and its kind, the loss implementation, the
+optimizer, adapter dtypes, QLoRA preparation, gradient clipping); the user can override each one, and the
+resolved setup remembers which values came from the stack. Every value cites the framework's source file and
+the version read. Pure data; the resolver is estimator/job/stack.py: no Streamlit, Plotly or torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..i18n import N_, Text
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One framework's defaults for a fine-tuning run, with the source of each."""
+
+    id: str
+    label: str
+    version: str  # the release whose source was read
+    summary: str
+    grad_ckpt: bool
+    offload_activations: bool
+    loss: str  # default loss kind (a LOSSES id)
+    loss_impls: dict[str, str]  # loss kind → implementation (a LOSS_IMPLS id): the kinds this stack offers
+    optimizer: str
+    adapter_dtype: str  # LoRA adapters
+    qlora_adapter_dtype: str  # adapters on a 4-bit base
+    qlora_prep: str  # a QLORA_PREPS id
+    nf4_double_quant: bool
+    load_16bit_first: bool
+    max_grad_norm: float  # 0 = no clipping
+    sources: dict[str, str]  # setting → "file (version): what it says"
+    unavailable: dict[str, str]  # loss kind → why this stack cannot do it (shown instead of guessing)
+    qlora_optimizer: str | None = None  # the optimizer on a 4-bit base when it differs (LitGPT --quantize)
+    # Whose model code saves the activations: "hf" (transformers modules + PEFT) or "litgpt" (LitGPT's own GPT and
+    # LoRA layers, estimator.activations.litgpt_*). LitGPT's dense decoders only; other architectures use "hf".
+    model_code: str = "hf"
+    lora_dropout: float = 0.0  # LoRA dropout the stack's scripts use (HF snippets set 0.0: no masks to count)
+    untied_head: bool = False  # the stack trains a separate output head even where the HF config ties it
+    quantize_head: bool = False  # QLoRA quantises the output head too (not only the decoder linears)
+    # The stack loads the model through transformers, whose attention dispatch falls back from SDPA to eager for a
+    # class without SDPA (modeling_utils.py get_correct_attn_implementation, 5.24). Unsloth, torchtune and LitGPT
+    # pick their own attention kernels.
+    transformers_attention: bool = True
+
+    def loss_impl(self, kind: str) -> str:
+        """The implementation of a loss kind in this stack; ValueError when the stack does not offer it."""
+        if kind not in self.loss_impls:
+            why = Text(self.unavailable.get(kind, N_("it has no such loss")))
+            raise ValueError(Text(N_("the {stack} stack cannot use the '{loss}' loss: {why}"), stack=self.label,
+                                  loss=kind, why=why))
+        return self.loss_impls[kind]
+
+
+_TRANSFORMERS_OPTIM = ("transformers 5.24 training_args.py: optim defaults to 'adamw_torch_fused' (torch ≥ 2.8); "
+                       "max_grad_norm=1.0")
+_PEFT_ADAPTERS = "peft 0.21 get_peft_model(autocast_adapter_dtype=True): LoRA weights in fp32"
+
+STACKS: dict[str, Stack] = {s.id: s for s in (
+    Stack(
+        id="trl", label="TRL", version="TRL 1.16.0 (transformers 5.24, PEFT 0.21)",
+        summary=N_("TRL's SFTTrainer: checkpointing on, the loss through a fused chunked LM head (no full logits), "
+                "fused AdamW, fp32 LoRA adapters (bf16 on a 4-bit base), no fp32 upcast for QLoRA."),
+        grad_ckpt=True, offload_activations=False, loss="chunked",
+        loss_impls={"chunked": "trl", "standard": "hf"}, optimizer="adamw",
+        adapter_dtype="fp32", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
+        load_16bit_first=False, max_grad_norm=1.0,
+        sources={
+            "grad_ckpt": "trl/trainer/base_config.py (1.16.0): gradient_checkpointing=True (since 0.22)",
+            "offload_activations": "trl/trainer/sft_config.py (1.16.0): activation_offloading=False",
+            "loss": "trl/trainer/sft_trainer.py (1.16.0): add_fused_lm_head(...) for every SFT loss; "
+                    "loss_type 'chunked_nll' is a deprecated alias of 'nll' (sft_config.py)",
+            "optimizer": _TRANSFORMERS_OPTIM,
+            "adapter_dtype": "trl/trainer/sft_trainer.py (1.16.0): get_peft_model with PEFT's default "
+                             "autocast_adapter_dtype=True (fp32 adapters) except under ZeRO-3",
+            "qlora_adapter_dtype": "trl/trainer/sft_trainer.py (1.16.0): on a quantised model the trainable "
+                                   "adapter weights are cast to bf16 (QLoRA paper §3)",
+            "qlora_prep": "TRL no longer calls prepare_model_for_kbit_training (trl PRs #4577, #4704)",
+            "max_grad_norm": _TRANSFORMERS_OPTIM,
+        },
+        unavailable={"fused": N_("TRL 1.16 raises on Liger's fused_linear_cross_entropy (sft_trainer.py: it "
+                                 "replaces the forward that TRL patches with its own fused head); use 'chunked'")},
+    ),
+    Stack(
+        id="trainer", label="HF Trainer", version="transformers 5.24.0 Trainer + PEFT 0.21",
+        summary=N_("The plain transformers Trainer: no checkpointing, the standard loss on fp32-upcast logits "
+                "(Liger's fused kernel with use_liger_kernel=True), fused AdamW, fp32 adapters, and PEFT's "
+                "QLoRA recipe (prepare_model_for_kbit_training)."),
+        grad_ckpt=False, offload_activations=False, loss="standard",
+        loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
+        adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="peft", nf4_double_quant=True,
+        load_16bit_first=False, max_grad_norm=1.0,
+        sources={
+            "grad_ckpt": "transformers 5.24 training_args.py: gradient_checkpointing defaults to None → off",
+            "offload_activations": "transformers 5.24 modeling_utils.py: activation_checkpointing_enable("
+                                   "offload=False) by default",
+            "loss": "transformers 5.24 loss/loss_utils.py ForCausalLMLoss (logits.float()); "
+                    "use_liger_kernel=False (training_args.py)",
+            "optimizer": _TRANSFORMERS_OPTIM,
+            "adapter_dtype": _PEFT_ADAPTERS,
+            "qlora_adapter_dtype": _PEFT_ADAPTERS,
+            "qlora_prep": "peft 0.21 QLoRA guide: prepare_model_for_kbit_training before get_peft_model",
+            "max_grad_norm": _TRANSFORMERS_OPTIM,
+        },
+        unavailable={"chunked": N_("the Trainer has no chunked loss of its own; choose the TRL stack, or 'fused' "
+                                   "(use_liger_kernel=True)")},
+    ),
+    Stack(
+        id="unsloth", label="Unsloth", version="unsloth 2026.10.9 (unsloth_zoo 2026.10)",
+        transformers_attention=False,
+        summary=N_("Unsloth: offloaded checkpointing ('unsloth'), its fused cross-entropy (no full logits), "
+                "fused AdamW unless the script asks otherwise, no fp32 upcast for QLoRA."),
+        grad_ckpt=True, offload_activations=True, loss="fused",
+        loss_impls={"fused": "cce", "standard": "hf"}, optimizer="adamw",
+        adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
+        load_16bit_first=False, max_grad_norm=1.0,
+        sources={
+            "grad_ckpt": "unsloth/models/llama.py (2026.10.9): get_peft_model(use_gradient_checkpointing="
+                         "'unsloth')",
+            "offload_activations": "unsloth 'unsloth' checkpointing offloads each layer's saved input to CPU RAM "
+                                   "(unsloth_zoo gradient_checkpointing.py)",
+            "loss": "unsloth_zoo (2026.10): fused_losses/cross_entropy_loss.py unsloth_fused_ce_loss; Cut "
+                    "Cross-Entropy only where UNSLOTH_ENABLE_CCE stays on (switched off on torch ≥ 2.8, "
+                    "unsloth_zoo/__init__.py)",
+            "optimizer": _TRANSFORMERS_OPTIM + " (Unsloth's notebooks set optim='adamw_8bit')",
+            "adapter_dtype": _PEFT_ADAPTERS,
+            "qlora_adapter_dtype": _PEFT_ADAPTERS,
+            "qlora_prep": "Unsloth keeps embeddings and norms in 16-bit (no prepare_model_for_kbit_training)",
+            "max_grad_norm": _TRANSFORMERS_OPTIM,
+        },
+        unavailable={"chunked": N_("Unsloth's own loss is the fused one; choose 'fused' or 'standard'")},
+    ),
+    Stack(
+        id="axolotl", label="Axolotl", version="axolotl 0.19.0 (transformers Trainer)",
+        summary=N_("Axolotl: checkpointing off unless the YAML turns it on, the Trainer's standard loss (Liger "
+                "plugin: fused), fused AdamW; for QLoRA the norms, embeddings and head end in the model dtype."),
+        grad_ckpt=False, offload_activations=False, loss="standard",
+        loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
+        adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
+        load_16bit_first=False, max_grad_norm=1.0,
+        sources={
+            "grad_ckpt": "axolotl/utils/schemas/config.py (0.19.0): gradient_checkpointing default False "
+                         "(true, 'offload' or 'offload_disk' when set)",
+            "offload_activations": "axolotl/utils/schemas/config.py (0.19.0): gradient_checkpointing: offload",
+            "loss": "axolotl 0.19.0 uses the Trainer's loss; the Liger plugin (liger_fused_linear_cross_entropy) "
+                    "swaps in the fused kernel",
+            "optimizer": "axolotl/utils/schemas/training.py (0.19.0): optimizer default 'adamw_torch_fused'",
+            "adapter_dtype": _PEFT_ADAPTERS,
+            "qlora_adapter_dtype": _PEFT_ADAPTERS,
+            "qlora_prep": "axolotl/loaders/model.py (0.19.0): after prepare_model_for_kbit_training, "
+                          "_configure_embedding_dtypes casts norms, embed_tokens and lm_head back to the model "
+                          "dtype (without FSDP); embeddings_skip_upcast gives the 'norms' preparation",
+            "max_grad_norm": "axolotl/utils/schemas/training.py (0.19.0): max_grad_norm None → Trainer's 1.0",
+        },
+        unavailable={"chunked": N_("Axolotl's chunked_cross_entropy still builds the full logits; choose "
+                                   "'standard' or 'fused' (Liger plugin)")},
+    ),
+    Stack(
+        id="torchtune", label="torchtune", version="torchtune 0.6.1 (lora/full single-device recipes)",
+        transformers_attention=False,
+        summary=N_("torchtune's recipes: activation checkpointing on, the whole model and adapters in bf16 (no "
+                "autocast), chunked-output cross-entropy (8 chunks, each upcast to fp32), fused AdamW, no "
+                "clipping; QLoRA through torchao NF4."),
+        grad_ckpt=True, offload_activations=False, loss="chunked",
+        loss_impls={"chunked": "torchtune", "standard": "torchtune_full"}, optimizer="adamw",
+        adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
+        load_16bit_first=False, max_grad_norm=0.0,
+        sources={
+            "grad_ckpt": "recipes/configs/llama3_1/8B_lora_single_device.yaml (0.6.1): "
+                         "enable_activation_checkpointing: True",
+            "offload_activations": "same config: enable_activation_offloading: False",
+            "loss": "same config: loss _component_ torchtune.modules.loss.CEWithChunkedOutputLoss "
+                    "(modules/loss/ce_chunked_output_loss.py: 8 chunks, logits.float() per chunk); "
+                    "loss=torch.nn.CrossEntropyLoss gives the full-logits loss on fp32 logits (modules/transformer.py unembed: "
+                    "self.output(h).float() when the output is not chunked)",
+            "optimizer": "same config: torch.optim.AdamW with fused: True",
+            "adapter_dtype": "same config: dtype: bf16 (the whole model, adapters included)",
+            "qlora_adapter_dtype": "8B_qlora_single_device.yaml: dtype: bf16",
+            "qlora_prep": "torchao NF4Tensor: block 64, scalers quantised per 256 blocks; norms stay bf16",
+            "max_grad_norm": "same config: clip_grad_norm: null",
+        },
+        unavailable={"fused": N_("torchtune has no fused linear cross-entropy; choose 'chunked'")},
+    ),
+    Stack(
+        id="litgpt", label="LitGPT", version="litgpt 0.5.13 (finetune lora/full)",
+        transformers_attention=False,
+        summary=N_("LitGPT: bf16-true (weights and adapters in bf16, no autocast), cross-entropy on bf16 logits "
+                "in chunks of 128, torch's default AdamW (foreach), bnb.nf4 without double quantisation, the "
+                "16-bit checkpoint on the GPU before quantising."),
+        grad_ckpt=False, offload_activations=False, loss="chunked",
+        loss_impls={"chunked": "litgpt"}, optimizer="adamw_foreach",
+        adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=False,
+        load_16bit_first=True, max_grad_norm=0.0,
+        sources={
+            "grad_ckpt": "litgpt/finetune/lora.py (0.5.13): activation checkpointing only with FSDP on several "
+                         "devices",
+            "offload_activations": "litgpt 0.5.13 has no activation offloading in finetune",
+            "loss": "litgpt/finetune/lora.py (0.5.13): model(input_ids, lm_head_chunk_size=128) then "
+                    "chunked_cross_entropy (litgpt/utils.py) on bf16 logits",
+            "optimizer": "litgpt/utils.py (0.5.13) instantiate_torch_optimizer('AdamW'): torch.optim.AdamW "
+                         "without fused → foreach; with --quantize, instantiate_bnb_optimizer builds "
+                         "bitsandbytes' PagedAdamW (32-bit)",
+            "adapter_dtype": "precision bf16-true: adapters in bf16",
+            "qlora_adapter_dtype": "precision bf16-true: adapters in bf16",
+            "qlora_prep": "litgpt/plugins bnb precision: non-4-bit weights stay bf16",
+            "max_grad_norm": "litgpt finetune: no gradient clipping by default",
+            "model_code": "litgpt/model.py, litgpt/lora.py (0.5.13): LitGPT's own GPT, Block, CausalSelfAttention, "
+                          "LLaMAMLP/GptNeoxMLP, RMSNorm and LoRAQKVLinear save other tensors than the "
+                          "transformers modules (docs/formulas.md §3.6)",
+            "lora_dropout": "litgpt/finetune/lora.py (0.5.13): setup(lora_dropout=0.05); every config_hub "
+                            "lora.yaml uses 0.05 (gemma-2b 0.1, the same bytes): a bool mask and a copy per "
+                            "LoRA input",
+            "untied_head": "litgpt/finetune/lora.py, full.py (0.5.13): tie_embeddings is unsupported in finetune; "
+                           "litgpt/scripts/convert_hf_checkpoint.py copies the embedding into lm_head.weight",
+            "quantize_head": "litgpt/finetune/lora.py (0.5.13): BitsandbytesPrecision(quantize[4:], dtype) with no "
+                             "ignore_modules; lightning/fabric/plugins/precision/bitsandbytes.py (2.6) "
+                             "_convert_layers replaces every nn.Linear, lm_head included",
+        },
+        unavailable={"standard": N_("LitGPT always uses its chunked cross-entropy; choose 'chunked'"),
+                     "fused": N_("LitGPT has no fused linear cross-entropy; choose 'chunked'")},
+        qlora_optimizer="paged_adamw", model_code="litgpt", lora_dropout=0.05, untied_head=True,
+        quantize_head=True,
+    ),
+    Stack(
+        id="plain", label="Plain PyTorch loop", version="torch 2.x hand-written loop",
+        summary=N_("A hand-written loop: model(input_ids, labels=labels).loss under bf16 autocast, loss.backward(), "
+                "torch.optim.AdamW with its defaults (foreach), no checkpointing, the standard loss, the logits "
+                "released before backward."),
+        grad_ckpt=False, offload_activations=False, loss="standard",
+        loss_impls={"standard": "hf"}, optimizer="adamw_foreach",
+        adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
+        load_16bit_first=False, max_grad_norm=0.0,
+        sources={
+            "grad_ckpt": "nothing enables it in a plain loop",
+            "offload_activations": "nothing enables it in a plain loop",
+            "loss": "the model's own loss: transformers ForCausalLMLoss on fp32-upcast logits; the outputs "
+                    "(logits) are not kept, so they are released before backward",
+            "optimizer": "torch/optim/adamw.py: foreach is the CUDA default when fused is not requested",
+            "adapter_dtype": _PEFT_ADAPTERS,
+            "qlora_adapter_dtype": _PEFT_ADAPTERS,
+            "qlora_prep": "nothing upcasts the non-4-bit weights in a plain loop",
+            "max_grad_norm": "no clipping unless the loop calls clip_grad_norm_",
+        },
+        unavailable={"chunked": N_("a plain loop computes the model's own loss; choose 'standard'"),
+                     "fused": N_("a plain loop computes the model's own loss; choose 'standard'")},
+    ),
+)}
+DEFAULT_STACK = "trl"
+STACK_IDS: tuple[str, ...] = tuple(STACKS)
+
+# What a stack's own code does that is no user setting (shown on the How page with their sources).
+STACK_FACTS: tuple[str, ...] = ("model_code", "lora_dropout", "untied_head", "quantize_head")
+
+# TrainingSetup fields a stack fills when the user leaves them open.
+STACK_FIELDS: tuple[str, ...] = ("grad_ckpt", "offload_activations", "loss", "optimizer", "adapter_dtype",
+                                 "qlora_prep", "nf4_double_quant", "load_16bit_first", "max_grad_norm")
+
+
+def get_stack(stack_id: str) -> Stack:
+    """A stack by id; ValueError listing the choices otherwise."""
+    if stack_id not in STACKS:
+        raise ValueError(Text(N_("unknown stack '{stack}'; choose one of: {choices}"), stack=str(stack_id)[:40],
+                              choices=", ".join(STACKS)))
+    return STACKS[stack_id]
+
+
+# Families whose transformers class cannot run SDPA (transformers 5.24): the default attention falls back to
+# eager, and asking for "sdpa" explicitly raises. Family → the source line.
+NO_SDPA_FAMILIES: dict[str, str] = {
+    "gemma2": "modeling_gemma2.py Gemma2PreTrainedModel: _supports_sdpa = False (SDPA has no soft-capping)",
+    "gpt_oss": "modeling_gpt_oss.py GptOssPreTrainedModel: _supports_sdpa = False (attention sinks)",
+}

@@ -1,0 +1,317 @@
+"""`python -m estimator`: the same estimate() as the app, for scripts and checks.
+
+Bad flags exit 2 with one clear line on stderr (argparse's own convention)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import exact as exact
+from ..advice.remedies import all_remedies
+from ..advice.search import solver_estimate_fn
+from ..advice.solvers import max_batch, max_completion_len, max_seq_len
+from ..job.setup import parse_targets
+from ..job.stack import resolve_setup, setup_json
+from ..job.trainer import TrainerSetup, trainer_json
+from ..memory.price import estimate
+from ..memory.result import component_keys
+from ..memory.verdict import verdict
+from ..models.config import parse_config_text
+from ..models.hub import fetch_model
+from ..models.presets import generic_spec, list_presets, load_preset
+from ..options.devices import CATALOG, custom_device, find_devices, get_device
+from ..options.losses import LOSS_IDS
+from ..options.methods import ATTENTIONS, METHODS, SHARDINGS
+from ..options.optimizers import OPTIMIZER_IDS
+from ..options.precisions import PRECISION_IDS
+from ..options.stacks import DEFAULT_STACK, STACK_IDS
+from ..options.trainers import GENERATION_IDS, TRAINER_IDS
+from ..units import fmt_both
+from .document import _device_json, estimate_json
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from ..job.setup import TrainingSetup
+    from ..memory.result import Estimate
+    from ..models.hub import HubModel
+    from ..models.spec import ModelSpec
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one clear line, exit 2
+        sys.stderr.write(f"estimator: error: {message}\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m estimator", description="Peak GPU memory of one fine-tuning step.")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", help="preset id (see --list-presets), or a Hugging Face model id ORG/NAME[@REVISION] "
+                                      "(HF_TOKEN for gated or private models)")
+    src.add_argument("--config", help="path to a Hugging Face config.json")
+    src.add_argument("--size", type=float, help="model size in billions of parameters (generic decoder)")
+    p.add_argument("--stack", choices=STACK_IDS, default=DEFAULT_STACK,
+                   help="training stack whose defaults fill every setting not given (default: %(default)s)")
+    p.add_argument("--method", choices=METHODS, default="lora")
+    p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate")
+    p.add_argument("--precision", choices=PRECISION_IDS, default="bf16")
+    p.add_argument("--optimizer", choices=OPTIMIZER_IDS, default=None, help="default: the stack's")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seq-len", type=int, default=None, help="max length in tokens (default 2048; GRPO: "
+                                                             "--prompt-len + --completion-len)")
+    p.add_argument("--image-tokens", type=int, default=0,
+                   help="image tokens per example, for a multimodal model trained on images (Gemma 3: 256 per "
+                        "image); they lengthen the language model's sequence")
+    p.add_argument("--train-tower", action="store_true",
+                   help="train the multimodal model's vision tower and projector too (full: all their weights; "
+                        "LoRA: adapters on their linears); default: frozen")
+    p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None,
+                   help="gradient checkpointing on/off (default: the stack's)")
+    p.add_argument("--offload-activations", action=argparse.BooleanOptionalAction, default=None,
+                   help="offload the checkpointed layer inputs to CPU RAM (default: the stack's)")
+    p.add_argument("--attention", choices=ATTENTIONS, default="sdpa")
+    p.add_argument("--loss", choices=LOSS_IDS, default=None, help="default: the stack's")
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--lora-targets", default="all-linear")
+    p.add_argument("--gpus", type=int, default=1)
+    p.add_argument("--sharding", choices=SHARDINGS, default="none")
+    p.add_argument("--offload-optimizer", action="store_true")
+    p.add_argument("--grad-accum", type=int, default=1,
+                   help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation)")
+    p.add_argument("--compile", action="store_true",
+                   help="torchtune compile=True: its compiled cross-entropy keeps 16-bit logits (torchtune stack)")
+    p.add_argument("--optimizer-in-bwd", action="store_true",
+                   help="torchtune optimizer_in_bwd=True: each gradient is applied and freed in backward "
+                        "(torchtune stack, full fine-tuning)")
+    tg = p.add_argument_group("preference and RL trainers (TRL 1.16.0)")
+    tg.add_argument("--trainer", choices=TRAINER_IDS, default="sft", help="default: %(default)s")
+    tg.add_argument("--precompute-ref", action="store_true", help="DPO/KTO: precompute_ref_log_probs=True")
+    tg.add_argument("--beta", type=float, help="DPO/ORPO/SimPO/KTO/GRPO beta (GRPO: > 0 loads a reference)")
+    tg.add_argument("--num-generations", type=int, help="GRPO: completions per prompt (default 8)")
+    tg.add_argument("--prompt-len", type=int, help="GRPO: prompt tokens (default 512)")
+    tg.add_argument("--completion-len", type=int, help="GRPO: max_completion_length (default 512)")
+    tg.add_argument("--generation", choices=GENERATION_IDS, help="GRPO: where completions are generated (default hf)")
+    tg.add_argument("--vllm-gpu-util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
+    tg.add_argument("--vllm-sleep", action="store_true", help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
+    p.add_argument("--device", help="device id (see --list-devices)")
+    p.add_argument("--capacity", type=float, help="custom device capacity in GB (with --device custom)")
+    p.add_argument("--unified", action="store_true", help="custom device shares RAM (75 %% usable)")
+    p.add_argument("--advice", action="store_true", help="add remedies and solvers (needs --device)")
+    p.add_argument("--exact", action="store_true",
+                   help="also trace the step with PyTorch (needs requirements-exact.txt; minutes on a CPU)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--list-presets", action="store_true")
+    p.add_argument("--list-devices", action="store_true")
+    return p
+
+
+def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
+    if args.config:
+        path = Path(args.config)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"cannot read {args.config}: {exc.strerror}") from None
+        return parse_config_text(data, name=path.name), None
+    if args.size is not None:
+        return generic_spec(args.size), None
+    if args.model and "/" in args.model:  # a Hugging Face model id (presets have no slash)
+        return fetch_model(args.model)
+    try:
+        return load_preset(args.model or "llama-3.1-8b"), None
+    except ValueError as exc:
+        raise ValueError(f"{exc}; or a Hugging Face model id ORG/NAME[@REVISION]") from None
+
+
+def _hub_config_refused(args: argparse.Namespace, exc: Exception) -> bool:
+    """A Hub id whose config.json was read but that the fast estimator cannot use (estimator/models/hub.py's message)."""
+    return bool(args.model and "/" in args.model and "could not be used" in str(exc))
+
+
+def _exact_config(args: argparse.Namespace, hub: HubModel | None) -> dict[str, Any]:
+    """The config dict the exact trace builds the model from (a preset's, the file's, or the Hub's config.json)."""
+    if args.size is not None:
+        raise ValueError("--exact needs a real architecture (--model or --config); a size alone has no config.json")
+    if args.config:
+        try:
+            cfg = json.loads(Path(args.config).read_bytes().decode("utf-8-sig"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise ValueError(f"cannot read {args.config} as JSON: {str(exc)[:80]}") from None
+        return cfg
+    if hub is not None:
+        return exact.hub_config(hub)
+    if args.model and "/" in args.model:
+        return exact.hub_config_cached(args.model)  # the fast estimator refused it; its config.json is cached
+    return exact.preset_config(args.model or "llama-3.1-8b")
+
+
+def _run_exact(args: argparse.Namespace, hub: HubModel | None, setup: TrainingSetup,
+               est: Estimate | None) -> exact.ExactResult:
+    """Trace (minutes); every failure is a ValueError with one line."""
+    cfg = _exact_config(args, hub)
+    sys.stderr.write("estimator: tracing with PyTorch (FakeTensorMode) in a worker process; this takes minutes\n")
+    pool = exact.get_pool()
+    try:
+        return exact.trace_exact(cfg, setup, est, pool=pool)
+    except RuntimeError as exc:
+        raise ValueError(str(exc)) from None
+    finally:
+        pool.shutdown()
+
+
+def _exact_text(res: exact.ExactResult, est: Estimate | None) -> list[str]:
+    added = ", ".join(f"{a.label} {'+' if a.bytes >= 0 else '−'}{fmt_both(abs(a.bytes))}" for a in res.added)
+    lines = [f"  {'exact':<12} {fmt_both(res.total_bytes)}  (traced {fmt_both(res.peak_bytes)}; added: {added})",
+             f"  {'':<12} peak: {res.peak_phase}/{res.peak_region}, {res.peak_op}; {res.versions_label}; "
+             f"{res.seconds:.0f} s"]
+    if res.depth_line:
+        lines.append(f"  {'':<12} depth: {res.depth_line}")
+    if est is not None:
+        diff = est.total_bytes - res.total_bytes
+        lines.append(f"  {'difference':<12} fast − exact = {'+' if diff >= 0 else '−'}{fmt_both(abs(diff))} "
+                     f"({100 * diff / res.total_bytes:+.1f} %)")
+    else:
+        lines.append(f"  {'difference':<12} none: the fast estimate is missing for this model")
+    lines.extend(f"  note: {n}" for n in res.notes)
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.exact:
+        ok, why = exact.available()
+        if not ok:
+            parser.error(why)
+    if args.list_presets:
+        rows = []
+        for p in list_presets():
+            spec = load_preset(p.id)
+            row = {"id": p.id, "name": p.name, "family": p.family, "hf_repo": p.hf_repo,
+                   "params_total": spec.params_total}
+            if spec.is_moe:  # MoE presets, wrapped (llama4, qwen3_5_moe, gemma4) or not: parameters used per token
+                row["params_active"] = spec.params_active
+            rows.append(row)
+        print(json.dumps(rows, indent=2) if args.json else "\n".join(f"{r['id']:<20} {r['name']}" for r in rows))
+        return 0
+    if args.list_devices:
+        rows = [_device_json(d) for d in CATALOG]
+        print(json.dumps(rows, indent=2) if args.json else "\n".join(
+            f"{d.id:<14} {d.name} — usable {fmt_both(d.usable_bytes)}" for d in CATALOG))
+        return 0
+    fast_error: str | None = None
+    try:
+        if args.trainer == "grpo" and args.seq_len is not None:
+            raise ValueError("GRPO's sequences are --prompt-len + --completion-len tokens; drop --seq-len")
+        try:
+            spec, hub = _model(args)
+        except ValueError as exc:
+            if not (args.exact and (args.config or _hub_config_refused(args, exc))):
+                raise  # a Hub id the fast estimator refused (its config.json was read) may still be traced
+            fast_error, spec, hub = str(exc), None, None  # the exact trace may still know this model_type
+        setup = resolve_setup(
+            args.stack, method=args.method, precision=args.precision, optimizer=args.optimizer,
+            batch=args.batch, seq_len=args.seq_len or 2048, grad_ckpt=args.grad_ckpt,
+            offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
+            lora_rank=args.lora_rank, lora_targets=parse_targets(args.lora_targets), gpus=args.gpus,
+            sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
+            compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
+            image_tokens=args.image_tokens, train_tower=args.train_tower,
+        )
+        trainer = TrainerSetup(
+            args.trainer, beta=args.beta, precompute_ref=args.precompute_ref, num_generations=args.num_generations,
+            prompt_len=args.prompt_len, completion_len=args.completion_len, generation=args.generation,
+            vllm_gpu_util=args.vllm_gpu_util, vllm_sleep=args.vllm_sleep,
+        )
+        device = None
+        if args.device == "custom" or (args.device is None and args.capacity is not None):
+            if args.capacity is None:
+                raise ValueError("--device custom needs --capacity GB")
+            device = custom_device(args.capacity, "unified" if args.unified else "discrete")
+        elif args.device:
+            try:
+                device = get_device(args.device)
+            except ValueError:  # a name or nickname ("4080", "A6000", "T4") finds its catalog entry
+                matches = find_devices(args.device)
+                if not matches:
+                    raise
+                device = matches[0]
+        capacity = device.capacity_bytes if device is not None else None
+        est = estimate(spec, setup, rule=args.rule, trainer=trainer, device_capacity=capacity) \
+            if spec is not None else None
+        if args.exact and trainer.trainer != "sft":
+            raise ValueError(f"--exact traces a supervised (SFT) step; the {args.trainer} trainer is not traced")
+        exact_res = _run_exact(args, hub, setup, est) if args.exact else None
+    except ValueError as exc:
+        parser.error(str(exc))
+        return 2  # unreachable: error() exits
+    if est is None:  # only with --exact: the fast estimator refused this config, the trace did not
+        assert exact_res is not None
+        name = Path(args.config).name if args.config else args.model
+        doc = {"model": name, "fast_estimate_error": fast_error, "setup": setup_json(setup),
+               "exact": exact_res.as_json()}
+        if args.json:
+            print(json.dumps(doc, indent=2))
+        else:
+            print(f"{name} · {setup.method} · {setup.precision} · batch {setup.batch} × "
+                  f"{setup.seq_len} tokens")
+            print(f"  fast estimate missing: {fast_error}")
+            print("\n".join(_exact_text(exact_res, None)))
+        return 0
+    doc = estimate_json(est, device)
+    if exact_res is not None:
+        doc["exact"] = exact_res.as_json(est.total_bytes)
+    if hub is not None:
+        doc["hub"] = hub.as_json()
+    if args.advice and device is not None and args.rule is None:
+        usable = device.usable_bytes
+        fn = solver_estimate_fn(trainer, device.capacity_bytes)
+        found = all_remedies(spec, setup, trainer, device.capacity_bytes)
+        doc["advice"] = {
+            "remedies": [{"order": r.order, "title": r.title, "change": r.change,
+                          "saves_bytes": int(round(r.saves_bytes)), "applicable": r.applicable}
+                         for r in found],
+            "max_batch": max_batch(spec, setup, usable, fn),
+        }
+        if trainer.option.generates:
+            doc["advice"]["max_completion_len"] = max_completion_len(spec, setup, trainer, usable,
+                                                                     device.capacity_bytes)
+        else:
+            doc["advice"]["max_seq_len"] = max_seq_len(spec, replace(setup), usable, fn)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        if hub is not None:
+            print(hub.label)
+        head = f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} × {setup.seq_len} tokens"
+        if trainer.option.generates:
+            head = (f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} completions × "
+                    f"({trainer.prompt_length:,} + {trainer.completion_length:,}) tokens")
+        if trainer.trainer != "sft":
+            head += f" · {trainer.option.label} ({trainer_json(trainer)['trainer_version']})"
+        print(head)
+        ckpt = "offloaded checkpointing" if setup.offload_activations else (
+            "checkpointing" if setup.grad_ckpt else "no checkpointing")
+        print(f"  stack {setup.stack} ({setup_json(setup)['stack_version']}): {ckpt}, loss {setup.loss}, "
+              f"optimizer {setup.optimizer}")
+        for key in component_keys(est):
+            print(f"  {key:<12} {fmt_both(est.components_bytes[key])}")
+        print(f"  {'total':<12} {fmt_both(est.total_bytes)}  (band {fmt_both(est.low_bytes)} – "
+              f"{fmt_both(est.high_bytes)}; peak: {est.peak_phase})")
+        if device is not None:
+            v = verdict(est.total_bytes, device, est.high_bytes)
+            print(f"  {device.name}: {v.headline}")
+        if exact_res is not None:
+            print("\n".join(_exact_text(exact_res, est)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

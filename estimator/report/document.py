@@ -1,0 +1,48 @@
+"""The JSON document of an estimate (the CLI's --json and the app's JSON export)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..job.stack import setup_json
+from ..job.trainer import trainer_json
+from ..memory.result import component_keys
+from ..memory.verdict import verdict
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..memory.result import Estimate
+    from ..options.devices import Device
+
+
+def _device_json(d: Device) -> dict[str, Any]:
+    return {"id": d.id, "name": d.name, "kind": d.kind, "capacity_bytes": d.capacity_bytes,
+            "usable_bytes": d.usable_bytes}
+
+
+def estimate_json(est: Estimate, device: Device | None = None) -> dict[str, Any]:
+    """The JSON document the CLI prints (also the app's JSON export)."""
+    doc: dict[str, Any] = {
+        "model": est.model.name, "family": est.model.family, "mode": est.mode,
+        "setup": setup_json(est.setup),
+        "params_total": est.params_total, "params_trainable": est.params_trainable,
+        "components_bytes": {k: int(round(est.components_bytes[k])) for k in component_keys(est)},
+        "peak_phase": est.peak_phase,
+        "details": [{"component": x.component, "label": x.label, "bytes": int(round(x.bytes))} for x in est.details],
+        "notes": list(est.notes),
+    }
+    doc["total_bytes"] = sum(doc["components_bytes"].values())
+    doc["low_bytes"] = int(round(est.low_bytes))
+    doc["high_bytes"] = int(round(est.high_bytes))
+    trainer = getattr(est, "trainer", None)
+    if trainer is not None:
+        doc["trainer"] = trainer_json(trainer)
+        ps = est.policy_setup  # the training forward as the estimate prices it
+        doc["trainer"].update(forward_sequences=ps.batch, forward_seq_len=ps.seq_len, forward_loss=ps.loss)
+    if est.cpu_offload_bytes:
+        doc["cpu_offload_bytes"] = int(round(est.cpu_offload_bytes))
+    if device is not None:
+        v = verdict(est.total_bytes, device, est.high_bytes)
+        doc["device"] = {**_device_json(device), "fits": v.fits, "margin_bytes": int(round(v.margin_bytes))}
+    return doc

@@ -1,0 +1,117 @@
+"""The Unsloth FastLanguageModel script for the setup."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...job.stack import loss_impl_id
+from ...options.losses import LOSS_IMPLS
+from ...options.precisions import PRECISIONS, QLORA_PREPS
+from .common import (
+    _common_notes,
+    _hf_optim_lines,
+    _learning_rate,
+    _model_id,
+    _model_id_lines,
+    _precision_flag_lines,
+    _py,
+    _targets,
+)
+
+if TYPE_CHECKING:
+    from ...job.setup import TrainingSetup
+    from ...models.spec import ModelSpec
+
+
+def _unsloth(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
+    lora = setup.method != "full"
+    qlora = setup.method == "qlora"
+    precision = PRECISIONS[setup.precision]
+    impl = loss_impl_id(setup)
+    _common_notes(setup, "unsloth", notes)
+    if setup.attention == "eager":
+        notes.append("eager attention: Unsloth chooses its own attention kernels (no s × s scores).")
+    if qlora and not setup.nf4_double_quant:
+        notes.append("NF4 without double quantisation: Unsloth's 4-bit loading always double-quantises.")
+    if qlora and setup.qlora_prep != "none":
+        notes.append(f"QLoRA preparation '{QLORA_PREPS[setup.qlora_prep].label}': Unsloth keeps embeddings and "
+                     "norms in 16-bit.")
+    if qlora and precision.compute_dtype != precision.model_dtype:
+        notes.append(f"Unsloth computes the 4-bit matmuls in the load dtype ({precision.model_dtype}); the "
+                     f"estimate assumes {precision.compute_dtype}.")
+    if lora and setup.adapter_dtype != "fp32":
+        notes.append(f"{setup.adapter_dtype} LoRA adapters: Unsloth keeps PEFT's fp32 adapters.")
+    if setup.gpus > 1 or setup.sharding != "none" or setup.offload_optimizer:
+        notes.append(f"{setup.gpus} GPUs, {setup.sharding} sharding"
+                     + (", optimizer offload" if setup.offload_optimizer else "")
+                     + ": launch with accelerate/torchrun for data parallel; Unsloth has no ZeRO setting here.")
+    if setup.offload_activations:
+        checkpointing: object = "unsloth"
+    else:
+        checkpointing = setup.grad_ckpt
+    ckpt_literal = _py(checkpointing) if isinstance(checkpointing, str) else str(checkpointing)
+    ckpt_comment = {"unsloth": "checkpointing with layer inputs offloaded to CPU RAM",
+                    "True": "checkpointing, inputs kept on the GPU", "False": "no checkpointing"}
+    out: list[str] = []
+    if impl == "hf":
+        out += ["import os", "",
+                f"# Loss: {LOSS_IMPLS[impl].label} on the full logits (Unsloth's fused cross-entropy off).",
+                'os.environ["UNSLOTH_RETURN_LOGITS"] = "1"']
+    else:
+        out.append(f"# Loss: {LOSS_IMPLS[impl].label} (Unsloth's default: no logits tensor).")
+    out += [
+        "from unsloth import FastLanguageModel  # import Unsloth before trl and transformers",
+        "import torch",
+        "from datasets import load_dataset",
+        "from trl import SFTConfig, SFTTrainer",
+        "",
+    ]
+    out += _model_id_lines(_model_id(spec))
+    out += [
+        "model, tokenizer = FastLanguageModel.from_pretrained(",
+        "    model_name=model_id,",
+        f"    max_seq_length={setup.seq_len},",
+        f"    dtype=torch.{precision.model_dtype},",
+        f"    load_in_4bit={qlora},  # Unsloth's default is True",
+    ]
+    if setup.method == "lora":
+        out.append("    load_in_16bit=True,")
+    if setup.method == "full":
+        out.append("    full_finetuning=True,")
+    out += [
+        f"    use_gradient_checkpointing={ckpt_literal},  # {ckpt_comment[str(checkpointing)]}",
+        "    offload_embedding=False,  # keep the embeddings on the GPU, as the estimate counts them",
+        ")",
+    ]
+    if lora:
+        out += [
+            "model = FastLanguageModel.get_peft_model(",
+            "    model,",
+            f"    r={setup.lora_rank},",
+            f"    target_modules={_py(_targets(setup))},",
+            f"    lora_alpha={2 * setup.lora_rank},",
+            "    lora_dropout=0.0,",
+            f"    use_gradient_checkpointing={ckpt_literal},",
+            ")",
+        ]
+    out += [
+        "",
+        "training_args = SFTConfig(",
+        '    output_dir="out",',
+        f"    per_device_train_batch_size={setup.batch},",
+        f"    gradient_accumulation_steps={setup.grad_accum},",
+        f"    max_length={setup.seq_len},",
+        "    # checkpointing is the model's (use_gradient_checkpointing above)",
+    ]
+    out += _precision_flag_lines(setup) + _hf_optim_lines(setup)
+    out += [f"    learning_rate={_learning_rate(setup)},", f"    max_grad_norm={float(setup.max_grad_norm)},", ")"]
+    out += [
+        "trainer = SFTTrainer(",
+        "    model=model,",
+        "    processing_class=tokenizer,",
+        "    args=training_args,",
+        '    train_dataset=load_dataset("json", data_files="train.jsonl", split="train"),  # your data',
+        ")",
+        "trainer.train()",
+    ]
+    return out
