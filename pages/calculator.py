@@ -15,9 +15,10 @@ from estimator.trainers import TRL_VERSION
 from estimator.training import METHOD_LABELS
 from ui.charts import both_units, chart_alt, memory_bar_spec
 from ui.exact import render_exact
-from ui.inputs import BATCH_MAX, MAX_LEN_MAX, Inputs, hub_token, live_page, plain, share_box, show_notes
+from ui.inputs import BATCH_MAX, MAX_LEN_MAX, live_page
 from ui.lang import localised, number_columns
 from ui.live_chart import live_plotly_chart
+from ui.model_box import hub_token
 from ui.report import (
     NEGLIGIBLE_BYTES,
     RuleGap,
@@ -28,7 +29,10 @@ from ui.report import (
     remedy_line,
     verdict_detail,
 )
+from ui.text import plain, show_notes
 from ui.trainer_inputs import resolve_box
+from ui.url_state import share_box
+from ui.values import Inputs
 
 
 def text(value: str) -> str:
@@ -186,4 +190,4 @@ def calculator(inputs: Inputs) -> None:
     share_box()
 
 
-live_page(calculator)  # the sidebar, then the body in a fragment with the sliders
+live_page(rest=lambda inputs, _shown: calculator(inputs))  # the sidebar, then the body in a fragment with the sliders

@@ -10,10 +10,14 @@ from estimator.training import METHOD_LABELS
 from ui.charts import stacked_bars
 from ui.exact import render_exact_choice
 from ui.grids import FIGURE_ORDER, compare_setups, components_table, setup_summary
-from ui.inputs import Inputs, hub_token, live_page, plain, present_table, share_box, show_notes
+from ui.inputs import live_page
 from ui.lang import localised, number_columns
+from ui.model_box import hub_token
 from ui.params import widget
+from ui.text import plain, present_table, show_notes
 from ui.trainer_inputs import page_estimate_fn, page_trainer, trainer_summary
+from ui.url_state import share_box
+from ui.values import Inputs
 
 
 def compare(inputs: Inputs) -> None:
@@ -83,4 +87,4 @@ def compare(inputs: Inputs) -> None:
     share_box()
 
 
-live_page(compare)  # the sidebar, then the body in a fragment with the sliders
+live_page(rest=lambda inputs, _shown: compare(inputs))  # the sidebar, then the body in a fragment with the sliders

@@ -13,11 +13,14 @@ from ui.grids import (
     fits_grid,
     setup_summary,
 )
-from ui.inputs import Inputs, live_page, plain, share_box, show_notes
+from ui.inputs import live_page
 from ui.lang import localised, number_columns
 from ui.page_charts import fits_chart
 from ui.params import widget
+from ui.text import plain, show_notes
 from ui.trainer_inputs import page_trainer, trainer_summary
+from ui.url_state import share_box
+from ui.values import Inputs
 
 
 def fits(inputs: Inputs) -> None:
@@ -75,4 +78,4 @@ def fits(inputs: Inputs) -> None:
     share_box()
 
 
-live_page(fits)  # the sidebar, then the body in a fragment with the sliders
+live_page(rest=lambda inputs, _shown: fits(inputs))  # the sidebar, then the body in a fragment with the sliders

@@ -14,9 +14,12 @@ from estimator.options import CHECKPOINTING, LOSS_IMPLS, LOSSES, OPTIMIZERS, QLO
 from estimator.precision import NF4_DQ_BYTES, optimizer_state_bytes
 from estimator.snippets import snippet_language, training_snippet
 from estimator.stacks import STACK_FACTS, STACK_FIELDS, STACKS, setup_summary
-from ui.inputs import Inputs, live_page, plain, share_box, show_notes
+from ui.inputs import live_page
 from ui.lang import localised, number_columns
+from ui.text import plain, show_notes
 from ui.trainer_inputs import how_section_markdown, page_trainer
+from ui.url_state import share_box
+from ui.values import Inputs
 from validation import accuracy_report
 
 
@@ -365,4 +368,4 @@ def how(inputs: Inputs) -> None:
     share_box()
 
 
-live_page(how)  # the sidebar, then the body in a fragment with the sliders
+live_page(rest=lambda inputs, _shown: how(inputs))  # the sidebar, then the body in a fragment with the sliders

@@ -10,11 +10,14 @@ from estimator.advice import best_layout, fewest_gpus, sharded, what_would_fit
 from estimator.i18n import _, format_number, ngettext
 from estimator.training import SHARDING_LABELS, SHARDINGS
 from ui.grids import GPU_COUNTS, SHORT_SHARDING, close_calls, min_gpus_table, scale_out_curves, setup_summary
-from ui.inputs import Inputs, live_page, plain, present_table, share_box, show_notes
+from ui.inputs import live_page
 from ui.lang import localised, number_columns
 from ui.page_charts import scale_out_chart
 from ui.params import widget
+from ui.text import plain, present_table, show_notes
 from ui.trainer_inputs import page_estimate_fn, page_trainer, trainer_summary
+from ui.url_state import share_box
+from ui.values import Inputs
 
 
 def scale_out(inputs: Inputs) -> None:
@@ -142,4 +145,4 @@ def scale_out(inputs: Inputs) -> None:
     share_box()
 
 
-live_page(scale_out)  # the sidebar, then the body in a fragment with the sliders
+live_page(rest=lambda inputs, _shown: scale_out(inputs))  # the sidebar, then the body in a fragment with the sliders

@@ -5,9 +5,13 @@ import streamlit as st
 
 from estimator.i18n import N_, _
 from ui.grids import SHORT_METHOD, TABLE_METHODS, setup_summary, size_table
-from ui.inputs import BY_SIZE, Inputs, live_page, plain, present_table, share_box, show_notes
+from ui.inputs import live_page
 from ui.lang import localised, number_columns
+from ui.params import BY_SIZE
+from ui.text import plain, present_table, show_notes
 from ui.trainer_inputs import page_trainer, trainer_summary
+from ui.url_state import share_box
+from ui.values import Inputs
 
 
 def sizes(inputs: Inputs) -> None:
@@ -72,4 +76,4 @@ def sizes(inputs: Inputs) -> None:
     share_box()
 
 
-live_page(sizes)  # the sidebar, then the body in a fragment with the sliders
+live_page(rest=lambda inputs, _shown: sizes(inputs))  # the sidebar, then the body in a fragment with the sliders

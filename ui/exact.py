@@ -22,7 +22,7 @@ from estimator.i18n import _, format_number, localised_error, ngettext
 from estimator.model import preset_ids
 
 from .charts import USABLE_COLOR, both_units, separators
-from .inputs import plain
+from .text import plain
 
 POLL_S = 2.0
 EXACT_COLOR = "#332288"  # indigo (Tol's palette): not one of the component colours
