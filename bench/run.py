@@ -74,6 +74,15 @@ TRIVIAL_PAGE = textwrap.dedent("""\
     st.write(f"Value: {value}")
     """)
 TRIVIAL_OUT = "[data-testid='stMain'] [data-testid='stMarkdownContainer']"
+# The trivial page with a heading for its output, timed against the calculator's verdict heading (both the main
+# area's first h2: the calculator's verdict is an st.header, the first heading it draws outside presentation mode).
+TRIVIAL_HEADING_PAGE = textwrap.dedent("""\
+    import streamlit as st
+
+    value = st.sidebar.slider("Batch size (per GPU)", 1, 256, 1, step=1, key="batch")
+    st.header(f"Value: {value}", anchor=False)
+    """)
+HEADING_OUT = "[data-testid='stMain'] h2"
 # The smallest Plotly chart the same slider can drive: one bar, one trace (Plotly.js's own floor).
 PLOTLY_MIN_PAGE = textwrap.dedent("""\
     import plotly.graph_objects as go
@@ -291,20 +300,26 @@ def _latencies(page, slider_sel: str, changed_js: str, signature_js: str, target
 
 
 @contextlib.contextmanager
-def slider_servers(names, apps: dict[str, Path] | None = None):
+def slider_servers(names, apps: dict[str, Path] | None = None, heading: bool = False):
     """Start a server for each named SLIDER_PAGES entry, and for each of `apps` (name → another checkout of
     this app, e.g. the code before a change: its app.py, run from its folder); yield {name: (url, output
     selector, changed JS, signature JS)}. The reference pages run with our .streamlit/config.toml, so the
-    server settings are the same as the app's (trivial_default keeps Streamlit's defaults)."""
+    server settings are the same as the app's (trivial_default keeps Streamlit's defaults). With `heading`,
+    the calculator's output is its verdict heading (not the memory chart) and the trivial page draws its value
+    as a heading (TRIVIAL_HEADING_PAGE)."""
+    verdict = (HEADING_OUT, TEXT_CHANGED_JS, TEXT_SIGNATURE_JS)
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as servers:
         targets = {}
         for name in [*names, *(apps or {})]:
             if name in (apps or {}):
                 root = Path(apps[name])  # type: ignore[index]
                 url = servers.enter_context(streamlit_server(root / "app.py", cwd=root))[0]
-                targets[name] = (url, CHART.format(key="memory_bar"), CHART_CHANGED_JS, CHART_SIGNATURE_JS)
+                targets[name] = (url, *verdict) if heading else (
+                    url, CHART.format(key="memory_bar"), CHART_CHANGED_JS, CHART_SIGNATURE_JS)
                 continue
             _label, source, kind, same_settings = SLIDER_PAGES[name]
+            if heading and name in ("ours", "trivial"):
+                source, kind = (TRIVIAL_HEADING_PAGE if name == "trivial" else None), "heading"
             if source is None:
                 url = servers.enter_context(streamlit_server(APP))[0]
             else:
@@ -317,7 +332,8 @@ def slider_servers(names, apps: dict[str, Path] | None = None):
                 url = servers.enter_context(streamlit_server(folder / "page.py", cwd=folder))[0]
             targets[name] = {"plotly": (url, CHART.format(key="memory_bar"), CHART_CHANGED_JS, CHART_SIGNATURE_JS),
                              "echarts": (url, ECHARTS.format(key="memory_bar"), SVG_CHANGED_JS, SVG_SIGNATURE_JS),
-                             "text": (url, TRIVIAL_OUT, TEXT_CHANGED_JS, TEXT_SIGNATURE_JS)}[kind]
+                             "text": (url, TRIVIAL_OUT, TEXT_CHANGED_JS, TEXT_SIGNATURE_JS),
+                             "heading": (url, *verdict)}[kind]
         yield targets
 
 

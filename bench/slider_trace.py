@@ -1,7 +1,11 @@
 """Where does slider → updated output time go? Each change of the batch slider (ArrowRight: every change a new
 value, so no cache holds its answer yet), from the browser's side, for our calculator, the reference pages of
 bench/run.py and, with --app, other checkouts of this app (e.g. the code before a change), all on the same
-server settings and measured side by side in one run (blocks of changes, taking turns):
+server settings and measured side by side in one run (blocks of changes, taking turns). The calculator's
+output is its verdict heading ("Fits: 17.3 GB of 25.8 GB usable", the main area's first h2) and the trivial
+page's a heading with the slider's value (bench/run.py TRIVIAL_HEADING_PAGE), so "changed" is slider → the
+answer on screen for both; --output chart times the calculator's memory chart and the trivial page's text
+instead (the earlier tables in docs/performance.md):
 
   press → sent        the key press until the page sends the rerun request (BackMsg) on the websocket
   sent → last msg     until the browser handled the last server message (ForwardMsg) before the output
@@ -18,6 +22,7 @@ browser times.
 
 Usage:
   .venv/bin/python bench/slider_trace.py                          # ours, trivial, chart_only (22 changes each)
+  .venv/bin/python bench/slider_trace.py --pages ours,trivial --app before=/work/main   # verdict: ours vs before
   .venv/bin/python bench/slider_trace.py --pages ours,trivial --app before=/tmp/before --phases --write-docs
 """
 
@@ -140,7 +145,7 @@ def server_phases(root: Path, n: int) -> dict[str, float]:
         return True
 
     wrap("estimator", "estimate", "estimate")
-    if not wrap("estimator.advice", "advise", "advice"):
+    if not (wrap("estimator.advice.advise", "advise", "advice") or wrap("estimator.advice", "advise", "advice")):
         wrap("ui.trainer_inputs", "trainer_remedies_and_limits", "advice")
         wrap("estimator.advice", "shard_remedy", "advice")
     for name in ("memory_bar", "memory_bar_spec"):
@@ -175,19 +180,29 @@ def phases_in_subprocess(root: Path, n: int) -> dict[str, float]:
 
 # ---- report ---------------------------------------------------------------------------------------------------
 
-def report(browser: dict[str, dict[str, float]], phases: dict[str, dict[str, float]], n: int, argv: list[str]
-           ) -> str:
-    trivial = browser.get("trivial", {}).get("done")
-    lines = [f"Slider → rerun done (batch slider, ArrowRight: every change a new value; medians of {n} changes per "
-             "page, measured side by side in one run, blocks of "
+def report(browser: dict[str, dict[str, float]], phases: dict[str, dict[str, float]], n: int, argv: list[str],
+           output: str = "verdict") -> str:
+    trivial = browser.get("trivial", {})
+    changed = ("verdict heading on screen (the trivial page: its heading)" if output == "verdict"
+               else "memory chart's data (the trivial page: its text)")
+    lines = [f"Slider → output changed ({changed}) and → rerun done (batch slider, ArrowRight: every change a new "
+             f"value; medians of {n} changes per page, measured side by side in one run, blocks of "
              f"{BLOCK} changes taking turns; ms). Command: `.venv/bin/python bench/slider_trace.py "
              f"{' '.join(argv)}`.", "",
-             "| page | done | × trivial | press → sent | sent → last msg | last msg → changed | messages |",
-             "|---|---|---|---|---|---|---|"]
+             "| page | changed | × trivial | done | × trivial | press → sent | sent → last msg | last msg → changed "
+             "| messages |",
+             "|---|---|---|---|---|---|---|---|---|"]
+
+    def times(m: dict[str, float], key: str) -> str:
+        return f"{m[key] / trivial[key]:.2f}" if trivial.get(key) else ""
+
     for name, m in browser.items():
-        ratio = f"{m['done'] / trivial:.2f}" if trivial else ""
-        lines.append(f"| {name} | {m['done']:.0f} | {ratio} | {m['press_sent']:.0f} | {m['sent_last']:.0f} | "
-                     f"{m['last_changed']:.0f} | {m['messages']:.0f} |")
+        lines.append(f"| {name} | {m['total']:.0f} | {times(m, 'total')} | {m['done']:.0f} | {times(m, 'done')} | "
+                     f"{m['press_sent']:.0f} | {m['sent_last']:.0f} | {m['last_changed']:.0f} | {m['messages']:.0f} |")
+    if trivial.get("total"):
+        lines += ["", "Slider → " + ("verdict" if output == "verdict" else "output") + " changed, × the trivial page: "
+                  + ", ".join(f"{name} {m['total'] / trivial['total']:.2f}×" for name, m in browser.items()
+                              if name != "trivial") + "."]
     if phases:
         lines += ["", "Server side of the same kind of change (the calculator's rerun under AppTest, medians, ms):", "",
                   "| checkout | rerun | estimate | advice | chart build + serialise | other (widgets, text, tables) |",
@@ -213,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="slider changes per page (the first 2 are warm-up and not counted)")
     p.add_argument("--app", action="append", default=[], metavar="NAME=PATH",
                    help="also measure another checkout of this app (its app.py), under this name")
+    p.add_argument("--output", choices=("verdict", "chart"), default="verdict",
+                   help="what 'changed' waits for on the calculator: its verdict heading (default) or memory chart")
     p.add_argument("--phases", action="store_true", help="also time the server's phases (AppTest) of ours and --app")
     p.add_argument("--write-docs", action="store_true", help="write the tables into docs/performance.md")
     p.add_argument("--phases-of", help=argparse_hidden())
@@ -233,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     counted = args.changes - 2
-    with sync_playwright() as pw, slider_servers(names, apps) as targets:
+    with sync_playwright() as pw, slider_servers(names, apps, heading=args.output == "verdict") as targets:
         browser = pw.chromium.launch(**launch_kwargs())
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         context.add_init_script(RECORD_MESSAGES)
@@ -258,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.phases:
         for name, root in {"ours": ROOT, **apps}.items():
             phases[name] = phases_in_subprocess(root, args.changes)
-    text = report(measured, phases, counted, argv)
+    text = report(measured, phases, counted, argv, args.output)
     print(text)
     if args.write_docs:
         replace_section(DOC, "slider-trace", text)

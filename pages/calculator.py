@@ -1,7 +1,11 @@
 """Calculator: will this fine-tuning run fit? The verdict, the memory bar against the device, what to
 change, the breakdown with downloads, and a share link. Thin: inputs → estimator → ui builders → render."""
 
+from __future__ import annotations
+
 import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
@@ -15,9 +19,10 @@ from estimator.report.document import estimate_json
 from estimator.report.snippets.trainers import trainer_snippet
 from ui.charts import both_units, chart_alt, memory_bar_spec
 from ui.exact import render_exact
-from ui.inputs import BATCH_MAX, MAX_LEN_MAX, Inputs, hub_token, live_page, plain, share_box, show_notes
+from ui.inputs import BATCH_MAX, MAX_LEN_MAX, live_page
 from ui.lang import localised, number_columns
 from ui.live_chart import live_plotly_chart
+from ui.model_box import hub_token
 from ui.report import (
     NEGLIGIBLE_BYTES,
     RuleGap,
@@ -28,7 +33,14 @@ from ui.report import (
     remedy_line,
     verdict_detail,
 )
+from ui.text import plain, show_notes, warn_notes
 from ui.trainer_inputs import resolve_box
+from ui.url_state import share_box
+from ui.values import Inputs
+
+if TYPE_CHECKING:  # annotations only
+    from estimator import Device, Estimate, TrainingSetup
+    from estimator.job.trainer import TrainerSetup
 
 
 def text(value: str) -> str:
@@ -36,35 +48,56 @@ def text(value: str) -> str:
     return plain(value, limit=2000)
 
 
-def calculator(inputs: Inputs) -> None:
-    """The page's body, rerun alone when a slider moves (ui.inputs.live_page)."""
-    spec, setup, device = inputs.model, inputs.setup, inputs.device
-    present = inputs.presentation
+@dataclass(frozen=True)
+class Answer:
+    """What the verdict was computed from, for the rest of the page: the setup and trainer as priced, the rule
+    (None unless the rule of thumb prices this trainer), the estimate shown and the detailed one."""
+
+    setup: TrainingSetup
+    trainer: TrainerSetup
+    rule: str | None
+    est: Estimate
+    detailed: Estimate
+    length: str  # the batch's length as the verdict's line names it ("2,048 tokens", "(512 + 512) tokens")
+
+
+def answer(inputs: Inputs) -> Answer:
+    """The page's answer, drawn first on every run (a slider's rerun sends it before anything else): the notes,
+    the verdict and the memory chart."""
+    setup, device = inputs.setup, inputs.device
     trainer_in = resolve_box(setup, inputs.trainer_box)  # SFT unless the Trainer box says otherwise
     setup, trainer = trainer_in.setup, trainer_in.trainer
     rule = inputs.rule if trainer.trainer == "sft" else None  # the seed's rule covers SFT only
-    est = estimate(spec, setup, rule=rule, trainer=trainer, device_capacity=device.capacity_bytes)
-    detailed = estimate(spec, setup) if rule else est
-    v = verdict(est.total_bytes, device, est.high_bytes)
-
+    est = estimate(inputs.model, setup, rule=rule, trainer=trainer, device_capacity=device.capacity_bytes)
+    detailed = estimate(inputs.model, setup) if rule else est
     show_notes(inputs)
-    for note in trainer_in.notes + ((_("The rule of thumb covers SFT only; showing the detailed estimate."),)
-                                    if inputs.rule and not rule else ()):
-        st.warning(plain(note), icon=":material/info:")
-
-    # ---- The verdict, first and big -------------------------------------------------------------------------
-    mode = _("rule of thumb") if rule else _("detailed estimate")
+    warn_notes(trainer_in.notes + ((_("The rule of thumb covers SFT only; showing the detailed estimate."),)
+                                   if inputs.rule and not rule else ()))
     length = (_("({prompt} + {completion}) tokens").format(prompt=format_int(trainer.prompt_length),
                                                           completion=format_int(trainer.completion_length))
               if trainer.option.generates else _("{n} tokens").format(n=format_int(setup.seq_len)))
-    trainer_label = "" if trainer.trainer == "sft" else f" · {trainer.option.label}"
+    shown = Answer(setup, trainer, rule, est, detailed, length)
+    _verdict(inputs, shown)
+    # Updated in place (ui/live_chart.py): the bars glide to their new values instead of the chart being redrawn.
+    live_plotly_chart(memory_bar_spec(est, device, font_size=18 if inputs.presentation else None), key="memory_bar",
+                      config={"displayModeBar": False}, alt=chart_alt(est, device))
+    return shown
+
+
+def _verdict(inputs: Inputs, a: Answer) -> None:
+    """The verdict, first and big: what is judged, the headline, the estimate and device lines, a close call's
+    caution and, with the rule of thumb, how far the detailed estimate is from it."""
+    spec, setup, device, est, present = inputs.model, a.setup, inputs.device, a.est, inputs.presentation
+    v = verdict(est.total_bytes, device, est.high_bytes)
+    mode = _("rule of thumb") if a.rule else _("detailed estimate")
+    trainer_label = "" if a.trainer.trainer == "sft" else f" · {a.trainer.option.label}"
     if present:  # what is being judged, as readable as the verdict from the back of the room
         st.header(text(f"{spec.name} · {_(METHOD_LABELS[setup.method])} · {device.name}"), anchor=False)
-        st.caption(text(f"{setup.precision} · " + _("batch {batch} × {length}").format(batch=setup.batch, length=length)
+        st.caption(text(f"{setup.precision} · " + _("batch {batch} × {length}").format(batch=setup.batch, length=a.length)
                         + f" · {mode}{trainer_label}"))
     else:
         st.caption(text(f"{spec.name} · {_(METHOD_LABELS[setup.method])} · {setup.precision} · "
-                        + _("batch {batch} × {length}").format(batch=setup.batch, length=length)
+                        + _("batch {batch} × {length}").format(batch=setup.batch, length=a.length)
                         + f" · {mode}{trainer_label}"))
         st.caption(text(setup_summary(setup)))
     color, icon = ("green", ":material/check_circle:") if v.fits else ("red", ":material/cancel:")
@@ -78,41 +111,59 @@ def calculator(inputs: Inputs) -> None:
     caution = band_warning(est, v)
     if caution:
         st.warning(text(caution), icon=":material/warning:")
-
-    if rule:
-        gap = RuleGap(est.total_bytes, detailed.total_bytes)
-        dv = verdict(detailed.total_bytes, device, detailed.high_bytes)
+    if a.rule:
+        gap = RuleGap(est.total_bytes, a.detailed.total_bytes)
+        dv = verdict(a.detailed.total_bytes, device, a.detailed.high_bytes)
         st.info(text(gap.sentence()) + "  \n" + text(_("Detailed verdict on this device: {headline}.").format(headline=dv.headline)),
                 icon=":material/compare_arrows:")
 
-    # Updated in place (ui/live_chart.py): the bars glide to their new values instead of the chart being redrawn.
-    live_plotly_chart(memory_bar_spec(est, device, font_size=18 if present else None), key="memory_bar",
-                      config={"displayModeBar": False}, alt=chart_alt(est, device))
-    if not present:
-        for note in est.notes:
-            st.caption(text(_(note)))  # the estimator's notes are marked N_() where written
-        if trainer.trainer == "sft":  # the exact trace runs a supervised step (ui/exact.py)
-            render_exact(inputs.model_choice, spec.source, setup, detailed, device,
-                         upload=st.session_state.get("upload"), hub_token=hub_token())
 
-    # ---- What to change -------------------------------------------------------------------------------------
+def rest(inputs: Inputs, a: Answer) -> None:
+    """The rest of the page, after the answer and the sidebar's sliders: the estimate's notes and the exact
+    trace, what to change, the breakdown and downloads, the trainer's script and the share link."""
+    spec, device, present = inputs.model, inputs.device, inputs.presentation
+    if not present:
+        for note in a.est.notes:
+            st.caption(text(_(note)))  # the estimator's notes are marked N_() where written
+        if a.trainer.trainer == "sft":  # the exact trace runs a supervised step (ui/exact.py)
+            render_exact(inputs.model_choice, spec.source, a.setup, a.detailed, device,
+                         upload=st.session_state.get("upload"), hub_token=hub_token())
+    _what_to_change(inputs, a)
+    if not present:
+        _breakdown(a.est, device)
+    # ---- The trainer's TRL script (estimator/report/snippets/trainers.py) -------------------------------------------
+    if a.trainer.trainer != "sft" and not present:
+        with st.expander(_("{config_class} script for this estimate ({version})").format(
+                config_class=a.trainer.option.config_class, version=TRL_VERSION)):
+            st.code(trainer_snippet(spec, a.setup, a.trainer), language="python")
+    share_box()
+
+
+def _what_to_change(inputs: Inputs, a: Answer) -> None:
+    """The remedies in the order to try them, priced like the verdict, then the largest batch, the longest
+    length and the smallest catalog device that fit."""
+    spec, setup, device, rule = inputs.model, a.setup, inputs.device, a.rule
     st.subheader(_("What to change"), anchor=False)
-    usable = device.usable_bytes
     if rule:  # the rule's own numbers: the changes it counts are priced with it, the others are named
         st.caption(_("Priced with the rule of thumb, like the verdict above. It ignores max length, batch and "
                      "checkpointing; switch it off to price those."))
-    elif est.total_bytes <= usable:
+    elif a.est.total_bytes <= device.usable_bytes:
         st.caption(_("It fits; each change frees this much headroom. In the order to try them: the first ones cost "
                      "least."))
     else:
         st.caption(_("In the order to try them when a run runs out of memory: the first ones cost least."))
     try:  # the remedies and solvers, priced like the verdict (estimator.advice.advise; estimates are cached)
-        advice = advise(spec, setup, device, trainer, rule, batch_limit=BATCH_MAX, length_limit=MAX_LEN_MAX)
-        options, best_batch, best_len, smallest = (list(advice.remedies), advice.max_batch, advice.max_length,
-                                                   advice.smallest_device)
+        advice = advise(spec, setup, device, a.trainer, rule, batch_limit=BATCH_MAX, length_limit=MAX_LEN_MAX)
+        options, limits = list(advice.remedies), (advice.max_batch, advice.max_length, advice.smallest_device)
     except ValueError as exc:  # the estimator could not build the comparison setup
         st.warning(text(_("The changes could not be priced for this model: {error}").format(error=localised_error(exc))), icon=":material/info:")
-        options, best_batch, best_len, smallest = [], None, None, None
+        options, limits = [], (None, None, None)
+    _remedies(options, device.usable_bytes, rule, inputs.presentation)
+    _fit_limits(a, *limits)
+
+
+def _remedies(options: list, usable: float, rule: str | None, present: bool) -> None:
+    """The changes that help, numbered; the ones that do not apply or save nothing here, named in one line."""
     numbered, aside = [], []
     for r in options:
         if not r.applicable:
@@ -134,9 +185,13 @@ def calculator(inputs: Inputs) -> None:
     if aside:
         st.caption(_("Not available or no help here: {changes}.").format(changes="; ".join(aside)))
 
-    at_length = length if trainer.option.generates else _("max length {n}").format(n=format_int(setup.seq_len))
+
+def _fit_limits(a: Answer, best_batch: int | None, best_len: int | None, smallest: Device | None) -> None:
+    """The solvers' answers: the largest batch, the longest length and the smallest catalog device that fit."""
+    setup, trainer = a.setup, a.trainer
+    at_length = a.length if trainer.option.generates else _("max length {n}").format(n=format_int(setup.seq_len))
     # The rule has no batch or length: those two answers are the detailed estimate's, and say so.
-    detailed_note = _(" (detailed estimate: the rule of thumb ignores it)") if rule else ""
+    detailed_note = _(" (detailed estimate: the rule of thumb ignores it)") if a.rule else ""
     longest = (_("Longest max completion length that fits (at batch {batch}){note}:") if trainer.option.generates
                else _("Longest max length that fits (at batch {batch}){note}:"))
     EXAMPLE, TOKEN = N_("example"), N_("token")  # the solvers' units (limit_text translates them)
@@ -153,37 +208,29 @@ def calculator(inputs: Inputs) -> None:
     ]
     st.markdown("\n".join(fit_lines))
 
-    # ---- Breakdown and downloads ----------------------------------------------------------------------------
-    if not present:
-        st.subheader(_("Breakdown at the peak"), anchor=False)
-        table = breakdown_frame(est, device)
-        numbers = {"bytes": (0, ""), "gb": (2, " GB"), "gib": (2, " GiB")}  # English: numbers; Spanish: "17,00 GB"
-        st.dataframe(
-            localised(table, numbers), hide_index=True, width="stretch", key="breakdown",
-            height=35 * (len(table) + 1) + 3,  # no scroll
-            column_config={
-                "component": st.column_config.TextColumn(_("Component"), width="medium"),
-                "item": st.column_config.TextColumn(_("Item"), width="medium"),
-                "share": st.column_config.ProgressColumn(_("Share"), format="percent", min_value=0.0, max_value=1.0),
-            } | number_columns(numbers, {"bytes": _("Bytes"), "gb": "GB", "gib": "GiB"},
-                               {"gb": _("Decimal: 1 GB = 10⁹ bytes"), "gib": _("Binary: 1 GiB = 2³⁰ bytes")}),
-            alt=_("Memory by item at the peak ({phase}); total {total} GB.").format(
-                phase=_(est.peak_phase), total=format_number(to_gb(est.total_bytes))),
-        )
-        with st.container(horizontal=True):
-            st.download_button(_("Download CSV"), breakdown_csv(est, device), "will-it-fit.csv", "text/csv", key="download_csv",
-                               on_click="ignore", icon=":material/download:")
-            st.download_button(_("Download JSON"), json.dumps(estimate_json(est, device), indent=2), "will-it-fit.json",
-                               "application/json", key="download_json", on_click="ignore", icon=":material/download:")
 
-    # ---- The trainer's TRL script (estimator/report/snippets/trainers.py) -------------------------------------------
-    if trainer.trainer != "sft" and not present:
-        with st.expander(_("{config_class} script for this estimate ({version})").format(
-                config_class=trainer.option.config_class, version=TRL_VERSION)):
-            st.code(trainer_snippet(spec, setup, trainer), language="python")
-
-    # ---- Share ----------------------------------------------------------------------------------------------
-    share_box()
+def _breakdown(est: Estimate, device: Device) -> None:
+    """The breakdown at the peak, one row per item, and its CSV and JSON downloads."""
+    st.subheader(_("Breakdown at the peak"), anchor=False)
+    table = breakdown_frame(est, device)
+    numbers = {"bytes": (0, ""), "gb": (2, " GB"), "gib": (2, " GiB")}  # English: numbers; Spanish: "17,00 GB"
+    st.dataframe(
+        localised(table, numbers), hide_index=True, width="stretch", key="breakdown",
+        height=35 * (len(table) + 1) + 3,  # no scroll
+        column_config={
+            "component": st.column_config.TextColumn(_("Component"), width="medium"),
+            "item": st.column_config.TextColumn(_("Item"), width="medium"),
+            "share": st.column_config.ProgressColumn(_("Share"), format="percent", min_value=0.0, max_value=1.0),
+        } | number_columns(numbers, {"bytes": _("Bytes"), "gb": "GB", "gib": "GiB"},
+                           {"gb": _("Decimal: 1 GB = 10⁹ bytes"), "gib": _("Binary: 1 GiB = 2³⁰ bytes")}),
+        alt=_("Memory by item at the peak ({phase}); total {total} GB.").format(
+            phase=_(est.peak_phase), total=format_number(to_gb(est.total_bytes))),
+    )
+    with st.container(horizontal=True):
+        st.download_button(_("Download CSV"), breakdown_csv(est, device), "will-it-fit.csv", "text/csv", key="download_csv",
+                           on_click="ignore", icon=":material/download:")
+        st.download_button(_("Download JSON"), json.dumps(estimate_json(est, device), indent=2), "will-it-fit.json",
+                           "application/json", key="download_json", on_click="ignore", icon=":material/download:")
 
 
-live_page(calculator)  # the sidebar, then the body in a fragment with the sliders
+live_page(answer, rest)  # the sidebar, then in a fragment: the verdict and chart, the sliders, the rest

@@ -2,6 +2,8 @@
 and setup, side by side on one memory axis against the device; in rule mode, the rule of thumb's numbers
 (the calculator's, for the same setup)."""
 
+from dataclasses import dataclass
+
 import streamlit as st
 
 from estimator import verdict
@@ -10,24 +12,42 @@ from estimator.options.methods import METHOD_LABELS
 from ui.charts import stacked_bars
 from ui.exact import render_exact_choice
 from ui.grids import FIGURE_ORDER, compare_setups, components_table, setup_summary
-from ui.inputs import Inputs, hub_token, live_page, plain, present_table, share_box, show_notes
+from ui.inputs import live_page
 from ui.lang import localised, number_columns
+from ui.model_box import hub_token
 from ui.params import widget
+from ui.text import plain, present_table, show_notes
 from ui.trainer_inputs import page_estimate_fn, page_trainer, trainer_summary
+from ui.url_state import share_box
+from ui.values import Inputs
 
 
-def compare(inputs: Inputs) -> None:
-    """The page's body, rerun alone when a slider moves (ui.inputs.live_page)."""
+@dataclass(frozen=True)
+class Answer:
+    """The bars the chart drew (label, estimate), and what they were priced for: the rest of the page's table
+    and exact trace use the same."""
+
+    rows: list
+    setups: list  # compare_setups' (label, setup) pairs
+    trainer: object  # estimator.trainers.TrainerSetup
+
+
+def headline(total_bytes: float) -> str:
+    """The same figure the calculator shows for this setup: GB with one decimal."""
+    return f"{format_number(total_bytes / 1e9)} GB"
+
+
+def answer(inputs: Inputs) -> Answer | None:
+    """The page's answer, drawn first on every run: the notes, the methods to compare, one verdict per bar and
+    the stacked bars (None when no method is chosen)."""
     show_notes(inputs)
     trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: DPO, GRPO… priced for every method
     spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
     rule = inputs.rule if trainer.trainer == "sft" else None  # the rule of thumb covers SFT only
     estimate_fn = page_estimate_fn(trainer, rule, device.capacity_bytes)
-    font_size = 18 if inputs.presentation else None
 
     st.title(_("Compare methods"))
     st.caption(plain(setup_summary(spec, setup, device, trainer_summary(trainer))))
-
     options = st.expander(_("Options"), expanded=False) if inputs.presentation else st.container()
     with options:
         left, right = st.columns(2)
@@ -35,21 +55,20 @@ def compare(inputs: Inputs) -> None:
         variants = widget("variants", right, disabled=rule == "seed")
     if not methods:
         st.info(_("Choose at least one method."), icon=":material/info:")
-        share_box()
-        return
-
-
-    def headline(total_bytes: float) -> str:
-        """The same figure the calculator shows for this setup: GB with one decimal."""
-        return f"{format_number(total_bytes / 1e9)} GB"
-
-
+        return None
     if rule == "seed":
         st.caption(_("Rule of thumb: LoRA ≈ 2 GB per billion parameters + 3 GB, full fine-tuning ≈ 12 GB per billion "
                      "+ 4 GB (16 with precision 'mixed'), QLoRA ≈ a third of LoRA + 3 GB (never above LoRA). The same "
                      "numbers as on the calculator; the rule ignores batch, length and optimizer."))
-    rows = [(label, estimate_fn(spec, s)) for label, s in compare_setups(setup, methods, variants if rule != "seed" else ())]
-    # One verdict per bar; with many bars, only the plain methods get a headline (the table has the rest).
+    setups = compare_setups(setup, methods, variants if rule != "seed" else ())
+    rows = [(label, estimate_fn(spec, s)) for label, s in setups]
+    _headlines(rows, device)
+    _chart(rows, device, methods, inputs.presentation)
+    return Answer(rows, setups, trainer)
+
+
+def _headlines(rows: list, device) -> None:  # noqa: ANN001 - a Device
+    """One verdict per bar; with many bars, only the plain methods get a headline (the table has the rest)."""
     headlines = rows if len(rows) <= 4 else [r for r in rows if r[0] in {_(x) for x in METHOD_LABELS.values()}]
     columns = st.columns(len(headlines))
     for col, (label, est) in zip(columns, headlines, strict=True):
@@ -59,28 +78,35 @@ def compare(inputs: Inputs) -> None:
                    border=True,
                    help=plain(v.headline))
 
+
+def _chart(rows: list, device, methods: list, present: bool) -> None:  # noqa: ANN001 - a Device
+    """The stacked bars on one memory axis against the device, and what they show."""
     orientation = "v" if len(rows) <= 6 else "h"
-    st.plotly_chart(stacked_bars(rows, device, orientation=orientation, font_size=font_size), key="compare_chart",
-                    config={"displayModeBar": False},
+    st.plotly_chart(stacked_bars(rows, device, orientation=orientation, font_size=18 if present else None),
+                    key="compare_chart", config={"displayModeBar": False},
                     alt=_("Stacked bars of peak memory per method: {bars}").format(
                         bars=", ".join(f"{label} {headline(est.total_bytes)}" for label, est in rows)))
     st.caption(_("Each bar is the peak of one training step on one GPU, by component, against {device}'s usable "
                  "memory. The whisker is the likely range. Methods in this order: {methods}.").format(
         device=plain(device.name), methods=", ".join(m for m in FIGURE_ORDER if m in methods)))
 
-    table = components_table(rows, device)
-    if inputs.presentation:
-        present_table(table[[c for c in table.columns if not c.endswith("(GiB)")]].rename(
-            columns={"Component": _("Component")}))
-    else:
-        numbers = {c: (2, "") for c in table.columns if c != "Component"}
-        st.dataframe(localised(table, numbers), hide_index=True, key="compare_table",
-                     column_config={"Component": st.column_config.TextColumn(_("Component"), width="medium")}
-                     | number_columns(numbers))
-        if trainer.trainer == "sft":  # the exact trace runs a supervised step (ui/exact.py)
-            render_exact_choice(compare_setups(setup, methods, variants if rule != "seed" else ()), spec,
-                                inputs.model_choice, device, upload=st.session_state.get("upload"), hub_token=hub_token())
+
+def rest(inputs: Inputs, a: Answer | None) -> None:
+    """After the answer and the sliders: the components table, the exact trace of a bar, the share link."""
+    if a is not None:
+        table = components_table(a.rows, inputs.device)
+        if inputs.presentation:
+            present_table(table[[c for c in table.columns if not c.endswith("(GiB)")]].rename(
+                columns={"Component": _("Component")}))
+        else:
+            numbers = {c: (2, "") for c in table.columns if c != "Component"}
+            st.dataframe(localised(table, numbers), hide_index=True, key="compare_table",
+                         column_config={"Component": st.column_config.TextColumn(_("Component"), width="medium")}
+                         | number_columns(numbers))
+            if a.trainer.trainer == "sft":  # the exact trace runs a supervised step (ui/exact.py)
+                render_exact_choice(a.setups, inputs.model, inputs.model_choice, inputs.device,
+                                    upload=st.session_state.get("upload"), hub_token=hub_token())
     share_box()
 
 
-live_page(compare)  # the sidebar, then the body in a fragment with the sliders
+live_page(answer, rest)  # the sidebar, then in a fragment: the verdicts and chart, the sliders, the rest

@@ -9,24 +9,28 @@ from estimator.i18n import _, format_number
 from ui.grids import (
     METHOD_ORDER,
     SHORT_METHOD,
+    FitsGrid,
     chosen_models,
     fits_grid,
     setup_summary,
 )
-from ui.inputs import Inputs, live_page, plain, share_box, show_notes
+from ui.inputs import live_page
 from ui.lang import localised, number_columns
 from ui.page_charts import fits_chart
 from ui.params import widget
+from ui.text import plain, show_notes
 from ui.trainer_inputs import page_trainer, trainer_summary
+from ui.url_state import share_box
+from ui.values import Inputs
 
 
-def fits(inputs: Inputs) -> None:
-    """The page's body, rerun alone when a slider moves (ui.inputs.live_page)."""
+def answer(inputs: Inputs) -> FitsGrid | None:
+    """The page's answer, drawn first on every run: the notes, the models and methods, the largest model that
+    fits each way and the chart (None when no model or method is chosen)."""
     show_notes(inputs)
     trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every model × method priced for its step
     setup, device, trainer = trainer_in.setup, inputs.device, trainer_in.trainer
     rule = inputs.rule if trainer.trainer == "sft" else None  # the rule of thumb covers SFT only
-    font_size = 18 if inputs.presentation else None
 
     st.title(_("What fits my device"))
     mode = _("the rule of thumb") if rule == "seed" else _("the detailed estimate")
@@ -42,23 +46,26 @@ def fits(inputs: Inputs) -> None:
         methods = widget("methods", right)
     if not chosen or not methods:
         st.info(_("Choose at least one model and one method."), icon=":material/info:")
-        share_box()
-        return
+        return None
 
     grid = fits_grid(chosen_models(chosen), setup, device, rule, [m for m in METHOD_ORDER if m in methods], trainer)
-
     st.subheader(_("The largest model that fits"))
     for conclusion in grid.conclusions:
         line = plain(conclusion.text)
         st.markdown(f"### {line}" if inputs.presentation else f"- **{line}**")
     st.caption(_("'Up to about' is the largest generic decoder that fits, solved for this device and setup; the "
                  "brackets name the listed models on either side of the line."))
-
-    st.plotly_chart(fits_chart(grid, font_size=font_size), key="fits_chart", config={"displayModeBar": False},
+    st.plotly_chart(fits_chart(grid, font_size=18 if inputs.presentation else None), key="fits_chart",
+                    config={"displayModeBar": False},
                     alt=_("Horizontal bars of peak memory per model and method against the usable memory: {bars}").format(
                         bars="; ".join(f"{c.label} {format_number(c.estimate.total_bytes / 1e9)} GB "
                                        f"{_(c.verdict.band)}" for c in grid.cells)))
-    if not inputs.presentation:
+    return grid
+
+
+def rest(inputs: Inputs, grid: FitsGrid | None) -> None:
+    """After the answer and the sliders: every cell in a table (not in presentation mode), the share link."""
+    if grid is not None and not inputs.presentation:
         numbers = {"Parameters (B)": (2, ""), "Estimate (GB)": (1, ""), "Estimate (GiB)": (1, ""), "Headroom (GB)": (1, "")}
         st.dataframe(
             localised(pd.DataFrame(
@@ -75,4 +82,4 @@ def fits(inputs: Inputs) -> None:
     share_box()
 
 
-live_page(fits)  # the sidebar, then the body in a fragment with the sliders
+live_page(answer, rest)  # the sidebar, then in a fragment: the largest fits and the chart, the sliders, the rest

@@ -2,6 +2,10 @@
 how accurate it has been against measured runs, what it does not model, and a training script that runs
 the setup being estimated."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pandas as pd
 import streamlit as st
 
@@ -27,18 +31,20 @@ from estimator.options.precisions import QLORA_PREPS
 from estimator.options.stacks import STACK_FACTS, STACK_FIELDS, STACKS
 from estimator.report.snippets import training_snippet
 from estimator.report.snippets.common import snippet_language
-from ui.inputs import Inputs, live_page, plain, share_box, show_notes
+from ui.inputs import live_page
 from ui.lang import localised, number_columns
+from ui.text import plain, show_notes
 from ui.trainer_inputs import how_section_markdown, page_trainer
+from ui.url_state import share_box
+from ui.values import Inputs
 from validation import accuracy_report
 
+if TYPE_CHECKING:  # annotations only
+    from estimator import ModelSpec, TrainingSetup
 
-def how(inputs: Inputs) -> None:
-    """The page's body, rerun alone when a slider moves (ui.inputs.live_page)."""
-    show_notes(inputs)
-    page_trainer(inputs)  # the sidebar's Trainer box, as on every page (the setup travels with page switches)
-    spec, setup = inputs.model, inputs.setup
 
+def _intro() -> None:
+    """The title and what the estimate is: the peak of one training step."""
     st.title(_("How it works"))
     st.markdown(
         _("The app estimates the **peak GPU memory of one training step** on one GPU: the most memory in use at "
@@ -48,6 +54,9 @@ def how(inputs: Inputs) -> None:
         "`estimator/` does; each names its source so you can check it.")
     )
 
+
+def _peak() -> None:
+    """The five components and the four phases whose largest is the peak."""
     st.header(_("What goes into the peak"))
     st.markdown(
         _("Five components, the same colours on every chart:\n\n"
@@ -79,6 +88,9 @@ def how(inputs: Inputs) -> None:
     )
     st.latex(r"\text{peak} = \max_{\text{phase}} \big(W + G + O + A\big)_{\text{phase}} + \text{overhead}")
 
+
+def _weights() -> None:
+    """The formulas, first the weights per precision and the QLoRA preparations."""
     st.header(_("The formulas"))
     st.subheader(_("Weights, per precision"))
     st.markdown(
@@ -95,6 +107,10 @@ def how(inputs: Inputs) -> None:
     )
     st.dataframe(pd.DataFrame([{_("QLoRA preparation"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
                                for o in QLORA_PREPS.values()]), hide_index=True, key="qlora_prep_table")
+
+
+def _lora(spec: ModelSpec, setup: TrainingSetup) -> None:
+    """LoRA and QLoRA adapters, with this model's adapter count when the method has adapters."""
     st.subheader(_("LoRA and QLoRA"))
     st.markdown(
         _("The base is frozen; each adapted matrix of shape in × out gets two small ones, A (r × in) and B (out × r). "
@@ -109,20 +125,24 @@ def how(inputs: Inputs) -> None:
                            "AdamW.").format(model=spec.name, rank=setup.lora_rank, targets=", ".join(setup.lora_targets),
                                             millions=format_number(adapters / 1e6), amount=fmt_both(16 * adapters))))
 
+
+def _gradients() -> None:
+    """One gradient per trainable weight."""
     st.subheader(_("Gradients"))
     st.markdown(_("One gradient per trainable weight, in that weight's dtype: every weight for full fine-tuning, "
                   "only the adapters for LoRA/QLoRA. Frozen weights get none."))
     st.latex(r"G = P_{\text{trainable}} \times \text{bytes(trainable dtype)}")
 
+
+def short(value: float) -> str:
+    """'8', '2.03125' (as Python's :g writes it), with the language's decimal sign."""
+    return format_number(value, 0) if float(value).is_integer() else format_number(value, len(f"{value:g}".split(".")[1]))
+
+
+def _optimizer() -> None:
+    """Optimizer state per trainable weight, for each optimizer."""
     st.subheader(_("Optimizer state, per trainable weight"))
     optim_rows = []
-
-
-    def short(value: float) -> str:
-        """'8', '2.03125' (as Python's :g writes it), with the language's decimal sign."""
-        return format_number(value, 0) if float(value).is_integer() else format_number(value, len(f"{value:g}".split(".")[1]))
-
-
     for name, option in OPTIMIZERS.items():
         per_fp32 = optimizer_state_bytes(name, 4)
         per_bf16 = optimizer_state_bytes(name, 2)
@@ -136,6 +156,9 @@ def how(inputs: Inputs) -> None:
                  "paged); Dettmers et al. 2021 (8-bit optimizers); transformers' Adafactor. Full fine-tuning in `mixed` "
                  "precision therefore costs 4 + 4 + 8 = 16 bytes per weight, plus the 2-byte autocast copies."))
 
+
+def _activations() -> None:
+    """Activations per layer: what autograd saves, term by term."""
     st.subheader(_("Activations, per layer"))
     st.markdown(
         _("Counted tensor by tensor from each layer's modules: what autograd saves for the backward pass. For a "
@@ -155,6 +178,9 @@ def how(inputs: Inputs) -> None:
         "FlashAttention (what is kept), measured per tensor with saved-tensor hooks (`docs/formulas.md` §3.3).")
     )
 
+
+def _logits() -> None:
+    """The logits and the loss, per loss implementation."""
     st.subheader(_("Logits and loss"))
     st.markdown(
         _("The loss is often the single biggest activation, and the training stack decides how it is built. With V "
@@ -170,6 +196,9 @@ def how(inputs: Inputs) -> None:
         vocab=format_number(128_256, 0), tokens=format_number(2048, 0), kept=format_number(1.05, 2),
         backward=format_number(2.1), chunked=format_number(0.2)))
 
+
+def _checkpointing() -> None:
+    """Gradient checkpointing and its variants."""
     st.subheader(_("Gradient checkpointing"))
     st.markdown(
         _("Each layer keeps only its input (2·h bytes per token in bf16, 4·h with an fp32 residual stream) and "
@@ -181,6 +210,9 @@ def how(inputs: Inputs) -> None:
                                for o in CHECKPOINTING.values()]), hide_index=True, key="checkpointing_table")
     st.latex(r"A_{\text{ckpt}} = T\,(L \cdot 2h + A_{\text{one layer}})")
 
+
+def _stacks(setup: TrainingSetup) -> None:
+    """The training stacks: what each fills in, and where each value was read."""
     st.header(_("Training stacks"))
     st.markdown(
         _("The first number you see should be the number of the stack you run. Each stack fills every setting you "
@@ -211,6 +243,9 @@ def how(inputs: Inputs) -> None:
     st.caption(_("Gradient clipping (`clip_grad_norm_`) keeps only one norm per tensor: it adds nothing measurable "
                  "at the peak."))
 
+
+def _overhead() -> None:
+    """The overhead outside the tensors, and the likely range."""
     st.subheader(_("Overhead"))
     st.markdown(
         _("- **CUDA context and cuBLAS workspaces**: {context} GB (range {low}–{high} GB; PyTorch's lazy module "
@@ -227,6 +262,9 @@ def how(inputs: Inputs) -> None:
             error_high=format_number(100 * MODEL_ERROR_HIGH, 0))
     )
 
+
+def _sharding() -> None:
+    """Data parallel and the ZeRO stages."""
     st.subheader(_("Sharding over several GPUs"))
     st.markdown(
         _("With N GPUs, plain data parallel (DDP) keeps everything on every GPU, plus a bucket copy of the gradients. "
@@ -237,9 +275,15 @@ def how(inputs: Inputs) -> None:
     st.markdown(_("Activations are **not** sharded: each GPU keeps its own micro-batch's. CPU offload moves the "
                   "optimizer state to CPU RAM (ZeRO-Offload). See the *Scale out* page."))
 
+
+def _preference() -> None:
+    """Preference & RL trainers (read from estimator/memory/trainers.py)."""
     st.header(_("Preference & RL"))
     st.markdown(how_section_markdown())  # ui/trainer_inputs.py: read from estimator/memory/trainers.py
 
+
+def _assumptions() -> None:
+    """What the stack does not decide."""
     st.header(_("Assumptions"))
     st.markdown(
         _("What the stack does not decide:\n\n"
@@ -257,6 +301,9 @@ def how(inputs: Inputs) -> None:
           "length, optimizer and stack.").format(unified=format_number(100 * UNIFIED_USABLE_FRACTION, 0))
     )
 
+
+def _units() -> None:
+    """GB and GiB."""
     st.header(_("Units"))
     st.markdown(
         _("**GB = 10⁹ bytes** (what the product page prints) and **GiB = 2³⁰ bytes = {gib_in_gb} GB** (what PyTorch "
@@ -265,6 +312,9 @@ def how(inputs: Inputs) -> None:
             gib_in_gb=format_number(2**30 / 1e9, 3), mib=format_number(81_559, 0), amount=plain(fmt_both(81_559 * 2**20)))
     )
 
+
+def _accuracy() -> tuple[dict, dict]:
+    """How accurate it is: the tracer's and the published runs' errors, overall and by method."""
     st.header(_("How accurate is it?"))
     report = accuracy_report()
     tracer, published = report["tracer"], report["published"]
@@ -301,7 +351,11 @@ def how(inputs: Inputs) -> None:
                                     "Runs": st.column_config.NumberColumn(_("Runs"))}
                      | number_columns(errors, {"Median |error| %": _("Median |error| %"),
                                                "Worst |error| %": _("Worst |error| %")}))
+    return tracer, published
 
+
+def _run_tables(tracer: dict, published: dict) -> None:
+    """Every published and tracer run, with its error."""
     # Column headings shared by both run tables.
     RUN_COLUMNS = {
         "id": st.column_config.TextColumn(_("Run"), pinned=True), "model": st.column_config.TextColumn(_("Model")),
@@ -339,6 +393,9 @@ def how(inputs: Inputs) -> None:
                          "family": st.column_config.TextColumn(_("Family")),
                          "attention": st.column_config.TextColumn(_("Attention"))})
 
+
+def _exact_trace() -> None:
+    """What the exact trace is, what it leaves out, how to install it."""
     st.header(_("The exact trace"))
     st.markdown(_(exact_doc.WHAT_EXACT_MEANS))
     st.markdown(_("What it leaves out, and what is added for it:") + "\n\n"
@@ -351,6 +408,9 @@ def how(inputs: Inputs) -> None:
                  "note. The button is on the calculator and, for the bar you pick, on the Compare page.").format(
         env=exact_doc.PYTHON_ENV, max_layers=exact_doc.MAX_TRACE_LAYERS, memory_env=exact_doc.HOST_MEMORY_ENV))
 
+
+def _known_limits() -> None:
+    """What is not modelled."""
     st.header(_("Known limits"))
     st.markdown(
         _("- **Not modelled**: tensor and pipeline parallelism, torch.compile (usually lowers activations), "
@@ -370,12 +430,42 @@ def how(inputs: Inputs) -> None:
         "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` helps.")
     )
 
+
+def _script(spec: ModelSpec, setup: TrainingSetup) -> None:
+    """A training script for the sidebar's setup, in the chosen stack's terms."""
     st.header(_("A training script for this setup"))
     st.markdown(_("The sidebar's setup in the chosen stack's own terms, with exactly the assumptions of the estimate "
                   "(batch, max length, checkpointing, dtypes, optimizer, loss, attention, LoRA rank and targets). Fill "
                   "in your data and run it."))
     st.code(training_snippet(spec, setup), language=snippet_language(setup))
+
+
+def how(inputs: Inputs, _answer: None = None) -> None:
+    """The page, section by section, after the sliders (it has no verdict to draw first)."""
+    show_notes(inputs)
+    page_trainer(inputs)  # the sidebar's Trainer box, as on every page (the setup travels with page switches)
+    spec, setup = inputs.model, inputs.setup
+    _intro()
+    _peak()
+    _weights()
+    _lora(spec, setup)
+    _gradients()
+    _optimizer()
+    _activations()
+    _logits()
+    _checkpointing()
+    _stacks(setup)
+    _overhead()
+    _sharding()
+    _preference()
+    _assumptions()
+    _units()
+    tracer, published = _accuracy()
+    _run_tables(tracer, published)
+    _exact_trace()
+    _known_limits()
+    _script(spec, setup)
     share_box()
 
 
-live_page(how)  # the sidebar, then the body in a fragment with the sliders
+live_page(rest=how)  # the sidebar, then in a fragment: the sliders, then the page

@@ -2,6 +2,9 @@
 offload of the optimizer state, the fewest GPUs (whole nodes where GPUs come several to a node) of each
 catalog GPU that fit, the calculator's verdict bands, and what would make it fit when nothing does."""
 
+from dataclasses import dataclass
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -10,113 +13,146 @@ from estimator.advice.solvers import best_layout, fewest_gpus, sharded, what_wou
 from estimator.i18n import _, format_number, ngettext
 from estimator.options.methods import SHARDING_LABELS, SHARDINGS
 from ui.grids import GPU_COUNTS, SHORT_SHARDING, close_calls, min_gpus_table, scale_out_curves, setup_summary
-from ui.inputs import Inputs, live_page, plain, present_table, share_box, show_notes
+from ui.inputs import live_page
 from ui.lang import localised, number_columns
 from ui.page_charts import scale_out_chart
 from ui.params import widget
+from ui.text import plain, present_table, show_notes
 from ui.trainer_inputs import page_estimate_fn, page_trainer, trainer_summary
+from ui.url_state import share_box
+from ui.values import Inputs
 
 
-def scale_out(inputs: Inputs) -> None:
-    """The page's body, rerun alone when a slider moves (ui.inputs.live_page)."""
+@dataclass(frozen=True)
+class Layouts:
+    """What the page prices: the setup (the Trainer box's), the search's options, and how each GPU count is
+    estimated."""
+
+    spec: Any
+    setup: Any
+    device: Any
+    trainer: Any
+    offload: bool
+    max_gpus: int
+    per_node: int
+    estimate_fn: Any
+
+
+def band_note(est, device) -> str:  # noqa: ANN001 - an Estimate, a Device
+    """A line's close-call flag (Markdown-escaped), in the calculator's verdict bands (estimator Verdict.band):
+    empty when the upper end of the likely range fits too."""
+    v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
+    if v.band == "close call":
+        return " " + plain(_("(close call: the upper end of the likely range, {high}, is above the usable "
+                             "memory)").format(high=fmt_both(est.high_bytes)))
+    return ""
+
+
+def gpus_text(n: int, device, per_node: int) -> str:  # noqa: ANN001 - a Device
+    """'16 × NVIDIA H100 80GB HBM3 (81,559 MiB), 2 nodes of 8,'."""
+    nodes = ", " + ngettext("{nodes} node of {per_node}", "{nodes} nodes of {per_node}", n // per_node).format(
+        nodes=n // per_node, per_node=per_node) + "," if per_node > 1 else ""
+    return f"{n} × {device.name}{nodes}"
+
+
+def answer(inputs: Inputs) -> Layouts:
+    """The page's answer, drawn first on every run: the notes, the search's options, the fewest GPUs of this
+    device that fit (or what would make it fit) and the per-GPU memory lines."""
     show_notes(inputs)
     trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every GPU count priced for its step
     spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
-    estimate_fn = page_estimate_fn(trainer, None, device.capacity_bytes)
-    font_size = 18 if inputs.presentation else None
-
     st.title(_("Scale out"))
     st.caption(plain(setup_summary(spec, setup, device, trainer_summary(trainer))))
     if inputs.rule == "seed":
         st.info(_("The rule of thumb has no notion of GPUs or sharding: this page always shows the detailed estimate."),
                 icon=":material/info:")
-
     options = st.expander(_("Options"), expanded=False) if inputs.presentation else st.container()
     with options:
         left, middle, right = st.columns(3)
         offload = widget("offload", left)
         max_gpus = widget("maxgpus", middle)
         per_node = widget("pernode", right)
-    per_node = int(per_node or 1)
-
-
-    def band_note(est) -> str:
-        """A line's close-call flag (Markdown-escaped), in the calculator's verdict bands (estimator Verdict.band):
-        empty when the upper end of the likely range fits too."""
-        v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
-        if v.band == "close call":
-            return " " + plain(_("(close call: the upper end of the likely range, {high}, is above the usable "
-                                 "memory)").format(high=fmt_both(est.high_bytes)))
-        return ""
-
-
-    def gpus_text(n: int) -> str:
-        """'16 × NVIDIA H100 80GB HBM3 (81,559 MiB), 2 nodes of 8,'."""
-        nodes = ", " + ngettext("{nodes} node of {per_node}", "{nodes} nodes of {per_node}", n // per_node).format(
-            nodes=n // per_node, per_node=per_node) + "," if per_node > 1 else ""
-        return f"{n} × {device.name}{nodes}"
-
-
-    counts = [n for n in GPU_COUNTS if per_node <= n <= max_gpus] or [max_gpus]
+    lay = Layouts(spec, setup, device, trainer, offload, max_gpus, int(per_node or 1),
+                  page_estimate_fn(trainer, None, device.capacity_bytes))
+    counts = [n for n in GPU_COUNTS if lay.per_node <= n <= max_gpus] or [max_gpus]
     curves = scale_out_curves(spec, setup, counts, SHARDINGS, offload, trainer, device.capacity_bytes)
-    table = min_gpus_table(spec, setup, shardings=SHARDINGS, offload=offload, max_gpus=max_gpus, per_node=per_node,
-                           trainer=trainer)
-
     if device.kind != "discrete":
         st.info(plain(_("{device} is a unified-memory machine: it does not scale out. The lines show what each GPU "
                         "would need; pick a GPU in the sidebar to compare.").format(device=device.name)),
                 icon=":material/info:")
     else:
-        best = best_layout(spec, setup, device, SHARDINGS, offload, max_gpus, per_node, estimate_fn)
-        if best is None:
-            st.error(plain(_("No layout up to {n} × {device} fits this setup.").format(n=max_gpus, device=device.name)),
-                     icon=":material/block:")
-            found = what_would_fit(spec, setup, device, SHARDINGS, offload, max_gpus, per_node, estimate_fn)
-            if found:
-                st.markdown("**" + _("What would make it fit:") + "**\n" + "\n".join(
-                    f"- {plain(label)}: " + _("{gpus} with {sharding}, {amount} per GPU").format(
-                        gpus=plain(gpus_text(layout.gpus)), sharding=plain(_(SHARDING_LABELS[layout.sharding])),
-                        amount=plain(fmt_both(layout.estimate.total_bytes))) + band_note(layout.estimate)
-                    for label, layout in found))  # each part ≤ 300
-            else:
-                st.markdown(_("Not even checkpointing, optimizer offload or 16 times the GPUs make it fit: try LoRA, "
-                              "QLoRA or a shorter max length on the calculator."))
-        else:
-            est = best.estimate
-            v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
-            line = _("{gpus} with {sharding}: {amount} per GPU of {usable} usable").format(
-                gpus=gpus_text(best.gpus), sharding=_(SHARDING_LABELS[best.sharding]), amount=fmt_both(est.total_bytes),
-                usable=fmt_both(device.usable_bytes))
-            if v.band == "fits":
-                st.success(plain(_("Fits on {layout}").format(layout=line), limit=1000), icon=":material/check_circle:")
-            else:  # the calculator's close call: the expected peak fits, the upper end of its likely range does not
-                safe = fewest_gpus(spec, sharded(setup, best.sharding, offload), device.usable_bytes, max_gpus,
-                                   per_node, estimate_fn, likely_high=True)
-                then = (" " + _("With {gpus} the upper end fits too.").format(gpus=gpus_text(safe)) if safe else
-                        " " + _("Even {n} GPUs leave the upper end above the usable memory: leave headroom "
-                                "(checkpointing, a shorter max length).").format(n=max_gpus))
-                st.warning(plain(_("Close call: fits on {layout}, but the upper end of the likely range ({high}) is "
-                                   "above it.").format(layout=line, high=fmt_both(est.high_bytes)) + then, limit=1000),
-                           icon=":material/warning:")
-            if est.cpu_offload_bytes:
-                st.caption(plain(_("Optimizer state in CPU RAM, all GPUs together: {amount}.").format(
-                    amount=fmt_both(est.cpu_offload_bytes))))
-
-    st.plotly_chart(scale_out_chart(curves, counts, device, font_size=font_size), key="scale_chart",
-                    config={"displayModeBar": False},
+        _verdict(lay)
+    st.plotly_chart(scale_out_chart(curves, counts, device, font_size=18 if inputs.presentation else None),
+                    key="scale_chart", config={"displayModeBar": False},
                     alt=_("Lines of peak memory per GPU against the GPU count for each sharding: {lines}").format(
                         lines="; ".join(_("{sharding} from {first} GB on {first_n} GPU(s) to {last} GB on {last_n}").format(
                             sharding=_(SHARDING_LABELS[s]), first=format_number(ests[0].total_bytes / 1e9, 0),
                             first_n=counts[0], last=format_number(ests[-1].total_bytes / 1e9, 0), last_n=counts[-1])
                             for s, ests in curves.items())))
+    return lay
 
+
+def _verdict(lay: Layouts) -> None:
+    """The fewest GPUs of this device that fit, as the calculator's verdict bands say it; when none does, what
+    would make it fit."""
+    spec, setup, device, max_gpus, per_node = lay.spec, lay.setup, lay.device, lay.max_gpus, lay.per_node
+    best = best_layout(spec, setup, device, SHARDINGS, lay.offload, max_gpus, per_node, lay.estimate_fn)
+    if best is None:
+        _nothing_fits(lay)
+        return
+    est = best.estimate
+    v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
+    line = _("{gpus} with {sharding}: {amount} per GPU of {usable} usable").format(
+        gpus=gpus_text(best.gpus, device, per_node), sharding=_(SHARDING_LABELS[best.sharding]),
+        amount=fmt_both(est.total_bytes), usable=fmt_both(device.usable_bytes))
+    if v.band == "fits":
+        st.success(plain(_("Fits on {layout}").format(layout=line), limit=1000), icon=":material/check_circle:")
+    else:  # the calculator's close call: the expected peak fits, the upper end of its likely range does not
+        safe = fewest_gpus(spec, sharded(setup, best.sharding, lay.offload), device.usable_bytes, max_gpus,
+                           per_node, lay.estimate_fn, likely_high=True)
+        then = (" " + _("With {gpus} the upper end fits too.").format(gpus=gpus_text(safe, device, per_node)) if safe
+                else " " + _("Even {n} GPUs leave the upper end above the usable memory: leave headroom "
+                             "(checkpointing, a shorter max length).").format(n=max_gpus))
+        st.warning(plain(_("Close call: fits on {layout}, but the upper end of the likely range ({high}) is "
+                           "above it.").format(layout=line, high=fmt_both(est.high_bytes)) + then, limit=1000),
+                   icon=":material/warning:")
+    if est.cpu_offload_bytes:
+        st.caption(plain(_("Optimizer state in CPU RAM, all GPUs together: {amount}.").format(
+            amount=fmt_both(est.cpu_offload_bytes))))
+
+
+def _nothing_fits(lay: Layouts) -> None:
+    """No layout fits: say so, then what would (checkpointing, optimizer offload, more GPUs)."""
+    device, max_gpus = lay.device, lay.max_gpus
+    st.error(plain(_("No layout up to {n} × {device} fits this setup.").format(n=max_gpus, device=device.name)),
+             icon=":material/block:")
+    found = what_would_fit(lay.spec, lay.setup, device, SHARDINGS, lay.offload, max_gpus, lay.per_node,
+                           lay.estimate_fn)
+    if found:
+        st.markdown("**" + _("What would make it fit:") + "**\n" + "\n".join(
+            f"- {plain(label)}: " + _("{gpus} with {sharding}, {amount} per GPU").format(
+                gpus=plain(gpus_text(layout.gpus, device, lay.per_node)),
+                sharding=plain(_(SHARDING_LABELS[layout.sharding])),
+                amount=plain(fmt_both(layout.estimate.total_bytes))) + band_note(layout.estimate, device)
+            for label, layout in found))  # each part ≤ 300
+    else:
+        st.markdown(_("Not even checkpointing, optimizer offload or 16 times the GPUs make it fit: try LoRA, "
+                      "QLoRA or a shorter max length on the calculator."))
+
+
+def rest(inputs: Inputs, lay: Layouts) -> None:
+    """After the answer and the sliders: the smallest GPU count of every catalog GPU, what the shardings are,
+    the share link."""
+    max_gpus, per_node = lay.max_gpus, lay.per_node
+    table = min_gpus_table(lay.spec, lay.setup, shardings=SHARDINGS, offload=lay.offload, max_gpus=max_gpus,
+                           per_node=per_node, trainer=lay.trainer)
     st.subheader(_("Smallest GPU count that fits"), anchor=False)
     st.caption(_("Per GPU in the catalog and sharding; '> {n}' where even {n} GPUs are not enough").format(n=max_gpus)
                + ("; " + _("whole nodes of {per_node}").format(per_node=per_node) if per_node > 1 else "")
                + "; " + _("'close call' where the upper end of the likely range does not fit at that count.")
                + " " + _("Activations are not sharded: each GPU keeps its own micro-batch's."))
     shown = table.copy()
-    close = close_calls(spec, setup, table, SHARDINGS, offload)
+    close = close_calls(lay.spec, lay.setup, table, SHARDINGS, lay.offload)
     for sharding in SHARDINGS:
         column = SHORT_SHARDING[sharding]
         shown[column] = [f"> {max_gpus}" if n is pd.NA else _("{n} (close call)").format(n=f"{n:d}")
@@ -131,7 +167,6 @@ def scale_out(inputs: Inputs) -> None:
                      | number_columns(numbers, {"Memory (GB)": _("Memory (GB)")})
                      | {SHORT_SHARDING[s]: st.column_config.TextColumn(SHORT_SHARDING[s], help=_(SHARDING_LABELS[s]))
                         for s in SHARDINGS})
-    if not inputs.presentation:
         st.markdown(
             "- " + _("**Data parallel (DDP)**: every GPU holds the whole model, gradients and optimizer state, plus a "
                      "bucket copy of the gradients for the all-reduce. More GPUs make it faster, never smaller.") + "\n"
@@ -142,4 +177,4 @@ def scale_out(inputs: Inputs) -> None:
     share_box()
 
 
-live_page(scale_out)  # the sidebar, then the body in a fragment with the sliders
+live_page(answer, rest)  # the sidebar, then in a fragment: the fewest GPUs and the chart, the sliders, the rest

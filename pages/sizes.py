@@ -1,17 +1,34 @@
 """Size table: the seed's table of model sizes × methods (its rule of thumb), extended to QLoRA and larger
 models, next to the detailed estimate for the current setup. Downloadable as CSV."""
 
+import pandas as pd
 import streamlit as st
 
 from estimator.i18n import N_, _
 from ui.grids import SHORT_METHOD, TABLE_METHODS, setup_summary, size_table
-from ui.inputs import BY_SIZE, Inputs, live_page, plain, present_table, share_box, show_notes
+from ui.inputs import live_page
 from ui.lang import localised, number_columns
+from ui.params import BY_SIZE
+from ui.text import plain, present_table, show_notes
 from ui.trainer_inputs import page_trainer, trainer_summary
+from ui.url_state import share_box
+from ui.values import Inputs
 
 
-def sizes(inputs: Inputs) -> None:
-    """The page's body, rerun alone when a slider moves (ui.inputs.live_page)."""
+def heading(column: str) -> str:
+    """A short heading on screen (values carry the unit), translated: 'LoRA · rule (GB)' → 'LoRA rule'."""
+    if column == "Model":
+        return _("Model")
+    short = column.replace(" (GB)", "")
+    for kind in (N_("rule"), N_("detailed")):
+        if short.endswith(f" · {kind}"):
+            method = short[: -len(f" · {kind}")]
+            return f"{_(method)} {_(kind)}"
+    return short
+
+
+def answer(inputs: Inputs) -> pd.DataFrame:
+    """The page's answer, drawn first on every run: the notes and the table of sizes × methods."""
     show_notes(inputs)
     trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: the detailed columns price its step
     spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
@@ -30,20 +47,6 @@ def sizes(inputs: Inputs) -> None:
     gb_columns = [c for c in table.columns if c.endswith("(GB)")]
     shown = ["Model", *gb_columns] if not inputs.presentation else [
         "Model", *(f"{SHORT_METHOD[m]} · {kind} (GB)" for m in TABLE_METHODS for kind in ("rule", "detailed"))]
-
-
-    def heading(column: str) -> str:
-        """A short heading on screen (values carry the unit), translated: 'LoRA · rule (GB)' → 'LoRA rule'."""
-        if column == "Model":
-            return _("Model")
-        short = column.replace(" (GB)", "")
-        for kind in (N_("rule"), N_("detailed")):
-            if short.endswith(f" · {kind}"):
-                method = short[: -len(f" · {kind}")]
-                return f"{_(method)} {_(kind)}"
-        return short
-
-
     # Short headings on screen; the CSV keeps the full column names.
     numbers = {c: (1, " GB") for c in gb_columns}
     config = number_columns(numbers, {c: heading(c) for c in gb_columns}, {c: c for c in gb_columns})
@@ -53,7 +56,11 @@ def sizes(inputs: Inputs) -> None:
     else:
         st.dataframe(localised(table, numbers), hide_index=True, key="size_table", column_order=shown,
                      column_config=config, height=38 + 35 * len(table))
+    return table
 
+
+def rest(inputs: Inputs, table: pd.DataFrame) -> None:
+    """After the answer and the sliders: the CSV download, what the columns mean, the share link."""
     st.download_button(_("Download CSV (GB and GiB)"), table.to_csv(index=False, float_format="%.3f"),
                        file_name="will-it-fit-size-table.csv", mime="text/csv", on_click="ignore",
                        icon=":material/download:", key="size_csv")
@@ -72,4 +79,4 @@ def sizes(inputs: Inputs) -> None:
     share_box()
 
 
-live_page(sizes)  # the sidebar, then the body in a fragment with the sliders
+live_page(answer, rest)  # the sidebar, then in a fragment: the table, the sliders, the rest

@@ -429,7 +429,7 @@ def test_server_caps_upload_size():
 
 def test_uploader_only_accepts_json():
     """The page's uploader restricts the type (the parser still checks the content)."""
-    source = (ROOT / "ui" / "inputs.py").read_text(encoding="utf-8")
+    source = (ROOT / "ui" / "model_box.py").read_text(encoding="utf-8")
     assert re.search(r"file_uploader\([^)]*type=\[\"json\"\]", source)
 
 

@@ -259,7 +259,7 @@ def test_notes_write_defaults_as_the_address_does():
 
 def test_a_page_parameter_comes_back_as_its_widget_holds_it():
     """After a page switch the page's own controls are restored from the address, typed by their table row."""
-    from ui.inputs import _page_param_value
+    from ui.url_state import _page_param_value
 
     assert _page_param_value("offload", ["true"]) is True and _page_param_value("offload", ["TRUE"]) is True
     assert _page_param_value("offload", ["false"]) is False

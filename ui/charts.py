@@ -162,9 +162,25 @@ def stacked_bars_spec(rows: Sequence[tuple[str, Estimate]], device: Device | Non
         raise ValueError("stacked_bars needs at least one (label, Estimate) row")
     labels = [_esc(label) for label, _ in rows]
     ests = [est for _, est in rows]
-    positions = list(range(len(rows)))
     horizontal = orientation == "h"
     longest = max(to_gb(e.high_bytes) for e in ests)
+    traces = _segment_traces(labels, ests, device, orientation, longest if show_values else 0.0)
+    if band and any(e.high_bytes != e.low_bytes for e in ests):
+        traces.append(_band_trace(labels, ests, horizontal))
+    top = longest if device is None else max(longest, to_gb(device.capacity_bytes))
+    layout = _stacked_layout(labels, horizontal, top, title, font_size)
+    if device is not None:
+        axis = layout["xaxis" if horizontal else "yaxis"]
+        shapes, notes = overlay_items(device, "x" if horizontal else "y", axis["range"])
+        layout.update(shapes=shapes, annotations=notes)
+    return {"data": traces, "layout": layout}
+
+
+def _segment_traces(labels: list[str], ests: list[Estimate], device: Device | None, orientation: str,
+                    longest: float) -> list[dict]:
+    """One bar trace per segment (component or detail), the rows at positions 0, 1, …; in-bar values where a
+    segment is wide enough (longest 0: none)."""
+    positions = list(range(len(ests)))
     # Traces as plain dicts, validated once by go.Figure below: building go.Bar objects and calling
     # fig.add_trace / bar.update re-validates every property on each call (~2 ms per trace).
     traces: list[dict] = []
@@ -172,36 +188,46 @@ def stacked_bars_spec(rows: Sequence[tuple[str, Estimate]], device: Device | Non
         values = [to_gb(segment_bytes(e, seg)) for e in ests]
         hovers = [_hover(lbl, e, seg, segment_bytes(e, seg), device) for lbl, e in zip(labels, ests, strict=True)]
         # In-bar value only where the segment is wide enough to hold it (≥ 8 % of the longest bar).
-        text = [f"{format_number(v)} GB" if show_values and longest and v >= 0.08 * longest else "" for v in values]
+        text = [f"{format_number(v)} GB" if longest and v >= 0.08 * longest else "" for v in values]
         bar = dict(
             type="bar", name=_(seg.name), orientation=orientation, marker=dict(color=seg.color, line=dict(width=0)),
             width=BAR_WIDTH, legendgroup=seg.name, hovertext=hovers, hoverinfo="text", text=text,
             textposition="inside", insidetextanchor="middle", meta=seg.component,
         )
-        bar.update(x=values, y=positions) if horizontal else bar.update(x=positions, y=values)
+        bar.update(x=values, y=positions) if orientation == "h" else bar.update(x=positions, y=values)
         traces.append(bar)
-    if band and any(e.high_bytes != e.low_bytes for e in ests):
-        totals = [to_gb(e.total_bytes) for e in ests]
-        plus = [to_gb(e.high_bytes - e.total_bytes) for e in ests]
-        minus = [to_gb(e.total_bytes - e.low_bytes) for e in ests]
-        beside = [p - BAND_OFFSET if horizontal else p + BAND_OFFSET for p in positions]
-        hovers = [f"{lbl}<br><b>" + _("Total {amount}").format(amount=both_units(e.total_bytes)) + "</b><br>"
-                  + _("likely {low} – {high}").format(low=both_units(e.low_bytes), high=both_units(e.high_bytes))
-                  + "<br>" + _("peak: {phase}").format(phase=_esc(_(e.peak_phase)))
-                  for lbl, e in zip(labels, ests, strict=True)]
-        err = dict(type="data", symmetric=False, array=plus, arrayminus=minus, color=BAND_COLOR, thickness=2,
-                   width=6)
-        marker = dict(color=BAND_COLOR, size=10, symbol="line-ns-open" if horizontal else "line-ew-open",
-                      line=dict(width=3, color=BAND_COLOR))
-        whisker = dict(type="scatter", name=_(BAND_NAME), mode="markers", marker=marker, hovertext=hovers,
-                       hoverinfo="text")
-        if horizontal:
-            whisker.update(x=totals, y=beside, error_x=err)
-        else:
-            whisker.update(x=beside, y=totals, error_y=err)
-        traces.append(whisker)
-    top = longest if device is None else max(longest, to_gb(device.capacity_bytes))
-    n_rows = len(rows)
+    return traces
+
+
+def _band_trace(labels: list[str], ests: list[Estimate], horizontal: bool) -> dict:
+    """Each estimate's likely range (low–high) as a whisker beside its bar."""
+    positions = range(len(ests))
+    totals = [to_gb(e.total_bytes) for e in ests]
+    plus = [to_gb(e.high_bytes - e.total_bytes) for e in ests]
+    minus = [to_gb(e.total_bytes - e.low_bytes) for e in ests]
+    beside = [p - BAND_OFFSET if horizontal else p + BAND_OFFSET for p in positions]
+    hovers = [f"{lbl}<br><b>" + _("Total {amount}").format(amount=both_units(e.total_bytes)) + "</b><br>"
+              + _("likely {low} – {high}").format(low=both_units(e.low_bytes), high=both_units(e.high_bytes))
+              + "<br>" + _("peak: {phase}").format(phase=_esc(_(e.peak_phase)))
+              for lbl, e in zip(labels, ests, strict=True)]
+    err = dict(type="data", symmetric=False, array=plus, arrayminus=minus, color=BAND_COLOR, thickness=2,
+               width=6)
+    marker = dict(color=BAND_COLOR, size=10, symbol="line-ns-open" if horizontal else "line-ew-open",
+                  line=dict(width=3, color=BAND_COLOR))
+    whisker = dict(type="scatter", name=_(BAND_NAME), mode="markers", marker=marker, hovertext=hovers,
+                   hoverinfo="text")
+    if horizontal:
+        whisker.update(x=totals, y=beside, error_x=err)
+    else:
+        whisker.update(x=beside, y=totals, error_y=err)
+    return whisker
+
+
+def _stacked_layout(labels: list[str], horizontal: bool, top: float, title: str | None,
+                    font_size: int | None) -> dict:
+    """The stacked bars' layout: the value axis up to a round number above `top`, the rows as tick labels."""
+    positions = list(range(len(labels)))
+    n_rows = len(labels)
     value_axis = dict(title=dict(text=_("Memory (GB; 1 GB = 10⁹ bytes)")), range=[0, axis_top(top)], zeroline=False,
                       ticksuffix=" GB", automargin=True)
     if horizontal:  # first row on top, with room above it for the device lines' labels
@@ -233,10 +259,7 @@ def stacked_bars_spec(rows: Sequence[tuple[str, Estimate]], device: Device | Non
         font_layout(layout, font_size)
         if horizontal:
             layout["height"] += 40
-    if device is not None:
-        shapes, notes = overlay_items(device, "x" if horizontal else "y", value_axis["range"])
-        layout.update(shapes=shapes, annotations=notes)
-    return {"data": traces, "layout": layout}
+    return layout
 
 
 AXIS_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)  # round axis ends, per power of ten

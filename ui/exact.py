@@ -22,7 +22,7 @@ from estimator.models.hub import HubError, fetch_model, is_model_id
 from estimator.models.presets import preset_ids
 
 from .charts import USABLE_COLOR, both_units, separators
-from .inputs import plain
+from .text import plain
 
 POLL_S = 2.0
 EXACT_COLOR = "#332288"  # indigo (Tol's palette): not one of the component colours
@@ -142,6 +142,67 @@ def render_exact_choice(choices: Sequence[tuple[str, Any]], spec: Any, model_cho
                  hub_token=hub_token, header=False)
 
 
+def _unavailable(why: str) -> None:
+    """No exact trace on this server: a disabled button and how to install it."""
+    st.button(_("Trace exactly"), key="exact_button", disabled=True, icon=":material/memory:")
+    st.caption(_("PyTorch's own count of this training step runs on the server's CPU, without a GPU, once the "
+                 "optional install is there: `pip install -r requirements-exact.txt` (CPU torch, transformers, "
+                 "peft), or set `{env}` to a Python that has it.").format(env=ex.PYTHON_ENV)
+               + ("" if why == ex.INSTALL_HINT else f" ({plain(why.split('; ', 1)[-1])})"))
+
+
+def _progress(stt: Any, config: Any) -> None:
+    """A queued or running trace: its place in the queue, or its time so far against the expected time."""
+    if stt.state == "queued":
+        ahead = stt.position
+        st.progress(0.0, text=ngettext("Queued: {n} trace ahead of yours (one trace at a time per server).",
+                                       "Queued: {n} traces ahead of yours (one trace at a time per server).",
+                                       ahead).format(n=ahead))
+        return
+    frac = min(0.95, stt.elapsed_s / expected_seconds(config))
+    st.progress(frac, text=_("Tracing with PyTorch… {elapsed} s (about {expected} s expected; time "
+                             "limit {limit} s). You can keep using the page.").format(
+        elapsed=f"{stt.elapsed_s:.0f}", expected=f"{expected_seconds(config):.0f}",
+        limit=f"{stt.time_limit_s:.0f}"))
+
+
+def _result(res: Any, fast: Estimate | None, device: Device | None) -> None:
+    """A finished trace: how far the fast estimate is from it, both bars, and what was added to the trace."""
+    st.markdown(difference_line(fast, res))
+    st.plotly_chart(exact_bar(fast, res, device), key="exact_bar", width="stretch",
+                    config={"displayModeBar": False})
+    st.caption(_("{versions}, in {seconds} s; peak at {phase}/{region} ({op}). Added from the estimator: "
+                 "{added}.").format(
+        versions=_(res.versions_label), seconds=f"{res.seconds:.0f}", phase=res.peak_phase,
+        region=res.peak_region, op=res.peak_op,
+        added="; ".join(f"{_(a.label)} {'+' if a.bytes >= 0 else ''}{format_number(to_gb(a.bytes), 2)} GB"
+                        for a in res.added)))
+    if res.depth_line:
+        st.caption(_("Depth: {line}.").format(line=res.depth_line))  # our own worker's line (no user text)
+    for note in res.notes:
+        st.caption(plain(_(note), limit=1000))
+
+
+def _trace_button(stt: Any, src: ExactSource, job: tuple[str, Any], python: str, pool: Any) -> None:
+    """No result yet (or a failed one): the button that queues the trace, with what it will cost."""
+    if stt.state == "failed":
+        st.warning(plain(_("The trace did not finish: {error}").format(error=stt.error)), icon=":material/warning:")
+    if src.fast_missing:
+        st.caption(_("The fast estimate is missing: {why}. The exact trace can still answer.").format(
+            why=src.fast_missing))
+    st.button(_("Trace exactly"), key="exact_button", icon=":material/memory:", on_click=_submit,
+              args=job,
+              help=_("Runs two real Hugging Face training steps of this model and setup under PyTorch's "
+                     "FakeTensorMode on the server's CPU and counts every tensor (minutes)."))
+    expected = expected_seconds(src.config)
+    st.caption(_("Uses {python}. Takes about {seconds} s; the result is kept for everyone who asks for the same "
+                 "model and setup.").format(python=python, seconds=f"{expected:.0f}")
+               + (" " + _("This deep model may need longer than the server's time limit ({limit} s).").format(
+                   limit=f"{pool.time_limit_s:.0f}") if expected > pool.time_limit_s else ""))
+    if st.session_state.get("_exact_error"):
+        st.caption(plain(str(st.session_state.pop("_exact_error"))))
+
+
 def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | None, device: Device | None,
                  upload: Any = None, hub_token: str | None = None, header: bool = True) -> None:
     """The section: availability, the button, the queue/progress while it runs, the result chart."""
@@ -149,11 +210,7 @@ def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | No
         st.subheader(_("Trace it exactly"), anchor=False)
     ok, why = ex.available()
     if not ok:
-        st.button(_("Trace exactly"), key="exact_button", disabled=True, icon=":material/memory:")
-        st.caption(_("PyTorch's own count of this training step runs on the server's CPU, without a GPU, once the "
-                     "optional install is there: `pip install -r requirements-exact.txt` (CPU torch, transformers, "
-                     "peft), or set `{env}` to a Python that has it.").format(env=ex.PYTHON_ENV)
-                   + ("" if why == ex.INSTALL_HINT else f" ({plain(why.split('; ', 1)[-1])})"))
+        _unavailable(why)
         return
     src = exact_source(model_choice, spec_source, upload, hub_token)
     if src.config is None:
@@ -167,60 +224,19 @@ def render_exact(model_choice: str, spec_source: str, setup, fast: Estimate | No
         st.info(plain(_("This cannot be traced: {error}").format(error=localised_error(exc))), icon=":material/info:")
         return
     pool = ex.get_pool()
-    status = pool.status(key)
-    pending = status.state in ("queued", "running")
+    pending = pool.status(key).state in ("queued", "running")
 
     @st.fragment(run_every=POLL_S if pending else None)
     def _live() -> None:
         stt = pool.status(key)
-        if stt.state in ("queued", "running") and not pending:  # just submitted: redraw once, with polling
+        running = stt.state in ("queued", "running")
+        if running != pending:  # just submitted (redraw once, with polling) or just finished (once, without)
             st.rerun()
-        if stt.state in ("queued", "running"):
-            if stt.state == "queued":
-                ahead = stt.position
-                st.progress(0.0, text=ngettext("Queued: {n} trace ahead of yours (one trace at a time per server).",
-                                               "Queued: {n} traces ahead of yours (one trace at a time per server).",
-                                               ahead).format(n=ahead))
-            else:
-                frac = min(0.95, stt.elapsed_s / expected_seconds(src.config))
-                st.progress(frac, text=_("Tracing with PyTorch… {elapsed} s (about {expected} s expected; time "
-                                         "limit {limit} s). You can keep using the page.").format(
-                    elapsed=f"{stt.elapsed_s:.0f}", expected=f"{expected_seconds(src.config):.0f}",
-                    limit=f"{stt.time_limit_s:.0f}"))
-            return
-        if pending:  # it has just finished: redraw the page once, without polling
-            st.rerun()
-        if stt.state == "done" and stt.result is not None:
-            res = ex.combine(stt.result, setup, fast, notes)
-            st.markdown(difference_line(fast, res))
-            st.plotly_chart(exact_bar(fast, res, device), key="exact_bar", width="stretch",
-                            config={"displayModeBar": False})
-            st.caption(_("{versions}, in {seconds} s; peak at {phase}/{region} ({op}). Added from the estimator: "
-                         "{added}.").format(
-                versions=_(res.versions_label), seconds=f"{res.seconds:.0f}", phase=res.peak_phase,
-                region=res.peak_region, op=res.peak_op,
-                added="; ".join(f"{_(a.label)} {'+' if a.bytes >= 0 else ''}{format_number(to_gb(a.bytes), 2)} GB"
-                                for a in res.added)))
-            if res.depth_line:
-                st.caption(_("Depth: {line}.").format(line=res.depth_line))  # our own worker's line (no user text)
-            for note in res.notes:
-                st.caption(plain(_(note), limit=1000))
-            return
-        if stt.state == "failed":
-            st.warning(plain(_("The trace did not finish: {error}").format(error=stt.error)), icon=":material/warning:")
-        if src.fast_missing:
-            st.caption(_("The fast estimate is missing: {why}. The exact trace can still answer.").format(
-                why=src.fast_missing))
-        st.button(_("Trace exactly"), key="exact_button", icon=":material/memory:", on_click=_submit,
-                  args=(key, payload),
-                  help=_("Runs two real Hugging Face training steps of this model and setup under PyTorch's "
-                         "FakeTensorMode on the server's CPU and counts every tensor (minutes)."))
-        expected = expected_seconds(src.config)
-        st.caption(_("Uses {python}. Takes about {seconds} s; the result is kept for everyone who asks for the same "
-                     "model and setup.").format(python=ok and why, seconds=f"{expected:.0f}")
-                   + (" " + _("This deep model may need longer than the server's time limit ({limit} s).").format(
-                       limit=f"{pool.time_limit_s:.0f}") if expected > pool.time_limit_s else ""))
-        if st.session_state.get("_exact_error"):
-            st.caption(plain(str(st.session_state.pop("_exact_error"))))
+        if running:
+            _progress(stt, src.config)
+        elif stt.state == "done" and stt.result is not None:
+            _result(ex.combine(stt.result, setup, fast, notes), fast, device)
+        else:
+            _trace_button(stt, src, (key, payload), ok and why, pool)
 
     _live()

@@ -25,12 +25,14 @@ from estimator.options.trainers import (
     VLLM_GPU_MEMORY_UTILIZATION,
 )
 from ui.params import AUTO, TABLE, TRAINER_PARAMS, url_value, widget
+from ui.text import warn_notes
+from ui.url_state import TRAINER_DEFAULTS, remember_values
+from ui.values import Inputs, TrainerBox
 
 # Names other modules and tests read; each is the table's value (ui/params.py), not a second copy.
 GENS_MAX = int(TABLE["gens"].high)  # type: ignore[arg-type]
 LENGTHS: tuple[int, ...] = TABLE["prompt_len"].choices
 UTILS: tuple[float, ...] = TABLE["vllm_util"].choices
-TRAINER_DEFAULTS: dict[str, object] = {key: TABLE[key].default for key in TRAINER_PARAMS}
 
 
 @dataclass(frozen=True)
@@ -187,35 +189,16 @@ def page_estimate_fn(tr: TrainerSetup, rule: str | None = None, device_capacity:
     return lambda spec, setup: solver(spec, setup_for_model(spec, setup))
 
 
-def page_trainer(inputs) -> TrainerInputs:  # noqa: ANN001 - ui.inputs.Inputs (imported lazily: no cycle)
+def page_trainer(inputs: Inputs) -> TrainerInputs:
     """For the pages other than the calculator: the trainer controls in the sidebar, their notes shown, and the
     rule of thumb's note when a trainer other than SFT overrides it. One call per page."""
-    from ui.inputs import plain
-
     result = resolve_box(inputs.setup, inputs.trainer_box)  # the box ui.inputs.live_page drew
     notes = result.notes
     if inputs.rule and result.trainer.trainer != "sft":
         notes += (_("The rule of thumb covers SFT only; this page shows the detailed estimate for {trainer}.").format(
             trainer=result.trainer.option.label),)
-    for note in notes:
-        st.warning(plain(note), icon=":material/info:")
+    warn_notes(notes)
     return result
-
-
-@dataclass(frozen=True)
-class TrainerBox:
-    """The Trainer box's values as drawn (resolve_box checks them against the setup)."""
-
-    trainer: str
-    beta_text: str
-    precompute: bool
-    gens: int
-    prompt: int
-    completion: int
-    gen: str
-    util: float
-    sleep: bool
-    notes: tuple[str, ...]  # invalid link values
 
 
 def draw_trainer_box() -> TrainerBox:
@@ -255,8 +238,6 @@ def _remember_trainer() -> None:
     """The trainer controls' values, for the next page switch (ui.inputs puts them back into the address and the
     controls when the next page starts): remembered after the widgets, so a link's values count from its first
     run."""
-    from ui.inputs import remember_values
-
     remember_values({key: st.session_state.get(key) for key in TRAINER_PARAMS})
 
 

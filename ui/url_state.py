@@ -1,0 +1,246 @@
+"""The address as the app's state: which link values the widgets will accept (and notes for the ones they
+will not), values Streamlit would crash on removed before any widget binds, the inputs carried across a page
+switch, and the share link built back from the widgets. Widgets themselves are drawn elsewhere (ui.inputs, the
+trainer box, the pages) from the one table of parameters, ui/params.py."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from estimator.i18n import _
+from estimator.models.hub import is_model_id, normalise_model_id
+from ui.lang import PARAM as LANG_PARAM
+from ui.lang import language_note
+from ui.params import PAGE_ONLY_PARAMS, SIDEBAR_PARAMS, TABLE, TRAINER_PARAMS, url_value
+from ui.report import VIEWER_PARAMS, share_url
+
+# Every URL parameter the shared sidebar binds, in the README's order, and their defaults (the table's values).
+PARAMS: tuple[str, ...] = SIDEBAR_PARAMS
+DEFAULTS: dict[str, object] = {key: TABLE[key].default for key in SIDEBAR_PARAMS}
+TRAINER_DEFAULTS: dict[str, object] = {key: TABLE[key].default for key in TRAINER_PARAMS}
+# Link parameters that single pages bind to their own widgets (compare: methods, variants; fits: models,
+# methods; scale out: offload, maxgpus, pernode) and the values each accepts (as the address writes them): known,
+# so never "unknown" here (nor Streamlit's VIEWER_PARAMS); a value the page's widget would refuse gets a note
+# (Streamlit drops it silently). A page that binds a new widget adds its row to ui/params.py.
+PAGE_PARAM_CHOICES: dict[str, tuple[str, ...]] = {
+    key: tuple(url_value(c) for c in TABLE[key].choices) if TABLE[key].choices else ("true", "false")
+    for key in PAGE_ONLY_PARAMS}
+PAGE_PARAMS: frozenset[str] = frozenset(PAGE_ONLY_PARAMS) | frozenset(
+    TRAINER_PARAMS)  # the calculator's trainer controls (ui/trainer_inputs.py checks their values)
+# Whole-number inputs bound to the URL. Streamlit 1.67 seeds them with int(float(value)), which raises
+# OverflowError (not the ValueError it catches) for ?max_len=inf, 1e309 or a 400-digit number.
+INT_NUMBER_PARAMS = tuple(k for k in SIDEBAR_PARAMS if TABLE[k].widget == "number" and TABLE[k].integer)
+_PENDING_NOTES = "_url_notes_before_rerun"
+_LINK_NOTES_SHOWN = "_link_notes_shown"  # the fragment has shown this full run's link notes
+_LAST_RUN = "_inputs_last_run"  # {"page": hash, "values": {param: value}, "pages": {hash: {param: [raw]}}}
+
+
+def is_hub_choice(value: object) -> bool:
+    """A Hub model id in its canonical form 'org/name[@revision]' (what the Model picker and the URL carry)."""
+    return isinstance(value, str) and "/" in value and is_model_id(value) and normalise_model_id(value) == value
+
+
+def is_valid(key: str, raw: str) -> bool:
+    """Would the bound widget accept this URL value? (Streamlit drops invalid ones silently; we say so.)"""
+    if key == "model" and is_hub_choice(raw):
+        return True
+    return key in TABLE and TABLE[key].accepts(raw)
+
+
+def _page_param_note(key: str) -> str | None:
+    refused = [raw for raw in st.query_params.get_all(key) if key in PAGE_ONLY_PARAMS and not TABLE[key].accepts(raw)]
+    if not refused:
+        return None
+    return _("The link's value for '{key}' was not valid ({values}); this page uses its default "
+             "for it.").format(key=key, values=", ".join(refused)[:60])
+
+
+def url_notes() -> list[str]:
+    """Plain-text notes for invalid or unknown URL parameters (checked before the widgets consume them)."""
+    notes: list[str] = []
+    unknown = 0
+    for key in list(st.query_params.keys()):
+        if key == LANG_PARAM:  # the language (ui/lang.py says when its value is not valid)
+            lang_note = language_note()
+            if lang_note:
+                notes.append(lang_note)
+        elif key in PAGE_PARAMS:
+            page_note = _page_param_note(key)
+            if page_note:
+                notes.append(page_note)
+        elif key not in PARAMS:
+            unknown += key not in VIEWER_PARAMS
+        elif not all(is_valid(key, raw) for raw in st.query_params.get_all(key)):
+            notes.append(_("The link's value for '{key}' was not valid; using the default ({default}).").format(
+                key=key, default=TABLE[key].default_text))
+    if unknown:
+        notes.append(_("Ignored {n} unknown link parameter(s).").format(n=unknown))
+    return notes
+
+
+def _overflowing_params() -> list[str]:
+    """Whole-number parameters whose link value is not a finite number Streamlit can convert."""
+    bad = []
+    for key in INT_NUMBER_PARAMS:
+        for raw in st.query_params.get_all(key):
+            try:
+                finite = math.isfinite(float(raw))
+            except ValueError:
+                continue  # not a number at all: Streamlit rejects it cleanly
+            if not finite:
+                bad.append(key)
+                break
+    return bad
+
+
+def _drop_overflowing_params(notes: list[str]) -> None:
+    """On a link's first run, before any widget binds them, remove the values Streamlit would crash on and
+    start again (the widgets seed from the URL of the run's request, so removing them is not enough);
+    the notes of this run are kept for the next."""
+    bad = _overflowing_params()
+    if not bad:
+        return
+    try:
+        for key in bad:
+            del st.query_params[key]
+    except StreamlitAPIException:  # already bound (not a fresh link): nothing safe to do
+        return
+    st.session_state[_PENDING_NOTES] = notes
+    st.rerun()
+
+
+def read_link() -> list[str]:
+    """A full run's first step (before any widget): the notes about the link's values, after removing the
+    values Streamlit would crash on (that reruns once; the first run's notes are kept), and the inputs the last
+    page had, carried over after a page switch. The live part shows the notes once (link_notes_due)."""
+    link_notes = url_notes()
+    _drop_overflowing_params(link_notes)
+    link_notes = st.session_state.pop(_PENDING_NOTES, link_notes)  # after that rerun: the first run's notes
+    st.session_state[_LINK_NOTES_SHOWN] = False
+    _carry_over_after_page_switch()
+    return link_notes
+
+
+def link_notes_due() -> bool:
+    """Show the link's notes now? Once, with the full run that read the link; a slider's fragment rerun, which
+    does not read the link again, does not repeat them."""
+    first = not st.session_state.get(_LINK_NOTES_SHOWN)
+    st.session_state[_LINK_NOTES_SHOWN] = True
+    return first
+
+
+def typed_number(key: str) -> float:
+    """The value a sidebar number input holds (or is about to hold): on a link's first run the bound input has
+    not read the URL yet, so take it from there; an unreadable value counts as the default."""
+    from_url = st.query_params.get(key)
+    if key not in st.session_state and from_url is not None and is_valid(key, from_url):
+        current: object = from_url
+    else:
+        current = st.session_state.get(key, DEFAULTS[key])
+    try:
+        return float(current)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float(DEFAULTS[key])  # type: ignore[arg-type]
+
+
+# ---- the inputs across a page switch ---------------------------------------------------------------------------
+
+def _current_page() -> str:
+    ctx = get_script_run_ctx()
+    return ctx.page_script_hash if ctx is not None else ""
+
+
+def _page_param_value(key: str, raw: list[str]) -> object:
+    """A page parameter's address value as its widget holds it (its table row says how: multiselects hold
+    lists, toggles a bool, select sliders and segmented controls the option itself, maxgpus an int)."""
+    p = TABLE[key]
+    if p.widget == "multiselect":
+        return list(raw)
+    if p.widget == "toggle":
+        return raw[-1].lower() == "true"
+    return next((c for c in p.choices if url_value(c) == raw[-1]), p.default)
+
+
+def _restore(key: str, value: object, raw: list[str]) -> None:
+    """Seed a widget through Session State and put its value back into the address. Runs before the widget
+    exists this run; the previous page's bindings are gone after a switch, so the key is free."""
+    st.session_state[key] = value
+    try:
+        st.query_params[key] = raw if len(raw) > 1 or isinstance(value, list) else raw[0]
+    except StreamlitAPIException:  # still bound (not a page switch): the widget keeps the address itself
+        pass
+
+
+def _carry_over_after_page_switch() -> None:
+    """Keep the whole state in the address across a page switch. Streamlit 1.67's page navigation carries
+    only the bound parameters its frontend has seen change, so a link-seeded value would leave the address
+    (and a reload would lose it) and the new page's widgets would start at their defaults. On the first run
+    of a new page, before any widget exists: put the last page's inputs back into Session State and the
+    address, for the parameters the address lacks, and the page's own controls (compare's methods, scale
+    out's GPUs…) as they were when the user last left this page."""
+    last = st.session_state.get(_LAST_RUN)
+    page = _current_page()
+    if not last or last["page"] == page:
+        return
+    defaults = {**DEFAULTS, **TRAINER_DEFAULTS}  # the trainer controls are in every page's sidebar too
+    for key, value in last["values"].items():
+        if key not in st.query_params and value is not None and value != defaults.get(key):
+            _restore(key, value, [url_value(value)])
+    for key, raw in last["pages"].get(page, {}).items():
+        if key not in st.query_params:
+            _restore(key, _page_param_value(key, raw), raw)
+
+
+def remember_inputs() -> None:
+    """This run's inputs, and this page's own parameters as the address holds them, for the next switch.
+    A page parameter is remembered only when its widget holds the address's value (so a refused value is
+    never put back)."""
+    last = st.session_state.get(_LAST_RUN) or {"pages": {}}
+    page = _current_page()
+    own = {}
+    for key in PAGE_PARAM_CHOICES:  # (the trainer controls keep their own values: ui/trainer_inputs.py)
+        raw = st.query_params.get_all(key)
+        held = st.session_state.get(key)
+        if raw and held is not None and raw == (
+                [url_value(v) for v in held] if isinstance(held, list) else [url_value(held)]):
+            own[key] = raw
+    values = {key: st.session_state.get(key) for key in PARAMS}
+    for key in TRAINER_PARAMS:  # drawn after this (ui/trainer_inputs.py remembers them then): keep the last ones
+        values[key] = st.session_state.get(key, last.get("values", {}).get(key))
+    st.session_state[_LAST_RUN] = {"page": page, "values": values, "pages": {**last["pages"], page: own}}
+
+
+def remember_values(values: dict[str, object]) -> None:
+    """Controls drawn after the shared panel (the trainer box) remember their values for the next page switch."""
+    last = st.session_state.get(_LAST_RUN)
+    if last is not None:
+        last["values"].update({k: v for k, v in values.items() if v is not None})
+
+
+# ---- the share link ------------------------------------------------------------------------------------------
+
+def link_params() -> dict[str, list[str]]:
+    """The current inputs as link parameters, as Streamlit writes them (defaults left out), then this page's
+    own parameters as the address holds them. Built from the widgets' values, not the address bar."""
+    params: dict[str, list[str]] = {}
+    for key in PARAMS:
+        value = st.session_state.get(key)
+        if value is None or value == DEFAULTS[key]:
+            continue
+        params[key] = [url_value(value)]
+    for key in sorted(PAGE_PARAMS | {LANG_PARAM}):
+        if key in st.query_params:
+            params[key] = st.query_params.get_all(key)
+    return params
+
+
+def share_box() -> None:
+    """Every page's last section: the link that reproduces this view, every input included."""
+    st.subheader(_("Share"), anchor=False)
+    st.code(share_url(st.context.url, link_params()), language=None)
+    st.caption(_("This link holds every input of this page (settings at their default are left out), so a "
+                 "teammate who opens it sees this view; the address bar holds them too."))

@@ -1,0 +1,39 @@
+"""What the sidebar hands the pages: plain data, no Streamlit. `Inputs` is everything a page needs (ui.inputs
+builds it), `TrainerBox` the Trainer box's values as drawn (ui.trainer_inputs draws and prices it). Kept apart
+so that the trainer box and the sidebar both import it and neither imports the other's drawing code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator import Device, ModelSpec, TrainingSetup
+
+
+@dataclass(frozen=True)
+class TrainerBox:
+    """The Trainer box's values as drawn (ui.trainer_inputs.resolve_box checks them against the setup)."""
+
+    trainer: str
+    beta_text: str
+    precompute: bool
+    gens: int
+    prompt: int
+    completion: int
+    gen: str
+    util: float
+    sleep: bool
+    notes: tuple[str, ...]  # invalid link values
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything a page needs: the model, the setup, the device and the mode, plus notes to show."""
+
+    model: ModelSpec
+    setup: TrainingSetup
+    device: Device
+    rule: str | None  # "seed" when the rule of thumb is on
+    presentation: bool
+    notes: tuple[str, ...]  # plain-text notes (invalid URL values, upload errors): render with st.text/caption
+    model_choice: str  # preset id, BY_SIZE or UPLOAD
+    trainer_box: TrainerBox  # the Trainer box's values (ui.trainer_inputs.resolve_box prices them for the setup)
