@@ -49,6 +49,7 @@ from .precision import (
     weight_bytes,
 )
 from .result import CONTEXT_LABEL, DetailItem, Estimate, Phase
+from .result import detail as d
 from .towers import tower_activation_bytes, tower_lora_params, tower_notes
 
 if TYPE_CHECKING:
@@ -264,82 +265,83 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     if setup.method == "qlora" and _quantizes_every_linear(setup):
         dequant = float(max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) * c)  # the 4-bit head
 
-    def d(component: str, label: str, value: float, formula: str) -> DetailItem:
-        return DetailItem(component, label, float(value), formula)
-
     weight_items = [
-        d("weights", N_("Frozen base weights"), weights - w_train if setup.method != "full" else 0.0, w_formula),
-        d("weights", N_("Trainable weights"), w_train if setup.method != "full" else weights, w_formula),
+        d("weights.base", N_("Frozen base weights"), weights - w_train if setup.method != "full" else 0.0, w_formula),
+        d("weights.trainable", N_("Trainable weights"), w_train if setup.method != "full" else weights, w_formula),
     ]
-    opt_items = [d("optimizer", N_("Optimizer state"), opt, f"{setup.optimizer} state × {trainable:,} trainable params")]
+    opt_items = [d("optimizer.state", N_("Optimizer state"), opt, f"{setup.optimizer} state × {trainable:,} trainable params")]
 
-    def phase(name: str, casts: float, grad: float, grad_label: str, acts: list[DetailItem],
+    def phase(key: str, name: str, casts: float, grad: float, grad_key: str, grad_label: str, acts: list[DetailItem],
               temp: float = 0.0) -> Phase:
         items = list(weight_items)
         if casts:
-            items.append(d("weights", N_("Autocast bf16 weight copies"), casts, "2 B × weights used under autocast"))
-        items.append(d("gradients", grad_label, grad, f"{gb} B × trainable params"))
+            items.append(d("weights.autocast_copies", N_("Autocast bf16 weight copies"), casts, "2 B × weights used under autocast"))
+        items.append(d(grad_key, grad_label, grad, f"{gb} B × trainable params"))
         items.extend(opt_items)
         if temp:
-            items.append(d("optimizer", N_("Optimizer step temporaries"), temp, "foreach/Adafactor step buffers"))
+            items.append(d("optimizer.step_temporaries", N_("Optimizer step temporaries"), temp, "foreach/Adafactor step buffers"))
         items.extend(acts)
-        return Phase(name, weights + casts, grad, opt + temp, sum(a.bytes for a in acts), tuple(items))
+        return Phase(key, name, weights + casts, grad, opt + temp, sum(a.bytes for a in acts), tuple(items))
 
-    act_final = d("activations", N_("Final norm, head input, token ids"), final, "T × (norm + head input + ids)")
+    act_final = d("activations.final", N_("Final norm, head input, token ids"), final, "T × (norm + head input + ids)")
     # Once backward reaches the decoder layers the final norm's and the head's saved tensors are freed: only the
     # token ids and RoPE cos/sin remain (tracer inventories at the last layer's backward).
     ids_rope = tokens * (2 * INT64 + rope_per_token(spec, ctx))
-    act_ids = d("activations", N_("Token ids, RoPE cos/sin"), ids_rope, "T × (16 + 2·c·d)")
+    act_ids = d("activations.ids_rope", N_("Token ids, RoPE cos/sin"), ids_rope, "T × (16 + 2·c·d)")
     if ctx.litgpt is not None:
         act_ids = act_final  # LitGPT's own model: calibrated with the final tensors counted (§3.6)
-    act_loss_kept = d("activations", N_("Logits and loss (saved)"), loss.kept, loss.kept_formula)
-    act_loss_tr = d("activations", N_("Loss backward buffers"), loss.transient, loss.transient_formula)
-    act_temp = d("activations", N_("Backward temporaries"), bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
-    act_one = d("activations", N_("Recomputed layer"), one_layer - tokens * checkpoint_alias_per_token(spec, ctx),
+    act_loss_kept = d("activations.loss", N_("Logits and loss (saved)"), loss.kept, loss.kept_formula)
+    act_loss_tr = d("activations.loss_backward", N_("Loss backward buffers"), loss.transient, loss.transient_formula)
+    act_temp = d("activations.backward_temporaries", N_("Backward temporaries"), bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
+    act_one = d("activations.recomputed_layer", N_("Recomputed layer"), one_layer - tokens * checkpoint_alias_per_token(spec, ctx),
                 "T × one layer's saved tensors (less its own checkpointed input)")
-    act_deq = d("activations", N_("QLoRA dequantisation buffer"), dequant, "largest 4-bit matrix in 16-bit")
+    act_deq = d("activations.qlora_dequant", N_("QLoRA dequantisation buffer"), dequant, "largest 4-bit matrix in 16-bit")
     # a trained tower's saved tensors: made first in forward, freed after the language model's backward
-    act_deq_tower = [act_deq, d("activations", N_("Vision tower activations (trained)"), tower_acts, tower_formula)]
+    act_deq_tower = [act_deq, d("activations.tower", N_("Vision tower activations (trained)"), tower_acts, tower_formula)]
     phases: list[Phase]
     if not setup.grad_ckpt:
-        act_layers = d("activations", N_("Layer activations"), layers, "T × Σ layers' saved tensors")
+        act_layers = d("activations.layers", N_("Layer activations"), layers, "T × Σ layers' saved tensors")
         phases = [
-            phase(N_("loss backward"), casts_all, g_persist + g_loss, N_("Gradients (accumulated)"),
+            phase("loss_backward", N_("loss backward"), casts_all, g_persist + g_loss, "gradients.accumulated",
+                  N_("Gradients (accumulated)"),
                   [act_layers, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
-            phase(N_("backward, output layer"), casts_all, g_persist + g_head, N_("Gradients (head)"),
+            phase("backward.output_layer", N_("backward, output layer"), casts_all, g_persist + g_head,
+                  "gradients.head", N_("Gradients (head)"),
                   [act_layers, act_ids, act_temp, *act_deq_tower]),
-            phase(N_("backward, first layer"), casts_layer, g_first, N_("Gradients"),
-                  [d("activations", N_("First layer's activations"), one_layer, "T × one layer"), act_temp,
+            phase("backward.first_layer", N_("backward, first layer"), casts_layer, g_first, "gradients.all",
+                  N_("Gradients"), [d("activations.first_layer", N_("First layer's activations"), one_layer, "T × one layer"), act_temp,
                    *act_deq_tower]),
         ]
     else:
-        act_ckpt = d("activations", N_("Checkpointed layer inputs"), ckpt,
+        act_ckpt = d("activations.checkpoints", N_("Checkpointed layer inputs"), ckpt,
                      "2 × T × h (layer inputs back from CPU)" if offloaded else "T × L × h (layer inputs)")
-        recompute = d("activations", N_("Recompute transients (LoRA)"),
+        recompute = d("activations.recompute", N_("Recompute transients (LoRA)"),
                       tokens * recompute_extra_per_token(spec, ctx, bwd_temp / tokens),
                       "T × (c·I + 4·I + 5·c·h) − backward temporaries")
         phases = [
-            phase(N_("loss backward"), head_casts, g_persist + g_loss, N_("Gradients (accumulated)"),
+            phase("loss_backward", N_("loss backward"), head_casts, g_persist + g_loss, "gradients.accumulated",
+                  N_("Gradients (accumulated)"),
                   [act_ckpt, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
-            phase(N_("backward, recomputing last layer"), head_casts + casts_layer, g_persist + g_head,
-                  N_("Gradients (head)"), [act_ckpt, act_ids, act_one, act_temp, recompute, *act_deq_tower]),
-            phase(N_("backward, recomputing first layer"), casts_layer, g_first,
-                  N_("Gradients"), [act_one, act_temp, recompute, *act_deq_tower]),
+            phase("backward.last_layer", N_("backward, recomputing last layer"), head_casts + casts_layer,
+                  g_persist + g_head, "gradients.head", N_("Gradients (head)"), [act_ckpt, act_ids, act_one, act_temp, recompute, *act_deq_tower]),
+            phase("backward.first_layer", N_("backward, recomputing first layer"), casts_layer, g_first,
+                  "gradients.all", N_("Gradients"), [act_one, act_temp, recompute, *act_deq_tower]),
         ]
     if setup.method == "full" and spec.tie_embeddings:
         # Tied embeddings: at the end of backward autograd holds the head's gradient of the shared weight (in
         # its input buffer), the embedding's dense gradient and their sum at once (real-width traces:
         # calibration/README.md), each V × H in the gradient dtype.
         tied = 2 * head_params * gb / (setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
-        phases.append(phase(N_("backward, tied embedding"), 0.0, g_end + tied,
-                            N_("Gradients (+ embedding gradient and the tied sum)"), []))
-    phases.append(phase(N_("optimizer step"), 0.0, g_step, N_("Gradients"), [], opt_temp))
+        phases.append(phase("backward.tied_embedding", N_("backward, tied embedding"), 0.0, g_end + tied,
+                            "gradients.tied", N_("Gradients (+ embedding gradient and the tied sum)"), []))
+    phases.append(phase("optimizer_step", N_("optimizer step"), 0.0, g_step, "gradients.all", N_("Gradients"), [],
+                        opt_temp))
     if setup.method == "qlora" and setup.load_16bit_first:
         # LitGPT's bnb precision plugin loads the bf16 state dict onto the GPU before quantising: the
         # load-time high-water mark is the 16-bit model (measured ≈ 2 B × params in its QLoRA tables).
         load = float(2 * spec.params_total)
-        phases.append(Phase(N_("model load (16-bit before quantising)"), load, 0.0, 0.0, 0.0, (
-            d("weights", N_("16-bit checkpoint before quantisation"), load, "2 B × params"),)))
+        phases.append(Phase("model_load", N_("model load (16-bit before quantising)"), load, 0.0, 0.0, 0.0, (
+            d("weights.load_16bit", N_("16-bit checkpoint before quantisation"), load, "2 B × params"),)))
 
     peak = max(phases, key=lambda p: p.total)
     tensor_peak = peak.total
@@ -351,8 +353,8 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         "activations": peak.activations, "overhead": overhead,
     }
     details = tuple(x for x in peak.details if x.bytes > 0) + (
-        d("overhead", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
-        d("overhead", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+        d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
+        d("overhead.allocator_slack", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
     )
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)
     high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
