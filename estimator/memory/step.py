@@ -50,7 +50,7 @@ from .precision import (
 )
 from .result import CONTEXT_LABEL, DetailItem, Estimate, Phase
 from .result import detail as d
-from .towers import tower_activation_bytes, tower_lora_params, tower_notes
+from .towers import tower_activation_bytes, tower_learns, tower_lora_params, tower_notes
 
 if TYPE_CHECKING:
     from ..job.setup import TrainingSetup
@@ -65,7 +65,7 @@ def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, f
     (embeddings, head, norms) 16-bit, or fp32 after prepare_model_for_kbit_training (docs/formulas.md §2.1)."""
     wb = weight_bytes(setup)
     if setup.method == "full":
-        if spec.params_tower and not setup.train_tower:  # the towers stay frozen; the language model trains
+        if spec.params_tower and not tower_learns(setup):  # the towers stay frozen; the language model trains
             lm = spec.params_total - spec.params_tower
             return (float(spec.params_tower * wb), float(lm * wb),
                     f"{wb} B × {lm:,} language-model params + {wb} B × {spec.params_tower:,} frozen tower params")
@@ -97,7 +97,7 @@ def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
     if setup.method != "full":
         r = setup.lora_rank
         targets = adapted_modules(spec, setup)
-        tower = sum(FP32 * ((r + i) + (o + r)) * n for i, o, n in spec.tower_linears) if setup.train_tower else 0
+        tower = sum(FP32 * ((r + i) + (o + r)) * n for i, o, n in spec.tower_linears) if tower_learns(setup) else 0
         return tower + sum(FP32 * ((r + m.in_features) + (m.out_features + r)) * m.count * (m.layers or spec.num_layers)
                            for m in spec.linears if m.name in targets)
     total = 0.0
@@ -107,7 +107,7 @@ def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
     heads = 1 if spec.tie_embeddings else 2
     total += heads * FP32 * (spec.vocab_size + spec.hidden_size)
     norms = spec.params_total - spec.params_quantizable - spec.params_embedding - spec.params_tower
-    if setup.train_tower:  # the trained tower: row + column factors per linear, a full second moment for the rest
+    if tower_learns(setup):  # the trained tower: row + column factors per linear, a full second moment for the rest
         tower_linear = sum(i * o * n for i, o, n in spec.tower_linears)
         total += sum(FP32 * (i + o) * n for i, o, n in spec.tower_linears)
         norms += spec.params_tower - tower_linear
@@ -176,14 +176,18 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     tokens = setup.tokens
     c = compute_bytes(setup)
     lora = lora_params(spec, setup, ctx.adapted)
-    if setup.train_tower and setup.method != "full":
-        lora += tower_lora_params(spec, setup.lora_rank)  # adapters on the tower's and projector's linears
-    # full fine-tuning trains everything but a multimodal wrapper's frozen towers (unless train_tower) and the
+    # adapters on the tower's and projector's linears: stored whenever the tower is trained, but they get gradients
+    # and optimizer state only when images run through it (towers.tower_learns)
+    lora_tower = tower_lora_params(spec, setup.lora_rank) if setup.train_tower and setup.method != "full" else 0
+    learns = tower_learns(setup)
+    stored_lora = lora + lora_tower
+    lora += lora_tower if learns else 0
+    # full fine-tuning trains everything but a multimodal wrapper's frozen towers (unless it learns) and the
     # parameters the model itself creates with requires_grad=False (ERNIE 4.5 MoE's e_score_correction_bias)
-    frozen_tower = 0 if setup.train_tower else spec.params_tower
+    frozen_tower = 0 if learns else spec.params_tower
     trainable = spec.params_total - frozen_tower - spec.params_frozen if setup.method == "full" else lora
 
-    w_frozen, w_train, w_formula = _weights(spec, setup, lora)
+    w_frozen, w_train, w_formula = _weights(spec, setup, stored_lora)
     gb = trainable_bytes(setup)
     grads = float(trainable * gb)  # one gradient per trainable parameter, in its dtype
     if setup.optimizer == "adafactor":
@@ -360,7 +364,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
         NCCL_BYTES if setup.gpus > 1 else 0)
     notes = list(spec.notes)
-    if setup.train_tower:  # the wrapper's note says the tower is frozen (a Text's str is its English form); the
+    if learns:  # the wrapper's note says the tower is frozen (a Text's str is its English form); the
         notes = [n for n in notes if "counted as frozen weights" not in n]  # trained tower's own note follows
     if shard_note:
         notes.append(shard_note)
