@@ -7,7 +7,7 @@ peak = max over phases of (weights + gradients + optimizer state + live activati
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..i18n import N_, Text
 from ..job.stack import attention_impl
@@ -158,6 +158,109 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
     return weights, grads, opt, cpu, note
 
 
+def _optimizer(spec: ModelSpec, setup: TrainingSetup, trainable: int, gb: float) -> tuple[float, float]:
+    """(optimizer state, optimizer-step temporaries) before sharding, bytes."""
+    if setup.optimizer == "adafactor":
+        opt = _adafactor_state(spec, setup)
+    else:
+        opt = trainable * optimizer_state_bytes(setup.optimizer, gb)
+    # Optimizer-step temporaries: fused AdamW and bnb 8-bit kernels allocate none; torch's foreach path
+    # allocates about one parameter-sized buffer (torch/optim/optimizer.py _foreach_doc); Adafactor makes
+    # fp32 copies of the current tensor's param, grad and update.
+    if setup.optimizer == "adafactor":
+        largest = max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) if setup.method == "full" else 0
+        opt_temp = 3.0 * FP32 * largest
+    elif setup.fused_optimizer or setup.optimizer in ("adamw_8bit", "paged_adamw_8bit", "paged_adamw"):
+        opt_temp = 0.0
+    else:
+        opt_temp = float(trainable * gb)
+    return opt, opt_temp
+
+
+class _Gradients(NamedTuple):
+    """The gradients alive at each moment of backward, bytes per GPU."""
+
+    head: float  # the head's (or tied embedding's) gradient, made first
+    persist: float  # accumulated gradients living through the next forward
+    first: float  # at the first layer's backward
+    end: float  # at the end of backward (tied embeddings)
+    step: float  # at the optimizer step
+
+
+def _gradient_moments(spec: ModelSpec, setup: TrainingSetup, grads: float, gb: float) -> _Gradients:
+    """The gradients alive at each moment of backward, from all of them (`grads`, sharded)."""
+    head_params = spec.vocab_size * spec.hidden_size
+    g_head = head_params * gb if setup.method == "full" else 0.0  # lm_head (or tied embedding) grad, first
+    g_embed_last = head_params * gb if (setup.method == "full" and not spec.tie_embeddings) else 0.0
+    # At the first layer's worst moment (its MLP backward starts) its own weight gradients do not exist yet
+    # except the one being produced (the largest matrix): full FT holds one layer's gradients fewer (traces:
+    # gpt_neox/qwen3 full mixed + checkpointing, measured gradient bytes at the peak).
+    g_first_missing = 0.0
+    if setup.method == "full" and not spec.moe_layers:
+        g_first_missing = (spec.layer_linear_params - spec.largest_linear_params) * gb
+    if setup.sharding in ("zero2", "zero3"):
+        g_head /= setup.gpus
+        g_embed_last /= setup.gpus
+        g_first_missing /= setup.gpus
+    g_persist = grads if setup.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
+    g_first = max(grads - g_embed_last - g_first_missing, g_persist)  # at the first layer's backward
+    g_end, g_step = max(grads, g_persist), grads  # end of backward (tied embeddings), optimizer step
+    if setup.optimizer_in_bwd:
+        # torchtune training/memory.py register_optim_in_bwd_hooks (0.6.1): a post-accumulate-grad hook steps and
+        # zeroes each parameter, so only the gradient being applied exists (the largest is one decoder matrix or
+        # the V × H head); a tied weight's head gradient waits until the embedding's part is added.
+        tied_wait = head_params * gb if spec.tie_embeddings else 0.0
+        g_first = tied_wait + max(spec.largest_linear_params, head_params) * gb
+        g_end, g_step = tied_wait, 0.0  # the tied weight's summed gradient, applied in its hook; no step phase
+    return _Gradients(g_head, g_persist, g_first, g_end, g_step)
+
+
+def _notes(spec: ModelSpec, setup: TrainingSetup, learns: bool, shard_note: str) -> list[str]:
+    """What the user should know about this estimate, in plain words (marked for translation)."""
+    notes = list(spec.notes)
+    if learns:  # the wrapper's note says the tower is frozen (a Text's str is its English form); the
+        notes = [n for n in notes if "counted as frozen weights" not in n]  # trained tower's own note follows
+    if shard_note:
+        notes.append(shard_note)
+    if setup.optimizer.startswith("paged"):
+        notes.append(N_("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
+                     "to CPU RAM, so a run slightly over the limit may still run, slower."))
+    if attention_impl(setup, spec.family) != setup.attention:  # SDPA asked, transformers runs eager
+        notes.append(Text(N_("{family}: transformers cannot run this model with SDPA ({source}), so it falls back "
+                             "to eager attention, which keeps s²-sized attention scores per head: estimated as "
+                             "eager. flash_attention_2 (on a GPU with flash-attn) avoids them."),
+                          family=spec.family, source=NO_SDPA_FAMILIES[spec.family]))  # cached: translated when shown
+    elif setup.attention == "eager":
+        notes.append(N_("Eager attention stores s²-sized attention scores per head; SDPA/flash does not."))
+    notes.extend(tower_notes(spec, setup))
+    if setup.method == "qlora":
+        notes.append(N_("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout."))
+    return notes
+
+
+def _peak_and_band(setup: TrainingSetup, phases: list[Phase]
+                   ) -> tuple[Phase, dict[str, float], tuple[DetailItem, ...], float, float]:
+    """The peak phase, its components with the overhead (runtime context + allocator slack), its details and the
+    low/high band."""
+    peak = max(phases, key=lambda p: p.total)
+    tensor_peak = peak.total
+    ctx_bytes = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0)
+    slack = ALLOCATOR_SLACK * tensor_peak
+    overhead = ctx_bytes + slack
+    components = {
+        "weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
+        "activations": peak.activations, "overhead": overhead,
+    }
+    details = tuple(x for x in peak.details if x.bytes > 0) + (
+        d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
+        d("overhead.allocator_slack", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+    )
+    low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)
+    high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
+        NCCL_BYTES if setup.gpus > 1 else 0)
+    return peak, components, details, low, high
+
+
 # Estimates are pure functions of two frozen (hashable) dataclasses, and one calculator rerun asks for the same
 # ones again (the page, its remedies and its solvers; the next rerun mostly the same probes): keep the latest
 # few thousand (a few kB each). estimate.cache_info().misses counts the estimates actually computed.
@@ -190,49 +293,16 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     w_frozen, w_train, w_formula = _weights(spec, setup, stored_lora)
     gb = trainable_bytes(setup)
     grads = float(trainable * gb)  # one gradient per trainable parameter, in its dtype
-    if setup.optimizer == "adafactor":
-        opt = _adafactor_state(spec, setup)
-    else:
-        opt = trainable * optimizer_state_bytes(setup.optimizer, gb)
-    # Optimizer-step temporaries: fused AdamW and bnb 8-bit kernels allocate none; torch's foreach path
-    # allocates about one parameter-sized buffer (torch/optim/optimizer.py _foreach_doc); Adafactor makes
-    # fp32 copies of the current tensor's param, grad and update.
-    if setup.optimizer == "adafactor":
-        largest = max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) if setup.method == "full" else 0
-        opt_temp = 3.0 * FP32 * largest
-    elif setup.fused_optimizer or setup.optimizer in ("adamw_8bit", "paged_adamw_8bit", "paged_adamw"):
-        opt_temp = 0.0
-    else:
-        opt_temp = float(trainable * gb)
+    opt, opt_temp = _optimizer(spec, setup, trainable, gb)
 
     weights, grads, opt, cpu_bytes, shard_note = _shard(setup, spec, w_frozen + w_train, grads, opt)
     opt_temp = opt_temp / (setup.gpus if setup.sharding != "none" else 1)
     if setup.offload_optimizer:
         opt_temp = 0.0
     head_params = spec.vocab_size * spec.hidden_size
-    g_head = head_params * gb if setup.method == "full" else 0.0  # lm_head (or tied embedding) grad, first
-    g_embed_last = head_params * gb if (setup.method == "full" and not spec.tie_embeddings) else 0.0
-    # At the first layer's worst moment (its MLP backward starts) its own weight gradients do not exist yet
-    # except the one being produced (the largest matrix): full FT holds one layer's gradients fewer (traces:
-    # gpt_neox/qwen3 full mixed + checkpointing, measured gradient bytes at the peak).
-    g_first_missing = 0.0
-    if setup.method == "full" and not spec.moe_layers:
-        g_first_missing = (spec.layer_linear_params - spec.largest_linear_params) * gb
-    if setup.sharding in ("zero2", "zero3"):
-        g_head /= setup.gpus
-        g_embed_last /= setup.gpus
-        g_first_missing /= setup.gpus
-    g_persist = grads if setup.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
-    g_first = max(grads - g_embed_last - g_first_missing, g_persist)  # at the first layer's backward
-    g_end, g_step = max(grads, g_persist), grads  # end of backward (tied embeddings), optimizer step
+    g_head, g_persist, g_first, g_end, g_step = _gradient_moments(spec, setup, grads, gb)
     if setup.optimizer_in_bwd:
-        # torchtune training/memory.py register_optim_in_bwd_hooks (0.6.1): a post-accumulate-grad hook steps and
-        # zeroes each parameter, so only the gradient being applied exists (the largest is one decoder matrix or
-        # the V × H head); a tied weight's head gradient waits until the embedding's part is added.
-        tied_wait = head_params * gb if spec.tie_embeddings else 0.0
-        g_first = tied_wait + max(spec.largest_linear_params, head_params) * gb
-        g_end, g_step = tied_wait, 0.0  # the tied weight's summed gradient, applied in its hook; no step phase
-        opt_temp = 0.0
+        opt_temp = 0.0  # torchtune steps each parameter in its backward hook: no step phase, no temporaries
 
     casts_all, casts_layer, head_casts = _casts(spec, setup, lora, ctx.head_module)
     if setup.sharding == "zero3" and setup.gpus > 1:
@@ -347,43 +417,11 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         phases.append(Phase("model_load", N_("model load (16-bit before quantising)"), load, 0.0, 0.0, 0.0, (
             d("weights.load_16bit", N_("16-bit checkpoint before quantisation"), load, "2 B × params"),)))
 
-    peak = max(phases, key=lambda p: p.total)
-    tensor_peak = peak.total
-    ctx_bytes = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0)
-    slack = ALLOCATOR_SLACK * tensor_peak
-    overhead = ctx_bytes + slack
-    components = {
-        "weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
-        "activations": peak.activations, "overhead": overhead,
-    }
-    details = tuple(x for x in peak.details if x.bytes > 0) + (
-        d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
-        d("overhead.allocator_slack", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
-    )
-    low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)
-    high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
-        NCCL_BYTES if setup.gpus > 1 else 0)
-    notes = list(spec.notes)
-    if learns:  # the wrapper's note says the tower is frozen (a Text's str is its English form); the
-        notes = [n for n in notes if "counted as frozen weights" not in n]  # trained tower's own note follows
-    if shard_note:
-        notes.append(shard_note)
-    if setup.optimizer.startswith("paged"):
-        notes.append(N_("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
-                     "to CPU RAM, so a run slightly over the limit may still run, slower."))
-    if attention_impl(setup, spec.family) != setup.attention:  # SDPA asked, transformers runs eager
-        notes.append(Text(N_("{family}: transformers cannot run this model with SDPA ({source}), so it falls back "
-                             "to eager attention, which keeps s²-sized attention scores per head: estimated as "
-                             "eager. flash_attention_2 (on a GPU with flash-attn) avoids them."),
-                          family=spec.family, source=NO_SDPA_FAMILIES[spec.family]))  # cached: translated when shown
-    elif setup.attention == "eager":
-        notes.append(N_("Eager attention stores s²-sized attention scores per head; SDPA/flash does not."))
-    notes.extend(tower_notes(spec, setup))
-    if setup.method == "qlora":
-        notes.append(N_("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout."))
+    peak, components, details, low, high = _peak_and_band(setup, phases)
+    notes = _notes(spec, setup, learns, shard_note)
     return Estimate(
         model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=trainable,
-        components_bytes=components, details=details, total_bytes=tensor_peak + overhead,
+        components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
         low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
         cpu_offload_bytes=cpu_bytes + offloaded, notes=tuple(notes),
     )
