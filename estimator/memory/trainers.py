@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from ..models.spec import ModelSpec
 
 
+REWARD_SPEC_NOTE = "Reward model: the output head is a 1-output score layer."  # reward_spec's; trainer_notes says it
+
+
 def reward_spec(spec: ModelSpec) -> ModelSpec:
     """The sequence-classification model (transformers GenericForSequenceClassification): the vocabulary head is
     replaced by a [1, hidden] score head, so the spec's output head has one row (vocab_size 1, untied). The input
@@ -51,7 +54,7 @@ def reward_spec(spec: ModelSpec) -> ModelSpec:
     return replace(spec, vocab_size=1, tie_embeddings=False,
                    params_total=spec.params_total - removed + spec.hidden_size,
                    params_embedding=spec.params_embedding - removed + spec.hidden_size,
-                   notes=spec.notes + ("Reward model: the output head is a 1-output score layer.",))
+                   notes=(*spec.notes, REWARD_SPEC_NOTE))
 
 
 # ORPO / CPO (trl/experimental, TRL 1.16.0) build the logits themselves instead of the fused head. Over
@@ -308,7 +311,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     )
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + nccl + fixed
     high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + nccl + fixed
-    notes = [n for n in base.notes if not n.startswith("Reward model")] + list(trainer_notes(spec, setup, tr))
+    notes = [n for n in base.notes if n != REWARD_SPEC_NOTE] + list(trainer_notes(spec, setup, tr))
     return TrainerEstimate(
         model=spec, setup=setup, mode="detailed", params_total=pspec.params_total,
         params_trainable=base.params_trainable, components_bytes=components, details=details,
