@@ -95,7 +95,7 @@ def _estimated_layers(config: dict, method: str) -> float:
     from estimator import TrainingSetup, estimate, spec_from_config
 
     est = estimate(spec_from_config(config), TrainingSetup(method=method, precision="bf16", batch=1, seq_len=T))
-    return sum(d.bytes for d in est.details if d.label in ("Layer activations", "Autocast bf16 weight copies"))
+    return sum(d.bytes for d in est.details if d.key in ("activations.layers", "weights.autocast_copies"))
 
 
 def hybrid_rows(model: str, method: str = "lora") -> list[dict]:

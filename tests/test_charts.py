@@ -171,7 +171,7 @@ def test_adapters_split_frozen_from_trainable_weights(method):
     fig = memory_bar(est, RTX)
     traces = {t.name: t for t in bars(fig)}
     assert [t.name for t in bars(fig)][:3] == [FROZEN_NAME, TRAINABLE_NAME, "Gradients"]
-    frozen = next(d.bytes for d in est.details if d.label == "Frozen base weights")
+    frozen = next(d.bytes for d in est.details if d.key == "weights.base")
     assert traces[FROZEN_NAME].x[0] == pytest.approx(to_gb(frozen))
     assert traces[FROZEN_NAME].marker.color == FROZEN_COLOR
     assert traces[TRAINABLE_NAME].marker.color == COMPONENT_COLORS["weights"]

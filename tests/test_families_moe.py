@@ -93,7 +93,7 @@ def test_qlora_leaves_fused_routed_experts_in_16_bit():
     trl = estimate(spec, resolve_setup("trl", method="qlora"))
     four_bit = spec.params_quantizable - experts
     other = spec.params_total - four_bit
-    frozen = next(i for i in trl.details if i.label == "Frozen base weights").bytes
+    frozen = next(i for i in trl.details if i.key == "weights.base").bytes
     assert frozen == four_bit * NF4_DQ_BYTES + other * 2
     dense = load_preset("qwen2.5-7b")
     assert dense.params_routed_experts == 0

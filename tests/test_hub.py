@@ -31,6 +31,7 @@ import pytest
 from estimator import estimate, get_device, load_preset, verdict
 from estimator.job.stack import resolve_setup
 from estimator.models.hub import (
+    HubConfigRefused,
     HubError,
     clear_cache,
     fetch_model,
@@ -440,6 +441,10 @@ def test_malformed_config(hub, payload, phrase):
         fetch_model("acme/broken")
     assert str(info.value).startswith("the config.json of 'acme/broken' could not be used: ")
     assert phrase in str(info.value)
+    # read but refused: a kind of its own (the CLI and the page try the exact trace on it), kept by the cache
+    assert isinstance(info.value, HubConfigRefused)
+    with pytest.raises(HubConfigRefused):
+        fetch_model("acme/broken")
 
 
 def test_config_over_the_size_cap_is_not_downloaded(hub):

@@ -94,15 +94,15 @@ def test_zero3_on_one_gpu_changes_nothing():
 
 def test_qlora_default_keeps_non_4bit_weights_in_16_bit():
     est = estimate(LLAMA8, TrainingSetup(method="qlora"))
-    frozen = next(x for x in est.details if x.label == "Frozen base weights").bytes
+    frozen = next(x for x in est.details if x.key == "weights.base").bytes
     assert frozen == pytest.approx(6_979_321_856 * (0.5 + 1 / 64 + 4 / 16384) + 2 * 1_050_939_392)
 
 
 def test_ddp_bucket_doubles_gradients():
     one = estimate(LLAMA8, TrainingSetup(method="full", seq_len=64))
     ddp = estimate(LLAMA8, TrainingSetup(method="full", seq_len=64, gpus=2))
-    step_one = next(p for p in one.phases if p.name == "optimizer step")
-    step_ddp = next(p for p in ddp.phases if p.name == "optimizer step")
+    step_one = next(p for p in one.phases if p.key == "optimizer_step")
+    step_ddp = next(p for p in ddp.phases if p.key == "optimizer_step")
     assert step_ddp.gradients == 2 * step_one.gradients
 
 
@@ -117,16 +117,16 @@ def test_offload_moves_optimizer_to_cpu():
 ])
 def test_optimizer_state_bytes_full_bf16(optimizer, per_param):
     est = estimate(LLAMA8, TrainingSetup(method="full", optimizer=optimizer, seq_len=64))
-    step = next(p for p in est.phases if p.name == "optimizer step")
+    step = next(p for p in est.phases if p.key == "optimizer_step")
     assert step.optimizer == pytest.approx(LLAMA8.params_total * per_param)
 
 
 def test_adafactor_is_factored():
     est = estimate(LLAMA8, TrainingSetup(method="full", optimizer="adafactor", seq_len=64))
-    step = next(p for p in est.phases if p.name == "optimizer step")
-    state = next(x for x in step.details if x.label == "Optimizer state").bytes
+    step = next(p for p in est.phases if p.key == "optimizer_step")
+    state = next(x for x in step.details if x.key == "optimizer.state").bytes
     assert state < 0.01 * LLAMA8.params_total  # ≈ 4(R + C) bytes per matrix
-    temp = next(x for x in step.details if x.label == "Optimizer step temporaries").bytes
+    temp = next(x for x in step.details if x.key == "optimizer.step_temporaries").bytes
     assert temp == 3 * 4 * 128256 * 4096  # fp32 param, grad and update of the largest tensor (embedding)
 
 
@@ -139,7 +139,7 @@ def test_foreach_adamw_adds_step_temporaries():
 def test_qlora_weight_storage_matches_bitsandbytes_layout():
     # NF4 + double quant: 0.5 + 1/64 + 4/(64·256) B per weight (QLoRA §3); non-linear params upcast to fp32.
     est = estimate(LLAMA8, TrainingSetup(method="qlora", qlora_prep="peft"))
-    frozen = next(x for x in est.details if x.label == "Frozen base weights").bytes
+    frozen = next(x for x in est.details if x.key == "weights.base").bytes
     expected = 6_979_321_856 * (0.5 + 1 / 64 + 4 / 16384) + 4 * (8_030_261_248 - 6_979_321_856)
     assert frozen == pytest.approx(expected)
     assert frozen / 1e9 == pytest.approx(7.80, abs=0.01)  # docs/formulas.md §6.1 QLoRA variant
@@ -175,3 +175,18 @@ def test_sliding_window_mask_under_sdpa_only_from_the_window_on():
     gemma3 = load_preset("gemma-3-1b")  # a = 4, k = 1, d = 256: K and V repeated to q width
     ctx = context(gemma3, TrainingSetup(method="full", precision="bf16", seq_len=1024))
     assert sliding_mask_per_token(gemma3, ctx) == 2 * 1024 + 2 * 2 * (1024 - 256)
+
+
+def test_detail_keys_are_stable_ids_not_labels():
+    """Code finds a term by its DetailItem.key ("<component>.<term>"); labels are only shown (docs/architecture.md)."""
+    from estimator.memory.result import detail_bytes
+
+    for setup in (TrainingSetup(method="lora"), TrainingSetup(method="full", grad_ckpt=True),
+                  TrainingSetup(method="qlora", batch=2)):
+        est = estimate(load_preset("qwen2.5-0.5b"), setup)
+        for p in est.phases:
+            keys = [x.key for x in p.details]
+            assert len(keys) == len(set(keys)), p.key
+            assert all(x.key.partition(".")[0] == x.component for x in p.details)
+        assert {p.key for p in est.phases} >= {"loss_backward", "backward.first_layer", "optimizer_step"}
+        assert detail_bytes(est.details, "overhead.cuda_context") > 0

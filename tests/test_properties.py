@@ -84,9 +84,9 @@ def test_memory_never_falls_as_rank_grows(spec, setup, factor):
 def _weights(spec, method, precision="bf16"):
     """The base model's weight storage (frozen for LoRA/QLoRA, trainable for full), at the optimizer step."""
     est = estimate(spec, TrainingSetup(method=method, precision=precision, seq_len=64))
-    step = next(p for p in est.phases if p.name == "optimizer step")
-    label = "Trainable weights" if method == "full" else "Frozen base weights"
-    return next(x.bytes for x in step.details if x.label == label)
+    step = next(p for p in est.phases if p.key == "optimizer_step")
+    key = "weights.trainable" if method == "full" else "weights.base"
+    return next(x.bytes for x in step.details if x.key == key)
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -109,7 +109,7 @@ def test_tiny_large_vocab_qlora_can_exceed_lora_with_fp32_upcast():
 
     def frozen(upcast):
         est = estimate(spec, TrainingSetup(method="qlora", qlora_prep="peft" if upcast else "none", seq_len=64))
-        return next(x.bytes for x in est.details if x.label == "Frozen base weights")
+        return next(x.bytes for x in est.details if x.key == "weights.base")
 
     assert frozen(True) > _weights(spec, "lora") > frozen(False)
 

@@ -75,16 +75,16 @@ def test_orpo_builds_full_logits():
     assert est.peak_phase == "loss backward"
     # LoRA under autocast: bf16 logits (2 B) + fp32 row log-softmax (4 B) + fp32 chosen-half cross-entropy
     # (4 B × ½) over 2 × 1024 tokens × vocabulary (traced, calibration/trainer_trace.py)
-    kept = next(x for x in est.details if x.label == "Logits and log-softmaxes (saved)")
+    kept = next(x for x in est.details if x.key == "activations.logits")
     assert kept.bytes == (2 + 4 * 1.5) * 2048 * QWEN25.vocab_size
     simpo = estimate(QWEN25, s, trainer=TrainerSetup("simpo"))
-    assert next(x for x in simpo.details if x.label.startswith("Logits and")).bytes == 6 * 2048 * QWEN25.vocab_size
+    assert next(x for x in simpo.details if x.key == "activations.logits").bytes == 6 * 2048 * QWEN25.vocab_size
 
 
 def test_reward_model_has_no_vocabulary_logits():
     s = trl(batch=2, seq_len=512)
     reward = estimate(QWEN25, s, trainer=TrainerSetup("reward"))
-    assert not [x for x in reward.details if x.label.startswith(("Logits", "Loss backward"))]
+    assert not [x for x in reward.details if x.key in ("activations.loss", "activations.logits", "activations.loss_backward")]
     assert reward.total_bytes < estimate(QWEN25, s, trainer=TrainerSetup("dpo")).total_bytes
 
 
@@ -92,7 +92,7 @@ def test_grpo_kv_cache_is_the_formula():
     s = trl(batch=8, seq_len=128)
     tr = TrainerSetup("grpo", prompt_len=256, completion_len=256)
     est = estimate(QWEN3_06B, s, trainer=tr)
-    gen = next(p for p in est.phases if p.name == "generation")
+    gen = next(p for p in est.phases if p.key == "generation")
     # 2 (K, V) × 28 layers × 8 KV heads × 128 × 2 B × 8 sequences × 511 cached tokens (the last is never fed)
     assert gen.generation == 2 * 28 * 8 * 128 * 2 * 8 * 511 == kv_cache_bytes(QWEN3_06B, s, 8, 511)
     assert policy_setup(s, tr).seq_len == 512
@@ -137,7 +137,7 @@ def test_reward_model_under_zero3_gathers_the_input_embedding():
     params = llama.params_total - vh + llama.hidden_size  # the 1-output score head replaces lm_head
     # sharded weights + the gathered units as for SFT: the embedding (V × H) and the prefetched layer, bf16
     assert est.components_bytes["weights"] == pytest.approx(2 * params / 8 + 2 * (vh + layer))
-    gathered = next(x for x in est.details if x.label == "Input embedding gathered (ZeRO-3)")
+    gathered = next(x for x in est.details if x.key == "weights.embedding_gathered")
     assert gathered.bytes == 2 * (vh - layer)
     assert not any("not counted" in n for n in est.notes)
 

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 
 from estimator import ALL_COMPONENT_KEYS, Device, Estimate, component_keys, fmt_both, to_gb
 from estimator.i18n import DEFAULT_LANGUAGE, N_, _, format_number, get_language
-from estimator.memory.result import CONTEXT_LABEL, component_label, context_label
+from estimator.memory.result import CONTEXT_KEY, component_label, context_label
 
 # Fixed colour per component, in stacking order (weights → gradients → optimizer → activations → overhead).
 COMPONENT_COLORS: dict[str, str] = {
@@ -41,22 +41,24 @@ RESERVED_FILL = "rgba(140, 140, 140, 0.22)"  # the OS-and-apps band, readable on
 BAND_COLOR = "#7F7F7F"  # low–high whisker
 
 # Trace names (also the legend). Weights split into two traces when any row trains adapters.
-FROZEN_NAME = N_("Weights (frozen base)")  # names are ids here; translated where drawn
+FROZEN_NAME = N_("Weights (frozen base)")  # translated where drawn; Segment.part identifies the piece
 TRAINABLE_NAME = N_("Weights (trainable)")
 BAND_NAME = N_("Likely range (low–high)")
 
-# Detail labels the estimator uses for the frozen base (detailed mode) — the rest of "weights" trains
+# The detail key the estimator gives the frozen base (detailed mode) — the rest of "weights" trains
 # (adapters, their autocast copies) or is the full model's weights.
-_FROZEN_DETAIL_LABELS = frozenset({"Frozen base weights"})
+_FROZEN_DETAIL_KEY = "weights.base"
 
 
 @dataclass(frozen=True)
 class Segment:
-    """One stacked piece of a bar: a trace name, its colour and the component it belongs to."""
+    """One stacked piece of a bar: a trace name (shown), its colour, the component it belongs to and, for the
+    split weights, which part ("frozen" or "trainable"; "" for a whole component)."""
 
     name: str
     color: str
     component: str
+    part: str = ""
 
 
 def _esc(text: str) -> str:
@@ -84,7 +86,7 @@ def frozen_weight_bytes(est: Estimate) -> float:
         return 0.0
     if est.mode == "seed":
         return float(est.components_bytes["weights"])
-    return float(sum(d.bytes for d in est.details if d.component == "weights" and d.label in _FROZEN_DETAIL_LABELS))
+    return float(sum(d.bytes for d in est.details if d.component == "weights" and d.key == _FROZEN_DETAIL_KEY))
 
 
 def segments(estimates: Sequence[Estimate], device: Device | None = None) -> list[Segment]:
@@ -96,8 +98,8 @@ def segments(estimates: Sequence[Estimate], device: Device | None = None) -> lis
         if key in TRAINER_KEYS and key not in present:
             continue  # an SFT chart keeps its five segments
         if key == "weights" and any(splits_weights(e) for e in estimates):
-            out.append(Segment(FROZEN_NAME, FROZEN_COLOR, key))
-            out.append(Segment(TRAINABLE_NAME, COMPONENT_COLORS[key], key))
+            out.append(Segment(FROZEN_NAME, FROZEN_COLOR, key, "frozen"))
+            out.append(Segment(TRAINABLE_NAME, COMPONENT_COLORS[key], key, "trainable"))
         else:
             out.append(Segment(component_label(key, device), COMPONENT_COLORS[key], key))
     return out
@@ -105,9 +107,9 @@ def segments(estimates: Sequence[Estimate], device: Device | None = None) -> lis
 
 def segment_bytes(est: Estimate, seg: Segment) -> float:
     """Bytes of one segment in one estimate; the segments of an estimate sum to its total."""
-    if seg.name == FROZEN_NAME:
+    if seg.part == "frozen":
         return frozen_weight_bytes(est)
-    if seg.name == TRAINABLE_NAME:
+    if seg.part == "trainable":
         return float(est.components_bytes["weights"]) - frozen_weight_bytes(est)
     return float(est.components_bytes.get(seg.component, 0.0))
 
@@ -115,11 +117,11 @@ def segment_bytes(est: Estimate, seg: Segment) -> float:
 def _detail_lines(est: Estimate, seg: Segment, device: Device | None = None) -> list[str]:
     """The detail items behind a segment, for its hover."""
     items = [d for d in est.details if d.component == seg.component and d.bytes > 0]
-    if seg.name == FROZEN_NAME:
-        items = [d for d in items if est.mode == "seed" or d.label in _FROZEN_DETAIL_LABELS]
-    elif seg.name == TRAINABLE_NAME:
-        items = [] if est.mode == "seed" else [d for d in items if d.label not in _FROZEN_DETAIL_LABELS]
-    return [f"· {_esc(context_label(device) if d.label == CONTEXT_LABEL else _(d.label))}: {both_units(d.bytes, 2)}"
+    if seg.part == "frozen":
+        items = [d for d in items if est.mode == "seed" or d.key == _FROZEN_DETAIL_KEY]
+    elif seg.part == "trainable":
+        items = [] if est.mode == "seed" else [d for d in items if d.key != _FROZEN_DETAIL_KEY]
+    return [f"· {_esc(context_label(device) if d.key == CONTEXT_KEY else _(d.label))}: {both_units(d.bytes, 2)}"
             for d in items]
 
 

@@ -18,7 +18,7 @@ import streamlit as st
 from estimator import Device, Estimate, estimate, to_gb
 from estimator import exact as ex
 from estimator.i18n import _, format_number, localised_error, ngettext
-from estimator.models.hub import HubError, fetch_model, is_model_id
+from estimator.models.hub import HubConfigRefused, HubError, fetch_model, is_model_id
 from estimator.models.presets import preset_ids
 
 from .charts import USABLE_COLOR, both_units, separators
@@ -59,7 +59,7 @@ def exact_source(model_choice: str, spec_source: str, upload: Any = None, hub_to
             _spec, hub = fetch_model(model_choice, token=hub_token)
             return ExactSource(ex.hub_config(hub))
         except HubError as exc:
-            if "could not be used" in str(exc):  # read, but the fast estimator refused it: the trace may answer
+            if isinstance(exc, HubConfigRefused):  # read, but the fast estimator refused it: the trace may answer
                 try:
                     return ExactSource(ex.hub_config_cached(model_choice), fast_missing=localised_error(exc))
                 except ex.ExactRefused:

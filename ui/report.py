@@ -12,7 +12,7 @@ import pandas as pd
 
 from estimator import Device, Estimate, Remedy, Verdict, component_keys, to_gb, to_gib
 from estimator.i18n import _, format_int, format_number
-from estimator.memory.result import CONTEXT_LABEL, component_label, context_label
+from estimator.memory.result import CONTEXT_KEY, component_label, context_label
 from ui.charts import both_units
 
 # Streamlit's own viewer options: not part of a setup, so never copied into a share link.
@@ -29,7 +29,7 @@ def breakdown_frame(est: Estimate, device: Device | None = None) -> pd.DataFrame
     total = float(est.total_bytes)
     for key in component_keys(est):
         for item in (d for d in est.details if d.component == key and d.bytes > 0):
-            label = context_label(device) if item.label == CONTEXT_LABEL else _(item.label)
+            label = context_label(device) if item.key == CONTEXT_KEY else _(item.label)
             rows.append((component_label(key, device), label, float(round(item.bytes)), to_gb(item.bytes),
                          to_gib(item.bytes), item.bytes / total if total else 0.0))
     rows.append((_("Total"), _("peak: {phase}").format(phase=_(est.peak_phase)), float(round(total)), to_gb(total), to_gib(total), 1.0))

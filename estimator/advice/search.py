@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from ..job.setup import TrainingSetup
+from ..memory.price import estimate as price
 from ..memory.result import Estimate
-from ..memory.trainers import estimate_trainer
 from ..models.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -158,6 +158,6 @@ def solver_estimate_fn(tr: TrainerSetup, device_capacity: float | None = None):
     batch-divisibility checks, since the memory does not depend on them (the solvers try every batch)."""
 
     def fn(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
-        return estimate_trainer(spec, setup, tr, device_capacity, strict=False)
+        return price(spec, setup, trainer=tr, device_capacity=device_capacity, strict=False)
 
     return fn

@@ -10,7 +10,7 @@ from ..i18n import _, format_int
 from ..job.setup import MAX_BATCH, MAX_GPUS, MAX_SEQ_LEN
 from ..job.tower import setup_for_model
 from ..memory.overhead import ALLOCATOR_SLACK
-from ..memory.trainers import estimate_trainer
+from ..memory.price import estimate as price
 from ..models.presets import MAX_SIZE_B, MIN_SIZE_B, generic_spec
 from ..options.devices import CATALOG
 from .search import _default_estimate, _smallest_int, bisect_last
@@ -201,6 +201,7 @@ def max_completion_len(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, 
         return None
 
     def total(c: int) -> float:
-        return estimate_trainer(spec, setup, replace(tr, completion_len=c), device_capacity, strict=False).total_bytes
+        return price(spec, setup, trainer=replace(tr, completion_len=c), device_capacity=device_capacity,
+                     strict=False).total_bytes
 
     return bisect_last(1, limit, total, usable_bytes, hints=(tr.completion_length,))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..i18n import N_, Text
 from ..memory.overhead import ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES
 from ..memory.precision import NF4_BYTES, NF4_DQ_BYTES
+from ..memory.result import detail_bytes
 from .config import TRACED_OPTIMIZERS
 
 if TYPE_CHECKING:
@@ -114,13 +115,13 @@ class ExactResult:
         return doc
 
 
-def _detail(est: Estimate | None, label: str) -> float:
-    """The estimator's term `label`: at its peak phase, else the largest over its phases (the QLoRA dequantisation
+def _detail(est: Estimate | None, key: str) -> float:
+    """The estimator's term `key` (a DetailItem.key): at its peak phase, else the largest over its phases (the QLoRA dequantisation
     buffer is not part of every phase, but one matmul of the traced peak's phase would need it)."""
     if est is None:
         return 0.0
-    at_peak = sum(d.bytes for d in est.details if d.label == label)
-    return at_peak or max((sum(d.bytes for d in p.details if d.label == label) for p in est.phases), default=0.0)
+    at_peak = detail_bytes(est.details, key)
+    return at_peak or max((detail_bytes(p.details, key) for p in est.phases), default=0.0)
 
 
 def combine(raw: dict[str, Any], setup: TrainingSetup, est: Estimate | None,
@@ -135,7 +136,7 @@ def combine(raw: dict[str, Any], setup: TrainingSetup, est: Estimate | None,
                            f"{q_params:,} parameters counted in the trace"))
         added.append(Added(Text(N_("NF4 storage of those weights")), int(round(q_params * nf4)),
                            f"{nf4:.4f} B/parameter (bitsandbytes quantize_4bit, estimator/memory/precision.py)"))
-        deq = _detail(est, "QLoRA dequantisation buffer")
+        deq = _detail(est, "activations.qlora_dequant")
         if deq:
             added.append(Added(Text(N_("QLoRA dequantisation buffer (CUDA kernel)")), int(round(deq)), "estimator"))
     if setup.optimizer not in TRACED_OPTIMIZERS and est is not None:
@@ -143,9 +144,9 @@ def combine(raw: dict[str, Any], setup: TrainingSetup, est: Estimate | None,
         added.append(Added(Text(N_("AdamW state at the peak (traced, replaced by {optimizer})"),
                                 optimizer=setup.optimizer), -traced_opt, "trace"))
         added.append(Added(Text(N_("{optimizer} state"), optimizer=setup.optimizer),
-                           int(round(_detail(est, "Optimizer state"))), "estimator"))
+                           int(round(_detail(est, "optimizer.state"))), "estimator"))
     tensor = peak + sum(a.bytes for a in added)
-    ctx = _detail(est, "CUDA context and workspaces") if est is not None else CUDA_CONTEXT_BYTES
+    ctx = _detail(est, "overhead.cuda_context") if est is not None else CUDA_CONTEXT_BYTES
     added.append(Added(Text(N_("CUDA context and workspaces")), int(round(ctx)), "estimator (docs/formulas.md §5)"))
     added.append(Added(Text(N_("Allocator slack")), int(round(ALLOCATOR_SLACK * tensor)),
                        f"estimator: {ALLOCATOR_SLACK:.0%} of the allocated bytes (docs/formulas.md §5)"))

@@ -19,17 +19,18 @@ if TYPE_CHECKING:
 
 
 def estimate(model: ModelSpec, setup: TrainingSetup, rule: str | None = None, trainer: TrainerSetup | None = None,
-             device_capacity: float | None = None) -> Estimate:
+             device_capacity: float | None = None, strict: bool = True) -> Estimate:
     """The one entry point pages and the CLI call: the detailed estimate, or the seed's rule of thumb
     with rule='seed'. `trainer` prices a preference/RL trainer's step (estimator/memory/trainers.py); vLLM colocate
-    mode needs the device's total memory in `device_capacity`."""
+    mode needs the device's total memory in `device_capacity`; strict=False skips TRL's batch-shape checks the
+    memory does not depend on (the solvers try every batch)."""
     if trainer is not None and trainer.trainer != "sft":
         if rule == "seed":
             raise ValueError(Text(N_("the rule of thumb covers SFT only; drop it to estimate the {trainer} trainer"),
                                   trainer=Text(trainer.option.label)))
-        return estimate_trainer(model, setup, trainer, device_capacity)
+        return estimate_trainer(model, setup, trainer, device_capacity, strict)
     if trainer is not None:
-        check_trainer(setup, trainer)  # SFT: only the checks (no second estimate)
+        check_trainer(setup, trainer, strict)  # SFT: only the checks (no second estimate)
     if rule is None or rule == "detailed":
         return detailed_estimate(model, setup)
     if rule == "seed":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -25,6 +26,7 @@ COMPONENT_LABELS = {
     "generation": N_("Generation (KV cache / vLLM)"),  # GRPO only (estimator/memory/trainers.py)
 }
 CONTEXT_LABEL = N_("CUDA context and workspaces")  # the overhead's runtime item, named per device by context_label
+CONTEXT_KEY = "overhead.cuda_context"  # that item's DetailItem.key
 
 
 def component_label(key: str, device: Device | None = None) -> str:
@@ -56,18 +58,32 @@ def component_keys(est: Estimate) -> tuple[str, ...]:
 
 class DetailItem(NamedTuple):
     """One named term inside a component, in bytes at the peak phase (a NamedTuple: built ~20 times per
-    estimate, ~3× cheaper than a frozen dataclass)."""
+    estimate, ~3× cheaper than a frozen dataclass). Code finds an item by its `key` ("weights.base",
+    "activations.loss", "overhead.cuda_context", …: the component, a dot, the term); the label is only shown."""
 
-    component: str  # one of COMPONENT_KEYS
+    key: str  # stable id: "<component>.<term>"
+    component: str  # one of COMPONENT_KEYS (the key's prefix)
     label: str
     bytes: float
     formula: str  # the term as a formula, for hovers and the How-it-works page
 
 
+def detail(key: str, label: str, value: float, formula: str) -> DetailItem:
+    """A DetailItem whose component is its key's prefix ("activations.loss" → "activations")."""
+    return DetailItem(key, key.partition(".")[0], label, float(value), formula)
+
+
+def detail_bytes(items: Iterable[DetailItem], key: str) -> float:
+    """The bytes of the items with this key (0 when there is none)."""
+    return float(sum(x.bytes for x in items if x.key == key))
+
+
 @dataclass(frozen=True)
 class Phase:
-    """Memory at one moment of the step (bytes, per GPU), before overhead."""
+    """Memory at one moment of the step (bytes, per GPU), before overhead. `key` is the phase's stable id
+    ("backward.first_layer", "optimizer_step", …); `name` is its label, only shown."""
 
+    key: str
     name: str
     weights: float
     gradients: float
@@ -94,7 +110,7 @@ class Estimate:
     total_bytes: float
     low_bytes: float
     high_bytes: float
-    peak_phase: str
+    peak_phase: str  # the peak phase's label (Phase.name)
     phases: tuple[Phase, ...] = ()
     cpu_offload_bytes: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)

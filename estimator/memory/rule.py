@@ -9,7 +9,7 @@ from ..i18n import N_
 from ..job.setup import TrainingSetup
 from ..units import GB
 from .adapters import lora_params
-from .result import COMPONENT_KEYS, DetailItem, Estimate
+from .result import COMPONENT_KEYS, Estimate, detail
 
 if TYPE_CHECKING:
     from ..models.spec import ModelSpec
@@ -87,7 +87,7 @@ def seed_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
               "gradients": N_("16-bit gradients"),
               "optimizer": N_("Adam moments (fp32) + master copy") if master else N_("Adam moments (fp32)"),
               "overhead": N_("Fixed margin (activations at moderate length, adapter, framework)")}
-    details = tuple(DetailItem(k, labels.get(k, k), v, "rule of thumb") for k, v in comps.items() if v > 0)
+    details = tuple(detail(f"{k}.rule", labels.get(k, k), v, "rule of thumb") for k, v in comps.items() if v > 0)
     return Estimate(
         model=spec, setup=setup, mode="seed", params_total=spec.params_total, params_trainable=trainable,
         components_bytes=comps, details=details, total_bytes=total, low_bytes=total, high_bytes=total,

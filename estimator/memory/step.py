@@ -7,7 +7,7 @@ peak = max over phases of (weights + gradients + optimizer state + live activati
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..i18n import N_, Text
 from ..job.stack import attention_impl
@@ -49,7 +49,8 @@ from .precision import (
     weight_bytes,
 )
 from .result import CONTEXT_LABEL, DetailItem, Estimate, Phase
-from .towers import tower_activation_bytes, tower_lora_params, tower_notes
+from .result import detail as d
+from .towers import tower_activation_bytes, tower_learns, tower_lora_params, tower_notes
 
 if TYPE_CHECKING:
     from ..job.setup import TrainingSetup
@@ -64,7 +65,7 @@ def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, f
     (embeddings, head, norms) 16-bit, or fp32 after prepare_model_for_kbit_training (docs/formulas.md §2.1)."""
     wb = weight_bytes(setup)
     if setup.method == "full":
-        if spec.params_tower and not setup.train_tower:  # the towers stay frozen; the language model trains
+        if spec.params_tower and not tower_learns(setup):  # the towers stay frozen; the language model trains
             lm = spec.params_total - spec.params_tower
             return (float(spec.params_tower * wb), float(lm * wb),
                     f"{wb} B × {lm:,} language-model params + {wb} B × {spec.params_tower:,} frozen tower params")
@@ -96,7 +97,7 @@ def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
     if setup.method != "full":
         r = setup.lora_rank
         targets = adapted_modules(spec, setup)
-        tower = sum(FP32 * ((r + i) + (o + r)) * n for i, o, n in spec.tower_linears) if setup.train_tower else 0
+        tower = sum(FP32 * ((r + i) + (o + r)) * n for i, o, n in spec.tower_linears) if tower_learns(setup) else 0
         return tower + sum(FP32 * ((r + m.in_features) + (m.out_features + r)) * m.count * (m.layers or spec.num_layers)
                            for m in spec.linears if m.name in targets)
     total = 0.0
@@ -106,7 +107,7 @@ def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
     heads = 1 if spec.tie_embeddings else 2
     total += heads * FP32 * (spec.vocab_size + spec.hidden_size)
     norms = spec.params_total - spec.params_quantizable - spec.params_embedding - spec.params_tower
-    if setup.train_tower:  # the trained tower: row + column factors per linear, a full second moment for the rest
+    if tower_learns(setup):  # the trained tower: row + column factors per linear, a full second moment for the rest
         tower_linear = sum(i * o * n for i, o, n in spec.tower_linears)
         total += sum(FP32 * (i + o) * n for i, o, n in spec.tower_linears)
         norms += spec.params_tower - tower_linear
@@ -157,34 +158,8 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
     return weights, grads, opt, cpu, note
 
 
-# Estimates are pure functions of two frozen (hashable) dataclasses, and one calculator rerun asks for the same
-# ones again (the page, its remedies and its solvers; the next rerun mostly the same probes): keep the latest
-# few thousand (a few kB each). estimate.cache_info().misses counts the estimates actually computed.
-ESTIMATE_CACHE_SIZE = 4096
-
-
-@lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
-def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
-    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
-    if setup.image_tokens and not spec.tower_kind:
-        raise ValueError(Text(N_("image tokens per example need a multimodal model; {model} has no vision tower"),
-                              model=spec.name))
-    check_tower(spec, setup)
-    spec = stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
-    ctx = context(spec, setup)
-    tokens = setup.tokens
-    c = compute_bytes(setup)
-    lora = lora_params(spec, setup, ctx.adapted)
-    if setup.train_tower and setup.method != "full":
-        lora += tower_lora_params(spec, setup.lora_rank)  # adapters on the tower's and projector's linears
-    # full fine-tuning trains everything but a multimodal wrapper's frozen towers (unless train_tower) and the
-    # parameters the model itself creates with requires_grad=False (ERNIE 4.5 MoE's e_score_correction_bias)
-    frozen_tower = 0 if setup.train_tower else spec.params_tower
-    trainable = spec.params_total - frozen_tower - spec.params_frozen if setup.method == "full" else lora
-
-    w_frozen, w_train, w_formula = _weights(spec, setup, lora)
-    gb = trainable_bytes(setup)
-    grads = float(trainable * gb)  # one gradient per trainable parameter, in its dtype
+def _optimizer(spec: ModelSpec, setup: TrainingSetup, trainable: int, gb: float) -> tuple[float, float]:
+    """(optimizer state, optimizer-step temporaries) before sharding, bytes."""
     if setup.optimizer == "adafactor":
         opt = _adafactor_state(spec, setup)
     else:
@@ -199,11 +174,21 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         opt_temp = 0.0
     else:
         opt_temp = float(trainable * gb)
+    return opt, opt_temp
 
-    weights, grads, opt, cpu_bytes, shard_note = _shard(setup, spec, w_frozen + w_train, grads, opt)
-    opt_temp = opt_temp / (setup.gpus if setup.sharding != "none" else 1)
-    if setup.offload_optimizer:
-        opt_temp = 0.0
+
+class _Gradients(NamedTuple):
+    """The gradients alive at each moment of backward, bytes per GPU."""
+
+    head: float  # the head's (or tied embedding's) gradient, made first
+    persist: float  # accumulated gradients living through the next forward
+    first: float  # at the first layer's backward
+    end: float  # at the end of backward (tied embeddings)
+    step: float  # at the optimizer step
+
+
+def _gradient_moments(spec: ModelSpec, setup: TrainingSetup, grads: float, gb: float) -> _Gradients:
+    """The gradients alive at each moment of backward, from all of them (`grads`, sharded)."""
     head_params = spec.vocab_size * spec.hidden_size
     g_head = head_params * gb if setup.method == "full" else 0.0  # lm_head (or tied embedding) grad, first
     g_embed_last = head_params * gb if (setup.method == "full" and not spec.tie_embeddings) else 0.0
@@ -227,7 +212,97 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         tied_wait = head_params * gb if spec.tie_embeddings else 0.0
         g_first = tied_wait + max(spec.largest_linear_params, head_params) * gb
         g_end, g_step = tied_wait, 0.0  # the tied weight's summed gradient, applied in its hook; no step phase
+    return _Gradients(g_head, g_persist, g_first, g_end, g_step)
+
+
+def _notes(spec: ModelSpec, setup: TrainingSetup, learns: bool, shard_note: str) -> list[str]:
+    """What the user should know about this estimate, in plain words (marked for translation)."""
+    notes = list(spec.notes)
+    if learns:  # the wrapper's note says the tower is frozen (a Text's str is its English form); the
+        notes = [n for n in notes if "counted as frozen weights" not in n]  # trained tower's own note follows
+    if shard_note:
+        notes.append(shard_note)
+    if setup.optimizer.startswith("paged"):
+        notes.append(N_("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
+                     "to CPU RAM, so a run slightly over the limit may still run, slower."))
+    if attention_impl(setup, spec.family) != setup.attention:  # SDPA asked, transformers runs eager
+        notes.append(Text(N_("{family}: transformers cannot run this model with SDPA ({source}), so it falls back "
+                             "to eager attention, which keeps s²-sized attention scores per head: estimated as "
+                             "eager. flash_attention_2 (on a GPU with flash-attn) avoids them."),
+                          family=spec.family, source=NO_SDPA_FAMILIES[spec.family]))  # cached: translated when shown
+    elif setup.attention == "eager":
+        notes.append(N_("Eager attention stores s²-sized attention scores per head; SDPA/flash does not."))
+    notes.extend(tower_notes(spec, setup))
+    if setup.method == "qlora":
+        notes.append(N_("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout."))
+    return notes
+
+
+def _peak_and_band(setup: TrainingSetup, phases: list[Phase]
+                   ) -> tuple[Phase, dict[str, float], tuple[DetailItem, ...], float, float]:
+    """The peak phase, its components with the overhead (runtime context + allocator slack), its details and the
+    low/high band."""
+    peak = max(phases, key=lambda p: p.total)
+    tensor_peak = peak.total
+    ctx_bytes = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0)
+    slack = ALLOCATOR_SLACK * tensor_peak
+    overhead = ctx_bytes + slack
+    components = {
+        "weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
+        "activations": peak.activations, "overhead": overhead,
+    }
+    details = tuple(x for x in peak.details if x.bytes > 0) + (
+        d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
+        d("overhead.allocator_slack", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+    )
+    low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)
+    high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
+        NCCL_BYTES if setup.gpus > 1 else 0)
+    return peak, components, details, low, high
+
+
+# Estimates are pure functions of two frozen (hashable) dataclasses, and one calculator rerun asks for the same
+# ones again (the page, its remedies and its solvers; the next rerun mostly the same probes): keep the latest
+# few thousand (a few kB each). estimate.cache_info().misses counts the estimates actually computed.
+ESTIMATE_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
+def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
+    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
+    if setup.image_tokens and not spec.tower_kind:
+        raise ValueError(Text(N_("image tokens per example need a multimodal model; {model} has no vision tower"),
+                              model=spec.name))
+    check_tower(spec, setup)
+    spec = stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
+    ctx = context(spec, setup)
+    tokens = setup.tokens
+    c = compute_bytes(setup)
+    lora = lora_params(spec, setup, ctx.adapted)
+    # adapters on the tower's and projector's linears: stored whenever the tower is trained, but they get gradients
+    # and optimizer state only when images run through it (towers.tower_learns)
+    lora_tower = tower_lora_params(spec, setup.lora_rank) if setup.train_tower and setup.method != "full" else 0
+    learns = tower_learns(setup)
+    stored_lora = lora + lora_tower
+    lora += lora_tower if learns else 0
+    # full fine-tuning trains everything but a multimodal wrapper's frozen towers (unless it learns) and the
+    # parameters the model itself creates with requires_grad=False (ERNIE 4.5 MoE's e_score_correction_bias)
+    frozen_tower = 0 if learns else spec.params_tower
+    trainable = spec.params_total - frozen_tower - spec.params_frozen if setup.method == "full" else lora
+
+    w_frozen, w_train, w_formula = _weights(spec, setup, stored_lora)
+    gb = trainable_bytes(setup)
+    grads = float(trainable * gb)  # one gradient per trainable parameter, in its dtype
+    opt, opt_temp = _optimizer(spec, setup, trainable, gb)
+
+    weights, grads, opt, cpu_bytes, shard_note = _shard(setup, spec, w_frozen + w_train, grads, opt)
+    opt_temp = opt_temp / (setup.gpus if setup.sharding != "none" else 1)
+    if setup.offload_optimizer:
         opt_temp = 0.0
+    head_params = spec.vocab_size * spec.hidden_size
+    g_head, g_persist, g_first, g_end, g_step = _gradient_moments(spec, setup, grads, gb)
+    if setup.optimizer_in_bwd:
+        opt_temp = 0.0  # torchtune steps each parameter in its backward hook: no step phase, no temporaries
 
     casts_all, casts_layer, head_casts = _casts(spec, setup, lora, ctx.head_module)
     if setup.sharding == "zero3" and setup.gpus > 1:
@@ -264,120 +339,89 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     if setup.method == "qlora" and _quantizes_every_linear(setup):
         dequant = float(max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) * c)  # the 4-bit head
 
-    def d(component: str, label: str, value: float, formula: str) -> DetailItem:
-        return DetailItem(component, label, float(value), formula)
-
     weight_items = [
-        d("weights", N_("Frozen base weights"), weights - w_train if setup.method != "full" else 0.0, w_formula),
-        d("weights", N_("Trainable weights"), w_train if setup.method != "full" else weights, w_formula),
+        d("weights.base", N_("Frozen base weights"), weights - w_train if setup.method != "full" else 0.0, w_formula),
+        d("weights.trainable", N_("Trainable weights"), w_train if setup.method != "full" else weights, w_formula),
     ]
-    opt_items = [d("optimizer", N_("Optimizer state"), opt, f"{setup.optimizer} state × {trainable:,} trainable params")]
+    opt_items = [d("optimizer.state", N_("Optimizer state"), opt, f"{setup.optimizer} state × {trainable:,} trainable params")]
 
-    def phase(name: str, casts: float, grad: float, grad_label: str, acts: list[DetailItem],
+    def phase(key: str, name: str, casts: float, grad: float, grad_key: str, grad_label: str, acts: list[DetailItem],
               temp: float = 0.0) -> Phase:
         items = list(weight_items)
         if casts:
-            items.append(d("weights", N_("Autocast bf16 weight copies"), casts, "2 B × weights used under autocast"))
-        items.append(d("gradients", grad_label, grad, f"{gb} B × trainable params"))
+            items.append(d("weights.autocast_copies", N_("Autocast bf16 weight copies"), casts, "2 B × weights used under autocast"))
+        items.append(d(grad_key, grad_label, grad, f"{gb} B × trainable params"))
         items.extend(opt_items)
         if temp:
-            items.append(d("optimizer", N_("Optimizer step temporaries"), temp, "foreach/Adafactor step buffers"))
+            items.append(d("optimizer.step_temporaries", N_("Optimizer step temporaries"), temp, "foreach/Adafactor step buffers"))
         items.extend(acts)
-        return Phase(name, weights + casts, grad, opt + temp, sum(a.bytes for a in acts), tuple(items))
+        return Phase(key, name, weights + casts, grad, opt + temp, sum(a.bytes for a in acts), tuple(items))
 
-    act_final = d("activations", N_("Final norm, head input, token ids"), final, "T × (norm + head input + ids)")
+    act_final = d("activations.final", N_("Final norm, head input, token ids"), final, "T × (norm + head input + ids)")
     # Once backward reaches the decoder layers the final norm's and the head's saved tensors are freed: only the
     # token ids and RoPE cos/sin remain (tracer inventories at the last layer's backward).
     ids_rope = tokens * (2 * INT64 + rope_per_token(spec, ctx))
-    act_ids = d("activations", N_("Token ids, RoPE cos/sin"), ids_rope, "T × (16 + 2·c·d)")
+    act_ids = d("activations.ids_rope", N_("Token ids, RoPE cos/sin"), ids_rope, "T × (16 + 2·c·d)")
     if ctx.litgpt is not None:
         act_ids = act_final  # LitGPT's own model: calibrated with the final tensors counted (§3.6)
-    act_loss_kept = d("activations", N_("Logits and loss (saved)"), loss.kept, loss.kept_formula)
-    act_loss_tr = d("activations", N_("Loss backward buffers"), loss.transient, loss.transient_formula)
-    act_temp = d("activations", N_("Backward temporaries"), bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
-    act_one = d("activations", N_("Recomputed layer"), one_layer - tokens * checkpoint_alias_per_token(spec, ctx),
+    act_loss_kept = d("activations.loss", N_("Logits and loss (saved)"), loss.kept, loss.kept_formula)
+    act_loss_tr = d("activations.loss_backward", N_("Loss backward buffers"), loss.transient, loss.transient_formula)
+    act_temp = d("activations.backward_temporaries", N_("Backward temporaries"), bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
+    act_one = d("activations.recomputed_layer", N_("Recomputed layer"), one_layer - tokens * checkpoint_alias_per_token(spec, ctx),
                 "T × one layer's saved tensors (less its own checkpointed input)")
-    act_deq = d("activations", N_("QLoRA dequantisation buffer"), dequant, "largest 4-bit matrix in 16-bit")
+    act_deq = d("activations.qlora_dequant", N_("QLoRA dequantisation buffer"), dequant, "largest 4-bit matrix in 16-bit")
     # a trained tower's saved tensors: made first in forward, freed after the language model's backward
-    act_deq_tower = [act_deq, d("activations", N_("Vision tower activations (trained)"), tower_acts, tower_formula)]
+    act_deq_tower = [act_deq, d("activations.tower", N_("Vision tower activations (trained)"), tower_acts, tower_formula)]
     phases: list[Phase]
     if not setup.grad_ckpt:
-        act_layers = d("activations", N_("Layer activations"), layers, "T × Σ layers' saved tensors")
+        act_layers = d("activations.layers", N_("Layer activations"), layers, "T × Σ layers' saved tensors")
         phases = [
-            phase(N_("loss backward"), casts_all, g_persist + g_loss, N_("Gradients (accumulated)"),
+            phase("loss_backward", N_("loss backward"), casts_all, g_persist + g_loss, "gradients.accumulated",
+                  N_("Gradients (accumulated)"),
                   [act_layers, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
-            phase(N_("backward, output layer"), casts_all, g_persist + g_head, N_("Gradients (head)"),
+            phase("backward.output_layer", N_("backward, output layer"), casts_all, g_persist + g_head,
+                  "gradients.head", N_("Gradients (head)"),
                   [act_layers, act_ids, act_temp, *act_deq_tower]),
-            phase(N_("backward, first layer"), casts_layer, g_first, N_("Gradients"),
-                  [d("activations", N_("First layer's activations"), one_layer, "T × one layer"), act_temp,
+            phase("backward.first_layer", N_("backward, first layer"), casts_layer, g_first, "gradients.all",
+                  N_("Gradients"), [d("activations.first_layer", N_("First layer's activations"), one_layer, "T × one layer"), act_temp,
                    *act_deq_tower]),
         ]
     else:
-        act_ckpt = d("activations", N_("Checkpointed layer inputs"), ckpt,
+        act_ckpt = d("activations.checkpoints", N_("Checkpointed layer inputs"), ckpt,
                      "2 × T × h (layer inputs back from CPU)" if offloaded else "T × L × h (layer inputs)")
-        recompute = d("activations", N_("Recompute transients (LoRA)"),
+        recompute = d("activations.recompute", N_("Recompute transients (LoRA)"),
                       tokens * recompute_extra_per_token(spec, ctx, bwd_temp / tokens),
                       "T × (c·I + 4·I + 5·c·h) − backward temporaries")
         phases = [
-            phase(N_("loss backward"), head_casts, g_persist + g_loss, N_("Gradients (accumulated)"),
+            phase("loss_backward", N_("loss backward"), head_casts, g_persist + g_loss, "gradients.accumulated",
+                  N_("Gradients (accumulated)"),
                   [act_ckpt, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
-            phase(N_("backward, recomputing last layer"), head_casts + casts_layer, g_persist + g_head,
-                  N_("Gradients (head)"), [act_ckpt, act_ids, act_one, act_temp, recompute, *act_deq_tower]),
-            phase(N_("backward, recomputing first layer"), casts_layer, g_first,
-                  N_("Gradients"), [act_one, act_temp, recompute, *act_deq_tower]),
+            phase("backward.last_layer", N_("backward, recomputing last layer"), head_casts + casts_layer,
+                  g_persist + g_head, "gradients.head", N_("Gradients (head)"), [act_ckpt, act_ids, act_one, act_temp, recompute, *act_deq_tower]),
+            phase("backward.first_layer", N_("backward, recomputing first layer"), casts_layer, g_first,
+                  "gradients.all", N_("Gradients"), [act_one, act_temp, recompute, *act_deq_tower]),
         ]
     if setup.method == "full" and spec.tie_embeddings:
         # Tied embeddings: at the end of backward autograd holds the head's gradient of the shared weight (in
         # its input buffer), the embedding's dense gradient and their sum at once (real-width traces:
         # calibration/README.md), each V × H in the gradient dtype.
         tied = 2 * head_params * gb / (setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
-        phases.append(phase(N_("backward, tied embedding"), 0.0, g_end + tied,
-                            N_("Gradients (+ embedding gradient and the tied sum)"), []))
-    phases.append(phase(N_("optimizer step"), 0.0, g_step, N_("Gradients"), [], opt_temp))
+        phases.append(phase("backward.tied_embedding", N_("backward, tied embedding"), 0.0, g_end + tied,
+                            "gradients.tied", N_("Gradients (+ embedding gradient and the tied sum)"), []))
+    phases.append(phase("optimizer_step", N_("optimizer step"), 0.0, g_step, "gradients.all", N_("Gradients"), [],
+                        opt_temp))
     if setup.method == "qlora" and setup.load_16bit_first:
         # LitGPT's bnb precision plugin loads the bf16 state dict onto the GPU before quantising: the
         # load-time high-water mark is the 16-bit model (measured ≈ 2 B × params in its QLoRA tables).
         load = float(2 * spec.params_total)
-        phases.append(Phase(N_("model load (16-bit before quantising)"), load, 0.0, 0.0, 0.0, (
-            d("weights", N_("16-bit checkpoint before quantisation"), load, "2 B × params"),)))
+        phases.append(Phase("model_load", N_("model load (16-bit before quantising)"), load, 0.0, 0.0, 0.0, (
+            d("weights.load_16bit", N_("16-bit checkpoint before quantisation"), load, "2 B × params"),)))
 
-    peak = max(phases, key=lambda p: p.total)
-    tensor_peak = peak.total
-    ctx_bytes = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0)
-    slack = ALLOCATOR_SLACK * tensor_peak
-    overhead = ctx_bytes + slack
-    components = {
-        "weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
-        "activations": peak.activations, "overhead": overhead,
-    }
-    details = tuple(x for x in peak.details if x.bytes > 0) + (
-        d("overhead", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
-        d("overhead", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
-    )
-    low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)
-    high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
-        NCCL_BYTES if setup.gpus > 1 else 0)
-    notes = list(spec.notes)
-    if setup.train_tower:  # the wrapper's note says the tower is frozen (a Text's str is its English form); the
-        notes = [n for n in notes if "counted as frozen weights" not in n]  # trained tower's own note follows
-    if shard_note:
-        notes.append(shard_note)
-    if setup.optimizer.startswith("paged"):
-        notes.append(N_("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
-                     "to CPU RAM, so a run slightly over the limit may still run, slower."))
-    if attention_impl(setup, spec.family) != setup.attention:  # SDPA asked, transformers runs eager
-        notes.append(Text(N_("{family}: transformers cannot run this model with SDPA ({source}), so it falls back "
-                             "to eager attention, which keeps s²-sized attention scores per head: estimated as "
-                             "eager. flash_attention_2 (on a GPU with flash-attn) avoids them."),
-                          family=spec.family, source=NO_SDPA_FAMILIES[spec.family]))  # cached: translated when shown
-    elif setup.attention == "eager":
-        notes.append(N_("Eager attention stores s²-sized attention scores per head; SDPA/flash does not."))
-    notes.extend(tower_notes(spec, setup))
-    if setup.method == "qlora":
-        notes.append(N_("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout."))
+    peak, components, details, low, high = _peak_and_band(setup, phases)
+    notes = _notes(spec, setup, learns, shard_note)
     return Estimate(
         model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=trainable,
-        components_bytes=components, details=details, total_bytes=tensor_peak + overhead,
+        components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
         low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
         cpu_offload_bytes=cpu_bytes + offloaded, notes=tuple(notes),
     )

@@ -14,6 +14,15 @@ if TYPE_CHECKING:
     from ..models.spec import ModelSpec
 
 
+def tower_learns(setup: TrainingSetup) -> bool:
+    """Does the trained tower get gradients and optimizer state? Only when images run through it: with text-only
+    batches (image tokens 0) the wrapper never calls the tower (no pixel_values), so no gradient reaches its
+    parameters (their .grad stays None) and AdamW allocates no state for a parameter whose grad is None
+    (torch/optim/adamw.py _init_group skips p.grad is None). Its weights (and LoRA adapters) are still stored: the
+    step is the frozen tower's, plus the adapters' weights."""
+    return setup.train_tower and setup.image_tokens > 0
+
+
 def tower_lora_params(spec: ModelSpec, rank: int) -> int:
     """LoRA parameters PEFT adds on the tower's and projector's nn.Linear modules: r × (in + out) each (LoRA paper
     §4). PEFT 0.21.2's all-linear (tuners_utils.py _maybe_include_all_linear_layers) takes every nn.Linear but the
@@ -52,9 +61,10 @@ def tower_notes(spec: ModelSpec, setup: TrainingSetup) -> list[str]:
         if setup.image_tokens and not spec.tower_encoder:
             return [N_("Training the tower: its activations on images are not modelled for this wrapper.")]
         if not setup.image_tokens:
-            return [N_("Training the tower without image tokens: the tower's weights, gradients and optimizer state "
-                       "are counted, but no image runs through it (set image tokens per example for its "
-                       "activations).")]
+            return [N_("Training the tower without image tokens: no image runs through it, so no gradient reaches it "
+                       "and the optimizer keeps no state for it (torch's AdamW skips parameters without a gradient): "
+                       "it is counted as frozen weights, with its LoRA adapters stored but not trained. Set image "
+                       "tokens per example to price its training.")]
         return [N_("Training the tower on images: its activations follow a per-layer ViT formula from the modelling "
                    "code (SigLIP traced within 2 %; Pixtral, Qwen3.5 and LoRA on the tower untraced).")]
     if setup.method == "full":

@@ -31,13 +31,17 @@ from .overhead import (
     NCCL_BYTES,
 )
 from .precision import FP32, compute_bytes, trainable_bytes, weight_bytes
-from .result import DetailItem, Estimate, Phase
+from .result import CONTEXT_LABEL, DetailItem, Estimate, Phase, detail_bytes
+from .result import detail as d
 from .step import estimate as sft_estimate
 
 if TYPE_CHECKING:
     from ..job.setup import TrainingSetup
     from ..job.trainer import TrainerSetup
     from ..models.spec import ModelSpec
+
+
+REWARD_SPEC_NOTE = "Reward model: the output head is a 1-output score layer."  # reward_spec's; trainer_notes says it
 
 
 def reward_spec(spec: ModelSpec) -> ModelSpec:
@@ -50,7 +54,7 @@ def reward_spec(spec: ModelSpec) -> ModelSpec:
     return replace(spec, vocab_size=1, tie_embeddings=False,
                    params_total=spec.params_total - removed + spec.hidden_size,
                    params_embedding=spec.params_embedding - removed + spec.hidden_size,
-                   notes=spec.notes + ("Reward model: the output head is a 1-output score layer.",))
+                   notes=(*spec.notes, REWARD_SPEC_NOTE))
 
 
 # ORPO / CPO (trl/experimental, TRL 1.16.0) build the logits themselves instead of the fused head. Over
@@ -152,38 +156,35 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     if mode == "vllm-colocate" and not device_capacity:
         raise ValueError(Text(N_("vLLM colocate mode reserves a fraction of the device's memory: choose a device")))
 
-    def d(component: str, label: str, value: float, formula: str) -> DetailItem:
-        return DetailItem(component, label, float(value), formula)
-
     ref = reference_bytes(spec, setup, tr)
-    ref_item = d("reference", N_("Reference model (frozen copy)"), ref, "policy load dtype × params")
+    ref_item = d("reference.model", N_("Reference model (frozen copy)"), ref, "policy load dtype × params")
     vllm = float(tr.vllm_util * device_capacity) if mode == "vllm-colocate" and device_capacity else 0.0
-    vllm_item = d("generation", N_("vLLM reservation"), vllm,
+    vllm_item = d("generation.vllm", N_("vLLM reservation"), vllm,
                   f"vllm_gpu_memory_utilization {tr.vllm_util:g} × device memory")
     vllm_always = vllm if not tr.vllm_sleep else 0.0  # sleep mode (level 2) frees it during training
 
-    dropped = ("Logits and loss (saved)", "Loss backward buffers") if opt.head == "score" else ()
+    dropped = ("activations.loss", "activations.loss_backward") if opt.head == "score" else ()
     swap: dict[str, DetailItem] = {}
     if opt.head == "logits":
         c = compute_bytes(ps)
         tv = ps.tokens * spec.vocab_size
         sm = FP32 if ps.autocast else c  # log_softmax autocasts to fp32
         nll = ORPO_NLL_SHARE[opt.id]
-        swap = {"Logits and loss (saved)": d(
-            "activations", N_("Logits and log-softmaxes (saved)"), (c + sm * (1 + nll)) * tv,
+        swap = {"activations.loss": d(
+            "activations.logits", N_("Logits and log-softmaxes (saved)"), (c + sm * (1 + nll)) * tv,
             f"c·T·V logits + {sm} B × T·V row log-softmax" + (f" + {sm} B × T·V / 2 chosen-half cross-entropy"
                                                                 if nll else ""))}
-        dropped = ("Loss backward buffers",)
+        dropped = ("activations.loss_backward",)
 
     def lift(p: Phase, extra_acts: tuple[DetailItem, ...] = (), drop: tuple[str, ...] = dropped,
-             gen: float = vllm_always, name: str | None = None) -> TrainerPhase:
-        items = [swap.get(x.label, x) for x in p.details if x.label not in drop] + list(extra_acts)
+             gen: float = vllm_always, key: str | None = None, name: str | None = None) -> TrainerPhase:
+        items = [swap.get(x.key, x) for x in p.details if x.key not in drop] + list(extra_acts)
         acts = sum(x.bytes for x in items if x.component == "activations")
         if ref:
             items.append(ref_item)
         if gen:
-            items.append(vllm_item if vllm else d("generation", N_("Generation"), gen, ""))
-        return TrainerPhase(name or p.name, p.weights, p.gradients, p.optimizer, acts, tuple(items),
+            items.append(vllm_item if vllm else d("generation.other", N_("Generation"), gen, ""))
+        return TrainerPhase(key or p.key, name or p.name, p.weights, p.gradients, p.optimizer, acts, tuple(items),
                             reference=ref, generation=gen)
 
     phases: list[TrainerPhase] = [lift(p) for p in base.phases]
@@ -192,7 +193,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         # backward (reward_spec gives the spec a 1-row head, so memory.estimate cannot tell): take it out there.
         embed_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
             setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
-        phases = [replace(p, gradients=p.gradients - embed_grad) if p.name.endswith("first layer") else p
+        phases = [replace(p, gradients=p.gradients - embed_grad) if p.key == "backward.first_layer" else p
                   for p in phases]
     if opt.head == "score" and setup.sharding == "zero3" and setup.gpus > 1:
         # ZeRO-3 gathers one FSDP unit at a time; memory._shard sizes the largest as max(layer, V × H) from the
@@ -200,11 +201,11 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         layer = spec.layer_linear_params
         gathered = (max(layer, spec.vocab_size * spec.hidden_size) - max(layer, spec.hidden_size)) * weight_bytes(ps)
         if gathered > 0:
-            item = d("weights", "Input embedding gathered (ZeRO-3)", gathered,
+            item = d("weights.embedding_gathered", "Input embedding gathered (ZeRO-3)", gathered,
                      "max(layer, V × H) − max(layer, H) unit, as memory._shard gathers for SFT")
             phases = [replace(p, weights=p.weights + gathered, details=p.details + (item,)) for p in phases]
     loss_bwd = base.phases[0]  # "loss backward": the policy's saved activations + the loss's backward buffers
-    opt_step = next(p for p in base.phases if p.name == "optimizer step")
+    opt_step = next(p for p in base.phases if p.key == "optimizer_step")
     training_tokens = ps.tokens
     fused = opt.head == "fused"
 
@@ -215,32 +216,34 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         if setup.method == "full":
             head_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
                 setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
-        grad_phase = lift(loss_bwd, (d("activations", N_("Logits, their gradient, chosen-half log-softmax"),
+        grad_phase = lift(loss_bwd, (d("activations.logits_backward", N_("Logits, their gradient, chosen-half log-softmax"),
                                        (2 + ORPO_NLL_SHARE[opt.id]) * c * tv,
                                        f"{2 + ORPO_NLL_SHARE[opt.id]:g} × c·T·V"),),
-                          drop=("Loss backward buffers", "Logits and loss (saved)"), name=N_("backward, logits gradient"))
+                          drop=("activations.loss_backward", "activations.loss"), key="backward.logits_gradient",
+                          name=N_("backward, logits gradient"))
         phases.append(replace(grad_phase, gradients=grad_phase.gradients + head_grad, details=grad_phase.details + (
-            (d("gradients", N_("Head weight gradient"), head_grad, "V × H"),) if head_grad else ())))
+            (d("gradients.head_weight", N_("Head weight gradient"), head_grad, "V × H"),) if head_grad else ())))
     if opt.reference == "always" and tr.uses_reference():
         # DPO/KTO: the reference forward runs after the policy forward, while the policy's saved activations
         # (checkpointed inputs, head input, the fused head's saved tensors) are alive (dpo_trainer.py l. 1299 →
         # 1327; kto_trainer.py KL + reference forwards). Its own working set is one layer and one head tile.
         ref_fwd = scoring_forward_bytes(spec, setup, training_tokens, fused)
-        phases.append(lift(loss_bwd, (d("activations", N_("Reference forward (no_grad)"), ref_fwd,
+        phases.append(lift(loss_bwd, (d("activations.reference_forward", N_("Reference forward (no_grad)"), ref_fwd,
                                          "T × one layer's no_grad working set + one head tile"),),
-                           drop=dropped + ("Loss backward buffers",), name=N_("reference forward")))
+                           drop=dropped + ("activations.loss_backward",), key="reference_forward",
+                           name=N_("reference forward")))
     if opt.generates:
         # Generation happens at the start of a generation cycle, after the optimizer step and zero_grad
         # (set_to_none): weights and optimizer state are alive, gradients are not.
-        step_temp = sum(x.bytes for x in opt_step.details if x.label == "Optimizer step temporaries")
+        step_temp = detail_bytes(opt_step.details, "optimizer.step_temporaries")
         keep = tuple(x for x in opt_step.details if x.component in ("weights", "optimizer")
-                     and x.label != "Optimizer step temporaries")
+                     and x.key != "optimizer.step_temporaries")
         weights = opt_step.weights
         if setup.sharding == "zero3" and setup.gpus > 1 and mode == "hf":
             # ds3_gather_for_generation=True (grpo_config.py): the whole model is gathered for generate.
             weights = float(sum(x.bytes for x in keep if x.component == "weights")) * setup.gpus
             keep = tuple(x for x in keep if x.component != "weights") + (
-                d("weights", N_("Weights gathered for generation (ZeRO-3)"), weights, "all shards gathered"),)
+                d("weights.gathered_for_generation", N_("Weights gathered for generation (ZeRO-3)"), weights, "all shards gathered"),)
         sequences = setup.batch * setup.grad_accum  # local generation batch (steps_per_generation = grad accum)
         length = tr.prompt_length + tr.completion_length
         items: list[DetailItem] = list(keep)
@@ -252,7 +255,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             cached = max(length - 1, 1)
             kv = kv_cache_bytes(spec, setup, sequences, cached)
             gen = kv
-            items.append(d("generation", f"KV cache ({sequences} sequences × {cached:,} tokens)", kv,
+            items.append(d("generation.kv_cache", f"KV cache ({sequences} sequences × {cached:,} tokens)", kv,
                            "2 × layers × KV heads × head dim × c × sequences × (prompt + completion − 1)"))
             # Prefill: a no_grad forward over every prompt token (one layer's working set), the cache's
             # torch.cat growth (one layer's K and V copied at a time), and last-position logits in c and fp32
@@ -261,14 +264,14 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             grow = kv / spec.num_layers
             logits = sequences * spec.vocab_size * (compute_bytes(setup) + 2 * FP32)
             acts = prefill + grow + logits
-            items.append(d("activations", N_("Prefill / decode working set"), acts,
+            items.append(d("activations.generation", N_("Prefill / decode working set"), acts,
                            "n × prompt × one no_grad layer + one layer's cache growth + last-token logits"))
         elif mode == "vllm-colocate":
             gen = vllm
             items.append(vllm_item)
         if ref:
             items.append(ref_item)
-        gen_phase = TrainerPhase("generation", weights, 0.0, opt_step.optimizer - step_temp, acts, tuple(items),
+        gen_phase = TrainerPhase("generation", "generation", weights, 0.0, opt_step.optimizer - step_temp, acts, tuple(items),
                                  reference=ref, generation=gen)
         phases.append(gen_phase)
         if tr.uses_reference() or mode in ("vllm-colocate", "vllm-server"):
@@ -276,13 +279,15 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             # sampling correction, default on) run under no_grad before the training forward, chunked by
             # per_device_train_batch_size: only their working set is on top of the model states.
             score = scoring_forward_bytes(spec, setup, training_tokens, fused)
-            s_items = list(keep) + [d("activations", N_("Scoring forward (no_grad)"), score,
+            s_items = list(keep) + [d("activations.scoring_forward", N_("Scoring forward (no_grad)"), score,
                                       "T × one layer's no_grad working set + one head tile")]
             if ref:
                 s_items.append(ref_item)
             if vllm_always:
                 s_items.append(vllm_item)
-            phases.append(TrainerPhase("reference forward" if tr.uses_reference() else "old log-prob forward",
+            scoring = ("reference_forward", "reference forward") if tr.uses_reference() else (
+                "old_logprob_forward", "old log-prob forward")
+            phases.append(TrainerPhase(*scoring,
                                        weights if mode == "hf" else opt_step.weights, 0.0,
                                        opt_step.optimizer - step_temp, score, tuple(s_items),
                                        reference=ref, generation=vllm_always))
@@ -301,12 +306,12 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         components["generation"] = peak.generation
     components["overhead"] = ctx_bytes + slack
     details = tuple(x for x in peak.details if x.bytes > 0) + (
-        DetailItem("overhead", "CUDA context and workspaces", ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
-        DetailItem("overhead", "Allocator slack", slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+        d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
+        d("overhead.allocator_slack", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
     )
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + nccl + fixed
     high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + nccl + fixed
-    notes = [n for n in base.notes if not n.startswith("Reward model")] + list(trainer_notes(spec, setup, tr))
+    notes = [n for n in base.notes if n != REWARD_SPEC_NOTE] + list(trainer_notes(spec, setup, tr))
     return TrainerEstimate(
         model=spec, setup=setup, mode="detailed", params_total=pspec.params_total,
         params_trainable=base.params_trainable, components_bytes=components, details=details,

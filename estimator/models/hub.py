@@ -52,6 +52,10 @@ class HubError(ValueError):
     """A Hub model could not be read: the message is one line, fit to show a user."""
 
 
+class HubConfigRefused(HubError):
+    """The Hub's config.json was read, but the fast estimator cannot use it (the exact trace may still answer)."""
+
+
 @dataclass(frozen=True)
 class HubModel:
     """What was read from the Hub for one model id."""
@@ -202,7 +206,7 @@ def fetch_model(model: str, *, revision: str | None = None, endpoint: str | None
             _store(key, result)
             cached = result
     if isinstance(cached, HubError):
-        raise HubError(error_message(cached))
+        raise type(cached)(error_message(cached))  # the cached failure's kind (HubConfigRefused) travels with it
     return cached
 
 
@@ -331,7 +335,7 @@ def _fetch(repo: str, revision: str | None, endpoint: str, token: str | None,
     try:
         spec = parse_config_text(data, name=name)
     except ValueError as exc:
-        raise HubError(_scrub(Text(N_("the config.json of '{model}' could not be used: {error}"), model=name,
+        raise HubConfigRefused(_scrub(Text(N_("the config.json of '{model}' could not be used: {error}"), model=name,
                                    error=error_message(exc)), token)) from None
     cfg = _json_object(data)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..i18n import N_
+from .trainers import TRL_VERSION
 
 FULL_LOGITS_IMPLS = frozenset({"hf", "torchtune_full", "litgpt", "torchtune"})  # options.LOSS_IMPLS that build [T, V] logits
 
@@ -64,7 +65,7 @@ LOSS_IMPLS: dict[str, LossImpl] = {o.id: o for o in (
              N_("Only the positions with a label are projected, in tiles of 4,096 tokens × 32,768 vocabulary; forward "
              "keeps the gathered hidden states [T, H]; backward builds an fp32 [T, H] input gradient (plus an fp32 "
              "[V, H] weight gradient and its cast when the head trains) and one tile."),
-             "TRL 1.16.0 trl/trainer/utils.py add_fused_lm_head; trl/kernels/chunked_logprob.py "
+             f"{TRL_VERSION} trl/trainer/utils.py add_fused_lm_head; trl/kernels/chunked_logprob.py "
              "ChunkedLogProbFunction (TOKEN_CHUNK_SIZE 4096, _CHUNKED_LOGPROB_CHUNK_SIZE 32768); "
              "trl/trainer/sft_trainer.py calls it for every SFT loss"),
     LossImpl("torchtune", "chunked", N_("torchtune CEWithChunkedOutputLoss"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..i18n import N_, Text
+from .trainers import TRL_VERSION
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ _PEFT_ADAPTERS = "peft 0.21 get_peft_model(autocast_adapter_dtype=True): LoRA we
 
 STACKS: dict[str, Stack] = {s.id: s for s in (
     Stack(
-        id="trl", label="TRL", version="TRL 1.16.0 (transformers 5.24, PEFT 0.21)",
+        id="trl", label="TRL", version=f"{TRL_VERSION} (transformers 5.24, PEFT 0.21)",
         summary=N_("TRL's SFTTrainer: checkpointing on, the loss through a fused chunked LM head (no full logits), "
                 "fused AdamW, fp32 LoRA adapters (bf16 on a 4-bit base), no fp32 upcast for QLoRA."),
         grad_ckpt=True, offload_activations=False, loss="chunked",

@@ -47,7 +47,7 @@ TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
         "sft", "SFT", "SFTConfig", "SFTTrainer", "trl", 1, "none", "fused", False, None, False, 1,
         N_("Supervised fine-tuning: one forward and backward on batch × max_length tokens."),
         N_("the SFT step (memory.estimate)"),
-        "trl/trainer/sft_trainer.py (TRL 1.16.0)"),
+        f"trl/trainer/sft_trainer.py ({TRL_VERSION})"),
     TrainerOption(
         "dpo", "DPO", "DPOConfig", "DPOTrainer", "trl", 2, "always", "fused", False, 0.1, True, 1,
         N_("Chosen and rejected are concatenated into one batch (2 × batch sequences per forward); after the policy "
@@ -56,7 +56,7 @@ TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
         "switched off (no copy); precompute_ref_log_probs scores the dataset once before training (no reference "
         "during training)."),
         N_("SFT(2 × batch) + reference copy (full FT) + reference forward on top of the policy's saved activations"),
-        "trl/trainer/dpo_trainer.py (TRL 1.16.0): collator torch.cat of chosen and rejected (l. 349); "
+        f"trl/trainer/dpo_trainer.py ({TRL_VERSION}): collator torch.cat of chosen and rejected (l. 349); "
         "_compute_loss: model(..., fused_lm_head=True), then torch.no_grad() + disable_gradient_checkpointing "
         "reference forward, use_adapter(...) for PEFT (l. 1285–1339); ref_model = None for PEFT or "
         "precompute_ref_log_probs (l. 908–914); dpo_config.py beta=0.1, max_length=1024"),
@@ -66,7 +66,7 @@ TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
         N_("Reference-free: chosen and rejected concatenated; the loss builds the full-vocabulary logits of both and "
         "a log-softmax (no fused head)."),
         N_("SFT(2 × batch) with full logits"),
-        "trl/experimental/orpo/orpo_trainer.py (TRL 1.16.0): concatenated_forward, outputs.logits and "
+        f"trl/experimental/orpo/orpo_trainer.py ({TRL_VERSION}): concatenated_forward, outputs.logits and "
         "selective_log_softmax; orpo_config.py beta=0.1, max_length=1024"),
     TrainerOption(
         "simpo", "SimPO (CPO)", "CPOConfig", "CPOTrainer", "trl.experimental.cpo", 2, "none", "logits", False, 0.1,
@@ -74,7 +74,7 @@ TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
         N_("CPOTrainer with loss_type='simpo': reference-free, chosen and rejected concatenated, full-vocabulary "
         "logits (no fused head)."),
         N_("SFT(2 × batch) with full logits"),
-        "trl/experimental/cpo/cpo_trainer.py (TRL 1.16.0): concatenated_forward, outputs.logits, "
+        f"trl/experimental/cpo/cpo_trainer.py ({TRL_VERSION}): concatenated_forward, outputs.logits, "
         "selective_log_softmax; cpo_config.py beta=0.1, loss_type='simpo' for SimPO, "
         "simpo_gamma=0.5, cpo_alpha=1.0"),
     TrainerOption(
@@ -83,7 +83,7 @@ TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
         "with gradients, then no_grad KL and example forwards on the reference (adapter off with PEFT). TRL needs "
         "a per-device batch > 1 (the KL completions are the batch's own, shifted by one)."),
         N_("SFT(batch) + reference copy (full FT) + reference forwards on top of the policy's saved activations"),
-        "trl/trainer/kto_trainer.py (TRL 1.16.0): _compute_loss (l. 1370–1445), 'Actual (not effective) batch "
+        f"trl/trainer/kto_trainer.py ({TRL_VERSION}): _compute_loss (l. 1370–1445), 'Actual (not effective) batch "
         "size must be > 1' (l. 844); kto_config.py beta=0.1, max_length=1024, loss_type='kto'"),
     TrainerOption(
         "grpo", "GRPO", "GRPOConfig", "GRPOTrainer", "trl", 1, "beta", "fused", True, 0.0, False, 1,
@@ -93,7 +93,7 @@ TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
         "a reference copy (PEFT switches the adapter off instead)."),
         N_("max(generation: weights + optimizer + KV cache or vLLM's reservation; training: SFT(batch, prompt + "
         "completion)) + reference copy (beta > 0, full FT)"),
-        "trl/trainer/grpo_trainer.py (TRL 1.16.0): reference model only when beta ≠ 0 and not PEFT (l. 983–1003), "
+        f"trl/trainer/grpo_trainer.py ({TRL_VERSION}): reference model only when beta ≠ 0 and not PEFT (l. 983–1003), "
         "unwrapped_model.generate under no_grad (l. 1860–1875), fused_lm_head=True (l. 1498); grpo_config.py "
         "num_generations=8, max_completion_length=512, beta=0.0, use_vllm=False, vllm_mode='colocate', "
         "vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=False; generation_batch_size must be "
@@ -104,7 +104,7 @@ TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
         N_("AutoModelForSequenceClassification with one output: chosen and rejected padded into one batch (2 × batch "
         "sequences); the score head has hidden_size weights, so there are no vocabulary logits."),
         N_("SFT(2 × batch) without the vocabulary head and its loss"),
-        "trl/trainer/reward_trainer.py (TRL 1.16.0): AutoModelForSequenceClassification(num_labels=1), "
+        f"trl/trainer/reward_trainer.py ({TRL_VERSION}): AutoModelForSequenceClassification(num_labels=1), "
         "compute_loss: torch.chunk(outputs.logits, 2) into chosen and rejected (l. 778–792); reward_config.py "
         "max_length=1024"),
 )}
@@ -125,7 +125,7 @@ GENERATION_MODES: dict[str, GenerationMode] = {m.id: m for m in (
     GenerationMode("hf", N_("transformers generate (in the training process)"),
                    N_("The policy generates with a KV cache for every sequence of the local generation batch "
                    "(per_device_train_batch_size × steps_per_generation, = gradient accumulation by default)."),
-                   "trl/trainer/grpo_trainer.py (TRL 1.16.0) _generate_single_turn: unwrapped_model.generate; "
+                   f"trl/trainer/grpo_trainer.py ({TRL_VERSION}) _generate_single_turn: unwrapped_model.generate; "
                    "grpo_config.py steps_per_generation = gradient_accumulation_steps"),
     GenerationMode("vllm-colocate", N_("vLLM colocated (same GPU)"),
                    N_("vLLM runs inside the training process and reserves vllm_gpu_memory_utilization × the device's "
@@ -134,13 +134,13 @@ GENERATION_MODES: dict[str, GenerationMode] = {m.id: m for m in (
                    "for the whole training step, and the training weights are pushed back before the next "
                    "generation. What vLLM allocates outside that pool (CUDA graphs, engine buffers) is not "
                    "counted."),
-                   "trl/generation/vllm_generation.py (TRL 1.16.0): LLM(gpu_memory_utilization=..., "
+                   f"trl/generation/vllm_generation.py ({TRL_VERSION}): LLM(gpu_memory_utilization=..., "
                    "enable_sleep_mode=...), llm.sleep(level=2) after init and after each generate, "
                    "sync_weights: llm.wake_up(tags=['weights']) then load, wake_up(tags=['kv_cache']) before "
                    "generate; grpo_config.py vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=False"),
     GenerationMode("vllm-server", N_("vLLM server (other GPUs)"),
                    N_("Generation runs in a separate `trl vllm-serve` process on other GPUs: nothing on the training "
                    "device."),
-                   "trl/generation/vllm_client.py (TRL 1.16.0); grpo_config.py vllm_mode='server'"),
+                   f"trl/generation/vllm_client.py ({TRL_VERSION}); grpo_config.py vllm_mode='server'"),
 )}
 GENERATION_IDS = tuple(GENERATION_MODES)

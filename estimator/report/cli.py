@@ -131,8 +131,10 @@ def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
 
 
 def _hub_config_refused(args: argparse.Namespace, exc: Exception) -> bool:
-    """A Hub id whose config.json was read but that the fast estimator cannot use (estimator/models/hub.py's message)."""
-    return bool(args.model and "/" in args.model and "could not be used" in str(exc))
+    """A Hub id whose config.json was read but that the fast estimator cannot use (hub.HubConfigRefused)."""
+    from ..models.hub import HubConfigRefused
+
+    return bool(args.model and "/" in args.model and isinstance(exc, HubConfigRefused))
 
 
 def _exact_config(args: argparse.Namespace, hub: HubModel | None) -> dict[str, Any]:

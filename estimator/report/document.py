@@ -29,7 +29,8 @@ def estimate_json(est: Estimate, device: Device | None = None) -> dict[str, Any]
         "params_total": est.params_total, "params_trainable": est.params_trainable,
         "components_bytes": {k: int(round(est.components_bytes[k])) for k in component_keys(est)},
         "peak_phase": est.peak_phase,
-        "details": [{"component": x.component, "label": x.label, "bytes": int(round(x.bytes))} for x in est.details],
+        "details": [{"key": x.key, "component": x.component, "label": x.label, "bytes": int(round(x.bytes))}
+                    for x in est.details],
         "notes": list(est.notes),
     }
     doc["total_bytes"] = sum(doc["components_bytes"].values())
