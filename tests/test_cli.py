@@ -56,9 +56,13 @@ def test_lists(capsys):
 def test_advice(capsys):
     doc = run_json(capsys, "--model", "llama-3.1-8b", "--method", "lora", "--batch", "8", "--seq-len", "4096",
                    "--device", "rtx-4090", "--advice")
-    assert not doc["device"]["fits"]
-    assert [r["order"] for r in doc["advice"]["remedies"]] == [1, 2, 3, 4, 5]
+    assert not doc["device"]["fits"] and doc["device"]["band"] == "too big"
+    # the page's list (estimator.advise): the seed's five, then sharding over more GPUs of this kind
+    assert [r["order"] for r in doc["advice"]["remedies"]] == [1, 2, 3, 4, 5, 6]
+    assert [r["key"] for r in doc["advice"]["remedies"]] == ["shorter_length", "smaller_batch", "qlora",
+                                                            "checkpointing", "smaller_model", "sharding"]
     assert doc["advice"]["max_batch"] is None or doc["advice"]["max_batch"] < 8
+    assert doc["advice"]["smallest_device"] == "a100-40gb"
 
 
 @pytest.mark.parametrize("args", [
