@@ -70,7 +70,8 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if (not action.option_strings or "default" in text or action.default in (None, False, argparse.SUPPRESS)):
+        if (not action.option_strings or "default" in text or action.default is None or action.default is False
+                or action.default == argparse.SUPPRESS):
             return text
         return f"{text} (default: %(default)s)".strip()
 
@@ -85,14 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
                 formatter_class=_HelpFormatter, epilog=EPILOG)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", help="preset id (see --list-presets), or a Hugging Face model id ORG/NAME[@REVISION] "
-                                      "(HF_TOKEN for gated or private models)")
+                                      "(HF_TOKEN for gated or private models); default: llama-3.1-8b")
     src.add_argument("--config", help="path to a Hugging Face config.json")
     src.add_argument("--size", type=float, help="model size in billions of parameters (generic decoder)")
     p.add_argument("--stack", choices=STACK_IDS, default=DEFAULT_STACK,
                    help="training stack whose defaults fill every setting not given (default: %(default)s)")
-    p.add_argument("--method", choices=METHODS, default="lora")
-    p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate")
-    p.add_argument("--precision", choices=PRECISION_IDS, default="bf16")
+    p.add_argument("--method", choices=METHODS, default="lora", help="full fine-tuning, LoRA or QLoRA")
+    p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate "
+                                                      "(SFT only; default: the detailed estimate)")
+    p.add_argument("--precision", choices=PRECISION_IDS, default="bf16", help="weights' precision")
     p.add_argument("--optimizer", choices=OPTIMIZER_IDS, default=None, help="default: the stack's")
     p.add_argument("--batch", type=int, default=None,
                    help="per-device batch (default: the trainer's: 1; GRPO 8, TRL's per_device_train_batch_size, "
@@ -109,14 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gradient checkpointing on/off (default: the stack's)")
     p.add_argument("--offload-activations", action=argparse.BooleanOptionalAction, default=None,
                    help="offload the checkpointed layer inputs to CPU RAM (default: the stack's)")
-    p.add_argument("--attention", choices=ATTENTIONS, default="sdpa")
+    p.add_argument("--attention", choices=ATTENTIONS, default="sdpa", help="attention implementation")
     p.add_argument("--loss", choices=LOSS_IDS, default=None, help="default: the stack's")
     p.add_argument("--lora-rank", type=int, default=None, help="LoRA/QLoRA adapter rank (default: 16)")
     p.add_argument("--lora-targets", default=None,
                    help="LoRA/QLoRA target modules, comma-separated (default: all-linear)")
-    p.add_argument("--gpus", type=int, default=1)
-    p.add_argument("--sharding", choices=SHARDINGS, default="none")
-    p.add_argument("--offload-optimizer", action="store_true")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs of this kind the run spreads over")
+    p.add_argument("--sharding", choices=SHARDINGS, default="none",
+                   help="ZeRO stage / FSDP sharding over --gpus (over 1 GPU it changes nothing: a note says so)")
+    p.add_argument("--offload-optimizer", action="store_true", help="keep the optimizer state in CPU RAM")
     p.add_argument("--grad-accum", type=int, default=1,
                    help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation)")
     p.add_argument("--compile", action="store_true",
@@ -134,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     tg.add_argument("--generation", choices=GENERATION_IDS, help="GRPO: where completions are generated (default hf)")
     tg.add_argument("--vllm-gpu-util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
     tg.add_argument("--vllm-sleep", action="store_true", help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
-    p.add_argument("--device", help="device id (see --list-devices)")
+    p.add_argument("--device", help="device id, or a name that means one device ('4090', 'A6000'; see "
+                                     "--list-devices), or custom; default: none (no verdict)")
     p.add_argument("--capacity", type=float, help="custom device capacity in GB (with --device custom)")
     p.add_argument("--unified", action="store_true", help="custom device shares RAM (75 %% usable)")
     p.add_argument("--advice", action="store_true",
@@ -143,8 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exact", action="store_true",
                    help="also trace the step with PyTorch (needs requirements-exact.txt; minutes on a CPU)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--list-presets", action="store_true")
-    p.add_argument("--list-devices", action="store_true")
+    p.add_argument("--list-presets", action="store_true", help="list the model presets and exit")
+    p.add_argument("--list-devices", action="store_true", help="list the catalog devices and exit")
     return p
 
 
