@@ -10,6 +10,7 @@ exact/ → report/.
 
 from __future__ import annotations
 
+from .advice.advise import Advice, advise
 from .advice.remedies import Remedy, remedies
 from .advice.solvers import max_batch, max_seq_len, min_gpus, min_gpus_for_devices, smallest_device
 from .job.setup import TrainingSetup, parse_targets
@@ -46,7 +47,7 @@ from .options.trainers import TRAINER_IDS, TRAINERS
 from .units import GB, GiB, fmt_both, fmt_gb, to_gb, to_gib
 
 __all__ = [
-    "ALL_COMPONENT_KEYS", "CATALOG", "COMPONENT_KEYS", "TRAINERS", "TRAINER_IDS", "TrainerSetup", "component_keys",
+    "Advice", "advise", "ALL_COMPONENT_KEYS", "CATALOG", "COMPONENT_KEYS", "TRAINERS", "TRAINER_IDS", "TrainerSetup", "component_keys",
     "estimate_trainer", "COMPONENT_LABELS", "GB", "GiB", "MAX_SIZE_B", "MIN_SIZE_B",
     "DetailItem", "Device", "Estimate", "ModelSpec", "Phase", "Preset", "Remedy", "TrainingSetup", "Verdict",
     "check_trainer", "custom_device", "detailed_estimate", "device_ids", "device_label", "find_devices", "estimate",

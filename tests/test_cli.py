@@ -56,9 +56,13 @@ def test_lists(capsys):
 def test_advice(capsys):
     doc = run_json(capsys, "--model", "llama-3.1-8b", "--method", "lora", "--batch", "8", "--seq-len", "4096",
                    "--device", "rtx-4090", "--advice")
-    assert not doc["device"]["fits"]
-    assert [r["order"] for r in doc["advice"]["remedies"]] == [1, 2, 3, 4, 5]
+    assert not doc["device"]["fits"] and doc["device"]["band"] == "too big"
+    # the page's list (estimator.advise): the seed's five, then sharding over more GPUs of this kind
+    assert [r["order"] for r in doc["advice"]["remedies"]] == [1, 2, 3, 4, 5, 6]
+    assert [r["key"] for r in doc["advice"]["remedies"]] == ["shorter_length", "smaller_batch", "qlora",
+                                                            "checkpointing", "smaller_model", "sharding"]
     assert doc["advice"]["max_batch"] is None or doc["advice"]["max_batch"] < 8
+    assert doc["advice"]["smallest_device"] == "a100-40gb"
 
 
 @pytest.mark.parametrize("args", [
@@ -85,3 +89,76 @@ def test_torchtune_switches_and_accumulation(capsys):
     assert fast["total_bytes"] < plain["total_bytes"] - 4e9  # 16-bit logits kept, no gradient set
     accum = run_json(capsys, *base, "--grad-accum", "4")
     assert accum["setup"]["grad_accum"] == 4 and accum["total_bytes"] > plain["total_bytes"]
+
+
+def run_cli(capsys, *args):
+    try:
+        rc = main(list(args))
+    except SystemExit as exc:
+        rc = exc.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_dpo_advice_uses_the_calculator_s_door(capsys):
+    from estimator import TrainerSetup, advise, get_device, load_preset
+    from estimator.job.stack import resolve_setup
+
+    doc = run_json(capsys, "--model", "qwen2.5-0.5b", "--trainer", "dpo", "--device", "h200", "--seq-len", "8",
+                   "--advice")  # was a traceback: the CLI called max_batch without DPO's limit
+    want = advise(load_preset("qwen2.5-0.5b"), resolve_setup("trl", seq_len=8), get_device("h200"),
+                  TrainerSetup("dpo"))
+    assert doc["advice"]["max_batch"] == want.max_batch and doc["advice"]["max_seq_len"] == want.max_length
+    assert doc["advice"]["smallest_device"] == want.smallest_device.id
+    assert [r["key"] for r in doc["advice"]["remedies"]] == [r.key for r in want.remedies]
+
+
+def test_text_prints_band_notes_and_advice(capsys):
+    rc, out, _ = run_cli(capsys, "--model", "llama-3.1-8b", "--batch", "8", "--seq-len", "4096", "--device",
+                         "rtx-4090", "--advice")
+    assert rc == 0
+    assert "  band: too big" in out and "  what to change (" in out
+    assert "    1. Lower the max length (max length 4,096 → 2,048): saves " in out
+    assert "Shard over more GPUs" in out and "  largest batch that fits (at max length 4,096): 3" in out
+    assert "  smallest catalog device that fits: NVIDIA A100 40GB" in out
+    rc, out, _ = run_cli(capsys, "--model", "llama-4-scout", "--device", "h200")
+    assert "  note: Llama 4: PEFT's all-linear also matches the router" in out
+
+
+def test_rule_seed_advice_is_the_rule_s(capsys):
+    rc, out, _ = run_cli(capsys, "--model", "llama-3.1-8b", "--advice", "--rule", "seed", "--device", "rtx-4090")
+    assert rc == 0 and "priced with the rule of thumb" in out
+    assert "Lower the max length (the rule of thumb does not count it)" in out
+
+
+def test_grpo_takes_trl_s_default_batch(capsys):
+    doc = run_json(capsys, "--model", "qwen2.5-0.5b", "--trainer", "grpo")
+    assert doc["setup"]["batch"] == 8
+    assert run_json(capsys, "--model", "qwen2.5-0.5b")["setup"]["batch"] == 1
+
+
+def test_sharding_over_one_gpu_is_a_note(capsys):
+    doc = run_json(capsys, "--model", "llama-3.1-8b", "--sharding", "zero3")
+    assert any(n.startswith("--sharding zero3 over 1 GPU changes nothing") for n in doc["notes"])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--advice"], "--advice needs --device"),
+    (["--device", "24gb"], "--device '24gb' matches several devices: mac-24gb, rtx-3090, rtx-4090, a10g, a10, l4; "
+                           "give one of these ids"),
+    (["--device", "rtx-4099"], "unknown device 'rtx-4099'; did you mean rtx-4090"),
+    (["--model", "llama-3-8b"], "unknown model preset 'llama-3-8b'; did you mean llama-3.1-8b"),
+    (["--stack", "trll"], "invalid choice: 'trll'; did you mean 'trl'?"),
+    (["--device", "rtx-4090", "--capacity", "20"], "--capacity describes a custom device"),
+    (["--unified"], "--unified describes a custom device"),
+])
+def test_unusable_flags_are_one_line_errors(capsys, args, message):
+    rc, out, err = run_cli(capsys, *args)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1 and message in err
+
+
+def test_help_shows_defaults_and_examples(capsys):
+    rc, out, _ = run_cli(capsys, "--help")
+    assert rc == 0
+    assert "(default: lora)" in out and "(default: trl)" in out and "(default: 16)" in out
+    assert out.count("\n  python -m estimator ") == 3

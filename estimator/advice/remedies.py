@@ -34,6 +34,23 @@ class Remedy:
     applicable: bool  # False when already applied (e.g. checkpointing already on)
     caveat: str  # the seed's warning that comes with it
     reason: str = ""  # why it does not apply, when it does not ("already on", "the batch is already 1")
+    key: str = ""  # the stable id of the change (REMEDY_KEYS); the title is a display label
+
+
+# The stable id of every remedy (Remedy.key), in the seed's order then the trainers' and sharding: code, the CLI's
+# JSON and tests compare these, never the titles (which are translated).
+REMEDY_KEYS = ("shorter_length", "smaller_batch", "qlora", "checkpointing", "lora", "smaller_model",
+               "precompute_ref", "fewer_generations", "shorter_completions", "vllm_sleep", "lower_vllm_util",
+               "vllm_server", "sharding")
+
+
+def _priced(order: int, title: str, change: str, base: float, total: float, caveat: str, key: str,
+            nothing: str) -> Remedy:
+    """A change priced for this setup: applicable when it changes the total; one that saves exactly nothing here
+    (the rule of thumb ignores it, or the peak lies elsewhere) is not, and says so in its reason."""
+    if abs(base - total) < 1:  # bytes: the same estimate
+        return Remedy(order, title, change, 0.0, total, False, caveat, nothing, key=key)
+    return Remedy(order, title, change, base - total, total, True, caveat, key=key)
 
 
 def shard_remedy(spec: ModelSpec, setup: TrainingSetup, device: Device, order: int, max_gpus: int = 64,
@@ -58,14 +75,14 @@ def shard_remedy(spec: ModelSpec, setup: TrainingSetup, device: Device, order: i
         if n is None:
             return Remedy(order, _("Shard over more GPUs"),
                           _("not even {n} GPUs with ZeRO-3").format(n=format_int(max_gpus)), 0.0, base, False,
-                          "", _("not even {n} GPUs fit with ZeRO-3").format(n=format_int(max_gpus)))
+                          "", _("not even {n} GPUs fit with ZeRO-3").format(n=format_int(max_gpus)), key="sharding")
         return None
     total = estimate_fn(spec, replace(full_shard, gpus=n)).total_bytes
     return Remedy(order, _("Shard over more GPUs"),
                   _("{before} → {after} GPUs, ZeRO-3 / FSDP full shard").format(before=setup.gpus, after=n),
                   base - total, total, True,
                   _("Weights, gradients and optimizer state split over the GPUs; each keeps its own activations. "
-                    "Needs that many GPUs and a fast interconnect (see Scale out)."))
+                    "Needs that many GPUs and a fast interconnect (see Scale out)."), key="sharding")
 
 
 def _smaller_model(spec: ModelSpec) -> ModelSpec | None:
@@ -85,42 +102,45 @@ def _smaller_model(spec: ModelSpec) -> ModelSpec | None:
 def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _default_estimate
              ) -> tuple[Remedy, ...]:
     """The seed's five remedies in its order ("If a run runs out of memory"), each priced for this setup."""
+    from ..memory.rule import seed_estimate
+
     base = estimate_fn(spec, setup).total_bytes
     out: list[Remedy] = []
+    nothing = _("the rule of thumb does not count it") if estimate_fn is seed_estimate else _("saves nothing here")
 
-    def add(order: int, title: str, change: str, new_spec: ModelSpec, new_setup: TrainingSetup | None,
+    def add(order: int, key: str, title: str, change: str, new_spec: ModelSpec, new_setup: TrainingSetup | None,
             caveat: str, reason: str = "") -> None:
         if new_setup is None:
-            out.append(Remedy(order, title, change, 0.0, base, False, caveat, reason))
+            out.append(Remedy(order, title, change, 0.0, base, False, caveat, reason, key=key))
             return
         total = estimate_fn(new_spec, new_setup).total_bytes
-        out.append(Remedy(order, title, change, base - total, total, True, caveat))
+        out.append(_priced(order, title, change, base, total, caveat, key, nothing))
 
     half_len = max(1, setup.seq_len // 2)
-    add(1, _("Lower the max length"),
+    add(1, "shorter_length", _("Lower the max length"),
         _("max length {before} → {after}").format(before=format_int(setup.seq_len), after=format_int(half_len)), spec,
         replace(setup, seq_len=half_len) if setup.seq_len > 1 else None,
         _("Check typical examples still fit, or the model never sees the ends of answers."), _("already 1 token"))
     half_batch = max(1, setup.batch // 2)
-    add(2, _("Lower the batch size"), _("batch {before} → {after}").format(before=setup.batch, after=half_batch),
+    add(2, "smaller_batch", _("Lower the batch size"), _("batch {before} → {after}").format(before=setup.batch, after=half_batch),
         spec, replace(setup, batch=half_batch) if setup.batch > 1 else None,
         _("Fewer examples per step; raise gradient accumulation to keep the effective batch."),
         _("the batch is already 1"))
-    add(3, _("Switch to QLoRA"), _("{method} → qlora (4-bit base)").format(method=setup.method), spec,
+    add(3, "qlora", _("Switch to QLoRA"), _("{method} → qlora (4-bit base)").format(method=setup.method), spec,
         with_method(setup, "qlora") if setup.method != "qlora" else None,
         _("A 4-bit base is about a quarter of a 16-bit one; training is somewhat slower."), _("already QLoRA"))
-    add(4, _("Use gradient checkpointing"), _("checkpointing off → on"), spec,
+    add(4, "checkpointing", _("Use gradient checkpointing"), _("checkpointing off → on"), spec,
         replace(setup, grad_ckpt=True) if not setup.grad_ckpt else None,
         _("20–30 % slower: activations are recomputed in backward."), _("already on"))
     if setup.method == "full":
-        add(5, _("Use LoRA instead of full fine-tuning"), "full → lora", spec, with_method(setup, "lora"),
+        add(5, "lora", _("Use LoRA instead of full fine-tuning"), "full → lora", spec, with_method(setup, "lora"),
             _("Fewer trainable weights; less room to change behaviour."))
     else:
         smaller = _smaller_model(spec)
         if smaller is None:
-            add(5, _("Pick a smaller model"), _("no smaller model"), spec, None, "", _("no smaller model"))
+            add(5, "smaller_model", _("Pick a smaller model"), _("no smaller model"), spec, None, "", _("no smaller model"))
         else:
-            add(5, _("Pick a smaller model"), f"{spec.name} → {smaller.name}", smaller, setup,
+            add(5, "smaller_model", _("Pick a smaller model"), f"{spec.name} → {smaller.name}", smaller, setup,
                 _("A smaller model learns less; compare quality before committing."))
     return tuple(out)
 
@@ -129,19 +149,26 @@ def all_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, device
                  ) -> tuple:
     """The seed's remedies priced for this trainer, then the trainer's own. GRPO's length is prompt +
     completion, so the seed's 'lower the max length' gives way to 'shorter completions'."""
+    from ..job.trainer import generation_batch
     from .remedies import remedies
 
     opt = tr.option
     out = []
     for r in remedies(spec, setup, solver_estimate_fn(tr, device_capacity)):
-        if r.order == 1 and opt.generates:
+        if r.key == "shorter_length" and opt.generates:
             continue  # GRPO's length is prompt + completion: see "Shorter completions"
-        if r.order == 2 and setup.batch // 2 < opt.min_batch:
+        if r.key == "smaller_batch" and setup.batch // 2 < opt.min_batch:
             r = replace(r, change=_("{trainer} needs a batch of at least {n}").format(trainer=_(opt.label),
                                                                                        n=opt.min_batch),
                         saves_bytes=0.0,
                         new_total_bytes=r.new_total_bytes + r.saves_bytes, applicable=False)
-        if r.order == 5 and setup.method == "full" and reference_bytes(spec, setup, tr):
+        elif (r.key == "smaller_batch" and r.applicable and opt.generates
+              and generation_batch(replace(setup, batch=setup.batch // 2)) % tr.gens):
+            # TRL refuses a generation batch num_generations does not divide: halve both (fewer generations)
+            r = replace(r, saves_bytes=0.0, new_total_bytes=r.new_total_bytes + r.saves_bytes, applicable=False,
+                        reason=_("TRL needs the generation batch divisible by num_generations ({gens}); see "
+                                 "fewer generations per prompt").format(gens=tr.gens))
+        if r.key == "lora" and setup.method == "full" and reference_bytes(spec, setup, tr):
             r = replace(r, title=_("Use LoRA: the reference becomes the adapter-off base (no copy)"))
         out.append(r)
     return tuple(out) + trainer_remedies(spec, setup, tr, device_capacity)
@@ -152,45 +179,45 @@ def trainer_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     """The remedies that apply to this trainer, each priced for this setup (advice.Remedy, orders 6–12):
     precomputed reference log-probs, fewer generations, shorter completions, vLLM sleep or
     server mode, a lower vllm_gpu_memory_utilization."""
-    from .remedies import Remedy
 
     fn = solver_estimate_fn(tr, device_capacity)
     base = fn(spec, setup).total_bytes
     out: list[Remedy] = []
     opt = tr.option
 
-    def add(order: int, title: str, change: str, new_setup: TrainingSetup, new_tr: TrainerSetup, caveat: str) -> None:
+    def add(order: int, key: str, title: str, change: str, new_setup: TrainingSetup, new_tr: TrainerSetup,
+            caveat: str) -> None:
         total = solver_estimate_fn(new_tr, device_capacity)(spec, new_setup).total_bytes
-        out.append(Remedy(order, title, change, base - total, total, True, caveat))
+        out.append(_priced(order, title, change, base, total, caveat, key, _("saves nothing here")))
 
     if opt.can_precompute and tr.uses_reference():
-        add(6, _("Precompute the reference log-probs"), "precompute_ref_log_probs False → True", setup,
+        add(6, "precompute_ref", _("Precompute the reference log-probs"), "precompute_ref_log_probs False → True", setup,
             replace(tr, precompute_ref=True),
             _("The reference scores the dataset once before training; it cannot follow sync_ref_model."))
     if opt.generates:
         if tr.gens >= 4 and setup.batch % 2 == 0:
-            add(8, _("Fewer generations per prompt"),
+            add(8, "fewer_generations", _("Fewer generations per prompt"),
                 _("num_generations {before} → {after}, batch {batch} → {half} (same prompts per step)").format(
                     before=tr.gens, after=tr.gens // 2, batch=setup.batch, half=setup.batch // 2),
                 replace(setup, batch=setup.batch // 2), replace(tr, num_generations=tr.gens // 2),
                 _("Fewer completions per prompt give noisier advantages."))
         if tr.completion_length > 1:
             half = max(1, tr.completion_length // 2)
-            add(9, _("Shorter completions"),
+            add(9, "shorter_completions", _("Shorter completions"),
                 f"max_completion_length {format_int(tr.completion_length)} → {format_int(half)}", setup,
                 replace(tr, completion_len=half), _("Truncated completions get no reward for what they cut off."))
         mode = tr.generation_mode
         if mode == "vllm-colocate" and not tr.vllm_sleep:
-            add(10, _("vLLM sleep mode"), "vllm_enable_sleep_mode False → True", setup, replace(tr, vllm_sleep=True),
+            add(10, "vllm_sleep", _("vLLM sleep mode"), "vllm_enable_sleep_mode False → True", setup, replace(tr, vllm_sleep=True),
                 _("vLLM discards its weights and KV cache after each generation (sleep level 2); TRL pushes the "
                   "training weights back before the next one (slower steps)."))
         if mode == "vllm-colocate" and tr.vllm_util > 0.1:
             lower = round(max(0.1, tr.vllm_util - 0.1), 2)
-            add(11, _("Lower vllm_gpu_memory_utilization"), f"vllm_gpu_memory_utilization {tr.vllm_util:g} → "
+            add(11, "lower_vllm_util", _("Lower vllm_gpu_memory_utilization"), f"vllm_gpu_memory_utilization {tr.vllm_util:g} → "
                 f"{lower:g}", setup, replace(tr, vllm_gpu_util=lower),
                 _("vLLM must still hold its weights and a KV cache for the generation batch."))
         if mode != "vllm-server":
-            add(12, _("Generate on a vLLM server"),
+            add(12, "vllm_server", _("Generate on a vLLM server"),
                 _("{mode} → vllm-server (trl vllm-serve on other GPUs)").format(mode=mode), setup,
                 replace(tr, generation="vllm-server", vllm_gpu_util=None, vllm_sleep=False),
                 _("Needs one or more extra GPUs for the server."))

@@ -291,14 +291,9 @@ def get_device(device_id: str) -> Device:
     return _BY_ID[device_id]
 
 
-def find_devices(query: str) -> tuple[Device, ...]:
-    """Catalog devices matching a typed name, case-insensitive and ignoring spaces and dashes ('4080', 'A6000',
-    'T4', 'rtx4090', 'h100', 'm3 max'). Ranked: an exact id or alias first, then ids/aliases that start with the
-    query, then (for queries of 3+ characters) ids, aliases or names that contain it; catalog order within a rank.
-    An empty query returns the whole catalog; no match returns ()."""
+def _ranked(query: str) -> list[tuple[int, int, Device]]:
+    """(rank, catalog position, device) for every device a typed name matches (find_devices' ranks)."""
     q = _norm(str(query))
-    if not q:
-        return CATALOG
     ranked: list[tuple[int, int, Device]] = []
     for position, device in enumerate(CATALOG):
         keys = _keys(device)
@@ -311,7 +306,56 @@ def find_devices(query: str) -> tuple[Device, ...]:
         else:
             continue
         ranked.append((rank, position, device))
-    return tuple(device for _, _, device in sorted(ranked, key=lambda r: r[:2]))
+    return sorted(ranked, key=lambda r: r[:2])
+
+
+def find_devices(query: str) -> tuple[Device, ...]:
+    """Catalog devices matching a typed name, case-insensitive and ignoring spaces and dashes ('4080', 'A6000',
+    'T4', 'rtx4090', 'h100', 'm3 max'). Ranked: an exact id or alias first, then ids/aliases that start with the
+    query, then (for queries of 3+ characters) ids, aliases or names that contain it; catalog order within a rank.
+    An empty query returns the whole catalog; no match returns ()."""
+    if not _norm(str(query)):
+        return CATALOG
+    return tuple(device for _, _, device in _ranked(query))
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)gb")
+
+
+def lookup_devices(query: str) -> tuple[Device, ...]:
+    """The devices a typed name means, for a command line that must pick one: the exact id or alias alone;
+    else, for a bare size ('24gb'), every device whose memory is that many GB or GiB, rounded (a '24 GB' card
+    reports 22.5 GiB, an RTX 4090 24.0 GiB, a 24 GB Mac 24 GiB); else the devices of find_devices' best rank.
+    One device: found. Several: the name is ambiguous, ask which. None: unknown (see nearest_device_ids)."""
+    q = _norm(str(query))
+    if not q:
+        return ()
+    ranked = _ranked(query)
+    if ranked and ranked[0][0] == 0:
+        return (ranked[0][2],)
+    size = _SIZE.fullmatch(q)
+    if size:
+        n = float(size.group(1))
+        by_size = tuple(d for d in CATALOG
+                        if n in (round(to_gb(d.capacity_bytes)), round(to_gib(d.capacity_bytes))))
+        if by_size:
+            return by_size
+    if not ranked:
+        return ()
+    best = ranked[0][0]
+    return tuple(device for rank, _, device in ranked if rank == best)
+
+
+def nearest_device_ids(query: str, n: int = 3) -> tuple[str, ...]:
+    """The catalog ids closest to a name that matches none (difflib over ids and aliases), best first."""
+    import difflib
+
+    names: dict[str, str] = {}
+    for device in CATALOG:
+        for key in (device.id, *device.aliases):
+            names.setdefault(key.lower(), device.id)
+    close = difflib.get_close_matches(str(query).lower(), list(names), n=3 * n, cutoff=0.6)
+    return tuple(dict.fromkeys(names[c] for c in close))[:n]
 
 
 def device_label(device: Device) -> str:

@@ -19,6 +19,13 @@ DEFAULT_PROMPT_LEN = 512
 MIN_GENERATIONS = 2  # GRPO computes advantages within a group: grpo_trainer.py refuses num_generations < 2
 MAX_GENERATIONS = 1024
 MAX_BETA = 1e6  # beta: any finite number ≥ 0 below this (a bound against typos, not a TRL limit)
+# The per-device batch (per_device_train_batch_size) a run gets when none is given. GRPO: 8, TRL's default
+# (transformers TrainingArguments per_device_train_batch_size=8, which grpo_config.py keeps, TRL 1.16.0); it counts
+# completions, and a smaller one could not hold num_generations=8 of them (the generation batch must be divisible
+# by num_generations). The other trainers: 1, the calculator's and the CLI's smallest run (their configs inherit
+# the same 8 from TrainingArguments, but an estimate starts from one example).
+DEFAULT_BATCH = 1
+GRPO_DEFAULT_BATCH = 8  # per_device_train_batch_size=8 (transformers training_args.py, kept by GRPOConfig)
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,7 @@ class TrainerOption:
     summary: str
     formula: str  # the memory it adds, as the How page shows it
     source: str
+    default_batch: int = DEFAULT_BATCH  # per_device_train_batch_size when none is given (DEFAULT_BATCH above)
 
 
 TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
@@ -97,7 +105,7 @@ TRAINERS: dict[str, TrainerOption] = {o.id: o for o in (
         "unwrapped_model.generate under no_grad (l. 1860–1875), fused_lm_head=True (l. 1498); grpo_config.py "
         "num_generations=8, max_completion_length=512, beta=0.0, use_vllm=False, vllm_mode='colocate', "
         "vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=False; generation_batch_size must be "
-        "divisible by num_generations, num_generations ≥ 2 (l. 1129–1141)"),
+        "divisible by num_generations, num_generations ≥ 2 (l. 1129–1141)", default_batch=GRPO_DEFAULT_BATCH),
     TrainerOption(
         "reward", N_("Reward model"), "RewardConfig", "RewardTrainer", "trl", 2, "none", "score", False, None, False,
         1,

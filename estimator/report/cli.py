@@ -1,20 +1,19 @@
-"""`python -m estimator`: the same estimate() as the app, for scripts and checks.
+"""`python -m estimator`: the same estimate() and advise() as the app's calculator, for scripts and checks.
 
-Bad flags exit 2 with one clear line on stderr (argparse's own convention)."""
+Bad flags exit 2 with one clear line on stderr (argparse's own convention); a flag the setup cannot use is such an
+error, or a note in the output, never silence."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import exact as exact
-from ..advice.remedies import all_remedies
-from ..advice.search import solver_estimate_fn
-from ..advice.solvers import max_batch, max_completion_len, max_seq_len
+from ..advice.advise import advise
 from ..job.setup import parse_targets
 from ..job.stack import resolve_setup, setup_json
 from ..job.trainer import TrainerSetup, trainer_json
@@ -23,16 +22,17 @@ from ..memory.result import component_keys
 from ..memory.verdict import verdict
 from ..models.config import parse_config_text
 from ..models.hub import fetch_model
-from ..models.presets import generic_spec, list_presets, load_preset
-from ..options.devices import CATALOG, custom_device, find_devices, get_device
+from ..models.presets import generic_spec, list_presets, load_preset, preset_ids
+from ..options.devices import CATALOG, custom_device, device_ids, get_device, lookup_devices, nearest_device_ids
 from ..options.losses import LOSS_IDS
 from ..options.methods import ATTENTIONS, METHODS, SHARDINGS
 from ..options.optimizers import OPTIMIZER_IDS
 from ..options.precisions import PRECISION_IDS
 from ..options.stacks import DEFAULT_STACK, STACK_IDS
-from ..options.trainers import GENERATION_IDS, TRAINER_IDS
+from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRAINERS
 from ..units import fmt_both
-from .document import _device_json, estimate_json
+from .document import _device_json, advice_json, estimate_json
+from .text import advice_lines, band_line, note_lines
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,6 +42,13 @@ if TYPE_CHECKING:
     from ..memory.result import Estimate
     from ..models.hub import HubModel
     from ..models.spec import ModelSpec
+    from ..options.devices import Device
+
+EPILOG = """examples:
+  python -m estimator --model llama-3.1-8b --batch 8 --seq-len 4096 --device rtx-4090 --advice
+  python -m estimator --model qwen2.5-7b --trainer grpo --generation vllm-colocate --device h100-80gb --json
+  python -m estimator --size 7 --method qlora --rule seed --device laptop-36gb --advice
+"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,21 +56,49 @@ class _Parser(argparse.ArgumentParser):
         sys.stderr.write(f"estimator: error: {message}\n")
         raise SystemExit(2)
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:  # the nearest choice, not only the list
+        if action.choices is not None and value not in action.choices:
+            choices = [str(c) for c in action.choices]
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise argparse.ArgumentError(action, f"invalid choice: '{str(value)[:60]}'{hint} (choose from "
+                                                 f"{', '.join(choices)})")
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The epilog's examples as written; every option's default shown where its help does not say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or "default" in text or action.default is None or action.default is False
+                or action.default == argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)".strip()
+
+
+def _nearest(value: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(value, list(choices), n=3)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m estimator", description="Peak GPU memory of one fine-tuning step.")
+    p = _Parser(prog="python -m estimator", description="Peak GPU memory of one fine-tuning step.",
+                formatter_class=_HelpFormatter, epilog=EPILOG)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", help="preset id (see --list-presets), or a Hugging Face model id ORG/NAME[@REVISION] "
-                                      "(HF_TOKEN for gated or private models)")
+                                      "(HF_TOKEN for gated or private models); default: llama-3.1-8b")
     src.add_argument("--config", help="path to a Hugging Face config.json")
     src.add_argument("--size", type=float, help="model size in billions of parameters (generic decoder)")
     p.add_argument("--stack", choices=STACK_IDS, default=DEFAULT_STACK,
                    help="training stack whose defaults fill every setting not given (default: %(default)s)")
-    p.add_argument("--method", choices=METHODS, default="lora")
-    p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate")
-    p.add_argument("--precision", choices=PRECISION_IDS, default="bf16")
+    p.add_argument("--method", choices=METHODS, default="lora", help="full fine-tuning, LoRA or QLoRA")
+    p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate "
+                                                      "(SFT only; default: the detailed estimate)")
+    p.add_argument("--precision", choices=PRECISION_IDS, default="bf16", help="weights' precision")
     p.add_argument("--optimizer", choices=OPTIMIZER_IDS, default=None, help="default: the stack's")
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batch", type=int, default=None,
+                   help="per-device batch (default: the trainer's: 1; GRPO 8, TRL's per_device_train_batch_size, "
+                        "counted in completions)")
     p.add_argument("--seq-len", type=int, default=None, help="max length in tokens (default 2048; GRPO: "
                                                              "--prompt-len + --completion-len)")
     p.add_argument("--image-tokens", type=int, default=0,
@@ -76,13 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gradient checkpointing on/off (default: the stack's)")
     p.add_argument("--offload-activations", action=argparse.BooleanOptionalAction, default=None,
                    help="offload the checkpointed layer inputs to CPU RAM (default: the stack's)")
-    p.add_argument("--attention", choices=ATTENTIONS, default="sdpa")
+    p.add_argument("--attention", choices=ATTENTIONS, default="sdpa", help="attention implementation")
     p.add_argument("--loss", choices=LOSS_IDS, default=None, help="default: the stack's")
-    p.add_argument("--lora-rank", type=int, default=16)
-    p.add_argument("--lora-targets", default="all-linear")
-    p.add_argument("--gpus", type=int, default=1)
-    p.add_argument("--sharding", choices=SHARDINGS, default="none")
-    p.add_argument("--offload-optimizer", action="store_true")
+    p.add_argument("--lora-rank", type=int, default=None, help="LoRA/QLoRA adapter rank (default: 16)")
+    p.add_argument("--lora-targets", default=None,
+                   help="LoRA/QLoRA target modules, comma-separated (default: all-linear)")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs of this kind the run spreads over")
+    p.add_argument("--sharding", choices=SHARDINGS, default="none",
+                   help="ZeRO stage / FSDP sharding over --gpus (over 1 GPU it changes nothing: a note says so)")
+    p.add_argument("--offload-optimizer", action="store_true", help="keep the optimizer state in CPU RAM")
     p.add_argument("--grad-accum", type=int, default=1,
                    help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation)")
     p.add_argument("--compile", action="store_true",
@@ -91,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torchtune optimizer_in_bwd=True: each gradient is applied and freed in backward "
                         "(torchtune stack, full fine-tuning)")
     tg = p.add_argument_group("preference and RL trainers (TRL 1.16.0)")
-    tg.add_argument("--trainer", choices=TRAINER_IDS, default="sft", help="default: %(default)s")
+    tg.add_argument("--trainer", choices=TRAINER_IDS, default="sft", help="(default: %(default)s)")
     tg.add_argument("--precompute-ref", action="store_true", help="DPO/KTO: precompute_ref_log_probs=True")
     tg.add_argument("--beta", type=float, help="DPO/ORPO/SimPO/KTO/GRPO beta (GRPO: > 0 loads a reference)")
     tg.add_argument("--num-generations", type=int, help="GRPO: completions per prompt (default 8)")
@@ -100,15 +137,18 @@ def build_parser() -> argparse.ArgumentParser:
     tg.add_argument("--generation", choices=GENERATION_IDS, help="GRPO: where completions are generated (default hf)")
     tg.add_argument("--vllm-gpu-util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
     tg.add_argument("--vllm-sleep", action="store_true", help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
-    p.add_argument("--device", help="device id (see --list-devices)")
+    p.add_argument("--device", help="device id, or a name that means one device ('4090', 'A6000'; see "
+                                     "--list-devices), or custom; default: none (no verdict)")
     p.add_argument("--capacity", type=float, help="custom device capacity in GB (with --device custom)")
     p.add_argument("--unified", action="store_true", help="custom device shares RAM (75 %% usable)")
-    p.add_argument("--advice", action="store_true", help="add remedies and solvers (needs --device)")
+    p.add_argument("--advice", action="store_true",
+                   help="add what to change: the remedies with what each saves, the largest batch, the longest "
+                        "length and the smallest catalog device that fit (needs --device)")
     p.add_argument("--exact", action="store_true",
                    help="also trace the step with PyTorch (needs requirements-exact.txt; minutes on a CPU)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--list-presets", action="store_true")
-    p.add_argument("--list-devices", action="store_true")
+    p.add_argument("--list-presets", action="store_true", help="list the model presets and exit")
+    p.add_argument("--list-devices", action="store_true", help="list the catalog devices and exit")
     return p
 
 
@@ -124,10 +164,48 @@ def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
         return generic_spec(args.size), None
     if args.model and "/" in args.model:  # a Hugging Face model id (presets have no slash)
         return fetch_model(args.model)
-    try:
-        return load_preset(args.model or "llama-3.1-8b"), None
-    except ValueError as exc:
-        raise ValueError(f"{exc}; or a Hugging Face model id ORG/NAME[@REVISION]") from None
+    pid = args.model or "llama-3.1-8b"
+    if pid not in preset_ids():  # the nearest presets, not all of them on one line
+        raise ValueError(f"unknown model preset '{pid[:60]}'{_nearest(pid, preset_ids())} (see --list-presets); "
+                         f"or a Hugging Face model id ORG/NAME[@REVISION]")
+    return load_preset(pid), None
+
+
+def _device(args: argparse.Namespace) -> Device | None:
+    """The device the flags name: custom (--capacity), a catalog id, or a name that means exactly one device."""
+    if args.device == "custom" or (args.device is None and args.capacity is not None):
+        if args.capacity is None:
+            raise ValueError("--device custom needs --capacity GB")
+        return custom_device(args.capacity, "unified" if args.unified else "discrete")
+    if args.capacity is not None:
+        raise ValueError(f"--capacity describes a custom device; '{args.device[:60]}' has its own memory "
+                         "(drop --capacity, or use --device custom)")
+    if args.unified:
+        raise ValueError("--unified describes a custom device: use it with --device custom --capacity GB")
+    if not args.device:
+        return None
+    if args.device in device_ids():
+        return get_device(args.device)
+    found = lookup_devices(args.device)  # a name or nickname ("4080", "A6000", "T4") finds its catalog entry
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ValueError(f"--device '{args.device[:60]}' matches several devices: {', '.join(d.id for d in found)}; "
+                         "give one of these ids")
+    near = nearest_device_ids(args.device)
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    raise ValueError(f"unknown device '{args.device[:60]}'{hint} (see --list-devices)")
+
+
+def _flag_notes(args: argparse.Namespace) -> list[str]:
+    """Flags this setup accepts but that change nothing here: said, not ignored."""
+    notes = []
+    if args.sharding != "none" and args.gpus == 1:  # valid (the same run on one GPU), so a note, not an error
+        notes.append(f"--sharding {args.sharding} over 1 GPU changes nothing: one GPU keeps every weight, "
+                     "gradient and optimizer state (give --gpus N to shard)")
+    if args.method == "full" and (args.lora_rank is not None or args.lora_targets is not None):
+        notes.append("--lora-rank and --lora-targets shape LoRA adapters; full fine-tuning has none")
+    return notes
 
 
 def _hub_config_refused(args: argparse.Namespace, exc: Exception) -> bool:
@@ -218,11 +296,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not (args.exact and (args.config or _hub_config_refused(args, exc))):
                 raise  # a Hub id the fast estimator refused (its config.json was read) may still be traced
             fast_error, spec, hub = str(exc), None, None  # the exact trace may still know this model_type
+        batch = args.batch if args.batch is not None else TRAINERS[args.trainer].default_batch
         setup = resolve_setup(
             args.stack, method=args.method, precision=args.precision, optimizer=args.optimizer,
-            batch=args.batch, seq_len=args.seq_len or 2048, grad_ckpt=args.grad_ckpt,
+            batch=batch, seq_len=args.seq_len or 2048, grad_ckpt=args.grad_ckpt,
             offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
-            lora_rank=args.lora_rank, lora_targets=parse_targets(args.lora_targets), gpus=args.gpus,
+            lora_rank=16 if args.lora_rank is None else args.lora_rank,
+            lora_targets=parse_targets("all-linear" if args.lora_targets is None else args.lora_targets),
+            gpus=args.gpus,
             sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
             compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
             image_tokens=args.image_tokens, train_tower=args.train_tower,
@@ -232,25 +313,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             prompt_len=args.prompt_len, completion_len=args.completion_len, generation=args.generation,
             vllm_gpu_util=args.vllm_gpu_util, vllm_sleep=args.vllm_sleep,
         )
-        device = None
-        if args.device == "custom" or (args.device is None and args.capacity is not None):
-            if args.capacity is None:
-                raise ValueError("--device custom needs --capacity GB")
-            device = custom_device(args.capacity, "unified" if args.unified else "discrete")
-        elif args.device:
-            try:
-                device = get_device(args.device)
-            except ValueError:  # a name or nickname ("4080", "A6000", "T4") finds its catalog entry
-                matches = find_devices(args.device)
-                if not matches:
-                    raise
-                device = matches[0]
+        device = _device(args)
+        if args.advice and device is None:
+            raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
+                             "memory (see --list-devices)")
         capacity = device.capacity_bytes if device is not None else None
         est = estimate(spec, setup, rule=args.rule, trainer=trainer, device_capacity=capacity) \
             if spec is not None else None
         if args.exact and trainer.trainer != "sft":
             raise ValueError(f"--exact traces a supervised (SFT) step; the {args.trainer} trainer is not traced")
         exact_res = _run_exact(args, hub, setup, est) if args.exact else None
+        advice = None
+        if args.advice and est is not None and device is not None:  # the calculator's own call
+            try:
+                advice = advise(spec, setup, device, trainer, rule=args.rule)
+            except ValueError as exc:
+                raise ValueError(f"the changes could not be priced for this model: {exc}") from None
     except ValueError as exc:
         parser.error(str(exc))
         return 2  # unreachable: error() exits
@@ -267,26 +345,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  fast estimate missing: {fast_error}")
             print("\n".join(_exact_text(exact_res, None)))
         return 0
+    notes = [*est.notes, *_flag_notes(args)]
     doc = estimate_json(est, device)
+    doc["notes"] = notes
     if exact_res is not None:
         doc["exact"] = exact_res.as_json(est.total_bytes)
     if hub is not None:
         doc["hub"] = hub.as_json()
-    if args.advice and device is not None and args.rule is None:
-        usable = device.usable_bytes
-        fn = solver_estimate_fn(trainer, device.capacity_bytes)
-        found = all_remedies(spec, setup, trainer, device.capacity_bytes)
-        doc["advice"] = {
-            "remedies": [{"order": r.order, "title": r.title, "change": r.change,
-                          "saves_bytes": int(round(r.saves_bytes)), "applicable": r.applicable}
-                         for r in found],
-            "max_batch": max_batch(spec, setup, usable, fn),
-        }
-        if trainer.option.generates:
-            doc["advice"]["max_completion_len"] = max_completion_len(spec, setup, trainer, usable,
-                                                                     device.capacity_bytes)
-        else:
-            doc["advice"]["max_seq_len"] = max_seq_len(spec, replace(setup), usable, fn)
+    if advice is not None:
+        doc["advice"] = advice_json(advice, trainer)
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
@@ -308,10 +375,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {'total':<12} {fmt_both(est.total_bytes)}  (band {fmt_both(est.low_bytes)} – "
               f"{fmt_both(est.high_bytes)}; peak: {est.peak_phase})")
         if device is not None:
-            v = verdict(est.total_bytes, device, est.high_bytes)
+            v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
             print(f"  {device.name}: {v.headline}")
+            print(band_line(est, v))
+        for line in note_lines(notes):
+            print(line)
         if exact_res is not None:
             print("\n".join(_exact_text(exact_res, est)))
+        if advice is not None and device is not None:
+            print("\n".join(advice_lines(advice, est, setup, trainer, device, args.rule)))
     return 0
 
 

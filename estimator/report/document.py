@@ -12,6 +12,8 @@ from ..memory.verdict import verdict
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..advice.advise import Advice
+    from ..job.trainer import TrainerSetup
     from ..memory.result import Estimate
     from ..options.devices import Device
 
@@ -44,6 +46,22 @@ def estimate_json(est: Estimate, device: Device | None = None) -> dict[str, Any]
     if est.cpu_offload_bytes:
         doc["cpu_offload_bytes"] = int(round(est.cpu_offload_bytes))
     if device is not None:
-        v = verdict(est.total_bytes, device, est.high_bytes)
-        doc["device"] = {**_device_json(device), "fits": v.fits, "margin_bytes": int(round(v.margin_bytes))}
+        v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
+        # band: Verdict.band's id ("fits", "close call", "borderline", "too big"), English whatever the language
+        doc["device"] = {**_device_json(device), "fits": v.fits, "margin_bytes": int(round(v.margin_bytes)),
+                         "band": v.band}
+    return doc
+
+
+def advice_json(advice: Advice, trainer: TrainerSetup) -> dict[str, Any]:
+    """The advice object of the JSON document: advise()'s remedies (with their stable keys), the largest batch,
+    the longest max length (GRPO: max completion length) and the smallest catalog device's id."""
+    doc: dict[str, Any] = {
+        "remedies": [{"order": r.order, "key": r.key, "title": r.title, "change": r.change,
+                      "saves_bytes": int(round(r.saves_bytes)), "applicable": r.applicable}
+                     for r in advice.remedies],
+        "max_batch": advice.max_batch,
+    }
+    doc["max_completion_len" if trainer.option.generates else "max_seq_len"] = advice.max_length
+    doc["smallest_device"] = advice.smallest_device.id if advice.smallest_device else None
     return doc

@@ -1,0 +1,100 @@
+"""The CLI's text lines for what the calculator page shows beside the breakdown: the verdict's band, the estimate's
+notes, and the advice (the remedies with what each saves, then the solvers' answers), worded like the page
+(pages/calculator.py, ui/report.py) in plain English."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..i18n import format_int
+from ..job.setup import MAX_BATCH, MAX_SEQ_LEN
+from ..units import fmt_both, fmt_gb
+
+if TYPE_CHECKING:
+    from ..advice.advise import Advice
+    from ..advice.remedies import Remedy
+    from ..job.setup import TrainingSetup
+    from ..job.trainer import TrainerSetup
+    from ..memory.result import Estimate
+    from ..memory.verdict import Verdict
+    from ..options.devices import Device
+
+NEGLIGIBLE_BYTES = 0.05e9  # below what one decimal of GB shows: "saves nothing", not "saves 0.0 GB" (as the page)
+
+
+def band_line(est: Estimate, v: Verdict) -> str:
+    """'  band: close call (the upper end of the likely range, 21.3 GB (19.8 GiB), is above the usable …)'."""
+    usable = fmt_both(v.usable_bytes)
+    why = {
+        "fits": "the upper end of the likely range fits too",
+        "close call": f"the upper end of the likely range, {fmt_both(est.high_bytes)}, is above the usable {usable}",
+        "borderline": f"the lower end of the likely range, {fmt_both(est.low_bytes)}, would fit in {usable}",
+        "too big": "even the lower end of the likely range does not fit",
+    }[v.band]
+    return f"  band: {v.band} ({why})"
+
+
+def note_lines(notes: tuple[str, ...] | list[str]) -> list[str]:
+    return [f"  note: {n}" for n in notes]
+
+
+def _saves(r: Remedy, usable: float) -> str:
+    fits = "fits" if r.new_total_bytes <= usable else "still too big"
+    if r.saves_bytes < 0:
+        return f"adds {fmt_both(-r.saves_bytes)} here → {fmt_gb(r.new_total_bytes)}, {fits}"
+    return f"saves {fmt_both(r.saves_bytes)} → {fmt_gb(r.new_total_bytes)}, {fits}"
+
+
+def _limit(value: int | None, limit: int, unit: str) -> str:
+    if value is None:
+        return f"none fits (not even 1 {unit})"
+    if value >= limit:
+        return f"{format_int(limit)} or more"
+    return format_int(value)
+
+
+def advice_lines(advice: Advice, est: Estimate, setup: TrainingSetup, trainer: TrainerSetup, device: Device,
+                 rule: str | None) -> list[str]:
+    """The page's "What to change": the remedies that help, numbered in the order to try them, then those that
+    are not available or change nothing here, then the largest batch, the longest length and the smallest
+    catalog device that fit."""
+    usable = device.usable_bytes
+    if rule:
+        head = ("what to change (priced with the rule of thumb, like the verdict; it ignores max length, batch "
+                "and checkpointing):")
+    elif est.total_bytes <= usable:
+        head = "what to change (it fits; each change frees this much headroom; the first ones cost least):"
+    else:
+        head = "what to change (in the order to try them: the first ones cost least):"
+    lines, aside, i = [f"  {head}"], [], 0
+    for r in advice.remedies:
+        if not r.applicable:
+            aside.append(f"{r.title} ({r.reason})" if r.reason else r.title)
+        elif abs(r.saves_bytes) < NEGLIGIBLE_BYTES:
+            aside.append(f"{r.title} (" + ("the rule of thumb does not count it" if rule else
+                                            f"saves nothing here: {fmt_gb(r.new_total_bytes)} after") + ")")
+        else:
+            i += 1
+            lines.append(f"    {i}. {r.title} ({r.change}): {_saves(r, usable)}")
+    if i == 0:
+        lines.append("    none helps here")
+    if aside:
+        lines.append("  not available or no help here: " + "; ".join(aside))
+    detailed = " (detailed estimate: the rule of thumb ignores it)" if rule else ""
+    if trainer.option.generates:
+        at = f"({format_int(trainer.prompt_length)} + {format_int(trainer.completion_length)}) tokens"
+        longest = f"longest max completion length that fits (at batch {setup.batch}){detailed}"
+    else:
+        at = f"max length {format_int(setup.seq_len)}"
+        longest = f"longest max length that fits (at batch {setup.batch}){detailed}"
+    length = _limit(advice.max_length, MAX_SEQ_LEN, "token") + (" tokens" if advice.max_length else "")
+    smallest = (f"{advice.smallest_device.name} ({fmt_both(advice.smallest_device.usable_bytes)} usable)"
+                if advice.smallest_device else
+                "none in the catalog: try QLoRA, checkpointing, or sharding over several GPUs")
+    lines += [
+        f"  largest batch that fits (at {at}){detailed}: "
+        f"{_limit(advice.max_batch, MAX_BATCH // trainer.option.sequences, 'example')}",
+        f"  {longest}: {length}",
+        f"  smallest catalog device that fits: {smallest}",
+    ]
+    return lines

@@ -1,0 +1,150 @@
+"""Why the CLI's output differs from the golden file, case by case: each differing case gets the list of the
+intended changes it shows (or 'UNEXPLAINED: …'), and the categories are counted.
+
+    .venv/bin/python -m tests.golden.classify            # counts per category; the unexplained cases in full
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from tests.golden.generate import GOLDEN, cases, run
+
+ADVICE_TEXT_START = "  what to change ("
+NEW_TEXT_PREFIXES = ("  band: ", "  note: ")
+
+
+def n_key(advice: dict, old_remedy: dict) -> str:
+    return next(r["key"] for r in advice["remedies"] if (r["order"], r["title"]) == (old_remedy["order"],
+                                                                                   old_remedy["title"]))
+
+
+def _json_tags(old: dict, new: dict, argv: list[str]) -> list[str]:
+    tags: list[str] = []
+    old, new = json.loads(json.dumps(old)), json.loads(json.dumps(new))
+    if "device" in new and "band" in new["device"] and "band" not in old.get("device", {}):
+        tags.append("JSON device gained band")
+        del new["device"]["band"]
+    if new.get("notes") != old.get("notes"):
+        extra = [n for n in new.get("notes", []) if n not in old.get("notes", [])]
+        if old.get("notes") == [n for n in new.get("notes", []) if n not in extra] and all(
+                n.startswith("--") for n in extra):
+            tags.append("JSON notes gained a flag note")
+            new["notes"] = old.get("notes")
+    oa, na = old.pop("advice", None), new.pop("advice", None)
+    if na is not None:
+        if oa is None:
+            tags.append("JSON gained advice (--rule seed)" if "--rule" in argv else "JSON gained advice")
+        else:
+            if "smallest_device" in na:
+                tags.append("JSON advice gained smallest_device")
+            if all("key" in r for r in na["remedies"]):
+                tags.append("JSON remedies gained key")
+            nr = [{k: v for k, v in r.items() if k != "key"} for r in na["remedies"]]
+            orr = oa["remedies"]
+            if nr != orr:
+                okeys = [(r["order"], r["title"]) for r in orr]
+                nkeys = [(r["order"], r["title"]) for r in nr]
+                if [k for k in nkeys if k not in okeys] and all(t.startswith("Shard") for _, t in nkeys if
+                                                                (_, t) not in okeys):
+                    tags.append("JSON remedies gained sharding (as the page)")
+                if [k for k in okeys if k not in nkeys]:
+                    tags.append("UNEXPLAINED: JSON remedies lost some")
+                for o in orr:
+                    n = next((r for r in nr if (r["order"], r["title"]) == (o["order"], o["title"])), None)
+                    if n is None or n == o:
+                        continue
+                    if o["applicable"] and not n["applicable"] and o["saves_bytes"] == 0 and n["saves_bytes"] == 0:
+                        tags.append(f"JSON remedy saving 0 → not applicable ({n_key(na, o)})")
+                    elif (o["order"] == 2 and {k for k in o if o[k] != n[k]} == {"change"}
+                          and o["change"] == "SFT needs a batch of at least 1" and n["change"] == "batch 1 → 1"):
+                        tags.append("JSON SFT batch-1 remedy worded as the page ('batch 1 → 1')")
+                    elif (o["applicable"] and not n["applicable"] and o["order"] == 2 and "--trainer" in argv
+                          and argv[argv.index("--trainer") + 1] == "grpo"):
+                        tags.append("JSON GRPO halved batch TRL refuses → not applicable")
+                    elif {k for k in o if o[k] != n[k]} == {"saves_bytes"}:
+                        tags.append("JSON remedy priced with the page's estimate (SFT)")
+                    else:
+                        tags.append(f"UNEXPLAINED: JSON remedy {o['order']} changed")
+            for k in ("max_batch", "max_seq_len", "max_completion_len"):
+                if oa.get(k) != na.get(k):
+                    tags.append(f"JSON advice {k} changed (advise()'s limits)")
+    if old != new:
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        tags.append(f"UNEXPLAINED: JSON keys {diff}")
+    return tags
+
+
+def _text_tags(old: str, new: str, argv: list[str]) -> list[str]:
+    tags = []
+    lines = new.splitlines()
+    if ADVICE_TEXT_START in "\n".join(lines) or any(line.startswith(ADVICE_TEXT_START) for line in lines):
+        i = next(i for i, line in enumerate(lines) if line.startswith(ADVICE_TEXT_START))
+        tags.append("text gained advice (--rule seed)" if "--rule" in argv else "text gained advice")
+        lines = lines[:i]
+    if any(line.startswith("  band: ") for line in lines):
+        tags.append("text gained band line")
+    notes = [line for line in lines if line.startswith("  note: ")]
+    if any(not n.startswith("  note: --") for n in notes):
+        tags.append("text gained est.notes lines")
+    if any(n.startswith("  note: --") for n in notes):
+        tags.append("text gained a flag note")
+    kept = [line for line in lines if not line.startswith(NEW_TEXT_PREFIXES)]
+    if "\n".join(kept) + ("\n" if kept else "") != old:
+        tags.append("UNEXPLAINED: text changed beyond band/notes/advice")
+    return tags
+
+
+def classify(old: dict, new: dict) -> list[str]:
+    argv = new["argv"]
+    if old["rc"] == 99 and new["rc"] == 0:
+        return [f"traceback → output ({old['err'].split(':')[0]})"]
+    if old["rc"] != new["rc"]:
+        what = new["err"].strip().removeprefix("estimator: error: ")[:48] if new["rc"] == 2 else "output"
+        return [f"rc {old['rc']} → {new['rc']}: {what}"]
+    if new["rc"] != 0:
+        return [f"error message changed: {new['err'].strip()[:70]}"] if old["err"] != new["err"] else \
+            ["UNEXPLAINED: same rc, other change"]
+    if old["err"] != new["err"]:
+        return ["UNEXPLAINED: stderr changed"]
+    if "--json" in argv:
+        try:
+            return _json_tags(json.loads(old["out"]), json.loads(new["out"]), argv)
+        except json.JSONDecodeError:
+            return ["UNEXPLAINED: not JSON"]
+    return _text_tags(old["out"], new["out"], argv)
+
+
+def main() -> int:
+    old = {json.dumps(r["argv"]): r for r in map(json.loads, GOLDEN.read_text().splitlines())}
+    counts: Counter[str] = Counter()
+    combos: Counter[str] = Counter()
+    unexplained = []
+    n_diff = 0
+    all_cases = cases()
+    for argv in all_cases:
+        new = run(argv)
+        before = old[json.dumps(argv)]
+        if before == new:
+            continue
+        n_diff += 1
+        tags = list(dict.fromkeys(classify(before, new)))
+        counts.update(tags)
+        combos[" + ".join(tags)] += 1
+        if not tags or any(t.startswith("UNEXPLAINED") for t in tags):
+            unexplained.append((argv, tags))
+    print(f"{len(all_cases)} cases, {n_diff} differ")
+    print("\nper category (a case can be in several):")
+    for tag, n in counts.most_common():
+        print(f"  {n:4d}  {tag}")
+    print("\nper combination:")
+    for tag, n in combos.most_common():
+        print(f"  {n:4d}  {tag}")
+    for argv, tags in unexplained:
+        print("UNEXPLAINED:", " ".join(argv), tags)
+    return 1 if unexplained else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
