@@ -32,6 +32,14 @@ def _json_tags(old: dict, new: dict, argv: list[str]) -> list[str]:
                 n.startswith("--") for n in extra):
             tags.append("JSON notes gained a flag note")
             new["notes"] = old.get("notes")
+    if all("key" in d for d in new.get("details", [])) and not any("key" in d for d in old.get("details", [])):
+        tags.append("JSON details gained key")
+        new["details"] = [{k: v for k, v in d.items() if k != "key"} for d in new["details"]]
+    if "--train-tower" in argv and "--image-tokens" not in argv and new.get("total_bytes") != old.get("total_bytes"):
+        tags.append("tower trained without images priced as a real step (no tower gradients or state)")
+        for k in ("components_bytes", "details", "device", "high_bytes", "low_bytes", "notes", "params_trainable",
+                  "total_bytes"):
+            new[k] = old.get(k)
     oa, na = old.pop("advice", None), new.pop("advice", None)
     if na is not None:
         if oa is None:
