@@ -18,12 +18,10 @@ subclass whose tuple output PEFT's LoRA wrapper cannot take, is left out as a us
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..i18n import N_, Text
-from ._fields import _flag, _positive_int
-from .spec import LinearModule
+from ._parts import Parts
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -70,34 +68,6 @@ class _Dims(NamedTuple):
         return self.kv_heads * self.head_dim
 
 
-@dataclass
-class _Parts:
-    """What a builder collects, in the modelling code's order: the linears, the other per-layer parameters
-    (``extra``), the notes and the remaining ModelSpec fields (``out``)."""
-
-    cfg: Mapping[str, Any]
-    linears: list[LinearModule] = field(default_factory=list)
-    extra: int = 0
-    notes: list[str] = field(default_factory=list)
-    out: dict[str, Any] = field(default_factory=dict)
-
-    def pint(self, key: str, default: Any = None, limit: int = 1 << 20) -> int:
-        return _positive_int(self.cfg, key, default=default, limit=limit)
-
-    def flag(self, key: str, default: bool) -> bool:
-        return _flag(self.cfg, key, default)
-
-    def add(self, name: str, i: int, o: int, bias: bool, role: str, count: int = 1, n: int = 0) -> None:
-        self.linears.append(LinearModule(name, i, o, bias, role, count, n))  # n = layers carrying it (0: every layer)
-
-    def qkvo(self, d: _Dims, q_out: int, bias: bool, o_bias: bool, n: int = 0) -> None:
-        """q/k/v/o projections (q_out: the query's width, doubled where q_proj also emits an output gate)."""
-        self.add("q_proj", d.h, q_out, bias, "attn_in", 1, n)
-        self.add("k_proj", d.h, d.kvd, bias, "attn_in", 1, n)
-        self.add("v_proj", d.h, d.kvd, bias, "attn_in", 1, n)
-        self.add("o_proj", d.qd, d.h, o_bias, "attn_out", 1, n)
-
-
 class _Mlp(NamedTuple):
     """Where a family puts its experts: the MoE layers (mask), routed experts and their width, the shared experts'
     width and the dense MLP's width in the other layers."""
@@ -112,14 +82,22 @@ class _Mlp(NamedTuple):
 
 # ---- attention ------------------------------------------------------------------------------------------
 
-def _gpt_oss_attention(p: _Parts, d: _Dims) -> list[str]:
+def _qkvo(p: Parts, d: _Dims, q_out: int, bias: bool, o_bias: bool, n: int = 0) -> None:
+    """q/k/v/o projections (q_out: the query's width, doubled where q_proj also emits an output gate)."""
+    p.add("q_proj", d.h, q_out, bias, "attn_in", 1, n)
+    p.add("k_proj", d.h, d.kvd, bias, "attn_in", 1, n)
+    p.add("v_proj", d.h, d.kvd, bias, "attn_in", 1, n)
+    p.add("o_proj", d.qd, d.h, o_bias, "attn_out", 1, n)
+
+
+def _gpt_oss_attention(p: Parts, d: _Dims) -> list[str]:
     """GptOssAttention; returns the layer kinds."""
     # GptOssAttention: q/k/v/o with attention_bias (default true) and one learned sink logit per head;
     # layer_types alternate sliding (window 128) and full attention (configuration_gpt_oss.py).
     bias = p.flag("attention_bias", True)
     kinds = _layer_types(p.cfg, d.layers, ["sliding_attention" if i % 2 == 0 else "full_attention"
                                            for i in range(d.layers)])
-    p.qkvo(d, d.qd, bias, bias)
+    _qkvo(p, d, d.qd, bias, bias)
     p.extra += d.layers * d.heads  # self_attn.sinks
     p.out["attention_sinks"] = True
     p.out["sliding_window"] = p.pint("sliding_window", default=128)
@@ -130,7 +108,7 @@ def _gpt_oss_attention(p: _Parts, d: _Dims) -> list[str]:
     return kinds
 
 
-def _mla_attention(p: _Parts, d: _Dims) -> list[str]:
+def _mla_attention(p: Parts, d: _Dims) -> list[str]:
     """DeepseekV3Attention (multi-head latent attention); returns the layer kinds (all full attention)."""
     # DeepseekV3Attention (MLA): q through a q_lora_rank bottleneck (or a plain q_proj when q_lora_rank is
     # null), k/v through kv_a_proj_with_mqa (kv_lora_rank + a shared rope key) and kv_b_proj.
@@ -158,7 +136,7 @@ def _mla_attention(p: _Parts, d: _Dims) -> list[str]:
     return ["full_attention"] * d.layers
 
 
-def _hybrid_attention(p: _Parts, d: _Dims, family: str) -> list[str]:
+def _hybrid_attention(p: Parts, d: _Dims, family: str) -> list[str]:
     """Qwen3-Next / Qwen3.5: Gated DeltaNet layers (linear_attention) next to gated full-attention layers (every
     4th by default); returns the layer kinds."""
     kinds = _layer_types(p.cfg, d.layers, ["full_attention" if (i + 1) % 4 == 0 else "linear_attention"
@@ -168,13 +146,13 @@ def _hybrid_attention(p: _Parts, d: _Dims, family: str) -> list[str]:
     bias = p.flag("attention_bias", False)
     # Qwen3NextAttention: q_proj emits the query and its output gate (2·heads·head_dim); per-head q/k norms.
     if n_full:
-        p.qkvo(d, 2 * d.qd, bias, bias, n_full)
+        _qkvo(p, d, 2 * d.qd, bias, bias, n_full)
         p.extra += n_full * 2 * d.head_dim  # q_norm, k_norm
     _gated_deltanet(p, d, family, n_lin)
     return kinds
 
 
-def _gated_deltanet(p: _Parts, d: _Dims, family: str, n_lin: int) -> None:
+def _gated_deltanet(p: Parts, d: _Dims, family: str, n_lin: int) -> None:
     """The Gated DeltaNet (linear attention) modules of the n_lin layers that have one."""
     h = d.h
     hk, hv = p.pint("linear_num_key_heads", default=16), p.pint("linear_num_value_heads", default=32)
@@ -202,7 +180,7 @@ def _gated_deltanet(p: _Parts, d: _Dims, family: str, n_lin: int) -> None:
                       "transformers runs its torch fallback (chunked delta rule, 64-token chunks), estimated here"))
 
 
-def _gqa_attention(p: _Parts, d: _Dims, family: str) -> list[str]:
+def _gqa_attention(p: Parts, d: _Dims, family: str) -> list[str]:
     """glm4_moe, llama4_text, ernie4_5_moe: grouped-query attention; returns the layer kinds."""
     if family == "ernie4_5_moe":
         bias = o_bias = p.flag("use_bias", False)
@@ -210,7 +188,7 @@ def _gqa_attention(p: _Parts, d: _Dims, family: str) -> list[str]:
         bias, o_bias = p.flag("attention_bias", False), False  # Glm4MoeAttention: o_proj has no bias
     else:
         bias = o_bias = p.flag("attention_bias", False)
-    p.qkvo(d, d.qd, bias, o_bias)
+    _qkvo(p, d, d.qd, bias, o_bias)
     if family == "glm4_moe" and p.flag("use_qk_norm", False):
         p.extra += d.layers * 2 * d.head_dim
     if family == "llama4_text":
@@ -218,7 +196,7 @@ def _gqa_attention(p: _Parts, d: _Dims, family: str) -> list[str]:
     return ["full_attention"] * d.layers
 
 
-def _llama4_layer_kinds(p: _Parts, layers: int) -> list[str]:
+def _llama4_layer_kinds(p: Parts, layers: int) -> list[str]:
     """Llama 4's chunked-attention (RoPE) layers and its full-attention NoPE layers."""
     chunk = p.cfg.get("attention_chunk_size", 8192)
     interval = p.pint("no_rope_layer_interval", default=4)
@@ -231,7 +209,7 @@ def _llama4_layer_kinds(p: _Parts, layers: int) -> list[str]:
     return kinds
 
 
-def _attention(p: _Parts, d: _Dims, family: str) -> list[str]:
+def _attention(p: Parts, d: _Dims, family: str) -> list[str]:
     """The attention modules of the family; returns the attention kind of each layer."""
     if family == "gpt_oss":
         return _gpt_oss_attention(p, d)
@@ -244,7 +222,7 @@ def _attention(p: _Parts, d: _Dims, family: str) -> list[str]:
 
 # ---- MLP / experts --------------------------------------------------------------------------------------
 
-def _gpt_oss_experts(p: _Parts, d: _Dims) -> _Mlp:
+def _gpt_oss_experts(p: Parts, d: _Dims) -> _Mlp:
     """gpt-oss: experts in every layer, with biases."""
     h, layers = d.h, d.layers
     experts, k = p.pint("num_local_experts", limit=4096), p.pint("num_experts_per_tok", limit=4096)
@@ -258,7 +236,7 @@ def _gpt_oss_experts(p: _Parts, d: _Dims) -> _Mlp:
     return _Mlp(experts, k, [True] * layers, moe_inter, 0, 0)
 
 
-def _deepseek_glm_layout(p: _Parts, d: _Dims, family: str) -> _Mlp:
+def _deepseek_glm_layout(p: Parts, d: _Dims, family: str) -> _Mlp:
     """DeepSeek-V3 / GLM-4.5: dense MLPs in the first first_k_dense_replace layers, then routed + shared experts."""
     experts = p.pint("n_routed_experts", limit=4096)
     k = p.pint("num_experts_per_tok", limit=experts)
@@ -269,7 +247,7 @@ def _deepseek_glm_layout(p: _Parts, d: _Dims, family: str) -> _Mlp:
     return _Mlp(experts, k, moe_mask, moe_inter, shared_inter, d.inter)
 
 
-def _qwen_layout(p: _Parts, d: _Dims, family: str) -> _Mlp:
+def _qwen_layout(p: Parts, d: _Dims, family: str) -> _Mlp:
     """Qwen3-Next / Qwen3.5-MoE: experts every decoder_sparse_step layers except mlp_only_layers, one shared expert."""
     experts = p.pint("num_experts", limit=4096)
     k = p.pint("num_experts_per_tok", limit=experts)
@@ -281,7 +259,7 @@ def _qwen_layout(p: _Parts, d: _Dims, family: str) -> _Mlp:
     return _Mlp(experts, k, moe_mask, moe_inter, shared_inter, d.inter if family == "qwen3_next" else 0)
 
 
-def _llama4_layout(p: _Parts, d: _Dims) -> _Mlp:
+def _llama4_layout(p: Parts, d: _Dims) -> _Mlp:
     """Llama 4: experts in the moe_layers (every interleave_moe_layer_step-th), dense MLPs elsewhere."""
     experts = p.pint("num_local_experts", limit=4096)
     k = p.pint("num_experts_per_tok", limit=experts)
@@ -294,7 +272,7 @@ def _llama4_layout(p: _Parts, d: _Dims) -> _Mlp:
     return _Mlp(experts, k, moe_mask, moe_inter, shared_inter, p.pint("intermediate_size_mlp", default=16384))
 
 
-def _ernie_layout(p: _Parts, d: _Dims) -> _Mlp:
+def _ernie_layout(p: Parts, d: _Dims) -> _Mlp:
     """ERNIE 4.5 MoE: experts every moe_layer_interval layers between moe_layer_start_index and moe_layer_end_index."""
     layers = d.layers
     experts = p.pint("moe_num_experts", limit=4096)
@@ -307,7 +285,7 @@ def _ernie_layout(p: _Parts, d: _Dims) -> _Mlp:
     return _Mlp(experts, k, moe_mask, moe_inter, shared_inter, d.inter)
 
 
-def _mlp_layout(p: _Parts, d: _Dims, family: str) -> _Mlp:
+def _mlp_layout(p: Parts, d: _Dims, family: str) -> _Mlp:
     """Which layers have experts, and the widths, for a family other than gpt-oss."""
     if family in ("deepseek_v3", "glm4_moe"):
         return _deepseek_glm_layout(p, d, family)
@@ -321,7 +299,7 @@ def _mlp_layout(p: _Parts, d: _Dims, family: str) -> _Mlp:
     return _Mlp(0, 0, [False] * d.layers, 0, 0, d.inter)
 
 
-def _mlp_linears(p: _Parts, d: _Dims, family: str, m: _Mlp) -> None:
+def _mlp_linears(p: Parts, d: _Dims, family: str, m: _Mlp) -> None:
     """The dense MLPs, routers, routed and shared experts of a family other than gpt-oss."""
     h = d.h
     n_moe = sum(m.moe_mask)
@@ -353,7 +331,7 @@ def _mlp_linears(p: _Parts, d: _Dims, family: str, m: _Mlp) -> None:
 
 # ---- what PEFT's all-linear wraps ----------------------------------------------------------------------
 
-def _all_linear_targets(p: _Parts, family: str, has_moe: bool) -> tuple[str, ...]:
+def _all_linear_targets(p: Parts, family: str, has_moe: bool) -> tuple[str, ...]:
     """The module names PEFT 0.21.2's target_modules="all-linear" adapts (see the module docstring)."""
     names = list(dict.fromkeys(m.name for m in p.linears))
     if family in _PEFT_CONVERTED:
@@ -379,7 +357,7 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
     """ModelSpec fields of one of FAMILIES from a config dict whose common fields model.py has checked.
 
     Returns the keyword arguments for ModelSpec (linears, MoE fields, extra_layer_params, layer_pattern, ...)."""
-    p = _Parts(cfg)
+    p = Parts(cfg)
     d = _Dims(h, layers, heads, kv_heads, head_dim, inter)
     kinds = _attention(p, d, family)
     if family == "gpt_oss":
