@@ -10,9 +10,10 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..i18n import N_, Text, error_message
+from . import dense as _dense
 from . import gemma as _families_gemma
 from . import moe as _families_moe
 from ._fields import _flag, _positive_int, _safe
@@ -47,77 +48,6 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 # Dropout probabilities configs state (StarCoder2: residual/embedding/attention; Phi: resid/embd/attn_pdrop).
 DROPOUT_FIELDS = ("attention_dropout", "residual_dropout", "embedding_dropout", "hidden_dropout", "resid_pdrop",
                   "embd_pdrop", "attn_pdrop", "mlp_dropout")
-
-
-def _dense_linears(family: str, h: int, qd: int, kvd: int, inter: int, cfg: Mapping[str, Any]) -> list[LinearModule]:
-    """Attention and MLP linears of a dense decoder layer, named as in transformers."""
-    if family == "phi3":
-        # Phi-3 fuses q,k,v into qkv_proj and gate,up into gate_up_proj (modeling_phi3.py); no biases.
-        return [
-            LinearModule("qkv_proj", h, qd + 2 * kvd, False, "attn_in"),
-            LinearModule("o_proj", qd, h, False, "attn_out"),
-            LinearModule("gate_up_proj", h, 2 * inter, False, "mlp_in"),
-            LinearModule("down_proj", inter, h, False, "mlp_out"),
-        ]
-    if family == "phi":
-        # Phi-2: q,k,v,dense with biases; fc1/fc2 GELU MLP with biases (modeling_phi.py).
-        return [
-            LinearModule("q_proj", h, qd, True, "attn_in"),
-            LinearModule("k_proj", h, kvd, True, "attn_in"),
-            LinearModule("v_proj", h, kvd, True, "attn_in"),
-            LinearModule("dense", qd, h, True, "attn_out"),
-            LinearModule("fc1", h, inter, True, "mlp_in"),
-            LinearModule("fc2", inter, h, True, "mlp_out"),
-        ]
-    if family == "gpt_neox":
-        # GPT-NeoX: fused query_key_value and dense with biases; dense_h_to_4h / dense_4h_to_h (modeling_gpt_neox.py).
-        bias = _flag(cfg, "attention_bias", True)
-        return [
-            LinearModule("query_key_value", h, 3 * qd, bias, "attn_in"),
-            LinearModule("dense", qd, h, bias, "attn_out"),
-            LinearModule("dense_h_to_4h", h, inter, True, "mlp_in"),
-            LinearModule("dense_4h_to_h", inter, h, True, "mlp_out"),
-        ]
-    if family == "starcoder2":
-        # StarCoder2: q,k,v,o and the plain c_fc/c_proj MLP all take bias=config.use_bias (default true)
-        # (transformers 5.24.0 models/starcoder2/modeling_starcoder2.py Starcoder2Attention, Starcoder2MLP).
-        bias = _flag(cfg, "use_bias", True)
-        return [
-            LinearModule("q_proj", h, qd, bias, "attn_in"),
-            LinearModule("k_proj", h, kvd, bias, "attn_in"),
-            LinearModule("v_proj", h, kvd, bias, "attn_in"),
-            LinearModule("o_proj", qd, h, bias, "attn_out"),
-            LinearModule("c_fc", h, inter, bias, "mlp_in"),
-            LinearModule("c_proj", inter, h, bias, "mlp_out"),
-        ]
-    if family in ("qwen2", "qwen2_moe"):
-        # Qwen2: q,k,v have bias=True, o_proj bias=False, hard-coded in modeling_qwen2.py.
-        qkv_bias, o_bias = True, False
-    elif family == "ernie4_5":
-        # ERNIE 4.5: every attention and MLP linear takes bias=config.use_bias (default false)
-        # (transformers 5.24.0 models/ernie4_5/modeling_ernie4_5.py Ernie4_5Attention, Ernie4_5MLP).
-        qkv_bias = o_bias = _flag(cfg, "use_bias", False)
-    else:
-        # Llama/Mistral/Qwen3/Gemma: one attention_bias flag for q,k,v,o (default false).
-        qkv_bias = o_bias = _flag(cfg, "attention_bias", False)
-    if family == "ernie4_5":
-        mlp_bias = qkv_bias
-    elif family in ("cohere2", "olmo2", "olmo3", "ministral"):
-        mlp_bias = False  # hard-coded bias=False in their MLPs (modeling_<type>.py, transformers 5.24.0)
-    else:
-        mlp_bias = _flag(cfg, "mlp_bias", False)
-    attn = [
-        LinearModule("q_proj", h, qd, qkv_bias, "attn_in"),
-        LinearModule("k_proj", h, kvd, qkv_bias, "attn_in"),
-        LinearModule("v_proj", h, kvd, qkv_bias, "attn_in"),
-        LinearModule("o_proj", qd, h, o_bias, "attn_out"),
-    ]
-    mlp = [
-        LinearModule("gate_proj", h, inter, mlp_bias, "mlp_in"),
-        LinearModule("up_proj", h, inter, mlp_bias, "mlp_in"),
-        LinearModule("down_proj", inter, h, mlp_bias, "mlp_out"),
-    ]
-    return attn + mlp
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,33 +160,47 @@ def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: 
                                 notes=(*spec.notes, note), **_tower_shapes(cfg, spec.hidden_size)))
 
 
-def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source: str = "config.json") -> ModelSpec:
-    """Build a ModelSpec from a Hugging Face config.json dict. Raises ValueError naming the bad field.
+class _Shape(NamedTuple):
+    """The fields every decoder config states, checked."""
 
-    A supported model_type follows its family's module structure. An unknown model_type with the usual decoder
-    fields gets a Llama-like estimate and a note saying so; a multimodal wrapper is read from its text_config."""
-    if not isinstance(cfg, Mapping):
-        raise ValueError(Text(N_("config.json must be a JSON object")))
-    if isinstance(cfg.get("text_config"), Mapping):
-        return _multimodal_spec(cfg, cfg["text_config"], name, source)
+    h: int
+    layers: int
+    heads: int
+    vocab: int
+    kv_heads: int
+    head_dim: int
+
+
+def _family_of(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, list[Any]]:
+    """(the config with its family's defaults filled in, the family, notes): a known model_type (a multimodal
+    wrapper's text model type mapped to ours), or an unknown one that passes _check_generic."""
     family = cfg.get("model_type")
     if not isinstance(family, str) or not family:
         raise ValueError(Text(N_("config.json is missing the field '{key}'"), key="model_type"))
     if family in FAMILY_DEFAULTS:  # fields a real config.json leaves to transformers' defaults
         cfg = {**FAMILY_DEFAULTS[family], **{k: v for k, v in cfg.items() if v is not None}}
-    notes: list[str] = []
+    notes: list[Any] = []
     family = _families_moe.TEXT_MODEL_TYPES.get(family, _families_gemma.TEXT_MODEL_TYPES.get(family, family))
     if family not in SUPPORTED_FAMILIES and family not in _families_moe.FAMILIES | _families_gemma.FAMILIES:
         notes = _check_generic(cfg, family)
         family = _safe(family)
+    return cfg, family, notes
 
+
+def _dropout_notes(cfg: Mapping[str, Any]) -> list[Any]:
+    """A note when the config trains with dropout (its masks are not counted)."""
     dropouts = [k for k in DROPOUT_FIELDS if isinstance(cfg.get(k), (int, float)) and not isinstance(cfg.get(k), bool)
                 and cfg[k] > 0]
-    if dropouts:  # StarCoder2's and Granite's configs train with dropout 0.1
-        notes.append(Text(N_("this config trains with dropout ({fields} > 0): the dropout masks (1 byte per "
-                             "element, where a layer keeps one) are not counted; SDPA/flash attention dropout keeps "
-                             "only a random seed on the GPU"), fields=", ".join(dropouts[:3])))
+    if not dropouts:
+        return []
+    # StarCoder2's and Granite's configs train with dropout 0.1
+    return [Text(N_("this config trains with dropout ({fields} > 0): the dropout masks (1 byte per "
+                    "element, where a layer keeps one) are not counted; SDPA/flash attention dropout keeps "
+                    "only a random seed on the GPU"), fields=", ".join(dropouts[:3]))]
 
+
+def _shape(cfg: Mapping[str, Any]) -> _Shape:
+    """Hidden size, layers, heads, vocabulary, K/V heads and head_dim, each checked."""
     h = _positive_int(cfg, "hidden_size")
     layers = _positive_int(cfg, "num_hidden_layers", limit=MAX_LAYERS)
     heads = _positive_int(cfg, "num_attention_heads", limit=65536)
@@ -267,97 +211,76 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
                               heads=str(heads), kv_heads=str(kv_heads)))
     head_dim_default = h // heads if h >= heads else 1
     head_dim = _positive_int(cfg, "head_dim", default=head_dim_default, limit=65536)
+    return _Shape(h, layers, heads, vocab, kv_heads, head_dim)
+
+
+def _gemma_family_spec(cfg: Mapping[str, Any], family: str, s: _Shape, notes: list[Any], name: str,
+                       source: str) -> ModelSpec:
+    """Gemma 4 / Gemma 3n text models (models/gemma.py)."""
+    fields = _families_gemma.build(family, cfg, s.h, s.layers, s.heads, s.kv_heads, s.head_dim, s.vocab)
+    fields["notes"] = (*notes, *fields["notes"])
+    softcap = cfg.get("final_logit_softcapping", None if family == "gemma4_text" else 30.0)
+    spec = ModelSpec(
+        name=name, family=family, vocab_size=s.vocab, hidden_size=s.h, num_layers=s.layers, num_heads=s.heads,
+        num_kv_heads=s.kv_heads, head_dim=s.head_dim, tie_embeddings=_flag(cfg, "tie_word_embeddings", True),
+        gated_mlp=True, norm_kind="rms", norms_per_layer=4, qk_norm=False, parallel_block=False,
+        lm_head_bias=False, hidden_act=_safe(cfg.get("hidden_activation") or "gelu_pytorch_tanh"),
+        final_softcap=softcap is not None, source=source, **fields)
+    return _with_counts(spec)
+
+
+def _moe_family_spec(cfg: Mapping[str, Any], family: str, s: _Shape, inter: int, tie: bool, notes: list[Any],
+                     name: str, source: str) -> ModelSpec:
+    """The MoE, MLA, hybrid and attention-sink families of models/moe.py."""
+    fields = _families_moe.build(family, cfg, s.h, s.layers, s.heads, s.kv_heads, s.head_dim, inter, s.vocab)
+    fields["notes"] = (*notes, *fields["notes"])
+    spec = ModelSpec(
+        name=name, family=family, vocab_size=s.vocab, hidden_size=s.h, num_layers=s.layers, num_heads=s.heads,
+        num_kv_heads=s.kv_heads, head_dim=s.head_dim, tie_embeddings=tie, gated_mlp=True, norm_kind="rms",
+        norms_per_layer=2, qk_norm=False, parallel_block=False,
+        lm_head_bias=family == "ernie4_5_moe" and _flag(cfg, "use_bias", False),
+        hidden_act=_safe(cfg.get("hidden_act") or "silu"), source=source, **fields)
+    return _with_counts(spec)
+
+
+def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source: str = "config.json") -> ModelSpec:
+    """Build a ModelSpec from a Hugging Face config.json dict. Raises ValueError naming the bad field.
+
+    A supported model_type follows its family's module structure. An unknown model_type with the usual decoder
+    fields gets a Llama-like estimate and a note saying so; a multimodal wrapper is read from its text_config."""
+    if not isinstance(cfg, Mapping):
+        raise ValueError(Text(N_("config.json must be a JSON object")))
+    if isinstance(cfg.get("text_config"), Mapping):
+        return _multimodal_spec(cfg, cfg["text_config"], name, source)
+    cfg, family, notes = _family_of(cfg)
+    notes += _dropout_notes(cfg)
+    s = _shape(cfg)
     if family in _families_gemma.FAMILIES:
-        fields = _families_gemma.build(family, cfg, h, layers, heads, kv_heads, head_dim, vocab)
-        fields["notes"] = (*notes, *fields["notes"])
-        softcap = cfg.get("final_logit_softcapping", None if family == "gemma4_text" else 30.0)
-        spec = ModelSpec(
-            name=name, family=family, vocab_size=vocab, hidden_size=h, num_layers=layers, num_heads=heads,
-            num_kv_heads=kv_heads, head_dim=head_dim, tie_embeddings=_flag(cfg, "tie_word_embeddings", True),
-            gated_mlp=True, norm_kind="rms", norms_per_layer=4, qk_norm=False, parallel_block=False,
-            lm_head_bias=False, hidden_act=_safe(cfg.get("hidden_activation") or "gelu_pytorch_tanh"),
-            final_softcap=softcap is not None, source=source, **fields)
-        return _with_counts(spec)
+        return _gemma_family_spec(cfg, family, s, notes, name, source)
     # GPT-NeoX defaults to a 4h MLP; every other family states intermediate_size.
-    inter = _positive_int(cfg, "intermediate_size", default=4 * h if family == "gpt_neox" else (
+    inter = _positive_int(cfg, "intermediate_size", default=4 * s.h if family == "gpt_neox" else (
         cfg.get("moe_intermediate_size") if family in _families_moe.FAMILIES else None))
-    qd, kvd = heads * head_dim, kv_heads * head_dim
     # Gemma configs tie by default; so do SmolLM3, Cohere2, StarCoder2 and ERNIE 4.5 (tie_word_embeddings: bool =
     # True in their configuration_<type>.py, transformers 5.24.0)
     tie_default = family in ("gemma", "gemma2", "gemma3_text", "smollm3", "cohere2", "starcoder2", "ernie4_5",
                              "ernie4_5_moe")
     tie = _flag(cfg, "tie_word_embeddings", tie_default)
     if family in _families_moe.FAMILIES:
-        fields = _families_moe.build(family, cfg, h, layers, heads, kv_heads, head_dim, inter, vocab)
-        fields["notes"] = (*notes, *fields["notes"])
-        spec = ModelSpec(
-            name=name, family=family, vocab_size=vocab, hidden_size=h, num_layers=layers, num_heads=heads,
-            num_kv_heads=kv_heads, head_dim=head_dim, tie_embeddings=tie, gated_mlp=True, norm_kind="rms",
-            norms_per_layer=2, qk_norm=False, parallel_block=False,
-            lm_head_bias=family == "ernie4_5_moe" and _flag(cfg, "use_bias", False),
-            hidden_act=_safe(cfg.get("hidden_act") or "silu"), source=source, **fields)
-        return _with_counts(spec)
-
-    num_experts = experts_per_token = moe_inter = shared_inter = 0
-    moe_layers = 0
-    linears = _dense_linears(family, h, qd, kvd, inter, cfg)
+        return _moe_family_spec(cfg, family, s, inter, tie, notes, name, source)
+    linears = _dense.dense_linears(family, s.h, s.heads * s.head_dim, s.kv_heads * s.head_dim, inter, cfg)
+    moe: dict[str, int] = {}
     if family in ("mixtral", "qwen2_moe", "qwen3_moe"):
-        # Mixtral says num_local_experts; Qwen MoE configs say num_experts (transformers 5 accepts both).
-        key = "num_local_experts" if family == "mixtral" or "num_experts" not in cfg else "num_experts"
-        num_experts = _positive_int(cfg, key, limit=4096)
-        experts_per_token = _positive_int(cfg, "num_experts_per_tok", limit=num_experts)
-        if family == "mixtral":
-            moe_inter = inter
-        else:
-            moe_inter = _positive_int(cfg, "moe_intermediate_size")
-        step = _positive_int(cfg, "decoder_sparse_step", default=1, limit=MAX_LAYERS)
-        only_dense = cfg.get("mlp_only_layers") or []
-        if not isinstance(only_dense, list) or not all(isinstance(i, int) for i in only_dense):
-            raise ValueError(Text(N_("config.json field 'mlp_only_layers' must be a list of layer indices")))
-        # A layer is sparse when (i + 1) % decoder_sparse_step == 0 and it is not in mlp_only_layers
-        # (Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer).
-        moe_layers = sum(1 for i in range(layers) if i not in only_dense and (i + 1) % step == 0)
-        dense_layers = layers - moe_layers
-        attn = [m for m in linears if m.role.startswith("attn")]
-        dense_mlp = [LinearModule(m.name, m.in_features, m.out_features, m.bias, m.role, 1, dense_layers)
-                     for m in linears if m.role.startswith("mlp")] if dense_layers else []
-        mlp_bias = False
-        if family == "mixtral":
-            # MixtralSparseMoeBlock: router `gate` (no bias) and experts w1 (gate), w3 (up), w2 (down).
-            experts = [
-                LinearModule("w1", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
-                LinearModule("w3", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
-                LinearModule("w2", moe_inter, h, mlp_bias, "expert_out", num_experts, moe_layers),
-            ]
-        elif family == "qwen2_moe":
-            # transformers 5 fuses the routed experts into 3-D tensors named experts.gate_up_proj / down_proj;
-            # PEFT's all-linear leaves them (and the router) alone for qwen2_moe (meta-device check).
-            experts = [
-                LinearModule("experts.gate_proj", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
-                LinearModule("experts.up_proj", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
-                LinearModule("experts.down_proj", moe_inter, h, mlp_bias, "expert_out", num_experts, moe_layers),
-            ]
-        else:
-            experts = [
-                LinearModule("gate_proj", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
-                LinearModule("up_proj", h, moe_inter, mlp_bias, "expert_in", num_experts, moe_layers),
-                LinearModule("down_proj", moe_inter, h, mlp_bias, "expert_out", num_experts, moe_layers),
-            ]
-        router_name = "router.gate" if family == "qwen2_moe" else "gate"
-        router = [LinearModule(router_name, h, num_experts, False, "router", 1, moe_layers)]
-        shared: list[LinearModule] = []
-        if family == "qwen2_moe":
-            shared_inter = _positive_int(cfg, "shared_expert_intermediate_size")
-            # Qwen2MoeSparseMoeBlock: a dense shared expert plus a sigmoid gate h -> 1.
-            shared = [
-                LinearModule("gate_proj", h, shared_inter, False, "mlp_in", 1, moe_layers),
-                LinearModule("up_proj", h, shared_inter, False, "mlp_in", 1, moe_layers),
-                LinearModule("down_proj", shared_inter, h, False, "mlp_out", 1, moe_layers),
-                LinearModule("shared_expert_gate", h, 1, False, "router", 1, moe_layers),
-            ]
-        linears = attn + dense_mlp + router + experts + shared
+        linears, moe = _dense.classic_moe(cfg, family, s.h, s.layers, inter, linears)
         notes.append(N_("MoE: routing buffers are estimated, not traced exactly"))
+    return _dense_spec(cfg, family, s, inter, tie, linears, moe, notes, name, source)
 
+
+def _dense_spec(cfg: Mapping[str, Any], family: str, s: _Shape, inter: int, tie: bool,
+                linears: list[LinearModule], moe: dict[str, int], notes: list[Any], name: str,
+                source: str) -> ModelSpec:
+    """A Llama-like family of SUPPORTED_FAMILIES (or an unknown one estimated as such): norms, residual layout,
+    soft-capping and sliding window from the family and its config."""
+    layers = s.layers
     # StarCoder2: nn.LayerNorm (weight and bias); Cohere2LayerNorm: weight only, no bias (modeling_cohere2.py).
     norm_kind = {"phi": "layer", "gpt_neox": "layer", "starcoder2": "layer", "cohere2": "layer_nobias"}.get(family, "rms")
     # Cohere2DecoderLayer has only input_layernorm (attention and MLP read it in parallel).
@@ -370,21 +293,18 @@ def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source
     window, sliding = _sliding_layers(cfg, family, layers)
 
     spec = ModelSpec(
-        name=name, family=family, vocab_size=vocab, hidden_size=h, intermediate_size=inter,
-        num_layers=layers, num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
+        name=name, family=family, vocab_size=s.vocab, hidden_size=s.h, intermediate_size=inter,
+        num_layers=layers, num_heads=s.heads, num_kv_heads=s.kv_heads, head_dim=s.head_dim,
         tie_embeddings=tie, gated_mlp=family not in ("phi", "gpt_neox", "starcoder2"), norm_kind=norm_kind,
         norms_per_layer=norms_per_layer, qk_norm=qk_norm, parallel_block=parallel,
         lm_head_bias=lm_head_bias, linears=tuple(linears),
         hidden_act=_safe(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"),
         attn_softcap=family == "gemma2" and cfg.get("attn_logit_softcapping", 50.0) is not None,
         final_softcap=family == "gemma2" and cfg.get("final_logit_softcapping", 30.0) is not None,
-        sliding_window=window, sliding_layers=sliding,
-        num_experts=num_experts,
-        experts_per_token=experts_per_token, moe_intermediate_size=moe_inter,
-        shared_expert_intermediate_size=shared_inter, moe_layers=moe_layers, source=source,
+        sliding_window=window, sliding_layers=sliding, source=source,
         notes=tuple(notes), norm_after=olmo, qk_norm_full_width=olmo,
         # Cohere2ForCausalLM multiplies the logits by logit_scale, GraniteForCausalLM divides by logits_scaling.
-        logit_scale=family in ("cohere2", "granite"),
+        logit_scale=family in ("cohere2", "granite"), **moe,
     )
     return _with_counts(spec)
 

@@ -20,9 +20,10 @@ transformers' on the meta device (tests/test_families_gemma.py, tests/data/prese
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..i18n import N_, Text
+from ._parts import Parts
 
 if TYPE_CHECKING:
     from typing import Any
@@ -82,21 +83,17 @@ def _per_layer_overrides(cfg: Mapping[str, Any], layers: int) -> dict[int, dict[
     return out
 
 
-def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, kv_heads: int, head_dim: int,
-          vocab: int) -> dict[str, Any]:
-    """ModelSpec keyword arguments of gemma4_text / gemma3n_text from a config dict whose common fields model.py
-    has checked (hidden_size, layers, heads, kv heads, head_dim, vocabulary)."""
-    from ._fields import _flag, _positive_int
-    from .spec import LinearModule as L  # noqa: N817
+class _Plan(NamedTuple):
+    """Each layer's attention type, whether it reuses earlier K/V, and its MLP width."""
 
-    def pint(key: str, default: Any = None, limit: int = 1 << 20) -> int:
-        return _positive_int(cfg, key, default=default, limit=limit)
+    types: list[str]
+    shared: list[bool]
+    inters: list[int]
 
-    gemma4 = family == "gemma4_text"
-    linears: list[L] = []
-    extra = 0  # per-layer and model-level parameters that are neither listed linears nor the 4 standard norms
-    notes: list[str] = []
-    bias = _flag(cfg, "attention_bias", False)
+
+def _layer_plan(p: Parts, layers: int, gemma4: bool) -> _Plan:
+    """Attention types, KV sharing and the MLP width of each layer."""
+    cfg = p.cfg
     types = _types(cfg, layers, 6 if gemma4 else 5, last_full=gemma4)
     n_shared = cfg.get("num_kv_shared_layers", 0 if gemma4 else 15) or 0
     if isinstance(n_shared, bool) or not isinstance(n_shared, int):
@@ -111,33 +108,58 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
                                      "per layer ({layers})"), layers=str(layers)))
         inters = [int(x) for x in raw_inter]
     else:
-        inters = [pint("intermediate_size", default=raw_inter)] * layers
-    wide = gemma4 and _flag(cfg, "use_double_wide_mlp", False)
+        inters = [p.pint("intermediate_size", default=raw_inter)] * layers
+    wide = gemma4 and p.flag("use_double_wide_mlp", False)
     inters = [i * (2 if wide and s else 1) for i, s in zip(inters, shared, strict=True)]
+    return _Plan(types, shared, inters)
 
-    global_hd = pint("global_head_dim", default=512) if gemma4 else head_dim
-    k_eq_v = gemma4 and _flag(cfg, "attention_k_eq_v", False)
-    global_kv = cfg.get("num_global_key_value_heads") if k_eq_v else None
-    global_kv = pint("num_global_key_value_heads", limit=65536) if global_kv is not None else kv_heads
 
-    # ---- one pattern entry per layer: "<sliding|full>[_shared]:<dense[width]|moe>" ---------------------------
-    moe_on = gemma4 and _flag(cfg, "enable_moe_block", False)
-    base = inters[0]
-    sparse = [False] * layers
-    if not gemma4:
-        # Gemma 3n's activation_sparsity_pattern (default 0.95 on the first 10 layers of a model deeper than 10):
-        # those MLPs keep a Gaussian top-k of the gate output (modeling_gemma3n.py Gemma3nTextMLP._gaussian_topk)
-        asp = cfg.get("activation_sparsity_pattern")
-        if asp is None:
-            asp = [0.95] * 10 + [0.0] * (layers - 10) if layers > 10 else [0.0] * layers
-        if (not isinstance(asp, list) or len(asp) != layers
-                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in asp)):
-            raise ValueError(Text(N_("config.json field 'activation_sparsity_pattern' must list one value per layer "
-                                     "({layers})"), layers=str(layers)))
-        sparse = [x > 0 for x in asp]
-    pattern = [("full" if t == "full_attention" else "sliding") + ("_shared" if s else "") + ":"
-               + ("moe" if moe_on else "dense" + ("" if i == base else str(i))) + ("+sparse" if sp else "")
-               for t, s, i, sp in zip(types, shared, inters, sparse, strict=True)]
+def _sparse_layers(cfg: Mapping[str, Any], layers: int) -> list[bool]:
+    """Gemma 3n's layers whose MLP keeps only the top of its gate output."""
+    # Gemma 3n's activation_sparsity_pattern (default 0.95 on the first 10 layers of a model deeper than 10):
+    # those MLPs keep a Gaussian top-k of the gate output (modeling_gemma3n.py Gemma3nTextMLP._gaussian_topk)
+    asp = cfg.get("activation_sparsity_pattern")
+    if asp is None:
+        asp = [0.95] * 10 + [0.0] * (layers - 10) if layers > 10 else [0.0] * layers
+    if (not isinstance(asp, list) or len(asp) != layers
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in asp)):
+        raise ValueError(Text(N_("config.json field 'activation_sparsity_pattern' must list one value per layer "
+                                 "({layers})"), layers=str(layers)))
+    return [x > 0 for x in asp]
+
+
+def _pattern(plan: _Plan, moe_on: bool, sparse: list[bool]) -> list[str]:
+    """One pattern entry per layer: "<sliding|full>[_shared]:<dense[width]|moe>[+sparse]"."""
+    base = plan.inters[0]
+    return [("full" if t == "full_attention" else "sliding") + ("_shared" if s else "") + ":"
+            + ("moe" if moe_on else "dense" + ("" if i == base else str(i))) + ("+sparse" if sp else "")
+            for t, s, i, sp in zip(plan.types, plan.shared, plan.inters, sparse, strict=True)]
+
+
+class _Heads(NamedTuple):
+    """Attention head shapes: the sliding layers' and the full-attention layers' (Gemma 4's global ones)."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    global_kv: int
+    global_hd: int
+    k_eq_v: bool
+
+
+def _heads(p: Parts, heads: int, kv_heads: int, head_dim: int, gemma4: bool) -> _Heads:
+    """Gemma 4's full-attention layers have their own head_dim, K/V heads and may share K with V."""
+    global_hd = p.pint("global_head_dim", default=512) if gemma4 else head_dim
+    k_eq_v = gemma4 and p.flag("attention_k_eq_v", False)
+    global_kv = p.cfg.get("num_global_key_value_heads") if k_eq_v else None
+    global_kv = p.pint("num_global_key_value_heads", limit=65536) if global_kv is not None else kv_heads
+    return _Heads(heads, kv_heads, head_dim, global_kv, global_hd, k_eq_v)
+
+
+def _layer_linears(p: Parts, plan: _Plan, pattern: list[str], h: int, a: _Heads, bias: bool) -> None:
+    """Each layer's attention and MLP linears, grouped by shape over the pattern entries that carry them, and the
+    q/k norms."""
+    heads, kv_heads, head_dim, global_kv, global_hd, k_eq_v = a
     grouped: dict[tuple[str, int, int, str], list[str]] = {}  # (name, in, out, role) -> pattern entries
 
     def put(name: str, i: int, o: int, role: str, kind: str) -> None:
@@ -146,8 +168,8 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
     # per_layer_config (PreTrainedConfig's sparse per-layer overrides, configuration_utils.py): what
     # Gemma4TextConfig.__post_init__ derives from global_head_dim / num_global_key_value_heads and what
     # save_pretrained writes in their place; when present it is the whole story (other layers keep the globals)
-    overrides = _per_layer_overrides(cfg, layers)
-    for i, (kind, t, s, inter) in enumerate(zip(pattern, types, shared, inters, strict=True)):
+    overrides = _per_layer_overrides(p.cfg, len(pattern))
+    for i, (kind, t, s, inter) in enumerate(zip(pattern, plan.types, plan.shared, plan.inters, strict=True)):
         full = t == "full_attention"
         if overrides is None:
             hd, kvh = (global_hd, global_kv) if full else (head_dim, kv_heads)
@@ -164,67 +186,92 @@ def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, 
         put("gate_proj", h, inter, "mlp_in", kind)
         put("up_proj", h, inter, "mlp_in", kind)
         put("down_proj", inter, h, "mlp_out", kind)
-        extra += hd * (1 if s else 2)  # q_norm (+ k_norm); v_norm has no weight (with_scale=False)
+        p.extra += hd * (1 if s else 2)  # q_norm (+ k_norm); v_norm has no weight (with_scale=False)
     for (name, i, o, role), kinds in grouped.items():
-        linears.append(L(name, i, o, bias if role.startswith("attn") else False, role, 1, len(kinds),
-                         tuple(dict.fromkeys(kinds))))
-    # ---- per-layer inputs (PLE) -----------------------------------------------------------------------------
-    p = int(cfg.get("hidden_size_per_layer_input", 256) or 0)
-    ple_table = 0
-    if p:
-        p = pint("hidden_size_per_layer_input", default=256, limit=65536)
-        vp = pint("vocab_size_per_layer_input", default=262_144)
-        linears.append(L("per_layer_input_gate", h, p, False, "ple_in"))
-        linears.append(L("per_layer_projection", p, h, False, "ple_out"))
-        extra += layers * h  # post_per_layer_input_norm
-        ple_table = vp * layers * p  # embed_tokens_per_layer: one packed table for all layers
-        # per_layer_model_projection (h -> layers·p), a model-level nn.Linear: listed once (layers=1)
-        linears.append(L("per_layer_model_projection", h, layers * p, False, "model", 1, 1))
-        extra += p  # per_layer_projection_norm
-        notes.append(Text(N_("per-layer input embeddings (PLE): a {vocab} × {layers}·{width} table ({billions} B "
-                             "parameters) looked up per token and fed to every layer; counted with the embeddings "
-                             "(frozen under LoRA, never quantised)"),
-                          vocab=vp, layers=layers, width=p, billions=(ple_table / 1e9, 2)))
-    # ---- Gemma 4 MoE block -----------------------------------------------------------------------------------
-    moe: dict[str, Any] = {}
-    if gemma4 and _flag(cfg, "enable_moe_block", False):
-        experts = pint("num_experts", limit=4096)
-        k = pint("top_k_experts", limit=experts)
-        moe_inter = pint("moe_intermediate_size")
-        # Gemma4TextRouter: proj (nn.Linear h -> E), scale (h), per_expert_scale (E), an unscaled norm;
-        # Gemma4TextExperts: gate_up_proj (E, 2I, h) and down_proj (E, h, I) as 3-D parameters
-        linears.append(L("router.proj", h, experts, False, "router"))
-        linears.append(L("experts.gate_proj", h, moe_inter, False, "expert_in", experts))
-        linears.append(L("experts.up_proj", h, moe_inter, False, "expert_in", experts))
-        linears.append(L("experts.down_proj", moe_inter, h, False, "expert_out", experts))
-        extra += layers * (h + experts + 3 * h)  # router.scale, per_expert_scale, three more layer norms
-        moe = dict(num_experts=experts, experts_per_token=k, moe_intermediate_size=moe_inter, moe_layers=layers)
-        notes.append(N_("Gemma 4 MoE: every layer runs its dense MLP and the routed experts side by side"))
-    # ---- Gemma 3n AltUp and LAuReL -----------------------------------------------------------------------------
-    if not gemma4:
-        n = pint("altup_num_inputs", default=4, limit=64)
-        r = pint("laurel_rank", default=64, limit=65536)
-        linears.append(L("laurel.linear_left", h, r, False, "ple_in"))
-        linears.append(L("laurel.linear_right", r, h, False, "ple_out"))
-        linears.append(L("altup.modality_router", h, n, False, "router"))
-        linears.append(L("altup.correction_coefs", n, n, False, "router"))
-        linears.append(L("altup.prediction_coefs", n, n * n, False, "router"))
-        extra += layers * (h + h + h)  # post_laurel_norm, altup.router_norm, altup.correct_output_scale
-        # altup_projections and altup_unembed_projections: 2·(n − 1) model-level h×h nn.Linear modules
-        linears.append(L("altup_projections", h, h, False, "model", 2 * (n - 1), 1))
-        notes.append(Text(N_("Gemma 3n: AltUp keeps {n} copies of the hidden state through every layer and LAuReL "
-                             "adds a rank-{rank} residual branch; activations estimated as for a Gemma layer, not "
-                             "traced"), n=n, rank=r))
-    if any(shared):
-        notes.append(Text(N_("KV sharing: the last {n} layers reuse earlier layers' keys and values (no "
-                             "k_proj/v_proj of their own)"), n=sum(shared)))
+        p.add(name, i, o, bias if role.startswith("attn") else False, role, 1, len(kinds),
+              tuple(dict.fromkeys(kinds)))
 
-    sliding = sum(t == "sliding_attention" for t in types)
+
+def _per_layer_inputs(p: Parts, h: int, layers: int) -> int:
+    """Per-layer inputs (PLE); returns the size of their embedding table."""
+    width = int(p.cfg.get("hidden_size_per_layer_input", 256) or 0)
+    if not width:
+        return 0
+    width = p.pint("hidden_size_per_layer_input", default=256, limit=65536)
+    vp = p.pint("vocab_size_per_layer_input", default=262_144)
+    p.add("per_layer_input_gate", h, width, False, "ple_in")
+    p.add("per_layer_projection", width, h, False, "ple_out")
+    p.extra += layers * h  # post_per_layer_input_norm
+    ple_table = vp * layers * width  # embed_tokens_per_layer: one packed table for all layers
+    # per_layer_model_projection (h -> layers·p), a model-level nn.Linear: listed once (layers=1)
+    p.add("per_layer_model_projection", h, layers * width, False, "model", 1, 1)
+    p.extra += width  # per_layer_projection_norm
+    p.notes.append(Text(N_("per-layer input embeddings (PLE): a {vocab} × {layers}·{width} table ({billions} B "
+                           "parameters) looked up per token and fed to every layer; counted with the embeddings "
+                           "(frozen under LoRA, never quantised)"),
+                        vocab=vp, layers=layers, width=width, billions=(ple_table / 1e9, 2)))
+    return ple_table
+
+
+def _gemma4_moe(p: Parts, h: int, layers: int) -> dict[str, Any]:
+    """Gemma 4's MoE block (routed experts beside the dense MLP in every layer); returns its ModelSpec fields."""
+    experts = p.pint("num_experts", limit=4096)
+    k = p.pint("top_k_experts", limit=experts)
+    moe_inter = p.pint("moe_intermediate_size")
+    # Gemma4TextRouter: proj (nn.Linear h -> E), scale (h), per_expert_scale (E), an unscaled norm;
+    # Gemma4TextExperts: gate_up_proj (E, 2I, h) and down_proj (E, h, I) as 3-D parameters
+    p.add("router.proj", h, experts, False, "router")
+    p.add("experts.gate_proj", h, moe_inter, False, "expert_in", experts)
+    p.add("experts.up_proj", h, moe_inter, False, "expert_in", experts)
+    p.add("experts.down_proj", moe_inter, h, False, "expert_out", experts)
+    p.extra += layers * (h + experts + 3 * h)  # router.scale, per_expert_scale, three more layer norms
+    p.notes.append(N_("Gemma 4 MoE: every layer runs its dense MLP and the routed experts side by side"))
+    return dict(num_experts=experts, experts_per_token=k, moe_intermediate_size=moe_inter, moe_layers=layers)
+
+
+def _altup_laurel(p: Parts, h: int, layers: int) -> None:
+    """Gemma 3n's AltUp and LAuReL modules."""
+    n = p.pint("altup_num_inputs", default=4, limit=64)
+    r = p.pint("laurel_rank", default=64, limit=65536)
+    p.add("laurel.linear_left", h, r, False, "ple_in")
+    p.add("laurel.linear_right", r, h, False, "ple_out")
+    p.add("altup.modality_router", h, n, False, "router")
+    p.add("altup.correction_coefs", n, n, False, "router")
+    p.add("altup.prediction_coefs", n, n * n, False, "router")
+    p.extra += layers * (h + h + h)  # post_laurel_norm, altup.router_norm, altup.correct_output_scale
+    # altup_projections and altup_unembed_projections: 2·(n − 1) model-level h×h nn.Linear modules
+    p.add("altup_projections", h, h, False, "model", 2 * (n - 1), 1)
+    p.notes.append(Text(N_("Gemma 3n: AltUp keeps {n} copies of the hidden state through every layer and LAuReL "
+                           "adds a rank-{rank} residual branch; activations estimated as for a Gemma layer, not "
+                           "traced"), n=n, rank=r))
+
+
+def build(family: str, cfg: Mapping[str, Any], h: int, layers: int, heads: int, kv_heads: int, head_dim: int,
+          vocab: int) -> dict[str, Any]:
+    """ModelSpec keyword arguments of gemma4_text / gemma3n_text from a config dict whose common fields model.py
+    has checked (hidden_size, layers, heads, kv heads, head_dim, vocabulary)."""
+    gemma4 = family == "gemma4_text"
+    p = Parts(cfg)  # p.extra: per-layer and model-level parameters that are neither listed linears nor the 4 norms
+    bias = p.flag("attention_bias", False)
+    plan = _layer_plan(p, layers, gemma4)
+    a = _heads(p, heads, kv_heads, head_dim, gemma4)
+    moe_on = gemma4 and p.flag("enable_moe_block", False)
+    pattern = _pattern(plan, moe_on, [False] * layers if gemma4 else _sparse_layers(cfg, layers))
+    _layer_linears(p, plan, pattern, h, a, bias)
+    ple_table = _per_layer_inputs(p, h, layers)
+    moe = _gemma4_moe(p, h, layers) if moe_on else {}
+    if not gemma4:
+        _altup_laurel(p, h, layers)
+    if any(plan.shared):
+        p.notes.append(Text(N_("KV sharing: the last {n} layers reuse earlier layers' keys and values (no "
+                               "k_proj/v_proj of their own)"), n=sum(plan.shared)))
+
+    sliding = sum(t == "sliding_attention" for t in plan.types)
     window = cfg.get("sliding_window", 512)
-    targets = tuple(dict.fromkeys(m.name for m in linears if not m.name.startswith("experts.")))
+    targets = tuple(dict.fromkeys(m.name for m in p.linears if not m.name.startswith("experts.")))
     return dict(
-        linears=tuple(linears), intermediate_size=inters[0], extra_layer_params=extra, layer_pattern=tuple(pattern),
-        all_linear_targets=targets, notes=tuple(notes), params_extra_embedding=ple_table,
+        linears=tuple(p.linears), intermediate_size=plan.inters[0], extra_layer_params=p.extra,
+        layer_pattern=tuple(pattern), all_linear_targets=targets, notes=tuple(p.notes), params_extra_embedding=ple_table,
         sliding_window=window if isinstance(window, int) and window > 0 and sliding else 0,
         sliding_layers=sliding if isinstance(window, int) and window > 0 else 0, **moe,
     )

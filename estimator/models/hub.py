@@ -19,14 +19,14 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TypeVar
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
-from ..i18n import N_, Text, error_message, short_number
+from ..i18n import N_, Text, error_message
+from ._hub_errors import _explain, _is_network, _scrub
 from .config import parse_config_text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from typing import Any
 
     from .spec import ModelSpec
@@ -281,57 +281,115 @@ def _within(seconds: float, work: Callable[[], T]) -> T:
     return box["value"]
 
 
-def _fetch(repo: str, revision: str | None, endpoint: str, token: str | None,
-           timeout: float) -> tuple[ModelSpec, HubModel]:
-    hf = _hf()
-    from huggingface_hub import constants
+class _Request(NamedTuple):
+    """One fetch: what is asked for, of whom, and how long to wait."""
+
+    repo: str
+    revision: str | None
+    endpoint: str
+    token: str | None
+    timeout: float
+    name: str  # model_id(repo, revision), for messages
+
+
+def _config_from_hub(hf: Any, rq: _Request) -> tuple[str, str | None]:
+    """Download config.json (refused above MAX_CONFIG_BYTES before it is read): (local path, commit)."""
+    url = hf.hf_hub_url(rq.repo, "config.json", revision=rq.revision, endpoint=rq.endpoint)
+    meta = hf.get_hf_file_metadata(url, token=rq.token, timeout=rq.timeout, endpoint=rq.endpoint)
+    if meta.size is not None and meta.size > MAX_CONFIG_BYTES:
+        raise HubError(Text(N_("the config.json of '{model}' is {size} bytes, more than the 1 MB a config.json "
+                               "can be"), model=rq.name, size=int(meta.size)))
+    path = hf.hf_hub_download(rq.repo, "config.json", revision=rq.revision, endpoint=rq.endpoint, token=rq.token,
+                              etag_timeout=rq.timeout)
+    return path, meta.commit_hash
+
+
+def _config_path(hf: Any, rq: _Request, offline: bool) -> tuple[str, str | None, bool]:
+    """(path of config.json, commit, read from the local cache): the Hub's copy, or offline / when the Hub cannot
+    be reached, the local Hub cache's."""
     from huggingface_hub.errors import LocalEntryNotFoundError
 
-    name = model_id(repo, revision)
-    offline = bool(constants.HF_HUB_OFFLINE)
-    from_cache = False
-    commit: str | None = None
-
-    def from_hub() -> tuple[str, str | None]:
-        url = hf.hf_hub_url(repo, "config.json", revision=revision, endpoint=endpoint)
-        meta = hf.get_hf_file_metadata(url, token=token, timeout=timeout, endpoint=endpoint)
-        if meta.size is not None and meta.size > MAX_CONFIG_BYTES:
-            raise HubError(Text(N_("the config.json of '{model}' is {size} bytes, more than the 1 MB a config.json "
-                                   "can be"), model=name, size=int(meta.size)))
-        path = hf.hf_hub_download(repo, "config.json", revision=revision, endpoint=endpoint, token=token,
-                                  etag_timeout=timeout)
-        return path, meta.commit_hash
-
     def from_local_cache() -> str:
-        return hf.hf_hub_download(repo, "config.json", revision=revision, local_files_only=True)
+        return hf.hf_hub_download(rq.repo, "config.json", revision=rq.revision, local_files_only=True)
 
+    if offline:
+        try:
+            path = from_local_cache()
+        except LocalEntryNotFoundError:
+            raise HubError(Text(N_("HF_HUB_OFFLINE is set and '{model}' is not in the local Hub cache"),
+                                model=rq.name)) from None
+        return path, None, True
     try:
-        if offline:
-            try:
-                path = from_local_cache()
-            except LocalEntryNotFoundError:
-                raise HubError(Text(N_("HF_HUB_OFFLINE is set and '{model}' is not in the local Hub cache"), model=name)) from None
-            from_cache = True
-        else:
-            try:
-                path, commit = _within(3 * timeout + 1, from_hub)
-            except Exception as exc:
-                if not _is_network(exc):
-                    raise
-                try:  # the Hub cannot be reached: a config.json read before still answers
-                    path, from_cache = from_local_cache(), True
-                except (LocalEntryNotFoundError, OSError, ValueError):
-                    raise exc from None
+        path, commit = _within(3 * rq.timeout + 1, lambda: _config_from_hub(hf, rq))
+    except Exception as exc:
+        if not _is_network(exc):
+            raise
+        try:  # the Hub cannot be reached: a config.json read before still answers
+            return from_local_cache(), None, True
+        except (LocalEntryNotFoundError, OSError, ValueError):
+            raise exc from None
+    return path, commit, False
+
+
+def _read_config(hf: Any, rq: _Request, offline: bool) -> tuple[bytes, str | None, bool]:
+    """(config.json's bytes, commit, read from the local cache); every failure a HubError without the token."""
+    try:
+        path, commit, from_cache = _config_path(hf, rq, offline)
         if os.path.getsize(path) > MAX_CONFIG_BYTES:
             raise HubError(Text(N_("the config.json of '{model}' is larger than 1 MB; a config.json is a few kB"),
-                                model=name))
+                                model=rq.name))
         with open(path, "rb") as fh:
             data = fh.read(MAX_CONFIG_BYTES + 1)
     except HubError as exc:
-        raise HubError(_scrub(error_message(exc), token)) from None
+        raise HubError(_scrub(error_message(exc), rq.token)) from None
     except Exception as exc:
-        raise HubError(_scrub(_explain(exc, repo, revision, endpoint, token, timeout), token)) from None
+        raise HubError(_scrub(_explain(exc, rq.name, rq.repo, rq.revision, rq.endpoint, rq.token, rq.timeout),
+                              rq.token)) from None
+    return data, commit, from_cache
 
+
+def _stored_counts(hf: Any, rq: _Request, commit: str | None, notes: list[Any]) -> dict[str, int]:
+    """Parameters per dtype from the safetensors headers ({} with a note when they cannot be read)."""
+    try:
+        api = hf.HfApi(endpoint=rq.endpoint, token=rq.token)
+        kwargs: dict[str, Any] = {"revision": commit or rq.revision}
+        if "timeout" in inspect.signature(api.get_safetensors_metadata).parameters:  # newer huggingface_hub only
+            kwargs["timeout"] = rq.timeout
+        meta = _within(3 * rq.timeout + 1, lambda: api.get_safetensors_metadata(rq.repo, **kwargs))
+        return {str(k): int(v) for k, v in meta.parameter_count.items() if int(v) > 0}
+    except Exception as exc:
+        if type(exc).__name__ == "NotASafetensorsRepoError":
+            notes.append(Text(N_("{model}: it has no safetensors weights, so the parameter count comes from its "
+                                 "config.json"), model=rq.name))
+        else:
+            notes.append(Text(N_("{model}: its safetensors headers could not be read, so the parameter count "
+                                 "comes from its config.json"), model=rq.name))
+        return {}
+
+
+def _checkpoint_note(name: str, spec: ModelSpec, quantization: str, stored: int | None) -> Text | None:
+    """A note when the checkpoint is pre-quantised or stores a parameter count other than the config's."""
+    if quantization:
+        return Text(N_("{model} is a pre-quantised checkpoint ({quantization}): the estimate counts the "
+                       "architecture's {params} parameters as the chosen method loads them (16-bit for full "
+                       "and LoRA; choose qlora for a 4-bit base)"), model=name, quantization=quantization,
+                    params=spec.params_total)
+    if stored and abs(stored - spec.params_total) > 0.005 * spec.params_total:
+        return Text(N_("{model}: the checkpoint stores {stored} parameters; the estimate counts {params} from "
+                       "its config.json"), model=name, stored=stored, params=spec.params_total)
+    return None
+
+
+def _fetch(repo: str, revision: str | None, endpoint: str, token: str | None,
+           timeout: float) -> tuple[ModelSpec, HubModel]:
+    """The spec and the Hub's facts of one repository: config.json (or the local cache's), then the safetensors
+    headers; every error a HubError without the token."""
+    hf = _hf()
+    from huggingface_hub import constants
+
+    name = model_id(repo, revision)
+    rq = _Request(repo, revision, endpoint, token, timeout, name)
+    data, commit, from_cache = _read_config(hf, rq, bool(constants.HF_HUB_OFFLINE))
     try:
         spec = parse_config_text(data, name=name)
     except ValueError as exc:
@@ -339,37 +397,19 @@ def _fetch(repo: str, revision: str | None, endpoint: str, token: str | None,
                                    error=error_message(exc)), token)) from None
     cfg = _json_object(data)
 
-    counts: dict[str, int] = {}
-    notes: list[str] = []
+    notes: list[Any] = []
     if from_cache:
         notes.append(Text(N_("{model}: the Hub could not be reached; its config.json was read from the local Hub "
                              "cache"), model=name))
+        counts: dict[str, int] = {}
     else:
-        try:
-            api = hf.HfApi(endpoint=endpoint, token=token)
-            kwargs: dict[str, Any] = {"revision": commit or revision}
-            if "timeout" in inspect.signature(api.get_safetensors_metadata).parameters:  # newer huggingface_hub only
-                kwargs["timeout"] = timeout
-            meta = _within(3 * timeout + 1, lambda: api.get_safetensors_metadata(repo, **kwargs))
-            counts = {str(k): int(v) for k, v in meta.parameter_count.items() if int(v) > 0}
-        except Exception as exc:
-            if type(exc).__name__ == "NotASafetensorsRepoError":
-                notes.append(Text(N_("{model}: it has no safetensors weights, so the parameter count comes from its "
-                                     "config.json"), model=name))
-            else:
-                notes.append(Text(N_("{model}: its safetensors headers could not be read, so the parameter count "
-                                     "comes from its config.json"), model=name))
+        counts = _stored_counts(hf, rq, commit, notes)
     dtypes = tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     stored = sum(counts.values()) or None
     quantization = _quantization(cfg, counts)
-    if quantization:
-        notes.append(Text(N_("{model} is a pre-quantised checkpoint ({quantization}): the estimate counts the "
-                             "architecture's {params} parameters as the chosen method loads them (16-bit for full "
-                             "and LoRA; choose qlora for a 4-bit base)"), model=name, quantization=quantization,
-                          params=spec.params_total))
-    elif stored and abs(stored - spec.params_total) > 0.005 * spec.params_total:
-        notes.append(Text(N_("{model}: the checkpoint stores {stored} parameters; the estimate counts {params} from "
-                             "its config.json"), model=name, stored=stored, params=spec.params_total))
+    note = _checkpoint_note(name, spec, quantization, stored)
+    if note is not None:
+        notes.append(note)
     notes = [_scrub(n, token) for n in notes]
     info = HubModel(repo_id=repo, revision=revision, commit=commit, params_config=spec.params_total,
                     params_safetensors=stored, dtypes=dtypes, quantization=quantization, from_cache=from_cache,
@@ -401,87 +441,3 @@ def _quantization(cfg: dict[str, Any], counts: dict[str, int]) -> str:
     total = sum(counts.values())
     packed = sorted(d for d, n in counts.items() if d in QUANTISED_DTYPES and n > 0.01 * total)
     return f"stored as {'/'.join(packed)}" if packed else ""
-
-
-# --------------------------------------------------------------------------------------------
-# Errors: one line each, never the token
-# --------------------------------------------------------------------------------------------
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-def _is_network(exc: BaseException) -> bool:
-    names = {type(e).__name__ for e in _chain(exc)}
-    return bool(names & {"ConnectError", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout",
-                         "TimeoutException", "TimeoutError", "NetworkError", "ReadError", "RemoteProtocolError",
-                         "ConnectionError", "OfflineModeIsEnabled"}) or isinstance(exc, (ConnectionError, TimeoutError))
-
-
-def _explain(exc: BaseException, repo: str, revision: str | None, endpoint: str, token: str | None,
-             timeout: float) -> str:
-    """One line saying why the Hub did not give a config.json (a Text: English as a str, translated where shown)."""
-    from huggingface_hub import errors
-
-    name = model_id(repo, revision)
-    host = urlsplit(endpoint).hostname
-    hub = Text(N_("the Hub")) if not host or host in ("huggingface.co", "hf.co") else Text(N_("the Hub at {host}"),
-                                                                                         host=host)
-    for e in _chain(exc):
-        if isinstance(e, errors.GatedRepoError):
-            if token:
-                return Text(N_("access to '{model}' was refused: it is a gated model and the server's Hugging Face "
-                               "token (HF_TOKEN) has not been granted access; accept its terms on the model's Hub page "
-                               "with that account"), model=name)
-            return Text(N_("access to '{model}' was refused: it is a gated model; the server needs a Hugging Face "
-                           "token with access (HF_TOKEN in the environment or the Streamlit secrets)"), model=name)
-        if isinstance(e, errors.RevisionNotFoundError):
-            return Text(N_("revision '{revision}' of '{repo}' was not found on {hub}"), revision=revision or "main",
-                        repo=repo, hub=hub)
-        if isinstance(e, errors.DisabledRepoError):
-            return Text(N_("'{repo}' is disabled on {hub}"), repo=repo, hub=hub)
-        if isinstance(e, errors.RepositoryNotFoundError):
-            if token:
-                return Text(N_("'{repo}' was not found on {hub}, or the server's token (HF_TOKEN) has no access to "
-                               "it"), repo=repo, hub=hub)
-            return Text(N_("'{repo}' was not found on {hub}; if it is private, the server needs a Hugging Face token "
-                           "with access (HF_TOKEN)"), repo=repo, hub=hub)
-        if isinstance(e, getattr(errors, "RemoteEntryNotFoundError", errors.EntryNotFoundError)):
-            return Text(N_("'{model}' has no config.json on {hub}; is it a transformers model repository?"),
-                        model=name, hub=hub)
-        if isinstance(e, errors.OfflineModeIsEnabled):
-            return Text(N_("HF_HUB_OFFLINE is set and '{model}' is not in the local Hub cache"), model=name)
-        if isinstance(e, errors.FileMetadataError):
-            return Text(N_("{hub} did not answer like the Hugging Face Hub (check HF_ENDPOINT)"), hub=hub)
-        if isinstance(e, errors.HfHubHTTPError) and e.response is not None:
-            status = str(e.response.status_code)
-            if status in ("401", "403"):
-                return Text(N_("{hub} refused the request for '{model}' (HTTP {status}): check the server's "
-                               "HF_TOKEN"), hub=hub, model=name, status=status)
-            return Text(N_("{hub} answered HTTP {status} for '{model}'; try again later"), hub=hub, status=status,
-                        model=name)
-        kind = type(e).__name__
-        if "Timeout" in kind or isinstance(e, TimeoutError):
-            return Text(N_("{hub} did not answer within {seconds} s for '{model}'; try again later"), hub=hub,
-                        seconds=short_number(timeout), model=name)
-        if kind in ("ConnectError", "ConnectionError", "NetworkError", "ReadError", "RemoteProtocolError",
-                    "ProxyError") or isinstance(
-                e, ConnectionError):
-            return Text(N_("could not reach {hub} to read '{model}' (no network, or HF_ENDPOINT is wrong)"), hub=hub,
-                        model=name)
-    return Text(N_("could not read '{model}' from {hub} ({error})"), model=name, hub=hub, error=type(exc).__name__)
-
-
-def _scrub(text: str, token: str | None) -> str:
-    """A message without the token (belt and braces: none of ours quotes it) and on one line. A Text that needs
-    neither stays a Text (translated where shown); one that does becomes its scrubbed English."""
-    line = " ".join(str(text).split())
-    for secret in {token or "", os.environ.get("HF_TOKEN", "")}:
-        if len(secret) >= 4:
-            line = line.replace(secret, "***")
-    return text if isinstance(text, Text) and line == str(text) else line

@@ -19,11 +19,18 @@ if TYPE_CHECKING:
 
 # --- Axolotl: a YAML config. Every value is written in JSON syntax (a subset of YAML) ------------------------
 
-def _axolotl(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
-    lora = setup.method != "full"
+def _line(key: str, value: object) -> str:
+    """One YAML line, the value in JSON syntax."""
+    text = json.dumps(value)
+    if isinstance(value, float) and "e" in text and "." not in text:
+        text = text.replace("e", ".0e", 1)  # YAML 1.1 (PyYAML, axolotl) reads 2e-05 as a string, 2.0e-05 as a float
+    return f"{key}: {text}"
+
+
+def _axolotl_notes(setup: TrainingSetup, notes: list[str]) -> None:
+    """What the estimate assumes that Axolotl's keys cannot express."""
     qlora = setup.method == "qlora"
     precision = PRECISIONS[setup.precision]
-    impl = loss_impl_id(setup)
     _common_notes(setup, "axolotl", notes)
     if setup.precision == "mixed":
         notes.append("mixed precision (fp32 weights, bf16 autocast): with bf16: true Axolotl loads the model in "
@@ -42,63 +49,80 @@ def _axolotl(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
         notes.append(f"Axolotl computes the 4-bit matmuls in the load dtype; the estimate assumes "
                      f"{precision.compute_dtype}.")
 
-    def line(key: str, value: object) -> str:
-        text = json.dumps(value)
-        if isinstance(value, float) and "e" in text and "." not in text:
-            text = text.replace("e", ".0e", 1)  # YAML 1.1 (PyYAML, axolotl) reads 2e-05 as a string, 2.0e-05 as a float
-        return f"{key}: {text}"
 
-    model_id = _model_id(spec)
-    out: list[str] = []
-    if model_id == PLACEHOLDER_MODEL_ID:
-        out.append("# base_model: the Hub id of the model you estimated")
-    out += [line("base_model", model_id), line("output_dir", "./out"),
-            line("datasets", [{"path": "train.jsonl", "ds_type": "json", "type": "completion"}]), ""]
-    if lora:
-        out.append(line("adapter", setup.method))
-        if qlora:
-            out += [line("load_in_4bit", True),
-                    line("bnb_config_kwargs", {"bnb_4bit_use_double_quant": setup.nf4_double_quant})]
-        out += [line("lora_r", setup.lora_rank), line("lora_alpha", 2 * setup.lora_rank), line("lora_dropout", 0.0)]
-        if setup.lora_targets == (ALL_LINEAR,):
-            out.append(line("lora_target_linear", True))
-        else:
-            out.append(line("lora_target_modules", list(setup.lora_targets)))
-        if setup.method == "lora" and setup.adapter_dtype == "bf16":
-            out.append(line("peft_autocast_adapter_dtype", False))
-        out.append("")
+def _axolotl_adapter_lines(setup: TrainingSetup) -> list[str]:
+    """The adapter keys (LoRA / QLoRA), or a comment for full fine-tuning."""
+    if setup.method == "full":
+        return ["# Full fine-tuning: no adapter.", ""]
+    out = [_line("adapter", setup.method)]
+    if setup.method == "qlora":
+        out += [_line("load_in_4bit", True),
+                _line("bnb_config_kwargs", {"bnb_4bit_use_double_quant": setup.nf4_double_quant})]
+    out += [_line("lora_r", setup.lora_rank), _line("lora_alpha", 2 * setup.lora_rank), _line("lora_dropout", 0.0)]
+    if setup.lora_targets == (ALL_LINEAR,):
+        out.append(_line("lora_target_linear", True))
     else:
-        out += ["# Full fine-tuning: no adapter.", ""]
-    out += [line("sequence_len", setup.seq_len), line("micro_batch_size", setup.batch),
-            line("gradient_accumulation_steps", setup.grad_accum)]
-    out += [line("gradient_checkpointing", setup.grad_ckpt)]
+        out.append(_line("lora_target_modules", list(setup.lora_targets)))
+    if setup.method == "lora" and setup.adapter_dtype == "bf16":
+        out.append(_line("peft_autocast_adapter_dtype", False))
+    out.append("")
+    return out
+
+
+def _axolotl_step_lines(spec: ModelSpec, setup: TrainingSetup) -> list[str]:
+    """Lengths and batch, checkpointing and offloading, attention, optimizer, precision and loss."""
+    precision = PRECISIONS[setup.precision]
+    out = [_line("sequence_len", setup.seq_len), _line("micro_batch_size", setup.batch),
+           _line("gradient_accumulation_steps", setup.grad_accum)]
+    out += [_line("gradient_checkpointing", setup.grad_ckpt)]
     if setup.grad_ckpt:
-        out.append(line("gradient_checkpointing_kwargs", {"use_reentrant": False}))
+        out.append(_line("gradient_checkpointing_kwargs", {"use_reentrant": False}))
     if setup.offload_activations:
         out += ["# Checkpointed layer inputs offloaded to CPU RAM ('offload' / true would offload every activation",
                 "# of a LoRA run without recompute instead).",
-                line("activation_offloading", "hidden_states")]
-    out += [line("attn_implementation", attention_impl(setup, spec.family)), ""]
-    out += [line("optimizer", OPTIMIZERS[setup.optimizer].hf_optim)]
+                _line("activation_offloading", "hidden_states")]
+    out += [_line("attn_implementation", attention_impl(setup, spec.family)), ""]
+    out += [_line("optimizer", OPTIMIZERS[setup.optimizer].hf_optim)]
     if setup.optimizer == "sgd":
-        out.append(line("optim_args", f"momentum={SGD_MOMENTUM}"))
-    out += [line("learning_rate", _learning_rate(setup)), line("max_grad_norm", float(setup.max_grad_norm)),
-            line("bf16", precision.bf16_flag), line("fp16", precision.fp16_flag), ""]
-    out.append(f"# Loss: {LOSS_IMPLS[impl].label}.")
+        out.append(_line("optim_args", f"momentum={SGD_MOMENTUM}"))
+    out += [_line("learning_rate", _learning_rate(setup)), _line("max_grad_norm", float(setup.max_grad_norm)),
+            _line("bf16", precision.bf16_flag), _line("fp16", precision.fp16_flag), ""]
+    out.append(f"# Loss: {LOSS_IMPLS[loss_impl_id(setup)].label}.")
     if setup.loss == "fused":
-        out += [line("plugins", ["axolotl.integrations.liger.LigerPlugin"]),
-                line("liger_fused_linear_cross_entropy", True)]
+        out += [_line("plugins", ["axolotl.integrations.liger.LigerPlugin"]),
+                _line("liger_fused_linear_cross_entropy", True)]
+    return out
+
+
+def _axolotl_launch_lines(setup: TrainingSetup) -> list[str]:
+    """The inline DeepSpeed config when sharding or offloading, and the launch command."""
+    out: list[str] = []
     if setup.sharding != "none" or setup.offload_optimizer:
         stage = _DEEPSPEED_STAGES.get(setup.sharding, 2)
         zero: dict[str, object] = {"stage": stage}
         if setup.offload_optimizer:
             zero["offload_optimizer"] = {"device": "cpu"}
         out += ["", "# DeepSpeed config inline (a path such as deepspeed_configs/zero3.json works too).",
-                line("deepspeed", {"zero_optimization": zero, "bf16": {"enabled": "auto"},
-                                   "fp16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto",
-                                   "gradient_accumulation_steps": "auto"})]
+                _line("deepspeed", {"zero_optimization": zero, "bf16": {"enabled": "auto"},
+                                    "fp16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto",
+                                    "gradient_accumulation_steps": "auto"})]
     if setup.gpus > 1:
         out.append(f"# Launch with: accelerate launch --num_processes {setup.gpus} -m axolotl.cli.train config.yml")
     else:
         out.append("# Launch with: axolotl train config.yml")
+    return out
+
+
+def _axolotl(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
+    """The Axolotl config: model and data, adapter, step settings, DeepSpeed and the launch command."""
+    _axolotl_notes(setup, notes)
+    model_id = _model_id(spec)
+    out: list[str] = []
+    if model_id == PLACEHOLDER_MODEL_ID:
+        out.append("# base_model: the Hub id of the model you estimated")
+    out += [_line("base_model", model_id), _line("output_dir", "./out"),
+            _line("datasets", [{"path": "train.jsonl", "ds_type": "json", "type": "completion"}]), ""]
+    out += _axolotl_adapter_lines(setup)
+    out += _axolotl_step_lines(spec, setup)
+    out += _axolotl_launch_lines(setup)
     return out

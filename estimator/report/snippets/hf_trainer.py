@@ -27,16 +27,14 @@ if TYPE_CHECKING:
     from ...models.spec import ModelSpec
 
 
-def _trainer(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
-    lora = setup.method != "full"
+def _trainer_imports(setup: TrainingSetup) -> list[str]:
+    """The launch line for several GPUs, torch, datasets, PEFT and transformers."""
     qlora = setup.method == "qlora"
-    impl = loss_impl_id(setup)
-    _common_notes(setup, "trainer", notes)
     out: list[str] = []
     if setup.gpus > 1:
         out.append(f"# Launch with: accelerate launch --num_processes {setup.gpus} train.py")
     out += ["import torch", "from datasets import load_dataset"]
-    if lora:
+    if setup.method != "full":
         out.append("from peft import LoraConfig, get_peft_model"
                    + (", prepare_model_for_kbit_training" if qlora and setup.qlora_prep == "peft" else ""))
     out += [
@@ -53,29 +51,30 @@ def _trainer(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
         ")",
         "",
     ]
-    out += _model_id_lines(_model_id(spec))
-    out += ["tokenizer = AutoTokenizer.from_pretrained(model_id)",
-            "tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token", ""]
+    return out
+
+
+def _trainer_model_lines(spec: ModelSpec, setup: TrainingSetup) -> list[str]:
+    """The tokenizer, the model (4-bit for QLoRA, towers frozen) and its LoRA adapters."""
+    qlora = setup.method == "qlora"
+    out = ["tokenizer = AutoTokenizer.from_pretrained(model_id)",
+           "tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token", ""]
     if qlora:
         out += _bnb_lines(setup)
     out += _from_pretrained_lines(spec, setup) + _freeze_tower_lines(spec, setup)
     if qlora:
         out += _qlora_prep_lines(setup)
     out.append("")
-    if lora:
+    if setup.method != "full":
         out += _lora_config_lines(setup, spec)
         out += ["model = get_peft_model(model, peft_config)"] + _adapter_cast_lines(setup) + [""]
-    out += [
-        "def tokenize(row):  # every example padded to max length, as the estimate assumes",
-        f'    return tokenizer(row["text"], max_length={setup.seq_len}, truncation=True, padding="max_length")',
-        "",
-        'train_dataset = load_dataset("json", data_files="train.jsonl", split="train")  # your data',
-        'train_dataset = train_dataset.map(tokenize, remove_columns=train_dataset.column_names)',
-        "",
-    ]
-    loss = LOSS_IMPLS[impl]
-    out += [
-        f"# Loss: {loss.label}.",
+    return out
+
+
+def _training_arguments_lines(setup: TrainingSetup) -> list[str]:
+    """TrainingArguments with the estimate's batch, checkpointing, precision, optimizer, loss and sharding."""
+    out = [
+        f"# Loss: {LOSS_IMPLS[loss_impl_id(setup)].label}.",
         "training_args = TrainingArguments(",
         '    output_dir="out",',
         f"    per_device_train_batch_size={setup.batch},",
@@ -90,8 +89,26 @@ def _trainer(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
     if setup.loss == "fused":
         out.append("    use_liger_kernel=True,  # Liger's fused linear + cross-entropy: logits never materialised")
     out += _deepspeed_lines(setup)
+    out.append(")")
+    return out
+
+
+def _trainer(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
+    """The HF Trainer script: imports, model, padded dataset, TrainingArguments and the Trainer."""
+    _common_notes(setup, "trainer", notes)
+    out = _trainer_imports(setup)
+    out += _model_id_lines(_model_id(spec))
+    out += _trainer_model_lines(spec, setup)
     out += [
-        ")",
+        "def tokenize(row):  # every example padded to max length, as the estimate assumes",
+        f'    return tokenizer(row["text"], max_length={setup.seq_len}, truncation=True, padding="max_length")',
+        "",
+        'train_dataset = load_dataset("json", data_files="train.jsonl", split="train")  # your data',
+        'train_dataset = train_dataset.map(tokenize, remove_columns=train_dataset.column_names)',
+        "",
+    ]
+    out += _training_arguments_lines(setup)
+    out += [
         "",
         "trainer = Trainer(",
         "    model=model,",

@@ -27,15 +27,20 @@ if TYPE_CHECKING:
     from ...models.spec import ModelSpec
 
 
-def _litgpt(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
-    lora = setup.method != "full"
-    qlora = setup.method == "qlora"
-    _common_notes(setup, "litgpt", notes)
+def _litgpt_precision(setup: TrainingSetup, notes: list[str]) -> str:
+    """The --precision value (bf16-true where LitGPT refuses mixed precision with --quantize)."""
     precision = LITGPT_PRECISIONS[setup.precision]
-    if qlora and precision.endswith("-mixed"):
+    if setup.method == "qlora" and precision.endswith("-mixed"):
         notes.append("mixed precision with --quantize: LitGPT refuses the combination; bf16-true is used "
                      "(16-bit non-4-bit weights, no autocast).")
         precision = "bf16-true"
+    return precision
+
+
+def _litgpt_notes(setup: TrainingSetup, precision: str, notes: list[str]) -> None:
+    """What the estimate assumes that LitGPT's finetune scripts cannot express."""
+    lora = setup.method != "full"
+    qlora = setup.method == "qlora"
     multi = setup.gpus > 1
     if setup.grad_ckpt != multi:
         notes.append("activation checkpointing " + ("on" if setup.grad_ckpt else "off") + ": LitGPT's finetune "
@@ -63,7 +68,11 @@ def _litgpt(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str
         notes.append(f"{setup.sharding} sharding: LitGPT shards fully on several devices (FSDP, like ZeRO-3).")
     if setup.offload_optimizer:
         notes.append("optimizer offload: LitGPT's finetune scripts set cpu_offload=False.")
-    model_id = _model_id(spec)
+
+
+def _litgpt_tokens(setup: TrainingSetup, precision: str, notes: list[str]) -> list[str]:
+    """The command's options in (flag, value) order: precision, devices, batch, length, optimizer, LoRA, 4-bit,
+    data."""
     tokens = ["--precision", precision,
               "--devices", str(setup.gpus),
               "--train.micro_batch_size", str(setup.batch),
@@ -75,16 +84,26 @@ def _litgpt(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str
         component, kwargs = OPTIMIZERS[setup.optimizer].torch_class, OPTIMIZERS[setup.optimizer].torch_init_kwargs
         init_args = {"lr": _learning_rate(setup), **kwargs}
         tokens += ["--optimizer", json.dumps({"class_path": component, "init_args": init_args})]
-    if lora:
+    if setup.method != "full":
         switches = _adapter_switches(setup, notes, "LitGPT")
         tokens += ["--lora_r", str(setup.lora_rank), "--lora_alpha", str(2 * setup.lora_rank),
                    "--lora_dropout", str(STACKS["litgpt"].lora_dropout)]  # the dropout the estimate counts
         for name, (_, flag) in _ATTN_TARGETS.items():
             tokens += [f"--lora_{flag}", str(switches[name]).lower()]
         tokens += ["--lora_mlp", str(switches["mlp"]).lower(), "--lora_head", str(switches["lm_head"]).lower()]
-    if qlora:
+    if setup.method == "qlora":
         tokens += ["--quantize", "bnb.nf4-dq" if setup.nf4_double_quant else "bnb.nf4"]
     tokens += ["--data", "JSON", "--data.json_path", "train.json", "--data.val_split_fraction", "0.05"]
+    return tokens
+
+
+def _litgpt(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
+    """The `litgpt finetune_lora` / `finetune_full` command, one option per line."""
+    _common_notes(setup, "litgpt", notes)
+    precision = _litgpt_precision(setup, notes)
+    _litgpt_notes(setup, precision, notes)
+    model_id = _model_id(spec)
+    tokens = _litgpt_tokens(setup, precision, notes)
     out: list[str] = []
     if model_id == PLACEHOLDER_MODEL_ID:
         out.append("# your-org/your-model: the Hub id (or checkpoint folder) of the model you estimated.")
@@ -92,4 +111,5 @@ def _litgpt(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str
     out += _comment("--optimizer takes a torch.optim name or a {class_path, init_args} dict (utils.py "
                     "instantiate_torch_optimizer); the global batch is micro-batch × accumulation × devices.")
     pairs = [tokens[i:i + 2] for i in range(0, len(tokens), 2)]
+    lora = setup.method != "full"
     return out + _command([["litgpt", "finetune_lora" if lora else "finetune_full", model_id]] + pairs)

@@ -28,19 +28,11 @@ if TYPE_CHECKING:
     from ...models.spec import ModelSpec
 
 
-def _plain(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
+def _plain_imports(setup: TrainingSetup) -> list[str]:
+    """torch, the optimizer's module, datasets, PEFT and transformers."""
     lora = setup.method != "full"
     qlora = setup.method == "qlora"
-    precision = PRECISIONS[setup.precision]
-    _common_notes(setup, "plain", notes)
-    if setup.gpus > 1 or setup.sharding != "none":
-        notes.append(f"{setup.gpus} GPUs with {setup.sharding} sharding: this loop runs on one GPU; wrap the model "
-                     "in DDP or FSDP (torchrun) to match the estimate's parallel setup.")
-    if setup.offload_optimizer:
-        notes.append("optimizer offload to CPU: a plain torch optimizer keeps its states on the GPU.")
-    optimizer_cls = OPTIMIZERS[setup.optimizer].torch_class
-    optimizer_kwargs = OPTIMIZERS[setup.optimizer].torch_init_kwargs
-    module, _, cls_name = optimizer_cls.rpartition(".")
+    module, _, cls_name = OPTIMIZERS[setup.optimizer].torch_class.rpartition(".")
     out = ["import torch"]
     if module != "torch.optim":
         out.append(f"from {module} import {cls_name}")
@@ -50,16 +42,13 @@ def _plain(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]
                    + (", prepare_model_for_kbit_training" if qlora and setup.qlora_prep == "peft" else ""))
     out.append("from transformers import AutoModelForCausalLM, AutoTokenizer"
                + (", BitsAndBytesConfig" if qlora else ""))
-    out += [""]
-    out += _model_id_lines(_model_id(spec))
-    out += [
-        f"BATCH_SIZE = {setup.batch}",
-        f"MAX_LENGTH = {setup.seq_len}",
-        f"GRAD_ACCUM = {setup.grad_accum}",
-        "",
-        "tokenizer = AutoTokenizer.from_pretrained(model_id)",
-        "tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token",
-    ]
+    return out
+
+
+def _plain_model_lines(spec: ModelSpec, setup: TrainingSetup) -> list[str]:
+    """The model (4-bit for QLoRA, towers frozen), its checkpointing and its LoRA adapters."""
+    qlora = setup.method == "qlora"
+    out: list[str] = []
     if qlora:
         out += _bnb_lines(setup)
     out += _from_pretrained_lines(spec, setup, device_map=True) + _freeze_tower_lines(spec, setup)
@@ -74,17 +63,32 @@ def _plain(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]
         ]
     else:
         out.append("# No activation checkpointing: every layer keeps its saved tensors until backward.")
-    if lora:
+    if setup.method != "full":
         out += _lora_config_lines(setup, spec)
         out += ["model = get_peft_model(model, peft_config)"] + _adapter_cast_lines(setup)
+    return out
+
+
+def _plain_optimizer_lines(setup: TrainingSetup) -> list[str]:
+    """The optimizer over the trainable parameters, by its torch class."""
+    optimizer_cls = OPTIMIZERS[setup.optimizer].torch_class
+    optimizer_kwargs = OPTIMIZERS[setup.optimizer].torch_init_kwargs
+    module, _, cls_name = optimizer_cls.rpartition(".")
     kwargs = "".join(f", {key}={_py(value) if isinstance(value, str) else value}"
                      for key, value in optimizer_kwargs.items())
     cls_ref = optimizer_cls if module == "torch.optim" else cls_name
-    out += [
+    return [
         "",
         *_comment(f"{OPTIMIZERS[setup.optimizer].label}: {OPTIMIZERS[setup.optimizer].summary}"),
         "params = [p for p in model.parameters() if p.requires_grad]",
         f"optimizer = {cls_ref}(params, lr={_learning_rate(setup)}{kwargs})",
+    ]
+
+
+def _plain_loop_lines(setup: TrainingSetup) -> list[str]:
+    """The padded batches and the training loop (autocast, the model's loss, accumulation, clipping)."""
+    precision = PRECISIONS[setup.precision]
+    out = [
         'dataset = load_dataset("json", data_files="train.jsonl", split="train")  # your data',
         "",
         "",
@@ -111,4 +115,28 @@ def _plain(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]
     if setup.max_grad_norm > 0:
         out.append(f"        torch.nn.utils.clip_grad_norm_(params, max_norm={float(setup.max_grad_norm)})")
     out += ["        optimizer.step()", "        optimizer.zero_grad(set_to_none=True)"]
+    return out
+
+
+def _plain(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
+    """The plain PyTorch script: imports, constants, tokenizer, model, optimizer and loop."""
+    _common_notes(setup, "plain", notes)
+    if setup.gpus > 1 or setup.sharding != "none":
+        notes.append(f"{setup.gpus} GPUs with {setup.sharding} sharding: this loop runs on one GPU; wrap the model "
+                     "in DDP or FSDP (torchrun) to match the estimate's parallel setup.")
+    if setup.offload_optimizer:
+        notes.append("optimizer offload to CPU: a plain torch optimizer keeps its states on the GPU.")
+    out = _plain_imports(setup) + [""]
+    out += _model_id_lines(_model_id(spec))
+    out += [
+        f"BATCH_SIZE = {setup.batch}",
+        f"MAX_LENGTH = {setup.seq_len}",
+        f"GRAD_ACCUM = {setup.grad_accum}",
+        "",
+        "tokenizer = AutoTokenizer.from_pretrained(model_id)",
+        "tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token",
+    ]
+    out += _plain_model_lines(spec, setup)
+    out += _plain_optimizer_lines(setup)
+    out += _plain_loop_lines(setup)
     return out

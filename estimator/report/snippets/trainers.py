@@ -33,13 +33,9 @@ if TYPE_CHECKING:
     from ...models.spec import ModelSpec
 
 
-def trainer_snippet(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> str:
-    """A runnable TRL script for the trainer (SFT: the stack's training_snippet). Python that compiles."""
+def _header_lines(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> list[str]:
+    """What the script matches (trainer, model, method, batch, lengths), the stack caveat and the launch line."""
     opt = tr.option
-    if opt.id == "sft":
-        return training_snippet(spec, setup)
-    lora = setup.method != "full"
-    qlora = setup.method == "qlora"
     ps = policy_setup(setup, tr)
     length = (f"prompts of {tr.prompt_length:,} + completions of {tr.completion_length:,} tokens"
               if opt.generates else f"max length {setup.seq_len:,} tokens")
@@ -53,10 +49,23 @@ def trainer_snippet(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> 
         out += _comment(f"The estimate uses the {setup.stack} stack's defaults; this is TRL's own trainer.")
     if setup.gpus > 1:
         out.append(f"# Launch with: accelerate launch --num_processes {setup.gpus} train.py")
-    out += ["import torch", "from datasets import load_dataset"]
+    return out
+
+
+def _model_class(tr: TrainerSetup) -> str:
+    """A reward model scores sequences (one label); the others are causal LMs."""
+    return "AutoModelForSequenceClassification" if tr.option.head == "score" else "AutoModelForCausalLM"
+
+
+def _model_lines(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> list[str]:
+    """Imports, the model (a one-label scorer for the reward trainer), its LoRA config and GRPO's reward."""
+    opt = tr.option
+    lora = setup.method != "full"
+    qlora = setup.method == "qlora"
+    model_class = _model_class(tr)
+    out = ["import torch", "from datasets import load_dataset"]
     if lora:
         out.append("from peft import LoraConfig")
-    model_class = "AutoModelForSequenceClassification" if opt.head == "score" else "AutoModelForCausalLM"
     out.append(f"from transformers import {model_class}" + (", BitsAndBytesConfig" if qlora else ""))
     out += [f"from {opt.import_path} import {opt.config_class}, {opt.trainer_class}", ""]
     out += _model_id_lines(_model_id(spec)) + [""]
@@ -78,24 +87,37 @@ def trainer_snippet(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> 
             "    return [-abs(200 - len(c)) / 100 for c in completions]",
             "",
         ]
-    out += [f"training_args = {opt.config_class}(", '    output_dir="out",',
-            f"    per_device_train_batch_size={setup.batch},"
-            + ("  # counts completions" if opt.generates else ""),
-            f"    gradient_accumulation_steps={setup.grad_accum},"]
-    if opt.generates:
-        mode = tr.generation_mode
-        out += [f"    num_generations={tr.gens},",
-                f"    max_completion_length={tr.completion_length},",
-                f"    # prompts up to {tr.prompt_length:,} tokens: GRPOConfig has no prompt limit; filter your dataset"]
-        if mode == "hf":
-            out.append(f"    use_vllm=False,  # {GENERATION_MODES[mode].label}")
+    return out
+
+
+def _generation_lines(tr: TrainerSetup) -> list[str]:
+    """GRPO's generations, completion length and generation mode (transformers or vLLM)."""
+    mode = tr.generation_mode
+    out = [f"    num_generations={tr.gens},",
+           f"    max_completion_length={tr.completion_length},",
+           f"    # prompts up to {tr.prompt_length:,} tokens: GRPOConfig has no prompt limit; filter your dataset"]
+    if mode == "hf":
+        out.append(f"    use_vllm=False,  # {GENERATION_MODES[mode].label}")
+    else:
+        out += ["    use_vllm=True,", f"    vllm_mode={_py('colocate' if mode == 'vllm-colocate' else 'server')},"]
+        if mode == "vllm-colocate":
+            out += [f"    vllm_gpu_memory_utilization={tr.vllm_util},",
+                    f"    vllm_enable_sleep_mode={tr.vllm_sleep},"]
         else:
-            out += ["    use_vllm=True,", f"    vllm_mode={_py('colocate' if mode == 'vllm-colocate' else 'server')},"]
-            if mode == "vllm-colocate":
-                out += [f"    vllm_gpu_memory_utilization={tr.vllm_util},",
-                        f"    vllm_enable_sleep_mode={tr.vllm_sleep},"]
-            else:
-                out.append("    # start the server first on other GPUs: trl vllm-serve --model <model_id>")
+            out.append("    # start the server first on other GPUs: trl vllm-serve --model <model_id>")
+    return out
+
+
+def _config_lines(setup: TrainingSetup, tr: TrainerSetup) -> list[str]:
+    """The trainer's config: batch, lengths or generations, beta, SimPO's loss, reference precomputation,
+    checkpointing, precision, optimizer and sharding."""
+    opt = tr.option
+    out = [f"training_args = {opt.config_class}(", '    output_dir="out",',
+           f"    per_device_train_batch_size={setup.batch},"
+           + ("  # counts completions" if opt.generates else ""),
+           f"    gradient_accumulation_steps={setup.grad_accum},"]
+    if opt.generates:
+        out += _generation_lines(tr)
     else:
         out.append(f"    max_length={setup.seq_len},")
     if opt.beta_default is not None:
@@ -108,15 +130,34 @@ def trainer_snippet(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> 
     out += _precision_flag_lines(setup) + _hf_optim_lines(setup)
     out += [f"    learning_rate={_learning_rate(setup)},", f"    max_grad_norm={float(setup.max_grad_norm)},"]
     out += _deepspeed_lines(setup)
-    out += [")", "", f"trainer = {opt.trainer_class}(", "    model=model,"]
+    out.append(")")
+    return out
+
+
+def _trainer_lines(setup: TrainingSetup, tr: TrainerSetup) -> list[str]:
+    """The trainer: model, reward function or reference, data and the PEFT config."""
+    opt = tr.option
+    out = [f"trainer = {opt.trainer_class}(", "    model=model,"]
     if opt.generates:
         out.append("    reward_funcs=reward_len,")
     elif opt.reference == "always" and setup.method == "full" and tr.uses_reference():
         out.append("    # ref_model=None: TRL loads a frozen copy of the model as the reference")
     out += ["    args=training_args,",
             '    train_dataset=load_dataset("json", data_files="train.jsonl", split="train"),  # your data']
-    if lora:
+    if setup.method != "full":
         out.append("    peft_config=peft_config," + (
             "  # the reference is the base with the adapter switched off" if tr.uses_reference() else ""))
     out += [")", "trainer.train()"]
+    return out
+
+
+def trainer_snippet(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> str:
+    """A runnable TRL script for the trainer (SFT: the stack's training_snippet). Python that compiles."""
+    if tr.option.id == "sft":
+        return training_snippet(spec, setup)
+    out = _header_lines(spec, setup, tr)
+    out += _model_lines(spec, setup, tr)
+    out += _config_lines(setup, tr)
+    out += [""]
+    out += _trainer_lines(setup, tr)
     return "\n".join(out) + "\n"

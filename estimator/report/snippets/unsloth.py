@@ -23,11 +23,11 @@ if TYPE_CHECKING:
     from ...models.spec import ModelSpec
 
 
-def _unsloth(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
+def _unsloth_notes(setup: TrainingSetup, notes: list[str]) -> None:
+    """What the estimate assumes that Unsloth's script cannot express."""
     lora = setup.method != "full"
     qlora = setup.method == "qlora"
     precision = PRECISIONS[setup.precision]
-    impl = loss_impl_id(setup)
     _common_notes(setup, "unsloth", notes)
     if setup.attention == "eager":
         notes.append("eager attention: Unsloth chooses its own attention kernels (no s × s scores).")
@@ -45,6 +45,10 @@ def _unsloth(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
         notes.append(f"{setup.gpus} GPUs, {setup.sharding} sharding"
                      + (", optimizer offload" if setup.offload_optimizer else "")
                      + ": launch with accelerate/torchrun for data parallel; Unsloth has no ZeRO setting here.")
+
+
+def _unsloth_checkpointing(setup: TrainingSetup) -> tuple[str, str]:
+    """use_gradient_checkpointing's literal and what it means."""
     if setup.offload_activations:
         checkpointing: object = "unsloth"
     else:
@@ -52,22 +56,15 @@ def _unsloth(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
     ckpt_literal = _py(checkpointing) if isinstance(checkpointing, str) else str(checkpointing)
     ckpt_comment = {"unsloth": "checkpointing with layer inputs offloaded to CPU RAM",
                     "True": "checkpointing, inputs kept on the GPU", "False": "no checkpointing"}
-    out: list[str] = []
-    if impl == "hf":
-        out += ["import os", "",
-                f"# Loss: {LOSS_IMPLS[impl].label} on the full logits (Unsloth's fused cross-entropy off).",
-                'os.environ["UNSLOTH_RETURN_LOGITS"] = "1"']
-    else:
-        out.append(f"# Loss: {LOSS_IMPLS[impl].label} (Unsloth's default: no logits tensor).")
-    out += [
-        "from unsloth import FastLanguageModel  # import Unsloth before trl and transformers",
-        "import torch",
-        "from datasets import load_dataset",
-        "from trl import SFTConfig, SFTTrainer",
-        "",
-    ]
-    out += _model_id_lines(_model_id(spec))
-    out += [
+    return ckpt_literal, ckpt_comment[str(checkpointing)]
+
+
+def _unsloth_model_lines(setup: TrainingSetup) -> list[str]:
+    """FastLanguageModel.from_pretrained and, for LoRA/QLoRA, get_peft_model."""
+    qlora = setup.method == "qlora"
+    precision = PRECISIONS[setup.precision]
+    ckpt_literal, ckpt_comment = _unsloth_checkpointing(setup)
+    out = [
         "model, tokenizer = FastLanguageModel.from_pretrained(",
         "    model_name=model_id,",
         f"    max_seq_length={setup.seq_len},",
@@ -79,11 +76,11 @@ def _unsloth(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
     if setup.method == "full":
         out.append("    full_finetuning=True,")
     out += [
-        f"    use_gradient_checkpointing={ckpt_literal},  # {ckpt_comment[str(checkpointing)]}",
+        f"    use_gradient_checkpointing={ckpt_literal},  # {ckpt_comment}",
         "    offload_embedding=False,  # keep the embeddings on the GPU, as the estimate counts them",
         ")",
     ]
-    if lora:
+    if setup.method != "full":
         out += [
             "model = FastLanguageModel.get_peft_model(",
             "    model,",
@@ -94,7 +91,12 @@ def _unsloth(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
             f"    use_gradient_checkpointing={ckpt_literal},",
             ")",
         ]
-    out += [
+    return out
+
+
+def _unsloth_trainer_lines(setup: TrainingSetup) -> list[str]:
+    """SFTConfig and SFTTrainer."""
+    out = [
         "",
         "training_args = SFTConfig(",
         '    output_dir="out",',
@@ -114,4 +116,28 @@ def _unsloth(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
         ")",
         "trainer.train()",
     ]
+    return out
+
+
+def _unsloth(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
+    """The Unsloth script: the loss switch, imports, the model and its adapters, the trainer."""
+    impl = loss_impl_id(setup)
+    _unsloth_notes(setup, notes)
+    out: list[str] = []
+    if impl == "hf":
+        out += ["import os", "",
+                f"# Loss: {LOSS_IMPLS[impl].label} on the full logits (Unsloth's fused cross-entropy off).",
+                'os.environ["UNSLOTH_RETURN_LOGITS"] = "1"']
+    else:
+        out.append(f"# Loss: {LOSS_IMPLS[impl].label} (Unsloth's default: no logits tensor).")
+    out += [
+        "from unsloth import FastLanguageModel  # import Unsloth before trl and transformers",
+        "import torch",
+        "from datasets import load_dataset",
+        "from trl import SFTConfig, SFTTrainer",
+        "",
+    ]
+    out += _model_id_lines(_model_id(spec))
+    out += _unsloth_model_lines(setup)
+    out += _unsloth_trainer_lines(setup)
     return out
