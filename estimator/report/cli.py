@@ -82,13 +82,28 @@ def _nearest(value: str, choices: Sequence[str]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The CLI's flags, in the order --help lists them."""
     p = _Parser(prog="python -m estimator", description="Peak GPU memory of one fine-tuning step.",
                 formatter_class=_HelpFormatter, epilog=EPILOG)
+    _model_flags(p)
+    _setup_flags(p)
+    _scale_flags(p)
+    _trainer_flags(p)
+    _output_flags(p)
+    return p
+
+
+def _model_flags(p: argparse.ArgumentParser) -> None:
+    """Where the model comes from: a preset or Hub id, a config.json, or a size (one of them)."""
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", help="preset id (see --list-presets), or a Hugging Face model id ORG/NAME[@REVISION] "
                                       "(HF_TOKEN for gated or private models); default: llama-3.1-8b")
     src.add_argument("--config", help="path to a Hugging Face config.json")
     src.add_argument("--size", type=float, help="model size in billions of parameters (generic decoder)")
+
+
+def _setup_flags(p: argparse.ArgumentParser) -> None:
+    """The training setup: stack, method, precision, optimizer, batch and length, checkpointing, loss, LoRA."""
     p.add_argument("--stack", choices=STACK_IDS, default=DEFAULT_STACK,
                    help="training stack whose defaults fill every setting not given (default: %(default)s)")
     p.add_argument("--method", choices=METHODS, default="lora", help="full fine-tuning, LoRA or QLoRA")
@@ -116,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lora-rank", type=int, default=None, help="LoRA/QLoRA adapter rank (default: 16)")
     p.add_argument("--lora-targets", default=None,
                    help="LoRA/QLoRA target modules, comma-separated (default: all-linear)")
+
+
+def _scale_flags(p: argparse.ArgumentParser) -> None:
+    """GPUs and sharding, optimizer offload, gradient accumulation and torchtune's memory switches."""
     p.add_argument("--gpus", type=int, default=1, help="GPUs of this kind the run spreads over")
     p.add_argument("--sharding", choices=SHARDINGS, default="none",
                    help="ZeRO stage / FSDP sharding over --gpus (over 1 GPU it changes nothing: a note says so)")
@@ -127,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer-in-bwd", action="store_true",
                    help="torchtune optimizer_in_bwd=True: each gradient is applied and freed in backward "
                         "(torchtune stack, full fine-tuning)")
+
+
+def _trainer_flags(p: argparse.ArgumentParser) -> None:
+    """The preference and RL trainers (TRL)."""
     tg = p.add_argument_group("preference and RL trainers (TRL 1.16.0)")
     tg.add_argument("--trainer", choices=TRAINER_IDS, default="sft", help="(default: %(default)s)")
     tg.add_argument("--precompute-ref", action="store_true", help="DPO/KTO: precompute_ref_log_probs=True")
@@ -137,6 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
     tg.add_argument("--generation", choices=GENERATION_IDS, help="GRPO: where completions are generated (default hf)")
     tg.add_argument("--vllm-gpu-util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
     tg.add_argument("--vllm-sleep", action="store_true", help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
+
+
+def _output_flags(p: argparse.ArgumentParser) -> None:
+    """The device, what to add (advice, the exact trace) and how to print (JSON, lists)."""
     p.add_argument("--device", help="device id, or a name that means one device ('4090', 'A6000'; see "
                                      "--list-devices), or custom; default: none (no verdict)")
     p.add_argument("--capacity", type=float, help="custom device capacity in GB (with --device custom)")
@@ -149,7 +176,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--list-presets", action="store_true", help="list the model presets and exit")
     p.add_argument("--list-devices", action="store_true", help="list the catalog devices and exit")
-    return p
 
 
 def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
