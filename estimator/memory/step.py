@@ -13,7 +13,7 @@ from ..i18n import N_, Text
 from ..job.stack import attention_impl
 from ..job.tower import check_tower
 from ..options.stacks import NO_SDPA_FAMILIES, get_stack
-from .activations.common import context
+from .activations.common import ActivationContext, context
 from .activations.depth import (
     backward_extra_per_token,
     checkpoint_alias_per_token,
@@ -26,7 +26,7 @@ from .activations.depth import (
     rope_per_token,
 )
 from .activations.layers import moe_lora_delta_bytes, moe_lora_delta_grad_bytes
-from .activations.loss import loss_memory
+from .activations.loss import LossMemory, loss_memory
 from .adapters import adapted_modules, lora_params
 from .litgpt_model import stack_spec
 from .overhead import (
@@ -261,24 +261,26 @@ def _peak_and_band(setup: TrainingSetup, phases: list[Phase]
     return peak, components, details, low, high
 
 
-# Estimates are pure functions of two frozen (hashable) dataclasses, and one calculator rerun asks for the same
-# ones again (the page, its remedies and its solvers; the next rerun mostly the same probes): keep the latest
-# few thousand (a few kB each). estimate.cache_info().misses counts the estimates actually computed.
-ESTIMATE_CACHE_SIZE = 4096
+class _States(NamedTuple):
+    """The model states per GPU (sharded) and the detail items every phase lists."""
+
+    weights: float  # stored weights
+    opt: float  # optimizer state
+    opt_temp: float  # optimizer step temporaries
+    gb: float  # bytes of one gradient
+    grads: _Gradients
+    weight_items: tuple[DetailItem, ...]
+    opt_items: tuple[DetailItem, ...]
+    lora: int  # trainable adapter parameters (the tower's when it learns)
+    trainable: int
+    learns: bool
+    cpu_bytes: float
+    shard_note: str
 
 
-@lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
-def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
-    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
-    if setup.image_tokens and not spec.tower_kind:
-        raise ValueError(Text(N_("image tokens per example need a multimodal model; {model} has no vision tower"),
-                              model=spec.name))
-    check_tower(spec, setup)
-    spec = stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
-    ctx = context(spec, setup)
-    tokens = setup.tokens
-    c = compute_bytes(setup)
-    lora = lora_params(spec, setup, ctx.adapted)
+def _states(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str]) -> _States:
+    """The weights, gradients and optimizer state per GPU, from the trainable parameters."""
+    lora = lora_params(spec, setup, adapted)
     # adapters on the tower's and projector's linears: stored whenever the tower is trained, but they get gradients
     # and optimizer state only when images run through it (towers.tower_learns)
     lora_tower = tower_lora_params(spec, setup.lora_rank) if setup.train_tower and setup.method != "full" else 0
@@ -299,12 +301,31 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     opt_temp = opt_temp / (setup.gpus if setup.sharding != "none" else 1)
     if setup.offload_optimizer:
         opt_temp = 0.0
-    head_params = spec.vocab_size * spec.hidden_size
-    g_head, g_persist, g_first, g_end, g_step = _gradient_moments(spec, setup, grads, gb)
+    moments = _gradient_moments(spec, setup, grads, gb)
     if setup.optimizer_in_bwd:
         opt_temp = 0.0  # torchtune steps each parameter in its backward hook: no step phase, no temporaries
+    weight_items = (
+        d("weights.base", N_("Frozen base weights"), weights - w_train if setup.method != "full" else 0.0, w_formula),
+        d("weights.trainable", N_("Trainable weights"), w_train if setup.method != "full" else weights, w_formula),
+    )
+    opt_items = (d("optimizer.state", N_("Optimizer state"), opt, f"{setup.optimizer} state × {trainable:,} trainable params"),)
+    return _States(weights, opt, opt_temp, gb, moments, weight_items, opt_items, lora, trainable, learns, cpu_bytes,
+                   shard_note)
 
-    casts_all, casts_layer, head_casts = _casts(spec, setup, lora, ctx.head_module)
+
+class _Casts(NamedTuple):
+    """Autocast weight copies alive at each moment, and the trained tower's activations."""
+
+    all: float  # every layer's copy (kept from forward to backward)
+    layer: float  # one layer's copy
+    head: float  # the head's copy
+    tower_acts: float
+    tower_formula: str
+
+
+def _weight_casts(spec: ModelSpec, setup: TrainingSetup, lora: int, head_module: bool) -> _Casts:
+    """The autocast weight copies (one unit at a time under ZeRO-3) and the trained tower's activations."""
+    casts_all, casts_layer, head_casts = _casts(spec, setup, lora, head_module)
     if setup.sharding == "zero3" and setup.gpus > 1:
         casts_all = casts_layer  # FSDP/ZeRO-3 gathers and casts one unit at a time, then frees it
     tower_acts, tower_formula = tower_activation_bytes(spec, setup)
@@ -314,6 +335,25 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         tower_casts = 2.0 * sum(i * o * n for i, o, n in spec.tower_linears)
         casts_all += tower_casts
         casts_layer += tower_casts
+    return _Casts(casts_all, casts_layer, head_casts, tower_acts, tower_formula)
+
+
+class _Sizes(NamedTuple):
+    """The activation sizes of one step, bytes per GPU."""
+
+    layers: float  # every layer's saved tensors
+    ckpt: float  # checkpointed layer inputs on the device
+    offloaded: float  # checkpointed layer inputs in CPU RAM
+    final: float
+    one_layer: float
+    loss: LossMemory
+    bwd_temp: float
+    dequant: float
+
+
+def _activation_sizes(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> _Sizes:
+    """The saved and transient activation sizes (docs/formulas.md §3, §4)."""
+    tokens = setup.tokens
     moe_delta = moe_lora_delta_bytes(spec, ctx)  # per MoE layer
     sizes = layer_sizes(spec, ctx)  # each layer kind computed once
     layers = tokens * layers_per_token(spec, ctx, sizes) + moe_delta * spec.moe_layers
@@ -330,98 +370,156 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     final = tokens * (final_per_token(spec, ctx) + rope_per_token(spec, ctx))
     one_layer = tokens * max_layer_per_token(spec, ctx, sizes) + moe_delta + moe_lora_delta_grad_bytes(spec, ctx)
     loss = loss_memory(spec, setup, ctx)
-    # Liger / Cut Cross-Entropy compute the head's weight gradient in forward: it exists from the loss on.
-    g_loss = g_head if loss.impl in ("liger", "cce") else 0.0
     # Backward temporaries of the layer being differentiated, net of what it has freed (activations.py).
     bwd_temp = tokens * backward_extra_per_token(spec, ctx, sizes)
     # QLoRA: each 4-bit matmul dequantises its whole weight to the compute dtype (bnb _dequant_linear_fallback).
+    c = compute_bytes(setup)
     dequant = float(spec.largest_dense_linear_params * c) if setup.method == "qlora" else 0.0
     if setup.method == "qlora" and _quantizes_every_linear(setup):
         dequant = float(max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) * c)  # the 4-bit head
+    return _Sizes(layers, ckpt, offloaded, final, one_layer, loss, bwd_temp, dequant)
 
-    weight_items = [
-        d("weights.base", N_("Frozen base weights"), weights - w_train if setup.method != "full" else 0.0, w_formula),
-        d("weights.trainable", N_("Trainable weights"), w_train if setup.method != "full" else weights, w_formula),
-    ]
-    opt_items = [d("optimizer.state", N_("Optimizer state"), opt, f"{setup.optimizer} state × {trainable:,} trainable params")]
 
-    def phase(key: str, name: str, casts: float, grad: float, grad_key: str, grad_label: str, acts: list[DetailItem],
-              temp: float = 0.0) -> Phase:
-        items = list(weight_items)
-        if casts:
-            items.append(d("weights.autocast_copies", N_("Autocast bf16 weight copies"), casts, "2 B × weights used under autocast"))
-        items.append(d(grad_key, grad_label, grad, f"{gb} B × trainable params"))
-        items.extend(opt_items)
-        if temp:
-            items.append(d("optimizer.step_temporaries", N_("Optimizer step temporaries"), temp, "foreach/Adafactor step buffers"))
-        items.extend(acts)
-        return Phase(key, name, weights + casts, grad, opt + temp, sum(a.bytes for a in acts), tuple(items))
+class _Items(NamedTuple):
+    """The activation detail items both phase lists pick from."""
 
-    act_final = d("activations.final", N_("Final norm, head input, token ids"), final, "T × (norm + head input + ids)")
+    final: DetailItem
+    ids: DetailItem
+    loss_kept: DetailItem
+    loss_tr: DetailItem
+    temp: DetailItem
+    one: DetailItem
+    deq_tower: tuple[DetailItem, DetailItem]
+
+
+def _activation_items(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, sz: _Sizes, casts: _Casts) -> _Items:
+    """The activation detail items shared by the stored and the checkpointed step."""
+    tokens = setup.tokens
+    act_final = d("activations.final", N_("Final norm, head input, token ids"), sz.final, "T × (norm + head input + ids)")
     # Once backward reaches the decoder layers the final norm's and the head's saved tensors are freed: only the
     # token ids and RoPE cos/sin remain (tracer inventories at the last layer's backward).
     ids_rope = tokens * (2 * INT64 + rope_per_token(spec, ctx))
     act_ids = d("activations.ids_rope", N_("Token ids, RoPE cos/sin"), ids_rope, "T × (16 + 2·c·d)")
     if ctx.litgpt is not None:
         act_ids = act_final  # LitGPT's own model: calibrated with the final tensors counted (§3.6)
+    loss = sz.loss
     act_loss_kept = d("activations.loss", N_("Logits and loss (saved)"), loss.kept, loss.kept_formula)
     act_loss_tr = d("activations.loss_backward", N_("Loss backward buffers"), loss.transient, loss.transient_formula)
-    act_temp = d("activations.backward_temporaries", N_("Backward temporaries"), bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
-    act_one = d("activations.recomputed_layer", N_("Recomputed layer"), one_layer - tokens * checkpoint_alias_per_token(spec, ctx),
+    act_temp = d("activations.backward_temporaries", N_("Backward temporaries"), sz.bwd_temp, "c × T × (2I + 2h), or eager: T × (8 − c) × a × s")
+    act_one = d("activations.recomputed_layer", N_("Recomputed layer"), sz.one_layer - tokens * checkpoint_alias_per_token(spec, ctx),
                 "T × one layer's saved tensors (less its own checkpointed input)")
-    act_deq = d("activations.qlora_dequant", N_("QLoRA dequantisation buffer"), dequant, "largest 4-bit matrix in 16-bit")
+    act_deq = d("activations.qlora_dequant", N_("QLoRA dequantisation buffer"), sz.dequant, "largest 4-bit matrix in 16-bit")
     # a trained tower's saved tensors: made first in forward, freed after the language model's backward
-    act_deq_tower = [act_deq, d("activations.tower", N_("Vision tower activations (trained)"), tower_acts, tower_formula)]
-    phases: list[Phase]
-    if not setup.grad_ckpt:
-        act_layers = d("activations.layers", N_("Layer activations"), layers, "T × Σ layers' saved tensors")
-        phases = [
-            phase("loss_backward", N_("loss backward"), casts_all, g_persist + g_loss, "gradients.accumulated",
-                  N_("Gradients (accumulated)"),
-                  [act_layers, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
-            phase("backward.output_layer", N_("backward, output layer"), casts_all, g_persist + g_head,
-                  "gradients.head", N_("Gradients (head)"),
-                  [act_layers, act_ids, act_temp, *act_deq_tower]),
-            phase("backward.first_layer", N_("backward, first layer"), casts_layer, g_first, "gradients.all",
-                  N_("Gradients"), [d("activations.first_layer", N_("First layer's activations"), one_layer, "T × one layer"), act_temp,
-                   *act_deq_tower]),
-        ]
-    else:
-        act_ckpt = d("activations.checkpoints", N_("Checkpointed layer inputs"), ckpt,
-                     "2 × T × h (layer inputs back from CPU)" if offloaded else "T × L × h (layer inputs)")
-        recompute = d("activations.recompute", N_("Recompute transients (LoRA)"),
-                      tokens * recompute_extra_per_token(spec, ctx, bwd_temp / tokens),
-                      "T × (c·I + 4·I + 5·c·h) − backward temporaries")
-        phases = [
-            phase("loss_backward", N_("loss backward"), head_casts, g_persist + g_loss, "gradients.accumulated",
-                  N_("Gradients (accumulated)"),
-                  [act_ckpt, act_final, act_loss_kept, act_loss_tr, *act_deq_tower[1:]]),
-            phase("backward.last_layer", N_("backward, recomputing last layer"), head_casts + casts_layer,
-                  g_persist + g_head, "gradients.head", N_("Gradients (head)"), [act_ckpt, act_ids, act_one, act_temp, recompute, *act_deq_tower]),
-            phase("backward.first_layer", N_("backward, recomputing first layer"), casts_layer, g_first,
-                  "gradients.all", N_("Gradients"), [act_one, act_temp, recompute, *act_deq_tower]),
-        ]
+    act_tower = d("activations.tower", N_("Vision tower activations (trained)"), casts.tower_acts, casts.tower_formula)
+    return _Items(act_final, act_ids, act_loss_kept, act_loss_tr, act_temp, act_one, (act_deq, act_tower))
+
+
+def _phase(st: _States, key: str, name: str, casts: float, grad: float, grad_key: str, grad_label: str,
+           acts: list[DetailItem], temp: float = 0.0) -> Phase:
+    """One moment of the step: the model states, the autocast copies, the gradients alive and `acts`."""
+    items = list(st.weight_items)
+    if casts:
+        items.append(d("weights.autocast_copies", N_("Autocast bf16 weight copies"), casts, "2 B × weights used under autocast"))
+    items.append(d(grad_key, grad_label, grad, f"{st.gb} B × trainable params"))
+    items.extend(st.opt_items)
+    if temp:
+        items.append(d("optimizer.step_temporaries", N_("Optimizer step temporaries"), temp, "foreach/Adafactor step buffers"))
+    items.extend(acts)
+    return Phase(key, name, st.weights + casts, grad, st.opt + temp, sum(a.bytes for a in acts), tuple(items))
+
+
+def _stored_phases(st: _States, casts: _Casts, sz: _Sizes, it: _Items, g_loss: float) -> list[Phase]:
+    """Backward without checkpointing: every layer's saved tensors are alive until its backward."""
+    g = st.grads
+    act_layers = d("activations.layers", N_("Layer activations"), sz.layers, "T × Σ layers' saved tensors")
+    return [
+        _phase(st, "loss_backward", N_("loss backward"), casts.all, g.persist + g_loss, "gradients.accumulated",
+               N_("Gradients (accumulated)"),
+               [act_layers, it.final, it.loss_kept, it.loss_tr, *it.deq_tower[1:]]),
+        _phase(st, "backward.output_layer", N_("backward, output layer"), casts.all, g.persist + g.head,
+               "gradients.head", N_("Gradients (head)"),
+               [act_layers, it.ids, it.temp, *it.deq_tower]),
+        _phase(st, "backward.first_layer", N_("backward, first layer"), casts.layer, g.first, "gradients.all",
+               N_("Gradients"), [d("activations.first_layer", N_("First layer's activations"), sz.one_layer, "T × one layer"), it.temp,
+                                 *it.deq_tower]),
+    ]
+
+
+def _checkpointed_phases(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, st: _States, casts: _Casts,
+                         sz: _Sizes, it: _Items, g_loss: float) -> list[Phase]:
+    """Backward with checkpointing: the layer inputs are kept and each layer is recomputed in its backward."""
+    g = st.grads
+    act_ckpt = d("activations.checkpoints", N_("Checkpointed layer inputs"), sz.ckpt,
+                 "2 × T × h (layer inputs back from CPU)" if sz.offloaded else "T × L × h (layer inputs)")
+    recompute = d("activations.recompute", N_("Recompute transients (LoRA)"),
+                  setup.tokens * recompute_extra_per_token(spec, ctx, sz.bwd_temp / setup.tokens),
+                  "T × (c·I + 4·I + 5·c·h) − backward temporaries")
+    return [
+        _phase(st, "loss_backward", N_("loss backward"), casts.head, g.persist + g_loss, "gradients.accumulated",
+               N_("Gradients (accumulated)"),
+               [act_ckpt, it.final, it.loss_kept, it.loss_tr, *it.deq_tower[1:]]),
+        _phase(st, "backward.last_layer", N_("backward, recomputing last layer"), casts.head + casts.layer,
+               g.persist + g.head, "gradients.head", N_("Gradients (head)"),
+               [act_ckpt, it.ids, it.one, it.temp, recompute, *it.deq_tower]),
+        _phase(st, "backward.first_layer", N_("backward, recomputing first layer"), casts.layer, g.first,
+               "gradients.all", N_("Gradients"), [it.one, it.temp, recompute, *it.deq_tower]),
+    ]
+
+
+def _closing_phases(spec: ModelSpec, setup: TrainingSetup, st: _States) -> list[Phase]:
+    """The tied embedding's end of backward, the optimizer step and LitGPT's 16-bit model load."""
+    phases: list[Phase] = []
     if setup.method == "full" and spec.tie_embeddings:
         # Tied embeddings: at the end of backward autograd holds the head's gradient of the shared weight (in
         # its input buffer), the embedding's dense gradient and their sum at once (real-width traces:
         # calibration/README.md), each V × H in the gradient dtype.
-        tied = 2 * head_params * gb / (setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
-        phases.append(phase("backward.tied_embedding", N_("backward, tied embedding"), 0.0, g_end + tied,
-                            "gradients.tied", N_("Gradients (+ embedding gradient and the tied sum)"), []))
-    phases.append(phase("optimizer_step", N_("optimizer step"), 0.0, g_step, "gradients.all", N_("Gradients"), [],
-                        opt_temp))
+        head_params = spec.vocab_size * spec.hidden_size
+        tied = 2 * head_params * st.gb / (setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
+        phases.append(_phase(st, "backward.tied_embedding", N_("backward, tied embedding"), 0.0, st.grads.end + tied,
+                             "gradients.tied", N_("Gradients (+ embedding gradient and the tied sum)"), []))
+    phases.append(_phase(st, "optimizer_step", N_("optimizer step"), 0.0, st.grads.step, "gradients.all",
+                         N_("Gradients"), [], st.opt_temp))
     if setup.method == "qlora" and setup.load_16bit_first:
         # LitGPT's bnb precision plugin loads the bf16 state dict onto the GPU before quantising: the
         # load-time high-water mark is the 16-bit model (measured ≈ 2 B × params in its QLoRA tables).
         load = float(2 * spec.params_total)
         phases.append(Phase("model_load", N_("model load (16-bit before quantising)"), load, 0.0, 0.0, 0.0, (
             d("weights.load_16bit", N_("16-bit checkpoint before quantisation"), load, "2 B × params"),)))
+    return phases
+
+
+# Estimates are pure functions of two frozen (hashable) dataclasses, and one calculator rerun asks for the same
+# ones again (the page, its remedies and its solvers; the next rerun mostly the same probes): keep the latest
+# few thousand (a few kB each). estimate.cache_info().misses counts the estimates actually computed.
+ESTIMATE_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
+def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
+    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
+    if setup.image_tokens and not spec.tower_kind:
+        raise ValueError(Text(N_("image tokens per example need a multimodal model; {model} has no vision tower"),
+                              model=spec.name))
+    check_tower(spec, setup)
+    spec = stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
+    ctx = context(spec, setup)
+    st = _states(spec, setup, ctx.adapted)
+    casts = _weight_casts(spec, setup, st.lora, ctx.head_module)
+    sz = _activation_sizes(spec, setup, ctx)
+    # Liger / Cut Cross-Entropy compute the head's weight gradient in forward: it exists from the loss on.
+    g_loss = st.grads.head if sz.loss.impl in ("liger", "cce") else 0.0
+    it = _activation_items(spec, setup, ctx, sz, casts)
+    if not setup.grad_ckpt:
+        phases = _stored_phases(st, casts, sz, it, g_loss)
+    else:
+        phases = _checkpointed_phases(spec, setup, ctx, st, casts, sz, it, g_loss)
+    phases += _closing_phases(spec, setup, st)
 
     peak, components, details, low, high = _peak_and_band(setup, phases)
-    notes = _notes(spec, setup, learns, shard_note)
+    notes = _notes(spec, setup, st.learns, st.shard_note)
     return Estimate(
-        model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=trainable,
+        model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=st.trainable,
         components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
         low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
-        cpu_offload_bytes=cpu_bytes + offloaded, notes=tuple(notes),
+        cpu_offload_bytes=st.cpu_bytes + sz.offloaded, notes=tuple(notes),
     )

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..job.setup import TrainingSetup
     from ..job.trainer import TrainerSetup
     from ..models.spec import ModelSpec
+    from ..options.trainers import TrainerOption
 
 
 REWARD_SPEC_NOTE = "Reward model: the output head is a 1-output score layer."  # reward_spec's; trainer_notes says it
@@ -139,30 +140,9 @@ class TrainerEstimate(Estimate):
     policy_setup: TrainingSetup | None = None
 
 
-@lru_cache(maxsize=1024)  # pure in frozen dataclasses, like memory.estimate
-def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
-                     device_capacity: float | None = None, strict: bool = True) -> Estimate:
-    """Peak per-GPU memory of one step of the trainer (docs/formulas.md §9). `device_capacity` (bytes, the
-    device's total memory) is needed for vLLM colocate mode, which reserves a fraction of it. strict=False
-    prices batches TRL would refuse (KTO batch 1, num_generations not dividing the batch): the solvers' use."""
-    check(setup, tr, strict)
-    opt = tr.option
-    if opt.id == "sft":
-        return sft_estimate(spec, setup)
-    ps = policy_setup(setup, tr)
-    pspec = reward_spec(spec) if opt.head == "score" else spec
-    base = sft_estimate(pspec, ps)
-    mode = tr.generation_mode if opt.generates else None
-    if mode == "vllm-colocate" and not device_capacity:
-        raise ValueError(Text(N_("vLLM colocate mode reserves a fraction of the device's memory: choose a device")))
-
-    ref = reference_bytes(spec, setup, tr)
-    ref_item = d("reference.model", N_("Reference model (frozen copy)"), ref, "policy load dtype × params")
-    vllm = float(tr.vllm_util * device_capacity) if mode == "vllm-colocate" and device_capacity else 0.0
-    vllm_item = d("generation.vllm", N_("vLLM reservation"), vllm,
-                  f"vllm_gpu_memory_utilization {tr.vllm_util:g} × device memory")
-    vllm_always = vllm if not tr.vllm_sleep else 0.0  # sleep mode (level 2) frees it during training
-
+def _loss_swap(spec: ModelSpec, ps: TrainingSetup, opt: TrainerOption
+               ) -> tuple[dict[str, DetailItem], tuple[str, ...]]:
+    """The SFT loss items a trainer's head replaces (ORPO/SimPO's own logits) and those it drops (a score head)."""
     dropped = ("activations.loss", "activations.loss_backward") if opt.head == "score" else ()
     swap: dict[str, DetailItem] = {}
     if opt.head == "logits":
@@ -175,27 +155,60 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             f"c·T·V logits + {sm} B × T·V row log-softmax" + (f" + {sm} B × T·V / 2 chosen-half cross-entropy"
                                                                 if nll else ""))}
         dropped = ("activations.loss_backward",)
+    return swap, dropped
 
-    def lift(p: Phase, extra_acts: tuple[DetailItem, ...] = (), drop: tuple[str, ...] = dropped,
-             gen: float = vllm_always, key: str | None = None, name: str | None = None) -> TrainerPhase:
-        items = [swap.get(x.key, x) for x in p.details if x.key not in drop] + list(extra_acts)
+
+@dataclass(frozen=True)
+class _Lift:
+    """What turns an SFT phase into a trainer's: the reference copy, vLLM's reservation and the loss items."""
+
+    ref: float
+    ref_item: DetailItem
+    vllm: float
+    vllm_item: DetailItem
+    vllm_always: float  # vLLM's reservation outside generation (none with sleep mode)
+    swap: dict[str, DetailItem]
+    dropped: tuple[str, ...]
+
+    def phase(self, p: Phase, extra_acts: tuple[DetailItem, ...] = (), drop: tuple[str, ...] | None = None,
+              key: str | None = None, name: str | None = None) -> TrainerPhase:
+        """The SFT phase `p` with the loss items swapped or dropped, `extra_acts`, the reference and vLLM."""
+        drop = self.dropped if drop is None else drop
+        gen = self.vllm_always
+        items = [self.swap.get(x.key, x) for x in p.details if x.key not in drop] + list(extra_acts)
         acts = sum(x.bytes for x in items if x.component == "activations")
-        if ref:
-            items.append(ref_item)
+        if self.ref:
+            items.append(self.ref_item)
         if gen:
-            items.append(vllm_item if vllm else d("generation.other", N_("Generation"), gen, ""))
+            items.append(self.vllm_item if self.vllm else d("generation.other", N_("Generation"), gen, ""))
         return TrainerPhase(key or p.key, name or p.name, p.weights, p.gradients, p.optimizer, acts, tuple(items),
-                            reference=ref, generation=gen)
+                            reference=self.ref, generation=gen)
 
-    phases: list[TrainerPhase] = [lift(p) for p in base.phases]
-    if opt.head == "score" and setup.method == "full" and setup.grad_accum == 1:
+
+def _lift(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, ps: TrainingSetup, mode: str | None,
+          device_capacity: float | None) -> _Lift:
+    """The reference model and vLLM's reservation every phase carries, and the trainer's loss items."""
+    ref = reference_bytes(spec, setup, tr)
+    ref_item = d("reference.model", N_("Reference model (frozen copy)"), ref, "policy load dtype × params")
+    vllm = float(tr.vllm_util * device_capacity) if mode == "vllm-colocate" and device_capacity else 0.0
+    vllm_item = d("generation.vllm", N_("vLLM reservation"), vllm,
+                  f"vllm_gpu_memory_utilization {tr.vllm_util:g} × device memory")
+    vllm_always = vllm if not tr.vllm_sleep else 0.0  # sleep mode (level 2) frees it during training
+    swap, dropped = _loss_swap(spec, ps, tr.option)
+    return _Lift(ref, ref_item, vllm, vllm_item, vllm_always, swap, dropped)
+
+
+def _reward_model_states(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSetup,
+                         phases: list[TrainerPhase]) -> list[TrainerPhase]:
+    """A reward model's input embedding, which keeps its V × H though reward_spec's head has one row."""
+    if setup.method == "full" and setup.grad_accum == 1:
         # The reward model's input embedding (V × H, dense) gets its gradient last, after the first layer's
         # backward (reward_spec gives the spec a 1-row head, so memory.estimate cannot tell): take it out there.
         embed_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
             setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
         phases = [replace(p, gradients=p.gradients - embed_grad) if p.key == "backward.first_layer" else p
                   for p in phases]
-    if opt.head == "score" and setup.sharding == "zero3" and setup.gpus > 1:
+    if setup.sharding == "zero3" and setup.gpus > 1:
         # ZeRO-3 gathers one FSDP unit at a time; memory._shard sizes the largest as max(layer, V × H) from the
         # spec's head, but reward_spec's head is 1 × H while the input embedding keeps its V × H: gather that.
         layer = spec.layer_linear_params
@@ -204,94 +217,122 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
             item = d("weights.embedding_gathered", "Input embedding gathered (ZeRO-3)", gathered,
                      "max(layer, V × H) − max(layer, H) unit, as memory._shard gathers for SFT")
             phases = [replace(p, weights=p.weights + gathered, details=p.details + (item,)) for p in phases]
-    loss_bwd = base.phases[0]  # "loss backward": the policy's saved activations + the loss's backward buffers
-    opt_step = next(p for p in base.phases if p.key == "optimizer_step")
-    training_tokens = ps.tokens
-    fused = opt.head == "fused"
+    return phases
 
-    if opt.head == "logits":
-        c = compute_bytes(ps)
-        tv = ps.tokens * spec.vocab_size
-        head_grad = 0.0
-        if setup.method == "full":
-            head_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
-                setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
-        grad_phase = lift(loss_bwd, (d("activations.logits_backward", N_("Logits, their gradient, chosen-half log-softmax"),
-                                       (2 + ORPO_NLL_SHARE[opt.id]) * c * tv,
-                                       f"{2 + ORPO_NLL_SHARE[opt.id]:g} × c·T·V"),),
-                          drop=("activations.loss_backward", "activations.loss"), key="backward.logits_gradient",
-                          name=N_("backward, logits gradient"))
-        phases.append(replace(grad_phase, gradients=grad_phase.gradients + head_grad, details=grad_phase.details + (
-            (d("gradients.head_weight", N_("Head weight gradient"), head_grad, "V × H"),) if head_grad else ())))
-    if opt.reference == "always" and tr.uses_reference():
-        # DPO/KTO: the reference forward runs after the policy forward, while the policy's saved activations
-        # (checkpointed inputs, head input, the fused head's saved tensors) are alive (dpo_trainer.py l. 1299 →
-        # 1327; kto_trainer.py KL + reference forwards). Its own working set is one layer and one head tile.
-        ref_fwd = scoring_forward_bytes(spec, setup, training_tokens, fused)
-        phases.append(lift(loss_bwd, (d("activations.reference_forward", N_("Reference forward (no_grad)"), ref_fwd,
-                                         "T × one layer's no_grad working set + one head tile"),),
-                           drop=dropped + ("activations.loss_backward",), key="reference_forward",
-                           name=N_("reference forward")))
-    if opt.generates:
-        # Generation happens at the start of a generation cycle, after the optimizer step and zero_grad
-        # (set_to_none): weights and optimizer state are alive, gradients are not.
-        step_temp = detail_bytes(opt_step.details, "optimizer.step_temporaries")
-        keep = tuple(x for x in opt_step.details if x.component in ("weights", "optimizer")
-                     and x.key != "optimizer.step_temporaries")
-        weights = opt_step.weights
-        if setup.sharding == "zero3" and setup.gpus > 1 and mode == "hf":
-            # ds3_gather_for_generation=True (grpo_config.py): the whole model is gathered for generate.
-            weights = float(sum(x.bytes for x in keep if x.component == "weights")) * setup.gpus
-            keep = tuple(x for x in keep if x.component != "weights") + (
-                d("weights.gathered_for_generation", N_("Weights gathered for generation (ZeRO-3)"), weights, "all shards gathered"),)
-        sequences = setup.batch * setup.grad_accum  # local generation batch (steps_per_generation = grad accum)
-        length = tr.prompt_length + tr.completion_length
-        items: list[DetailItem] = list(keep)
-        gen = 0.0
-        acts = 0.0
-        if mode == "hf":
-            # The cache holds every token fed to the model: the prompt and all completion tokens but the last
-            # sampled one (real CPU generate: calibration/trainer_trace.py kv_check, exact).
-            cached = max(length - 1, 1)
-            kv = kv_cache_bytes(spec, setup, sequences, cached)
-            gen = kv
-            items.append(d("generation.kv_cache", f"KV cache ({sequences} sequences × {cached:,} tokens)", kv,
-                           "2 × layers × KV heads × head dim × c × sequences × (prompt + completion − 1)"))
-            # Prefill: a no_grad forward over every prompt token (one layer's working set), the cache's
-            # torch.cat growth (one layer's K and V copied at a time), and last-position logits in c and fp32
-            # plus the fp32 sampling probabilities (generate keeps only the last position's logits).
-            prefill = sequences * tr.prompt_length * nograd_layer_per_token(spec, setup)
-            grow = kv / spec.num_layers
-            logits = sequences * spec.vocab_size * (compute_bytes(setup) + 2 * FP32)
-            acts = prefill + grow + logits
-            items.append(d("activations.generation", N_("Prefill / decode working set"), acts,
-                           "n × prompt × one no_grad layer + one layer's cache growth + last-token logits"))
-        elif mode == "vllm-colocate":
-            gen = vllm
-            items.append(vllm_item)
-        if ref:
-            items.append(ref_item)
-        gen_phase = TrainerPhase("generation", "generation", weights, 0.0, opt_step.optimizer - step_temp, acts, tuple(items),
-                                 reference=ref, generation=gen)
-        phases.append(gen_phase)
-        if tr.uses_reference() or mode in ("vllm-colocate", "vllm-server"):
-            # The reference forward (beta > 0) and, with vLLM, the old-policy log-prob forward (importance
-            # sampling correction, default on) run under no_grad before the training forward, chunked by
-            # per_device_train_batch_size: only their working set is on top of the model states.
-            score = scoring_forward_bytes(spec, setup, training_tokens, fused)
-            s_items = list(keep) + [d("activations.scoring_forward", N_("Scoring forward (no_grad)"), score,
-                                      "T × one layer's no_grad working set + one head tile")]
-            if ref:
-                s_items.append(ref_item)
-            if vllm_always:
-                s_items.append(vllm_item)
-            scoring = ("reference_forward", "reference forward") if tr.uses_reference() else (
-                "old_logprob_forward", "old log-prob forward")
-            phases.append(TrainerPhase(*scoring,
-                                       weights if mode == "hf" else opt_step.weights, 0.0,
-                                       opt_step.optimizer - step_temp, score, tuple(s_items),
-                                       reference=ref, generation=vllm_always))
 
+def _logits_gradient_phase(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSetup, opt: TrainerOption,
+                           lift: _Lift, loss_bwd: Phase) -> TrainerPhase:
+    """ORPO/SimPO's backward through their own logits: the logits, their gradient, the chosen-half log-softmax."""
+    c = compute_bytes(ps)
+    tv = ps.tokens * spec.vocab_size
+    head_grad = 0.0
+    if setup.method == "full":
+        head_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
+            setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
+    grad_phase = lift.phase(loss_bwd, (d("activations.logits_backward", N_("Logits, their gradient, chosen-half log-softmax"),
+                                         (2 + ORPO_NLL_SHARE[opt.id]) * c * tv,
+                                         f"{2 + ORPO_NLL_SHARE[opt.id]:g} × c·T·V"),),
+                            drop=("activations.loss_backward", "activations.loss"), key="backward.logits_gradient",
+                            name=N_("backward, logits gradient"))
+    return replace(grad_phase, gradients=grad_phase.gradients + head_grad, details=grad_phase.details + (
+        (d("gradients.head_weight", N_("Head weight gradient"), head_grad, "V × H"),) if head_grad else ()))
+
+
+def _reference_forward_phase(spec: ModelSpec, setup: TrainingSetup, lift: _Lift, loss_bwd: Phase, tokens: int,
+                             fused: bool) -> TrainerPhase:
+    """DPO/KTO's reference forward, on top of the policy's saved activations."""
+    # DPO/KTO: the reference forward runs after the policy forward, while the policy's saved activations
+    # (checkpointed inputs, head input, the fused head's saved tensors) are alive (dpo_trainer.py l. 1299 →
+    # 1327; kto_trainer.py KL + reference forwards). Its own working set is one layer and one head tile.
+    ref_fwd = scoring_forward_bytes(spec, setup, tokens, fused)
+    return lift.phase(loss_bwd, (d("activations.reference_forward", N_("Reference forward (no_grad)"), ref_fwd,
+                                   "T × one layer's no_grad working set + one head tile"),),
+                      drop=lift.dropped + ("activations.loss_backward",), key="reference_forward",
+                      name=N_("reference forward"))
+
+
+def _generation_states(setup: TrainingSetup, mode: str | None, opt_step: Phase
+                       ) -> tuple[tuple[DetailItem, ...], float, float]:
+    """The model states alive while generating: the weights (gathered under ZeRO-3), the optimizer state and
+    its details; no gradients."""
+    # Generation happens at the start of a generation cycle, after the optimizer step and zero_grad
+    # (set_to_none): weights and optimizer state are alive, gradients are not.
+    step_temp = detail_bytes(opt_step.details, "optimizer.step_temporaries")
+    keep = tuple(x for x in opt_step.details if x.component in ("weights", "optimizer")
+                 and x.key != "optimizer.step_temporaries")
+    weights = opt_step.weights
+    if setup.sharding == "zero3" and setup.gpus > 1 and mode == "hf":
+        # ds3_gather_for_generation=True (grpo_config.py): the whole model is gathered for generate.
+        weights = float(sum(x.bytes for x in keep if x.component == "weights")) * setup.gpus
+        keep = tuple(x for x in keep if x.component != "weights") + (
+            d("weights.gathered_for_generation", N_("Weights gathered for generation (ZeRO-3)"), weights, "all shards gathered"),)
+    return keep, weights, opt_step.optimizer - step_temp
+
+
+def _hf_generation(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup
+                   ) -> tuple[float, float, list[DetailItem]]:
+    """transformers' generate: the KV cache of every sequence in flight and the prefill / decode working set."""
+    sequences = setup.batch * setup.grad_accum  # local generation batch (steps_per_generation = grad accum)
+    length = tr.prompt_length + tr.completion_length
+    # The cache holds every token fed to the model: the prompt and all completion tokens but the last
+    # sampled one (real CPU generate: calibration/trainer_trace.py kv_check, exact).
+    cached = max(length - 1, 1)
+    kv = kv_cache_bytes(spec, setup, sequences, cached)
+    items = [d("generation.kv_cache", f"KV cache ({sequences} sequences × {cached:,} tokens)", kv,
+               "2 × layers × KV heads × head dim × c × sequences × (prompt + completion − 1)")]
+    # Prefill: a no_grad forward over every prompt token (one layer's working set), the cache's
+    # torch.cat growth (one layer's K and V copied at a time), and last-position logits in c and fp32
+    # plus the fp32 sampling probabilities (generate keeps only the last position's logits).
+    prefill = sequences * tr.prompt_length * nograd_layer_per_token(spec, setup)
+    grow = kv / spec.num_layers
+    logits = sequences * spec.vocab_size * (compute_bytes(setup) + 2 * FP32)
+    acts = prefill + grow + logits
+    items.append(d("activations.generation", N_("Prefill / decode working set"), acts,
+                   "n × prompt × one no_grad layer + one layer's cache growth + last-token logits"))
+    return kv, acts, items
+
+
+def _generation_phases(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, mode: str | None, lift: _Lift,
+                       opt_step: Phase, tokens: int, fused: bool) -> list[TrainerPhase]:
+    """GRPO's generation and, with a reference or vLLM, its no_grad scoring forward."""
+    keep, weights, optimizer = _generation_states(setup, mode, opt_step)
+    items: list[DetailItem] = list(keep)
+    gen = 0.0
+    acts = 0.0
+    if mode == "hf":
+        gen, acts, working = _hf_generation(spec, setup, tr)
+        items.extend(working)
+    elif mode == "vllm-colocate":
+        gen = lift.vllm
+        items.append(lift.vllm_item)
+    if lift.ref:
+        items.append(lift.ref_item)
+    phases = [TrainerPhase("generation", "generation", weights, 0.0, optimizer, acts, tuple(items),
+                           reference=lift.ref, generation=gen)]
+    if tr.uses_reference() or mode in ("vllm-colocate", "vllm-server"):
+        # The reference forward (beta > 0) and, with vLLM, the old-policy log-prob forward (importance
+        # sampling correction, default on) run under no_grad before the training forward, chunked by
+        # per_device_train_batch_size: only their working set is on top of the model states.
+        score = scoring_forward_bytes(spec, setup, tokens, fused)
+        s_items = list(keep) + [d("activations.scoring_forward", N_("Scoring forward (no_grad)"), score,
+                                  "T × one layer's no_grad working set + one head tile")]
+        if lift.ref:
+            s_items.append(lift.ref_item)
+        if lift.vllm_always:
+            s_items.append(lift.vllm_item)
+        scoring = ("reference_forward", "reference forward") if tr.uses_reference() else (
+            "old_logprob_forward", "old log-prob forward")
+        phases.append(TrainerPhase(*scoring,
+                                   weights if mode == "hf" else opt_step.weights, 0.0,
+                                   optimizer, score, tuple(s_items),
+                                   reference=lift.ref, generation=lift.vllm_always))
+    return phases
+
+
+def _trainer_peak_and_band(setup: TrainingSetup, mode: str | None, phases: list[TrainerPhase]
+                           ) -> tuple[TrainerPhase, dict[str, float], tuple[DetailItem, ...], float, float]:
+    """The peak phase, its components with the overhead, its details and the low/high band (vLLM's pool is
+    counted as it is, without allocator slack or model error)."""
     peak = max(phases, key=lambda p: p.total)
     fixed = peak.generation if mode == "vllm-colocate" else 0.0  # vLLM's pool: no allocator slack on it
     tensor_peak = peak.total - fixed
@@ -311,6 +352,41 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     )
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + nccl + fixed
     high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + nccl + fixed
+    return peak, components, details, low, high
+
+
+@lru_cache(maxsize=1024)  # pure in frozen dataclasses, like memory.estimate
+def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
+                     device_capacity: float | None = None, strict: bool = True) -> Estimate:
+    """Peak per-GPU memory of one step of the trainer (docs/formulas.md §9). `device_capacity` (bytes, the
+    device's total memory) is needed for vLLM colocate mode, which reserves a fraction of it. strict=False
+    prices batches TRL would refuse (KTO batch 1, num_generations not dividing the batch): the solvers' use."""
+    check(setup, tr, strict)
+    opt = tr.option
+    if opt.id == "sft":
+        return sft_estimate(spec, setup)
+    ps = policy_setup(setup, tr)
+    pspec = reward_spec(spec) if opt.head == "score" else spec
+    base = sft_estimate(pspec, ps)
+    mode = tr.generation_mode if opt.generates else None
+    if mode == "vllm-colocate" and not device_capacity:
+        raise ValueError(Text(N_("vLLM colocate mode reserves a fraction of the device's memory: choose a device")))
+
+    lift = _lift(spec, setup, tr, ps, mode, device_capacity)
+    phases: list[TrainerPhase] = [lift.phase(p) for p in base.phases]
+    if opt.head == "score":
+        phases = _reward_model_states(spec, setup, ps, phases)
+    loss_bwd = base.phases[0]  # "loss backward": the policy's saved activations + the loss's backward buffers
+    opt_step = next(p for p in base.phases if p.key == "optimizer_step")
+    fused = opt.head == "fused"
+    if opt.head == "logits":
+        phases.append(_logits_gradient_phase(spec, setup, ps, opt, lift, loss_bwd))
+    if opt.reference == "always" and tr.uses_reference():
+        phases.append(_reference_forward_phase(spec, setup, lift, loss_bwd, ps.tokens, fused))
+    if opt.generates:
+        phases.extend(_generation_phases(spec, setup, tr, mode, lift, opt_step, ps.tokens, fused))
+
+    peak, components, details, low, high = _trainer_peak_and_band(setup, mode, phases)
     notes = [n for n in base.notes if n != REWARD_SPEC_NOTE] + list(trainer_notes(spec, setup, tr))
     return TrainerEstimate(
         model=spec, setup=setup, mode="detailed", params_total=pspec.params_total,

@@ -10,7 +10,7 @@ import difflib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .. import exact as exact
 from ..advice.advise import advise
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
+    from ..advice.advise import Advice
     from ..job.setup import TrainingSetup
     from ..memory.result import Estimate
     from ..models.hub import HubModel
@@ -82,13 +83,28 @@ def _nearest(value: str, choices: Sequence[str]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The CLI's flags, in the order --help lists them."""
     p = _Parser(prog="python -m estimator", description="Peak GPU memory of one fine-tuning step.",
                 formatter_class=_HelpFormatter, epilog=EPILOG)
+    _model_flags(p)
+    _setup_flags(p)
+    _scale_flags(p)
+    _trainer_flags(p)
+    _output_flags(p)
+    return p
+
+
+def _model_flags(p: argparse.ArgumentParser) -> None:
+    """Where the model comes from: a preset or Hub id, a config.json, or a size (one of them)."""
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", help="preset id (see --list-presets), or a Hugging Face model id ORG/NAME[@REVISION] "
                                       "(HF_TOKEN for gated or private models); default: llama-3.1-8b")
     src.add_argument("--config", help="path to a Hugging Face config.json")
     src.add_argument("--size", type=float, help="model size in billions of parameters (generic decoder)")
+
+
+def _setup_flags(p: argparse.ArgumentParser) -> None:
+    """The training setup: stack, method, precision, optimizer, batch and length, checkpointing, loss, LoRA."""
     p.add_argument("--stack", choices=STACK_IDS, default=DEFAULT_STACK,
                    help="training stack whose defaults fill every setting not given (default: %(default)s)")
     p.add_argument("--method", choices=METHODS, default="lora", help="full fine-tuning, LoRA or QLoRA")
@@ -116,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lora-rank", type=int, default=None, help="LoRA/QLoRA adapter rank (default: 16)")
     p.add_argument("--lora-targets", default=None,
                    help="LoRA/QLoRA target modules, comma-separated (default: all-linear)")
+
+
+def _scale_flags(p: argparse.ArgumentParser) -> None:
+    """GPUs and sharding, optimizer offload, gradient accumulation and torchtune's memory switches."""
     p.add_argument("--gpus", type=int, default=1, help="GPUs of this kind the run spreads over")
     p.add_argument("--sharding", choices=SHARDINGS, default="none",
                    help="ZeRO stage / FSDP sharding over --gpus (over 1 GPU it changes nothing: a note says so)")
@@ -127,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer-in-bwd", action="store_true",
                    help="torchtune optimizer_in_bwd=True: each gradient is applied and freed in backward "
                         "(torchtune stack, full fine-tuning)")
+
+
+def _trainer_flags(p: argparse.ArgumentParser) -> None:
+    """The preference and RL trainers (TRL)."""
     tg = p.add_argument_group("preference and RL trainers (TRL 1.16.0)")
     tg.add_argument("--trainer", choices=TRAINER_IDS, default="sft", help="(default: %(default)s)")
     tg.add_argument("--precompute-ref", action="store_true", help="DPO/KTO: precompute_ref_log_probs=True")
@@ -137,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     tg.add_argument("--generation", choices=GENERATION_IDS, help="GRPO: where completions are generated (default hf)")
     tg.add_argument("--vllm-gpu-util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
     tg.add_argument("--vllm-sleep", action="store_true", help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
+
+
+def _output_flags(p: argparse.ArgumentParser) -> None:
+    """The device, what to add (advice, the exact trace) and how to print (JSON, lists)."""
     p.add_argument("--device", help="device id, or a name that means one device ('4090', 'A6000'; see "
                                      "--list-devices), or custom; default: none (no verdict)")
     p.add_argument("--capacity", type=float, help="custom device capacity in GB (with --device custom)")
@@ -149,7 +177,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--list-presets", action="store_true", help="list the model presets and exit")
     p.add_argument("--list-devices", action="store_true", help="list the catalog devices and exit")
-    return p
 
 
 def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
@@ -263,13 +290,8 @@ def _exact_text(res: exact.ExactResult, est: Estimate | None) -> list[str]:
     return lines
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.exact:
-        ok, why = exact.available()
-        if not ok:
-            parser.error(why)
+def _print_list(args: argparse.Namespace) -> bool:
+    """--list-presets / --list-devices: print the list; False when neither was asked."""
     if args.list_presets:
         rows = []
         for p in list_presets():
@@ -280,110 +302,181 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row["params_active"] = spec.params_active
             rows.append(row)
         print(json.dumps(rows, indent=2) if args.json else "\n".join(f"{r['id']:<20} {r['name']}" for r in rows))
-        return 0
+        return True
     if args.list_devices:
         rows = [_device_json(d) for d in CATALOG]
         print(json.dumps(rows, indent=2) if args.json else "\n".join(
             f"{d.id:<14} {d.name} — usable {fmt_both(d.usable_bytes)}" for d in CATALOG))
-        return 0
-    fast_error: str | None = None
+        return True
+    return False
+
+
+def _setup(args: argparse.Namespace) -> TrainingSetup:
+    """The training setup the flags describe, the stack's defaults filling the rest."""
+    batch = args.batch if args.batch is not None else TRAINERS[args.trainer].default_batch
+    return resolve_setup(
+        args.stack, method=args.method, precision=args.precision, optimizer=args.optimizer,
+        batch=batch, seq_len=args.seq_len or 2048, grad_ckpt=args.grad_ckpt,
+        offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
+        lora_rank=16 if args.lora_rank is None else args.lora_rank,
+        lora_targets=parse_targets("all-linear" if args.lora_targets is None else args.lora_targets),
+        gpus=args.gpus,
+        sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
+        compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
+        image_tokens=args.image_tokens, train_tower=args.train_tower,
+    )
+
+
+def _trainer(args: argparse.Namespace) -> TrainerSetup:
+    """The trainer the flags describe (SFT unless --trainer)."""
+    return TrainerSetup(
+        args.trainer, beta=args.beta, precompute_ref=args.precompute_ref, num_generations=args.num_generations,
+        prompt_len=args.prompt_len, completion_len=args.completion_len, generation=args.generation,
+        vllm_gpu_util=args.vllm_gpu_util, vllm_sleep=args.vllm_sleep,
+    )
+
+
+class _Run(NamedTuple):
+    """Everything one CLI run computed."""
+
+    spec: ModelSpec | None  # None only with --exact, when the fast estimator refused the model
+    hub: HubModel | None
+    setup: TrainingSetup
+    trainer: TrainerSetup
+    device: Device | None
+    est: Estimate | None
+    exact_res: exact.ExactResult | None
+    advice: Advice | None
+    fast_error: str | None
+
+
+def _spec(args: argparse.Namespace) -> tuple[ModelSpec | None, HubModel | None, str | None]:
+    """The model, its Hub record, and (with --exact) why the fast estimator refused it instead of an error."""
     try:
-        if args.trainer == "grpo" and args.seq_len is not None:
-            raise ValueError("GRPO's sequences are --prompt-len + --completion-len tokens; drop --seq-len")
-        try:
-            spec, hub = _model(args)
-        except ValueError as exc:
-            if not (args.exact and (args.config or _hub_config_refused(args, exc))):
-                raise  # a Hub id the fast estimator refused (its config.json was read) may still be traced
-            fast_error, spec, hub = str(exc), None, None  # the exact trace may still know this model_type
-        batch = args.batch if args.batch is not None else TRAINERS[args.trainer].default_batch
-        setup = resolve_setup(
-            args.stack, method=args.method, precision=args.precision, optimizer=args.optimizer,
-            batch=batch, seq_len=args.seq_len or 2048, grad_ckpt=args.grad_ckpt,
-            offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
-            lora_rank=16 if args.lora_rank is None else args.lora_rank,
-            lora_targets=parse_targets("all-linear" if args.lora_targets is None else args.lora_targets),
-            gpus=args.gpus,
-            sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
-            compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
-            image_tokens=args.image_tokens, train_tower=args.train_tower,
-        )
-        trainer = TrainerSetup(
-            args.trainer, beta=args.beta, precompute_ref=args.precompute_ref, num_generations=args.num_generations,
-            prompt_len=args.prompt_len, completion_len=args.completion_len, generation=args.generation,
-            vllm_gpu_util=args.vllm_gpu_util, vllm_sleep=args.vllm_sleep,
-        )
-        device = _device(args)
-        if args.advice and device is None:
-            raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
-                             "memory (see --list-devices)")
-        capacity = device.capacity_bytes if device is not None else None
-        est = estimate(spec, setup, rule=args.rule, trainer=trainer, device_capacity=capacity) \
-            if spec is not None else None
-        if args.exact and trainer.trainer != "sft":
-            raise ValueError(f"--exact traces a supervised (SFT) step; the {args.trainer} trainer is not traced")
-        exact_res = _run_exact(args, hub, setup, est) if args.exact else None
-        advice = None
-        if args.advice and est is not None and device is not None:  # the calculator's own call
-            try:
-                advice = advise(spec, setup, device, trainer, rule=args.rule)
-            except ValueError as exc:
-                raise ValueError(f"the changes could not be priced for this model: {exc}") from None
+        spec, hub = _model(args)
     except ValueError as exc:
-        parser.error(str(exc))
-        return 2  # unreachable: error() exits
-    if est is None:  # only with --exact: the fast estimator refused this config, the trace did not
-        assert exact_res is not None
-        name = Path(args.config).name if args.config else args.model
-        doc = {"model": name, "fast_estimate_error": fast_error, "setup": setup_json(setup),
-               "exact": exact_res.as_json()}
-        if args.json:
-            print(json.dumps(doc, indent=2))
-        else:
-            print(f"{name} · {setup.method} · {setup.precision} · batch {setup.batch} × "
-                  f"{setup.seq_len} tokens")
-            print(f"  fast estimate missing: {fast_error}")
-            print("\n".join(_exact_text(exact_res, None)))
-        return 0
-    notes = [*est.notes, *_flag_notes(args)]
-    doc = estimate_json(est, device)
-    doc["notes"] = notes
-    if exact_res is not None:
-        doc["exact"] = exact_res.as_json(est.total_bytes)
-    if hub is not None:
-        doc["hub"] = hub.as_json()
-    if advice is not None:
-        doc["advice"] = advice_json(advice, trainer)
+        if not (args.exact and (args.config or _hub_config_refused(args, exc))):
+            raise  # a Hub id the fast estimator refused (its config.json was read) may still be traced
+        return None, None, str(exc)  # the exact trace may still know this model_type
+    return spec, hub, None
+
+
+def _compute(args: argparse.Namespace) -> _Run:
+    """The estimate, the exact trace and the advice the flags ask for; every refusal is a ValueError."""
+    if args.trainer == "grpo" and args.seq_len is not None:
+        raise ValueError("GRPO's sequences are --prompt-len + --completion-len tokens; drop --seq-len")
+    spec, hub, fast_error = _spec(args)
+    setup = _setup(args)
+    trainer = _trainer(args)
+    device = _device(args)
+    if args.advice and device is None:
+        raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
+                         "memory (see --list-devices)")
+    capacity = device.capacity_bytes if device is not None else None
+    est = estimate(spec, setup, rule=args.rule, trainer=trainer, device_capacity=capacity) \
+        if spec is not None else None
+    if args.exact and trainer.trainer != "sft":
+        raise ValueError(f"--exact traces a supervised (SFT) step; the {args.trainer} trainer is not traced")
+    exact_res = _run_exact(args, hub, setup, est) if args.exact else None
+    advice = None
+    if args.advice and est is not None and device is not None:  # the calculator's own call
+        try:
+            advice = advise(spec, setup, device, trainer, rule=args.rule)
+        except ValueError as exc:
+            raise ValueError(f"the changes could not be priced for this model: {exc}") from None
+    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error)
+
+
+def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
+    """Only with --exact: the fast estimator refused this config, the trace did not."""
+    setup, exact_res, fast_error = run.setup, run.exact_res, run.fast_error
+    assert exact_res is not None
+    name = Path(args.config).name if args.config else args.model
+    doc = {"model": name, "fast_estimate_error": fast_error, "setup": setup_json(setup),
+           "exact": exact_res.as_json()}
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        if hub is not None:
-            print(hub.label)
-        head = f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} × {setup.seq_len} tokens"
-        if trainer.option.generates:
-            head = (f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} completions × "
-                    f"({trainer.prompt_length:,} + {trainer.completion_length:,}) tokens")
-        if trainer.trainer != "sft":
-            head += f" · {trainer.option.label} ({trainer_json(trainer)['trainer_version']})"
-        print(head)
-        ckpt = "offloaded checkpointing" if setup.offload_activations else (
-            "checkpointing" if setup.grad_ckpt else "no checkpointing")
-        print(f"  stack {setup.stack} ({setup_json(setup)['stack_version']}): {ckpt}, loss {setup.loss}, "
-              f"optimizer {setup.optimizer}")
-        for key in component_keys(est):
-            print(f"  {key:<12} {fmt_both(est.components_bytes[key])}")
-        print(f"  {'total':<12} {fmt_both(est.total_bytes)}  (band {fmt_both(est.low_bytes)} – "
-              f"{fmt_both(est.high_bytes)}; peak: {est.peak_phase})")
-        if device is not None:
-            v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
-            print(f"  {device.name}: {v.headline}")
-            print(band_line(est, v))
-        for line in note_lines(notes):
-            print(line)
-        if exact_res is not None:
-            print("\n".join(_exact_text(exact_res, est)))
-        if advice is not None and device is not None:
-            print("\n".join(advice_lines(advice, est, setup, trainer, device, args.rule)))
+        print(f"{name} · {setup.method} · {setup.precision} · batch {setup.batch} × "
+              f"{setup.seq_len} tokens")
+        print(f"  fast estimate missing: {fast_error}")
+        print("\n".join(_exact_text(exact_res, None)))
+
+
+def _document(run: _Run, est: Estimate, notes: list[str]) -> dict[str, Any]:
+    """The JSON document: the estimate, the notes, and the exact trace, Hub record and advice when present."""
+    doc = estimate_json(est, run.device)
+    doc["notes"] = notes
+    if run.exact_res is not None:
+        doc["exact"] = run.exact_res.as_json(est.total_bytes)
+    if run.hub is not None:
+        doc["hub"] = run.hub.as_json()
+    if run.advice is not None:
+        doc["advice"] = advice_json(run.advice, run.trainer)
+    return doc
+
+
+def _heading(est: Estimate, setup: TrainingSetup, trainer: TrainerSetup) -> list[str]:
+    """The text's first lines: the model and setup, then the stack's defaults in use."""
+    head = f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} × {setup.seq_len} tokens"
+    if trainer.option.generates:
+        head = (f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} completions × "
+                f"({trainer.prompt_length:,} + {trainer.completion_length:,}) tokens")
+    if trainer.trainer != "sft":
+        head += f" · {trainer.option.label} ({trainer_json(trainer)['trainer_version']})"
+    ckpt = "offloaded checkpointing" if setup.offload_activations else (
+        "checkpointing" if setup.grad_ckpt else "no checkpointing")
+    return [head, f"  stack {setup.stack} ({setup_json(setup)['stack_version']}): {ckpt}, loss {setup.loss}, "
+                  f"optimizer {setup.optimizer}"]
+
+
+def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[str]) -> None:
+    """The human-readable report: heading, components, total and band, verdict, notes, exact trace, advice."""
+    setup, device = run.setup, run.device
+    if run.hub is not None:
+        print(run.hub.label)
+    print("\n".join(_heading(est, setup, run.trainer)))
+    for key in component_keys(est):
+        print(f"  {key:<12} {fmt_both(est.components_bytes[key])}")
+    print(f"  {'total':<12} {fmt_both(est.total_bytes)}  (band {fmt_both(est.low_bytes)} – "
+          f"{fmt_both(est.high_bytes)}; peak: {est.peak_phase})")
+    if device is not None:
+        v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
+        print(f"  {device.name}: {v.headline}")
+        print(band_line(est, v))
+    for line in note_lines(notes):
+        print(line)
+    if run.exact_res is not None:
+        print("\n".join(_exact_text(run.exact_res, est)))
+    if run.advice is not None and device is not None:
+        print("\n".join(advice_lines(run.advice, est, setup, run.trainer, device, args.rule)))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the flags, estimate (and trace, and advise), print text or JSON; exit 2 on a bad flag."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.exact:
+        ok, why = exact.available()
+        if not ok:
+            parser.error(why)
+    if _print_list(args):
+        return 0
+    try:
+        run = _compute(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+        return 2  # unreachable: error() exits
+    est = run.est
+    if est is None:  # only with --exact: the fast estimator refused this config, the trace did not
+        _print_exact_only(args, run)
+        return 0
+    notes = [*est.notes, *_flag_notes(args)]
+    doc = _document(run, est, notes)  # built in text mode too, as before: both modes run the same code
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        _print_text(args, run, est, notes)
     return 0
 
 

@@ -171,10 +171,25 @@ def _gemma_layer(spec: ModelSpec, ctx: ActivationContext, kind: str) -> LayerAct
     has no k/v projections or norms); the gated MLP of the kind's width; the per-layer input gate (PLE); Gemma 4's
     MoE block next to the MLP; Gemma 3n's AltUp streams and LAuReL branch. Model-level PLE work is spread evenly
     over the layers."""
-    c, h, a = ctx.c, spec.hidden_size, spec.num_heads
+    mods = [m for m in spec.linears if not m.kinds or kind in m.kinds]
+    attention = _gemma_attention(spec, ctx, kind, mods)
+    mlp_in = [m for m in mods if m.role == "mlp_in"]
+    mlp_out = [m for m in mods if m.role == "mlp_out"]
+    mlp = _mlp(spec, ctx, mlp_out[0].in_features, mlp_in, mlp_out)
+    if kind.endswith("+sparse"):  # Gemma 3n's Gaussian top-k keeps the gate output for its mean/std backward
+        mlp += ctx.mlp * mlp_out[0].in_features
+    norms = 4 * _gemma_norm(spec, ctx, spec.hidden_size)
+    if kind.endswith(":moe"):
+        mlp, norms = _gemma_moe(spec, ctx, mods, mlp, norms)
+    mlp, norms = _gemma_ple_altup(spec, ctx, mods, mlp, norms)
+    return LayerActivations(norms=norms, attention=attention, mlp=mlp)
+
+
+def _gemma_attention(spec: ModelSpec, ctx: ActivationContext, kind: str, mods: list[LinearModule]) -> float:
+    """A Gemma 4 / 3n layer's attention on the kind's own head size, with q/k/v norms (none of k/v when shared)."""
+    c, a = ctx.c, spec.num_heads
     attn_kind = kind.split(":")[0]
     shared = attn_kind.endswith("_shared")
-    mods = [m for m in spec.linears if not m.kinds or kind in m.kinds]
     attn = [m for m in mods if m.role.startswith("attn")]
     q = next(m for m in attn if m.name == "q_proj")
     head_dim = q.out_features // a
@@ -188,24 +203,31 @@ def _gemma_layer(spec: ModelSpec, ctx: ActivationContext, kind: str) -> LayerAct
         attention -= 2 * c * kvd + FP32 * kvd + 4 * kv_heads + (FP32 * kvd if ctx.base_trainable else 0)
     else:
         attention += FP32 * kvd + 4 * kv_heads  # v_norm (no weight): fp32 input and rstd
-    mlp_in = [m for m in mods if m.role == "mlp_in"]
-    mlp_out = [m for m in mods if m.role == "mlp_out"]
-    mlp = _mlp(spec, ctx, mlp_out[0].in_features, mlp_in, mlp_out)
-    if kind.endswith("+sparse"):  # Gemma 3n's Gaussian top-k keeps the gate output for its mean/std backward
-        mlp += ctx.mlp * mlp_out[0].in_features
-    norms = 4 * _gemma_norm(spec, ctx, h)
-    if kind.endswith(":moe"):
-        # Gemma4TextRouter: unscaled norm, × scale (saves the normed tensor when trainable), proj, fp32 softmax;
-        # pre_feedforward_layernorm_2 and the experts as moe_layer; post_feedforward_layernorm_1/_2
-        moe_view = replace(spec, linears=tuple(m for m in mods if m.role in ("router", "expert_in", "expert_out")),
-                           shared_expert_intermediate_size=0)
-        mlp += moe_layer(moe_view, ctx).mlp + _gemma_norm(spec, ctx, h, scale=False)
-        mlp += c * h if ctx.base_trainable else 0
-        if not ctx.base_trainable and any(m.name in ctx.adapted for m in moe_view.by_role.get("router", ())):
-            # LoRA on router.proj: the routing weights need grad, so each routed pair's expert output is saved by
-            # its multiply with the weight (moe_layer counts it for full fine-tuning only)
-            mlp += spec.experts_per_token * c * h
-        norms += 3 * _gemma_norm(spec, ctx, h)
+    return attention
+
+
+def _gemma_moe(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearModule], mlp: float, norms: float
+               ) -> tuple[float, float]:
+    """Gemma 4's MoE block next to the MLP: its router, experts and extra norms added to `mlp` and `norms`."""
+    c, h = ctx.c, spec.hidden_size
+    # Gemma4TextRouter: unscaled norm, × scale (saves the normed tensor when trainable), proj, fp32 softmax;
+    # pre_feedforward_layernorm_2 and the experts as moe_layer; post_feedforward_layernorm_1/_2
+    moe_view = replace(spec, linears=tuple(m for m in mods if m.role in ("router", "expert_in", "expert_out")),
+                       shared_expert_intermediate_size=0)
+    mlp += moe_layer(moe_view, ctx).mlp + _gemma_norm(spec, ctx, h, scale=False)
+    mlp += c * h if ctx.base_trainable else 0
+    if not ctx.base_trainable and any(m.name in ctx.adapted for m in moe_view.by_role.get("router", ())):
+        # LoRA on router.proj: the routing weights need grad, so each routed pair's expert output is saved by
+        # its multiply with the weight (moe_layer counts it for full fine-tuning only)
+        mlp += spec.experts_per_token * c * h
+    norms += 3 * _gemma_norm(spec, ctx, h)
+    return mlp, norms
+
+
+def _gemma_ple_altup(spec: ModelSpec, ctx: ActivationContext, mods: list[LinearModule], mlp: float, norms: float
+                     ) -> tuple[float, float]:
+    """The per-layer input gate (PLE) and Gemma 3n's AltUp streams and LAuReL branch, added to `mlp` and `norms`."""
+    c, h = ctx.c, spec.hidden_size
     ple = [m for m in mods if m.role in ("ple_in", "ple_out")]
     gate = [m for m in ple if m.name == "per_layer_input_gate"]
     if gate:
@@ -226,7 +248,7 @@ def _gemma_layer(spec: ModelSpec, ctx: ActivationContext, kind: str) -> LayerAct
         router = [m for m in spec.linears if m.name == "altup.modality_router"]
         mlp += 2 * (_gemma_norm(spec, ctx, h) + _linear_inputs(router, h, c, ctx)) + 2 * c * n * h
         mlp += c * h if ctx.base_trainable else 0  # scale_corrected_output: input × correct_output_scale
-    return LayerActivations(norms=norms, attention=attention, mlp=mlp)
+    return mlp, norms
 
 
 def gemma_model_level_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:

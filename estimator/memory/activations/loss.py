@@ -25,54 +25,76 @@ TORCHTUNE_CHUNKS = 8  # torchtune 0.6.1 CEWithChunkedOutputLoss(num_output_chunk
 def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> LossMemory:
     """The loss of the setup's stack (options.LOSS_IMPLS; docs/formulas.md §4). T = tokens, V = vocabulary,
     H = hidden size, c = compute dtype bytes."""
-    tokens = setup.tokens
-    vocab, hidden = spec.vocab_size, spec.hidden_size
     impl = loss_impl_id(setup)
     if impl == "litgpt":
         return litgpt_loss_memory(spec, setup, ctx)
     if impl == "trl":
-        # TRL 1.16 fused chunked head (trl/kernels/chunked_logprob.py). Positions with a label: all but the last
-        # of each sequence (labels shifted by one; the estimate assumes every token counts).
-        # Image tokens carry no label (the collator masks them): TRL gathers only the labelled positions.
-        scored = max(tokens - setup.batch - setup.batch * setup.image_tokens, 0)
-        # Forward keeps the gathered hidden states hidden_states[mask] (c·N·H) and per-token fp32 log_z,
-        # entropy and int64 targets for its backward.
-        kept = ctx.resid * scored * hidden + (2 * FP32 + INT64) * scored
-        # Backward: an fp32 grad_hidden [N, H] zeros, its cast back to the hidden dtype on return, one
-        # [min(N, 4096), 32768] tile in the compute dtype, grad_logprobs.float() (4·N).
-        tile = ctx.c * min(scored, TRL_TOKEN_TILE) * min(vocab, TRL_VOCAB_TILE)
-        cast_back = ctx.resid if ctx.resid != FP32 else 0  # grad_hidden.to(hidden.dtype): no copy for fp32
-        transient = (FP32 + cast_back) * scored * hidden + tile + FP32 * scored
-        if ctx.base_trainable:
-            # The head trains: an fp32 grad_weight [V, H] zeros, then .to(weight dtype) on return: a copy unless
-            # the weight is fp32, alive next to the fp32 one at that moment (real-width trace rw-qwen3-0.6b full).
-            transient += (FP32 + (ctx.resid if ctx.resid != FP32 else 0)) * vocab * hidden
-        if ctx.resid == FP32 and ctx.c != FP32:
-            transient += ctx.c * min(vocab, TRL_VOCAB_TILE) * hidden  # weight[start:end].to(bf16) per tile
-        return LossMemory(kept, transient, impl, "c·N·H gathered hidden states + per-token fp32 stats",
-                          "fp32 grad_hidden + its cast + one 4096 × 32768 tile" + (
-                              " + fp32 grad of the head" if ctx.base_trainable else ""))
+        return _trl_loss(spec, setup, ctx)
     if impl in ("liger", "cce"):
-        # Liger FLCE (liger_kernel 0.8.5 ops/fused_linear_cross_entropy.py): the gradients are computed in
-        # forward, one [chunk, V] tile at a time, chunk = next_pow2(ceil(T / ceil(V / H))); grad_input [T, H]
-        # is kept until backward (and grad_weight [V, H] when the head trains: counted with the gradients).
-        # The Triton CE kernel works in fp32 registers and writes the logits gradient into the tile in place.
-        chunk = min(tokens, 2 ** math.ceil(math.log2(max(1, math.ceil(tokens / math.ceil(vocab / hidden))))))
-        tile = chunk * vocab * ctx.c  # one [chunk, V] logits tile in the compute dtype
-        if ctx.resid == FP32 and ctx.c != FP32:
-            # Under autocast (fp32 weights) every chunk's matmul casts the whole head to 16-bit first
-            # (amp_custom_fwd keeps autocast on): one c·V·H copy at a time (real-width trace, mixed precision).
-            # A trainable head is cast twice, weight.t() for the logits and weight for grad_input, and both copies
-            # stay alive to the end of the loss forward (tracer: rw-llama3.1-8b full mixed fused, forward head).
-            tile += (2 if ctx.base_trainable else 1) * ctx.c * vocab * hidden
-        if impl == "liger" and ctx.base_trainable and ctx.c == FP32:
-            # fp32 logits (fp32 training, no autocast) take the legacy fallback, grad_weight += mm(...).float():
-            # a [V, H] fp32 product per chunk next to the fp32 grad_weight (ops/fused_linear_cross_entropy.py:370-375)
-            tile += FP32 * vocab * hidden
-        kept = ctx.resid * tokens * hidden + FP32 * tokens  # grad_input in the input's dtype + fp32 loss_1d
-        return LossMemory(kept, float(tile), impl, "grad_input [T, H] from forward",
-                          "one [chunk × V] logits tile")
-    if impl == "torchtune" and setup.compile:
+        return _fused_linear_loss(spec, setup, ctx, impl)
+    if impl == "torchtune":
+        return _torchtune_chunked_loss(spec, setup, ctx)
+    return _full_logits_loss(spec, setup, ctx, impl)
+
+
+def _trl_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> LossMemory:
+    """TRL's fused chunked head: gathered hidden states and per-token statistics, one logits tile in backward."""
+    tokens = setup.tokens
+    vocab, hidden = spec.vocab_size, spec.hidden_size
+    # TRL 1.16 fused chunked head (trl/kernels/chunked_logprob.py). Positions with a label: all but the last
+    # of each sequence (labels shifted by one; the estimate assumes every token counts).
+    # Image tokens carry no label (the collator masks them): TRL gathers only the labelled positions.
+    scored = max(tokens - setup.batch - setup.batch * setup.image_tokens, 0)
+    # Forward keeps the gathered hidden states hidden_states[mask] (c·N·H) and per-token fp32 log_z,
+    # entropy and int64 targets for its backward.
+    kept = ctx.resid * scored * hidden + (2 * FP32 + INT64) * scored
+    # Backward: an fp32 grad_hidden [N, H] zeros, its cast back to the hidden dtype on return, one
+    # [min(N, 4096), 32768] tile in the compute dtype, grad_logprobs.float() (4·N).
+    tile = ctx.c * min(scored, TRL_TOKEN_TILE) * min(vocab, TRL_VOCAB_TILE)
+    cast_back = ctx.resid if ctx.resid != FP32 else 0  # grad_hidden.to(hidden.dtype): no copy for fp32
+    transient = (FP32 + cast_back) * scored * hidden + tile + FP32 * scored
+    if ctx.base_trainable:
+        # The head trains: an fp32 grad_weight [V, H] zeros, then .to(weight dtype) on return: a copy unless
+        # the weight is fp32, alive next to the fp32 one at that moment (real-width trace rw-qwen3-0.6b full).
+        transient += (FP32 + (ctx.resid if ctx.resid != FP32 else 0)) * vocab * hidden
+    if ctx.resid == FP32 and ctx.c != FP32:
+        transient += ctx.c * min(vocab, TRL_VOCAB_TILE) * hidden  # weight[start:end].to(bf16) per tile
+    return LossMemory(kept, transient, "trl", "c·N·H gathered hidden states + per-token fp32 stats",
+                      "fp32 grad_hidden + its cast + one 4096 × 32768 tile" + (
+                          " + fp32 grad of the head" if ctx.base_trainable else ""))
+
+
+def _fused_linear_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, impl: str) -> LossMemory:
+    """Liger's / Cut Cross-Entropy's fused linear cross-entropy: gradients in forward, one logits tile at a time."""
+    tokens = setup.tokens
+    vocab, hidden = spec.vocab_size, spec.hidden_size
+    # Liger FLCE (liger_kernel 0.8.5 ops/fused_linear_cross_entropy.py): the gradients are computed in
+    # forward, one [chunk, V] tile at a time, chunk = next_pow2(ceil(T / ceil(V / H))); grad_input [T, H]
+    # is kept until backward (and grad_weight [V, H] when the head trains: counted with the gradients).
+    # The Triton CE kernel works in fp32 registers and writes the logits gradient into the tile in place.
+    chunk = min(tokens, 2 ** math.ceil(math.log2(max(1, math.ceil(tokens / math.ceil(vocab / hidden))))))
+    tile = chunk * vocab * ctx.c  # one [chunk, V] logits tile in the compute dtype
+    if ctx.resid == FP32 and ctx.c != FP32:
+        # Under autocast (fp32 weights) every chunk's matmul casts the whole head to 16-bit first
+        # (amp_custom_fwd keeps autocast on): one c·V·H copy at a time (real-width trace, mixed precision).
+        # A trainable head is cast twice, weight.t() for the logits and weight for grad_input, and both copies
+        # stay alive to the end of the loss forward (tracer: rw-llama3.1-8b full mixed fused, forward head).
+        tile += (2 if ctx.base_trainable else 1) * ctx.c * vocab * hidden
+    if impl == "liger" and ctx.base_trainable and ctx.c == FP32:
+        # fp32 logits (fp32 training, no autocast) take the legacy fallback, grad_weight += mm(...).float():
+        # a [V, H] fp32 product per chunk next to the fp32 grad_weight (ops/fused_linear_cross_entropy.py:370-375)
+        tile += FP32 * vocab * hidden
+    kept = ctx.resid * tokens * hidden + FP32 * tokens  # grad_input in the input's dtype + fp32 loss_1d
+    return LossMemory(kept, float(tile), impl, "grad_input [T, H] from forward",
+                      "one [chunk × V] logits tile")
+
+
+def _torchtune_chunked_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> LossMemory:
+    """torchtune's CEWithChunkedOutputLoss, eager or compiled: 8 output chunks of the logits."""
+    tokens = setup.tokens
+    vocab = spec.vocab_size
+    impl = "torchtune"
+    if setup.compile:
         # torchtune compile=True compiles compute_cross_entropy (training/_compile.py compile_loss): inductor's
         # partitioner (min-cut, torch 2.13) keeps the 16-bit logits chunk and two fp32 row statistics (max,
         # logsumexp) instead of the fp32 log-softmax; the fused backward writes each chunk's 16-bit gradient.
@@ -80,14 +102,19 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
         transient = ctx.c * tokens * vocab / TORCHTUNE_CHUNKS
         return LossMemory(kept, transient, impl, "c·T·V 16-bit logits chunks (compiled cross-entropy)",
                           "one chunk's 16-bit gradient")
-    if impl == "torchtune":
-        # CEWithChunkedOutputLoss: each of the 8 output chunks is upcast (logits.float()) and its fp32
-        # log-softmax kept for backward (4·T·V in all); the worst moment is the end of the loss forward, with
-        # the 16-bit logits chunks (c·T·V) and the last chunk's fp32 copy (4·T·V / 8) still alive.
-        kept = FP32 * tokens * vocab
-        transient = ctx.c * tokens * vocab + FP32 * tokens * vocab / TORCHTUNE_CHUNKS
-        return LossMemory(kept, transient, impl, "4 B × T × V fp32 log-softmax (8 chunks)",
-                          "16-bit logits chunks + one fp32 chunk")
+    # CEWithChunkedOutputLoss: each of the 8 output chunks is upcast (logits.float()) and its fp32
+    # log-softmax kept for backward (4·T·V in all); the worst moment is the end of the loss forward, with
+    # the 16-bit logits chunks (c·T·V) and the last chunk's fp32 copy (4·T·V / 8) still alive.
+    kept = FP32 * tokens * vocab
+    transient = ctx.c * tokens * vocab + FP32 * tokens * vocab / TORCHTUNE_CHUNKS
+    return LossMemory(kept, transient, impl, "4 B × T × V fp32 log-softmax (8 chunks)",
+                      "16-bit logits chunks + one fp32 chunk")
+
+
+def _full_logits_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, impl: str) -> LossMemory:
+    """Full fp32 logits (transformers' ForCausalLMLoss, torchtune without output chunks), eager or compiled."""
+    tokens = setup.tokens
+    vocab = spec.vocab_size
     # Full logits: HF ForCausalLMLoss (logits.float() then cross_entropy): log_softmax keeps its fp32 output
     # (4·T·V); its backward adds grad_out and grad_in (8·T·V) → 12·T·V at the peak (§4). torchtune without output
     # chunks upcasts in the model (modules/transformer.py unembed: self.output(h).float()): the same fp32 loss.
