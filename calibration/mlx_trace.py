@@ -138,6 +138,7 @@ def run_case(case, probe=False):
     trainable = model.trainable_parameters()
     trainable_bytes = _nbytes(trainable)
     trainable_count = _count(trainable)
+    del trainable  # holding it would pin the initial trainable arrays (one extra copy)
 
     optimizer = make_optimizer(setup["optimizer"])
     if setup["grad_checkpoint"]:
@@ -265,6 +266,43 @@ def lazy_probes(model, loss_fn, loss_value_and_grad, optimizer, batch, state):
     return res
 
 
+def sdpa_probe(lengths=(256, 512, 1024), heads=8, head_dim=64, batch=1):
+    """Peak of value_and_grad through mx.fast.scaled_dot_product_attention vs an
+    explicit unfused attention (scores materialised). Equal peaks that grow with
+    heads x L^2 mean the training path is unfused on this backend."""
+    import mlx.core as mx
+
+    def fast(q, k, v):
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=head_dim**-0.5, mask="causal").sum()
+
+    def explicit(q, k, v):
+        L = q.shape[2]
+        s = (q * head_dim**-0.5) @ k.swapaxes(-1, -2)
+        m = mx.arange(L)[:, None] >= mx.arange(L)[None]
+        s = mx.where(m, s, mx.finfo(s.dtype).min)
+        return (mx.softmax(s, axis=-1, precise=True) @ v).sum()
+
+    out = []
+    for L in lengths:
+        row = {"batch": batch, "heads": heads, "head_dim": head_dim, "seq_len": L,
+               "scores_bytes_fp32": batch * heads * L * L * 4}
+        for name, f in (("fast_sdpa", fast), ("explicit", explicit)):
+            for grad in (False, True):
+                q, k, v = (mx.random.normal((batch, heads, L, head_dim)) for _ in range(3))
+                mx.eval(q, k, v)
+                mx.clear_cache()
+                a0 = mx.get_active_memory(); mx.reset_peak_memory()
+                if grad:
+                    r = mx.value_and_grad(f, argnums=(0, 1, 2))(q, k, v)
+                else:
+                    r = f(q, k, v)
+                mx.eval(r)
+                row[f"{name}_{'grad' if grad else 'forward'}_peak_minus_active"] = int(mx.get_peak_memory() - a0)
+                del r, q, k, v
+        out.append(row)
+    return out
+
+
 # --------------------------------------------------------------------------
 # driver
 
@@ -276,6 +314,7 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--probe", action="store_true", help="lazy-graph probes on every case")
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--sdpa-probe", action="store_true", help="only the SDPA fused/unfused probe, stored under 'sdpa_probe'")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -283,6 +322,20 @@ def main(argv=None):
         case = json.loads(args.child)
         res = run_case(case, probe=case.get("probe", False))
         print("@@RESULT@@" + json.dumps(res))
+        return 0
+
+    if args.sdpa_probe:
+        import mlx.core as mx
+        import mlx_lm
+
+        rows = sdpa_probe()
+        for r in rows:
+            print(r)
+        doc = json.load(open(args.out)) if os.path.exists(args.out) else {"fixtures": []}
+        doc["sdpa_probe"] = {"rows": rows, "versions": {"mlx": mx.__version__, "mlx_lm": mlx_lm.__version__,
+                                                        "device": str(mx.default_device())}}
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1)
         return 0
 
     cases = _cases()
@@ -340,6 +393,10 @@ def _write(path, fixtures):
         "units": "bytes",
         "fixtures": sorted(fixtures.values(), key=lambda f: f["name"]),
     }
+    if os.path.exists(path):
+        old = json.load(open(path))
+        if "sdpa_probe" in old:
+            doc["sdpa_probe"] = old["sdpa_probe"]
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=1)
