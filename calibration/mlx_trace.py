@@ -121,10 +121,10 @@ def make_optimizer(name, lr=1e-5):
 def run_case(case, probe=False):
     import mlx.core as mx
     import mlx.nn as nn
+    import mlx_lm
     import numpy as np
     from mlx.nn.utils import average_gradients
-    from mlx.utils import tree_flatten, tree_map
-    import mlx_lm
+    from mlx.utils import tree_map
     from mlx_lm.tuner import trainer as T
 
     cfg, setup = case["config"], case["setup"]
