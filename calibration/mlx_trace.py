@@ -231,36 +231,45 @@ def lazy_probes(model, loss_fn, loss_value_and_grad, optimizer, batch, state):
 
     # 1. forward + loss only (no grad): activations are freed as soon as consumed.
     b = fresh()
-    a0 = mx.get_active_memory(); mx.reset_peak_memory()
-    lv, _ = loss_fn(model, *b); mx.eval(lv)
+    a0 = mx.get_active_memory()
+    mx.reset_peak_memory()
+    lv, _ = loss_fn(model, *b)
+    mx.eval(lv)
     res["forward_loss_only"] = {"active_before": a0, "peak": mx.get_peak_memory()}
 
     # 2. logits only (the vocabulary-sized output held, not reduced).
     b = fresh()
-    a0 = mx.get_active_memory(); mx.reset_peak_memory()
-    logits = model(b[0][:, :-1]); mx.eval(logits)
+    a0 = mx.get_active_memory()
+    mx.reset_peak_memory()
+    logits = model(b[0][:, :-1])
+    mx.eval(logits)
     res["logits_only"] = {"active_before": a0, "peak": mx.get_peak_memory(),
                           "active_after": mx.get_active_memory(), "logits_bytes": logits.nbytes}
     del logits
 
     # 3. value_and_grad, uncompiled, grads evaluated (no optimizer update).
     b = fresh()
-    a0 = mx.get_active_memory(); mx.reset_peak_memory()
-    (lv, _), g = loss_value_and_grad(model, *b); mx.eval(lv, g)
+    a0 = mx.get_active_memory()
+    mx.reset_peak_memory()
+    (lv, _), g = loss_value_and_grad(model, *b)
+    mx.eval(lv, g)
     res["grad_only_uncompiled"] = {"active_before": a0, "peak": mx.get_peak_memory(),
                                    "active_after": mx.get_active_memory()}
 
     # 4. then the update as a separate eval (grads resident during update).
     mx.reset_peak_memory()
-    optimizer.update(model, g); mx.eval(state)
+    optimizer.update(model, g)
+    mx.eval(state)
     res["update_after_grad_eval"] = {"peak": mx.get_peak_memory()}
     del g, lv
 
     # 5. the same step uncompiled in one eval (grad + update together).
     b = fresh()
-    a0 = mx.get_active_memory(); mx.reset_peak_memory()
+    a0 = mx.get_active_memory()
+    mx.reset_peak_memory()
     (lv, _), g = loss_value_and_grad(model, *b)
-    optimizer.update(model, g); mx.eval(state, lv)
+    optimizer.update(model, g)
+    mx.eval(state, lv)
     res["step_uncompiled_one_eval"] = {"active_before": a0, "peak": mx.get_peak_memory()}
     del g, lv
     return res
@@ -291,7 +300,8 @@ def sdpa_probe(lengths=(256, 512, 1024), heads=8, head_dim=64, batch=1):
                 q, k, v = (mx.random.normal((batch, heads, L, head_dim)) for _ in range(3))
                 mx.eval(q, k, v)
                 mx.clear_cache()
-                a0 = mx.get_active_memory(); mx.reset_peak_memory()
+                a0 = mx.get_active_memory()
+                mx.reset_peak_memory()
                 if grad:
                     r = mx.value_and_grad(f, argnums=(0, 1, 2))(q, k, v)
                 else:
@@ -369,7 +379,7 @@ def main(argv=None):
         except subprocess.TimeoutExpired:
             print(f"{c['name']}: TIMEOUT", flush=True)
             continue
-        line = [l for l in p.stdout.splitlines() if l.startswith("@@RESULT@@")]
+        line = [ln for ln in p.stdout.splitlines() if ln.startswith("@@RESULT@@")]
         if p.returncode or not line:
             print(f"{c['name']}: FAILED rc={p.returncode}\n{p.stderr[-2000:]}", flush=True)
             continue
