@@ -21,6 +21,7 @@ from estimator.options.trainers import (
     GRPO_NUM_GENERATIONS,
     MAX_BETA,
     TRAINERS,
+    TRL_RELEASE,
     TRL_VERSION,
     VLLM_GPU_MEMORY_UTILIZATION,
 )
@@ -286,6 +287,6 @@ def how_section_markdown() -> str:
         + _("**Accuracy**: against {n} traced steps of these trainers (TRL {trl}'s own code, real widths, LoRA and "
             "full) the estimate's median error is {median} % and the worst {worst} %; the KV cache equals a real "
             "`generate`'s (calibration/README.md).").format(
-            n=acc["n"], trl=TRL_VERSION.split()[-1], median=format_number(100 * acc["median_abs"]),
+            n=acc["n"], trl=TRL_RELEASE, median=format_number(100 * acc["median_abs"]),
             worst=format_number(100 * acc["worst_abs"]))
     )
