@@ -12,13 +12,13 @@ from estimator.memory.rule import rule_sentence
 from estimator.options.methods import METHOD_LABELS
 from ui.charts import stacked_bars
 from ui.exact import render_exact_choice
-from ui.grids import FIGURE_ORDER, compare_setups, components_table, setup_summary
+from ui.grids import FIGURE_ORDER, compare_setups, components_table, page_estimate_fn, setup_summary
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
 from ui.model_box import hub_token
 from ui.params import widget
 from ui.text import plain, present_table, show_notes
-from ui.trainer_inputs import page_estimate_fn, page_trainer, trainer_summary
+from ui.trainer_inputs import page_trainer, trainer_summary
 from ui.url_state import share_box
 from ui.values import Inputs
 

@@ -176,20 +176,6 @@ def trainer_summary(tr: TrainerSetup) -> str:
     return " · ".join(parts)
 
 
-def page_estimate_fn(tr: TrainerSetup, rule: str | None = None, device_capacity: float | None = None):
-    """The estimate a page prices each bar, cell or GPU count with: the seed's (or the rule's) for SFT, the
-    trainer's otherwise (without TRL's batch-shape checks, which resolve_trainer has already applied to the
-    setup, since pages change the method, GPU count or model)."""
-    from estimator import estimate
-    from estimator.advice.search import solver_estimate_fn
-    from estimator.job.tower import setup_for_model
-
-    if tr.trainer == "sft":  # setup_for_model: another method or model may not take the sidebar's tower/images
-        return lambda spec, setup: estimate(spec, setup_for_model(spec, setup), rule)
-    solver = solver_estimate_fn(tr, device_capacity)
-    return lambda spec, setup: solver(spec, setup_for_model(spec, setup))
-
-
 def page_trainer(inputs: Inputs) -> TrainerInputs:
     """For the pages other than the calculator: the trainer controls in the sidebar, their notes shown, and the
     rule of thumb's note when a trainer other than SFT overrides it. One call per page."""
