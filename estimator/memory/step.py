@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..i18n import N_, Text
 from ..job.stack import attention_impl
 from ..job.tower import check_tower
+from ..models.config import is_frozen_tower_note
 from ..options.optimizers import OPTIMIZERS
 from ..options.stacks import NO_SDPA_FAMILIES, get_stack
 from .activations.common import context
@@ -220,8 +221,8 @@ def _gradient_moments(spec: ModelSpec, setup: TrainingSetup, grads: float, gb: f
 def _notes(spec: ModelSpec, setup: TrainingSetup, learns: bool, shard_note: str) -> list[str]:
     """What the user should know about this estimate, in plain words (marked for translation)."""
     notes = list(spec.notes)
-    if learns:  # the wrapper's note says the tower is frozen (a Text's str is its English form); the
-        notes = [n for n in notes if "counted as frozen weights" not in n]  # trained tower's own note follows
+    if learns:  # the wrapper's note says the tower is frozen (models.config.FROZEN_TOWER_NOTES); the
+        notes = [n for n in notes if not is_frozen_tower_note(n)]  # trained tower's own note follows
     if shard_note:
         notes.append(shard_note)
     if OPTIMIZERS[setup.optimizer].paged:
