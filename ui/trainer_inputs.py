@@ -25,15 +25,10 @@ from estimator.options.trainers import (
     TRL_VERSION,
     VLLM_GPU_MEMORY_UTILIZATION,
 )
-from ui.params import AUTO, TABLE, TRAINER_PARAMS, url_value, widget
+from ui.params import AUTO, TABLE, TRAINER_PARAMS, widget
 from ui.text import warn_notes
-from ui.url_state import TRAINER_DEFAULTS, remember_values
+from ui.url_state import remember_values
 from ui.values import Inputs, TrainerBox
-
-# Names other modules and tests read; each is the table's value (ui/params.py), not a second copy.
-GENS_MAX = int(TABLE["gens"].high)  # type: ignore[arg-type]
-LENGTHS: tuple[int, ...] = TABLE["prompt_len"].choices
-UTILS: tuple[float, ...] = TABLE["vllm_util"].choices
 
 
 @dataclass(frozen=True)
@@ -71,17 +66,6 @@ def trainer_url_notes() -> list[str]:
                     key=key, default=TABLE[key].default_text))
                 break
     return notes
-
-
-def trainer_link_params() -> dict[str, list[str]]:
-    """The trainer controls as link parameters (defaults left out), for the share link."""
-    params: dict[str, list[str]] = {}
-    for key in TRAINER_PARAMS:
-        value = st.session_state.get(key)
-        if value is None or value == TRAINER_DEFAULTS[key]:
-            continue
-        params[key] = [url_value(value)]
-    return params
 
 
 def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompute: bool, gens: int, prompt: int,
