@@ -8,16 +8,17 @@ import streamlit as st
 
 from estimator import verdict
 from estimator.i18n import _, format_number
+from estimator.memory.rule import rule_sentence
 from estimator.options.methods import METHOD_LABELS
 from ui.charts import stacked_bars
 from ui.exact import render_exact_choice
-from ui.grids import FIGURE_ORDER, compare_setups, components_table, setup_summary
+from ui.grids import FIGURE_ORDER, compare_setups, components_table, page_estimate_fn, setup_summary
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
 from ui.model_box import hub_token
 from ui.params import widget
 from ui.text import plain, present_table, show_notes
-from ui.trainer_inputs import page_estimate_fn, page_trainer, trainer_summary
+from ui.trainer_inputs import page_trainer, trainer_summary
 from ui.url_state import share_box
 from ui.values import Inputs
 
@@ -57,9 +58,8 @@ def answer(inputs: Inputs) -> Answer | None:
         st.info(_("Choose at least one method."), icon=":material/info:")
         return None
     if rule == "seed":
-        st.caption(_("Rule of thumb: LoRA ≈ 2 GB per billion parameters + 3 GB, full fine-tuning ≈ 12 GB per billion "
-                     "+ 4 GB (16 with precision 'mixed'), QLoRA ≈ a third of LoRA + 3 GB (never above LoRA). The same "
-                     "numbers as on the calculator; the rule ignores batch, length and optimizer."))
+        st.caption(_("Rule of thumb: {rule}. The same numbers as on the calculator; the rule ignores batch, length "
+                     "and optimizer.").format(rule=_(rule_sentence())))
     setups = compare_setups(setup, methods, variants if rule != "seed" else ())
     rows = [(label, estimate_fn(spec, s)) for label, s in setups]
     _headlines(rows, device)

@@ -22,7 +22,8 @@ from estimator.memory.overhead import (
     MODEL_ERROR_LOW,
     NCCL_BYTES,
 )
-from estimator.memory.precision import NF4_DQ_BYTES, optimizer_state_bytes
+from estimator.memory.precision import FP32, HALF, NF4_DQ_BYTES, optimizer_state_bytes
+from estimator.memory.rule import rule_sentence
 from estimator.options.checkpointing import CHECKPOINTING
 from estimator.options.devices import UNIFIED_USABLE_FRACTION
 from estimator.options.losses import LOSS_IMPLS, LOSSES
@@ -109,21 +110,34 @@ def _weights() -> None:
                                for o in QLORA_PREPS.values()]), hide_index=True, key="qlora_prep_table")
 
 
+def _adamw_bytes(weight: int) -> dict[str, float]:
+    """Bytes per trainable weight of a given dtype with AdamW: the weight, its gradient, AdamW's state
+    (options.OPTIMIZERS["adamw"]) and their sum, as the formulas below quote them."""
+    state = optimizer_state_bytes("adamw", weight)
+    return {"weight": weight, "grad": weight, "state": state, "total": 2 * weight + state}
+
+
+def _adamw_words(weight: int) -> dict[str, str]:
+    """_adamw_bytes as the text writes the numbers."""
+    return {k: short(v) for k, v in _adamw_bytes(weight).items()}
+
+
 def _lora(spec: ModelSpec, setup: TrainingSetup) -> None:
     """LoRA and QLoRA adapters, with this model's adapter count when the method has adapters."""
     st.subheader(_("LoRA and QLoRA"))
     st.markdown(
         _("The base is frozen; each adapted matrix of shape in × out gets two small ones, A (r × in) and B (out × r). "
-        "Adapters are kept in fp32 (PEFT casts them up by default), so each adapter weight costs 4 bytes, its "
-        "gradient 4 and AdamW's state 8: **16 bytes per adapter weight**. Under bf16 autocast each adapter is "
-        "also cast to bf16 while it is used. Source: LoRA paper §4; PEFT `get_peft_model(autocast_adapter_dtype=True)`.")
+        "Adapters are kept in fp32 (PEFT casts them up by default), so each adapter weight costs {weight} bytes, its "
+        "gradient {grad} and AdamW's state {state}: **{total} bytes per adapter weight**. Under bf16 autocast each "
+        "adapter is also cast to bf16 while it is used. Source: LoRA paper §4; PEFT "
+        "`get_peft_model(autocast_adapter_dtype=True)`.").format(**_adamw_words(FP32))
     )
     st.latex(r"P_{\text{LoRA}} = r \sum_{\text{adapted matrices}} (\text{in} + \text{out})")
     if setup.method != "full":
         adapters = estimate(spec, setup).params_trainable
         st.caption(plain(_("{model}, rank {rank}, targets {targets}: {millions} million adapter weights, {amount} with "
                            "AdamW.").format(model=spec.name, rank=setup.lora_rank, targets=", ".join(setup.lora_targets),
-                                            millions=format_number(adapters / 1e6), amount=fmt_both(16 * adapters))))
+                                            millions=format_number(adapters / 1e6), amount=fmt_both(_adamw_bytes(FP32)["total"] * adapters))))
 
 
 def _gradients() -> None:
@@ -154,7 +168,8 @@ def _optimizer() -> None:
     st.dataframe(pd.DataFrame(optim_rows), hide_index=True, key="optimizer_table")
     st.caption(_("Sources: torch.optim (state dtype = weight dtype); bitsandbytes optimizers (block-wise 8-bit, "
                  "paged); Dettmers et al. 2021 (8-bit optimizers); transformers' Adafactor. Full fine-tuning in `mixed` "
-                 "precision therefore costs 4 + 4 + 8 = 16 bytes per weight, plus the 2-byte autocast copies."))
+                 "precision therefore costs {weight} + {grad} + {state} = {total} bytes per weight, plus the "
+                 "{copy}-byte autocast copies.").format(copy=short(HALF), **_adamw_words(FP32)))
 
 
 def _activations() -> None:
@@ -296,9 +311,9 @@ def _assumptions() -> None:
           "- **Usable memory**: a discrete GPU's whole memory as its driver reports it (nvidia-smi's MiB); a "
           "unified-memory laptop (Apple silicon) about {unified} % of its RAM, the rest being the OS and apps' (Apple's "
           "`recommendedMaxWorkingSetSize`; the product page says the same).\n"
-          "- **The rule of thumb** (sidebar toggle) is the product page's rule as written: LoRA ≈ 2 GB per "
-          "billion + 3 GB, full ≈ 12 GB per billion + 4 GB, QLoRA ≈ a third of LoRA + 3 GB. It ignores batch, "
-          "length, optimizer and stack.").format(unified=format_number(100 * UNIFIED_USABLE_FRACTION, 0))
+          "- **The rule of thumb** (sidebar toggle) is the product page's rule as written: {rule}. It ignores "
+          "batch, length, optimizer and stack.").format(unified=format_number(100 * UNIFIED_USABLE_FRACTION, 0),
+                                                        rule=_(rule_sentence()))
     )
 
 

@@ -12,13 +12,21 @@ from estimator import fmt_both, verdict
 from estimator.advice.solvers import best_layout, fewest_gpus, sharded, what_would_fit
 from estimator.i18n import _, format_number, ngettext
 from estimator.options.methods import SHARDING_LABELS, SHARDINGS
-from ui.grids import GPU_COUNTS, SHORT_SHARDING, close_calls, min_gpus_table, scale_out_curves, setup_summary
+from ui.grids import (
+    GPU_COUNTS,
+    SHORT_SHARDING,
+    close_calls,
+    min_gpus_table,
+    page_estimate_fn,
+    scale_out_curves,
+    setup_summary,
+)
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
 from ui.page_charts import scale_out_chart
 from ui.params import widget
 from ui.text import plain, present_table, show_notes
-from ui.trainer_inputs import page_estimate_fn, page_trainer, trainer_summary
+from ui.trainer_inputs import page_trainer, trainer_summary
 from ui.url_state import share_box
 from ui.values import Inputs
 

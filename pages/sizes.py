@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from estimator.i18n import N_, _
+from estimator.memory.rule import rule_sentence
 from ui.grids import SHORT_METHOD, TABLE_METHODS, setup_summary, size_table
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
@@ -66,9 +67,8 @@ def rest(inputs: Inputs, table: pd.DataFrame) -> None:
                        icon=":material/download:", key="size_csv")
 
     st.markdown(
-        _("**Rule** columns are the rule of thumb: LoRA ≈ 2 GB per billion parameters + 3 GB, full "
-          "fine-tuning ≈ 12 GB per billion + 4 GB (16 GB per billion with precision 'mixed', the fp32 master copy), "
-          "QLoRA ≈ a third of LoRA + 3 GB, never above LoRA. They ignore batch size, length and optimizer.")
+        _("**Rule** columns are the rule of thumb: {rule}. They ignore batch size, length and optimizer.").format(
+            rule=_(rule_sentence()))
         + "\n\n"
         + _("**Detailed** columns are this app's estimate of the peak of one training step for the sidebar's setup "
             "(batch, max length, precision, optimizer, checkpointing, attention), for a Llama-style decoder of that "

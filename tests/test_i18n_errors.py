@@ -123,7 +123,6 @@ def test_a_library_message_stays_as_it_is():
 # by design) and arguments only code passes (never a link, upload or widget value).
 ENGLISH_ONLY = {
     ("estimator/memory/price.py", "rule must be 'seed' or omitted"),
-    ("estimator/options/devices.py", "alias '{key}' names both"),
     ("estimator/exact/__init__.py", "{INSTALL_HINT}; {found}"),  # ExactUnavailable: the page says it in its own words
     ("estimator/models/hub.py", "no answer within"),  # TimeoutError, explained by _explain before anyone sees it
     ("estimator/models/presets/__init__.py", "give exactly one of a preset"),

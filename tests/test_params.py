@@ -122,7 +122,7 @@ def test_every_default_is_a_value_its_own_row_accepts(key):
 
 def test_the_old_names_read_the_table():
     from ui.inputs import DEFAULTS, PAGE_PARAMS, PARAMS
-    from ui.trainer_inputs import TRAINER_DEFAULTS
+    from ui.url_state import TRAINER_DEFAULTS
 
     assert PARAMS == SIDEBAR_PARAMS and DEFAULTS == {k: TABLE[k].default for k in SIDEBAR_PARAMS}
     assert TRAINER_DEFAULTS == {k: TABLE[k].default for k in TRAINER_PARAMS}

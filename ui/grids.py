@@ -31,7 +31,6 @@ from estimator import (
     rule_gb,
     verdict,
 )
-from estimator.advice.search import solver_estimate_fn
 from estimator.advice.solvers import max_fitting_size_b, sharded
 from estimator.i18n import N_, _, format_int
 from estimator.job.stack import with_method
@@ -137,13 +136,18 @@ def chosen_models(choices: Sequence[str]) -> list[tuple[str, ModelSpec]]:
     return out
 
 
-def _estimate_fn(trainer: TrainerSetup | None, rule: str | None = None, device_capacity: float | None = None):
-    """The estimate each cell is priced with: the detailed one (or the rule's) for SFT, else the trainer's
-    (estimator.trainers.solver_estimate_fn: the memory, without TRL's batch-shape checks)."""
-    if trainer is None or trainer.trainer == "sft":
-        return lambda spec, setup: estimate(spec, setup_for_model(spec, setup), rule)
-    solver = solver_estimate_fn(trainer, device_capacity)
-    return lambda spec, setup: solver(spec, setup_for_model(spec, setup))
+def page_estimate_fn(trainer: TrainerSetup | None, rule: str | None = None, device_capacity: float | None = None):
+    """The estimate a page prices each bar, cell or GPU count with, through the one chooser
+    (estimator.memory.price.estimate): the detailed one (or the rule's) for SFT, else the trainer's, whose pages
+    show the detailed estimate since the rule covers SFT only. Without TRL's batch-shape checks, which
+    resolve_trainer has already applied to the setup, since pages change the method, GPU count or model;
+    setup_for_model: another method or model may not take the sidebar's tower/images."""
+    if trainer is not None and trainer.trainer == "sft":
+        trainer = None  # SFT's trainer checks were applied by resolve_trainer; the step is the detailed one
+    if trainer is not None:
+        rule = None
+    return lambda spec, setup: estimate(spec, setup_for_model(spec, setup), rule, trainer=trainer,
+                                        device_capacity=device_capacity, strict=False)
 
 
 def fits_grid(models: Sequence[tuple[str, ModelSpec]], setup: TrainingSetup, device: Device,
@@ -151,7 +155,7 @@ def fits_grid(models: Sequence[tuple[str, ModelSpec]], setup: TrainingSetup, dev
               trainer: TrainerSetup | None = None) -> FitsGrid:
     """Every model × method on one device: estimates, verdicts and, per method, the conclusion line. A
     `trainer` other than SFT prices every cell and the largest size with its step (the rule is then unused)."""
-    fn = _estimate_fn(trainer, rule, device.capacity_bytes)
+    fn = page_estimate_fn(trainer, rule, device.capacity_bytes)
     solver = None if trainer is None or trainer.trainer == "sft" else fn
     ordered = sorted(models, key=lambda m: m[1].params_total)
     cells: list[FitCell] = []
@@ -187,7 +191,7 @@ def size_table(setup: TrainingSetup, sizes: Sequence[float] = TABLE_SIZES_B,
     """One row per model, smallest first: for each method the seed's rule of thumb (GB) next to the detailed
     estimate for this setup (batch, length, precision, optimizer...) in GB and GiB. Sizes are generic
     decoders of that many parameters; `extra` adds real models (e.g. the one chosen in the sidebar)."""
-    fn = _estimate_fn(trainer, None, device_capacity)  # the detailed columns: the trainer's step if not SFT
+    fn = page_estimate_fn(trainer, None, device_capacity)  # the detailed columns: the trainer's step if not SFT
     models = [(size_label(s), generic_spec(s)) for s in sizes] + list(extra)
     models.sort(key=lambda m: m[1].params_total)
     master = setup.precision == "mixed"
@@ -219,7 +223,7 @@ def scale_out_curves(spec: ModelSpec, setup: TrainingSetup, gpu_counts: Sequence
                      shardings: Sequence[str] = SHARDINGS, offload: bool = False, trainer: TrainerSetup | None = None,
                      device_capacity: float | None = None) -> dict[str, list[Estimate]]:
     """Per-GPU detailed estimates (a trainer's step when given) for each sharding at each GPU count."""
-    fn = _estimate_fn(trainer, None, device_capacity)
+    fn = page_estimate_fn(trainer, None, device_capacity)
     return {sharding: [fn(spec, _scaled(setup, sharding, offload, n)) for n in gpu_counts]
             for sharding in shardings}
 
@@ -239,17 +243,17 @@ def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Devi
         # answer each device with its memory less its own reservation.
         util = trainer.vllm_util
         shifted = [replace(d, capacity_bytes=int(d.capacity_bytes - util * (d.capacity_bytes - 1))) for d in gpus_only]
-        fn = _estimate_fn(trainer, None, 1.0)
+        fn = page_estimate_fn(trainer, None, 1.0)
         answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), shifted, max_gpus, fn,
                                                   per_node=per_node)
                    for sharding in shardings}
     elif per_device:
         answers = {sharding: {d.id: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), [d], max_gpus,
-                                                         _estimate_fn(trainer, None, d.capacity_bytes),
+                                                         page_estimate_fn(trainer, None, d.capacity_bytes),
                                                          per_node=per_node)[d.id] for d in gpus_only}
                    for sharding in shardings}
     else:
-        fn = _estimate_fn(trainer)
+        fn = page_estimate_fn(trainer)
         answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), gpus_only, max_gpus,
                                                   fn, per_node=per_node)
                    for sharding in shardings}  # each (sharding, count) estimated once for every device

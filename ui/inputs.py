@@ -49,16 +49,10 @@ from ui.url_state import link_notes_due, read_link, remember_inputs
 from ui.values import Inputs, TrainerBox
 
 # Names other modules and tests read; each is the table's value (ui/params.py), not a second copy.
-DEFAULT_DEVICE: str = TABLE["device"].default
 BATCH_MAX = int(TABLE["batch"].high)  # type: ignore[arg-type]
 RANKS: tuple[int, ...] = TABLE["rank"].choices
-GPUS_MAX = int(TABLE["gpus"].high)  # type: ignore[arg-type]
-CAPACITY_MAX_GB = float(TABLE["capacity"].high)  # type: ignore[arg-type]
 LOSS_CHOICES: tuple[str, ...] = TABLE["loss"].choices
 OPTIMIZER_CHOICES: tuple[str, ...] = TABLE["optimizer"].choices
-# Scale out's own controls: the largest GPU count searched, and GPUs per node (counts in whole nodes).
-MAX_GPU_CHOICES: tuple[int, ...] = TABLE["maxgpus"].choices
-PER_NODE_CHOICES: tuple[int, ...] = TABLE["pernode"].choices
 
 _FIND_NOTE = "_device_find_note"
 _SLIDERS_RERAN = "_sliders_reran"  # the live part reran once because a slider's widget disagreed with its value

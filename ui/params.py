@@ -15,8 +15,9 @@ from typing import Any
 import streamlit as st
 
 from estimator import CATALOG, MAX_SIZE_B, MIN_SIZE_B, TrainerSetup, TrainingSetup, list_presets
-from estimator.i18n import N_, _
+from estimator.i18n import N_, Text, _
 from estimator.job.setup import MAX_BATCH, MAX_GPUS, MAX_RANK, MAX_SEQ_LEN
+from estimator.memory.rule import rule_sentence
 from estimator.options.devices import CUSTOM_MAX_GB, CUSTOM_MIN_GB, DEVICE_KINDS
 from estimator.options.losses import LOSSES
 from estimator.options.methods import ATTENTIONS, METHODS, SHARDING_LABELS, SHARDINGS
@@ -33,6 +34,7 @@ from estimator.options.trainers import (
     MIN_GENERATIONS,
     TRAINER_IDS,
     TRAINERS,
+    TRL_VERSION,
     VLLM_GPU_MEMORY_UTILIZATION,
 )
 from ui.grids import SEED_SIZES_B, VARIANT_OPTIONS, size_and_preset_options, size_label
@@ -113,7 +115,7 @@ def url_value(value: object) -> str:
 
 def _rows() -> tuple[Param, ...]:
     setup_src = "estimator.job.setup.TrainingSetup"
-    trainer_src = "estimator.options.trainers (TRL 1.16.0 GRPOConfig defaults)"
+    trainer_src = f"estimator.options.trainers ({TRL_VERSION} GRPOConfig defaults)"
     return (
         # --- the shared sidebar, in the README's order ---
         Param("model", N_("Model"), "selectbox", "llama-3.1-8b",
@@ -169,8 +171,8 @@ def _rows() -> tuple[Param, ...]:
               help=N_("unified = shared RAM (about 75 % usable); discrete = a GPU's own memory."),
               source="estimator.options.devices.DEVICE_KINDS"),
         Param("rule", N_("Rule of thumb"), "toggle", False,
-              help=N_("The rule of thumb: LoRA ≈ 2 GB per billion + 3 GB, full ≈ 12 GB per billion + 4 GB. Off = "
-                      "the detailed, architecture-aware estimate."), source="estimator.memory.rule"),
+              help=N_("The rule of thumb: {rule}. Off = the detailed, architecture-aware estimate."),
+              help_args=(("rule", rule_sentence()),), source="estimator.memory.rule"),
         Param("present", N_("Presentation mode"), "toggle", False,
               help=N_("Larger verdict and fonts for meetings; still linkable."), source="the app"),
         Param("images", N_("Image tokens per example"), "number", _setup("image_tokens"), low=0, high=MAX_SEQ_LEN,
@@ -247,7 +249,8 @@ PAGE_ONLY_PARAMS: tuple[str, ...] = tuple(k for k, p in TABLE.items() if p.group
 
 def help_text(p: Param) -> str:
     """A row's help in the page's language: its sentence, then its options' descriptions ('sdpa: …; eager: …')."""
-    sentence = _(p.help).format(**dict(p.help_args)) if p.help else ""
+    args = {k: _(v) if isinstance(v, Text) else v for k, v in p.help_args}  # a Text (the rule) in the page's language
+    sentence = _(p.help).format(**args) if p.help else ""
     items = "; ".join(f"{k}: {_(v)}" for k, v in p.help_items)
     if sentence and items:
         return sentence + (" " if sentence.endswith(".") else "; ") + items

@@ -21,18 +21,14 @@ from estimator.options.trainers import (
     GRPO_NUM_GENERATIONS,
     MAX_BETA,
     TRAINERS,
+    TRL_RELEASE,
     TRL_VERSION,
     VLLM_GPU_MEMORY_UTILIZATION,
 )
-from ui.params import AUTO, TABLE, TRAINER_PARAMS, url_value, widget
+from ui.params import AUTO, TABLE, TRAINER_PARAMS, widget
 from ui.text import warn_notes
-from ui.url_state import TRAINER_DEFAULTS, remember_values
+from ui.url_state import remember_values
 from ui.values import Inputs, TrainerBox
-
-# Names other modules and tests read; each is the table's value (ui/params.py), not a second copy.
-GENS_MAX = int(TABLE["gens"].high)  # type: ignore[arg-type]
-LENGTHS: tuple[int, ...] = TABLE["prompt_len"].choices
-UTILS: tuple[float, ...] = TABLE["vllm_util"].choices
 
 
 @dataclass(frozen=True)
@@ -70,17 +66,6 @@ def trainer_url_notes() -> list[str]:
                     key=key, default=TABLE[key].default_text))
                 break
     return notes
-
-
-def trainer_link_params() -> dict[str, list[str]]:
-    """The trainer controls as link parameters (defaults left out), for the share link."""
-    params: dict[str, list[str]] = {}
-    for key in TRAINER_PARAMS:
-        value = st.session_state.get(key)
-        if value is None or value == TRAINER_DEFAULTS[key]:
-            continue
-        params[key] = [url_value(value)]
-    return params
 
 
 def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompute: bool, gens: int, prompt: int,
@@ -173,20 +158,6 @@ def trainer_summary(tr: TrainerSetup) -> str:
     if opt.reference != "none":
         parts.append(_("reference model") if tr.uses_reference() else _("no reference model"))
     return " · ".join(parts)
-
-
-def page_estimate_fn(tr: TrainerSetup, rule: str | None = None, device_capacity: float | None = None):
-    """The estimate a page prices each bar, cell or GPU count with: the seed's (or the rule's) for SFT, the
-    trainer's otherwise (without TRL's batch-shape checks, which resolve_trainer has already applied to the
-    setup, since pages change the method, GPU count or model)."""
-    from estimator import estimate
-    from estimator.advice.search import solver_estimate_fn
-    from estimator.job.tower import setup_for_model
-
-    if tr.trainer == "sft":  # setup_for_model: another method or model may not take the sidebar's tower/images
-        return lambda spec, setup: estimate(spec, setup_for_model(spec, setup), rule)
-    solver = solver_estimate_fn(tr, device_capacity)
-    return lambda spec, setup: solver(spec, setup_for_model(spec, setup))
 
 
 def page_trainer(inputs: Inputs) -> TrainerInputs:
@@ -286,6 +257,6 @@ def how_section_markdown() -> str:
         + _("**Accuracy**: against {n} traced steps of these trainers (TRL {trl}'s own code, real widths, LoRA and "
             "full) the estimate's median error is {median} % and the worst {worst} %; the KV cache equals a real "
             "`generate`'s (calibration/README.md).").format(
-            n=acc["n"], trl=TRL_VERSION.split()[-1], median=format_number(100 * acc["median_abs"]),
+            n=acc["n"], trl=TRL_RELEASE, median=format_number(100 * acc["median_abs"]),
             worst=format_number(100 * acc["worst_abs"]))
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..options.optimizers import OPTIMIZERS
+from ..options.optimizers import BNB_8BIT_STATE_BYTES, OPTIMIZERS
 
 if TYPE_CHECKING:
     from ..job.setup import TrainingSetup
@@ -21,10 +21,6 @@ HALF = 2  # bytes per bf16/fp16 element
 NF4_DQ_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)  # = 0.515869 B/param (QLoRA paper §3: 0.127 bits of constants)
 
 NF4_BYTES = 0.5 + 4 / 64  # NF4 without double quantisation: one fp32 absmax per 64 weights (= 0.5625)
-
-# bitsandbytes 8-bit blockwise optimizer state: one uint8 per element per state + one fp32 absmax per
-# 256 elements (bnb optim/optimizer.py, blocksize 256).
-BNB_8BIT_STATE = 1 + 4 / 256
 
 
 def weight_bytes(setup: TrainingSetup) -> int:
@@ -61,7 +57,7 @@ def optimizer_state_bytes(optimizer: str, param_bytes: int) -> float:
     per_state = {
         "param": param_bytes,  # created zeros_like(param): the parameter's dtype (torch.optim)
         "fp32": FP32,  # bitsandbytes 32-bit optimizers keep fp32 states whatever the param dtype
-        "8bit": BNB_8BIT_STATE,  # 8-bit blockwise state (Dettmers et al. 2110.02861)
+        "8bit": BNB_8BIT_STATE_BYTES,  # 8-bit blockwise state (options.optimizers)
         "factored": FP32,  # Adafactor: 1-D tensors keep a full fp32 second moment; matrices in memory.py
     }[option.state_dtype]
     return option.states * per_state

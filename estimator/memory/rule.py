@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..i18n import N_
+from ..i18n import N_, Text
 from ..job.setup import TrainingSetup
 from ..units import GB
 from .adapters import lora_params
@@ -25,6 +25,21 @@ FULL_MARGIN_GB = 4.0  # "~4 GB"
 QLORA_FRACTION = 1 / 3
 QLORA_MARGIN_GB = 3.0
 FOUR_BIT_GB_PER_B = 0.5  # "a 4-bit base takes about a quarter of a 16-bit one": 0.5 bytes per weight
+
+
+RULE_SENTENCE = N_("LoRA ≈ {lora_per_b} GB per billion parameters + {lora_margin} GB, full fine-tuning ≈ "
+                   "{full_per_b} GB per billion + {full_margin} GB ({master_per_b} GB per billion with precision "
+                   "'mixed', the fp32 master copy), QLoRA ≈ a third of LoRA + {qlora_margin} GB, never above LoRA")
+
+
+def rule_sentence() -> Text:
+    """The rule of thumb in words, from the constants rule_gb uses: the one sentence every page shows (the
+    sidebar toggle's help, compare, size table, how it works); translated where shown by _()."""
+    def gb(value: float) -> tuple[float, int]:
+        return (value, 0 if float(value).is_integer() else 1)
+    return Text(RULE_SENTENCE, lora_per_b=gb(LORA_GB_PER_B), lora_margin=gb(LORA_MARGIN_GB),
+                full_per_b=gb(FULL_GB_PER_B), full_margin=gb(FULL_MARGIN_GB), master_per_b=gb(FULL_MASTER_GB_PER_B),
+                qlora_margin=gb(QLORA_MARGIN_GB))
 
 
 def rule_gb(size_b: float, method: str, master_copy: bool = False) -> float:

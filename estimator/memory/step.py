@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..i18n import N_, Text
 from ..job.stack import attention_impl
 from ..job.tower import check_tower
+from ..models.config import is_frozen_tower_note
+from ..options.optimizers import OPTIMIZERS
 from ..options.stacks import NO_SDPA_FAMILIES, get_stack
 from .activations.common import ActivationContext, context
 from .activations.depth import (
@@ -160,17 +162,18 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
 
 def _optimizer(spec: ModelSpec, setup: TrainingSetup, trainable: int, gb: float) -> tuple[float, float]:
     """(optimizer state, optimizer-step temporaries) before sharding, bytes."""
-    if setup.optimizer == "adafactor":
+    factored = OPTIMIZERS[setup.optimizer].state_dtype == "factored"  # Adafactor
+    if factored:
         opt = _adafactor_state(spec, setup)
     else:
         opt = trainable * optimizer_state_bytes(setup.optimizer, gb)
     # Optimizer-step temporaries: fused AdamW and bnb 8-bit kernels allocate none; torch's foreach path
     # allocates about one parameter-sized buffer (torch/optim/optimizer.py _foreach_doc); Adafactor makes
     # fp32 copies of the current tensor's param, grad and update.
-    if setup.optimizer == "adafactor":
+    if factored:
         largest = max(spec.largest_linear_params, spec.vocab_size * spec.hidden_size) if setup.method == "full" else 0
         opt_temp = 3.0 * FP32 * largest
-    elif setup.fused_optimizer or setup.optimizer in ("adamw_8bit", "paged_adamw_8bit", "paged_adamw"):
+    elif setup.fused_optimizer:  # options.OPTIMIZERS[...].step_temporaries is False
         opt_temp = 0.0
     else:
         opt_temp = float(trainable * gb)
@@ -218,11 +221,11 @@ def _gradient_moments(spec: ModelSpec, setup: TrainingSetup, grads: float, gb: f
 def _notes(spec: ModelSpec, setup: TrainingSetup, learns: bool, shard_note: str) -> list[str]:
     """What the user should know about this estimate, in plain words (marked for translation)."""
     notes = list(spec.notes)
-    if learns:  # the wrapper's note says the tower is frozen (a Text's str is its English form); the
-        notes = [n for n in notes if "counted as frozen weights" not in n]  # trained tower's own note follows
+    if learns:  # the wrapper's note says the tower is frozen (models.config.FROZEN_TOWER_NOTES); the
+        notes = [n for n in notes if not is_frozen_tower_note(n)]  # trained tower's own note follows
     if shard_note:
         notes.append(shard_note)
-    if setup.optimizer.startswith("paged"):
+    if OPTIMIZERS[setup.optimizer].paged:
         notes.append(N_("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
                      "to CPU RAM, so a run slightly over the limit may still run, slower."))
     if attention_impl(setup, spec.family) != setup.attention:  # SDPA asked, transformers runs eager

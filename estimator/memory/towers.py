@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text
 from ..job.setup import ALL_LINEAR
+from ..options.trainers import TRL_SERIES
 from .precision import compute_bytes
 
 if TYPE_CHECKING:
@@ -68,9 +69,9 @@ def tower_notes(spec: ModelSpec, setup: TrainingSetup) -> list[str]:
         return [N_("Training the tower on images: its activations follow a per-layer ViT formula from the modelling "
                    "code (SigLIP traced within 2 %; Pixtral, Qwen3.5 and LoRA on the tower untraced).")]
     if setup.method == "full":
-        return [N_("The vision tower is estimated frozen. TRL 1.16's SFTTrainer does not freeze it: a plain full "
-                   "fine-tune trains it too unless you set requires_grad=False on it (or turn on 'train the "
-                   "tower').")]
+        return [Text(N_("The vision tower is estimated frozen. {trl}'s SFTTrainer does not freeze it: a plain full "
+                        "fine-tune trains it too unless you set requires_grad=False on it (or turn on 'train the "
+                        "tower')."), trl=TRL_SERIES)]
     if ALL_LINEAR in setup.lora_targets and spec.tower_linears:
         return [Text(N_("LoRA is estimated on the language model only. PEFT 0.21.2's target_modules='all-linear' "
                         "also wraps the tower's and projector's linears ({extra} more adapter parameters at rank "

@@ -387,7 +387,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         phases.extend(_generation_phases(spec, setup, tr, mode, lift, opt_step, ps.tokens, fused))
 
     peak, components, details, low, high = _trainer_peak_and_band(setup, mode, phases)
-    notes = [n for n in base.notes if n != REWARD_SPEC_NOTE] + list(trainer_notes(spec, setup, tr))
+    notes = [n for n in base.notes if n != REWARD_SPEC_NOTE] + list(trainer_notes(setup, tr))
     return TrainerEstimate(
         model=spec, setup=setup, mode="detailed", params_total=pspec.params_total,
         params_trainable=base.params_trainable, components_bytes=components, details=details,
@@ -397,7 +397,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     )
 
 
-def trainer_notes(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> tuple[str, ...]:
+def trainer_notes(setup: TrainingSetup, tr: TrainerSetup) -> tuple[str, ...]:
     """What the user should know about this trainer's estimate, in plain words."""
     opt = tr.option
     out = [_("{trainer} as in {version} ({trainer_class}).").format(

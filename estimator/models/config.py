@@ -50,6 +50,28 @@ DROPOUT_FIELDS = ("attention_dropout", "residual_dropout", "embedding_dropout", 
                   "embd_pdrop", "attn_pdrop", "mlp_dropout")
 
 
+# The wrapper's note that the tower is counted as frozen weights, one msgid per variant; memory.step drops it (by
+# its template, never by its words) when the tower trains, and the trained tower's own note follows.
+FROZEN_TOWER_NOTE = N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are counted "
+                       "as frozen weights; the language model ({family}) trains; image tokens per example lengthen "
+                       "its sequence")
+FROZEN_TOWER_NOTE_TIMM_UNKNOWN = N_(
+    "multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are counted as frozen weights; "
+    "the language model ({family}) trains; image tokens per example lengthen its sequence; Gemma 3n's vision "
+    "encoder (timm {arch}) is not counted, only its embedder: the estimator knows the size of {known} (without "
+    "model_args) only")
+FROZEN_TOWER_NOTE_TIMM = N_(
+    "multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are counted as frozen weights; "
+    "the language model ({family}) trains; image tokens per example lengthen its sequence; the vision encoder is "
+    "timm's {arch} (MobileNetV5, {timm} M parameters, counted with timm 1.0.31)")
+FROZEN_TOWER_NOTES = (FROZEN_TOWER_NOTE, FROZEN_TOWER_NOTE_TIMM_UNKNOWN, FROZEN_TOWER_NOTE_TIMM)
+
+
+def is_frozen_tower_note(note: str) -> bool:
+    """Is this spec note the wrapper's frozen-tower note (a Text built from one of FROZEN_TOWER_NOTES)?"""
+    return getattr(note, "template", None) in FROZEN_TOWER_NOTES
+
+
 # --------------------------------------------------------------------------------------------
 # Unknown model types: a Llama-like estimate from the usual decoder fields (issue 11)
 # --------------------------------------------------------------------------------------------
@@ -136,8 +158,7 @@ def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: 
                        "training on text; the {tower}'s weights are not counted yet"),
                     wrapper=wrapper, family=spec.family, tower=tower)
         return replace(spec, tower_kind=" and ".join(towers) or "non-text", notes=(*spec.notes, note))
-    base = N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are counted as frozen "
-              "weights; the language model ({family}) trains; image tokens per example lengthen its sequence")
+    base = FROZEN_TOWER_NOTE
     args: dict[str, object] = dict(wrapper=wrapper, tower=tower, millions=(counted / 1e6, 0), family=spec.family)
     if top != "gemma3n":
         note = Text(base, **args)
@@ -145,17 +166,9 @@ def _multimodal_spec(cfg: Mapping[str, Any], text_cfg: Mapping[str, Any], name: 
         arch = _families_gemma.gemma3n_vision_architecture(cfg)
         timm_params = _families_gemma.gemma3n_timm_vision_params(cfg)
         if timm_params is None:
-            note = Text(N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are "
-                           "counted as frozen weights; the language model ({family}) trains; image tokens per "
-                           "example lengthen its sequence; Gemma 3n's vision encoder (timm {arch}) is not counted, "
-                           "only its embedder: the estimator knows the size of {known} (without model_args) only"),
-                        arch=repr(arch), known=", ".join(sorted(_families_gemma.TIMM_VISION_PARAMS)), **args)
+            note = Text(FROZEN_TOWER_NOTE_TIMM_UNKNOWN, arch=repr(arch), known=", ".join(sorted(_families_gemma.TIMM_VISION_PARAMS)), **args)
         else:
-            note = Text(N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are "
-                           "counted as frozen weights; the language model ({family}) trains; image tokens per "
-                           "example lengthen its sequence; the vision encoder is timm's {arch} (MobileNetV5, "
-                           "{timm} M parameters, counted with timm 1.0.31)"),
-                        arch=arch, timm=(timm_params / 1e6, 0), **args)
+            note = Text(FROZEN_TOWER_NOTE_TIMM, arch=arch, timm=(timm_params / 1e6, 0), **args)
     return _with_counts(replace(spec, params_tower=counted, tower_kind=" and ".join(towers),
                                 notes=(*spec.notes, note), **_tower_shapes(cfg, spec.hidden_size)))
 

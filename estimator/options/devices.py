@@ -269,16 +269,6 @@ def _keys(device: Device) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_norm(k) for k in (device.id, *device.aliases)))
 
 
-def _key_index(catalog: tuple[Device, ...]) -> dict[str, str]:
-    """Normalized id/alias → device id; a key claimed by two devices is a catalog error."""
-    index: dict[str, str] = {}
-    for device in catalog:
-        for key in _keys(device):
-            if index.setdefault(key, device.id) != device.id:
-                raise ValueError(f"alias '{key}' names both {index[key]} and {device.id}")
-    return index
-
-
 def device_ids() -> tuple[str, ...]:
     return tuple(_BY_ID)
 

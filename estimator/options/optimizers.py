@@ -23,11 +23,19 @@ class OptimizerOption:
     # configs, LitGPT's --optimizer, a plain loop): class path and the keyword arguments the option needs.
     torch_class: str = ""
     torch_kwargs: tuple[tuple[str, object], ...] = ()
+    # Is the state in bitsandbytes' paged (unified) memory, which it can page to CPU RAM under pressure?
+    # (bitsandbytes optim/optimizer.py: is_paged=True allocates the state with get_paged)
+    paged: bool = False
 
     @property
     def torch_init_kwargs(self) -> dict[str, object]:
         return dict(self.torch_kwargs)
 
+
+# bitsandbytes 8-bit blockwise optimizer state, bytes per element per state: one uint8 + one fp32 absmax per
+# 256 elements (bitsandbytes optim/optimizer.py, blocksize 256; Dettmers et al. 2110.02861).
+BNB_8BIT_BLOCKSIZE = 256
+BNB_8BIT_STATE_BYTES = 1 + 4 / BNB_8BIT_BLOCKSIZE
 
 SGD_MOMENTUM = 0.9  # the estimate counts one momentum buffer; transformers' optim="sgd" has momentum 0 otherwise
 
@@ -50,11 +58,11 @@ OPTIMIZERS: dict[str, OptimizerOption] = {o.id: o for o in (
     OptimizerOption("paged_adamw", N_("Paged AdamW 32-bit"), "paged_adamw_32bit", 2, "fp32", False,
                     N_("Two fp32 states in paged (unified) memory; counted on the GPU."),
                     "bitsandbytes optim/adamw.py PagedAdamW32bit",
-                    torch_class="bitsandbytes.optim.PagedAdamW32bit"),
+                    torch_class="bitsandbytes.optim.PagedAdamW32bit", paged=True),
     OptimizerOption("paged_adamw_8bit", N_("Paged AdamW 8-bit"), "paged_adamw_8bit", 2, "8bit", False,
                     N_("Two 8-bit blockwise states in paged memory; counted on the GPU."),
                     "bitsandbytes optim/adamw.py PagedAdamW8bit",
-                    torch_class="bitsandbytes.optim.PagedAdamW8bit"),
+                    torch_class="bitsandbytes.optim.PagedAdamW8bit", paged=True),
     OptimizerOption("sgd", N_("SGD with momentum"), "sgd", 1, "param", False,
                     N_("One momentum buffer in the parameter's dtype."),
                     "torch/optim/sgd.py (momentum_buffer)",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..i18n import N_, Text
-from .trainers import TRL_VERSION
+from .trainers import TRL_SERIES, TRL_VERSION
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,8 @@ class Stack:
     def loss_impl(self, kind: str) -> str:
         """The implementation of a loss kind in this stack; ValueError when the stack does not offer it."""
         if kind not in self.loss_impls:
-            why = Text(self.unavailable.get(kind, N_("it has no such loss")))
+            why = self.unavailable.get(kind, N_("it has no such loss"))
+            why = why if isinstance(why, Text) else Text(why)
             raise ValueError(Text(N_("the {stack} stack cannot use the '{loss}' loss: {why}"), stack=self.label,
                                   loss=kind, why=why))
         return self.loss_impls[kind]
@@ -81,8 +82,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
             "qlora_prep": "TRL no longer calls prepare_model_for_kbit_training (trl PRs #4577, #4704)",
             "max_grad_norm": _TRANSFORMERS_OPTIM,
         },
-        unavailable={"fused": N_("TRL 1.16 raises on Liger's fused_linear_cross_entropy (sft_trainer.py: it "
-                                 "replaces the forward that TRL patches with its own fused head); use 'chunked'")},
+        unavailable={"fused": Text(N_("{trl} raises on Liger's fused_linear_cross_entropy (sft_trainer.py: it "
+                                      "replaces the forward that TRL patches with its own fused head); use "
+                                      "'chunked'"), trl=TRL_SERIES)},
     ),
     Stack(
         id="trainer", label="HF Trainer", version="transformers 5.24.0 Trainer + PEFT 0.21",

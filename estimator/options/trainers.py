@@ -7,7 +7,11 @@ from dataclasses import dataclass
 
 from ..i18n import N_
 
-TRL_VERSION = "TRL 1.16.0"
+# The TRL release modelled (the newest; every trainer fact below cites its files). Code and messages read these
+# names, never the number: TRL_VERSION in full ("TRL 1.16.0"), TRL_SERIES where a message names the release line.
+TRL_RELEASE = "1.16.0"
+TRL_VERSION = f"TRL {TRL_RELEASE}"
+TRL_SERIES = "TRL " + ".".join(TRL_RELEASE.split(".")[:2])  # "TRL 1.16"
 
 # GRPOConfig defaults (trl/trainer/grpo_config.py, TRL 1.16.0).
 GRPO_NUM_GENERATIONS = 8  # num_generations=8

@@ -29,7 +29,7 @@ from ..options.methods import ATTENTIONS, METHODS, SHARDINGS
 from ..options.optimizers import OPTIMIZER_IDS
 from ..options.precisions import PRECISION_IDS
 from ..options.stacks import DEFAULT_STACK, STACK_IDS
-from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRAINERS
+from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRAINERS, TRL_VERSION
 from ..units import fmt_both
 from .document import _device_json, advice_json, estimate_json
 from .text import advice_lines, band_line, note_lines
@@ -151,7 +151,7 @@ def _scale_flags(p: argparse.ArgumentParser) -> None:
 
 def _trainer_flags(p: argparse.ArgumentParser) -> None:
     """The preference and RL trainers (TRL)."""
-    tg = p.add_argument_group("preference and RL trainers (TRL 1.16.0)")
+    tg = p.add_argument_group(f"preference and RL trainers ({TRL_VERSION})")
     tg.add_argument("--trainer", choices=TRAINER_IDS, default="sft", help="(default: %(default)s)")
     tg.add_argument("--precompute-ref", action="store_true", help="DPO/KTO: precompute_ref_log_probs=True")
     tg.add_argument("--beta", type=float, help="DPO/ORPO/SimPO/KTO/GRPO beta (GRPO: > 0 loads a reference)")

@@ -59,7 +59,7 @@ def _litgpt_notes(setup: TrainingSetup, precision: str, notes: list[str]) -> Non
     if qlora and setup.qlora_prep != "none":
         notes.append(f"QLoRA preparation '{QLORA_PREPS[setup.qlora_prep].label}': LitGPT keeps the non-4-bit "
                      "weights in the model dtype.")
-    if qlora and setup.optimizer != "paged_adamw":
+    if qlora and setup.optimizer != STACKS["litgpt"].qlora_optimizer:
         notes.append(f"{OPTIMIZERS[setup.optimizer].label}: with --quantize LitGPT always builds bitsandbytes' "
                      "PagedAdamW (32-bit states; utils.py instantiate_bnb_optimizer).")
     if qlora and multi:
