@@ -3,7 +3,7 @@
 The few-layer real-width cases (calibration/cases.py ``rwd-``) are dominated by the loss at these vocabularies, so
 they check the layers only loosely. Here each family's real-width shape (``RWD_MODELS``, vocabulary cut to 1000)
 is traced with 2 and 3 decoder layers at b=1, T=512, bf16, no checkpointing; the difference of the activations
-alive after forward is one decoder layer's saved tensors, compared with ``estimator.activations.dense_layer``.
+alive after forward is one decoder layer's saved tensors, compared with ``estimator.memory.activations.layers.dense_layer``.
 
     HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.family_layers [--json calibration/findings_dense_families.json]
 
@@ -76,7 +76,7 @@ def estimated_layer_bytes(model: str, method: str) -> float:
     setup = TrainingSetup(method=method, precision="bf16", batch=1, seq_len=T)
     ctx = context(est_spec, setup)
     # + the layer's autocast copies of its fp32 LoRA weights, which the tracer counts with the activations
-    # (estimator.memory._casts: 2 B per adapter parameter of the layer)
+    # (estimator.memory.step._casts: 2 B per adapter parameter of the layer)
     casts = _casts(est_spec, setup, lora_params(est_spec, setup, ctx.adapted))[1]
     return dense_layer(est_spec, ctx).total * T + casts
 

@@ -30,7 +30,7 @@ class Answer:
 
     rows: list
     setups: list  # compare_setups' (label, setup) pairs
-    trainer: object  # estimator.trainers.TrainerSetup
+    trainer: object  # estimator.job.trainer.TrainerSetup
 
 
 def headline(total_bytes: float) -> str:

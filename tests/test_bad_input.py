@@ -190,7 +190,7 @@ def test_one_bad_param_alone(key, baseline):
 
 
 def _summary(at: AppTest) -> str:
-    """The main page's setup summary line (estimator.stacks.setup_summary), unescaped."""
+    """The main page's setup summary line (estimator.job.stack.setup_summary), unescaped."""
     from estimator.options.stacks import STACKS
 
     heads = tuple(f"{stack.version}: " for stack in STACKS.values())

@@ -1,4 +1,4 @@
-"""The LitGPT stack counts what LitGPT 0.5.13's own model saves (estimator.activations.litgpt_*): exact bytes from
+"""The LitGPT stack counts what LitGPT 0.5.13's own model saves (estimator.memory.activations.litgpt): exact bytes from
 the closed form that matched FakeTensor traces of LitGPT's GPT (calibration/litgpt_trace.py) byte for byte."""
 
 import pytest

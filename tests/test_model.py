@@ -150,7 +150,7 @@ def test_every_family_parses_with_exact_count(family):
     if family == "gpt_neox":
         cfg.pop("num_key_value_heads")
     if family == "gemma3_text":
-        cfg["head_dim"] = 64  # Gemma3TextConfig's own default is 256 (estimator.model.FAMILY_DEFAULTS)
+        cfg["head_dim"] = 64  # Gemma3TextConfig's own default is 256 (estimator.models.config.FAMILY_DEFAULTS)
     spec = spec_from_config(cfg)
     assert spec.family == family
     assert spec.params_total == _by_hand(family)

@@ -1,4 +1,4 @@
-"""torchtune's compile and optimizer_in_bwd switches (estimator.training.TrainingSetup.compile/optimizer_in_bwd):
+"""torchtune's compile and optimizer_in_bwd switches (estimator.job.setup.TrainingSetup.compile/optimizer_in_bwd):
 the compiled cross-entropy keeps the 16-bit logits (inductor's min-cut partition saves the input and two fp32 row
 statistics), and the optimizer step in backward frees every gradient as soon as it is applied."""
 

@@ -233,7 +233,7 @@ def _rows() -> tuple[Param, ...]:
                       "steps). Applies to the ZeRO/FSDP lines; plain data parallel cannot."), group="page",
               source=f"{setup_src} (offload_optimizer; scale out)"),
         Param("maxgpus", N_("Up to this many GPUs"), "select_slider", 64, (8, 16, 32, 64), group="page",
-              source="scale out's search range (estimator.training.MAX_GPUS bounds it)"),
+              source="scale out's search range (estimator.job.setup.MAX_GPUS bounds it)"),
         Param("pernode", N_("GPUs per node"), "segmented", 1, (1, 2, 4, 8), group="page",
               help=N_("1 = any GPU count; 8 = the GPUs come in servers of 8, so counts are whole nodes (8, 16, "
                       "24…)."),

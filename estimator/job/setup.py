@@ -35,7 +35,7 @@ def _check_int(name: str, value: object, low: int, high: int) -> None:
 class TrainingSetup:
     """How one training step runs, every setting explicit. The field defaults are a neutral baseline (HF
     Trainer + PEFT, no checkpointing, the standard loss); what a user's framework does comes from a training
-    stack (estimator.stacks.resolve_setup), which also records itself in `stack` and the fields it filled in
+    stack (estimator.job.stack.resolve_setup), which also records itself in `stack` and the fields it filled in
     `from_stack`."""
 
     method: str = "lora"

@@ -36,7 +36,7 @@ class Stack:
     unavailable: dict[str, str]  # loss kind → why this stack cannot do it (shown instead of guessing)
     qlora_optimizer: str | None = None  # the optimizer on a 4-bit base when it differs (LitGPT --quantize)
     # Whose model code saves the activations: "hf" (transformers modules + PEFT) or "litgpt" (LitGPT's own GPT and
-    # LoRA layers, estimator.activations.litgpt_*). LitGPT's dense decoders only; other architectures use "hf".
+    # LoRA layers, estimator.memory.activations.litgpt). LitGPT's dense decoders only; other architectures use "hf".
     model_code: str = "hf"
     lora_dropout: float = 0.0  # LoRA dropout the stack's scripts use (HF snippets set 0.0: no masks to count)
     untied_head: bool = False  # the stack trains a separate output head even where the HF config ties it
