@@ -5,9 +5,12 @@ Starts `streamlit run app.py` on 127.0.0.1 (or targets --url, which must be on t
 
   --client ws       (default) raw websocket clients speaking Streamlit's own protocol (the protobuf BackMsg /
                     ForwardMsg messages the browser sends and receives): each session changes the batch
-                    slider's widget state (now and then the checkpointing toggle), asks for a rerun, and
-                    times the rerun until the memory chart's new spec arrives and until the run finishes.
-                    Cheap on the client side, so it measures the server.
+                    slider's widget state (now and then gradient checkpointing, between explicit true and false,
+                    starting from the stack's effective default so that every change changes the job), asks
+                    for a rerun, and times the rerun until the memory chart's new spec arrives and until the run
+                    finishes. Like a browser it first loads the page (keeping its cookies, e.g. the proxy's
+                    affinity cookie) and reconnects when its connection drops. Cheap on the client side, so it
+                    measures the server.
   --client browser  Playwright browser contexts in one Chromium: the batch slider moved by keyboard (now and
                     then the checkpointing toggle clicked), timed until the chart's data changed in the page.
                     Measures what a user sees, but on a 2-core machine 20 Chromium pages mostly measure
@@ -21,12 +24,18 @@ after --duration seconds or --max-changes changes, whichever comes first, and re
            runs that did not finish cleanly, server-logged tracebacks: must all be 0
   reruns   input changes answered with an updated chart
   latency  p50 / p95 / max from the change to the updated chart (ms); ws mode adds change → run finished
+  per process (ws) reruns per upstream process: behind the proxy (deploy/nginx.conf.template) the X-Upstream
+           response header names the process that served the session
+  lost     (ws) sessions whose connection dropped (counted in errors as disconnects) and what became of them:
+           resumed on their own process (same Streamlit session), reloaded on another with their URL (a new
+           session whose chart matches the one before the drop), state lost, or never reconnected
 
 Usage:
   .venv/bin/python bench/load_test.py                       # 20 websocket sessions, 60 s
   .venv/bin/python bench/load_test.py --client browser      # 20 browser contexts, 60 s
   .venv/bin/python bench/load_test.py --sessions 5 --duration 10 --max-changes 100
   .venv/bin/python bench/load_test.py --url http://127.0.0.1:8501 --write-docs
+  deploy/serve.sh 2 & .venv/bin/python bench/load_test.py --sessions 40 --url http://127.0.0.1:8501   # the proxy
 
 Exit status: 0 when there were no errors, 1 when there were, 2 for bad flags.
 """
@@ -35,11 +44,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.cookies
 import json
 import os
 import random
 import sys
 import time
+import urllib.parse
+import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,11 +125,30 @@ class Stats:
     server_errors: int = 0
     load_s: list[float] = field(default_factory=list)
     finish_ms: list[float] = field(default_factory=list)  # ws: change → script_finished
+    per_upstream: Counter = field(default_factory=Counter)  # ws: reruns per serving process
+    sessions_per_upstream: Counter = field(default_factory=Counter)  # ws: sessions per process at load
+    lost: int = 0  # ws: sessions whose connection dropped (each drop is also a disconnect)
+    resumed: int = 0  # ... reconnected to their own process's session
+    reloaded: int = 0  # ... a new session (another or a restarted process) rebuilt from their URL
+    state_lost: int = 0  # ... a new session whose chart differs from the one before the drop
+    never_back: int = 0  # ... no connection again within --timeout
 
     @property
     def errors(self) -> int:
         return (self.exceptions + self.disconnects + self.crashes + len(self.js_errors) + self.timeouts
-                + self.bad_runs + self.load_failures + self.server_errors)
+                + self.bad_runs + self.load_failures + self.server_errors + self.state_lost + self.never_back)
+
+
+def _default_ckpt() -> bool:
+    """Gradient checkpointing as the page's default ('auto') resolves it: the default stack's own setting."""
+    from estimator.job.stack import resolve_setup
+    from estimator.options.stacks import DEFAULT_STACK
+
+    return bool(resolve_setup(DEFAULT_STACK).grad_ckpt)
+
+
+class _Dropped(Exception):
+    """The session's websocket closed under it."""
 
 
 class WsSession:
@@ -128,24 +160,76 @@ class WsSession:
         self.closing = False
         self.page_hash = ""
         self.ids: dict[str, str] = {}  # widget key → widget id
-        self.batch, self.ckpt, self.direction = 1, False, 1
+        self.batch, self.direction = 1, 1
+        self.ckpt = _default_ckpt()  # the effective value: the first toggle sends its opposite
+        self.send_ckpt = False  # 'auto' until the first toggle, then explicit true/false
         self.chart = b""
+        self.cookies: dict[str, str] = {}
+        self.upstream = ""
+        self.session_id = ""
+        self.shown: dict[str, object] = {}  # what the last run's batch slider and checkpointing control showed
+
+    def _url_query(self) -> str:
+        """The page's address after this session's changes: the app binds every input to the URL (the frontend
+        writes each bound widget's value there), so a reload with it restores them."""
+        params = {"batch": str(self.batch)}
+        if self.send_ckpt:
+            params["ckpt"] = "true" if self.ckpt else "false"
+        return urllib.parse.urlencode(params) if self.chart else ""
+
+    def _load_page(self) -> None:
+        """GET the page as a browser does before its websocket: keeps Set-Cookie values (the proxy's affinity
+        cookie, Streamlit's XSRF cookie) and the serving process from the X-Upstream header."""
+        query = self._url_query()
+        req = urllib.request.Request(self.url + "/" + (f"?{query}" if query else ""))
+        if self.cookies:
+            req.add_header("Cookie", "; ".join(f"{k}={v}" for k, v in self.cookies.items()))
+        with urllib.request.urlopen(req, timeout=self.args.timeout) as resp:
+            resp.read()
+            for header in resp.headers.get_all("Set-Cookie") or []:
+                jar = http.cookies.SimpleCookie()
+                jar.load(header)
+                self.cookies.update({k: m.value for k, m in jar.items()})
+            self.upstream = resp.headers.get("X-Upstream") or urllib.parse.urlsplit(self.url).netloc
+
+    async def _connect(self) -> None:
+        import websockets
+
+        await asyncio.to_thread(self._load_page)
+        protocols = ["streamlit"]
+        if self.session_id and self.cookies.get("_streamlit_xsrf"):
+            protocols += [self.cookies["_streamlit_xsrf"], self.session_id]  # as the frontend reconnects
+        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
+        self.ws = await websockets.connect(self.url.replace("http", "ws", 1) + "/_stcore/stream",
+                                           subprotocols=protocols, additional_headers=headers, max_size=None,
+                                           open_timeout=self.args.timeout)
+        upstream = self.ws.response.headers.get("X-Upstream") if self.ws.response else None
+        self.upstream = upstream or self.upstream
 
     async def _send_rerun(self) -> None:
         from streamlit.proto.BackMsg_pb2 import BackMsg
 
         msg = BackMsg()
         state = msg.rerun_script
-        state.query_string = ""
+        state.query_string = self._url_query()
         state.page_script_hash = self.page_hash
         if "batch" in self.ids:
             widget = state.widget_states.widgets.add()
             widget.id = self.ids["batch"]
             widget.double_array_value.data.append(self.batch)  # sliders carry a list of doubles
-        if "ckpt" in self.ids:
+        if "ckpt" in self.ids and self.send_ckpt:
             widget = state.widget_states.widgets.add()
             widget.id = self.ids["ckpt"]  # a segmented control (auto/true/false/offload): its option as text
             widget.string_array_value.data.append("true" if self.ckpt else "false")
+        await self.ws.send(msg.SerializeToString())
+
+    async def _send_rerun_with(self, query: str) -> None:
+        """A fresh page's first rerun: only its address, no widget states."""
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+
+        msg = BackMsg()
+        msg.rerun_script.query_string = query
+        msg.rerun_script.page_script_hash = self.page_hash
         await self.ws.send(msg.SerializeToString())
 
     async def _collect(self, t0: float) -> tuple[float | None, float, int, int]:
@@ -154,13 +238,20 @@ class WsSession:
         from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
         chart_ms: float | None = None
+        import websockets
+
         exceptions = 0
         while True:
-            raw = await asyncio.wait_for(self.ws.recv(), timeout=self.args.timeout)
+            try:
+                raw = await asyncio.wait_for(self.ws.recv(), timeout=self.args.timeout)
+            except websockets.ConnectionClosed as exc:
+                raise _Dropped(str(exc)) from None
             msg = ForwardMsg()
             msg.ParseFromString(raw)
             kind = msg.WhichOneof("type")
-            if kind == "navigation":
+            if kind == "new_session":
+                self.session_id = msg.new_session.initialize.session_id or self.session_id
+            elif kind == "navigation":
                 self.page_hash = msg.navigation.page_script_hash
             elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
                 element = msg.delta.new_element
@@ -168,7 +259,12 @@ class WsSession:
                 inner = getattr(element, etype)
                 widget_id = getattr(inner, "id", "")
                 if isinstance(widget_id, str) and widget_id.endswith(("-batch", "-ckpt")):
-                    self.ids[widget_id.rsplit("-", 1)[1]] = widget_id
+                    name = widget_id.rsplit("-", 1)[1]
+                    self.ids[name] = widget_id
+                    if etype == "slider":
+                        self.shown[name] = int((inner.value if inner.set_value else inner.default)[0])
+                    elif etype == "button_group":
+                        self.shown[name] = inner.raw_values[0] if inner.raw_values else "auto"
                 # The memory chart: the calculator's live chart (ui/live_chart.py), or an st.plotly_chart.
                 spec = (inner.json if etype == "bidi_component" and widget_id.endswith("-memory_bar") else
                         inner.spec if etype == "plotly_chart" else None)
@@ -182,12 +278,9 @@ class WsSession:
                 return chart_ms, (time.perf_counter() - t0) * 1000, exceptions, int(msg.script_finished)
 
     async def open(self) -> bool:
-        import websockets
-
         t = time.perf_counter()
         try:
-            self.ws = await websockets.connect(self.url.replace("http", "ws", 1) + "/_stcore/stream",
-                                               subprotocols=["streamlit"], max_size=None, open_timeout=self.args.timeout)
+            await self._connect()
             await self._send_rerun()
             _, _, exceptions, _ = await self._collect(time.perf_counter())
             if exceptions:
@@ -200,11 +293,49 @@ class WsSession:
                   file=sys.stderr)
             return False
         self.stats.load_s.append(time.perf_counter() - t)
+        self.stats.sessions_per_upstream[self.upstream] += 1
+        return True
+
+    async def _recover(self) -> bool:
+        """The connection dropped: reconnect as the frontend does (same cookies, its session id), then rerun with
+        the URL it had. Resumed = the same Streamlit session answered; otherwise a fresh session must show the
+        session's inputs from the URL alone (the batch and, once chosen, checkpointing) and a chart."""
+        self.stats.disconnects += 1
+        self.stats.lost += 1
+        old_session, deadline = self.session_id, time.perf_counter() + self.args.timeout
+        while True:
+            try:
+                await self._connect()
+                break
+            except Exception:  # noqa: BLE001 - the process or the proxy is still down: retry, as the page does
+                if time.perf_counter() > deadline:
+                    self.stats.never_back += 1
+                    return False
+                await asyncio.sleep(0.5)
+        query = self._url_query()
+        self.chart, self.ids, self.shown = b"", {}, {}
+        try:
+            await self._send_rerun_with(query)
+            _, _, exceptions, _ = await self._collect(time.perf_counter())
+        except (Exception, _Dropped):  # noqa: BLE001
+            self.stats.never_back += 1
+            return False
+        self.stats.exceptions += exceptions
+        if self.session_id == old_session:
+            self.stats.resumed += 1
+        elif self.chart and self.shown.get("batch") == self.batch and (
+                not self.send_ckpt or self.shown.get("ckpt") == ("true" if self.ckpt else "false")):
+            self.stats.reloaded += 1
+        else:
+            self.stats.state_lost += 1
+            print(f"session {self.idx}: reloaded on {self.upstream} with ?{query} but shows {self.shown}",
+                  file=sys.stderr)
         return True
 
     async def change(self) -> None:
         if self.rng.random() < 0.15 and "ckpt" in self.ids:
             self.ckpt = not self.ckpt
+            self.send_ckpt = True
         else:
             if self.batch >= 16:
                 self.direction = -1
@@ -212,12 +343,18 @@ class WsSession:
                 self.direction = 1
             self.batch += self.direction
         self.stats.changes += 1
+        import websockets
+
         t0 = time.perf_counter()
-        await self._send_rerun()
         try:
+            await self._send_rerun()
             chart_ms, finish_ms, exceptions, status = await self._collect(t0)
         except TimeoutError:
             self.stats.timeouts += 1
+            return
+        except (_Dropped, websockets.ConnectionClosed):
+            if not await self._recover():
+                raise RuntimeError("the connection dropped and did not come back") from None
             return
         self.stats.exceptions += exceptions
         self.stats.finish_ms.append(finish_ms)
@@ -228,6 +365,7 @@ class WsSession:
             return
         self.stats.latencies_ms.append(chart_ms)
         self.stats.reruns += 1
+        self.stats.per_upstream[self.upstream] += 1
 
     async def close(self) -> None:
         self.closing = True
@@ -324,8 +462,9 @@ async def _ramp_and_loop(sessions: list, args: argparse.Namespace, stats: Stats)
         while time.perf_counter() < deadline and stats.changes < args.max_changes:
             try:
                 await s.change()
-            except Exception as exc:  # noqa: BLE001 - e.g. the connection closed: count it, stop this session
-                stats.disconnects += 1
+            except Exception as exc:  # noqa: BLE001 - e.g. the connection closed for good: count it, stop this session
+                if not isinstance(exc, RuntimeError):
+                    stats.disconnects += 1
                 print(f"session {s.idx}: {str(exc).splitlines()[0] if str(exc) else exc!r}", file=sys.stderr)
                 return
             if args.think_ms:
@@ -379,6 +518,11 @@ def report(stats: Stats, elapsed: float, args: argparse.Namespace) -> dict[str, 
         "load_median_s": round(median(stats.load_s), 1) if stats.load_s else float("nan"),
         "finish_p50_ms": round(percentile(stats.finish_ms, 50)) if stats.finish_ms else None,
         "finish_p95_ms": round(percentile(stats.finish_ms, 95)) if stats.finish_ms else None,
+        "per_process": {up: {"sessions": stats.sessions_per_upstream[up], "reruns": n,
+                             "reruns_per_s": round(n / elapsed, 1) if elapsed else 0.0}
+                        for up, n in sorted(stats.per_upstream.items())},
+        "lost": stats.lost, "resumed": stats.resumed, "reloaded": stats.reloaded,
+        "state_lost": stats.state_lost, "never_back": stats.never_back,
     }
 
 
@@ -396,6 +540,13 @@ def table(result: dict[str, object]) -> str:
             ("change → chart max (ms)", result["max_ms"]), ("session load, median (s)", result["load_median_s"])]
     if result["finish_p50_ms"] is not None:
         rows.append(("change → run finished p50 / p95 (ms)", f"{result['finish_p50_ms']} / {result['finish_p95_ms']}"))
+    if result["client"] == "ws":
+        for up, row in result["per_process"].items():
+            rows.append((f"process {up}: sessions / reruns / per s", f"{row['sessions']} / {row['reruns']} / "
+                                                                      f"{row['reruns_per_s']}"))
+        rows.append(("sessions that lost the connection", result["lost"]))
+        rows.append(("  resumed / reloaded from URL / state lost / never back",
+                     f"{result['resumed']} / {result['reloaded']} / {result['state_lost']} / {result['never_back']}"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 

@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 import urllib.error
 import urllib.request
@@ -215,3 +216,140 @@ def test_app_pages_load(served, path):
     status, body = get(served + path)
     assert status == 200
     assert "<title>" in body and 'id="root"' in body  # Streamlit's app shell; the page renders over the socket
+
+
+# --------------------------------------------------------------------------------------------
+# Several processes behind nginx (compose.yaml, deploy/): docs/hosting.md, "More than one process"
+# --------------------------------------------------------------------------------------------
+DEPLOY = ROOT / "deploy"
+
+
+def _render():
+    sys.path.insert(0, str(DEPLOY))
+    try:
+        import render_nginx
+    finally:
+        sys.path.remove(str(DEPLOY))
+    return render_nginx
+
+
+def test_compose_runs_two_app_containers_from_the_dockerfile_behind_nginx():
+    import yaml
+
+    services = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
+    apps = [name for name in services if name.startswith("app")]
+    assert apps == ["app1", "app2"]
+    for name in apps:
+        app = services[name]
+        assert app["build"] == "." and app["environment"]["WIF_EXACT_CACHE_DIR"] == "/cache/exact"
+        assert "exact-cache:/cache/exact" in app["volumes"]
+        assert app["healthcheck"]["test"][-1] == "http://localhost:8501/_stcore/health"
+    nginx = services["nginx"]
+    assert "./deploy/nginx.compose.conf:/etc/nginx/nginx.conf:ro" in nginx["volumes"]
+    assert {k: v["condition"] for k, v in nginx["depends_on"].items()} == {a: "service_healthy" for a in apps}
+    conf = (DEPLOY / "nginx.compose.conf").read_text()
+    assert all(f"server {a}:8501 " in conf for a in apps)
+
+
+def test_compose_nginx_conf_is_the_template_rendered():
+    assert (DEPLOY / "nginx.compose.conf").read_text() == _render().compose(2), \
+        "run: python deploy/render_nginx.py --compose"
+
+
+def test_the_proxy_keeps_a_browser_on_one_process_and_passes_websockets():
+    text = (DEPLOY / "nginx.conf.template").read_text()
+    for directive in ["hash $wif_route consistent;", "proxy_set_header Upgrade $http_upgrade;",
+                      "proxy_set_header Connection $connection_upgrade;", "proxy_http_version 1.1;",
+                      "proxy_buffering off;", "proxy_read_timeout 3600s;", "add_header X-Upstream $upstream_addr always;",
+                      'add_header Set-Cookie $wif_set_cookie always;', "proxy_next_upstream error timeout"]:
+        assert directive in text, directive
+
+
+def _nginx() -> str | None:
+    import os
+    import shutil
+
+    found = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    if found or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return found
+    subprocess.run(["apt-get", "install", "-y", "nginx"], capture_output=True, timeout=300)
+    return shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+
+
+def test_rendered_configs_pass_nginx_t(tmp_path):
+    import shutil
+
+    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    if nginx is None:
+        pytest.skip("nginx is not installed (Debian: apt-get install -y nginx)")
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(_render().render(str(free_port()), str(tmp_path), ["127.0.0.1:1", "127.0.0.1:2"]))
+    proc = subprocess.run([nginx, "-t", "-c", str(conf), "-p", str(tmp_path), "-g", "daemon off;"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.slow
+def test_killing_the_process_behind_a_page_brings_it_back_with_the_same_link(tmp_path):
+    """deploy/serve.sh 2 (two processes, nginx, no restarts), a Chromium page through the proxy at a link with
+    parameters; the process serving it is killed: the page reconnects (to the other process, a new session) and
+    shows the same inputs from its URL, never a blank screen.  Run: .venv/bin/python -m pytest -m slow -k killing"""
+    import os
+    import signal
+
+    if _nginx() is None:
+        pytest.skip("nginx is not installed and could not be installed (Debian: apt-get install -y nginx, as root)")
+    playwright = pytest.importorskip("playwright.sync_api")
+    from bench.common import APP_CONNECTED, APP_IDLE, CHART, SLIDER, launch_kwargs
+
+    listen, base = free_port(), free_port()
+    while base + 1 == listen:
+        base = free_port()
+    env = {**os.environ, "PYTHON": sys.executable, "WIF_LISTEN": str(listen), "WIF_BASE_PORT": str(base),
+           "WIF_RUNTIME_DIR": str(tmp_path), "WIF_RESTART": "0"}
+    log = (tmp_path / "serve.log").open("w")
+    serve = subprocess.Popen(["bash", str(DEPLOY / "serve.sh"), "2"], cwd=ROOT, env=env, stdout=log,
+                             stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{listen}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if get(f"{url}/nginx-health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert serve.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+            time.sleep(0.3)
+        link = f"{url}/?batch=5&ckpt=false"
+        with playwright.sync_playwright() as pw:
+            browser = pw.chromium.launch(**launch_kwargs())
+            page = browser.new_page()
+            page.goto(link)
+            chart, batch = CHART.format(key="memory_bar"), SLIDER.format(key="batch")
+            page.wait_for_selector(chart, timeout=60_000)
+            page.wait_for_selector(APP_IDLE, state="attached", timeout=60_000)
+            assert page.locator(batch).input_value() == "5"
+            serving = page.request.get(f"{url}/_stcore/health").headers["x-upstream"]  # same cookie, same process
+            port = int(serving.rsplit(":", 1)[1])
+            os.kill(int((tmp_path / f"streamlit-{port}.pid").read_text()), signal.SIGKILL)
+            page.wait_for_selector("[data-testid='stApp']:not([data-test-connection-state='CONNECTED'])",
+                                   state="attached", timeout=30_000)
+            page.wait_for_selector(APP_CONNECTED, state="attached", timeout=60_000)
+            page.wait_for_selector(chart, timeout=60_000)
+            page.wait_for_selector(APP_IDLE, state="attached", timeout=60_000)
+            now = page.request.get(f"{url}/_stcore/health").headers["x-upstream"]
+            assert now != serving  # the other process answered
+            assert "batch=5" in page.url and "ckpt=false" in page.url
+            assert page.locator(batch).input_value() == "5"
+            assert page.locator(".st-key-ckpt [aria-checked='true'], .st-key-ckpt [aria-pressed='true']") \
+                .first.inner_text().strip().lower() == "false"
+            assert page.locator(chart).is_visible()
+            browser.close()
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            serve.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+        log.close()

@@ -11,11 +11,15 @@ that only exist as CUDA kernels (8-bit, paged, Lion). FlashAttention's and cuDNN
 The trace runs in a separate worker process: a `concurrent.futures.ProcessPoolExecutor` with one worker, spawned
 with the interpreter that has the optional install (requirements-exact.txt): $WIF_EXACT_PYTHON, else this
 Python when it has torch. One trace at a time per process; others wait in the pool's queue and can ask their
-place; results are cached by (config, setup); a trace past its time limit, a killed worker or one out of host
+place; results are cached by (config, setup), in memory and, with $WIF_EXACT_CACHE_DIR, in a folder that
+several server processes share (one trace per setup across them: `DirCache`); a trace past its time limit, a killed worker or one out of host
 memory ends with a one-line note and a fresh worker for the next job."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import multiprocessing
 import multiprocessing.context
@@ -24,6 +28,7 @@ import multiprocessing.spawn
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -56,6 +61,8 @@ INSTALL_HINT = ("the exact trace needs the optional install: pip install -r requ
 DEFAULT_TIMEOUT_S = 900.0  # a full-depth 16-layer 1B trace took ~4 min on two busy CPU cores (most are shallow)
 DEFAULT_MAX_HOST_BYTES = 16 * 10**9  # the worker's address-space cap (fake tensors need no data memory)
 CACHE_SIZE = 64
+CACHE_DIR_ENV = "WIF_EXACT_CACHE_DIR"  # a folder shared by the server processes (docs/hosting.md)
+DIR_CACHE_FILES = 2048  # results kept in the folder (a few kB each); the oldest go first
 
 
 # --------------------------------------------------------------------------------------------------
@@ -136,11 +143,108 @@ def available() -> tuple[bool, str]:
 # --------------------------------------------------------------------------------------------------
 # The worker process pool
 # --------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
+# The result cache shared between server processes
+# --------------------------------------------------------------------------------------------------
+class DirCache:
+    """Trace results as files in a folder that several server processes share ($WIF_EXACT_CACHE_DIR).
+
+    `<name>.json` holds one result, written whole or not at all (a temp file in the same folder, then
+    `os.replace`); readers never see half a file. `<name>.lock` is an advisory lock (`fcntl.flock`) that the
+    worker tracing that setup holds for the whole trace: a second process asked for the same setup at the same
+    time waits on the lock and then reads the first one's result instead of tracing it again. The kernel drops
+    the lock when its holder dies (time limit, out of memory), and the waiter then traces it itself. Failures
+    are not stored: a new request retries them, as the in-memory cache does."""
+
+    def __init__(self, path: str | os.PathLike[str], max_files: int = DIR_CACHE_FILES):
+        self.path = Path(path)
+        self.max_files = max_files
+
+    @classmethod
+    def from_env(cls) -> DirCache | None:
+        path = os.environ.get(CACHE_DIR_ENV, "").strip()
+        return cls(path) if path else None
+
+    def name(self, scope: str, key: str) -> str:
+        """The file stem for a job key under one interpreter (its versions are part of the traced numbers)."""
+        return hashlib.sha256(f"{scope}\0{key}".encode()).hexdigest()[:32]
+
+    def result_path(self, name: str) -> Path:
+        return self.path / f"{name}.json"
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.result_path(name).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("ok") else None
+
+    def put(self, name: str, result: dict[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(result, fh)
+            os.replace(tmp, self.result_path(name))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._prune()
+
+    @contextlib.contextmanager
+    def locked(self, name: str):
+        """Hold `<name>.lock` exclusively (waiting for any other holder) for the body."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / f"{name}.lock", "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def _prune(self) -> None:
+        try:
+            files = list(self.path.glob("*.json"))
+            if len(files) <= self.max_files:
+                return
+            files.sort(key=lambda p: p.stat().st_mtime)
+            for old in files[:len(files) - self.max_files]:
+                with contextlib.suppress(OSError):
+                    old.unlink()
+                    (old.parent / f"{old.stem}.lock").unlink()
+        except OSError:
+            pass
+
+
+def cached_trace(cache: DirCache, name: str, job: dict[str, Any], trace) -> dict[str, Any]:
+    """`trace(job)` once across processes: under the key's lock, the stored result if another process traced it
+    meanwhile, else trace and store an ok result."""
+    with cache.locked(name):
+        found = cache.get(name)
+        if found is not None:
+            return found
+        res = trace(job)
+        if res.get("ok"):
+            try:
+                cache.put(name, res)
+            except OSError:  # a full or read-only folder: the result still reaches this process
+                pass
+        return res
+
+
 def _run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Runs in the worker (the interpreter with torch): import the worker there, never here."""
+    """Runs in the worker (the interpreter with torch): import the worker there, never here. With a shared cache
+    folder in the job, the trace runs under its lock (`cached_trace`)."""
     import importlib
 
-    return importlib.import_module("exact.worker").trace_job(job)
+    job = dict(job)
+    tracer = job.pop("_tracer", "exact.worker")
+    shared = job.pop("_shared_cache", None)
+    trace = importlib.import_module(tracer).trace_job
+    if shared is None:
+        return trace(job)
+    return cached_trace(DirCache(shared["dir"]), shared["name"], job, trace)
 
 
 _LAUNCH_LOCK = threading.Lock()
@@ -227,8 +331,13 @@ class JobStatus:
 class ExactPool:
     """One worker process, traces queued in the process pool's own queue, results cached by job key."""
 
-    def __init__(self, interp: Interpreter, time_limit_s: float | None = None, max_host_bytes: int | None = None):
+    def __init__(self, interp: Interpreter, time_limit_s: float | None = None, max_host_bytes: int | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None, tracer: str = "exact.worker"):
         self.interp = interp
+        # The folder shared with other server processes: cache_dir, else $WIF_EXACT_CACHE_DIR, else none.
+        self.shared = DirCache(cache_dir) if cache_dir else DirCache.from_env()
+        self._scope = "|".join([interp.python, *(f"{m}={v}" for m, v in interp.versions)])
+        self.tracer = tracer  # the module whose trace_job the worker runs (tests use a fake one)
         self.time_limit_s = float(time_limit_s or os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
         gb = os.environ.get(HOST_MEMORY_ENV)
         self.max_host_bytes = max_host_bytes or (int(float(gb) * 1e9) if gb else DEFAULT_MAX_HOST_BYTES)
@@ -270,12 +379,17 @@ class ExactPool:
     def submit(self, payload: dict[str, Any], key: str) -> str:
         """Queue a trace (or find it in the cache / already queued). Returns its key."""
         with self._lock:
-            if key in self._cache:
+            if key in self._cache or self._from_shared(key) is not None:
                 return key
             job = self._jobs.get(key)
             if job is not None and job.error is None:
                 return key
-            job = _Job(key, {**payload, "max_host_bytes": self.max_host_bytes}, time.monotonic())
+            extra: dict[str, Any] = {"max_host_bytes": self.max_host_bytes}
+            if self.tracer != "exact.worker":
+                extra["_tracer"] = self.tracer
+            if self.shared is not None:
+                extra["_shared_cache"] = {"dir": str(self.shared.path), "name": self.shared.name(self._scope, key)}
+            job = _Job(key, {**payload, **extra}, time.monotonic())
             self._jobs[key] = job
             self._order.append(job)
             if len(self._order) == 1:
@@ -283,6 +397,21 @@ class ExactPool:
             self._dispatch(job)
             self._ensure_watchdog()
             return key
+
+    def _from_shared(self, key: str) -> dict[str, Any] | None:
+        """A result another process stored in the shared folder, taken into this process's cache (under the lock)."""
+        if self.shared is None:
+            return None
+        res = self.shared.get(self.shared.name(self._scope, key))
+        if res is not None:
+            self._remember(key, res)
+        return res
+
+    def _remember(self, key: str, res: dict[str, Any]) -> None:
+        self._cache[key] = res
+        self._cache.move_to_end(key)
+        while len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
 
     def _on_done(self, job: _Job, fut: Future) -> None:
         with self._lock:
@@ -300,10 +429,8 @@ class ExactPool:
                 res = fut.result()
                 if res.get("ok"):
                     job.result = res
-                    self._cache[job.key] = res
+                    self._remember(job.key, res)
                     self._jobs.pop(job.key, None)  # the cache answers from now on
-                    while len(self._cache) > CACHE_SIZE:
-                        self._cache.popitem(last=False)
                 else:
                     job.error = str(res.get("error") or "the trace failed")
                     if res.get("recycle"):
@@ -363,10 +490,12 @@ class ExactPool:
     def status(self, key: str) -> JobStatus:
         with self._lock:
             now = time.monotonic()
-            if key in self._cache:
-                res = self._cache[key]
-                return JobStatus("done", 0, float(res.get("seconds", 0.0)), self.time_limit_s, result=res)
+            res = self._cache.get(key)
             job = self._jobs.get(key) or self._failed.get(key)
+            if res is None and job is None:  # traced by another server process?
+                res = self._from_shared(key)
+            if res is not None:
+                return JobStatus("done", 0, float(res.get("seconds", 0.0)), self.time_limit_s, result=res)
             if job is None:
                 return JobStatus("unknown", 0, 0.0, self.time_limit_s)
             if job.error is not None:
@@ -459,7 +588,7 @@ from .result import WHAT_EXACT_LEAVES_OUT, WHAT_EXACT_MEANS, Added, ExactResult 
 
 __all__ = [
     "MAX_CONFIG_CHARS", "MAX_TRACE_DIM", "MAX_TRACE_LAYERS", "TRACED_OPTIMIZERS", "WHAT_EXACT_LEAVES_OUT",
-    "WHAT_EXACT_MEANS", "Added", "ExactPool", "ExactRefused", "ExactResult", "ExactUnavailable", "available",
+    "WHAT_EXACT_MEANS", "Added", "DirCache", "ExactPool", "ExactRefused", "ExactResult", "ExactUnavailable", "available",
     "check_config", "combine", "find_interpreter", "get_pool", "hub_config", "hub_config_cached", "make_job",
     "preset_config", "trace_exact", "tracer_setup",
 ]
