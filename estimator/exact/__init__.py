@@ -17,9 +17,6 @@ memory ends with a one-line note and a fresh worker for the next job."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import json
 import multiprocessing
 import multiprocessing.context
@@ -28,7 +25,6 @@ import multiprocessing.spawn
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -42,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from .config import ExactUnavailable, check_config, job_key, tracer_setup
 from .result import combine
+from .shared_cache import CACHE_DIR_ENV, DIR_CACHE_FILES, DirCache, cached_trace  # noqa: F401 - the face
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -61,8 +58,6 @@ INSTALL_HINT = ("the exact trace needs the optional install: pip install -r requ
 DEFAULT_TIMEOUT_S = 900.0  # a full-depth 16-layer 1B trace took ~4 min on two busy CPU cores (most are shallow)
 DEFAULT_MAX_HOST_BYTES = 16 * 10**9  # the worker's address-space cap (fake tensors need no data memory)
 CACHE_SIZE = 64
-CACHE_DIR_ENV = "WIF_EXACT_CACHE_DIR"  # a folder shared by the server processes (docs/hosting.md)
-DIR_CACHE_FILES = 2048  # results kept in the folder (a few kB each); the oldest go first
 
 
 # --------------------------------------------------------------------------------------------------
@@ -143,96 +138,6 @@ def available() -> tuple[bool, str]:
 # --------------------------------------------------------------------------------------------------
 # The worker process pool
 # --------------------------------------------------------------------------------------------------
-# --------------------------------------------------------------------------------------------------
-# The result cache shared between server processes
-# --------------------------------------------------------------------------------------------------
-class DirCache:
-    """Trace results as files in a folder that several server processes share ($WIF_EXACT_CACHE_DIR).
-
-    `<name>.json` holds one result, written whole or not at all (a temp file in the same folder, then
-    `os.replace`); readers never see half a file. `<name>.lock` is an advisory lock (`fcntl.flock`) that the
-    worker tracing that setup holds for the whole trace: a second process asked for the same setup at the same
-    time waits on the lock and then reads the first one's result instead of tracing it again. The kernel drops
-    the lock when its holder dies (time limit, out of memory), and the waiter then traces it itself. Failures
-    are not stored: a new request retries them, as the in-memory cache does."""
-
-    def __init__(self, path: str | os.PathLike[str], max_files: int = DIR_CACHE_FILES):
-        self.path = Path(path)
-        self.max_files = max_files
-
-    @classmethod
-    def from_env(cls) -> DirCache | None:
-        path = os.environ.get(CACHE_DIR_ENV, "").strip()
-        return cls(path) if path else None
-
-    def name(self, scope: str, key: str) -> str:
-        """The file stem for a job key under one interpreter (its versions are part of the traced numbers)."""
-        return hashlib.sha256(f"{scope}\0{key}".encode()).hexdigest()[:32]
-
-    def result_path(self, name: str) -> Path:
-        return self.path / f"{name}.json"
-
-    def get(self, name: str) -> dict[str, Any] | None:
-        try:
-            data = json.loads(self.result_path(name).read_text())
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) and data.get("ok") else None
-
-    def put(self, name: str, result: dict[str, Any]) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(result, fh)
-            os.replace(tmp, self.result_path(name))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        self._prune()
-
-    @contextlib.contextmanager
-    def locked(self, name: str):
-        """Hold `<name>.lock` exclusively (waiting for any other holder) for the body."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        with open(self.path / f"{name}.lock", "a+b") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-    def _prune(self) -> None:
-        try:
-            files = list(self.path.glob("*.json"))
-            if len(files) <= self.max_files:
-                return
-            files.sort(key=lambda p: p.stat().st_mtime)
-            for old in files[:len(files) - self.max_files]:
-                with contextlib.suppress(OSError):
-                    old.unlink()
-                    (old.parent / f"{old.stem}.lock").unlink()
-        except OSError:
-            pass
-
-
-def cached_trace(cache: DirCache, name: str, job: dict[str, Any], trace) -> dict[str, Any]:
-    """`trace(job)` once across processes: under the key's lock, the stored result if another process traced it
-    meanwhile, else trace and store an ok result."""
-    with cache.locked(name):
-        found = cache.get(name)
-        if found is not None:
-            return found
-        res = trace(job)
-        if res.get("ok"):
-            try:
-                cache.put(name, res)
-            except OSError:  # a full or read-only folder: the result still reaches this process
-                pass
-        return res
-
-
 def _run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Runs in the worker (the interpreter with torch): import the worker there, never here. With a shared cache
     folder in the job, the trace runs under its lock (`cached_trace`)."""
