@@ -6,9 +6,12 @@ link from the legacy pages/ folder by file name; ui.inputs.live_page (called fir
 switches that session to this navigation and reruns, so /compare, /fits, /sizes, /scale and /how open with the
 app's own navigation even on a freshly started server."""
 
+import copy
+from pathlib import Path
+
 import streamlit as st
 
-from estimator.i18n import _
+from estimator.i18n import _, get_language
 from ui.lang import choose_language
 
 # A presentation link (?present=true) opens with the sidebar folded away: the verdict fills the screen.
@@ -17,13 +20,24 @@ choose_language()  # lang=es|en, else the browser's language (ui/lang.py): befor
 st.set_page_config(page_title=_("Will it fit?"), page_icon=":material/memory:", layout="wide",
                    initial_sidebar_state="collapsed" if presenting else "auto")
 
-PAGES = [
-    st.Page("pages/calculator.py", title=_("Calculator"), icon=":material/calculate:", default=True),
-    st.Page("pages/compare.py", title=_("Compare methods"), icon=":material/stacked_bar_chart:", url_path="compare"),
-    st.Page("pages/fits.py", title=_("What fits my device"), icon=":material/laptop_mac:", url_path="fits"),
-    st.Page("pages/sizes.py", title=_("Size table"), icon=":material/table:", url_path="sizes"),
-    st.Page("pages/scale.py", title=_("Scale out"), icon=":material/hub:", url_path="scale"),
-    st.Page("pages/how.py", title=_("How it works"), icon=":material/menu_book:", url_path="how"),
-]
+
+@st.cache_resource(show_spinner=False)
+def _page_templates(lang: str, root: str) -> tuple:
+    """The page list in one language, built once per server: each st.Page resolves and checks its file
+    (pathlib, a dozen stat calls), which a rerun need not repeat. Titles are text, so the language is part of
+    the key; so is the app's folder (the pages' paths resolve against it)."""
+    return (
+        st.Page("pages/calculator.py", title=_("Calculator"), icon=":material/calculate:", default=True),
+        st.Page("pages/compare.py", title=_("Compare methods"), icon=":material/stacked_bar_chart:", url_path="compare"),
+        st.Page("pages/fits.py", title=_("What fits my device"), icon=":material/laptop_mac:", url_path="fits"),
+        st.Page("pages/sizes.py", title=_("Size table"), icon=":material/table:", url_path="sizes"),
+        st.Page("pages/scale.py", title=_("Scale out"), icon=":material/hub:", url_path="scale"),
+        st.Page("pages/how.py", title=_("How it works"), icon=":material/menu_book:", url_path="how"),
+    )
+
+
+# Each run gets its own copies: st.navigation marks the page it returns as the one allowed to run (a flag on the
+# object), which sessions running at the same time must not share.
+PAGES = [copy.copy(page) for page in _page_templates(get_language(), str(Path(__file__).resolve().parent))]
 
 st.navigation(PAGES, position="top").run()

@@ -38,7 +38,7 @@ from ui.text import plain, show_notes
 from ui.trainer_inputs import how_section_markdown, page_trainer
 from ui.url_state import share_box
 from ui.values import Inputs
-from validation import accuracy_report
+from validation import accuracy_report as _accuracy_report
 
 if TYPE_CHECKING:  # annotations only
     from estimator import ModelSpec, TrainingSetup
@@ -326,6 +326,12 @@ def _units() -> None:
           "{amount}: more than 80 × 10⁹ bytes, less than 80 GiB. Charts are in GB; hovers and tables add GiB.").format(
             gib_in_gb=format_number(2**30 / 1e9, 3), mib=format_number(81_559, 0), amount=plain(fmt_both(81_559 * 2**20)))
     )
+
+
+# The accuracy report re-estimates every fixture and published run (~25 ms): it depends on no input and no
+# language (its rows hold ids, numbers and English source notes), so it is computed once per process; st.cache_data
+# hands each run its own copy.
+accuracy_report = st.cache_data(_accuracy_report, show_spinner=False)
 
 
 def _accuracy() -> tuple[dict, dict]:

@@ -25,6 +25,8 @@ from typing import Any
 import plotly
 import streamlit as st
 import streamlit.components.v1 as components_v1
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 TRANSITION_MS = 400  # the bars' glide between values: long enough to follow, short enough not to wait for
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
@@ -129,10 +131,17 @@ def _renderer():
     return st.components.v2.component("live_plotly", js=_JS, isolate_styles=False)
 
 
+@lru_cache(maxsize=4)
+def _declare_plotly_js(registry: object) -> None:
+    """Register the plotly.js folder once per server (keyed on the runtime's registry), not on every rerun."""
+    components_v1.declare_component("plotly_js", path=_asset_dir())  # registers the folder for this server
+
+
 def _plotly_js_url() -> str:
     """Where the browser fetches plotly.js: a static folder registered as a (v1) component, served by the
     Streamlit server under /component/<module>.<name>/ (honouring server.baseUrlPath)."""
-    components_v1.declare_component("plotly_js", path=_asset_dir())  # registers the folder for this server
+    if get_script_run_ctx() is not None:  # declare_component registers only inside a script run
+        _declare_plotly_js(Runtime.instance().component_registry)
     base = str(st.get_option("server.baseUrlPath") or "").strip("/")
     return ("/" + base if base else "") + f"/component/{__name__}.plotly_js/plotly.min.js"
 

@@ -4,6 +4,8 @@ stays thin and these are tested directly. Sizes are labelled GB (10⁹ B) and Gi
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
@@ -11,7 +13,7 @@ from urllib.parse import urlencode, urlsplit
 import pandas as pd
 
 from estimator import Device, Estimate, Remedy, Verdict, component_keys, to_gb, to_gib
-from estimator.i18n import _, format_int, format_number
+from estimator.i18n import _, format_int, format_number, get_language
 from estimator.memory.result import CONTEXT_KEY, component_label, context_label
 from ui.charts import both_units
 
@@ -38,10 +40,28 @@ def breakdown_frame(est: Estimate, device: Device | None = None) -> pd.DataFrame
 
 
 def breakdown_csv(est: Estimate, device: Device | None = None) -> str:
-    """The breakdown table as CSV: the same rows and numbers as on screen, bytes exact."""
+    """The breakdown table as CSV: the same rows and numbers as on screen, bytes exact. Remembered for the
+    last few estimates (the estimator hands back the same Estimate object for the same inputs, so a rerun that
+    changed nothing the table shows does not build it again), per device and language."""
+    key = (id(est), device, get_language())
+    with _CSV_LOCK:
+        hit = _CSV_CACHE.get(key)
+        if hit is not None and hit[0] is est:  # the same object, not a new one at a recycled id
+            _CSV_CACHE.move_to_end(key)
+            return hit[1]
     frame = breakdown_frame(est, device)
     frame["bytes"] = [int(b) for b in frame["bytes"]]  # whole bytes, exact (Python ints)
-    return frame.to_csv(index=False, float_format="%.4f")
+    text = frame.to_csv(index=False, float_format="%.4f")
+    with _CSV_LOCK:
+        _CSV_CACHE[key] = (est, text)  # holds the estimate, so its id is not reused while cached
+        while len(_CSV_CACHE) > _CSV_CACHE_SIZE:
+            _CSV_CACHE.popitem(last=False)
+    return text
+
+
+_CSV_CACHE_SIZE = 32
+_CSV_CACHE: OrderedDict[tuple[int, Device | None, str], tuple[Estimate, str]] = OrderedDict()
+_CSV_LOCK = threading.Lock()
 
 
 def verdict_detail(est: Estimate, device: Device, v: Verdict) -> tuple[str, str]:
