@@ -296,6 +296,7 @@ def test_killing_the_process_behind_a_page_brings_it_back_with_the_same_link(tmp
     shows the same inputs from its URL, never a blank screen.  Run: .venv/bin/python -m pytest -m slow -k killing"""
     import os
     import signal
+    import threading
 
     if _nginx() is None:
         pytest.skip("nginx is not installed and could not be installed (Debian: apt-get install -y nginx, as root)")
@@ -322,30 +323,48 @@ def test_killing_the_process_behind_a_page_brings_it_back_with_the_same_link(tmp
             assert serve.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
             time.sleep(0.3)
         link = f"{url}/?batch=5&ckpt=false"
-        with playwright.sync_playwright() as pw:
-            browser = pw.chromium.launch(**launch_kwargs())
-            page = browser.new_page()
-            page.goto(link)
-            chart, batch = CHART.format(key="memory_bar"), SLIDER.format(key="batch")
-            page.wait_for_selector(chart, timeout=60_000)
-            page.wait_for_selector(APP_IDLE, state="attached", timeout=60_000)
-            assert page.locator(batch).input_value() == "5"
-            serving = page.request.get(f"{url}/_stcore/health").headers["x-upstream"]  # same cookie, same process
-            port = int(serving.rsplit(":", 1)[1])
-            os.kill(int((tmp_path / f"streamlit-{port}.pid").read_text()), signal.SIGKILL)
-            page.wait_for_selector("[data-testid='stApp']:not([data-test-connection-state='CONNECTED'])",
-                                   state="attached", timeout=30_000)
-            page.wait_for_selector(APP_CONNECTED, state="attached", timeout=60_000)
-            page.wait_for_selector(chart, timeout=60_000)
-            page.wait_for_selector(APP_IDLE, state="attached", timeout=60_000)
-            now = page.request.get(f"{url}/_stcore/health").headers["x-upstream"]
-            assert now != serving  # the other process answered
-            assert "batch=5" in page.url and "ckpt=false" in page.url
-            assert page.locator(batch).input_value() == "5"
-            assert page.locator(".st-key-ckpt [aria-checked='true'], .st-key-ckpt [aria-pressed='true']") \
-                .first.inner_text().strip().lower() == "false"
-            assert page.locator(chart).is_visible()
-            browser.close()
+
+        def browse() -> None:
+            # its own thread: the slow suite's other browser tests can leave an asyncio loop in this one,
+            # and Playwright's sync API refuses to run inside a loop
+            with playwright.sync_playwright() as pw:
+                browser = pw.chromium.launch(**launch_kwargs())
+                page = browser.new_page()
+                page.goto(link)
+                chart, batch = CHART.format(key="memory_bar"), SLIDER.format(key="batch")
+                page.wait_for_selector(chart, timeout=60_000)
+                page.wait_for_selector(APP_IDLE, state="attached", timeout=60_000)
+                assert page.locator(batch).input_value() == "5"
+                serving = page.request.get(f"{url}/_stcore/health").headers["x-upstream"]  # same cookie, same process
+                port = int(serving.rsplit(":", 1)[1])
+                os.kill(int((tmp_path / f"streamlit-{port}.pid").read_text()), signal.SIGKILL)
+                page.wait_for_selector("[data-testid='stApp']:not([data-test-connection-state='CONNECTED'])",
+                                       state="attached", timeout=30_000)
+                page.wait_for_selector(APP_CONNECTED, state="attached", timeout=60_000)
+                page.wait_for_selector(chart, timeout=60_000)
+                page.wait_for_selector(APP_IDLE, state="attached", timeout=60_000)
+                now = page.request.get(f"{url}/_stcore/health").headers["x-upstream"]
+                assert now != serving  # the other process answered
+                assert "batch=5" in page.url and "ckpt=false" in page.url
+                assert page.locator(batch).input_value() == "5"
+                assert page.locator(".st-key-ckpt [aria-checked='true'], .st-key-ckpt [aria-pressed='true']") \
+                    .first.inner_text().strip().lower() == "false"
+                assert page.locator(chart).is_visible()
+                browser.close()
+
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                browse()
+            except BaseException as exc:  # re-raised in the test's thread
+                errors.append(exc)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join()
+        if errors:
+            raise errors[0]
     finally:
         serve.send_signal(signal.SIGTERM)
         try:
