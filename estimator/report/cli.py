@@ -21,7 +21,7 @@ from ..memory.price import estimate
 from ..memory.result import component_keys
 from ..memory.verdict import verdict
 from ..models.config import parse_config_text
-from ..models.hub import fetch_model
+from ..models.hub import HubConfigRefused, fetch_model
 from ..models.presets import generic_spec, list_presets, load_preset, preset_ids
 from ..options.devices import CATALOG, custom_device, device_ids, get_device, lookup_devices, nearest_device_ids
 from ..options.losses import LOSS_IDS
@@ -237,8 +237,6 @@ def _flag_notes(args: argparse.Namespace) -> list[str]:
 
 def _hub_config_refused(args: argparse.Namespace, exc: Exception) -> bool:
     """A Hub id whose config.json was read but that the fast estimator cannot use (hub.HubConfigRefused)."""
-    from ..models.hub import HubConfigRefused
-
     return bool(args.model and "/" in args.model and isinstance(exc, HubConfigRefused))
 
 

@@ -10,7 +10,7 @@ from ...job.stack import attention_impl, loss_impl_id
 from ...options.losses import LOSS_IMPLS
 from ...options.optimizers import OPTIMIZERS, SGD_MOMENTUM
 from ...options.precisions import PRECISIONS, QLORA_PREPS
-from .common import _DEEPSPEED_STAGES, PLACEHOLDER_MODEL_ID, _common_notes, _learning_rate, _model_id
+from .common import _DEEPSPEED_STAGES, PLACEHOLDER_MODEL_ID, _common_notes, _launch_lines, _learning_rate, _model_id
 
 if TYPE_CHECKING:
     from ...job.setup import TrainingSetup
@@ -107,7 +107,7 @@ def _axolotl_launch_lines(setup: TrainingSetup) -> list[str]:
                                     "fp16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto",
                                     "gradient_accumulation_steps": "auto"})]
     if setup.gpus > 1:
-        out.append(f"# Launch with: accelerate launch --num_processes {setup.gpus} -m axolotl.cli.train config.yml")
+        out += _launch_lines(setup, "-m axolotl.cli.train config.yml")
     else:
         out.append("# Launch with: axolotl train config.yml")
     return out

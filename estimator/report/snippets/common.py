@@ -150,6 +150,11 @@ def _common_notes(setup: TrainingSetup, stack_id: str, notes: list[str]) -> None
                          "16-bit checkpoint on the GPU first.")
 
 
+def _launch_lines(setup: TrainingSetup, command: str = "train.py") -> list[str]:
+    """The launch line for several GPUs (Accelerate starts one process per GPU); none for one GPU."""
+    return [f"# Launch with: accelerate launch --num_processes {setup.gpus} {command}"] if setup.gpus > 1 else []
+
+
 # --- Python stacks built on transformers + PEFT (TRL, Trainer, plain loop) -----------------------------------
 
 def _bnb_lines(setup: TrainingSetup) -> list[str]:

@@ -14,6 +14,7 @@ from .common import (
     _freeze_tower_lines,
     _from_pretrained_lines,
     _hf_optim_lines,
+    _launch_lines,
     _learning_rate,
     _lora_config_lines,
     _model_id,
@@ -31,8 +32,7 @@ def _trainer_imports(setup: TrainingSetup) -> list[str]:
     """The launch line for several GPUs, torch, datasets, PEFT and transformers."""
     qlora = setup.method == "qlora"
     out: list[str] = []
-    if setup.gpus > 1:
-        out.append(f"# Launch with: accelerate launch --num_processes {setup.gpus} train.py")
+    out += _launch_lines(setup)
     out += ["import torch", "from datasets import load_dataset"]
     if setup.method != "full":
         out.append("from peft import LoraConfig, get_peft_model"

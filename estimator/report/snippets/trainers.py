@@ -19,6 +19,7 @@ from .common import (
     _freeze_tower_lines,
     _from_pretrained_lines,
     _hf_optim_lines,
+    _launch_lines,
     _learning_rate,
     _lora_config_lines,
     _model_id,
@@ -47,8 +48,7 @@ def _header_lines(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> li
     ]
     if setup.stack not in (None, "trl"):
         out += _comment(f"The estimate uses the {setup.stack} stack's defaults; this is TRL's own trainer.")
-    if setup.gpus > 1:
-        out.append(f"# Launch with: accelerate launch --num_processes {setup.gpus} train.py")
+    out += _launch_lines(setup)
     return out
 
 

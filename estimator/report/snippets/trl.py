@@ -13,6 +13,7 @@ from .common import (
     _freeze_tower_lines,
     _from_pretrained_lines,
     _hf_optim_lines,
+    _launch_lines,
     _learning_rate,
     _lora_config_lines,
     _model_id,
@@ -30,8 +31,7 @@ def _trl_imports(setup: TrainingSetup) -> list[str]:
     """The launch line for several GPUs, torch, datasets, PEFT, transformers (its loss for full logits) and TRL."""
     qlora = setup.method == "qlora"
     out: list[str] = []
-    if setup.gpus > 1:
-        out.append(f"# Launch with: accelerate launch --num_processes {setup.gpus} train.py")
+    out += _launch_lines(setup)
     out += ["import torch", "from datasets import load_dataset"]
     if qlora and setup.qlora_prep == "peft":
         out.append("from peft import LoraConfig, prepare_model_for_kbit_training")
