@@ -47,9 +47,9 @@ REPO = os.path.dirname(HERE)
 
 
 def _cases():
-    from calibration.mlx_cases import CASES
+    from calibration.mlx_cases import CASES, PROBE_CASES, REAL_CASES
 
-    return CASES
+    return CASES + REAL_CASES + PROBE_CASES
 
 
 # --------------------------------------------------------------------------
@@ -71,7 +71,10 @@ def _count(tree):
 def build_model(config, dtype_name):
     import mlx.core as mx
 
-    mod = importlib.import_module(f"mlx_lm.models.{config['model_type']}")
+    from mlx_lm.utils import MODEL_REMAPPING  # mistral → llama, as mlx_lm.load does (utils.py:48-60)
+
+    model_type = MODEL_REMAPPING.get(config["model_type"], config["model_type"])
+    mod = importlib.import_module(f"mlx_lm.models.{model_type}")
     args = mod.ModelArgs.from_dict(config)
     model = mod.Model(args)
     model.set_dtype(getattr(mx, dtype_name))

@@ -84,4 +84,10 @@ LOSS_IMPLS: dict[str, LossImpl] = {o.id: o for o in (
              "logits tensor; counted like Liger's fused kernel (one tile + the input gradient)."),
              "unsloth_zoo 2026.10 fused_losses/cross_entropy_loss.py (unsloth_fused_ce_loss); compiler.py "
              "UNSLOTH_ENABLE_CCE, off on torch ≥ 2.8 (__init__.py)"),
+    LossImpl("mlx", "standard", N_("mlx-lm cross-entropy (full logits)"),
+             N_("mlx-lm's default_loss builds the [T, V] logits in the model's dtype and calls nn.losses.cross_entropy: "
+             "its backward holds four logits-sized buffers (logits, the max-shifted copy, the softmax and the "
+             "gradient: 4 × c × T × V, measured on the CPU path; Metal's fused forward, see docs/formulas.md §8.3)."),
+             "mlx_lm/tuner/trainer.py:88-101 default_loss; mlx/nn/losses.py:98-119 (mx.fast.cross_entropy on "
+             "Metal/CUDA, unfused on the CPU); fixtures loss-V*-S* (validation/data/mlx_fixtures.json)"),
 )}

@@ -1,0 +1,442 @@
+"""Peak memory of one `mlx_lm lora` training step (mlx 0.32.4, mlx-lm 0.32.2): the MLX-LM stack's own model.
+
+MLX evaluates the whole step (forward, value_and_grad, the optimizer update) as one lazy graph compiled with
+mx.compile (mlx_lm/tuner/trainer.py:245-261) and frees an array as soon as its last consumer has run. Its phases are
+not PyTorch's: the graph is scheduled breadth-first from the outputs with a width limit (mlx/transforms.cpp eval_impl,
+MLX_BFS_MAX_WIDTH 20), so weight gradients and optimizer updates run interleaved with the backward, not after it.
+What is alive at the peak was measured, not assumed (calibration/mlx_trace.py, validation/data/mlx_fixtures.json;
+docs/formulas.md §8):
+
+* between steps only the weights and the optimizer state are resident (the allocator cache is emptied by
+  `_clear_cache(0)` after every step, trainer.py:80-85, :332);
+* blocks before the first trained block keep nothing (no gradient flows into them);
+* each trained block keeps its saved tensors (§8.2) and its attention probabilities, B×H×L×L per block: training
+  attention is unfused on Metal and the CPU (mlx/backend/metal/scaled_dot_product_attention.cpp:739-743);
+* the peak is the larger of the loss backward (logits, the cross-entropy's buffers) and one block's backward, with
+  those saved tensors; full fine-tuning adds the gradients and updates in flight (§8.4).
+
+The estimate prices the backend in `setup.backend`: "metal" (a Mac: the app's default on Apple devices), "cpu" (how
+the fixtures were measured) or "cuda" (MLX's CUDA backend, cuDNN attention). Every difference between them is a term
+below, named where it applies."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..i18n import N_, Text
+from ..job.setup import ALL_LINEAR
+from ..job.stack import check_stack_setup
+from ..options.optimizers import OPTIMIZERS
+from ..options.quantization import QUANT_MODES, mlx_bytes_per_weight
+from ..options.stacks import MLX_STACK
+from .overhead import CUDA_CONTEXT_BYTES
+from .precision import FP32
+from .result import CONTEXT_KEY, CONTEXT_LABEL, Estimate, Phase
+from .result import detail as d
+
+if TYPE_CHECKING:
+    from ..job.setup import TrainingSetup
+    from ..models.spec import ModelSpec
+    from .result import DetailItem
+
+
+# --- measured coefficients (calibration/mlx_fit.py re-derives each from validation/data/mlx_fixtures.json) ------
+# Cross-entropy: the loss backward holds 4 copies of the [T, V] logits in their dtype (the logits, the max-shifted
+# copy, softmax/exp and the logits' gradient; mlx/nn/losses.py:110-119 unfused path). Fixtures loss-V*-S*: exactly
+# 16.0 B per logit in fp32 and 8.3 B in bf16 over V = 16k-64k.
+LOSS_LOGIT_COPIES = 4
+# The rest of the loss-backward moment, per token (adapter-dtype bytes for LoRA, model dtype for full): the final
+# norm, the head's input and its gradient, and the last trained block's cotangents. Least squares over the fixtures
+# whose peak is the loss backward (calibration/mlx_fit.py, "loss" phase).
+LOSS_REST_H = 12.9  # × h
+LOSS_REST_I = 5.1  # × intermediate size
+# One block's backward (the peak when the vocabulary is small): its cotangents and temporaries, per token, plus the
+# attention backward's score-sized buffers. Least squares over the fixtures whose peak is a block's backward.
+BLOCK_REST_H = 20.9  # × h
+BLOCK_REST_I = 4.9  # × intermediate size
+BLOCK_REST_PROBS = 1.64  # × one block's B·H·L² probabilities (softmax's and the matmul's gradients)
+# Full fine-tuning: weight gradients and Adam updates in flight. In the loss backward: ~1.1 blocks' worth of
+# trainable bytes per trained block, at most two (llama_a/qwen2_gqa/gemma_mqa/llama_vocab full vs LoRA: 0.95-1.27).
+FULL_GRAD_LOSS = 1.1
+# In a block's backward (small vocabularies): 2.4 blocks' worth (full-h512-n4 vs its LoRA twin).
+FULL_GRAD_BLOCK = 2.4
+# The update itself (fixtures upd-*: T = 32, activations negligible): per parameter the gradient and the optimizer's
+# new arrays for about two blocks at once (Adam: g, m', v', θ' = 4.2 × a block's trainable bytes each), then
+# 0.29 of that per further block (MLX frees most updates as the graph goes on).
+UPDATE_BLOCKS = 2
+UPDATE_PER_EXTRA_BLOCK = 0.29
+# Arrays an optimizer update makes per parameter (fixtures upd-*: Adam 4.2, SGD 2.07 per block's bytes).
+UPDATE_ARRAYS = {"adam": 4.2, "adamw": 4.2, "muon": 4.2, "sgd": 2.07, "adafactor": 2.4}
+# A quantised base: quantized_matmul changes the schedule; its peak keeps ~2.3 more blocks' probabilities
+# (q4lora vs lora at L = 128-512: +2.4-3.0 × one block's probabilities; calibration/mlx_fit.py).
+QUANT_EXTRA_PROBS = 2.3
+# DoRA: the adapted weight w + scale·Bᵀ·Aᵀ of each trained linear (mlx_lm/tuner/dora.py:120) is built in fp32 for
+# the norm; llama_a-dora and qwen2_gqa-dora hold 1.43 × the trained linears' weights in fp32 at the peak.
+DORA_ADAPTED_COPIES = 1.43
+# The measured error of this model against the fixtures (validation.mlx_accuracy): the band's low/high edges.
+MLX_ERROR_LOW = 0.05
+MLX_ERROR_HIGH = 0.05
+
+SUPPORTED_NOTE = N_("The MLX model is measured for dense decoders with a gated MLP (Llama, Mistral, Qwen 2/2.5/3, "
+                    "Gemma 1/2/3 text, Phi-3, Granite, SmolLM3); {family} {why}, which it does not model")
+
+
+class _Dims(NamedTuple):
+    """The block's widths as mlx-lm builds it."""
+
+    h: int
+    q: int  # query width (heads × head_dim)
+    kv: int  # key/value width
+    inter: int  # MLP intermediate size
+    heads: int
+    layers: int  # decoder blocks in the model
+    trained: int  # blocks that train (the last `trained` ones)
+
+
+def uses_mlx_model(setup: TrainingSetup) -> bool:
+    """Does the setup's stack run mlx-lm (Stack.model_code == "mlx")?"""
+    return setup.stack == MLX_STACK
+
+
+def check_mlx_model(spec: ModelSpec, setup: TrainingSetup) -> None:
+    """ValueError with the reason when mlx-lm cannot train this model this way, or the model is not modelled."""
+    why = ""
+    if spec.moe_layers:
+        why = N_("has mixture-of-experts layers (mlx-lm's SwitchGLU gathers experts per token)")
+    elif spec.mla_kv_rank:
+        why = N_("uses multi-head latent attention")
+    elif any(k.split(":")[0] not in ("full", "sliding") or not k.endswith(":dense") for k in spec.layer_pattern):
+        why = N_("has linear-attention, shared-KV or per-layer-embedding layers")
+    elif not spec.gated_mlp or spec.parallel_block:
+        why = N_("has a non-gated MLP or a parallel block")
+    if why:
+        raise ValueError(Text(SUPPORTED_NOTE, family=spec.family, why=Text(why)))
+    if setup.lora_layers > spec.num_layers:
+        raise ValueError(Text(N_("--lora-layers {n} is more than {model}'s {layers} decoder layers (mlx-lm raises: "
+                                 "'Requested to train {n} layers but the model only has {layers} layers', "
+                                 "mlx_lm/lora.py:234-238)"), n=setup.lora_layers, model=spec.name,
+                              layers=spec.num_layers))
+    if spec.quantization and setup.method == "full":
+        raise ValueError(Text(N_("{model} is quantised ({quant}); MLX's quantised layers are frozen "
+                                 "(mlx/nn/layers/quantized.py QuantizedLinear freezes itself), so a quantised base "
+                                 "trains adapters only: choose lora or qlora"), model=spec.name,
+                              quant=quant_label(*spec.quantization)))
+
+
+def quant_label(mode: str, bits: int, group: int) -> str:
+    """'affine 4-bit, group 64'."""
+    return f"{mode} {bits}-bit, group {group}"
+
+
+def _dims(spec: ModelSpec, setup: TrainingSetup) -> _Dims:
+    trained = setup.lora_layers or spec.num_layers  # 0 = every block (mlx-lm's -1)
+    return _Dims(spec.hidden_size, spec.q_dim, spec.kv_dim, spec.intermediate_size, spec.num_heads,
+                 spec.num_layers, min(trained, spec.num_layers))
+
+
+def _adapted_roles(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
+    """The roles of the linears that carry adapters in a trained block: mlx-lm wraps every linear of the block
+    (tuner/utils.py:95-111) unless the config names keys; a PEFT-style name list maps to those linears."""
+    if setup.method == "full":
+        return frozenset()
+    if setup.lora_targets == (ALL_LINEAR,):
+        return frozenset(m.role for m in spec.linears)
+    names = set(setup.lora_targets)
+    unknown = names - set(spec.linear_names())
+    if unknown:
+        raise ValueError(Text(N_("LoRA target {target} is not a linear module of {family}; its modules are: "
+                                 "{names}"), target=repr(sorted(unknown)[0]), family=spec.family,
+                              names=", ".join(spec.linear_names())))
+    return frozenset(m.role for m in spec.linears if m.name in names)
+
+
+def _quant(spec: ModelSpec, setup: TrainingSetup) -> tuple[str, int, int] | None:
+    """The base's MLX quantisation: a pre-quantised checkpoint's own (config.json 'quantization'), else the
+    setup's for QLoRA; None for a float base."""
+    if spec.quantization:
+        return spec.quantization
+    if setup.method == "qlora":
+        return setup.quant_mode, setup.quant_bits, setup.quant_group
+    return None
+
+
+def _float_bytes(setup: TrainingSetup) -> int:
+    """The checkpoint's float dtype, which mlx-lm trains in (no cast in mlx_lm/utils.py load): fp32 or 16-bit."""
+    return FP32 if setup.precision == "fp32" else 2
+
+
+class _Model(NamedTuple):
+    """The resident part: weights, adapters, optimizer state, and the trainable bytes of one trained block."""
+
+    weights: float
+    adapters: float
+    opt: float
+    grad_accum: float
+    trainable_params: int
+    block_trainable_bytes: float  # one trained block's trainable bytes (full: its weights; LoRA: its adapters)
+    trained_linear_params: int  # weights of the trained blocks' adapted linears (DoRA's copies)
+    items: tuple[DetailItem, ...]
+
+
+def _lora_block_params(spec: ModelSpec, roles: frozenset[str], r: int, dora: bool) -> int:
+    """Adapter parameters of one block: lora_a (in × r) and lora_b (r × out) per adapted linear (tuner/lora.py:88-93),
+    plus DoRA's magnitude m (out, tuner/dora.py:90)."""
+    total = 0
+    for m in spec.linears:
+        if m.role in roles:
+            total += (r * (m.in_features + m.out_features) + (m.out_features if dora else 0)) * m.count
+    return total
+
+
+def _adafactor_state(spec: ModelSpec, roles: frozenset[str], setup: TrainingSetup, trained: int, b: int) -> float:
+    """mlx Adafactor (beta_1 None): a row (shape[:-1]) and a column (shape[:-2] + shape[-1:]) vector per matrix in the
+    parameter's dtype, a full second moment for 1-D parameters (mlx/optimizers/optimizers.py:785-796)."""
+    r = setup.lora_rank
+    if setup.method != "full":
+        per = sum(((m.in_features + r) + (r + m.out_features)) * m.count for m in spec.linears if m.role in roles)
+        if setup.dora:
+            per += sum(m.out_features * m.count for m in spec.linears if m.role in roles)
+        return FP32 * per * trained
+    per = sum((m.in_features + m.out_features + (m.out_features if m.bias else 0)) * m.count for m in spec.linears)
+    per += spec.norms_per_layer * spec.hidden_size  # the blocks' norm weights (1-D: a full second moment)
+    return float(b * per * trained)
+
+
+def _resident(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, roles: frozenset[str]) -> _Model:
+    b = _float_bytes(setup)
+    text_params = spec.params_total - spec.params_tower  # mlx-lm drops a wrapper's vision tower (gemma3.py sanitize)
+    quant = _quant(spec, setup)
+    if quant is None:
+        weights = float(text_params * b)
+        w_formula = f"{b} B × {text_params:,} params"
+    else:
+        mode, bits, group = quant
+        bpw = mlx_bytes_per_weight(mode, bits, group, b)
+        # mlx_lm/utils.py quantize_model:1057-1060: every Linear and Embedding whose input is a multiple of the
+        # group (the decoder linears, the embedding, an untied head); norms stay in the float dtype.
+        quantised = spec.params_quantizable + spec.params_embedding
+        weights = quantised * bpw + (text_params - quantised) * b
+        w_formula = f"{bpw:.4f} B × {quantised:,} quantised + {b} B × {text_params - quantised:,} float"
+    per_block_linear = sum(m.params_per_copy * m.count for m in spec.linears)
+    if setup.method == "full":
+        block_params = per_block_linear + spec.norms_per_layer * spec.hidden_size  # mlx_lm/lora.py:240-244
+        trainable = block_params * dm.trained
+        adapters = 0.0
+        block_bytes = float(block_params * b)
+        t_formula = f"{b} B × {trainable:,} params of the last {dm.trained} blocks"
+    else:
+        block_params = _lora_block_params(spec, roles, setup.lora_rank, setup.dora)
+        trainable = block_params * dm.trained
+        adapters = float(FP32 * trainable)  # fp32 adapters (tuner/lora.py:88-93)
+        block_bytes = float(FP32 * block_params)
+        t_formula = f"4 B × {trainable:,} adapter params on the last {dm.trained} blocks"
+    tb = b if setup.method == "full" else FP32
+    opt_id = setup.optimizer
+    if OPTIMIZERS[opt_id].state_dtype == "factored":
+        opt = _adafactor_state(spec, roles, setup, dm.trained, b)
+    else:
+        opt = float(trainable * tb * OPTIMIZERS[opt_id].states)  # zeros_like(parameter): the parameter's dtype
+    accum = float(trainable * tb) if setup.grad_accum > 1 else 0.0  # the summed gradient tree (trainer.py:251-252)
+    adapted_linear = sum(m.in_features * m.out_features * m.count for m in spec.linears if m.role in roles)
+    items = (
+        d("weights.base", N_("Frozen base weights"), weights - (trainable * b if setup.method == "full" else 0),
+          w_formula),
+        d("weights.trainable", N_("Trainable weights"), adapters if setup.method != "full" else trainable * b,
+          t_formula),
+        d("optimizer.state", N_("Optimizer state"), opt, f"{opt_id} state × {trainable:,} trainable params "
+                                                          f"(the parameter's dtype)"),
+    )
+    if accum:
+        items += (d("gradients.accumulated", N_("Gradients (accumulated)"), accum,
+                    "the summed gradient tree kept between micro-steps (trainer.py:251-252)"),)
+    return _Model(weights + adapters, adapters, opt, accum, trainable, block_bytes, adapted_linear * dm.trained,
+                  items)
+
+
+class _Block(NamedTuple):
+    """Bytes one trained block keeps for its backward, split for display, and its B·H·L² probabilities."""
+
+    saved: float  # per token
+    probs: float  # per block, the whole micro-batch
+    formula: str
+
+
+def _saved_per_token(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, roles: frozenset[str], b: int) -> float:
+    """What one trained block keeps per token (fixtures w-*, gqa-*, qdim1024-*, bf16-*: n = 4 vs n = 1 blocks,
+    calibration/mlx_fit.py): in the model dtype b the block input, the residual after attention, the scaled query,
+    one more query-sized copy, the keys and values, and the MLP's gate, sigmoid, SiLU and up; each linear's input
+    kept for a weight or adapter gradient (the normed input for q/k/v, the attention output for o, the normed
+    residual for gate/up, the product for down) in the adapter dtype (fp32: x is promoted by `x @ lora_a`,
+    tuner/lora.py:96) or, for full fine-tuning, in b; and x @ lora_a (r, fp32) per adapter."""
+    h, q, kv, inter = dm.h, dm.q, dm.kv, dm.inter
+    full = setup.method == "full"
+    ab = b if full else FP32
+
+    def kept(role_group: tuple[str, ...], width: int) -> float:
+        if full or roles & set(role_group):
+            return width * ab
+        return 0.0
+
+    base = b * (2 * h + 2 * q + 2 * kv + 4 * inter)  # x, residual, q·scale, q copy, k, v, gate, σ, SiLU, up
+    if spec.qk_norm:
+        base += b * (q + kv)  # q_norm/k_norm inputs (RMSNorm per head: its vjp reads its input)
+    if spec.norms_per_layer >= 4:
+        base += b * 2 * h  # Gemma 2/3 post-attention and post-MLP norms read the sublayer outputs
+    inputs = kept(("attn_in",), h) + kept(("attn_out",), q) + kept(("mlp_in",), h) + kept(("mlp_out",), inter)
+    r_terms = sum(FP32 * setup.lora_rank * m.count for m in spec.linears if m.role in roles)
+    return base + inputs + r_terms
+
+
+def _probs_per_block(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, b: int) -> float:
+    """The B×H×L×L attention probabilities one block keeps for the backward (softmax's vjp reads its output): MLX's
+    training attention is unfused on Metal (scaled_dot_product_attention.cpp:739-743, 'faster for training on Metal
+    to use the unfused SDPA') and on the CPU (no_gpu/primitives.cpp), so fast.cpp's fallback builds scores and
+    probabilities. On CUDA, cuDNN's fused attention with a fused VJP keeps none (cuda/scaled_dot_product_attention.cpp:
+    has_fused_kernel needs fp16/bf16 and head_dim ≤ 128 with head_dim % 8 == 0; the VJP falls back when L % 128 ≠ 0:
+    then the scores are rebuilt one block at a time in backward, counted with BLOCK_REST_PROBS). Gemma 2's
+    soft-capped attention is written out in mlx_lm/models/gemma2.py:92-103 and keeps tanh's output too."""
+    L = setup.seq_len
+    if setup.backend == "cuda" and _cudnn_attention(spec, setup):
+        return 0.0
+    copies = 2 if spec.attn_softcap else 1
+    return float(copies * setup.batch * dm.heads * L * L * b)
+
+
+def _cudnn_attention(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """MLX-CUDA trains attention with cuDNN (forward and VJP) for 16-bit models whose head_dim is a multiple of 8 up
+    to 128 (Ampere or newer) and lengths that are multiples of 128 (ScaledDotProductAttentionVJP::use_fallback)."""
+    return (setup.precision in ("bf16", "fp16") and spec.head_dim % 8 == 0 and spec.head_dim <= 128
+            and not spec.attn_softcap and setup.seq_len % 128 == 0)
+
+
+def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
+    """Peak memory of one steady-state mlx-lm training step (docs/formulas.md §8)."""
+    check_stack_setup(setup)
+    check_mlx_model(spec, setup)
+    dm = _dims(spec, setup)
+    roles = _adapted_roles(spec, setup)
+    b = _float_bytes(setup)
+    res = _resident(spec, setup, dm, roles)
+    T, L, n = setup.batch * setup.seq_len, setup.seq_len, dm.trained
+    full = setup.method == "full"
+    rb = b if full else FP32  # the rest terms are in the trainable dtype (fixtures: full bf16 halves, LoRA does not)
+
+    saved_tok = _saved_per_token(spec, setup, dm, roles, b)
+    probs = _probs_per_block(spec, setup, dm, b)
+    one_probs = float(setup.batch * dm.heads * L * L * b)  # one block's probabilities (its backward's buffers)
+    if setup.grad_ckpt:
+        # mx.checkpoint per block (trainer.py:27-40): only the block input survives the forward; the block being
+        # differentiated is recomputed, so one block's saved tensors exist at a time.
+        kept_blocks = n * T * h_bytes(dm, b)
+        recomputed = T * saved_tok + probs
+        ckpt_formula = "trained blocks × T × h (block inputs)"
+    else:
+        kept_blocks = n * (T * saved_tok + probs)
+        recomputed = 0.0
+        ckpt_formula = "trained blocks × (T × saved per token + B·H·L² probabilities)"
+    quant = _quant(spec, setup)
+    q_extra = QUANT_EXTRA_PROBS * probs if quant is not None and not setup.grad_ckpt else 0.0
+    dora = 0.0
+    if setup.dora:
+        dora = DORA_ADAPTED_COPIES * FP32 * res.trained_linear_params
+        if quant is not None:  # the dequantised weight x @ w.T keeps for its backward (tuner/dora.py:113-114)
+            dora += b * res.trained_linear_params
+    logits = float(T * spec.vocab_size * b)
+    loss = LOSS_LOGIT_COPIES * logits
+    loss_rest = T * rb * (LOSS_REST_H * dm.h + LOSS_REST_I * dm.inter)
+    block_rest = T * rb * (BLOCK_REST_H * dm.h + BLOCK_REST_I * dm.inter) + BLOCK_REST_PROBS * one_probs
+    if setup.backend == "cuda" and _cudnn_attention(spec, setup):
+        block_rest -= BLOCK_REST_PROBS * one_probs  # cuDNN's VJP computes the score gradients tile by tile
+
+    g_loss = FULL_GRAD_LOSS * res.block_trainable_bytes * min(n, 2) if full else 0.0
+    g_block = FULL_GRAD_BLOCK * res.block_trainable_bytes if full else 0.0
+    upd_arrays = UPDATE_ARRAYS.get(setup.optimizer, 4.2)
+    update = (upd_arrays * res.block_trainable_bytes * (min(n, UPDATE_BLOCKS) + UPDATE_PER_EXTRA_BLOCK *
+                                                           max(n - UPDATE_BLOCKS, 0))) if full else 0.0
+
+    weight_items = res.items
+    acts_common = [
+        d("activations.layers" if not setup.grad_ckpt else "activations.checkpoints",
+          N_("Trained blocks' saved tensors") if not setup.grad_ckpt else N_("Checkpointed block inputs"),
+          kept_blocks, ckpt_formula),
+    ]
+    if probs and not setup.grad_ckpt:
+        acts_common.append(d("activations.attention_scores", N_("of which attention probabilities (B·H·L², unfused)"),
+                             0.0, f"{n} × B × H × L² × {b} B = {n * probs:,.0f} B (inside the line above)"))
+    extras = []
+    if q_extra:
+        extras.append(d("activations.quantized_schedule", N_("Quantised base: more probabilities held"), q_extra,
+                        f"{QUANT_EXTRA_PROBS} × one block's B·H·L² (fixtures q4lora vs lora)"))
+    if dora:
+        extras.append(d("activations.dora_weights", N_("DoRA adapted-weight copies"), dora,
+                        f"{DORA_ADAPTED_COPIES} × 4 B × trained linear weights (tuner/dora.py:120)"
+                        + (" + dequantised weights" if quant is not None else "")))
+    loss_items = [
+        d("activations.loss", N_("Logits and cross-entropy buffers"), loss,
+          f"{LOSS_LOGIT_COPIES} × T × V × {b} B ({'unfused, measured' if setup.backend == 'cpu' else 'see §8.3'})"),
+        d("activations.loss_backward", N_("Head and last block's backward buffers"), loss_rest,
+          f"T × {rb} B × ({LOSS_REST_H}·h + {LOSS_REST_I}·I)"),
+    ]
+    block_items = [
+        d("activations.recomputed_layer", N_("Recomputed block"), recomputed, "T × saved per token + B·H·L²"),
+        d("activations.backward_temporaries", N_("One block's backward buffers"), block_rest,
+          f"T × {rb} B × ({BLOCK_REST_H}·h + {BLOCK_REST_I}·I) + {BLOCK_REST_PROBS} × B·H·L² × {b} B"),
+    ]
+
+    def phase(key: str, name: str, grads: float, acts: list[DetailItem], grad_label: str, temp: float = 0.0) -> Phase:
+        items = list(weight_items)
+        items.append(d("gradients.in_flight", grad_label, grads, "blocks' trainable bytes × measured factor"))
+        if temp:
+            items.append(d("optimizer.update_arrays", N_("Optimizer update's new arrays"), temp,
+                           f"{upd_arrays} × a block's trainable bytes × ({UPDATE_BLOCKS} + {UPDATE_PER_EXTRA_BLOCK} "
+                           f"per further block)"))
+        items.extend(acts)
+        return Phase(key, name, res.weights, grads + res.grad_accum, res.opt + temp,
+                     sum(a.bytes for a in acts), tuple(items))
+
+    phases = [
+        phase("loss_backward", N_("loss backward"), g_loss, [*acts_common, *extras, *loss_items],
+              N_("Gradients in flight")),
+        phase("backward.block", N_("backward, one block"), g_block, [*acts_common, *extras, *block_items],
+              N_("Gradients in flight")),
+    ]
+    if full:
+        phases.append(phase("optimizer_step", N_("optimizer update"), 0.0, [], N_("Gradients in flight"), update))
+    return _finish(spec, setup, res, phases)
+
+
+def h_bytes(dm: _Dims, b: int) -> float:
+    """One block input per token (what mx.checkpoint keeps)."""
+    return float(dm.h * b)
+
+
+def _finish(spec: ModelSpec, setup: TrainingSetup, res: _Model, phases: list[Phase]) -> Estimate:
+    """The peak phase, the runtime's context (CUDA's on MLX-CUDA; Metal and the CPU have none to count: MLX's
+    peak is its allocator's active bytes, mx.get_peak_memory), the band and the notes."""
+    peak = max(phases, key=lambda p: p.total)
+    ctx = CUDA_CONTEXT_BYTES if setup.backend == "cuda" else 0.0
+    components = {"weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
+                  "activations": peak.activations, "overhead": float(ctx)}
+    details = tuple(x for x in peak.details if x.bytes > 0) + (
+        d(CONTEXT_KEY, CONTEXT_LABEL, ctx, "CUDA context (MLX-CUDA)" if ctx else "none: Metal/CPU"),)
+    total = peak.total + ctx
+    notes = list(spec.notes)
+    if setup.backend == "cuda" and _cudnn_attention(spec, setup):
+        notes.append(N_("MLX-CUDA trains attention with cuDNN's fused kernels here: no L² probabilities are kept."))
+    else:
+        notes.append(N_("MLX trains attention unfused: each trained block keeps B × heads × L² attention "
+                        "probabilities (checkpointing recomputes them one block at a time)."))
+    if setup.backend == "cuda":
+        notes.append(N_("MLX's CUDA backend is modelled from its source, not measured: the MLX fixtures are CPU runs."))
+    if spec.quantization:
+        notes.append(Text(N_("The checkpoint is already quantised ({quant}): LoRA trains on that base."),
+                          quant=quant_label(*spec.quantization)))
+    if setup.lora_layers and setup.lora_layers < spec.num_layers:
+        notes.append(Text(N_("Only the last {n} of {layers} blocks train; the blocks before them keep no activations."),
+                          n=setup.lora_layers, layers=spec.num_layers))
+    return Estimate(
+        model=spec, setup=setup, mode="detailed", params_total=spec.params_total - spec.params_tower,
+        params_trainable=res.trainable_params, components_bytes=components, details=details, total_bytes=total,
+        low_bytes=peak.total * (1 - MLX_ERROR_LOW) + ctx, high_bytes=peak.total * (1 + MLX_ERROR_HIGH) + ctx,
+        peak_phase=peak.name, phases=tuple(phases), cpu_offload_bytes=0.0, notes=tuple(notes),
+    )
