@@ -70,7 +70,6 @@ def _count(tree):
 
 def build_model(config, dtype_name):
     import mlx.core as mx
-
     from mlx_lm.utils import MODEL_REMAPPING  # mistral → llama, as mlx_lm.load does (utils.py:48-60)
 
     model_type = MODEL_REMAPPING.get(config["model_type"], config["model_type"])

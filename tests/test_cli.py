@@ -160,5 +160,7 @@ def test_unusable_flags_are_one_line_errors(capsys, args, message):
 def test_help_shows_defaults_and_examples(capsys):
     rc, out, _ = run_cli(capsys, "--help")
     assert rc == 0
-    assert "(default: lora)" in out and "(default: trl)" in out and "(default: 16)" in out
+    flat = " ".join(out.split())  # argparse wraps the help text
+    assert "(default: lora)" in flat and "(default: mlx on a unified-memory Apple device, trl otherwise)" in flat
+    assert "(default: the stack's: 16, mlx 8)" in flat
     assert out.count("\n  python -m estimator ") == 3

@@ -30,7 +30,8 @@ from estimator.i18n import _, localised_error, set_language
 from estimator.job.stack import resolve_setup, setup_summary
 from estimator.job.tower import check_tower
 from estimator.memory.adapters import lora_targets
-from estimator.options.stacks import DEFAULT_STACK, STACKS, get_stack
+from estimator.options.backends import device_backend
+from estimator.options.stacks import DEFAULT_STACK, MLX_STACK, STACKS, get_stack
 from ui.lang import language_switch
 from ui.model_box import DEFAULT_MODEL, draw_model_section
 from ui.model_box import model_options as model_options  # re-exported: tests read it here
@@ -136,12 +137,31 @@ class _Training:
     length_slot: Any
 
 
+def effective_stack(stack_choice: str, device: Device) -> str:
+    """The stack a choice means on this device: 'auto' is MLX-LM on a unified-memory Apple device (its default
+    stack), TRL elsewhere; a named stack is itself."""
+    if stack_choice in STACKS:
+        return stack_choice
+    return MLX_STACK if device.kind == "unified" else DEFAULT_STACK
+
+
+def _stack_chosen() -> None:
+    """When the user picks a stack, its own run size comes with it (mlx-lm: batch 4, rank 8): the batch and rank
+    controls move to the stack's defaults, which the user can then change."""
+    choice = st.session_state.get("stack")
+    if choice in STACKS:
+        stack = get_stack(choice)
+        st.session_state["batch"] = stack.batch
+        st.session_state["rank"] = stack.lora_rank
+
+
 def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Training:
     """Method, stack, precision, a slot for batch and max length, images, checkpointing and the two expanders
     (optimizer, loss, attention, LoRA; GPUs and sharding)."""
     method = widget("method", sb)
-    stack_id = widget("stack", sb)
-    sb.caption(plain(get_stack(str(stack_id)).version if stack_id in STACKS else ""))
+    stack_id = widget("stack", sb, on_change=_stack_chosen)
+    sb.caption(plain(get_stack(str(stack_id)).version if stack_id in STACKS else
+                     _("auto: MLX-LM on an Apple device, TRL elsewhere")))
     precision = widget("precision", sb)
     length_slot = sb.container()  # batch and max length (ui/sliders.py)
     images, tower = _multimodal_inputs(sb, named, notes)
@@ -154,6 +174,9 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         rank = widget("rank", disabled=lora_off)
         targets_text = widget("targets", disabled=lora_off,
                               help=_("'all-linear' or names: {names}").format(names=", ".join(named.linear_names())))
+        lora_layers = widget("lora_layers")
+        dora = widget("dora", disabled=lora_off)
+        quant = widget("quant", disabled=method != "qlora")
     with sb.expander(_("GPUs and sharding")):
         gpus = widget("gpus")
         sharding = widget("sharding")
@@ -164,8 +187,10 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         grad_ckpt={"true": True, "false": False, "offload": True}.get(str(ckpt)),
         offload_activations={"offload": True, "false": False, "true": False}.get(str(ckpt)),
         loss=None if loss == AUTO else str(loss), image_tokens=int(images), train_tower=bool(tower),
+        lora_layers=int(lora_layers) or None, dora=bool(dora) and not lora_off,
+        quant_mode=None if quant == AUTO else str(quant),
     )
-    return _Training(settings, str(stack_id) if stack_id in STACKS else DEFAULT_STACK, str(targets_text), length_slot)
+    return _Training(settings, str(stack_id) if stack_id in STACKS else AUTO, str(targets_text), length_slot)
 
 
 def _draw_device_section(sb: Any) -> Device:
@@ -232,16 +257,27 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
         except ValueError as exc:
             notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=localised_error(exc)))
             targets = ("all-linear",)
-    settings = {**drawn.settings, "batch": int(batch), "seq_len": int(max_len), "lora_targets": targets}
+    stack_id = effective_stack(drawn.stack_id, drawn.device)
+    settings = {**drawn.settings, "batch": int(batch), "seq_len": int(max_len), "lora_targets": targets,
+                "backend": device_backend(drawn.device)}
     try:
-        setup = resolve_setup(drawn.stack_id, **settings)
+        setup = resolve_setup(stack_id, **settings)
     except ValueError as exc:
-        notes.append(_("{error}. Using the stack's own loss.").format(error=localised_error(exc)))
+        # the stack's own choices for what it refused (its loss, optimizer, quantisation; MLX-LM's attention,
+        # one device, no offloading), the user's batch, length, method and rank kept
+        notes.append(_("{error}. Using the stack's own settings for it.").format(error=localised_error(exc)))
+        keep = {k: settings[k] for k in ("method", "precision", "batch", "seq_len", "lora_rank", "lora_targets",
+                                          "lora_layers", "backend")}
+        if stack_id == MLX_STACK and keep["precision"] == "mixed":
+            keep["precision"] = "bf16"
         try:
-            setup = resolve_setup(drawn.stack_id, **{**settings, "loss": None})
-        except ValueError as exc2:
-            notes.append(_("Setup not valid ({error}); using defaults.").format(error=localised_error(exc2)))
-            setup = resolve_setup(DEFAULT_STACK)
+            setup = resolve_setup(stack_id, **keep)
+        except ValueError as exc2:  # the stack cannot run here at all (MLX-LM on ROCm, Unsloth on a Mac)
+            fallback = effective_stack(AUTO, drawn.device)
+            notes.append(_("Setup not valid ({error}); using {stack}'s defaults.").format(
+                error=localised_error(exc2), stack=get_stack(fallback).label))
+            setup = resolve_setup(fallback, method=keep["method"], batch=keep["batch"], seq_len=keep["seq_len"],
+                                  backend=keep["backend"])
     if setup.train_tower:
         try:
             check_tower(spec, setup)

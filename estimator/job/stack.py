@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text, _
 from ..options.backends import (
-    BACKENDS,
     MPS_NO_8BIT_OPTIMIZER,
     MPS_NO_PAGED,
     MPS_NO_TRITON,
@@ -118,8 +117,6 @@ def _check_mlx(setup: TrainingSetup, stack: Stack) -> None:
         if on:
             raise ValueError(Text(N_("{flag} is not modelled for the {stack} stack (one device, text models, "
                                      "nothing offloaded)"), flag=name, stack=stack.label))
-    if setup.backend == "cuda" and setup.precision == "fp16":
-        return  # MLX-CUDA runs fp16 as well
 
 
 def resolve_setup(stack_id: str = DEFAULT_STACK, trainer: str = "sft", **settings: Any) -> TrainingSetup:

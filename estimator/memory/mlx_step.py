@@ -27,7 +27,7 @@ from ..i18n import N_, Text
 from ..job.setup import ALL_LINEAR
 from ..job.stack import check_stack_setup
 from ..options.optimizers import OPTIMIZERS
-from ..options.quantization import QUANT_MODES, mlx_bytes_per_weight
+from ..options.quantization import mlx_bytes_per_weight
 from ..options.stacks import MLX_STACK
 from .overhead import CUDA_CONTEXT_BYTES
 from .precision import FP32
@@ -52,24 +52,31 @@ LOSS_REST_H = 12.9  # × h
 LOSS_REST_I = 5.1  # × intermediate size
 # One block's backward (the peak when the vocabulary is small): its cotangents and temporaries, per token, plus the
 # attention backward's score-sized buffers. Least squares over the fixtures whose peak is a block's backward.
-BLOCK_REST_H = 20.9  # × h
-BLOCK_REST_I = 4.9  # × intermediate size
-BLOCK_REST_PROBS = 1.64  # × one block's B·H·L² probabilities (softmax's and the matmul's gradients)
-# Full fine-tuning: weight gradients and Adam updates in flight. In the loss backward: ~1.1 blocks' worth of
-# trainable bytes per trained block, at most two (llama_a/qwen2_gqa/gemma_mqa/llama_vocab full vs LoRA: 0.95-1.27).
+BLOCK_REST_H = 12.0  # × h
+BLOCK_REST_I = 5.35  # × intermediate size
+BLOCK_REST_Q = 8.25  # × query width (heads × head_dim)
+BLOCK_REST_PROBS = 1.94  # × one block's B·H·L² probabilities (softmax's and the matmul's gradients)
+# With exactly two trained blocks the breadth-first schedule (width 20) overlaps less of a block's backward: its
+# rest is 0.69-0.92 (median 0.75) of the one- and four-block value (w-*-n2 vs w-*-n1/-n4; n = 1 and 4 agree).
+BLOCK_REST_TWO_BLOCKS = 0.77
+# On a 16-bit base with fp32 adapters the rest terms are part fp32 (adapter-side) and part the model dtype: 0.68 of
+# them fp32 (bf16-h512-n1/n4: 0.63, llama_a-lora-...-bfloat16: 0.74).
+LORA_REST_FP32_SHARE = 0.68
+# Full fine-tuning: weight gradients and updates in flight during the backward: ~1.1 blocks' worth of trainable
+# bytes per trained block, at most two (full vs LoRA twins: llama_a, qwen2_gqa, gemma_mqa, llama_vocab 0.95-1.27).
 FULL_GRAD_LOSS = 1.1
-# In a block's backward (small vocabularies): 2.4 blocks' worth (full-h512-n4 vs its LoRA twin).
-FULL_GRAD_BLOCK = 2.4
 # The update itself (fixtures upd-*: T = 32, activations negligible): per parameter the gradient and the optimizer's
-# new arrays for about two blocks at once (Adam: g, m', v', θ' = 4.2 × a block's trainable bytes each), then
-# 0.29 of that per further block (MLX frees most updates as the graph goes on).
+# new arrays for about two blocks at once (Adam: g, m', v', θ' = 4.2 × a block's trainable bytes), then 0.07 of
+# that per further block (upd-h256-n4..n16: MLX frees most updates as the graph goes on).
 UPDATE_BLOCKS = 2
-UPDATE_PER_EXTRA_BLOCK = 0.29
-# Arrays an optimizer update makes per parameter (fixtures upd-*: Adam 4.2, SGD 2.07 per block's bytes).
-UPDATE_ARRAYS = {"adam": 4.2, "adamw": 4.2, "muon": 4.2, "sgd": 2.07, "adafactor": 2.4}
-# A quantised base: quantized_matmul changes the schedule; its peak keeps ~2.3 more blocks' probabilities
-# (q4lora vs lora at L = 128-512: +2.4-3.0 × one block's probabilities; calibration/mlx_fit.py).
-QUANT_EXTRA_PROBS = 2.3
+UPDATE_PER_EXTRA_BLOCK = 0.07
+# Arrays an optimizer update holds per block's trainable bytes (fixtures upd-h256-n2, upd-h256-n8-sgd,
+# wide-full-T32-adafactor and -muon).
+UPDATE_ARRAYS = {"adam": 4.2, "adamw": 4.2, "muon": 3.7, "sgd": 1.4, "adafactor": 2.4}  # sgd: n2 1.14, n8 1.71
+# A quantised base: quantized_matmul changes the schedule; at the loss backward its peak keeps more of the trained
+# blocks' probabilities (q4lora vs lora twins: 0.5-0.75 of each trained block's B·H·L² at L = 128-512;
+# calibration/mlx_fit.py).
+QUANT_EXTRA_PROBS = 0.6
 # DoRA: the adapted weight w + scale·Bᵀ·Aᵀ of each trained linear (mlx_lm/tuner/dora.py:120) is built in fp32 for
 # the norm; llama_a-dora and qwen2_gqa-dora hold 1.43 × the trained linears' weights in fp32 at the peak.
 DORA_ADAPTED_COPIES = 1.43
@@ -111,7 +118,7 @@ def check_mlx_model(spec: ModelSpec, setup: TrainingSetup) -> None:
         why = N_("has a non-gated MLP or a parallel block")
     if why:
         raise ValueError(Text(SUPPORTED_NOTE, family=spec.family, why=Text(why)))
-    if setup.lora_layers > spec.num_layers:
+    if setup.lora_layers > spec.num_layers and "lora_layers" not in setup.from_stack:
         raise ValueError(Text(N_("--lora-layers {n} is more than {model}'s {layers} decoder layers (mlx-lm raises: "
                                  "'Requested to train {n} layers but the model only has {layers} layers', "
                                  "mlx_lm/lora.py:234-238)"), n=setup.lora_layers, model=spec.name,
@@ -319,14 +326,16 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     res = _resident(spec, setup, dm, roles)
     T, L, n = setup.batch * setup.seq_len, setup.seq_len, dm.trained
     full = setup.method == "full"
-    rb = b if full else FP32  # the rest terms are in the trainable dtype (fixtures: full bf16 halves, LoRA does not)
+    # the rest terms' bytes: the model dtype for full fine-tuning (full bf16 halves), mostly fp32 for LoRA
+    rb = b if full else b + LORA_REST_FP32_SHARE * (FP32 - b)
 
     saved_tok = _saved_per_token(spec, setup, dm, roles, b)
     probs = _probs_per_block(spec, setup, dm, b)
     one_probs = float(setup.batch * dm.heads * L * L * b)  # one block's probabilities (its backward's buffers)
     if setup.grad_ckpt:
         # mx.checkpoint per block (trainer.py:27-40): only the block input survives the forward; the block being
-        # differentiated is recomputed, so one block's saved tensors exist at a time.
+        # differentiated is recomputed, so one block's saved tensors exist at a time. The last block's recompute is
+        # already there at the loss backward (fixtures *-gc: loss + inputs + one block's saved tensors).
         kept_blocks = n * T * h_bytes(dm, b)
         recomputed = T * saved_tok + probs
         ckpt_formula = "trained blocks × T × h (block inputs)"
@@ -335,7 +344,8 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         recomputed = 0.0
         ckpt_formula = "trained blocks × (T × saved per token + B·H·L² probabilities)"
     quant = _quant(spec, setup)
-    q_extra = QUANT_EXTRA_PROBS * probs if quant is not None and not setup.grad_ckpt else 0.0
+    # at the loss backward only (a block's backward with a quantised base measured as without: llama_wide q4lora)
+    q_extra = QUANT_EXTRA_PROBS * n * probs if quant is not None and not setup.grad_ckpt else 0.0
     dora = 0.0
     if setup.dora:
         dora = DORA_ADAPTED_COPIES * FP32 * res.trained_linear_params
@@ -344,12 +354,17 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     logits = float(T * spec.vocab_size * b)
     loss = LOSS_LOGIT_COPIES * logits
     loss_rest = T * rb * (LOSS_REST_H * dm.h + LOSS_REST_I * dm.inter)
-    block_rest = T * rb * (BLOCK_REST_H * dm.h + BLOCK_REST_I * dm.inter) + BLOCK_REST_PROBS * one_probs
+    block_rest = (T * rb * (BLOCK_REST_H * dm.h + BLOCK_REST_I * dm.inter + BLOCK_REST_Q * dm.q)
+                  + BLOCK_REST_PROBS * one_probs)
     if setup.backend == "cuda" and _cudnn_attention(spec, setup):
         block_rest -= BLOCK_REST_PROBS * one_probs  # cuDNN's VJP computes the score gradients tile by tile
+    if n == 2 and not full and not setup.grad_ckpt:  # measured on LoRA without checkpointing
+        block_rest *= BLOCK_REST_TWO_BLOCKS
 
-    g_loss = FULL_GRAD_LOSS * res.block_trainable_bytes * min(n, 2) if full else 0.0
-    g_block = FULL_GRAD_BLOCK * res.block_trainable_bytes if full else 0.0
+    # with checkpointing the recompute comes first and no gradient is in flight yet at the loss backward (fixtures
+    # llama_a/qwen2_gqa full-gc peak with their LoRA-gc twins)
+    g_loss = FULL_GRAD_LOSS * res.block_trainable_bytes * min(n, 2) if full and not setup.grad_ckpt else 0.0
+    g_block = FULL_GRAD_LOSS * res.block_trainable_bytes * min(n, 2) if full else 0.0
     upd_arrays = UPDATE_ARRAYS.get(setup.optimizer, 4.2)
     update = (upd_arrays * res.block_trainable_bytes * (min(n, UPDATE_BLOCKS) + UPDATE_PER_EXTRA_BLOCK *
                                                            max(n - UPDATE_BLOCKS, 0))) if full else 0.0
@@ -366,7 +381,7 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     extras = []
     if q_extra:
         extras.append(d("activations.quantized_schedule", N_("Quantised base: more probabilities held"), q_extra,
-                        f"{QUANT_EXTRA_PROBS} × one block's B·H·L² (fixtures q4lora vs lora)"))
+                        f"{QUANT_EXTRA_PROBS} × trained blocks × B·H·L² (fixtures q4lora vs lora)"))
     if dora:
         extras.append(d("activations.dora_weights", N_("DoRA adapted-weight copies"), dora,
                         f"{DORA_ADAPTED_COPIES} × 4 B × trained linear weights (tuner/dora.py:120)"
@@ -394,10 +409,12 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         return Phase(key, name, res.weights, grads + res.grad_accum, res.opt + temp,
                      sum(a.bytes for a in acts), tuple(items))
 
+    recompute_at_loss = [block_items[0]] if setup.grad_ckpt else []
+    block_extras = [x for x in extras if x.key != "activations.quantized_schedule"]
     phases = [
-        phase("loss_backward", N_("loss backward"), g_loss, [*acts_common, *extras, *loss_items],
+        phase("loss_backward", N_("loss backward"), g_loss, [*acts_common, *recompute_at_loss, *extras, *loss_items],
               N_("Gradients in flight")),
-        phase("backward.block", N_("backward, one block"), g_block, [*acts_common, *extras, *block_items],
+        phase("backward.block", N_("backward, one block"), g_block, [*acts_common, *block_extras, *block_items],
               N_("Gradients in flight")),
     ]
     if full:
@@ -434,6 +451,10 @@ def _finish(spec: ModelSpec, setup: TrainingSetup, res: _Model, phases: list[Pha
     if setup.lora_layers and setup.lora_layers < spec.num_layers:
         notes.append(Text(N_("Only the last {n} of {layers} blocks train; the blocks before them keep no activations."),
                           n=setup.lora_layers, layers=spec.num_layers))
+    elif setup.lora_layers > spec.num_layers:  # the stack's default (16) on a shallower model
+        notes.append(Text(N_("mlx-lm's default of {n} trained blocks is more than {model}'s {layers}; mlx_lm lora "
+                             "refuses that (lora.py:234-238), so pass --num-layers {layers} (or -1): priced with all "
+                             "{layers} blocks."), n=setup.lora_layers, model=spec.name, layers=spec.num_layers))
     return Estimate(
         model=spec, setup=setup, mode="detailed", params_total=spec.params_total - spec.params_tower,
         params_trainable=res.trainable_params, components_bytes=components, details=details, total_bytes=total,

@@ -31,7 +31,7 @@ from ..options.optimizers import OPTIMIZER_IDS
 from ..options.precisions import PRECISION_IDS
 from ..options.quantization import QUANT_MODE_IDS
 from ..options.stacks import DEFAULT_STACK, MLX_STACK, STACK_IDS
-from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRAINERS, TRL_VERSION
+from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRL_VERSION
 from ..units import fmt_both
 from .document import _device_json, advice_json, estimate_json
 from .text import advice_lines, band_line, note_lines
