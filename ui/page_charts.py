@@ -102,3 +102,34 @@ def scale_out_chart(curves: Mapping[str, Sequence[Estimate]], gpu_counts: Sequen
     _font_size(fig, font_size)
     capacity_overlay(fig, device, axis="y")
     return fig
+
+
+ATTENTION_COLOR = "#D55E00"  # vermillion (Okabe–Ito): the s² attention probabilities
+OTHER_ACTS_COLOR = "#56B4E9"  # sky blue: the other activations and the loss
+RESIDENT_COLOR = "#999999"  # grey: weights, adapters and optimizer state
+
+
+def attention_share_chart(rows: Sequence[tuple[int, Estimate]], device: Device | None = None, *,
+                          font_size: int | None = None) -> go.Figure:
+    """How the s² attention term grows with the max length on MLX (How page): one stacked bar per length, the
+    resident part (weights, adapters, optimizer state), the trained blocks' attention probabilities
+    (DetailItem "activations.attention_scores": B·H·L² per trained block) and everything else, against the device's
+    usable line. `rows` are (max length, the MLX estimate at that length)."""
+    from estimator.memory.result import detail_bytes
+
+    labels = [format_number(length, 0) for length, _est in rows]
+    resident = [to_gb(e.components_bytes["weights"] + e.components_bytes["optimizer"]) for _l, e in rows]
+    probs = [to_gb(detail_bytes(e.details, "activations.attention_scores")) for _l, e in rows]
+    other = [to_gb(e.total_bytes) - r - p for (_l, e), r, p in zip(rows, resident, probs, strict=True)]
+    fig = go.Figure()
+    for name, values, color in ((_("Weights and optimizer state"), resident, RESIDENT_COLOR),
+                                (_("Attention probabilities (B·H·L²)"), probs, ATTENTION_COLOR),
+                                (_("Other activations and the loss"), other, OTHER_ACTS_COLOR)):
+        fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color,
+                             hovertemplate="%{x}: %{y:.1f} GB<extra>" + _esc(name) + "</extra>"))
+    fig.update_layout(barmode="stack", separators=separators(), height=360, margin={"t": 30, "b": 40},
+                      xaxis_title=_("Max length (tokens)"), yaxis_title="GB", legend={"orientation": "h", "y": -0.25})
+    if device is not None:
+        capacity_overlay(fig, device, axis="y")
+    _font_size(fig, font_size)
+    return fig

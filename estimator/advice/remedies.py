@@ -11,6 +11,7 @@ from ..i18n import _, format_int
 from ..job.stack import with_method
 from ..memory.trainers import reference_bytes
 from ..models.presets import generic_spec, list_presets, load_preset
+from ..options.stacks import MLX_STACK
 from .search import _default_estimate, solver_estimate_fn
 from .solvers import fewest_gpus, sharded
 
@@ -41,7 +42,7 @@ class Remedy:
 # JSON and tests compare these, never the titles (which are translated).
 REMEDY_KEYS = ("shorter_length", "smaller_batch", "qlora", "checkpointing", "lora", "smaller_model",
                "precompute_ref", "fewer_generations", "shorter_completions", "vllm_sleep", "lower_vllm_util",
-               "vllm_server", "sharding")
+               "vllm_server", "sharding", "fewer_layers")
 
 
 def _priced(order: int, title: str, change: str, base: float, total: float, caveat: str, key: str,
@@ -132,6 +133,15 @@ def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _d
     add(4, "checkpointing", _("Use gradient checkpointing"), _("checkpointing off → on"), spec,
         replace(setup, grad_ckpt=True) if not setup.grad_ckpt else None,
         _("20–30 % slower: activations are recomputed in backward."), _("already on"))
+    if setup.stack == MLX_STACK:  # mlx-lm trains the last num_layers blocks: fewer of them keep activations
+        trained = min(setup.lora_layers or spec.num_layers, spec.num_layers)
+        fewer = max(1, trained // 2)
+        add(4, "fewer_layers", _("Train fewer layers"),
+            _("trained layers {before} → {after} (--num-layers)").format(before=trained, after=fewer), spec,
+            replace(setup, lora_layers=fewer, from_stack=tuple(f for f in setup.from_stack if f != "lora_layers"))
+            if trained > 1 else None,
+            _("Only the last layers adapt; the earlier ones keep no activations. Less capacity to change the model."),
+            _("one layer already"))
     if setup.method == "full":
         add(5, "lora", _("Use LoRA instead of full fine-tuning"), "full → lora", spec, with_method(setup, "lora"),
             _("Fewer trainable weights; less room to change behaviour."))

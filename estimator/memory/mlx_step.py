@@ -5,15 +5,15 @@ mx.compile (mlx_lm/tuner/trainer.py:245-261) and frees an array as soon as its l
 not PyTorch's: the graph is scheduled breadth-first from the outputs with a width limit (mlx/transforms.cpp eval_impl,
 MLX_BFS_MAX_WIDTH 20), so weight gradients and optimizer updates run interleaved with the backward, not after it.
 What is alive at the peak was measured, not assumed (calibration/mlx_trace.py, validation/data/mlx_fixtures.json;
-docs/formulas.md §8):
+docs/formulas.md §10):
 
 * between steps only the weights and the optimizer state are resident (the allocator cache is emptied by
   `_clear_cache(0)` after every step, trainer.py:80-85, :332);
 * blocks before the first trained block keep nothing (no gradient flows into them);
-* each trained block keeps its saved tensors (§8.2) and its attention probabilities, B×H×L×L per block: training
+* each trained block keeps its saved tensors (§10.2) and its attention probabilities, B×H×L×L per block: training
   attention is unfused on Metal and the CPU (mlx/backend/metal/scaled_dot_product_attention.cpp:739-743);
 * the peak is the larger of the loss backward (logits, the cross-entropy's buffers) and one block's backward, with
-  those saved tensors; full fine-tuning adds the gradients and updates in flight (§8.4).
+  those saved tensors; full fine-tuning adds the gradients and updates in flight (§10.4).
 
 The estimate prices the backend in `setup.backend`: "metal" (a Mac: the app's default on Apple devices), "cpu" (how
 the fixtures were measured) or "cuda" (MLX's CUDA backend, cuDNN attention). Every difference between them is a term
@@ -317,7 +317,7 @@ def _cudnn_attention(spec: ModelSpec, setup: TrainingSetup) -> bool:
 
 
 def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
-    """Peak memory of one steady-state mlx-lm training step (docs/formulas.md §8)."""
+    """Peak memory of one steady-state mlx-lm training step (docs/formulas.md §10)."""
     check_stack_setup(setup)
     check_mlx_model(spec, setup)
     dm = _dims(spec, setup)
@@ -370,14 +370,15 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
                                                            max(n - UPDATE_BLOCKS, 0))) if full else 0.0
 
     weight_items = res.items
-    acts_common = [
-        d("activations.layers" if not setup.grad_ckpt else "activations.checkpoints",
-          N_("Trained blocks' saved tensors") if not setup.grad_ckpt else N_("Checkpointed block inputs"),
-          kept_blocks, ckpt_formula),
-    ]
-    if probs and not setup.grad_ckpt:
-        acts_common.append(d("activations.attention_scores", N_("of which attention probabilities (B·H·L², unfused)"),
-                             0.0, f"{n} × B × H × L² × {b} B = {n * probs:,.0f} B (inside the line above)"))
+    if setup.grad_ckpt:
+        acts_common = [d("activations.checkpoints", N_("Checkpointed block inputs"), kept_blocks, ckpt_formula)]
+    else:
+        acts_common = [
+            d("activations.layers", N_("Trained blocks' saved tensors"), n * T * saved_tok,
+              "trained blocks × T × saved per token (§10.2)"),
+            d("activations.attention_scores", N_("Attention probabilities (B·H·L² per trained block, unfused)"),
+              n * probs, f"{n} × B × H × L² × {b} B" + (" × 2 (soft-capping)" if spec.attn_softcap else "")),
+        ]
     extras = []
     if q_extra:
         extras.append(d("activations.quantized_schedule", N_("Quantised base: more probabilities held"), q_extra,
@@ -388,7 +389,7 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
                         + (" + dequantised weights" if quant is not None else "")))
     loss_items = [
         d("activations.loss", N_("Logits and cross-entropy buffers"), loss,
-          f"{LOSS_LOGIT_COPIES} × T × V × {b} B ({'unfused, measured' if setup.backend == 'cpu' else 'see §8.3'})"),
+          f"{LOSS_LOGIT_COPIES} × T × V × {b} B ({'unfused, measured' if setup.backend == 'cpu' else 'see docs/formulas.md §10.3'})"),
         d("activations.loss_backward", N_("Head and last block's backward buffers"), loss_rest,
           f"T × {rb} B × ({LOSS_REST_H}·h + {LOSS_REST_I}·I)"),
     ]

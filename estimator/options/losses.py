@@ -87,7 +87,7 @@ LOSS_IMPLS: dict[str, LossImpl] = {o.id: o for o in (
     LossImpl("mlx", "standard", N_("mlx-lm cross-entropy (full logits)"),
              N_("mlx-lm's default_loss builds the [T, V] logits in the model's dtype and calls nn.losses.cross_entropy: "
              "its backward holds four logits-sized buffers (logits, the max-shifted copy, the softmax and the "
-             "gradient: 4 × c × T × V, measured on the CPU path; Metal's fused forward, see docs/formulas.md §8.3)."),
+             "gradient: 4 × c × T × V, measured on the CPU path; Metal's fused forward, see docs/formulas.md §10.3)."),
              "mlx_lm/tuner/trainer.py:88-101 default_loss; mlx/nn/losses.py:98-119 (mx.fast.cross_entropy on "
              "Metal/CUDA, unfused on the CPU); fixtures loss-V*-S* (validation/data/mlx_fixtures.json)"),
 )}

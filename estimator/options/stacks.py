@@ -291,7 +291,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                            ":234-238; -1 = all)",
             "quant_mode": "mlx/nn/layers/quantized.py:11-24 _defaults_for_mode: affine, group 64, 4 bits",
             "model_code": "mlx_lm/models/<family>.py and mlx_lm/tuner/{lora,dora,trainer}.py: MLX's lazy graph, "
-                          "measured with calibration/mlx_trace.py (docs/formulas.md §8)",
+                          "measured with calibration/mlx_trace.py (docs/formulas.md §10)",
             "lora_dropout": "mlx_lm/lora.py:77 dropout 0.0 (nn.Dropout(0) returns its input: no mask)",
         },
         unavailable={"chunked": N_("mlx-lm computes the full logits (tuner/trainer.py default_loss); choose "
