@@ -109,7 +109,16 @@ def test_metal_is_priced_as_the_measured_cpu_path_and_cuda_drops_the_probabiliti
     assert detail_bytes(cuda.details, "activations.attention_scores") == 0  # cuDNN fused attention, L % 128 == 0
     assert cuda.components_bytes["overhead"] > 0  # a CUDA context
     odd = estimate(QWEN, resolve_setup(MLX_STACK, backend="cuda", seq_len=2016))  # VJP falls back: L % 128 != 0
-    assert detail_bytes(odd.details, "activations.attention_scores") > 0
+    assert detail_bytes(odd.details, "activations.attention_scores") == 0  # the forward is still cuDNN's
+    tiled = estimate(QWEN, resolve_setup(MLX_STACK, backend="cuda", seq_len=2048))
+
+    def block_temps(est):
+        (phase,) = [p for p in est.phases if p.key == "backward.block"]
+        return detail_bytes(phase.details, "activations.backward_temporaries")
+
+    assert block_temps(odd) > block_temps(tiled)  # the fallback VJP rebuilds one block's probabilities
+    fp32 = estimate(QWEN, resolve_setup(MLX_STACK, backend="cuda", precision="fp32"))  # cuDNN: 16-bit only
+    assert detail_bytes(fp32.details, "activations.attention_scores") > 0
 
 
 def test_full_fine_tuning_trains_the_last_blocks_only():

@@ -276,8 +276,7 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
             fallback = effective_stack(AUTO, drawn.device)
             notes.append(_("Setup not valid ({error}); using {stack}'s defaults.").format(
                 error=localised_error(exc2), stack=get_stack(fallback).label))
-            setup = resolve_setup(fallback, method=keep["method"], batch=keep["batch"], seq_len=keep["seq_len"],
-                                  backend=keep["backend"])
+            setup = resolve_setup(fallback, backend=keep["backend"])
     if setup.train_tower:
         try:
             check_tower(spec, setup)

@@ -129,6 +129,7 @@ def attention_share_chart(rows: Sequence[tuple[int, Estimate]], device: Device |
                              hovertemplate="%{x}: %{y:.1f} GB<extra>" + _esc(name) + "</extra>"))
     fig.update_layout(barmode="stack", separators=separators(), height=360, margin={"t": 30, "b": 40},
                       xaxis_title=_("Max length (tokens)"), yaxis_title="GB", legend={"orientation": "h", "y": -0.25})
+    fig.update_xaxes(type="category")  # one bar per length, evenly spaced (the labels are formatted numbers)
     if device is not None:
         capacity_overlay(fig, device, axis="y")
     _font_size(fig, font_size)

@@ -58,8 +58,8 @@ def shard_remedy(spec: ModelSpec, setup: TrainingSetup, device: Device, order: i
                  estimate_fn: EstimateFn = _default_estimate) -> Remedy | None:
     """Spread the run over more GPUs of this kind with ZeRO-3 / FSDP full shard: the fewest that fit. None
     on a unified-memory machine (it does not scale out) or when the setup already shards fully."""
-    if device.kind != "discrete" or setup.sharding == "zero3":
-        return None
+    if device.kind != "discrete" or setup.sharding == "zero3" or setup.stack == MLX_STACK:
+        return None  # a Mac does not scale out; mlx-lm is priced on one device
     base = estimate_fn(spec, setup).total_bytes
     if base <= device.usable_bytes:
         return None  # it fits on the GPUs it has (and full sharding never needs more of them)

@@ -232,7 +232,11 @@ def setup_summary(setup: TrainingSetup) -> str:
              mark("optimizer", _("optimizer: {optimizer}").format(optimizer=_(OPTIMIZERS[setup.optimizer].label)))]
     if setup.method != "full":
         parts.append(mark("adapter_dtype", _("{dtype} adapters").format(dtype=setup.adapter_dtype)))
-    if setup.method == "qlora":
+    if setup.lora_layers:
+        parts.append(mark("lora_layers", _("last {n} layers").format(n=setup.lora_layers)))
+    if setup.method == "qlora" and setup.stack == MLX_STACK:
+        parts.append(mark("quant_mode", f"{setup.quant_mode} {setup.quant_bits}-bit, group {setup.quant_group}"))
+    elif setup.method == "qlora":
         parts.append(mark("qlora_prep", _(QLORA_PREPS[setup.qlora_prep].label)))
     head = get_stack(setup.stack).version if setup.stack else _("Explicit settings")
     return f"{head}: " + " · ".join(parts)

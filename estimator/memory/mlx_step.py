@@ -304,16 +304,23 @@ def _probs_per_block(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, b: int) -
     soft-capped attention is written out in mlx_lm/models/gemma2.py:92-103 and keeps tanh's output too."""
     L = setup.seq_len
     if setup.backend == "cuda" and _cudnn_attention(spec, setup):
-        return 0.0
+        return 0.0  # cuDNN's forward keeps q, k, v, the output and a logsumexp per row: no probabilities
     copies = 2 if spec.attn_softcap else 1
     return float(copies * setup.batch * dm.heads * L * L * b)
 
 
 def _cudnn_attention(spec: ModelSpec, setup: TrainingSetup) -> bool:
-    """MLX-CUDA trains attention with cuDNN (forward and VJP) for 16-bit models whose head_dim is a multiple of 8 up
-    to 128 (Ampere or newer) and lengths that are multiples of 128 (ScaledDotProductAttentionVJP::use_fallback)."""
+    """MLX-CUDA's forward attention is cuDNN's for 16-bit models whose head_dim is a multiple of 8 up to 128
+    (supports_sdpa_cudnn, Ampere or newer): no probabilities are saved (Gemma 2 writes its soft-capped attention
+    out, so it never reaches SDPA)."""
     return (setup.precision in ("bf16", "fp16") and spec.head_dim % 8 == 0 and spec.head_dim <= 128
-            and not spec.attn_softcap and setup.seq_len % 128 == 0)
+            and not spec.attn_softcap)
+
+
+def _cudnn_vjp(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """…and its VJP too when the length is a multiple of 128 (ScaledDotProductAttentionVJP::use_fallback); otherwise
+    the VJP differentiates the unfused fallback, rebuilding one block's scores and probabilities in its backward."""
+    return _cudnn_attention(spec, setup) and setup.seq_len % 128 == 0
 
 
 def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
@@ -356,8 +363,10 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     loss_rest = T * rb * (LOSS_REST_H * dm.h + LOSS_REST_I * dm.inter)
     block_rest = (T * rb * (BLOCK_REST_H * dm.h + BLOCK_REST_I * dm.inter + BLOCK_REST_Q * dm.q)
                   + BLOCK_REST_PROBS * one_probs)
-    if setup.backend == "cuda" and _cudnn_attention(spec, setup):
+    if setup.backend == "cuda" and _cudnn_vjp(spec, setup):
         block_rest -= BLOCK_REST_PROBS * one_probs  # cuDNN's VJP computes the score gradients tile by tile
+    elif setup.backend == "cuda" and _cudnn_attention(spec, setup):
+        block_rest += one_probs  # the fallback VJP rebuilds this block's probabilities (fast.cpp Custom::vjp)
     if n == 2 and not full and not setup.grad_ckpt:  # measured on LoRA without checkpointing
         block_rest *= BLOCK_REST_TWO_BLOCKS
 
