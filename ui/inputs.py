@@ -31,7 +31,7 @@ from estimator.job.stack import resolve_setup, setup_summary
 from estimator.job.tower import check_tower
 from estimator.memory.adapters import lora_targets
 from estimator.options.backends import device_backend
-from estimator.options.stacks import DEFAULT_STACK, MLX_STACK, STACKS, get_stack
+from estimator.options.stacks import MLX_STACK, STACKS, default_stack, get_stack
 from ui.lang import language_switch
 from ui.model_box import DEFAULT_MODEL, draw_model_section
 from ui.model_box import model_options as model_options  # re-exported: tests read it here
@@ -137,12 +137,12 @@ class _Training:
     length_slot: Any
 
 
-def effective_stack(stack_choice: str, device: Device) -> str:
-    """The stack a choice means on this device: 'auto' is MLX-LM on a unified-memory Apple device (its default
-    stack), TRL elsewhere; a named stack is itself."""
+def effective_stack(stack_choice: str, device: Device, trainer: str = "sft") -> str:
+    """The stack a choice means on this device: 'auto' is the estimator's default_stack (MLX-LM for SFT on a
+    unified-memory Apple device, TRL elsewhere and for the preference/RL trainers); a named stack is itself."""
     if stack_choice in STACKS:
         return stack_choice
-    return MLX_STACK if device.kind == "unified" else DEFAULT_STACK
+    return default_stack(device.kind == "unified", trainer)
 
 
 def _stack_chosen() -> None:
@@ -257,7 +257,7 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
         except ValueError as exc:
             notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=localised_error(exc)))
             targets = ("all-linear",)
-    stack_id = effective_stack(drawn.stack_id, drawn.device)
+    stack_id = effective_stack(drawn.stack_id, drawn.device, drawn.trainer_box.trainer)
     settings = {**drawn.settings, "batch": int(batch), "seq_len": int(max_len), "lora_targets": targets,
                 "backend": device_backend(drawn.device)}
     try:
@@ -273,7 +273,7 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
         try:
             setup = resolve_setup(stack_id, **keep)
         except ValueError as exc2:  # the stack cannot run here at all (MLX-LM on ROCm, Unsloth on a Mac)
-            fallback = effective_stack(AUTO, drawn.device)
+            fallback = effective_stack(AUTO, drawn.device, drawn.trainer_box.trainer)
             notes.append(_("Setup not valid ({error}); using {stack}'s defaults.").format(
                 error=localised_error(exc2), stack=get_stack(fallback).label))
             setup = resolve_setup(fallback, backend=keep["backend"])

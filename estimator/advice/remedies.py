@@ -16,6 +16,8 @@ from .search import _default_estimate, solver_estimate_fn
 from .solvers import fewest_gpus, sharded
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..job.setup import TrainingSetup
     from ..job.trainer import TrainerSetup
     from ..models.spec import ModelSpec
@@ -100,6 +102,14 @@ def _smaller_model(spec: ModelSpec) -> ModelSpec | None:
     return generic_spec(half) if half >= 0.1 else None
 
 
+def _changed(make: Callable[[], TrainingSetup]) -> tuple[TrainingSetup | None, str]:
+    """A changed setup, or None and the reason when the stack refuses it (LitGPT's QLoRA optimizer on a Mac…)."""
+    try:
+        return make(), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
 def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _default_estimate
              ) -> tuple[Remedy, ...]:
     """The seed's five remedies in its order ("If a run runs out of memory"), each priced for this setup."""
@@ -127,9 +137,10 @@ def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _d
         spec, replace(setup, batch=half_batch) if setup.batch > 1 else None,
         _("Fewer examples per step; raise gradient accumulation to keep the effective batch."),
         _("the batch is already 1"))
+    qlora, why_not = _changed(lambda: with_method(setup, "qlora")) if setup.method != "qlora" else (
+        None, _("already QLoRA"))
     add(3, "qlora", _("Switch to QLoRA"), _("{method} → qlora (4-bit base)").format(method=setup.method), spec,
-        with_method(setup, "qlora") if setup.method != "qlora" else None,
-        _("A 4-bit base is about a quarter of a 16-bit one; training is somewhat slower."), _("already QLoRA"))
+        qlora, _("A 4-bit base is about a quarter of a 16-bit one; training is somewhat slower."), why_not)
     add(4, "checkpointing", _("Use gradient checkpointing"), _("checkpointing off → on"), spec,
         replace(setup, grad_ckpt=True) if not setup.grad_ckpt else None,
         _("20–30 % slower: activations are recomputed in backward."), _("already on"))
@@ -143,8 +154,9 @@ def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _d
             _("Only the last layers adapt; the earlier ones keep no activations. Less capacity to change the model."),
             _("one layer already"))
     if setup.method == "full":
-        add(5, "lora", _("Use LoRA instead of full fine-tuning"), "full → lora", spec, with_method(setup, "lora"),
-            _("Fewer trainable weights; less room to change behaviour."))
+        lora, why_not = _changed(lambda: with_method(setup, "lora"))
+        add(5, "lora", _("Use LoRA instead of full fine-tuning"), "full → lora", spec, lora,
+            _("Fewer trainable weights; less room to change behaviour."), why_not)
     else:
         smaller = _smaller_model(spec)
         if smaller is None:

@@ -306,6 +306,13 @@ STACK_IDS: tuple[str, ...] = tuple(STACKS)
 STACK_FACTS: tuple[str, ...] = ("model_code", "lora_dropout", "untied_head", "quantize_head")
 MLX_STACK = "mlx"
 
+
+def default_stack(unified: bool, trainer: str = "sft") -> str:
+    """The stack a run gets when the user names none: MLX-LM for supervised fine-tuning on a unified-memory Apple
+    device (mlx_lm lora is how people fine-tune on a Mac), TRL otherwise (a preference/RL trainer is TRL's, priced
+    as a PyTorch MPS run on a Mac)."""
+    return MLX_STACK if unified and trainer == "sft" else DEFAULT_STACK
+
 # TrainingSetup fields a stack fills when the user leaves them open.
 STACK_FIELDS: tuple[str, ...] = ("grad_ckpt", "offload_activations", "loss", "optimizer", "adapter_dtype",
                                  "qlora_prep", "nf4_double_quant", "load_16bit_first", "max_grad_norm")

@@ -30,7 +30,7 @@ from ..options.methods import ATTENTIONS, METHODS, SHARDINGS
 from ..options.optimizers import OPTIMIZER_IDS
 from ..options.precisions import PRECISION_IDS
 from ..options.quantization import QUANT_MODE_IDS
-from ..options.stacks import DEFAULT_STACK, MLX_STACK, STACK_IDS
+from ..options.stacks import DEFAULT_STACK, MLX_STACK, STACK_IDS, default_stack
 from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRL_VERSION
 from ..units import fmt_both
 from .document import _device_json, advice_json, estimate_json
@@ -108,8 +108,8 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
 def _setup_flags(p: argparse.ArgumentParser) -> None:
     """The training setup: stack, method, precision, optimizer, batch and length, checkpointing, loss, LoRA."""
     p.add_argument("--stack", choices=STACK_IDS, default=None,
-                   help=f"training stack whose defaults fill every setting not given (default: {MLX_STACK} on a "
-                        f"unified-memory Apple device, {DEFAULT_STACK} otherwise)")
+                   help=f"training stack whose defaults fill every setting not given (default: {MLX_STACK} for SFT "
+                        f"on a unified-memory Apple device, {DEFAULT_STACK} otherwise)")
     p.add_argument("--method", choices=METHODS, default="lora", help="full fine-tuning, LoRA or QLoRA")
     p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate "
                                                       "(SFT only; default: the detailed estimate)")
@@ -339,7 +339,7 @@ def _stack_id(args: argparse.Namespace, device: Device | None) -> str:
     """--stack, else MLX-LM on a unified-memory Apple device (its default stack) and TRL elsewhere."""
     if args.stack is not None:
         return args.stack
-    return MLX_STACK if device is not None and device.kind == "unified" else DEFAULT_STACK
+    return default_stack(device is not None and device.kind == "unified", args.trainer)
 
 
 def _setup(args: argparse.Namespace, device: Device | None = None) -> TrainingSetup:
