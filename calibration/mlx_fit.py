@@ -42,7 +42,7 @@ def _terms(fx: dict) -> dict[str, float]:
     dm = M._dims(spec, setup)
     roles = M._adapted_roles(spec, setup)
     b = M._float_bytes(setup)
-    T = setup.batch * setup.seq_len
+    T = setup.batch * M.positions(setup)
     saved = M._saved_per_token(spec, setup, dm, roles, b)
     probs = M._probs_per_block(spec, setup, dm, b)
     rb = b if setup.method == "full" else 4

@@ -14,8 +14,8 @@ from estimator.job.stack import resolve_setup
 from estimator.memory.result import detail_bytes
 from estimator.options.quantization import mlx_bytes_per_weight
 from estimator.options.stacks import MLX_STACK, STACK_SIZE_FIELDS
-from estimator.report.cli import main
 from estimator.report.snippets import training_snippet
+from tests.test_cli import run_cli
 
 LLAMA = load_preset("llama-3.1-8b")
 QWEN = load_preset("qwen2.5-0.5b")
@@ -23,15 +23,6 @@ QWEN = load_preset("qwen2.5-0.5b")
 
 def mlx(**kw):
     return resolve_setup(MLX_STACK, **{"backend": "metal", **kw})
-
-
-def run_cli(capsys, *argv):
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 # --- the stack's defaults ---------------------------------------------------------------------------------------
@@ -83,8 +74,9 @@ def test_resident_is_weights_adapters_and_adam_state():
 
 
 def test_attention_probabilities_grow_with_the_square_of_the_length():
-    a = estimate(LLAMA, mlx(seq_len=1024))
-    b = estimate(LLAMA, mlx(seq_len=2048))
+    # max_seq_length S: the model runs on S − 1 positions (iterate_batches pads to ≤ S, default_loss drops one)
+    a = estimate(LLAMA, mlx(seq_len=1025))
+    b = estimate(LLAMA, mlx(seq_len=2049))
     pa, pb = (detail_bytes(e.details, "activations.attention_scores") for e in (a, b))
     assert pa == 16 * 4 * LLAMA.num_heads * 1024 ** 2 * 2  # 16 blocks × B × H × L² × bf16
     assert pb == 4 * pa
@@ -97,7 +89,7 @@ def test_attention_probabilities_grow_with_the_square_of_the_length():
 def test_checkpointing_keeps_block_inputs_only():
     on = estimate(LLAMA, mlx(grad_ckpt=True))
     off = estimate(LLAMA, mlx())
-    assert detail_bytes(on.details, "activations.checkpoints") == 16 * 4 * 2048 * LLAMA.hidden_size * 2
+    assert detail_bytes(on.details, "activations.checkpoints") == 16 * 4 * 2047 * LLAMA.hidden_size * 2
     assert on.total_bytes < 0.6 * off.total_bytes
 
 
@@ -106,11 +98,11 @@ def test_metal_is_priced_as_the_measured_cpu_path_and_cuda_drops_the_probabiliti
     metal = estimate(QWEN, mlx())
     assert metal.total_bytes == pytest.approx(cpu.total_bytes)  # docs/formulas.md §10.3: the same unfused path
     cuda = estimate(QWEN, resolve_setup(MLX_STACK, backend="cuda"))
-    assert detail_bytes(cuda.details, "activations.attention_scores") == 0  # cuDNN fused attention, L % 128 == 0
+    assert detail_bytes(cuda.details, "activations.attention_scores") == 0  # cuDNN's forward keeps no probabilities
     assert cuda.components_bytes["overhead"] > 0  # a CUDA context
-    odd = estimate(QWEN, resolve_setup(MLX_STACK, backend="cuda", seq_len=2016))  # VJP falls back: L % 128 != 0
+    odd = estimate(QWEN, resolve_setup(MLX_STACK, backend="cuda", seq_len=2017))  # VJP falls back: L % 128 != 0
     assert detail_bytes(odd.details, "activations.attention_scores") == 0  # the forward is still cuDNN's
-    tiled = estimate(QWEN, resolve_setup(MLX_STACK, backend="cuda", seq_len=2048))
+    tiled = estimate(QWEN, resolve_setup(MLX_STACK, backend="cuda", seq_len=2049))  # L = 2048: cuDNN's VJP
 
     def block_temps(est):
         (phase,) = [p for p in est.phases if p.key == "backward.block"]

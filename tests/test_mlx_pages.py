@@ -78,7 +78,7 @@ def test_the_how_page_draws_the_s2_figure():
 
 def test_attention_share_chart_splits_resident_probabilities_and_the_rest():
     setup = resolve_setup("mlx", backend="metal")
-    rows = [(n, estimate(LLAMA, replace(setup, seq_len=n))) for n in (1024, 2048)]
+    rows = [(n, estimate(LLAMA, replace(setup, seq_len=n))) for n in (1025, 2049)]  # 1,024 and 2,048 positions
     fig = attention_share_chart(rows, LAPTOP)
     bars = [t for t in fig.data if t.type == "bar"]
     assert len(bars) == 3
@@ -86,4 +86,4 @@ def test_attention_share_chart_splits_resident_probabilities_and_the_rest():
         assert sum(b.y[i] for b in bars) == pytest.approx(est.total_bytes / 1e9)
         assert bars[1].y[i] == pytest.approx(detail_bytes(est.details, "activations.attention_scores") / 1e9)
     assert bars[1].y[1] == pytest.approx(4 * bars[1].y[0])  # B·H·L²: twice the length, four times the memory
-    assert list(bars[0].x) == ["1,024", "2,048"]
+    assert list(bars[0].x) == ["1,025", "2,049"]

@@ -33,7 +33,8 @@ def fixture_setup(fx: dict[str, Any]) -> TrainingSetup:
     layers = s["num_layers"]
     kwargs: dict[str, Any] = dict(
         method=method, dora=s["method"] == "dora", precision="fp32" if s["dtype"] == "float32" else "bf16",
-        batch=s["batch"], seq_len=s["seq_len"], grad_ckpt=s["grad_checkpoint"], optimizer=s["optimizer"],
+        # the tracer's batches are L + 1 tokens and the model runs on L (its seq_len): max_seq_length = L + 1
+        batch=s["batch"], seq_len=s["seq_len"] + 1, grad_ckpt=s["grad_checkpoint"], optimizer=s["optimizer"],
         lora_layers=0 if layers == -1 else layers, backend="cpu")
     if method != "full":
         kwargs["lora_rank"] = s["rank"]

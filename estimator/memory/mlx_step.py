@@ -100,6 +100,13 @@ class _Dims(NamedTuple):
     trained: int  # blocks that train (the last `trained` ones)
 
 
+def positions(setup: TrainingSetup) -> int:
+    """The positions the model runs on when every example is as long as max_seq_length (the estimate's worst batch):
+    iterate_batches pads to min(1 + 32·⌈longest/32⌉, max_seq_length) tokens (tuner/trainer.py:158-161) and
+    default_loss feeds batch[:, :-1] (:89), so max_seq_length − 1."""
+    return max(1, setup.seq_len - 1)
+
+
 def uses_mlx_model(setup: TrainingSetup) -> bool:
     """Does the setup's stack run mlx-lm (Stack.model_code == "mlx")?"""
     return setup.stack == MLX_STACK
@@ -302,7 +309,7 @@ def _probs_per_block(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, b: int) -
     has_fused_kernel needs fp16/bf16 and head_dim ≤ 128 with head_dim % 8 == 0; the VJP falls back when L % 128 ≠ 0:
     then the scores are rebuilt one block at a time in backward, counted with BLOCK_REST_PROBS). Gemma 2's
     soft-capped attention is written out in mlx_lm/models/gemma2.py:92-103 and keeps tanh's output too."""
-    L = setup.seq_len
+    L = positions(setup)
     if setup.backend == "cuda" and _cudnn_attention(spec, setup):
         return 0.0  # cuDNN's forward keeps q, k, v, the output and a logsumexp per row: no probabilities
     copies = 2 if spec.attn_softcap else 1
@@ -320,7 +327,7 @@ def _cudnn_attention(spec: ModelSpec, setup: TrainingSetup) -> bool:
 def _cudnn_vjp(spec: ModelSpec, setup: TrainingSetup) -> bool:
     """…and its VJP too when the length is a multiple of 128 (ScaledDotProductAttentionVJP::use_fallback); otherwise
     the VJP differentiates the unfused fallback, rebuilding one block's scores and probabilities in its backward."""
-    return _cudnn_attention(spec, setup) and setup.seq_len % 128 == 0
+    return _cudnn_attention(spec, setup) and positions(setup) % 128 == 0
 
 
 def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
@@ -331,7 +338,8 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     roles = _adapted_roles(spec, setup)
     b = _float_bytes(setup)
     res = _resident(spec, setup, dm, roles)
-    T, L, n = setup.batch * setup.seq_len, setup.seq_len, dm.trained
+    L, n = positions(setup), dm.trained
+    T = setup.batch * L
     full = setup.method == "full"
     # the rest terms' bytes: the model dtype for full fine-tuning (full bf16 halves), mostly fp32 for LoRA
     rb = b if full else b + LORA_REST_FP32_SHARE * (FP32 - b)
