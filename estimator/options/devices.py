@@ -39,7 +39,7 @@ MAC_WORKING_SETS: dict[int, tuple[int, str]] = {
                                    "26, antirez/ds4 PR #893 (https://github.com/antirez/ds4/pull/893)"),
 }
 _SEED_USABLE_SOURCE = ("no published recommendedMaxWorkingSetSize for this RAM size: the seed's three quarters of RAM "
-                       "(Apple's figure is 2/3 of RAM on 16-32 GB Macs and 3/4 on 64 GB in the logs above)")
+                       "(the published logs give Apple's figure as 2/3 of RAM on 16-32 GB Macs and 3/4 on 64 GB)")
 
 
 @dataclass(frozen=True)
