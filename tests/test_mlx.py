@@ -249,3 +249,16 @@ def test_mlx_remedies_include_fewer_layers_and_no_sharding():
     assert "16 → 8" in found["fewer_layers"].change
     assert found["checkpointing"].saves_bytes > found["fewer_layers"].saves_bytes
     assert "sharding" not in found
+
+
+def test_docs_laptop_table_is_the_one_the_command_prints():
+    """docs/mlx.md §8 (issue 21's 36 GB laptop re-answered) is `python -m validation.mlx --laptop`'s output."""
+    from pathlib import Path
+
+    from validation.mlx import laptop_markdown, laptop_table
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "mlx.md").read_text(encoding="utf-8")
+    assert laptop_markdown() in doc
+    seven = {r["method"]: r for r in laptop_table() if r["size_b"] == 7}
+    assert seven["qlora"]["mlx_batch1"]["band"] == "fits" and seven["lora"]["trl_cuda"]["band"] == "fits"
+    assert seven["lora"]["mlx_defaults"]["band"] == "too big"
