@@ -289,8 +289,8 @@ def _mlx(spec: ModelSpec, setup: TrainingSetup, inputs: Inputs) -> None:
         "on the last 16 blocks, rank 8, batch 4, 2,048 tokens, no checkpointing, Adam, fp32 adapters, one compiled "
         "step. MLX trains attention **unfused**: on Metal (and on the CPU) `scaled_dot_product_attention` falls back "
         "to the explicit scores → softmax → values path whenever gradients are traced (mlx "
-        "`backend/metal/scaled_dot_product_attention.cpp`: \"faster for training on Metal to use the unfused "
-        "SDPA\"), so each trained block keeps its attention probabilities, **batch × heads × length²** values, "
+        "`backend/metal/scaled_dot_product_attention.cpp`: `faster for training on Metal to use the unfused "
+        "SDPA`), so each trained block keeps its attention probabilities, **batch × heads × length²** values, "
         "until its backward. That term grows with the square of the length; everything else grows linearly. "
         "Checkpointing (`grad_checkpoint: true`) keeps only each block's input and recomputes one block at a time."))
     mlx = _mlx_setup(setup, spec)
