@@ -132,7 +132,7 @@ def test_json_download_is_the_estimators_document(page: Page, app_url: str):
     with page.expect_download() as info:
         page.get_by_role("button", name="Download JSON").click()
     document = json.loads(open(info.value.path(), encoding="utf-8").read())
-    est = estimate(SEVEN, mps(grad_ckpt=False, offload_activations=False))
+    est = estimate(SEVEN, mps(grad_ckpt=False, offload_activations=False, batch=1, seq_len=2048, lora_rank=16))
     assert document == json.loads(json.dumps(estimate_json(est, LAPTOP)))
     assert document["setup"]["stack"] == "trl" and document["setup"]["grad_ckpt"] is False
     assert "grad_ckpt" not in document["setup"]["from_stack"] and "loss" in document["setup"]["from_stack"]
