@@ -123,6 +123,9 @@ def check_mlx_model(spec: ModelSpec, setup: TrainingSetup) -> None:
         why = N_("has linear-attention, shared-KV or per-layer-embedding layers")
     elif not spec.gated_mlp or spec.parallel_block:
         why = N_("has a non-gated MLP or a parallel block")
+    elif spec.family.startswith(("gemma4", "gemma3n")):
+        why = N_("has per-layer-kind head sizes, shared KV or per-layer embeddings (mlx_lm/models/gemma4_text.py, "
+                 "gemma3n.py)")
     if why:
         raise ValueError(Text(SUPPORTED_NOTE, family=spec.family, why=Text(why)))
     if setup.lora_layers > spec.num_layers and "lora_layers" not in setup.from_stack:
