@@ -262,3 +262,11 @@ def test_docs_laptop_table_is_the_one_the_command_prints():
     seven = {r["method"]: r for r in laptop_table() if r["size_b"] == 7}
     assert seven["qlora"]["mlx_batch1"]["band"] == "fits" and seven["lora"]["trl_cuda"]["band"] == "fits"
     assert seven["lora"]["mlx_defaults"]["band"] == "too big"
+
+
+@pytest.mark.parametrize("stack", ["trl", "trainer", "plain", "unsloth", "axolotl"])
+def test_peft_snippets_carry_layers_to_transform(stack):
+    text = training_snippet(LLAMA, resolve_setup(stack, lora_layers=4))
+    key = "peft_layers_to_transform: [28, 29, 30, 31]" if stack == "axolotl" else "layers_to_transform=[28, 29, 30, 31]"
+    assert key in text
+    assert "layers_to_transform" not in training_snippet(LLAMA, resolve_setup(stack))  # every layer: PEFT's default
