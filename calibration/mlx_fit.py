@@ -125,19 +125,31 @@ def main() -> int:
             out.append(("BLOCK_REST_TWO_BLOCKS (median n2 / n1 rest)", statistics.median(two),
                         M.BLOCK_REST_TWO_BLOCKS))
 
-    # 4. full fine-tuning at the loss backward: full − LoRA twin, per trained block's trainable bytes (≤ 2 blocks)
-    full = []
+    # 4. full fine-tuning: full − LoRA twin in trained blocks' trainable bytes; at the loss backward per block's
+    # bytes (any number of blocks), at a block's backward per min(n, 2) blocks
+    at_loss, at_block = [], []
     for name, f in fx.items():
         if "-full-" in name and not f["setup"]["grad_checkpoint"] and f["setup"]["optimizer"] == "adam":
-            twin = fx.get(name.replace("-full-", "-lora-"))
+            # the LoRA twin: same name with lora, or for the full-h512-n* probes the w-h512-…-S512-n* ones
+            twin = next((fx[c] for c in (name.replace("-full-", "-lora-"),
+                                         name.replace("full-h512-n", "w-h512-I1408-H8-S512-n"))
+                         if c in fx and c != name), None)
             if twin:
                 spec = spec_from_config(f["config"])
                 setup = fixture_setup(f)
-                res = M._resident(spec, setup, M._dims(spec, setup), frozenset())
-                full.append((_pa(f) - _pa(twin)) / (res.block_trainable_bytes * min(res.trainable_params and
-                                                                                     M._dims(spec, setup).trained, 2)))
-    if full:
-        out.append(("FULL_GRAD_LOSS (median of full − LoRA twins)", statistics.median(full), M.FULL_GRAD_LOSS))
+                dm = M._dims(spec, setup)
+                block = M._resident(spec, setup, dm, frozenset()).block_trainable_bytes
+                t = _terms(twin)
+                extra = _pa(f) - _pa(twin)
+                if t["loss"] > 0.5 * t["n"] * t["block"]:
+                    at_loss.append(extra / block)
+                elif dm.trained != 2:  # two trained LoRA blocks shrink the twin's rest (BLOCK_REST_TWO_BLOCKS)
+                    at_block.append(extra / (block * min(dm.trained, 2)))
+    if at_loss:
+        out.append(("FULL_GRAD_LOSS (loss-phase twins, per block)", statistics.median(at_loss), M.FULL_GRAD_LOSS))
+    if at_block:
+        out.append(("FULL_GRAD_BLOCK (block-phase twins, per block ≤ 2)", statistics.median(at_block),
+                    M.FULL_GRAD_BLOCK))
 
     # 5. the optimizer update (T = 32): the first two blocks, then per further block
     upd = {int(n.split("-n")[1]): f for n, f in fx.items() if re.fullmatch(r"upd-h256-n\d+", n)}
@@ -163,17 +175,20 @@ def main() -> int:
             t = _terms(f)
             if twin and t["loss"] > 0.5 * t["n"] * t["block"]:
                 qx.append((_pa(f) - _pa(twin)) / (t["n"] * t["probs"]))
-        if "-dora-" in name:
+        if "-dora-" in name and f["config"]["hidden_size"] >= 1024:  # the weight term is visible at real widths
             twin = fx.get(name.replace("-dora-", "-lora-"))
             if twin:
                 spec = spec_from_config(f["config"])
                 setup = fixture_setup(f)
-                res = M._resident(spec, setup, M._dims(spec, setup), M._adapted_roles(spec, setup))
-                dx.append((_pa(f) - _pa(twin)) / (4 * res.trained_linear_params))
+                roles = M._adapted_roles(spec, setup)
+                t = _terms(f)
+                outs = sum(m.out_features * m.count for m in spec.linears if m.role in roles)
+                largest = max(m.in_features * m.out_features for m in spec.linears if m.role in roles)
+                dx.append((_pa(f) - _pa(twin) - t["n"] * t["T"] * outs * t["b"]) / (4 * largest))
     if qx:
         out.append(("QUANT_EXTRA_PROBS (median, loss-phase twins)", statistics.median(qx), M.QUANT_EXTRA_PROBS))
     if dx:
-        out.append(("DORA_ADAPTED_COPIES (median)", statistics.median(dx), M.DORA_ADAPTED_COPIES))
+        out.append(("DORA_ADAPTED_COPIES (real-width DoRA twins)", statistics.median(dx), M.DORA_ADAPTED_COPIES))
 
     width = max(len(k) for k, *_ in out)
     print(f"{'constant':<{width}}  {'from the fixtures':>18}  {'in mlx_step.py':>14}")

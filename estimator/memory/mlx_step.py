@@ -62,9 +62,12 @@ BLOCK_REST_TWO_BLOCKS = 0.77
 # On a 16-bit base with fp32 adapters the rest terms are part fp32 (adapter-side) and part the model dtype: 0.68 of
 # them fp32 (bf16-h512-n1/n4: 0.63, llama_a-lora-...-bfloat16: 0.74).
 LORA_REST_FP32_SHARE = 0.68
-# Full fine-tuning: weight gradients and updates in flight during the backward: ~1.1 blocks' worth of trainable
-# bytes per trained block, at most two (full vs LoRA twins: llama_a, qwen2_gqa, gemma_mqa, llama_vocab 0.95-1.27).
-FULL_GRAD_LOSS = 1.1
+# Full fine-tuning: weight gradients and updates in flight during the backward, in a block's trainable bytes.
+# At the loss backward ~2.1 of them whatever the number of trained blocks (full − LoRA twins: llama_a, qwen2_gqa,
+# gemma_mqa, llama_vocab, llama32_1b 1.9-2.5; calibration/mlx_fit.py); at a block's backward (small vocabularies)
+# ~1.1 per trained block, at most two (full-h512-n1/-n4, llama_wide).
+FULL_GRAD_LOSS = 2.1
+FULL_GRAD_BLOCK = 1.1
 # The update itself (fixtures upd-*: T = 32, activations negligible): per parameter the gradient and the optimizer's
 # new arrays for about two blocks at once (Adam: g, m', v', θ' = 4.2 × a block's trainable bytes), then 0.07 of
 # that per further block (upd-h256-n4..n16: MLX frees most updates as the graph goes on).
@@ -77,9 +80,11 @@ UPDATE_ARRAYS = {"adam": 4.2, "adamw": 4.2, "muon": 3.7, "sgd": 1.4, "adafactor"
 # blocks' probabilities (q4lora vs lora twins: 0.5-0.75 of each trained block's B·H·L² at L = 128-512;
 # calibration/mlx_fit.py).
 QUANT_EXTRA_PROBS = 0.6
-# DoRA: the adapted weight w + scale·Bᵀ·Aᵀ of each trained linear (mlx_lm/tuner/dora.py:120) is built in fp32 for
-# the norm; llama_a-dora and qwen2_gqa-dora hold 1.43 × the trained linears' weights in fp32 at the peak.
-DORA_ADAPTED_COPIES = 1.43
+# DoRA: each adapted linear keeps its pre-scale output (T × out, model dtype) for the magnitude's gradient
+# (mlx_lm/tuner/dora.py:123: (m / denom) * out), and builds its adapted weight w + scale·Bᵀ·Aᵀ in fp32 for the norm
+# (:120); the largest of those is in flight at the peak, 0.6 of it measured (llama32_1b-dora, where the weight
+# term is visible; the tiny llama_a/qwen2_gqa-dora twins are within 3 % of pa with it).
+DORA_ADAPTED_COPIES = 0.6
 # The measured error of this model against the fixtures (validation.mlx_accuracy): the band's low/high edges.
 MLX_ERROR_LOW = 0.05
 MLX_ERROR_HIGH = 0.05
@@ -366,9 +371,11 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     q_extra = QUANT_EXTRA_PROBS * n * probs if quant is not None and not setup.grad_ckpt else 0.0
     dora = 0.0
     if setup.dora:
-        dora = DORA_ADAPTED_COPIES * FP32 * res.trained_linear_params
-        if quant is not None:  # the dequantised weight x @ w.T keeps for its backward (tuner/dora.py:113-114)
-            dora += b * res.trained_linear_params
+        outs = sum(m.out_features * m.count for m in spec.linears if m.role in roles)
+        largest = max((m.in_features * m.out_features for m in spec.linears if m.role in roles), default=0)
+        dora = n * T * outs * b + DORA_ADAPTED_COPIES * FP32 * largest
+        if quant is not None:  # one dequantised weight in flight (tuner/dora.py:113-114; llama_a-q4dora − q4lora:
+            dora += b * largest  # 25 MB = the outputs' 22 + one weight, not all 12.9 MB of them)
     logits = float(T * spec.vocab_size * b)
     loss = LOSS_LOGIT_COPIES * logits
     loss_rest = T * rb * (LOSS_REST_H * dm.h + LOSS_REST_I * dm.inter)
@@ -383,8 +390,8 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
 
     # with checkpointing the recompute comes first and no gradient is in flight yet at the loss backward (fixtures
     # llama_a/qwen2_gqa full-gc peak with their LoRA-gc twins)
-    g_loss = FULL_GRAD_LOSS * res.block_trainable_bytes * min(n, 2) if full and not setup.grad_ckpt else 0.0
-    g_block = FULL_GRAD_LOSS * res.block_trainable_bytes * min(n, 2) if full else 0.0
+    g_loss = FULL_GRAD_LOSS * res.block_trainable_bytes if full and not setup.grad_ckpt else 0.0
+    g_block = FULL_GRAD_BLOCK * res.block_trainable_bytes * min(n, 2) if full else 0.0
     upd_arrays = UPDATE_ARRAYS.get(setup.optimizer, 4.2)
     update = (upd_arrays * res.block_trainable_bytes * (min(n, UPDATE_BLOCKS) + UPDATE_PER_EXTRA_BLOCK *
                                                            max(n - UPDATE_BLOCKS, 0))) if full else 0.0
@@ -404,8 +411,9 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         extras.append(d("activations.quantized_schedule", N_("Quantised base: more probabilities held"), q_extra,
                         f"{QUANT_EXTRA_PROBS} × trained blocks × B·H·L² (fixtures q4lora vs lora)"))
     if dora:
-        extras.append(d("activations.dora_weights", N_("DoRA adapted-weight copies"), dora,
-                        f"{DORA_ADAPTED_COPIES} × 4 B × trained linear weights (tuner/dora.py:120)"
+        extras.append(d("activations.dora_weights", N_("DoRA outputs and adapted weights"), dora,
+                        f"blocks × T × Σ out × {b} B + {DORA_ADAPTED_COPIES} × 4 B × the largest adapted weight "
+                        "(tuner/dora.py:120-123)"
                         + (" + dequantised weights" if quant is not None else "")))
     loss_items = [
         d("activations.loss", N_("Logits and cross-entropy buffers"), loss,
