@@ -129,7 +129,8 @@ def main() -> int:
     # bytes (any number of blocks), at a block's backward per min(n, 2) blocks
     at_loss, at_block = [], []
     for name, f in fx.items():
-        if "-full-" in name and not f["setup"]["grad_checkpoint"] and f["setup"]["optimizer"] == "adam":
+        if ("-full-" in name or name.startswith("full-h")) and not f["setup"]["grad_checkpoint"] \
+                and f["setup"]["optimizer"] == "adam":
             # the LoRA twin: same name with lora, or for the full-h512-n* probes the w-h512-…-S512-n* ones
             twin = next((fx[c] for c in (name.replace("-full-", "-lora-"),
                                          name.replace("full-h512-n", "w-h512-I1408-H8-S512-n"))
