@@ -65,9 +65,9 @@ LORA_REST_FP32_SHARE = 0.68
 # Full fine-tuning: weight gradients and updates in flight during the backward, in a block's trainable bytes.
 # At the loss backward ~2.1 of them whatever the number of trained blocks (full − LoRA twins: llama_a, qwen2_gqa,
 # gemma_mqa, llama_vocab, llama32_1b 1.9-2.5; calibration/mlx_fit.py); at a block's backward (small vocabularies)
-# ~1.1 per trained block, at most two (full-h512-n1/-n4, llama_wide).
+# ~0.92 per trained block, at most two (full-h512-n1: 0.68, -n4: 1.17).
 FULL_GRAD_LOSS = 2.1
-FULL_GRAD_BLOCK = 1.1
+FULL_GRAD_BLOCK = 0.92
 # The update itself (fixtures upd-*: T = 32, activations negligible): per parameter the gradient and the optimizer's
 # new arrays for about two blocks at once (Adam: g, m', v', θ' = 4.2 × a block's trainable bytes), then 0.07 of
 # that per further block (upd-h256-n4..n16: MLX frees most updates as the graph goes on).
