@@ -146,11 +146,12 @@ REAL_CONFIGS = {
         "rope_theta": 10000.0,
     },
     # Gemma 3 1B text (google/gemma-3-1b-it): 262k vocabulary, one kv head, head_dim 256, q/k norms, four norms per
-    # block, sliding-window layers
+    # block, a sliding-window layer then a global one (pattern 2 here: mlx-lm indexes its caches by the pattern, so
+    # two layers need pattern 2)
     "gemma3_1b": {
         "model_type": "gemma3_text", "hidden_size": 1152, "num_hidden_layers": 2, "intermediate_size": 6912,
         "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "rms_norm_eps": 1e-6,
-        "vocab_size": 262144, "sliding_window": 512, "sliding_window_pattern": 6, "query_pre_attn_scalar": 256,
+        "vocab_size": 262144, "sliding_window": 512, "sliding_window_pattern": 2, "query_pre_attn_scalar": 256,
         "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "max_position_embeddings": 32768,
     },
 }
@@ -232,4 +233,7 @@ PROBE_CASES = [
     *[_probe(f"full-h512-n{n}", _probe_cfg(512, 1408, n, 8), "full", seq=512) for n in (1, 4)],
     *[_probe(f"gc-h512-n{n}", _probe_cfg(512, 1408, n, 8), seq=512, gc=True) for n in (1, 4)],
     *[_probe(f"a-lora-n{n}", CONFIGS["llama_a"], batch=2, layers=n) for n in (1, 2, 3, 4)],
+    # Phi-3's fused qkv_proj and gate_up_proj (mlx_lm/models/phi3.py): 4 blocks vs 1
+    *[_probe(f"phi3-h512-n{n}", {**_probe_cfg(512, 1408, n, 8), "model_type": "phi3", "max_position_embeddings": 4096,
+                                 "original_max_position_embeddings": 4096}, seq=512) for n in (1, 4)],
 ]

@@ -152,6 +152,18 @@ def main() -> int:
         out.append(("FULL_GRAD_BLOCK (block-phase twins, per block ≤ 2)", statistics.median(at_block),
                     M.FULL_GRAD_BLOCK))
 
+    # 4b. Phi-3's fused gate_up: per block (4 blocks − 1) / 3 and the one-block rest against the Llama twins, per
+    # token and intermediate unit (fp32 probes)
+    p1, p4 = fx.get("phi3-h512-n1"), fx.get("phi3-h512-n4")
+    l1, l4 = fx.get("w-h512-I1408-H8-S512-n1"), fx.get("w-h512-I1408-H8-S512-n4")
+    if p1 and p4 and l1 and l4:
+        t = _terms(l4)
+        per_token = t["T"] * 4 * t["I"]
+        saved = ((_pa(p4) - _pa(p1)) - (_pa(l4) - _pa(l1))) / 3 / per_token
+        rest = ((_pa(p1) - _pa(l1)) / per_token) - saved
+        out += [("FUSED_MLP_SAVED (phi3 vs llama probes)", saved, M.FUSED_MLP_SAVED),
+                ("FUSED_MLP_REST (phi3 vs llama probes)", rest, M.FUSED_MLP_REST)]
+
     # 5. the optimizer update (T = 32): the first two blocks, then per further block
     upd = {int(n.split("-n")[1]): f for n, f in fx.items() if re.fullmatch(r"upd-h256-n\d+", n)}
     if upd:
