@@ -7,10 +7,15 @@ give next to what the module uses, so a re-measurement shows at once whether a c
 * LOSS_LOGIT_COPIES: the slope of peak − resident over T·V·bytes in the loss-* probes (tiny block, V 16k-64k);
 * the per-block saved tensors: (peak with 4 trained blocks − peak with 1) / 3 against _saved_per_token + the B·H·L²
   probabilities, on the w-*, gqa-*, qdim1024-* and bf16-* probes;
-* LOSS_REST_* and BLOCK_REST_*: least squares of what remains at the loss backward / at a block's backward;
+* LOSS_REST_*, BLOCK_REST_* and BLOCK_REST_TWO_BLOCKS*: least squares, relative to each fixture's peak − resident,
+  of what remains at the loss backward / at a block's backward, on the calibration probes only (PROBE_CASES), so
+  the validation fixtures check them;
 * FULL_GRAD_LOSS: full fine-tuning minus its LoRA twin, per trained block's trainable bytes;
 * UPDATE_ARRAYS, UPDATE_PER_EXTRA_BLOCK: the upd-* probes (T = 32);
 * QUANT_EXTRA_PROBS and DORA_ADAPTED_COPIES: the quantised and DoRA twins.
+
+FULL_GRAD_LOSS, QUANT_EXTRA_PROBS and DORA_ADAPTED_COPIES are read from twins that are also validation fixtures:
+those three are fitted and checked on the same measurements.
 
 Pure Python (no mlx): ``python -m calibration.mlx_fit``."""
 
@@ -24,7 +29,10 @@ from pathlib import Path
 
 from estimator import spec_from_config
 from estimator.memory import mlx_step as M
-from validation.mlx import MLX_FIXTURES, fixture_setup
+from validation.mlx import MLX_FIXTURES, PROBES, fixture_setup
+
+
+LLAMA_CLASS = ("llama", "mistral", "qwen2", "qwen3")  # the families the rest terms are fitted on (probes: llama)
 
 
 def _load(path: Path) -> dict[str, dict]:
@@ -93,16 +101,21 @@ def main() -> int:
         out.append(("saved per block: measured / model (median)", statistics.median(ratios), 1.0))
         out.append(("saved per block: measured / model (min..max)", min(ratios), max(ratios)))
 
-    # 3. the rest at the loss backward and at a block's backward (LoRA, no checkpointing, no quantisation)
-    base = {n: f for n, f in fx.items() if f["setup"]["method"] == "lora" and not f["setup"]["grad_checkpoint"]
-            and not f["setup"].get("quant") and f["setup"].get("compile", True) and f["setup"]["dtype"] == "float32"}
+    # 3. the rest at the loss backward and at a block's backward (LoRA, no checkpointing, no quantisation; the
+    # calibration probes only, so the validation fixtures check these terms; not Phi-3, whose fused gate_up has its
+    # own terms, 4b)
+    base = {n: f for n, f in fx.items() if n in PROBES and f["setup"]["method"] == "lora"
+            and not f["setup"]["grad_checkpoint"]
+            and not f["setup"].get("quant") and f["setup"].get("compile", True) and f["setup"]["dtype"] == "float32"
+            and f["config"]["model_type"] in LLAMA_CLASS}
     loss_rows, loss_y, block_rows, block_y = [], [], [], []
     for f in base.values():
         t = _terms(f)
         rest = _pa(f) - t["n"] * t["block"]
         if t["loss"] > 0.5 * t["n"] * t["block"]:
-            loss_rows.append([t["T"] * t["rb"] * t["h"], t["T"] * t["rb"] * t["I"]])
-            loss_y.append(rest - t["loss"])
+            w = 1 / _pa(f)  # relative: the error the report measures, so the wide fixtures don't outvote the rest
+            loss_rows.append([w * t["T"] * t["rb"] * t["h"], w * t["T"] * t["rb"] * t["I"]])
+            loss_y.append(w * (rest - t["loss"]))
         elif t["n"] != 2:  # two trained blocks: BLOCK_REST_TWO_BLOCKS, below
             block_rows.append([t["T"] * t["rb"] * t["h"], t["T"] * t["rb"] * t["I"], t["T"] * t["rb"] * t["q"],
                                t["probs"]])
@@ -114,16 +127,19 @@ def main() -> int:
         bh, bi, bq, bp = _lsq(block_rows, block_y)
         out += [("BLOCK_REST_H", bh, M.BLOCK_REST_H), ("BLOCK_REST_I", bi, M.BLOCK_REST_I),
                 ("BLOCK_REST_Q", bq, M.BLOCK_REST_Q), ("BLOCK_REST_PROBS", bp, M.BLOCK_REST_PROBS)]
-        two = []
-        for name, f in base.items():
+        # two trained blocks: the per-token and the probabilities' parts of the one-block rest, scaled apart
+        two_rows, two_y = [], []
+        for f in base.values():
             t = _terms(f)
-            one = fx.get(name[:-1] + "1") if name.endswith("-n2") else None
-            if one and t["loss"] <= 0.5 * t["n"] * t["block"]:
-                t1 = _terms(one)
-                two.append((_pa(f) - 2 * t["block"]) / (_pa(one) - t1["block"]))
-        if two:
-            out.append(("BLOCK_REST_TWO_BLOCKS (median n2 / n1 rest)", statistics.median(two),
-                        M.BLOCK_REST_TWO_BLOCKS))
+            if t["n"] == 2 and t["loss"] <= 0.5 * t["n"] * t["block"]:
+                w = 1 / _pa(f)
+                token = t["T"] * t["rb"] * (M.BLOCK_REST_H * t["h"] + M.BLOCK_REST_I * t["I"] + M.BLOCK_REST_Q * t["q"])
+                two_rows.append([w * token, w * M.BLOCK_REST_PROBS * t["probs"]])
+                two_y.append(w * (_pa(f) - 2 * t["block"]))
+        if len(two_rows) >= 2:
+            tt, tp = _lsq(two_rows, two_y)
+            out += [("BLOCK_REST_TWO_BLOCKS (two-block fixtures)", tt, M.BLOCK_REST_TWO_BLOCKS),
+                    ("BLOCK_REST_TWO_BLOCKS_PROBS (two-block fixtures)", tp, M.BLOCK_REST_TWO_BLOCKS_PROBS)]
 
     # 4. full fine-tuning: full − LoRA twin in trained blocks' trainable bytes; at the loss backward per block's
     # bytes (any number of blocks), at a block's backward per min(n, 2) blocks

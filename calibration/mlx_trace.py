@@ -76,6 +76,10 @@ def build_model(config, dtype_name):
     mod = importlib.import_module(f"mlx_lm.models.{model_type}")
     args = mod.ModelArgs.from_dict(config)
     model = mod.Model(args)
+    if getattr(model, "tie_word_embeddings", None) is False and "lm_head" in model and config.get("tie_word_embeddings", True):
+        # Gemma 3 builds an lm_head and ties it only when the checkpoint has no lm_head.weight
+        # (gemma3_text.py sanitize), which is what mlx_lm.load sees for the published checkpoints.
+        model.sanitize({})
     model.set_dtype(getattr(mx, dtype_name))
     mx.eval(model.parameters())
     return model
