@@ -31,7 +31,6 @@ from estimator import spec_from_config
 from estimator.memory import mlx_step as M
 from validation.mlx import MLX_FIXTURES, PROBES, fixture_setup
 
-
 LLAMA_CLASS = ("llama", "mistral", "qwen2", "qwen3")  # the families the rest terms are fitted on (probes: llama)
 
 
