@@ -270,3 +270,18 @@ def test_peft_snippets_carry_layers_to_transform(stack):
     key = "peft_layers_to_transform: [28, 29, 30, 31]" if stack == "axolotl" else "layers_to_transform=[28, 29, 30, 31]"
     assert key in text
     assert "layers_to_transform" not in training_snippet(LLAMA, resolve_setup(stack))  # every layer: PEFT's default
+
+
+def test_switching_to_full_drops_the_adapters_own_choices():
+    """The compare page re-resolves a setup per method (with_method): a TRL LoRA run on the last 8 layers, or an
+    MLX DoRA run, compared with full fine-tuning must not raise (found by test_fuzz_app_long). MLX-LM keeps
+    --num-layers for full fine-tuning (it trains the last N blocks); TRL's full run trains every layer."""
+    from estimator.job.stack import with_method
+    from ui.grids import compare_setups
+
+    trl = with_method(resolve_setup("trl", method="lora", lora_layers=8), "full")
+    assert trl.method == "full" and not trl.lora_layers
+    mlx = with_method(resolve_setup(MLX_STACK, method="lora", dora=True, lora_layers=4, backend="metal"), "full")
+    assert mlx.method == "full" and not mlx.dora and mlx.lora_layers == 4
+    setups = compare_setups(resolve_setup("trl", method="lora", lora_layers=8), ("full", "lora", "qlora"))
+    assert [s.method for _, s in setups] == ["full", "lora", "qlora"]

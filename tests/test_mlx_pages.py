@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from estimator import estimate, get_device, load_preset, verdict
+from estimator import estimate, generic_spec, get_device, load_preset, verdict
 from estimator.job.stack import resolve_setup
 from estimator.memory.result import detail_bytes
 from ui.page_charts import attention_share_chart
@@ -87,3 +87,26 @@ def test_attention_share_chart_splits_resident_probabilities_and_the_rest():
         assert bars[1].y[i] == pytest.approx(detail_bytes(est.details, "activations.attention_scores") / 1e9)
     assert bars[1].y[1] == pytest.approx(4 * bars[1].y[0])  # B·H·L²: twice the length, four times the memory
     assert list(bars[0].x) == ["1,025", "2,049"]
+
+
+def test_a_model_the_stack_cannot_train_falls_back_with_a_note():
+    """Found by test_fuzz_app_long: MLX-LM on a mixture-of-experts model, or --lora-layers past the model's depth,
+    raised inside the page. The page now says why and prices what can run: TRL for the MoE model, all layers."""
+    at = run({"device": "laptop-36gb", "stack": "mlx", "model": "qwen3-30b-a3b"})
+    page = texts(at)
+    assert not at.exception
+    assert "mixture-of-experts" in page and "Using the TRL stack" in page
+    at = run({"lora_layers": "1000"})
+    assert not at.exception
+    assert "training all of them" in texts(at)
+    assert "could not be priced" not in texts(at)  # the smaller-model remedy clamps too (setup_for_model)
+
+
+def test_fewer_lora_layers_than_asked_on_another_model():
+    from estimator.job.tower import setup_for_model
+
+    setup = resolve_setup("trl", lora_layers=30)
+    small = generic_spec(0.5)
+    assert setup_for_model(small, setup).lora_layers == min(30, small.num_layers)
+    mlx = resolve_setup("mlx", backend="metal")  # the stack's default 16: the MLX model notes it, no clamp here
+    assert setup_for_model(small, mlx).lora_layers == 16

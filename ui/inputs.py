@@ -30,6 +30,7 @@ from estimator.i18n import _, localised_error, set_language
 from estimator.job.stack import resolve_setup, setup_summary
 from estimator.job.tower import check_tower
 from estimator.memory.adapters import lora_targets
+from estimator.memory.step import check_model
 from estimator.options.backends import device_backend
 from estimator.options.stacks import MLX_STACK, STACKS, default_stack, get_stack
 from ui.lang import language_switch
@@ -286,6 +287,38 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
     return setup
 
 
+def _fit_to_model(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> tuple[ModelSpec, TrainingSetup]:
+    """What this model allows of the setup, each change noted: no more LoRA layers than it has; another stack when
+    this one cannot train it (MLX-LM: a mixture-of-experts or other unmodelled family → TRL; an MLX-quantised
+    checkpoint on a PyTorch stack → MLX-LM); failing both, the checkpoint priced unquantised."""
+    if setup.lora_layers > spec.num_layers and "lora_layers" not in setup.from_stack:
+        notes.append(_("LoRA layers: {model} has {layers} decoder layers, not {n}; training all of them.").format(
+            model=spec.name, layers=spec.num_layers, n=setup.lora_layers))
+        setup = replace(setup, lora_layers=spec.num_layers)
+    try:
+        check_model(spec, setup)
+        return spec, setup
+    except ValueError as exc:
+        other = "trl" if setup.stack == MLX_STACK else MLX_STACK
+        keep = {k: getattr(setup, k) for k in ("method", "batch", "seq_len", "lora_rank", "lora_targets", "backend")}
+        try:
+            alt = resolve_setup(other, **keep)
+            check_model(spec, alt)
+            notes.append(_("{error}. Using the {stack} stack.").format(error=localised_error(exc),
+                                                                       stack=get_stack(other).label))
+            return spec, alt
+        except ValueError:
+            pass
+        try:
+            check_model(replace(spec, quantization=None), setup)
+            notes.append(_("{error}. Priced as its unquantised weights.").format(error=localised_error(exc)))
+            return replace(spec, quantization=None), setup
+        except ValueError:
+            fallback = load_preset(DEFAULT_MODEL)  # a dense decoder every stack trains
+            notes.append(_("{error}. Showing {model}.").format(error=localised_error(exc), model=fallback.name))
+            return fallback, replace(setup, lora_layers=min(setup.lora_layers, fallback.num_layers))
+
+
 def _live_inputs(drawn: _Drawn, values: tuple[float, int, int]) -> Inputs:
     """The page's inputs from the settled sidebar and the sliders' values (read before the sliders are drawn)."""
     set_language(drawn.language)  # a fragment's rerun does not pass through app.py or the switch
@@ -295,7 +328,7 @@ def _live_inputs(drawn: _Drawn, values: tuple[float, int, int]) -> Inputs:
     box = drawn.trainer_box if first else replace(drawn.trainer_box, notes=())
     size, batch, max_len = values
     spec = _live_model(drawn, size, notes)
-    setup = _live_setup(drawn, spec, batch, max_len, notes)
+    spec, setup = _fit_to_model(spec, _live_setup(drawn, spec, batch, max_len, notes), notes)
     return Inputs(model=spec, setup=setup, device=drawn.device, rule="seed" if drawn.rule_on else None,
                   presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice, trainer_box=box)
 

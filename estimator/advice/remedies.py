@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..i18n import _, format_int
 from ..job.stack import with_method
+from ..job.tower import setup_for_model
 from ..memory.trainers import reference_bytes
 from ..models.presets import generic_spec, list_presets, load_preset
 from ..options.stacks import MLX_STACK
@@ -162,7 +163,8 @@ def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _d
         if smaller is None:
             add(5, "smaller_model", _("Pick a smaller model"), _("no smaller model"), spec, None, "", _("no smaller model"))
         else:
-            add(5, "smaller_model", _("Pick a smaller model"), f"{spec.name} → {smaller.name}", smaller, setup,
+            add(5, "smaller_model", _("Pick a smaller model"), f"{spec.name} → {smaller.name}", smaller,
+                setup_for_model(smaller, setup),
                 _("A smaller model learns less; compare quality before committing."))
     return tuple(out)
 

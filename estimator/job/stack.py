@@ -176,6 +176,10 @@ def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
         return replace(setup, method=method)
     given = {f.name: getattr(setup, f.name) for f in fields(setup)
              if f.name not in setup.from_stack and f.name not in ("stack", "from_stack")}
+    if method == "full":  # the adapters' own choices do not carry over: full fine-tuning has no adapters (the
+        given.pop("dora", None)  # MLX-LM stack keeps --num-layers: it trains the last N blocks in full too)
+        if setup.stack != MLX_STACK:
+            given.pop("lora_layers", None)
     return resolve_setup(setup.stack, **{**given, "method": method})
 
 

@@ -32,7 +32,7 @@ from .activations.layers import moe_lora_delta_bytes, moe_lora_delta_grad_bytes
 from .activations.loss import LossMemory, loss_memory
 from .adapters import adapted_modules, lora_params
 from .litgpt_model import stack_spec
-from .mlx_step import mlx_estimate, uses_mlx_model
+from .mlx_step import check_mlx_model, mlx_estimate, uses_mlx_model
 from .overhead import (
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_BYTES,
@@ -543,6 +543,16 @@ def _check_torch_model(spec: ModelSpec, setup: TrainingSetup) -> None:
         raise ValueError(Text(N_("--lora-layers {n} is more than {model}'s {layers} decoder layers (PEFT raises for "
                                  "a layers_to_transform index it cannot find)"), n=setup.lora_layers, model=spec.name,
                               layers=spec.num_layers))
+
+
+def check_model(spec: ModelSpec, setup: TrainingSetup) -> None:
+    """ValueError with the reason when this stack cannot train this model this way (the checks that need the
+    model: MLX-LM's supported families, an MLX-quantised checkpoint on a PyTorch stack, more LoRA layers than the
+    model has). estimate() raises the same."""
+    if uses_mlx_model(setup):
+        check_mlx_model(spec, setup)
+    else:
+        _check_torch_model(spec, setup)
 
 
 # Estimates are pure functions of two frozen (hashable) dataclasses, and one calculator rerun asks for the same
