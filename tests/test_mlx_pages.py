@@ -110,3 +110,12 @@ def test_fewer_lora_layers_than_asked_on_another_model():
     assert setup_for_model(small, setup).lora_layers == min(30, small.num_layers)
     mlx = resolve_setup("mlx", backend="metal")  # the stack's default 16: the MLX model notes it, no clamp here
     assert setup_for_model(small, mlx).lora_layers == 16
+
+
+def test_largest_fitting_size_with_more_lora_layers_than_small_models_have():
+    """Found by test_fuzz_app_long (fits page, lora_layers=16): the size search prices generic decoders down to
+    0.1B (14 layers); each is priced with all its layers rather than raising."""
+    from estimator.advice.solvers import max_fitting_size_b
+
+    size = max_fitting_size_b(resolve_setup("trl", lora_layers=16), get_device("rtx-4090"))
+    assert size is not None and size > 1

@@ -62,8 +62,8 @@ def max_fitting_size_b(setup: TrainingSetup, device: Device, rule: str | None = 
 
     def total(size_b: float) -> float:
         spec = generic_spec(size_b)
-        return (estimate_fn(spec, text_setup) if estimate_fn is not None
-                else estimate(spec, text_setup, rule)).total_bytes
+        sized = setup_for_model(spec, text_setup)  # --lora-layers past a small model's depth: all its layers
+        return (estimate_fn(spec, sized) if estimate_fn is not None else estimate(spec, sized, rule)).total_bytes
 
     return bisect_last(MIN_SIZE_B, MAX_SIZE_B, total, device.usable_bytes, integer=False, rel_tol=rel_tol)
 
