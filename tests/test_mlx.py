@@ -285,3 +285,19 @@ def test_switching_to_full_drops_the_adapters_own_choices():
     assert mlx.method == "full" and not mlx.dora and mlx.lora_layers == 4
     setups = compare_setups(resolve_setup("trl", method="lora", lora_layers=8), ("full", "lora", "qlora"))
     assert [s.method for _, s in setups] == ["full", "lora", "qlora"]
+
+
+def test_lm_head_target_is_outside_mlx_lms_blocks():
+    """mlx-lm adapts the linears inside the trained blocks (tuner/utils.py:95-111): an lm_head target gets no
+    adapter (noted, same estimate, left out of the YAML keys); lm_head alone would train nothing and is refused
+    (found by test_fuzz_app_long: targets=lm_head on a Mac)."""
+    from estimator.report.snippets.mlx import _keys
+
+    spec = load_preset("llama-3.2-1b")
+    with_head = resolve_setup(MLX_STACK, backend="metal", lora_targets=("q_proj", "lm_head"))
+    est = estimate(spec, with_head)
+    assert est.total_bytes == estimate(spec, replace(with_head, lora_targets=("q_proj",))).total_bytes
+    assert any("lm_head" in str(n) for n in est.notes)
+    assert _keys(spec, with_head) == ["self_attn.q_proj"]
+    with pytest.raises(ValueError, match="nothing"):
+        estimate(spec, resolve_setup(MLX_STACK, backend="metal", lora_targets=("lm_head",)))

@@ -119,3 +119,9 @@ def test_largest_fitting_size_with_more_lora_layers_than_small_models_have():
 
     size = max_fitting_size_b(resolve_setup("trl", lora_layers=16), get_device("rtx-4090"))
     assert size is not None and size > 1
+
+
+def test_an_lm_head_only_target_on_a_mac_falls_back_with_a_note():
+    at = run({"device": "laptop-36gb", "model": "llama-3.2-1b", "targets": "lm_head"})
+    assert not at.exception
+    assert "nothing would train" in texts(at)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..i18n import N_, Text
 from ..job.setup import ALL_LINEAR
 from ..job.stack import check_stack_setup
+from ..models.spec import LM_HEAD
 from ..options.optimizers import OPTIMIZERS
 from ..options.quantization import mlx_bytes_per_weight
 from ..options.stacks import MLX_STACK
@@ -141,6 +142,10 @@ def check_mlx_model(spec: ModelSpec, setup: TrainingSetup) -> None:
                  "gemma3n.py)")
     if why:
         raise ValueError(Text(SUPPORTED_NOTE, family=spec.family, why=Text(why)))
+    if setup.method != "full" and set(setup.lora_targets) == {LM_HEAD}:
+        raise ValueError(Text(N_("mlx-lm adds adapters to the linears inside the trained blocks only "
+                                 "(tuner/utils.py:95-111, lora_parameters keys); '{head}' is not one, so nothing "
+                                 "would train: name a block's linears or all-linear"), head=LM_HEAD))
     if setup.lora_layers > spec.num_layers and "lora_layers" not in setup.from_stack:
         raise ValueError(Text(N_("--lora-layers {n} is more than {model}'s {layers} decoder layers (mlx-lm raises: "
                                  "'Requested to train {n} layers but the model only has {layers} layers', "
@@ -171,7 +176,7 @@ def _adapted_roles(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
         return frozenset()
     if setup.lora_targets == (ALL_LINEAR,):
         return frozenset(m.role for m in spec.linears)
-    names = set(setup.lora_targets)
+    names = set(setup.lora_targets) - {LM_HEAD}  # outside the blocks: mlx-lm never adapts it (check_mlx_model)
     unknown = names - set(spec.linear_names())
     if unknown:
         raise ValueError(Text(N_("LoRA target {target} is not a linear module of {family}; its modules are: "
@@ -492,6 +497,9 @@ def _finish(spec: ModelSpec, setup: TrainingSetup, res: _Model, phases: list[Pha
                         "probabilities (checkpointing recomputes them one block at a time)."))
     if setup.backend == "cuda":
         notes.append(N_("MLX's CUDA backend is modelled from its source, not measured: the MLX fixtures are CPU runs."))
+    if setup.method != "full" and LM_HEAD in setup.lora_targets:
+        notes.append(Text(N_("mlx-lm adds adapters inside the trained blocks only: the '{head}' target gets none."),
+                          head=LM_HEAD))
     if spec.quantization:
         notes.append(Text(N_("The checkpoint is already quantised ({quant}): LoRA trains on that base."),
                           quant=quant_label(*spec.quantization)))

@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ...job.setup import ALL_LINEAR
+from ...models.spec import LM_HEAD
 from ...options.optimizers import OPTIMIZERS
 from .common import _model_id
 
@@ -31,7 +32,8 @@ def _keys(spec: ModelSpec, setup: TrainingSetup) -> list[str] | None:
     if setup.lora_targets == (ALL_LINEAR,):
         return None
     roles = {m.name: m.role for m in spec.linears}
-    return [f"{'self_attn' if roles.get(t, '').startswith('attn') else 'mlp'}.{t}" for t in setup.lora_targets]
+    return [f"{'self_attn' if roles.get(t, '').startswith('attn') else 'mlp'}.{t}" for t in setup.lora_targets
+            if t != LM_HEAD]  # outside the blocks: mlx-lm would not find it (the estimate's note says so)
 
 
 def _mlx(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
