@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...i18n import N_, Text
+from ...models.presets import list_presets
 from ...options.stacks import STACK_IDS, STACKS
-from ...options.trainers import TRAINERS
+from ...options.trainers import GENERATION_MODES, TRAINERS
+from ..setup import MAX_SEQ_LEN
 from ..stack import resolve_setup
 from ..trainer import TrainerSetup
 from . import axolotl, litgpt, torchtune, trl
@@ -139,7 +141,9 @@ def _detect(doc: dict[str, Any], mark: dict[str, str]) -> tuple[ModuleType, str]
 def _model_entry(r: Reader, fmt: ModuleType, model: ModelRef) -> None:
     key = _MODEL_KEYS[fmt.ID] if r.has(_MODEL_KEYS[fmt.ID]) else "# will-it-fit: model"
     if model.kind == "preset":
-        why = "" if model.name == model.preset else Text(N_("same architecture as the preset"))
+        own = {p.hf_repo.lower() for p in list_presets() if p.id == model.preset} | {str(model.preset)}
+        why = "" if model.name.lower() in own or model.name == model.preset else Text(
+            N_("same architecture as the preset"))
         r.set("model", model.preset, key, why=why, raw=model.name)
     elif model.kind == "hub":
         why = Text(N_("read from the Hugging Face Hub; {preset} stands in offline"), preset=model.preset) \
@@ -194,6 +198,35 @@ def _resolves(stack: str, settings: dict[str, Any]) -> bool:
     return True
 
 
+def _marker_trainer(r: Reader, mark: dict[str, str]) -> None:
+    """The trainer and its options from the export's marker, where the format has no key for them (torchtune's and
+    LitGPT's SFT recipes, GRPO's prompt length): only what the file's own keys left unset."""
+    key = "# will-it-fit: {}".format
+    if "trainer" in mark and "trainer" not in r.trainer:
+        if mark["trainer"] in TRAINERS:
+            r.set("trainer", mark["trainer"], key("trainer"), raw=mark["trainer"])
+        else:
+            r.refuse(key("trainer"), Text(N_("unknown trainer; SFT assumed")), raw=mark["trainer"])
+    for name, kind in (("beta", "number"), ("precompute_ref", "bool"), ("num_generations", "int"),
+                       ("prompt_len", "int"), ("completion_len", "int"), ("generation", "choice"),
+                       ("vllm_gpu_util", "number"), ("vllm_sleep", "bool")):
+        if name not in mark or name in r.trainer:
+            continue
+        raw = mark[name]
+        if kind == "int":
+            value: Any = r.integer(key(name), 1, MAX_SEQ_LEN, value=raw)
+        elif kind == "number":
+            value = r.number(key(name), 0.0, 1e6, value=raw)
+        elif kind == "bool":
+            value = r.boolean(key(name), value=raw)
+        else:
+            value = raw if raw in GENERATION_MODES else None
+            if value is None:
+                r.refuse(key(name), Text(N_("not a generation mode")), raw=raw)
+        if value is not None:
+            r.set(name, value, key(name), raw=raw)
+
+
 def _no_attachment(path: str) -> bytes | None:
     return None
 
@@ -239,6 +272,7 @@ def import_config(data: bytes | str, *, name: str = "", overrides: tuple[str, ..
                                                                         100)))
     if model.kind == "none" and mark.get("model") and fmt is not torchtune:
         model = ref_from_name(mark["model"])
+    _marker_trainer(r, mark)
     _model_entry(r, fmt, model)
     r.read.insert(1, r.read.pop())  # the model right after the stack
     for key, value in applied:

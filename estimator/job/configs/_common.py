@@ -84,7 +84,7 @@ def hf_optimizer(reader: Reader, key: str, value: Any) -> None:
     name = str(value).strip().lower() if isinstance(value, str) else ""
     if name in HF_OPTIMIZERS:
         reader.set("optimizer", HF_OPTIMIZERS[name], key)
-        if name == "sgd":
+        if name == "sgd" and "momentum" not in str(reader.lookup("optim_args")):
             reader.refuse(key, Text(N_("transformers' optim='sgd' has no momentum unless optim_args gives one; the "
                                        "estimate counts one momentum buffer (an upper bound)")))
         return

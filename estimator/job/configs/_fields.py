@@ -65,7 +65,7 @@ def shown(value: object) -> str:
 
 
 def load_keys(name: str) -> frozenset[str]:
-    """A format's schema key list (keys/<name>.txt, written by scripts/config_keys.py from the project's source)."""
+    """A format's schema key list (keys/<name>.txt, written by scripts/config_sources.py from the project's source)."""
     text = resources.files(__package__).joinpath("keys", f"{name}.txt").read_text(encoding="utf-8")
     return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 

@@ -346,9 +346,11 @@ def _fsdp(r: Reader) -> None:
 
 def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
     """Every key of an Axolotl config into the three lists; returns the model it names."""
-    model = ref_from_name(r.get("base_model"))
-    if r.has("base_model"):
-        r.used.add("base_model")
+    name = r.get("base_model")
+    revision = r.get("revision_of_model") if r.given("revision_of_model") else None  # model.py: a Hub revision
+    if isinstance(name, str) and isinstance(revision, str) and revision.strip():
+        name = f"{name.strip()}@{revision.strip()}"
+    model = ref_from_name(name)
     _method(r)
     method = r.settings.get("method", "full")
     if method != "full":

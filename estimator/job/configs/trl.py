@@ -425,10 +425,7 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
     if isinstance(name, str) and isinstance(revision, str) and revision.strip() not in ("", "main"):
         name = f"{name.strip()}@{revision.strip()}"
     model = ref_from_name(name)
-    trainer = _trainer(r, ctx) if stack in ("trl", "unsloth") else "sft"
-    if stack not in ("trl", "unsloth") and (ctx.marker.get("trainer") or "sft") != "sft":
-        r.refuse("# will-it-fit: trainer", Text(N_("the {stack} stack runs SFT only here"), stack=stack),
-                 raw=ctx.marker.get("trainer"))
+    trainer = _trainer(r, ctx)
     method = _method(r)
     if method != "full":
         _lora(r, method, stack)

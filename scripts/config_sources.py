@@ -1,8 +1,10 @@
-"""Write the key lists the config importer checks against (estimator/job/configs/keys/*.txt): every key each
-project's config schema knows, at the version the stack models, so an importer can tell a key it deliberately
-ignores or cannot model from a typo. Read from the released sources, not from docs:
+"""Write what the config importer and exporter read from each project's released source, at the version the stack
+models: the key lists the importer checks against (estimator/job/configs/keys/*.txt: every key the project's config
+schema knows, so a key it deliberately ignores or cannot model is told from a typo), and torchtune's shipped
+single-device recipe configs the torchtune export starts from (estimator/report/configs/torchtune_bases.json).
+Read from the released sources, not from docs:
 
-    python scripts/config_keys.py --axolotl DIR --torchtune DIR --litgpt DIR --trl-python PY
+    python scripts/config_sources.py --axolotl DIR --torchtune DIR --litgpt DIR --trl-python PY
 
 - Axolotl 0.19.0 (DIR = the unpacked wheel): the fields (and aliases) of AxolotlInputConfig and its bases in
   axolotl/utils/schemas/*.py, plus the plugin arguments in axolotl/integrations/*/args.py (plugins merge them into
@@ -27,6 +29,22 @@ import subprocess
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "estimator" / "job" / "configs" / "keys"
+BASES = Path(__file__).resolve().parents[1] / "estimator" / "report" / "configs" / "torchtune_bases.json"
+# The torchtune config families the export starts from (report/snippets/common.py TORCHTUNE_CONFIGS' prefixes).
+TORCHTUNE_PREFIXES = ("llama3_2/1B", "llama3_2/3B", "llama3_1/8B", "qwen2_5/0.5B", "qwen2_5/1.5B", "qwen2_5/3B",
+                      "qwen2_5/7B", "qwen2_5/14B", "gemma/7B", "gemma2/2B", "gemma2/9B")
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _numbers(node: object) -> object:
+    """YAML 1.1 (PyYAML) reads 3e-4 as a string; OmegaConf (torchtune) reads it as a float: keep it a number."""
+    if isinstance(node, dict):
+        return {k: _numbers(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_numbers(v) for v in node]
+    if isinstance(node, str) and _FLOAT.fullmatch(node):
+        return float(node)
+    return node
 
 
 def _write(name: str, header: str, keys: set[str]) -> None:
@@ -73,7 +91,7 @@ def axolotl(root: Path) -> None:
         for _bases, fields in _class_fields(ast.parse(path.read_text())).values():
             keys |= fields
     _write("axolotl", "Axolotl 0.19.0: AxolotlInputConfig (axolotl/utils/schemas/*.py) and the plugin arguments\n"
-                      "(axolotl/integrations/*/args.py). Written by scripts/config_keys.py.", keys)
+                      "(axolotl/integrations/*/args.py). Written by scripts/config_sources.py.", keys)
 
 
 TRL_PROBE = r"""
@@ -102,7 +120,7 @@ def trl(python: str) -> None:
     keys = set(data["keys"]) | set(data["launch"]) | {"accelerate_config", "env"}
     _write("trl", "TRL 1.16.0 + transformers 5.24: the dataclass fields of the TrlParser of every trl <command>\n"
                   "(trl/scripts/*.py make_parser), the experimental ORPO/CPO configs, accelerate 1.15's launch\n"
-                  "arguments, accelerate_config and env (trl/cli). Written by scripts/config_keys.py.", keys)
+                  "arguments, accelerate_config and env (trl/cli). Written by scripts/config_sources.py.", keys)
 
 
 def torchtune(root: Path) -> None:
@@ -118,8 +136,18 @@ def torchtune(root: Path) -> None:
         for a, b in pattern.findall(path.read_text()):
             keys.add(a or b)
     keys.discard("get")
+    bases = {}
+    for prefix in TORCHTUNE_PREFIXES:
+        for method in ("full", "lora", "qlora"):
+            path = root / "recipes" / "configs" / f"{prefix}_{method}_single_device.yaml"
+            if path.exists():
+                bases[f"{prefix}_{method}"] = _numbers(yaml.safe_load(path.read_text()))
+    BASES.parent.mkdir(parents=True, exist_ok=True)
+    BASES.write_text(json.dumps({"source": "torchtune 0.6.1 recipes/configs/<family>/<size>_<method>_single_device"
+                                           ".yaml (scripts/config_sources.py)", "configs": bases}, indent=1) + "\n")
+    print(f"torchtune bases: {len(bases)} configs")
     _write("torchtune", "torchtune 0.6.1: the top-level keys of every shipped recipe config (recipes/configs) and\n"
-                        "the keys the recipes read (recipes/*.py cfg.<key>, cfg.get). Written by scripts/config_keys.py.",
+                        "the keys the recipes read (recipes/*.py cfg.<key>, cfg.get). Written by scripts/config_sources.py.",
            keys)
 
 
@@ -135,7 +163,7 @@ def litgpt(root: Path) -> None:
         keys |= {f"{prefix}.{f}" for f in classes.get(cls, ([], set()))[1]}
     keys |= {"data.class_path", "data.init_args", "optimizer.class_path", "optimizer.init_args"}
     _write("litgpt", "LitGPT 0.5.13: the setup() parameters of litgpt/finetune/{lora,full,adapter,adapter_v2}.py and,\n"
-                     "dotted, TrainArgs/EvalArgs/LogArgs (litgpt/args.py). Written by scripts/config_keys.py.", keys)
+                     "dotted, TrainArgs/EvalArgs/LogArgs (litgpt/args.py). Written by scripts/config_sources.py.", keys)
 
 
 def main() -> None:
