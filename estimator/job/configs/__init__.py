@@ -23,7 +23,7 @@ from ..setup import MAX_SEQ_LEN
 from ..stack import resolve_setup
 from ..trainer import TrainerSetup
 from . import axolotl, litgpt, torchtune, trl
-from ._fields import MISSING, Entry, Reader
+from ._fields import MISSING, Entry, ReadContext, Reader
 from ._models import ModelRef, fit_targets, ref_from_name
 from ._read import MAX_CONFIG_BYTES, ConfigError, decode, marker, parse_text, printable
 
@@ -57,17 +57,6 @@ _OTHER_TOOLS: tuple[tuple[Callable[[dict[str, Any]], bool], str], ...] = (
     (lambda d: "finetuning_type" in d or ("stage" in d and "cutoff_len" in d),
      N_("a LLaMA-Factory config: that tool is not one of the stacks modelled")),
 )
-
-
-@dataclass(frozen=True)
-class ReadContext:
-    """What a format's reader gets beside the document: the stack it reads for, the export's marker, and a way
-    to fetch a file the config names (a DeepSpeed JSON): `attachment(path)` → its bytes or None."""
-
-    stack: str
-    marker: dict[str, str]
-    attachment: Callable[[str], bytes | None]
-    name: str = ""  # the file's name: a hint where the file's keys do not say (trl <command>_config.yaml)
 
 
 @dataclass(frozen=True)

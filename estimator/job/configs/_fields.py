@@ -53,6 +53,17 @@ class Entry:
         return {"key": self.key, "value": self.value, "detail": str(self.detail), "default": self.default}
 
 
+@dataclass(frozen=True)
+class ReadContext:
+    """What a format's reader gets beside the document: the stack it reads for, the export's marker, and a way
+    to fetch a file the config names (a DeepSpeed JSON): `attachment(path)` → its bytes or None."""
+
+    stack: str
+    marker: dict[str, str]
+    attachment: Callable[[str], bytes | None]
+    name: str = ""  # the file's name: a hint where the file's keys do not say (trl <command>_config.yaml)
+
+
 def shown(value: object) -> str:
     """A value as the lists show it: YAML's spelling for null and booleans, else a short printable excerpt."""
     if value is None:

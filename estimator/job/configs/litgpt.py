@@ -16,8 +16,7 @@ from ._models import ref_from_litgpt
 from ._read import printable
 
 if TYPE_CHECKING:
-    from . import ReadContext
-    from ._fields import Reader
+    from ._fields import ReadContext, Reader
     from ._models import ModelRef
 
 ID = "litgpt"

@@ -19,8 +19,7 @@ from ._models import ref_from_name, ref_from_torchtune
 from ._read import ConfigError, printable
 
 if TYPE_CHECKING:
-    from . import ReadContext
-    from ._fields import Reader
+    from ._fields import ReadContext, Reader
     from ._models import ModelRef
 
 ID = "torchtune"

@@ -24,8 +24,7 @@ from ._fields import as_bool, load_keys
 from ._models import ref_from_name
 
 if TYPE_CHECKING:
-    from . import ReadContext
-    from ._fields import Reader
+    from ._fields import ReadContext, Reader
     from ._models import ModelRef
 
 ID = "trl"
