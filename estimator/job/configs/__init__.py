@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...i18n import N_, Text
+from ...i18n import N_, Text, error_message
 from ...models.presets import list_presets
 from ...options.stacks import STACK_IDS, STACKS
 from ...options.trainers import GENERATION_MODES, TRAINERS
@@ -129,6 +129,7 @@ def _detect(doc: dict[str, Any], mark: dict[str, str]) -> tuple[ModuleType, str]
 
 def _model_entry(r: Reader, fmt: ModuleType, model: ModelRef) -> None:
     key = _MODEL_KEYS[fmt.ID] if r.has(_MODEL_KEYS[fmt.ID]) else "# will-it-fit: model"
+    r.ignored = [e for e in r.ignored if e.key != key]  # listed as the model below, not as "read, nothing set"
     if model.kind == "preset":
         own = {p.hf_repo.lower() for p in list_presets() if p.id == model.preset} | {str(model.preset)}
         why = "" if model.name.lower() in own or model.name == model.preset else Text(
@@ -165,8 +166,9 @@ def _settle(r: Reader, stack: str) -> None:
                 stack, {n: v for n, v in r.settings.items() if n != k})), None)
             culprit = culprit or next((k for k in _SETUP_DROP_ORDER if k in r.settings), None)
             if culprit is None:
-                raise ConfigError(Text(N_("the settings read cannot make a setup: {error}"), error=str(exc))) from None
-            r.withdraw(culprit, Text(N_("not applied: {error}"), error=exc))
+                raise ConfigError(Text(N_("the settings read cannot make a setup: {error}"),
+                                       error=error_message(exc))) from None
+            r.withdraw(culprit, Text(N_("not applied: {error}"), error=error_message(exc)))
     for _ in range(len(_TRAINER_DROP_ORDER) + 1):
         try:
             TrainerSetup(**r.trainer)
@@ -174,9 +176,9 @@ def _settle(r: Reader, stack: str) -> None:
         except ValueError as exc:
             culprit = next((k for k in _TRAINER_DROP_ORDER if k in r.trainer), None)
             if culprit is None:
-                r.withdraw("trainer", Text(N_("not applied: {error}"), error=exc))
+                r.withdraw("trainer", Text(N_("not applied: {error}"), error=error_message(exc)))
                 break
-            r.withdraw(culprit, Text(N_("not applied: {error}"), error=exc))
+            r.withdraw(culprit, Text(N_("not applied: {error}"), error=error_message(exc)))
 
 
 def _resolves(stack: str, settings: dict[str, Any]) -> bool:

@@ -198,8 +198,11 @@ class Reader:
                not_modelled: Callable[[str], str | None] = lambda key: None) -> None:
         """Sort every key not read: one that changes no memory (no_memory gives the reason), one of the schema's
         that the estimate does not model (not_modelled gives a reason, else a general one), or an unknown key."""
+        listed = {e.key.split(".")[0] for e in (*self.read, *self.ignored, *self.refused)}
         for key in keys:
             if key in self.used or any(u.startswith(key + ".") for u in self.used):
+                if key not in listed:  # read, but it set nothing (load_in_4bit: false; a block read key by key)
+                    self.ignore(key, Text(N_("read: it changes nothing the estimate prices here")))
                 continue
             reason = no_memory(key)
             if reason is None and self.doc.get(key, 0) is None and key in schema:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...i18n import N_, Text
-from ..setup import ALL_LINEAR, MAX_BATCH, MAX_RANK, MAX_SEQ_LEN
+from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
 from ._common import (
     attention_from_impl,
     deepspeed,
@@ -330,7 +330,9 @@ def _fsdp(r: Reader) -> None:
         return
     cfg = cfg if isinstance(cfg, dict) else {}
     reshard = cfg.get("reshard_after_forward", cfg.get("fsdp_reshard_after_forward", True))
-    grad_op = "shard_grad_op" in flags or reshard in (False, "SHARD_GRAD_OP", "shard_grad_op")
+    strategy = str(cfg.get("fsdp_sharding_strategy", "")).upper()  # the legacy FSDP1 spelling
+    grad_op = "shard_grad_op" in flags or reshard in (False, "SHARD_GRAD_OP", "shard_grad_op") or \
+        strategy == "SHARD_GRAD_OP"
     key = "fsdp_config" if cfg else "fsdp"
     r.set("sharding", "zero2" if grad_op else "zero3", key,
           why=Text(N_("FSDP: parameters kept between forward and backward")) if grad_op else Text(N_("FSDP full shard")))
@@ -371,7 +373,7 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
     else:
         r.default("batch", 1, "micro_batch_size", Text(N_("{src}/training.py default 1"), src=_S))
     if r.given("gradient_accumulation_steps"):
-        accum = r.integer("gradient_accumulation_steps", 1, 1 << 16)
+        accum = r.integer("gradient_accumulation_steps", 1, MAX_GRAD_ACCUM)
         if accum is not None:
             r.set("grad_accum", accum, "gradient_accumulation_steps")
     elif r.given("batch_size") and "batch" in r.settings:  # training.py: batch_size / micro_batch_size / GPUs

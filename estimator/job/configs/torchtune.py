@@ -12,7 +12,7 @@ import yaml
 
 from ...i18n import N_, Text
 from ...options.optimizers import OPTIMIZERS
-from ..setup import ALL_LINEAR, MAX_BATCH, MAX_RANK, MAX_SEQ_LEN
+from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
 from ._common import gpus_from_marker, gpus_note, lora_dropout, no_memory
 from ._fields import MISSING, as_bool, load_keys, shown
 from ._models import ref_from_name, ref_from_torchtune
@@ -245,7 +245,7 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
         r.refuse("tokenizer.max_seq_len", Text(N_("null: no truncation, sequences are as long as the data; the "
                                                   "estimate uses 2,048 tokens (set max length)")))
     if r.given("gradient_accumulation_steps"):
-        accum = r.integer("gradient_accumulation_steps", 1, 1 << 16)
+        accum = r.integer("gradient_accumulation_steps", 1, MAX_GRAD_ACCUM)
         if accum is not None:
             r.set("grad_accum", accum, "gradient_accumulation_steps")
     ckpt = _switch(r, "enable_activation_checkpointing", "grad_ckpt", False)

@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ...i18n import N_, Text
-from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GPUS, MAX_RANK, MAX_SEQ_LEN
+from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GPUS, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
 from ._common import (
     attention_from_impl,
     deepspeed,
@@ -295,7 +295,7 @@ def _batch(r: Reader, trainer: str) -> None:
         r.default("batch", 8, "per_device_train_batch_size",
                   Text(N_("transformers training_args.py default 8")))
     if r.given("gradient_accumulation_steps"):
-        accum = r.integer("gradient_accumulation_steps", 1, 1 << 16)
+        accum = r.integer("gradient_accumulation_steps", 1, MAX_GRAD_ACCUM)
         if accum is not None:
             r.set("grad_accum", accum, "gradient_accumulation_steps")
     if trainer == "grpo":
