@@ -128,7 +128,8 @@ def _detect(doc: dict[str, Any], mark: dict[str, str]) -> tuple[ModuleType, str]
 
 
 def _model_entry(r: Reader, fmt: ModuleType, model: ModelRef) -> None:
-    key = _MODEL_KEYS[fmt.ID] if r.has(_MODEL_KEYS[fmt.ID]) else "# will-it-fit: model"
+    key = _MODEL_KEYS[fmt.ID] if r.has(_MODEL_KEYS[fmt.ID]) and not (
+        fmt is torchtune and "# will-it-fit: model" in r.used) else "# will-it-fit: model"
     r.ignored = [e for e in r.ignored if e.key != key]  # listed as the model below, not as "read, nothing set"
     if model.kind == "preset":
         own = {p.hf_repo.lower() for p in list_presets() if p.id == model.preset} | {str(model.preset)}

@@ -117,7 +117,7 @@ def _method_and_model(r: Reader, ctx: ReadContext) -> tuple[str, ModelRef]:
     """model._component_: the builder names the model and the method (lora_ / qlora_ builders; quantize_base)."""
     component = r.get("model._component_") if r.given("model._component_") else None
     model = ref_from_torchtune(component)
-    if model.kind == "none" and ctx.marker.get("model"):
+    if ctx.marker.get("model"):  # the export names the model here when the builder is a template's (no builder)
         model = ref_from_name(ctx.marker["model"])
         r.used.add("# will-it-fit: model")
     builder = str(component or "").rsplit(".", 1)[-1]

@@ -104,6 +104,13 @@ def _hub_revision(spec: ModelSpec) -> str | None:
     return None
 
 
+def _offload_note(setup: TrainingSetup, notes: list[str], how: str) -> None:
+    """Optimizer offload without sharding: the tools offload under a sharding strategy; over one GPU it shards
+    nothing, so the memory is the same, but the file reads back with that sharding."""
+    if setup.offload_optimizer and setup.sharding == "none":
+        notes.append(f"optimizer offload without sharding: {how} (over one GPU it shards nothing).")
+
+
 def _text(lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
@@ -143,6 +150,7 @@ def _axolotl_trainer_lines(setup: TrainingSetup, tr: TrainerSetup) -> list[str]:
 def _export_axolotl(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> ExportedConfig:
     notes: list[str] = []
     body = _axolotl(spec, setup, notes)
+    _offload_note(setup, notes, "DeepSpeed offloads under ZeRO stage 2 here")
     revision = _hub_revision(spec)
     if revision:
         body.insert(next(i for i, line in enumerate(body) if line.startswith("base_model:")) + 1,
@@ -236,9 +244,12 @@ def _hf_notes(setup: TrainingSetup, stack: str, tr: TrainerSetup, notes: list[st
     """What the TRL-style YAML cannot hold for this stack."""
     _common_notes(setup, stack, notes)
     impl = loss_impl_id(setup)
-    if stack in ("trl", "unsloth") and impl == "hf" and tr.trainer == "sft":
+    if stack == "trl" and impl == "hf" and tr.trainer == "sft":
         notes.append("the full-logits loss: TRL's CLI runs every SFT loss through its fused chunked head (a "
                      "compute_loss_func in a script sees the full logits).")
+    if stack == "unsloth" and impl == "hf":
+        notes.append("the full-logits loss: Unsloth returns logits only with UNSLOTH_RETURN_LOGITS=1 in the "
+                     "environment, which no key of this file sets.")
     if stack == "plain" and impl != "hf":
         notes.append(f"loss {setup.loss}: a plain loop computes the model's own loss.")
     if stack == "unsloth":
@@ -254,6 +265,7 @@ def _hf_notes(setup: TrainingSetup, stack: str, tr: TrainerSetup, notes: list[st
         notes.append(f"QLoRA preparation '{setup.qlora_prep}': the script decides it, no key holds it.")
     if setup.compile or setup.optimizer_in_bwd:
         notes.append("compile / optimizer_in_bwd are torchtune's switches.")
+    _offload_note(setup, notes, "DeepSpeed offloads under ZeRO stage 2 here")
 
 
 def _export_hf(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> ExportedConfig:
@@ -330,6 +342,7 @@ def _torchtune_optimizer(setup: TrainingSetup, base: dict[str, Any]) -> dict[str
 def _export_torchtune(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> ExportedConfig:
     notes: list[str] = []
     _torchtune_notes(setup, notes)
+    _offload_note(setup, notes, "the distributed recipes offload under FSDP's full shard")
     known = TORCHTUNE_CONFIGS.get(spec.source)
     placeholder = not (known and setup.method in known[1])
     prefix = _TORCHTUNE_TEMPLATE if placeholder else known[0]  # type: ignore[index]
