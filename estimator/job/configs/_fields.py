@@ -130,12 +130,12 @@ class Reader:
         self.used.add(key)
         self._store(name, value)
         written = self.lookup(key) if raw is MISSING else raw
-        self.read.append(Entry(key, shown(written), _detail(name, value, why), setting=name))
+        self.read.append(Entry(printable(key, 100), shown(written), _detail(name, value, why), setting=name))
 
     def default(self, name: str, value: Any, key: str, source: str) -> None:
         """A setting the file leaves to the tool: the tool's default, with where it is written."""
         self._store(name, value)
-        self.read.append(Entry(key, "", _detail(name, value, source), default=True, setting=name))
+        self.read.append(Entry(printable(key, 100), "", _detail(name, value, source), default=True, setting=name))
 
     def withdraw(self, name: str, reason: str) -> None:
         """A setting that cannot apply with the others (the setup's own checks refused the combination): its read
@@ -148,12 +148,12 @@ class Reader:
 
     def ignore(self, key: str, reason: str) -> None:
         self.used.add(key)
-        self.ignored.append(Entry(key, shown(self.lookup(key)), reason))
+        self.ignored.append(Entry(printable(key, 100), shown(self.lookup(key)), reason))
 
     def refuse(self, key: str, reason: str, raw: Any = MISSING) -> None:
         self.used.add(key)
         value = self.lookup(key) if raw is MISSING else raw
-        self.refused.append(Entry(key, "" if value is MISSING else shown(value), reason))
+        self.refused.append(Entry(printable(key, 100), "" if value is MISSING else shown(value), reason))
 
     # ---- checked values ------------------------------------------------------------------------------------
     def integer(self, key: str, low: int, high: int, value: Any = MISSING) -> int | None:

@@ -60,10 +60,10 @@ def _yaml_problem(exc: yaml.YAMLError) -> Text:
     """PyYAML's error as one line: what and where (line and column), never the file's text."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    if isinstance(exc, yaml.constructor.ConstructorError):
-        tag = re.search(r"tag '([^']{0,60})", str(exc))
+    tag = re.search(r"constructor for the tag '([^']{0,60})", str(exc))
+    if isinstance(exc, yaml.constructor.ConstructorError) and tag:
         return Text(N_("the YAML uses the tag {tag}{where}, which builds an object; only plain YAML values are read "
-                       "(safe loader)"), tag=printable(tag.group(1) if tag else "?", 60), where=where)
+                       "(safe loader)"), tag=printable(tag.group(1), 60), where=where)
     problem = printable(getattr(exc, "problem", None) or type(exc).__name__, 80)
     return Text(N_("not valid YAML: {problem}{where}"), problem=problem, where=where)
 

@@ -303,7 +303,7 @@ def _grpo(r: Reader) -> None:
         if prompt is not None:
             r.set("prompt_len", prompt, "max_prompt_len")
     if r.given("trl.use_vllm") and r.boolean("trl.use_vllm"):
-        mode = str(r.get("trl.vllm_mode") or "colocate")
+        mode = str(r.get("trl.vllm_mode", None) or "colocate")
         r.set("generation", "vllm-server" if mode == "server" else "vllm-colocate", "trl.use_vllm",
               why=Text(N_("vllm_mode {mode}"), mode=mode[:20]))
         if mode != "server":

@@ -275,7 +275,7 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
         r.settings["precision"] = "bf16"
     _optimizer(r, method)
     loss = r.get("loss._component_") if r.given("loss._component_") else None
-    if loss in _LOSSES:
+    if isinstance(loss, str) and loss in _LOSSES:
         r.set("loss", _LOSSES[loss], "loss._component_")
     elif loss is not None:
         r.refuse("loss._component_", Text(N_("loss {name} is not modelled; the chunked loss is counted"),
@@ -293,7 +293,8 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
     _parallel(r, ctx)
     gpus_from_marker(r, ctx.marker)
     gpus_note(r)
-    model_keys = [f"model.{k}" for k in (r.lookup("model") or {}) if isinstance(r.lookup("model"), dict)]
+    block = r.lookup("model")
+    model_keys = [f"model.{k}" for k in block] if isinstance(block, dict) else []
     for key in model_keys:
         if key not in r.used:
             r.refuse(key, Text(N_("a model builder argument the estimate does not read")))

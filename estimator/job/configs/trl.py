@@ -342,7 +342,7 @@ def _grpo(r: Reader) -> None:
         if length is not None:
             r.set("completion_len", length, "max_completion_length")
     if r.given("use_vllm") and r.boolean("use_vllm"):
-        mode = str(r.get("vllm_mode") or "colocate").lower()
+        mode = str(r.get("vllm_mode", None) or "colocate").lower()
         r.set("generation", "vllm-server" if mode == "server" else "vllm-colocate", "use_vllm",
               why=Text(N_("vllm_mode {mode}"), mode=mode[:20]))
         if mode != "server":
@@ -379,7 +379,7 @@ def _parallel(r: Reader, ctx: ReadContext) -> None:
         deepspeed(r, "deepspeed", ctx.attachment)
     if r.given("fsdp"):
         flags = r.get("fsdp")
-        text = " ".join(flags) if isinstance(flags, list) else str(flags)
+        text = " ".join(str(f) for f in flags) if isinstance(flags, list) else str(flags)
         if "shard_grad_op" in text.lower():
             r.set("sharding", "zero2", "fsdp")
         elif "full_shard" in text.lower() or "hybrid_shard" in text.lower():
