@@ -12,6 +12,7 @@ through estimator.models.hub (`model_choice`)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -233,6 +234,9 @@ def import_config(data: bytes | str, *, name: str = "", overrides: tuple[str, ..
     raw = decode(data)
     doc = parse_text(raw)
     mark = marker(raw)
+    if not name:  # pasted text: TRL's docs write the file's name as its first line (# dpo_config.yaml)
+        first = re.match(r"\s*#\s*([\w.-]{1,80}\.(?:ya?ml|json))\s*(?:\n|$)", raw)
+        name = first.group(1) if first else ""
     fmt, stack = _detect(doc, mark)
     if callable(attachments):
         fetch = attachments
