@@ -204,11 +204,18 @@ def _show_result(state: dict[str, Any] | None) -> None:
     st.caption(plain(_("{name}: {format} → stack {stack}").format(name=name, format=imported.format_label,
                                                                    stack=imported.stack)))
     warn_notes(state.get("notes", ()))
-    for title, entries in ((_("Read ({n})"), imported.read), (_("Ignored: changes no memory ({n})"), imported.ignored),
-                           (_("Not honoured ({n})"), imported.not_honoured)):
-        st.caption(plain(title.format(n=len(entries))))
-        if entries:
-            st.text(_lines(entries))  # plain text: never Markdown or HTML
+    lists = ((_("Read ({n})"), _("key: value → the setting it set (a key left out: the tool's default)."),
+              imported.read),
+             (_("Ignored ({n})"), _("They change no memory the estimate prices."), imported.ignored),
+             (_("Not honoured ({n})"), _("What the estimate could not apply, and why; everything else applies."),
+              imported.not_honoured))
+    tabs = st.tabs([title.format(n=len(entries)) for title, _caption, entries in lists])
+    for tab, (_title, caption, entries) in zip(tabs, lists, strict=True):
+        with tab:
+            st.caption(caption)
+            if entries:
+                with st.container(height=320 if len(entries) > 6 else "content", border=False):
+                    st.text(_lines(entries))  # plain text: never Markdown or HTML
 
 
 def draw_config_box(sb: Any) -> None:
