@@ -8,6 +8,7 @@ Markdown or HTML. A file that cannot be read gets its one-line message; the page
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -159,13 +160,26 @@ def _overrides() -> tuple[str, ...]:
     return tuple(str(st.session_state.get(CONFIG_OVERRIDES, "")).split())
 
 
+def _deepspeed_json(upload: Any) -> bool:
+    """Is this uploaded file a DeepSpeed JSON (the attachment of a config, not the config)?"""
+    if upload.size > MAX_CONFIG_BYTES:
+        return False
+    try:
+        doc = json.loads(upload.getvalue())
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and ("zero_optimization" in doc or "train_micro_batch_size_per_gpu" in doc)
+
+
 def _apply_upload() -> None:
     files = st.session_state.get(CONFIG_FILES) or []
     if not files:
         return
     blobs = {str(f.name)[:200]: f for f in files}
-    # The config is the file the others are named by: a YAML first, else the first file; the rest are attachments.
-    main = next((n for n in blobs if n.lower().endswith((".yaml", ".yml"))), next(iter(blobs)))
+    # The config is the file the others are named by: a YAML first, else a JSON that is not a DeepSpeed config;
+    # the rest are attachments.
+    main = next((n for n in blobs if n.lower().endswith((".yaml", ".yml"))),
+                next((n for n in blobs if not _deepspeed_json(blobs[n])), next(iter(blobs))))
     if blobs[main].size > MAX_CONFIG_BYTES:
         st.session_state[STATE] = {"name": main, "error": _("the config is larger than 1 MB; a training config is a "
                                                             "few kB")}

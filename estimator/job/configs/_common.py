@@ -176,7 +176,37 @@ def gpus_from_marker(reader: Reader, marker: dict[str, str]) -> None:
             reader.set("gpus", count, "# will-it-fit: gpus", raw=marker["gpus"])
 
 
+# ---- GRPO's generation -------------------------------------------------------------------------------------------
+
+def vllm_generation(reader: Reader, use: str, mode: str, util: str, sleep: str) -> None:
+    """GRPO's generation mode from TRL's use_vllm / vllm_mode (grpo_config.py: colocate by default) and, colocated,
+    vllm_gpu_memory_utilization and vllm_enable_sleep_mode (Axolotl names them in its trl: and vllm: blocks)."""
+    if not (reader.given(use) and reader.boolean(use)):
+        if reader.has(use):
+            reader.set("generation", "hf", use)
+        return
+    name = str(reader.get(mode, None) or "colocate").lower()
+    reader.set("generation", "vllm-server" if name == "server" else "vllm-colocate", use,
+               why=Text(N_("vllm_mode {mode}"), mode=name[:20]))
+    if name != "server":
+        reader.take_number("vllm_gpu_util", util, 0.01, 0.99)
+        reader.take_bool("vllm_sleep", sleep)
+
+
 # ---- attention and LoRA dropout --------------------------------------------------------------------------------
+
+def attention(reader: Reader, key: str = "attn_implementation") -> bool:
+    """transformers' attn_implementation (Axolotl and TRL pass it to from_pretrained) → the estimate's attention;
+    an implementation it does not know is refused (SDPA is counted). Returns whether the key was given."""
+    if not reader.given(key):
+        return False
+    attn = attention_from_impl(reader.get(key))
+    if attn:
+        reader.set("attention", attn, key)
+    else:
+        reader.refuse(key, Text(N_("not an attention implementation the estimate knows; SDPA assumed")))
+    return True
+
 
 def attention_from_impl(value: Any) -> str | None:
     """transformers' attn_implementation → the estimate's attention: eager materialises the scores; SDPA,

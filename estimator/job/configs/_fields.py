@@ -155,6 +155,33 @@ class Reader:
         value = self.lookup(key) if raw is MISSING else raw
         self.refused.append(Entry(printable(key, 100), "" if value is MISSING else shown(value), reason))
 
+    # ---- a key read into a setting when given --------------------------------------------------------------
+    def take_int(self, name: str, key: str, low: int, high: int) -> bool:
+        """When `key` is given (not null): its whole number in [low, high] becomes setting `name`, or it is
+        refused. Returns whether the key was given (the caller's default applies otherwise)."""
+        if not self.given(key):
+            return False
+        value = self.integer(key, low, high)
+        if value is not None:
+            self.set(name, value, key)
+        return True
+
+    def take_number(self, name: str, key: str, low: float, high: float) -> bool:
+        if not self.given(key):
+            return False
+        value = self.number(key, low, high)
+        if value is not None:
+            self.set(name, value, key)
+        return True
+
+    def take_bool(self, name: str, key: str) -> bool:
+        if not self.given(key):
+            return False
+        value = self.boolean(key)
+        if value is not None:
+            self.set(name, value, key)
+        return True
+
     # ---- checked values ------------------------------------------------------------------------------------
     def integer(self, key: str, low: int, high: int, value: Any = MISSING) -> int | None:
         """A whole number in [low, high] (an integral float or a numeric string, as the tools' parsers accept),

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 from ...i18n import N_, Text
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
 from ._common import (
-    attention_from_impl,
+    attention,
     deepspeed,
     gpus_from_marker,
     gpus_note,
     hf_optimizer,
     lora_dropout,
     no_memory,
+    vllm_generation,
 )
 from ._fields import as_bool, load_keys
 from ._models import ref_from_name
@@ -129,11 +130,7 @@ def _method(r: Reader) -> None:
 
 def _lora(r: Reader) -> None:
     """lora_r, lora_target_modules / lora_target_linear, lora_dropout (peft.py LoraConfig)."""
-    if r.given("lora_r"):
-        rank = r.integer("lora_r", 1, MAX_RANK)
-        if rank is not None:
-            r.set("lora_rank", rank, "lora_r")
-    else:  # loaders/adapter.py LoraConfig(r=cfg.lora_r): None leaves PEFT's LoraConfig default r=8
+    if not r.take_int("lora_rank", "lora_r", 1, MAX_RANK):  # loaders/adapter.py LoraConfig(r=cfg.lora_r): None leaves PEFT's LoraConfig default r=8
         r.default("lora_rank", 8, "lora_r", Text(N_("PEFT's LoraConfig default r=8")))
     linear = r.boolean("lora_target_linear") if r.given("lora_target_linear") else False
     modules = r.get("lora_target_modules") if r.given("lora_target_modules") else None
@@ -222,13 +219,7 @@ def _checkpointing(r: Reader) -> None:
 def _attention(r: Reader) -> None:
     """attn_implementation, else the flash_attention / sdp_attention / xformers_attention / flex_attention /
     eager_attention switches (config.py; utils/config normalize_config picks the implementation)."""
-    if r.given("attn_implementation"):
-        attn = attention_from_impl(r.get("attn_implementation"))
-        if attn:
-            r.set("attention", attn, "attn_implementation")
-        else:
-            r.refuse("attn_implementation", Text(N_("not an attention implementation the estimate knows; SDPA "
-                                                    "assumed")))
+    if attention(r):
         return
     for key, attn in (("eager_attention", "eager"), ("flash_attention", "sdpa"), ("sdp_attention", "sdpa"),
                       ("xformers_attention", "sdpa"), ("flex_attention", "sdpa"), ("sage_attention", "sdpa")):
@@ -287,34 +278,13 @@ def _rl(r: Reader) -> None:
 
 
 def _grpo(r: Reader) -> None:
-    if r.given("trl.num_generations"):
-        gens = r.integer("trl.num_generations", 2, 1024)
-        if gens is not None:
-            r.set("num_generations", gens, "trl.num_generations")
-    if r.given("trl.max_completion_length"):
-        length = r.integer("trl.max_completion_length", 1, MAX_SEQ_LEN // 2)
-        if length is not None:
-            r.set("completion_len", length, "trl.max_completion_length")
-    else:  # core/trainers/grpo: max_completion_length = trl.max_completion_length (None: no limit)
+    r.take_int("num_generations", "trl.num_generations", 2, 1024)
+    # core/trainers/grpo: max_completion_length = trl.max_completion_length (None: no limit)
+    if not r.take_int("completion_len", "trl.max_completion_length", 1, MAX_SEQ_LEN // 2):
         r.refuse("trl.max_completion_length", Text(N_("no completion limit is set; the estimate uses TRL's default "
                                                       "512 tokens")))
-    if r.given("max_prompt_len"):
-        prompt = r.integer("max_prompt_len", 1, MAX_SEQ_LEN // 2)
-        if prompt is not None:
-            r.set("prompt_len", prompt, "max_prompt_len")
-    if r.given("trl.use_vllm") and r.boolean("trl.use_vllm"):
-        mode = str(r.get("trl.vllm_mode", None) or "colocate")
-        r.set("generation", "vllm-server" if mode == "server" else "vllm-colocate", "trl.use_vllm",
-              why=Text(N_("vllm_mode {mode}"), mode=mode[:20]))
-        if mode != "server":
-            if r.given("vllm.gpu_memory_utilization"):
-                util = r.number("vllm.gpu_memory_utilization", 0.01, 0.99)
-                if util is not None:
-                    r.set("vllm_gpu_util", util, "vllm.gpu_memory_utilization")
-            if r.given("trl.vllm_enable_sleep_mode"):
-                sleep = r.boolean("trl.vllm_enable_sleep_mode")
-                if sleep is not None:
-                    r.set("vllm_sleep", sleep, "trl.vllm_enable_sleep_mode")
+    r.take_int("prompt_len", "max_prompt_len", 1, MAX_SEQ_LEN // 2)
+    vllm_generation(r, "trl.use_vllm", "trl.vllm_mode", "vllm.gpu_memory_utilization", "trl.vllm_enable_sleep_mode")
     for key in ("trl", "vllm"):
         if r.has(key):
             r.ignore(key, Text(N_("its other GRPO settings change no memory the estimate prices")))
@@ -360,22 +330,12 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
         for key in ("lora_r", "lora_target_modules", "lora_target_linear", "lora_dropout"):
             if r.has(key):
                 r.ignore(key, Text(N_("no adapter: full fine-tuning has no LoRA")))
-    if r.given("sequence_len"):
-        seq = r.integer("sequence_len", 1, MAX_SEQ_LEN)
-        if seq is not None:
-            r.set("seq_len", seq, "sequence_len")
-    else:
+    if not r.take_int("seq_len", "sequence_len", 1, MAX_SEQ_LEN):
         r.default("seq_len", 512, "sequence_len", Text(N_("{src}/config.py default 512"), src=_S))
-    if r.given("micro_batch_size"):
-        batch = r.integer("micro_batch_size", 1, MAX_BATCH)
-        if batch is not None:
-            r.set("batch", batch, "micro_batch_size")
-    else:
+    if not r.take_int("batch", "micro_batch_size", 1, MAX_BATCH):
         r.default("batch", 1, "micro_batch_size", Text(N_("{src}/training.py default 1"), src=_S))
-    if r.given("gradient_accumulation_steps"):
-        accum = r.integer("gradient_accumulation_steps", 1, MAX_GRAD_ACCUM)
-        if accum is not None:
-            r.set("grad_accum", accum, "gradient_accumulation_steps")
+    if r.take_int("grad_accum", "gradient_accumulation_steps", 1, MAX_GRAD_ACCUM):
+        pass
     elif r.given("batch_size") and "batch" in r.settings:  # training.py: batch_size / micro_batch_size / GPUs
         total = r.integer("batch_size", 1, 1 << 24)
         if total is not None:
@@ -390,10 +350,7 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
         hf_optimizer(r, "optimizer", r.get("optimizer"))
     else:
         r.default("optimizer", "adamw", "optimizer", Text(N_("{src}/training.py default adamw_torch_fused"), src=_S))
-    if r.given("max_grad_norm"):
-        norm = r.number("max_grad_norm", 0.0, 1e6)
-        if norm is not None:
-            r.set("max_grad_norm", norm, "max_grad_norm")
+    r.take_number("max_grad_norm", "max_grad_norm", 0.0, 1e6)
     _precision(r)
     _attention(r)
     _loss(r)

@@ -78,11 +78,7 @@ def _method(r: Reader) -> str:
 
 def _lora(r: Reader) -> None:
     """lora_r (8), the lora_query/key/value/projection/mlp/head switches (True, False, True, False, False, False)."""
-    if r.given("lora_r"):
-        rank = r.integer("lora_r", 1, MAX_RANK)
-        if rank is not None:
-            r.set("lora_rank", rank, "lora_r")
-    else:
+    if not r.take_int("lora_rank", "lora_r", 1, MAX_RANK):
         r.default("lora_rank", 8, "lora_r", Text(N_("{src} default 8"), src=_F))
     names: list[str] = []
     for key, name, default in _SWITCHES:
@@ -180,11 +176,7 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
         else:
             r.default("grad_accum", accum, "train.global_batch_size",
                       Text(N_("{src} global_batch_size 16 ÷ (GPUs × micro-batch)"), src=_F))
-    if r.given("train.max_seq_length"):
-        seq = r.integer("train.max_seq_length", 1, MAX_SEQ_LEN)
-        if seq is not None:
-            r.set("seq_len", seq, "train.max_seq_length")
-    else:
+    if not r.take_int("seq_len", "train.max_seq_length", 1, MAX_SEQ_LEN):
         r.refuse("train.max_seq_length", Text(N_("null: LitGPT uses the longest example (up to the model's block "
                                                  "size); the estimate uses 2,048 tokens (set max length)")),
                  raw=r.lookup("train.max_seq_length"))

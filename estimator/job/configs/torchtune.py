@@ -158,11 +158,7 @@ def _lora(r: Reader) -> None:
           raw=attn)
     for key in ("model.apply_lora_to_mlp", "model.apply_lora_to_output"):
         r.used.add(key)
-    if r.given("model.lora_rank"):
-        rank = r.integer("model.lora_rank", 1, MAX_RANK)
-        if rank is not None:
-            r.set("lora_rank", rank, "model.lora_rank")
-    else:
+    if not r.take_int("lora_rank", "model.lora_rank", 1, MAX_RANK):
         r.default("lora_rank", 8, "model.lora_rank", Text(N_("the builders' default 8")))
     lora_dropout(r, "model.lora_dropout", 0.0, Text(N_("the builders' lora_dropout")))
     if r.given("model.use_dora") and r.boolean("model.use_dora"):
@@ -231,23 +227,12 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
     method, model = _method_and_model(r, ctx)
     if method != "full":
         _lora(r)
-    if r.given("batch_size"):
-        batch = r.integer("batch_size", 1, MAX_BATCH)
-        if batch is not None:
-            r.set("batch", batch, "batch_size")
-    else:
+    if not r.take_int("batch", "batch_size", 1, MAX_BATCH):
         r.refuse("batch_size", Text(N_("the recipes require batch_size; the estimate uses 1")), raw=MISSING)
-    if r.given("tokenizer.max_seq_len"):
-        seq = r.integer("tokenizer.max_seq_len", 1, MAX_SEQ_LEN)
-        if seq is not None:
-            r.set("seq_len", seq, "tokenizer.max_seq_len")
-    else:
+    if not r.take_int("seq_len", "tokenizer.max_seq_len", 1, MAX_SEQ_LEN):
         r.refuse("tokenizer.max_seq_len", Text(N_("null: no truncation, sequences are as long as the data; the "
                                                   "estimate uses 2,048 tokens (set max length)")))
-    if r.given("gradient_accumulation_steps"):
-        accum = r.integer("gradient_accumulation_steps", 1, MAX_GRAD_ACCUM)
-        if accum is not None:
-            r.set("grad_accum", accum, "gradient_accumulation_steps")
+    r.take_int("grad_accum", "gradient_accumulation_steps", 1, MAX_GRAD_ACCUM)
     ckpt = _switch(r, "enable_activation_checkpointing", "grad_ckpt", False)
     if r.has("enable_activation_offloading") and as_bool(r.lookup("enable_activation_offloading")) and not ckpt:
         r.refuse("enable_activation_offloading", Text(N_("the recipes refuse offloading without activation "

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 from ...i18n import N_, Text
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GPUS, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
 from ._common import (
-    attention_from_impl,
+    attention,
     deepspeed,
     gpus_from_marker,
     gpus_note,
     hf_optimizer,
     lora_dropout,
     no_memory,
+    vllm_generation,
 )
 from ._fields import as_bool, load_keys
 from ._models import ref_from_name
@@ -170,11 +171,7 @@ def _method(r: Reader) -> str:
 def _lora(r: Reader, method: str, stack: str) -> None:
     """lora_r (16), lora_target_modules (None: PEFT's per-family default), lora_dropout (0.05),
     use_bnb_nested_quant (False) (model_config.py; utils.py get_peft_config, get_quantization_config)."""
-    if r.given("lora_r"):
-        rank = r.integer("lora_r", 1, MAX_RANK)
-        if rank is not None:
-            r.set("lora_rank", rank, "lora_r")
-    else:
+    if not r.take_int("lora_rank", "lora_r", 1, MAX_RANK):
         r.default("lora_rank", 16, "lora_r", Text(N_("{src}/model_config.py default 16"), src=_T))
     targets = r.get("lora_target_modules") if r.given("lora_target_modules") else None
     if targets is None:
@@ -190,11 +187,8 @@ def _lora(r: Reader, method: str, stack: str) -> None:
     counted = 0.0
     lora_dropout(r, "lora_dropout", 0.05, Text(N_("{src}/model_config.py default 0.05"), src=_T), counted)
     if method == "qlora":
-        if r.given("use_bnb_nested_quant"):
-            dq = r.boolean("use_bnb_nested_quant")
-            if dq is not None:
-                r.set("nf4_double_quant", dq, "use_bnb_nested_quant")
-        elif stack == "trl":  # the CLI's default, unlike the SFTTrainer script's BitsAndBytesConfig
+        if not r.take_bool("nf4_double_quant", "use_bnb_nested_quant") and stack == "trl":
+            # the CLI's default, unlike the SFTTrainer script's BitsAndBytesConfig
             r.default("nf4_double_quant", False, "use_bnb_nested_quant",
                       Text(N_("{src}/model_config.py default false"), src=_T))
 
@@ -287,23 +281,14 @@ def _loss(r: Reader, stack: str) -> None:
 
 def _batch(r: Reader, trainer: str) -> None:
     """per_device_train_batch_size (training_args.py default 8), gradient_accumulation_steps (1), max_length."""
-    if r.given("per_device_train_batch_size"):
-        batch = r.integer("per_device_train_batch_size", 1, MAX_BATCH)
-        if batch is not None:
-            r.set("batch", batch, "per_device_train_batch_size")
-    else:
+    if not r.take_int("batch", "per_device_train_batch_size", 1, MAX_BATCH):
         r.default("batch", 8, "per_device_train_batch_size",
                   Text(N_("transformers training_args.py default 8")))
-    if r.given("gradient_accumulation_steps"):
-        accum = r.integer("gradient_accumulation_steps", 1, MAX_GRAD_ACCUM)
-        if accum is not None:
-            r.set("grad_accum", accum, "gradient_accumulation_steps")
+    r.take_int("grad_accum", "gradient_accumulation_steps", 1, MAX_GRAD_ACCUM)
     if trainer == "grpo":
         return
-    if r.given("max_length"):
-        length = r.integer("max_length", 1, MAX_SEQ_LEN)
-        if length is not None:
-            r.set("seq_len", length, "max_length")
+    if r.take_int("seq_len", "max_length", 1, MAX_SEQ_LEN):
+        pass
     elif r.given("max_seq_length"):
         length = r.integer("max_seq_length", 1, MAX_SEQ_LEN)
         if length is not None:
@@ -333,40 +318,17 @@ def _preference(r: Reader, trainer: str) -> None:
 def _grpo(r: Reader) -> None:
     """num_generations (8), max_completion_length (512), use_vllm, vllm_mode, vllm_gpu_memory_utilization (0.3),
     vllm_enable_sleep_mode, steps_per_generation / generation_batch_size (grpo_config.py __post_init__)."""
-    if r.given("num_generations"):
-        gens = r.integer("num_generations", 2, 1024)
-        if gens is not None:
-            r.set("num_generations", gens, "num_generations")
-    if r.given("max_completion_length"):
-        length = r.integer("max_completion_length", 1, MAX_SEQ_LEN // 2)
-        if length is not None:
-            r.set("completion_len", length, "max_completion_length")
-    if r.given("use_vllm") and r.boolean("use_vllm"):
-        mode = str(r.get("vllm_mode", None) or "colocate").lower()
-        r.set("generation", "vllm-server" if mode == "server" else "vllm-colocate", "use_vllm",
-              why=Text(N_("vllm_mode {mode}"), mode=mode[:20]))
-        if mode != "server":
-            if r.given("vllm_gpu_memory_utilization"):
-                util = r.number("vllm_gpu_memory_utilization", 0.01, 0.99)
-                if util is not None:
-                    r.set("vllm_gpu_util", util, "vllm_gpu_memory_utilization")
-            if r.given("vllm_enable_sleep_mode"):
-                sleep = r.boolean("vllm_enable_sleep_mode")
-                if sleep is not None:
-                    r.set("vllm_sleep", sleep, "vllm_enable_sleep_mode")
-    elif r.has("use_vllm"):
-        r.set("generation", "hf", "use_vllm")
+    r.take_int("num_generations", "num_generations", 2, 1024)
+    r.take_int("completion_len", "max_completion_length", 1, MAX_SEQ_LEN // 2)
+    vllm_generation(r, "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode")
     for key in ("steps_per_generation", "generation_batch_size"):
         if r.given(key):
             r.refuse(key, Text(N_("the estimate generates once per optimizer step (steps_per_generation = "
                                   "gradient_accumulation_steps, TRL's default); other generation batches are not "
                                   "modelled")))
-    if r.given("max_prompt_length"):
-        prompt = r.integer("max_prompt_length", 1, MAX_SEQ_LEN // 2)
-        if prompt is not None:
-            r.set("prompt_len", prompt, "max_prompt_length")
-            r.refuse("max_prompt_length", Text(N_("GRPOConfig 1.16 has no max_prompt_length ({tool} refuses the key); "
-                                                  "read as the prompt length"), tool=TOOL))
+    if r.take_int("prompt_len", "max_prompt_length", 1, MAX_SEQ_LEN // 2):
+        r.refuse("max_prompt_length", Text(N_("GRPOConfig 1.16 has no max_prompt_length ({tool} refuses the key); "
+                                              "read as the prompt length"), tool=TOOL))
     else:
         r.refuse("max_prompt_length", Text(N_("GRPOConfig has no prompt limit: the estimate assumes prompts of 512 "
                                               "tokens (set the prompt length)")), raw="")
@@ -404,11 +366,7 @@ def _parallel(r: Reader, ctx: ReadContext) -> None:
             r.set("sharding", ("none", "zero1", "zero2", "zero3")[stage], "zero_stage")
     if r.given("offload_optimizer_device") and str(r.get("offload_optimizer_device")).lower() in ("cpu", "nvme"):
         r.set("offload_optimizer", True, "offload_optimizer_device")
-    if r.given("num_processes"):
-        gpus = r.integer("num_processes", 1, MAX_GPUS)
-        if gpus is not None:
-            r.set("gpus", gpus, "num_processes")
-    elif profile_gpus:
+    if not r.take_int("gpus", "num_processes", 1, MAX_GPUS) and profile_gpus:
         r.set("gpus", profile_gpus, "accelerate_config", why=Text(N_("the profile's num_processes")))
     gpus_from_marker(r, ctx.marker)
     gpus_note(r)
@@ -437,17 +395,8 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
     _checkpointing(r, stack)
     if r.given("optim"):
         hf_optimizer(r, "optim", r.get("optim"))
-    if r.given("max_grad_norm"):
-        norm = r.number("max_grad_norm", 0.0, 1e6)
-        if norm is not None:
-            r.set("max_grad_norm", norm, "max_grad_norm")
-    if r.given("attn_implementation"):
-        attn = attention_from_impl(r.get("attn_implementation"))
-        if attn:
-            r.set("attention", attn, "attn_implementation")
-        else:
-            r.refuse("attn_implementation", Text(N_("not an attention implementation the estimate knows; SDPA "
-                                                    "assumed")))
+    r.take_number("max_grad_norm", "max_grad_norm", 0.0, 1e6)
+    attention(r)
     _loss(r, stack)
     _preference(r, trainer)
     if trainer == "grpo":
