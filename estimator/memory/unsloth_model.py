@@ -1,0 +1,250 @@
+"""Unsloth's model as the estimate sees it: when Unsloth's own code runs (FastLlamaModel and its Mistral / Qwen2
+variants), the code path it takes for a setup, and the activations alive at each moment of its step
+(docs/formulas.md §3.8; the per-token terms are in estimator/memory/activations/unsloth.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..i18n import N_
+from ..job.stack import loss_impl_id
+from ..models.spec import LM_HEAD
+from ..options.stacks import get_stack
+from .activations.unsloth import (
+    CHUNK_GB,
+    FLASH_MIN_ROWS_LARGE,
+    MINIMUM_SIZE,
+    PLAIN_CKPT_BELOW,
+    SMALL_CARD,
+    C,
+    GiB,
+    UnslothPath,
+    dequant_scratch_bytes,
+    host_bytes,
+    ids_per_token,
+    layer_backward_peak,
+    layer_saved,
+    loss_kept_per_token,
+    loss_pass_bytes,
+    reserve_bytes,
+    rope_cache_bytes,
+    staging_bytes,
+)
+from .adapters import adapted_modules
+from .result import DetailItem
+from .result import detail as d
+
+if TYPE_CHECKING:
+    from ..job.setup import TrainingSetup
+    from ..models.spec import ModelSpec
+
+# model_type → the class FastLanguageModel dispatches to (unsloth/models/loader.py:1796-1858) whose decoder layer is
+# LlamaDecoderLayer_fast_forward with the SwiGLU LoRA kernels (llama.py:5253-5258; mistral.py:467-473,
+# qwen2.py:48-54). Other families go through FastModel (transformers' modules, compiled): the HF-module estimate.
+UNSLOTH_FAMILIES: dict[str, str] = {
+    "llama": "unsloth/models/loader.py:1796-1811 → FastLlamaModel",
+    "mistral": "unsloth/models/loader.py:1813-1814 → FastMistralModel (mistral.py:467-473)",
+    "qwen2": "unsloth/models/loader.py:1848-1849 → FastQwen2Model (qwen2.py:48-54)",
+}
+
+
+def unsloth_stack(setup: TrainingSetup) -> bool:
+    """Does the setup's stack run Unsloth's model code (Stack.model_code "unsloth")?"""
+    return setup.stack is not None and get_stack(setup.stack).model_code == "unsloth"
+
+
+def uses_unsloth_model(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """Unsloth's own kernels apply: the Unsloth stack, LoRA or QLoRA (full fine-tuning loads through FastModel,
+    loader.py:1330-1339), a dense Llama-like decoder of a FastLlamaModel family without a sliding window (packed
+    SDPA then builds a dense mask per run, attention_dispatch.py:968-974), text only, no LoRA on the head (the fused
+    loss reads lm_head.weight, llama.py:2064-2067), no ZeRO/FSDP sharding (FSDP1 declines the fused kernels,
+    llama.py:5330-5333)."""
+    return (unsloth_stack(setup) and setup.method in ("lora", "qlora") and spec.family in UNSLOTH_FAMILIES
+            and not spec.moe_layers and not spec.qk_norm and not spec.parallel_block and spec.gated_mlp
+            and spec.norm_kind == "rms" and not (spec.sliding_window and spec.sliding_layers)
+            and not spec.layer_pattern and not spec.tower_kind and setup.image_tokens == 0
+            and setup.sharding == "none" and LM_HEAD not in setup.lora_targets)
+
+
+def not_modelled_note(spec: ModelSpec, setup: TrainingSetup) -> str | None:
+    """Why an Unsloth setup is estimated with transformers' modules instead (None when Unsloth's kernels apply or
+    the stack is another)."""
+    if not unsloth_stack(setup) or uses_unsloth_model(spec, setup):
+        return None
+    if setup.method == "full":
+        return N_("Unsloth runs full fine-tuning through FastModel (transformers' modules, compiled; loader.py: "
+                  "full_finetuning → FastModel): estimated with transformers' modules, offloaded checkpointing and "
+                  "Unsloth's fused loss.")
+    return N_("Unsloth's own kernels are modelled for dense Llama, Mistral and Qwen2 decoders (FastLlamaModel); this "
+              "model or setup loads through FastModel (transformers' modules), estimated with transformers' "
+              "modules, offloaded checkpointing and Unsloth's fused loss.")
+
+
+def unsloth_path(spec: ModelSpec, setup: TrainingSetup, capacity: float | None = None, *,
+                 embedding_on_gpu: bool = True, double_buffer: bool = True) -> UnslothPath:
+    """The path Unsloth takes (docs/formulas.md §3.8). `capacity` (the card's total memory, bytes) picks the loss
+    pass (fused_linear.py:90-105) and its budget; without it the tiled pass and a 256 MiB tile (the largest)."""
+    adapted = adapted_modules(spec, setup)
+    biased = {m.name for m in spec.linears if m.bias}
+    fused_qkv = {"q_proj", "k_proj", "v_proj"} <= adapted and not ({"q_proj", "k_proj", "v_proj"} & biased)
+    fused_mlp = {"gate_proj", "up_proj", "down_proj"} <= adapted and not (
+        {"gate_proj", "up_proj", "down_proj"} & biased)
+    fused_o = "o_proj" in adapted and "o_proj" not in biased
+    if not setup.grad_ckpt:
+        ckpt = "none"  # use_gradient_checkpointing=False
+    elif not setup.offload_activations or setup.seq_len < PLAIN_CKPT_BELOW:
+        ckpt = "plain"  # True, or "unsloth" below max_seq_length 512 (_utils.py:502-511): the layer inputs stay
+    else:
+        ckpt = "offload"
+    offloaded = ckpt == "offload" and C * spec.hidden_size * setup.tokens > MINIMUM_SIZE
+    rows = labelled_rows(setup)
+    # The loss pass: cards ≤ 24.5 GiB take the tiled pass at any length, larger ones from 4,096 labelled rows on
+    # (fused_linear.py:90-105, :1322-1324). Without a card: the tiled pass when it is taken on every card, else the
+    # larger of the two (the chunked pass's [512, V] fp32 buffer for Llama-3's vocabulary).
+    big_card_pass = "tiled" if rows >= FLASH_MIN_ROWS_LARGE else "chunked"
+    loss_pass = big_card_pass if (capacity is None or capacity > SMALL_CARD) else "tiled"
+    # The budget is min(2 GiB, half the free memory at the first loss call) (:118-127, cached per device): counted
+    # as 2 GiB. It only binds below 4 GiB free at step 1's loss (the tile's cap is 256 MiB, the chunk's rows are at
+    # most 4,096), and a card that full at the loss has no room for step 2's layer backward anyway.
+    budget = float(CHUNK_GB * GiB)
+    path = UnslothPath(
+        fused_qkv=fused_qkv, fused_o=fused_o, fused_mlp=fused_mlp, adapted=adapted, rank=setup.lora_rank,
+        four_bit=setup.method == "qlora", attention="sdpa", padding_free=True, checkpointing=ckpt,
+        offloaded=offloaded, double_buffer=double_buffer and offloaded, embedding_on_gpu=embedding_on_gpu,
+        loss_pass=loss_pass, loss_budget=budget)
+    if capacity is None and loss_pass == "chunked":  # no card: the larger of the two passes
+        tiled = replace(path, loss_pass="tiled")
+        if loss_pass_bytes(spec, tiled, rows)[0] > loss_pass_bytes(spec, path, rows)[0]:
+            path = tiled
+    return path
+
+
+def labelled_rows(setup: TrainingSetup) -> int:
+    """Rows the fused loss scores: every token but the last of each sequence (labels shifted by one,
+    chunked_logprob.py _ce_targets)."""
+    return max(setup.tokens - setup.batch, 0)
+
+
+def embedding_offloaded(spec: ModelSpec, setup: TrainingSetup, usable_after_load: float, trainable: int) -> bool:
+    """offload_embedding="auto" (the default, loader.py:1262 → llama.py:4357-4366, 5125): get_peft_model moves the
+    frozen, untied input embedding to host RAM when the memory still usable after loading is below Unsloth's own
+    reserve for a max_seq_length step (unsloth/models/_utils.py:10268-10289)."""
+    if spec.tie_embeddings:
+        return False  # a tied input embedding stays (vision.py:1247 _embeddings_are_tied)
+    return usable_after_load < reserve_bytes(spec, setup.seq_len, trainable)
+
+
+class Moment(NamedTuple):
+    """One moment of Unsloth's step: which gradients exist (a _Gradients field name of estimator/memory/step.py, or
+    "all_but_first") and the activation items alive."""
+
+    key: str
+    label: str
+    grads: str
+    acts: tuple[DetailItem, ...]
+
+
+def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> list[Moment]:
+    """The moments where Unsloth's step can peak: the loss forward, the last decoder layer's backward (its input kept
+    on the GPU) and the first layer's backward (every later layer's LoRA gradients made)."""
+    tokens, h = setup.tokens, spec.hidden_size
+    layer_peak, layer_fixed, saved, where = layer_backward_peak(spec, p, tokens)
+    per_layer = saved + C * h  # a layer's saved tensors and its own input, when the layers are not recomputed
+    persistent = [
+        d("activations.ids_rope", N_("Token ids, RoPE cos/sin cache"),
+          tokens * ids_per_token(p) + rope_cache_bytes(spec, p, setup.lm_seq_len),
+          "T × (8 + 8 + 4) + 2 × rows × d (Unsloth's RoPE cache)"),
+        d("activations.qlora_dequant", N_("QLoRA dequantisation scratch"), dequant_scratch_bytes(spec, p),
+          "largest 4-bit matrix in bf16 (kept)"),
+        d("activations.offload_staging", N_("Offload staging buffers"), staging_bytes(spec, p, tokens),
+          f"{2 if p.double_buffer else 1} × c × T × h"),
+    ]
+    # enable_input_require_grads makes the embedding output a leaf that requires grad (unsloth_zoo
+    # training_utils.py:512-520): its AccumulateGrad node holds it until the first layer's backward.
+    embed_out = tokens * C * h
+    if p.checkpointing == "none":
+        kept_inputs = spec.num_layers * tokens * per_layer
+        inputs_label, inputs_formula = N_("Layer activations"), "L × T × (one layer's saved tensors + its input)"
+        first_inputs = tokens * per_layer
+        recompute_output = 0.0
+    elif p.offloaded:
+        kept_inputs = embed_out + tokens * C * h  # the embedding output + the last layer's input (LAST_GC_INDEX)
+        inputs_label, inputs_formula = N_("Embedding output, last layer's input"), "2 × c × T × h"
+        first_inputs = embed_out
+        recompute_output = tokens * C * h  # the recomputed layer's output, held by the checkpoint's backward
+    elif p.checkpointing == "plain":
+        # use_gradient_checkpointing=True: transformers' non-reentrant checkpoint (5.17 gradient_checkpointing_enable
+        # default use_reentrant=False) keeps every layer's input; its recompute stops after the last tensor the
+        # backward needs (torch.utils.checkpoint early stop), so no recomputed output is held.
+        kept_inputs = spec.num_layers * tokens * C * h
+        inputs_label, inputs_formula = N_("Checkpointed layer inputs"), "L × c × T × h"
+        first_inputs = tokens * C * h
+        recompute_output = 0.0
+    else:
+        # "unsloth" with inputs ≤ 2 MiB: UnslothCheckpointFunction keeps every input on the GPU
+        # (gradient_checkpointing.py:1529-1540) and holds the recomputed output through the layer's backward
+        kept_inputs = spec.num_layers * tokens * C * h
+        inputs_label, inputs_formula = N_("Checkpointed layer inputs"), "L × c × T × h"
+        first_inputs = tokens * C * h
+        recompute_output = tokens * C * h
+    fresh = d("activations.qlora_dequant_backward", N_("QLoRA weight dequantised in backward"), layer_fixed,
+              "one [i, h] bf16 weight at a time")
+    if loss_impl_id(setup) == "unsloth_ce":
+        # UNSLOTH_RETURN_LOGITS=1 (llama.py:2141-2178): lm_head's bf16 logits [T, V] and the final norm's input are
+        # kept; Fast_CrossEntropyLoss keeps the logits, an fp32 logsumexp and losses and the labels
+        # (cross_entropy_loss.py:482) and its backward writes a new bf16 [T, V] gradient (:494).
+        v = spec.vocab_size
+        loss = [
+            d("activations.checkpoints", inputs_label, kept_inputs, inputs_formula),
+            d("activations.loss", N_("Logits and loss (saved)"), tokens * (C * v + C * h + 2 * 4 + 2 * 8),
+              "T × (c·V logits + c·h final norm input + fp32 logsumexp and loss + labels)"),
+            d("activations.loss_backward", N_("Loss backward buffers"), tokens * C * v, "c·T·V logits gradient"),
+        ]
+        loss_key, loss_label = "loss_backward", N_("loss backward")
+    else:
+        loss_bytes, loss_formula = loss_pass_bytes(spec, p, labelled_rows(setup))
+        loss = [
+            d("activations.checkpoints", inputs_label, kept_inputs, inputs_formula),
+            d("activations.loss", N_("Fused loss: final norm, input gradient, log-probs"),
+              tokens * loss_kept_per_token(spec), "T × (3·c·h + 12 + 16)"),
+            d("activations.loss_backward", N_("Fused loss buffers"), loss_bytes, loss_formula),
+        ]
+        loss_key, loss_label = "loss", N_("loss forward")
+    grad_in = d("activations.backward_temporaries", N_("Backward temporaries"), tokens * (C * h) + recompute_output,
+                "incoming gradient c·T·h + the recomputed output c·T·h")
+    layer_label = N_("Recomputed layer (at its MLP backward)") if where == "mlp" else N_(
+        "Recomputed layer (at its attention backward)")
+    if p.checkpointing == "none":
+        last_layer = [d("activations.checkpoints", inputs_label, kept_inputs, inputs_formula),
+                      d("activations.recomputed_layer", N_("Last layer's backward buffers"),
+                        tokens * (layer_peak - saved), "T × the backward's extra buffers")]
+        first_layer = [d("activations.first_layer", N_("First layer's activations"), first_inputs, "T × one layer"),
+                       d("activations.recomputed_layer", N_("First layer's backward buffers"),
+                         tokens * (layer_peak - saved), "T × the backward's extra buffers")]
+    else:
+        one = d("activations.recomputed_layer", layer_label, tokens * layer_peak,
+                "T × the layer's saved tensors and its backward buffers (§3.8)")
+        last_layer = [d("activations.checkpoints", inputs_label, kept_inputs, inputs_formula), one]
+        first_layer = [d("activations.checkpoints", N_("Embedding output"), first_inputs, "c × T × h"), one]
+    return [
+        Moment(loss_key, loss_label, "persist", tuple(persistent + loss)),
+        Moment("backward.last_layer", N_("backward, last layer"), "persist",
+               tuple(persistent + last_layer + [grad_in, fresh])),
+        Moment("backward.first_layer", N_("backward, first layer"), "all_but_first",
+               tuple(persistent + first_layer + [grad_in, fresh])),
+    ]
+
+
+def host_offload_bytes(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> float:
+    """Host RAM the offloaded checkpoints take (pinned, power-of-two blocks; activations.unsloth.host_bytes)."""
+    return host_bytes(spec, p, setup.tokens)
+
+
+def without_double_buffer(p: UnslothPath) -> UnslothPath:
+    return replace(p, double_buffer=False)
+
+
+def layer_bytes_per_token(spec: ModelSpec, p: UnslothPath) -> float:
+    """One layer's saved tensors per token (for the How page and the tests)."""
+    return layer_saved(spec, p).total
