@@ -646,7 +646,8 @@ class _CE(torch.autograd.Function):
 
 def _rope_cache(cfg: dict, setup: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """LlamaRotaryEmbedding's cos/sin cache [rows, head_dim], built once per device and kept (llama.py:2572-2694):
-    it starts at min(32,768, max_position_embeddings) rows in the default dtype (fp32, :2609-2615); the model asks
+    it starts at min(32,768, max_position_embeddings) rows in the default dtype (:2609-2615; bf16 inside
+    from_pretrained, which sets the model's dtype as the default while building it); the model asks
     for max_position_embeddings rows (grown in steps of 8,192, in the hidden dtype, :2551-2569) and materialises
     them all when position_ids are passed (padding-free rows), else max(T, max_seq_length) (llama.py:1576-1590)."""
     mpe, t = cfg.get("max_position_embeddings", setup["seq_len"]), setup["seq_len"]
@@ -654,7 +655,7 @@ def _rope_cache(cfg: dict, setup: dict) -> tuple[torch.Tensor, torch.Tensor]:
     grown = mpe > start
     wanted = mpe if setup.get("padding_free", True) else max(t, start)
     rows = max(start, -(-wanted // 8192) * 8192) if grown else start
-    dtype = torch.bfloat16 if grown else torch.float32
+    dtype = torch.bfloat16
     return (torch.empty(rows, cfg["head_dim"], dtype=dtype), torch.empty(rows, cfg["head_dim"], dtype=dtype))
 
 

@@ -560,15 +560,20 @@ def _unsloth_priced(spec: ModelSpec, setup: TrainingSetup, st: _States, path) ->
             for m in unsloth_moments(spec, setup, path)]
 
 
-def unsloth_peak_for_path(spec: ModelSpec, setup: TrainingSetup, path) -> tuple[float, str]:
-    """(peak bytes without the overhead, the peak phase's key) of Unsloth's step on a given path
-    (activations.unsloth.UnslothPath): the tracer fixtures fix the attention backend, double buffering and the loss
-    pass that estimate() otherwise decides (validation/unsloth.py)."""
+def estimate_for_path(spec: ModelSpec, setup: TrainingSetup, path) -> Estimate:
+    """Unsloth's step on a given path (activations.unsloth.UnslothPath) instead of the one estimate() resolves: the
+    tracer fixtures fix the attention backend, double buffering and the loss pass, and the published tables' code
+    (unsloth_model.published_tables_path) is checked through the same phases (validation/unsloth.py)."""
     spec = stack_spec(spec, setup)
     st = _states(spec, setup, context(spec, setup).adapted)
     phases = _unsloth_priced(spec, setup, st, path) + _closing_phases(spec, setup, st)
-    peak = max(phases, key=lambda p: p.total)
-    return peak.total, peak.key
+    peak, components, details, low, high = _peak_and_band(setup, phases)
+    return Estimate(
+        model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=st.trainable,
+        components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
+        low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
+        cpu_offload_bytes=st.cpu_bytes + host_offload_bytes(spec, setup, path), notes=(),
+    )
 
 
 @lru_cache(maxsize=ESTIMATE_CACHE_SIZE)

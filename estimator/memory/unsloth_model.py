@@ -16,10 +16,12 @@ from .activations.unsloth import (
     FLASH_MIN_ROWS_LARGE,
     MINIMUM_SIZE,
     PLAIN_CKPT_BELOW,
+    RELEASE_2024,
     SMALL_CARD,
     C,
     GiB,
     UnslothPath,
+    cce_2024_backward,
     dequant_scratch_bytes,
     host_bytes,
     ids_per_token,
@@ -65,6 +67,14 @@ def uses_unsloth_model(spec: ModelSpec, setup: TrainingSetup) -> bool:
             and spec.norm_kind == "rms" and not (spec.sliding_window and spec.sliding_layers)
             and not spec.layer_pattern and not spec.tower_kind and setup.image_tokens == 0
             and setup.sharding == "none" and LM_HEAD not in setup.lora_targets)
+
+
+def needs_capacity(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """Does the estimate read the card's memory? Unsloth decides three things by it (the embedding offload, double
+    buffering, the loss pass); every other stack prices the same step on any card."""
+    from .litgpt_model import stack_spec
+
+    return unsloth_stack(setup) and uses_unsloth_model(stack_spec(spec, setup), setup)
 
 
 def not_modelled_note(spec: ModelSpec, setup: TrainingSetup) -> str | None:
@@ -120,6 +130,19 @@ def unsloth_path(spec: ModelSpec, setup: TrainingSetup, capacity: float | None =
     return path
 
 
+def published_tables_path(spec: ModelSpec, setup: TrainingSetup) -> UnslothPath:
+    """The path of the code Unsloth's published context-length tables measured (unsloth 2024.12.4, unsloth_zoo
+    2024.12.1, cut_cross_entropy 24.12.1; activations.unsloth RELEASE_2024): the same fused LoRA kernels and saved
+    tensors, xformers attention with K/V expanded (llama.py 2024.12.4:391-410; flash-attn was not installed), every
+    layer input offloaded and copied back per layer, per-layer RoPE caches, fresh dequantisations, Cut
+    Cross-Entropy, padded batches (position_ids not passed), no embedding offload or double buffering. Used only to
+    check this model against those tables (validation/unsloth.py)."""
+    p = unsloth_path(spec, setup)
+    ckpt = "reload" if p.checkpointing == "offload" else p.checkpointing
+    return replace(p, release=RELEASE_2024, attention="xformers", padding_free=False, checkpointing=ckpt,
+                   offloaded=False, double_buffer=False, embedding_on_gpu=True)
+
+
 def labelled_rows(setup: TrainingSetup) -> int:
     """Rows the fused loss scores: every token but the last of each sequence (labels shifted by one,
     chunked_logprob.py _ce_targets)."""
@@ -168,6 +191,13 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
         inputs_label, inputs_formula = N_("Layer activations"), "L × T × (one layer's saved tensors + its input)"
         first_inputs = tokens * per_layer
         recompute_output = 0.0
+    elif p.checkpointing == "reload":
+        # 2024.12.4 Unsloth_Offloaded_Gradient_Checkpointer (unsloth_zoo 2024.12.1 gradient_checkpointing.py:145-174):
+        # every input .to("cpu"); the backward copies it back to a new GPU tensor (:167) and holds the output (:170)
+        kept_inputs = embed_out + tokens * C * h
+        inputs_label, inputs_formula = N_("Embedding output, reloaded layer input"), "2 × c × T × h"
+        first_inputs = embed_out + tokens * C * h
+        recompute_output = tokens * C * h
     elif p.offloaded:
         kept_inputs = embed_out + tokens * C * h  # the embedding output + the last layer's input (LAST_GC_INDEX)
         inputs_label, inputs_formula = N_("Embedding output, last layer's input"), "2 × c × T × h"
@@ -190,7 +220,17 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
         recompute_output = tokens * C * h
     fresh = d("activations.qlora_dequant_backward", N_("QLoRA weight dequantised in backward"), layer_fixed,
               "one [i, h] bf16 weight at a time")
-    if loss_impl_id(setup) == "unsloth_ce":
+    if p.release == RELEASE_2024:
+        per_token, fixed = cce_2024_backward(spec, tokens)
+        loss = [
+            d("activations.checkpoints", inputs_label, kept_inputs - (tokens * C * h if p.checkpointing == "reload"
+                                                                     else 0.0), inputs_formula),
+            d("activations.loss", N_("Cut Cross-Entropy: final norm, saved input, gradient"), tokens * per_token,
+              "T × (3·c·h + 16)"),
+            d("activations.loss_backward", N_("Cut Cross-Entropy head gradient buffer"), fixed, "c·V·h zeros + V stats"),
+        ]
+        loss_key, loss_label = "loss_backward", N_("loss backward")
+    elif loss_impl_id(setup) == "unsloth_ce":
         # UNSLOTH_RETURN_LOGITS=1 (llama.py:2141-2178): lm_head's bf16 logits [T, V] and the final norm's input are
         # kept; Fast_CrossEntropyLoss keeps the logits, an fp32 logsumexp and losses and the labels
         # (cross_entropy_loss.py:482) and its backward writes a new bf16 [T, V] gradient (:494).

@@ -52,6 +52,11 @@ ROPE_START = 4 * 8192  # :2609 current_rope_size = min(4 * 8192, max_position_em
 ROPE_STEP = 8192  # :2398-2399 _round_rope_size
 
 ATTENTION_BACKENDS = ("sdpa", "xformers", "flash")
+RELEASE = "2026.10.9"  # the release the estimate models
+# The release Unsloth's published context-length tables measured (Llama 3.3 blog, 2024-12-10): unsloth 2024.12.4,
+# unsloth_zoo 2024.12.1, cut_cross_entropy 24.12.1, transformers 4.46-4.47. Its path is kept only to check this model
+# against those tables (validation/unsloth.py); the stack and the app price RELEASE.
+RELEASE_2024 = "2024.12.4"
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class UnslothPath:
     embedding_on_gpu: bool  # False when offload_embedding="auto" moved the frozen input embedding to host RAM
     loss_pass: str  # "tiled" (flash-style, no [rows, V] buffer) or "chunked" (one [rows, V] fp32 buffer)
     loss_budget: float  # bytes: min(2 GiB, half the free memory at the first loss call)
+    release: str = RELEASE  # RELEASE, or RELEASE_2024 for the published tables' code
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -145,6 +151,10 @@ def mlp_backward_moments(spec: ModelSpec, p: UnslothPath) -> list[tuple[float, f
     dequantised weight (bitsandbytes 0.45+ MatMul4Bit.backward)."""
     i = spec.intermediate_size
     weight = dequant_fresh_bytes(spec, p)
+    if p.fused_mlp and p.release == RELEASE_2024:
+        # 2024.12.4 matmul_lora adds the LoRA term out of place (kernels/utils.py:400-421: out += (X @ A) @ (s·B)):
+        # computing DW leaves DW and a [T, i] product alive, its fresh weight already freed (:413)
+        return [(2 * C * i + C * p.rank, 0.0, "mlp"), (C * i + 2 * C * p.rank, weight, "mlp")]
     if p.fused_mlp:
         return [(C * i + 2 * C * p.rank, weight, "mlp")]
     return [(3 * C * i, 0.0, "mlp"), (C * i, weight, "mlp")]
@@ -205,6 +215,8 @@ def host_bytes(spec: ModelSpec, p: UnslothPath, tokens: int) -> float:
     """Pinned host RAM of the offloaded checkpoints: one slot per offloaded layer (all but the last,
     gradient_checkpointing.py:1408) grown to the input's bytes; torch's caching host allocator rounds each pinned
     block up to a power of two and keeps freed blocks cached (:195-201), so the 200 initial 256 KiB slots stay too."""
+    if p.checkpointing == "reload":  # 2024.12.4: every layer's input copied to pageable host RAM (.to("cpu"))
+        return float(spec.num_layers * C * spec.hidden_size * tokens)
     if not p.offloaded:
         return 0.0
     block = 1 << max(int(C * spec.hidden_size * tokens) - 1, 0).bit_length()
@@ -212,17 +224,24 @@ def host_bytes(spec: ModelSpec, p: UnslothPath, tokens: int) -> float:
 
 
 def rope_cache_bytes(spec: ModelSpec, p: UnslothPath, seq_len: int) -> float:
-    """LlamaRotaryEmbedding's cos and sin cache (llama.py:2572-2694), built once per device and kept: it starts at
-    min(32,768, max_position_embeddings) rows in the default dtype (fp32, :2609-2615) and grows in steps of 8,192 in
-    the hidden dtype when a longer length is asked (:2551-2569). The model asks for max_position_embeddings rows when
-    position_ids are passed (padding-free rows), else max(T, max_seq_length) (llama.py:1579-1590)."""
+    """RoPE cos and sin caches [rows, head_dim], built once and kept, in the dtype set when the model is made
+    (torch.get_default_dtype() inside from_pretrained: the model's bf16).
+    2026.10.9: one LlamaRotaryEmbedding (llama.py:2572-2694) that starts at min(32,768, max_position_embeddings) rows
+    and grows in steps of 8,192 (:2398-2399, :2551-2569); the model asks for max_position_embeddings rows when
+    position_ids are passed (padding-free rows), else max(T, max_seq_length) (llama.py:1576-1590).
+    2024.12.4: every attention layer has its own cache (models/_utils.py:854-949 patch_llama_rope_scaling replaces
+    transformers 4.46-4.47's per-layer self.rotary_emb), grown to T rounded up to 8,192 rows (llama.py:1168-1185),
+    plus the model's own at its starting size."""
     d = spec.head_dim
     mpe = spec.max_position_embeddings or seq_len
     start = min(ROPE_START, mpe)
+    if p.release == RELEASE_2024:
+        grown = max(start, math.ceil(seq_len / ROPE_STEP) * ROPE_STEP) if seq_len > start else start
+        return 2.0 * d * C * (spec.num_layers * grown + start)
     wanted = mpe if p.padding_free else max(seq_len, start)
     grown = mpe > start  # the model passes max_position_embeddings as the length (llama.py:1585): grows to it
     rows = max(start, math.ceil(wanted / ROPE_STEP) * ROPE_STEP) if grown else start
-    return 2.0 * rows * d * (C if grown else FP32)
+    return 2.0 * rows * d * C
 
 
 def dequant_scratch_bytes(spec: ModelSpec, p: UnslothPath) -> float:
@@ -230,8 +249,8 @@ def dequant_scratch_bytes(spec: ModelSpec, p: UnslothPath) -> float:
     fast_dequantize(use_global_buffer=True), kernels/utils.py:1863-1890, :974-975), grown only when a larger weight
     comes (:649-656) and kept for the whole run: the largest matrix a fused kernel reads, in bf16. PEFT's modules
     dequantise through bitsandbytes (a fresh tensor per call, freed after it)."""
-    if not p.four_bit:
-        return 0.0
+    if not p.four_bit or p.release == RELEASE_2024:
+        return 0.0  # 2024.12.4 fast_dequantize always made a fresh tensor (kernels/utils.py:119-160)
     groups = {"attn_in": p.fused_qkv, "attn_out": p.fused_o, "mlp_in": p.fused_mlp, "mlp_out": p.fused_mlp}
     sizes = [m.in_features * m.out_features for m in spec.linears if groups.get(m.role)]
     return float(C * max(sizes)) if sizes else 0.0
@@ -302,6 +321,17 @@ def loss_kept_per_token(spec: ModelSpec) -> float:
     (chunked_logprob.py _ce_targets)."""
     h = spec.hidden_size
     return 3 * C * h + 2 * FP32 + FP32 + 2 * INT64
+
+
+def cce_2024_backward(spec: ModelSpec, tokens: int) -> tuple[float, float]:
+    """(bytes per token, fixed bytes) of the 2024.12.4 loss at its backward: Apple's Cut Cross-Entropy
+    (cut_cross_entropy 24.12.1, called by unsloth_zoo 2024.12.1 loss_utils.py:139-163, llama.py 2024.12.4:996-1005)
+    keeps the final norm's output e, an fp32 logsumexp, the targets and an fp32 logit average [V] (cce.py:43-77);
+    its backward makes zeros de [T, h] and dc [V, h] — the head's size, although the head is frozen
+    (cce_backward.py:266-267) — and sorts the logit average (int64, then int32). The final norm keeps its input."""
+    h, v = spec.hidden_size, spec.vocab_size
+    per_token = C * h + C * h + C * h + FP32 + FP32 + INT64  # norm input, e, de, lse, nll, valid index
+    return float(per_token), float(C * v * h + FP32 * v + (INT64 + INT32) * v)
 
 
 def reserve_bytes(spec: ModelSpec, seq_len: int, trainable: int) -> float:
