@@ -288,3 +288,37 @@ def without_double_buffer(p: UnslothPath) -> UnslothPath:
 def layer_bytes_per_token(spec: ModelSpec, p: UnslothPath) -> float:
     """One layer's saved tensors per token (for the How page and the tests)."""
     return layer_saved(spec, p).total
+
+
+def per_token_terms(spec: ModelSpec, p: UnslothPath) -> tuple[tuple[str, float, str], ...]:
+    """What one recomputed layer and the step around it keep per token on the GPU, for the How page: (label, bytes
+    per token, source at unsloth / unsloth_zoo 2026.10.9). The sum of the layer's rows is layer_saved(...).total."""
+    h, i, q, kv, nh = spec.hidden_size, spec.intermediate_size, spec.q_dim, spec.kv_dim, spec.num_heads
+    saved = layer_saved(spec, p)
+    rows: list[tuple[str, float, str]] = [
+        (N_("Norms: fp32 1/rms ×2, the residual sum h1 the second norm keeps"), saved.norms,
+         "kernels/rms_layernorm.py:981, :710-711; models/llama.py:1228"),
+        (N_("q/k/v projections' input (LoRA_QKV keeps only X)") if p.fused_qkv else
+         N_("q/k/v: PEFT modules' input copies"), saved.attention - (C * (q + 2 * kv) + C * q + 4 * nh)
+         - (C * q if (p.fused_o and p.attention == "sdpa") else 0.0),
+         "kernels/fast_lora.py:845-854"),
+        (N_("Rotated Q, K and V, attention output and fp32 logsumexp"), float(C * (q + 2 * kv) + C * q + 4 * nh),
+         "kernels/rope_embedding.py:431-432; utils/attention_dispatch.py:976-995"),
+    ]
+    if p.fused_o and p.attention == "sdpa":
+        rows.append((N_("o_proj's input: the packed runs concatenated (LoRA_W keeps X)"), float(C * q),
+                     "utils/attention_dispatch.py:995; kernels/fast_lora.py:1073"))
+    rows.append((N_("MLP: X, gate(X), up(X) (LoRA_MLP recomputes the product)") if p.fused_mlp else
+                 N_("MLP: transformers' LlamaMLP on PEFT modules"), saved.mlp, "kernels/fast_lora.py:448"))
+    backward = [(N_("MLP backward: DW = dY·downᵀ and two [T, r] products"), float(C * i + 2 * C * p.rank),
+                 "kernels/fast_lora.py:507-539"),
+                (N_("Incoming gradient and the recomputed output"), float(2 * C * h),
+                 "unsloth_zoo/gradient_checkpointing.py:1675-1698")]
+    around = [(N_("Offload staging buffers (double buffering)"), float(2 * C * h if p.double_buffer else C * h),
+               "unsloth_zoo/gradient_checkpointing.py:1469-1494"),
+              (N_("Embedding output (kept by its AccumulateGrad node)"), float(C * h),
+               "unsloth_zoo/training_utils.py:512-520"),
+              (N_("Last layer's input (not offloaded)"), float(C * h),
+               "unsloth_zoo/gradient_checkpointing.py:1390-1408"),
+              (N_("Token ids, labels, position ids"), float(ids_per_token(p)), "models/llama.py:1385")]
+    return tuple(rows + backward + around)
