@@ -108,6 +108,9 @@ def _verdict(inputs: Inputs, a: Answer) -> None:
     else:
         st.markdown(text(estimate_line))
     st.caption(text(device_line))
+    if est.cpu_offload_bytes:
+        st.caption(text(_("Also needs {amount} of the computer's own RAM (offloaded, not on the GPU).").format(
+            amount=both_units(est.cpu_offload_bytes))))
     caution = band_warning(est, v)
     if caution:
         st.warning(text(caution), icon=":material/warning:")

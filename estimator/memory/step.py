@@ -246,7 +246,7 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, learns: bool, shard_note: str)
     elif setup.attention == "eager":
         notes.append(N_("Eager attention stores s²-sized attention scores per head; SDPA/flash does not."))
     notes.extend(tower_notes(spec, setup))
-    if setup.method == "qlora":
+    if setup.method == "qlora" and not uses_unsloth_model(spec, setup):  # Unsloth's QLoRA path is traced
         notes.append(N_("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout."))
     return notes
 

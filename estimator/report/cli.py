@@ -438,6 +438,8 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
         print(f"  {key:<12} {fmt_both(est.components_bytes[key])}")
     print(f"  {'total':<12} {fmt_both(est.total_bytes)}  (band {fmt_both(est.low_bytes)} – "
           f"{fmt_both(est.high_bytes)}; peak: {est.peak_phase})")
+    if est.cpu_offload_bytes:
+        print(f"  {'CPU RAM':<12} {fmt_both(est.cpu_offload_bytes)}  (offloaded to the computer's memory, not on the GPU)")
     if device is not None:
         v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
         print(f"  {device.name}: {v.headline}")
