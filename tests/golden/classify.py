@@ -13,6 +13,7 @@ from tests.golden.generate import GOLDEN, cases, run
 
 ADVICE_TEXT_START = "  what to change ("
 NEW_TEXT_PREFIXES = ("  band: ", "  note: ")
+CPU_RAM_TEXT = "  CPU RAM "
 
 
 def n_key(advice: dict, old_remedy: dict) -> str:
@@ -50,7 +51,7 @@ def _json_tags(old: dict, new: dict, argv: list[str]) -> list[str]:
             if all("key" in r for r in na["remedies"]):
                 tags.append("JSON remedies gained key")
             nr = [{k: v for k, v in r.items() if k != "key"} for r in na["remedies"]]
-            orr = oa["remedies"]
+            orr = [{k: v for k, v in r.items() if k != "key"} for r in oa["remedies"]]
             if nr != orr:
                 okeys = [(r["order"], r["title"]) for r in orr]
                 nkeys = [(r["order"], r["title"]) for r in nr]
@@ -85,22 +86,28 @@ def _json_tags(old: dict, new: dict, argv: list[str]) -> list[str]:
 
 
 def _text_tags(old: str, new: str, argv: list[str]) -> list[str]:
+    """Tags for the lines the new text gained (advice, band, notes, CPU RAM); anything else is UNEXPLAINED."""
     tags = []
-    lines = new.splitlines()
-    if ADVICE_TEXT_START in "\n".join(lines) or any(line.startswith(ADVICE_TEXT_START) for line in lines):
+    lines, old_lines = new.splitlines(), old.splitlines()
+    if not any(line.startswith(ADVICE_TEXT_START) for line in old_lines) and any(
+            line.startswith(ADVICE_TEXT_START) for line in lines):
         i = next(i for i, line in enumerate(lines) if line.startswith(ADVICE_TEXT_START))
         tags.append("text gained advice (--rule seed)" if "--rule" in argv else "text gained advice")
         lines = lines[:i]
-    if any(line.startswith("  band: ") for line in lines):
+    gained = [line for line in lines if line not in old_lines]
+    if any(line.startswith("  band: ") for line in gained):
         tags.append("text gained band line")
-    notes = [line for line in lines if line.startswith("  note: ")]
+    notes = [line for line in gained if line.startswith("  note: ")]
     if any(not n.startswith("  note: --") for n in notes):
         tags.append("text gained est.notes lines")
     if any(n.startswith("  note: --") for n in notes):
         tags.append("text gained a flag note")
-    kept = [line for line in lines if not line.startswith(NEW_TEXT_PREFIXES)]
+    if any(line.startswith(CPU_RAM_TEXT) for line in gained):
+        tags.append("text gained the CPU RAM line (offloaded activations)")
+    prefixes = NEW_TEXT_PREFIXES + (CPU_RAM_TEXT,)
+    kept = [line for line in lines if line in old_lines or not line.startswith(prefixes)]
     if "\n".join(kept) + ("\n" if kept else "") != old:
-        tags.append("UNEXPLAINED: text changed beyond band/notes/advice")
+        tags.append("UNEXPLAINED: text changed beyond band/notes/advice/CPU RAM")
     return tags
 
 
@@ -116,6 +123,10 @@ def classify(old: dict, new: dict) -> list[str]:
             ["UNEXPLAINED: same rc, other change"]
     if old["err"] != new["err"]:
         return ["UNEXPLAINED: stderr changed"]
+    if "--stack" in argv and argv[argv.index("--stack") + 1] == "unsloth":  # issue 21: the stack re-read
+        if "Unsloth's attention is counted" in new["out"]:
+            return ["unsloth stack: Unsloth's own model (FastLlamaModel), adamw_8bit, notes, CPU RAM"]
+        return ["unsloth stack: FastModel (transformers' modules) with adamw_8bit, a note, CPU RAM"]
     if "--json" in argv:
         try:
             return _json_tags(json.loads(old["out"]), json.loads(new["out"]), argv)
