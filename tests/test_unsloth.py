@@ -26,7 +26,7 @@ from estimator.memory.unsloth_model import (
 )
 from estimator.options.devices import get_device
 from estimator.units import GiB
-from validation.unsloth import KNOWN_MISSES, TARGET_PCT, TRACE_TARGET_PCT, context_rows, trace_rows
+from validation.unsloth import KNOWN_MISSES, TRACE_TARGET_PCT, context_rows, trace_rows
 
 L8 = load_preset("llama-3.1-8b")
 L70 = load_preset("llama-3.1-70b")

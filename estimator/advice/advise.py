@@ -64,6 +64,6 @@ def advise(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: Train
         return Advice(remedies(spec, setup, seed_estimate), biggest, longest,
                       smallest_device(spec, setup, estimate_fn=seed_estimate))
     if tr.trainer == "sft":
-        shard = shard_remedy(spec, setup, device, order=len(found) + 1)
+        shard = shard_remedy(spec, setup, device, order=len(found) + 1, estimate_fn=fn)
         found = found + ((shard,) if shard is not None else ())
     return Advice(tuple(found), biggest, longest, smallest_device(spec, setup, estimate_fn=fn))

@@ -33,8 +33,9 @@ def estimate(model: ModelSpec, setup: TrainingSetup, rule: str | None = None, tr
     if trainer is not None:
         check_trainer(setup, trainer, strict)  # SFT: only the checks (no second estimate)
     if rule is None or rule == "detailed":
-        # Unsloth decides its embedding offload, double buffering and loss pass by the card's memory
-        return detailed_estimate(model, setup, device_capacity if needs_capacity(model, setup) else None)
+        if needs_capacity(model, setup):  # Unsloth decides its embedding offload, double buffering and loss pass
+            return detailed_estimate(model, setup, device_capacity)  # by the card's memory
+        return detailed_estimate(model, setup)  # the same cache entry as the solvers' estimate(spec, setup)
     if rule == "seed":
         return seed_estimate(model, setup)
     raise ValueError(f"rule must be 'seed' or omitted, got {str(rule)[:20]!r}")
