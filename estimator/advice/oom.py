@@ -159,13 +159,14 @@ def _cuda_causes(r: OomReading) -> tuple[list[Finding], list[Finding], float | N
         causes.append(Finding("fraction_limit", Text(
             N_("A per-process limit of {limit} is set (torch.cuda.set_per_process_memory_fraction): PyTorch may not "
                "go past it even when the device has memory free."), limit=_gb(limit))))
-    others = _others(r)
+    others, pids = _others(r)
     if others is not None and cap is not None and others >= NOTABLE_SHARE * cap and (
             short is None or others >= short):
-        pids = ", ".join(str(pid) for pid, _b in r.other_processes if _b is not None) or "?"
         causes.append(Finding("other_processes", Text(
-            N_("Other processes hold {others} of this device (NVML lists {pids}); without them the request would "
-               "have fitted. Stop them, or give this run a device of its own."), others=_gb(others), pids=pids)))
+            N_("Other processes hold {others} of this device ({pids}); without them the request would have "
+               "fitted. Stop them, or give this run a device of its own."), others=_gb(others),
+            pids=Text(N_("NVML lists {pids}"), pids=pids) if pids else Text(N_("not listed by NVML: the total less "
+                                                                               "the free memory and this process's")))))
         actions.append(Finding("stop_other_processes", Text(
             N_("Free the device: stop the other processes on it (nvidia-smi lists them), or pick another device "
                "with CUDA_VISIBLE_DEVICES."))))
@@ -199,29 +200,29 @@ def _cuda_causes(r: OomReading) -> tuple[list[Finding], list[Finding], float | N
     return causes, actions, short, fragmented
 
 
-def _others(r: OomReading) -> float | None:
+def _others(r: OomReading) -> tuple[float | None, str]:
     """Memory on the device that is neither this process's nor free. NVML's process list says it directly; a lone
     "Process N" line with no "this process" line is this process seen from another PID namespace (a container)
     when it holds what PyTorch reserved; without a list, total − free − what PyTorch reserved, less a CUDA
-    context, is the bound."""
+    context, is the bound. Returns (bytes, the other processes' pids as the message lists them)."""
     listed = [(pid, b) for pid, b in r.other_processes if b is not None]
     if listed:
         reserved = (r.allocated_bytes or 0) + (r.reserved_unallocated_bytes or 0)
         if r.in_use_bytes is None:  # which one is this process? the smallest listing that covers PyTorch's
-            covering = sorted(b for _pid, b in listed if b >= reserved)
+            covering = sorted((b, pid) for pid, b in listed if b >= reserved)
             if covering:
-                return sum(b for _pid, b in listed) - covering[0]
-        return float(sum(b for _pid, b in listed))
+                listed = [(pid, b) for pid, b in listed if pid != covering[0][1]]
+        return float(sum(b for _pid, b in listed)), ", ".join(str(pid) for pid, _b in listed)
     cap, free = r.capacity_bytes, r.free_bytes
     if cap is None or free is None:
-        return None
+        return None, ""
     if r.in_use_bytes is not None:
         if r.in_use_bytes < (r.allocated_bytes or 0):
-            return None  # NVML said less than PyTorch holds (0 bytes on some drivers): not believed
-        return max(cap - free - r.in_use_bytes, 0)
+            return None, ""  # NVML said less than PyTorch holds (0 bytes on some drivers): not believed
+        return max(cap - free - r.in_use_bytes, 0), ""
     if r.kind == "cuda_legacy" and r.reserved_bytes is not None:
-        return max(cap - free - r.reserved_bytes - CUDA_CONTEXT_HIGH, 0)
-    return None
+        return max(cap - free - r.reserved_bytes - CUDA_CONTEXT_HIGH, 0), ""
+    return None, ""
 
 
 def _mps_causes(r: OomReading) -> tuple[list[Finding], list[Finding], float | None]:
