@@ -14,6 +14,7 @@ import pandas as pd
 
 from estimator import Device, Estimate, Remedy, Verdict, component_keys, to_gb, to_gib
 from estimator.i18n import _, format_int, format_number, get_language
+from estimator.memory.host import LOAD_KEYS, HostVerdict
 from estimator.memory.result import CONTEXT_KEY, component_label, context_label
 from ui.charts import both_units
 
@@ -37,6 +38,34 @@ def breakdown_frame(est: Estimate, device: Device | None = None) -> pd.DataFrame
     rows.append((_("Total"), _("peak: {phase}").format(phase=_(est.peak_phase)), float(round(total)), to_gb(total), to_gib(total), 1.0))
     # Bytes as float64: absurd setups (400B, fp32, 2M tokens × 256) pass int64, which Arrow cannot hold.
     return pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS))
+
+
+HOST_COLUMNS = ("item", "when", "bytes", "gb", "gib")
+
+
+def host_frame(hv: HostVerdict) -> pd.DataFrame:
+    """The host RAM terms (estimator/memory/host.py), one row each with when it is held (the model load or the
+    training steps; the processes at both), then the peak row."""
+    rows = []
+    base = {"host.process_baseline", "host.cuda_runtime"}
+    for item in hv.host.details:
+        when = (_("load and training") if item.key in base else _("model load") if item.key in LOAD_KEYS
+                else _("training"))
+        rows.append((_(item.label), when, float(round(item.bytes)), to_gb(item.bytes), to_gib(item.bytes)))
+    peak = hv.host.total_bytes
+    phase = _("model load") if hv.host.peak_phase == "load" else _("training")
+    rows.append((_("Host peak"), phase, float(round(peak)), to_gb(peak), to_gib(peak)))
+    return pd.DataFrame(rows, columns=list(HOST_COLUMNS))
+
+
+def host_line(hv: HostVerdict) -> str:
+    """The line under the host verdict: the peak, its moment and what dominates it (plain text)."""
+    host = hv.host
+    biggest = max(host.details, key=lambda x: x.bytes)
+    phase = _("model load") if host.peak_phase == "load" else _("training")
+    return _("Host RAM at its peak ({phase}): {amount} for {n} process(es); largest: {item} {item_amount}").format(
+        phase=phase, amount=both_units(host.total_bytes), n=host.processes, item=_(biggest.label),
+        item_amount=both_units(biggest.bytes))
 
 
 def breakdown_csv(est: Estimate, device: Device | None = None) -> str:
