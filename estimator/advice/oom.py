@@ -1,6 +1,6 @@
 """What an out-of-memory message means for this job: the device's real capacity and its catalog entry, how far the
 run was from fitting, whether the allocator's fragmentation or another process is to blame, and (priced with the
-job's estimate) the comparison and the remedies (docs/formulas.md §8).
+job's estimate) the comparison and the remedies (docs/formulas.md §11).
 
 The reading comes from estimator/oom_message.py (text → bytes); this module adds the catalog, the estimate and
 advise(). Every cause has a stable id (CAUSES); its sentence is a Text, translated where shown."""

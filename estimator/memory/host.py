@@ -1,6 +1,6 @@
 """The host RAM a training setup needs beside the GPU: the processes themselves, what loading the model holds in CPU
 RAM, and what the setup keeps there while it trains (offloaded optimizer state with ZeRO-Offload's master weights
-and gradients, offloaded checkpoints, ZeRO-3's parameters, the pinned allocator's rounding). docs/formulas.md §7.
+and gradients, offloaded checkpoints, ZeRO-3's parameters, the pinned allocator's rounding). docs/formulas.md §10.
 
 The host's peak is the larger of two moments that never overlap: loading the model (the load buffers are freed
 before the first step) and the training steps. Every figure is for the whole machine: one process per GPU, all
@@ -187,7 +187,7 @@ def host_ram(spec: ModelSpec, setup: TrainingSetup, *, trainable: int, weights_b
 def paged_spill(host: HostRam, setup: TrainingSetup, optimizer_bytes: float, gpu_total: float, usable: float
                 ) -> HostRam:
     """A paged optimizer's state (bitsandbytes' paged AdamW) moves to CPU RAM page by page when the GPU runs out:
-    up to the amount the GPU is short, at most the whole state (docs/formulas.md §7)."""
+    up to the amount the GPU is short, at most the whole state (docs/formulas.md §10)."""
     if not OPTIMIZERS[setup.optimizer].paged or gpu_total <= usable or optimizer_bytes <= 0:
         return host
     spill = min(optimizer_bytes * setup.gpus, (gpu_total - usable) * setup.gpus)
