@@ -147,8 +147,9 @@ def host_ram(spec: ModelSpec, setup: TrainingSetup, *, trainable: int, weights_b
     rounding = 0.0
     if setup.offload_optimizer:
         # DeepSpeed ZeRO-Offload (0.18.2 runtime/zero/stage_1_and_2.py): the optimizer steps on fp32 master
-        # partitions on the CPU (:437-462, pinned at :445), their fp32 gradients pinned on the CPU (:761) and a
-        # 16-bit staging buffer (:446-455); the optimizer state is fp32 like its parameters.
+        # partitions on the CPU (:437-462, always pinned at :445), their fp32 gradients on the CPU (:758-761, pinned
+        # only with offload_optimizer.pin_memory, default false) and a 16-bit staging buffer (:446-455); the
+        # optimizer state is fp32 like its parameters.
         option = OPTIMIZERS[setup.optimizer]
         state = (optimizer_state_bytes(setup.optimizer, FP32) * trainable if option.state_dtype != "factored"
                  else optimizer_cpu_bytes)
@@ -164,7 +165,7 @@ def host_ram(spec: ModelSpec, setup: TrainingSetup, *, trainable: int, weights_b
         ]
         part = FP32 * trainable / max(n if setup.sharding != "none" else 1, 1)
         parts = n if setup.sharding != "none" else 1
-        rounding += 2 * parts * (pinned_size(part) - part)  # master and gradient partitions, pinned per process
+        rounding += parts * (pinned_size(part) - part)  # each process's master partition, pinned
     if setup.offload_params:
         # DeepSpeed ZeRO-3 offload_param: every parameter partition lives in CPU RAM (stage3.py:664-674), the whole
         # model across the processes
