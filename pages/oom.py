@@ -134,7 +134,8 @@ def _device(inputs: Inputs, diag: OomDiagnosis) -> None:
     for note in diag.notes:
         st.caption(plain(_(note), limit=600))
     if diag.matches:
-        st.caption(_("Catalog devices with this memory (nvidia-smi's figure, a little above CUDA's total: the driver "
+        st.caption(_("Macs whose RAM this limit means, the likeliest first:") if r.kind == "mps" else
+                   _("Catalog devices with this memory (nvidia-smi's figure, a little above CUDA's total: the driver "
                      "keeps some back), closest first:"))
         for d in diag.matches[:4]:
             _switch_button(inputs.device, d, d.id)

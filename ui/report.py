@@ -62,7 +62,9 @@ def host_frame(hv: HostVerdict) -> pd.DataFrame:
 def host_line(hv: HostVerdict) -> str:
     """The line under the host verdict: the peak, its moment and what dominates it (plain text)."""
     host = hv.host
-    biggest = max(host.details, key=lambda x: x.bytes)
+    at_peak = [x for x in host.details if (x.key in LOAD_KEYS) == (host.peak_phase == "load")
+               or x.key in ("host.process_baseline", "host.cuda_runtime")]
+    biggest = max(at_peak or host.details, key=lambda x: x.bytes)
     phase = _("model load") if host.peak_phase == "load" else _("training")
     return _("Host RAM at its peak ({phase}): {amount} for {n} process(es); largest: {item} {item_amount}").format(
         phase=phase, amount=both_units(host.total_bytes), n=host.processes, item=_(biggest.label),

@@ -30,6 +30,7 @@ from .activations.depth import (
 from .activations.layers import moe_lora_delta_bytes, moe_lora_delta_grad_bytes
 from .activations.loss import LossMemory, loss_memory
 from .adapters import adapted_modules, lora_params
+from .host import host_ram
 from .litgpt_model import stack_spec
 from .overhead import (
     ALLOCATOR_SLACK,
@@ -50,7 +51,6 @@ from .precision import (
     trainable_bytes,
     weight_bytes,
 )
-from .host import host_ram
 from .result import CONTEXT_LABEL, DetailItem, Estimate, Phase
 from .result import detail as d
 from .towers import tower_activation_bytes, tower_learns, tower_lora_params, tower_notes

@@ -53,10 +53,10 @@ if TYPE_CHECKING:
     from ..advice.oom import OomDiagnosis
     from ..job.setup import TrainingSetup
     from ..memory.host import HostVerdict
-    from ..oom_message import OomReading
     from ..memory.result import Estimate
     from ..models.hub import HubModel
     from ..models.spec import ModelSpec
+    from ..oom_message import OomReading
     from ..options.devices import Device
 
 EPILOG = """examples:

@@ -13,10 +13,10 @@ from ..units import fmt_both, fmt_gb
 if TYPE_CHECKING:
     from ..advice.advise import Advice
     from ..advice.oom import OomDiagnosis
-    from ..memory.host import HostVerdict
     from ..advice.remedies import Remedy
     from ..job.setup import TrainingSetup
     from ..job.trainer import TrainerSetup
+    from ..memory.host import HostVerdict
     from ..memory.result import Estimate
     from ..memory.verdict import Verdict
     from ..options.devices import Device
