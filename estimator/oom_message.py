@@ -64,6 +64,24 @@ KIND_LABELS = {
     "mlx_command_buffer": N_("Metal command buffer out of memory (MLX)"),
 }
 
+# What an out-of-memory message can say (OomReading fields), in the order the page and the CLI list them (their labels, marked for translation).
+FIGURES: tuple[tuple[str, str], ...] = (
+    ("requested_bytes", N_("Requested (the allocation that failed)")),
+    ("capacity_bytes", N_("Total capacity (as the runtime reports it)")),
+    ("free_bytes", N_("Free on the device")),
+    ("in_use_bytes", N_("In use by this process (all of it, NVML)")),
+    ("allocated_bytes", N_("Allocated by PyTorch (live tensors)")),
+    ("reserved_bytes", N_("Reserved by PyTorch in total")),
+    ("reserved_unallocated_bytes", N_("Reserved by PyTorch but unallocated")),
+    ("allowed_bytes", N_("Allowed (per-process memory fraction)")),
+    ("private_pool_bytes", N_("In CUDA graphs' private pools")),
+    ("other_bytes", N_("Other allocations (MPS)")),
+    ("limit_bytes", N_("Max allowed (MPS high watermark)")),
+    ("max_buffer_bytes", N_("Largest Metal buffer")),
+    ("peak_bytes", N_("Peak before the failure (mlx-lm's log)")),
+)
+
+
 _SIZE = r"(\d{1,30}(?:\.\d{1,12})?)\s*(bytes|byte|[KMGT]i?B|B)\b"
 _RANK_PREFIX = re.compile(r"\[(?:rank|RANK)\s*\d{1,6}\]:\s?")
 # Where each message starts. The Metal command-buffer head eats its whole line (the kIOGPU… code inside it would

@@ -165,3 +165,15 @@ def test_a_bad_host_ram_link_value_falls_back_with_a_note():
     assert not at.exception
     assert "The link's value for 'host_ram' was not valid; using the default (0)." in notes_text(at)
     assert any("Host RAM needed" in m.value for m in at.markdown)  # the default: not given, no verdict
+
+
+def test_the_snippets_write_parameter_offload():
+    from estimator.report.snippets import training_snippet
+
+    setup = resolve_setup("trl", method="full", sharding="zero3", offload_params=True)
+    text = training_snippet(LLAMA, setup)
+    text = text if isinstance(text, str) else text[0]
+    assert '"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}' in text
+    axolotl = training_snippet(LLAMA, resolve_setup("axolotl", method="full", sharding="zero3", offload_params=True))
+    axolotl = axolotl if isinstance(axolotl, str) else axolotl[0]
+    assert '"offload_param": {"device": "cpu"}' in axolotl

@@ -256,3 +256,33 @@ def test_cli_refuses_a_bad_log_in_one_line(tmp_path, capsys, content, expected):
 def test_cli_missing_log(capsys):
     code, _out, err = run_cli(["--oom-log", "/nonexistent/oom.txt"], capsys)
     assert code == 2 and "cannot read --oom-log" in err and len(err.strip().splitlines()) == 1
+
+
+# ---- the page's builders (pure) --------------------------------------------------------------------------------
+
+def test_the_chart_splits_the_device_as_the_message_says():
+    from ui.page_charts import oom_chart, oom_segments
+
+    r = read("trl-4237.txt")
+    parts = oom_segments(r)
+    assert parts["allocated"] == GiB(4.50) and parts["unallocated"] == GiB(2.14) and parts["free"] == GiB(1.65)
+    assert parts["others"] == GiB(14.74) - GiB(1.65) - GiB(4.50) - GiB(2.14)  # other processes, context, driver
+    assert sum(parts.values()) == GiB(14.74)
+    fig = oom_chart(r)
+    bars = {t.name: t.x[0] for t in fig.data}
+    assert bars["Requested"] == pytest.approx(GiB(2.11) / 1e9)
+    assert sum(v for k, v in bars.items() if k != "Requested") == pytest.approx(GiB(14.74) / 1e9)
+    mps = oom_segments(read("pytorch-152351.txt"))  # MPS: the limit split into tensors, other allocations, the rest
+    assert mps["others"] == GiB(6.65) and sum(mps.values()) == GiB(18.13)
+    assert oom_segments(read("mlx-lm-236.txt")) == {}  # no total: no bar
+
+
+def test_the_figures_table_lists_what_the_message_gives():
+    from ui.report import oom_frame
+
+    frame = oom_frame(read("axolotl-998.txt"))
+    assert list(frame["figure"][:2]) == ["Requested (the allocation that failed)",
+                                         "Total capacity (as the runtime reports it)"]
+    assert frame["bytes"].iloc[0] == MiB(20.00)
+    assert "Process 2954422 (NVML) — not reported" in list(frame["figure"])
+    assert "In use by this process (all of it, NVML)" not in list(frame["figure"])  # NVML's figure left out

@@ -13,10 +13,10 @@ from urllib.parse import urlencode, urlsplit
 import pandas as pd
 
 from estimator import Device, Estimate, Remedy, Verdict, component_keys, to_gb, to_gib
-from estimator.i18n import N_, _, format_int, format_number, get_language
+from estimator.i18n import _, format_int, format_number, get_language
 from estimator.memory.host import LOAD_KEYS, HostVerdict
 from estimator.memory.result import CONTEXT_KEY, component_label, context_label
-from estimator.oom_message import OomReading
+from estimator.oom_message import FIGURES, OomReading
 from ui.charts import both_units
 
 # Streamlit's own viewer options: not part of a setup, so never copied into a share link.
@@ -71,28 +71,10 @@ def host_line(hv: HostVerdict) -> str:
         item_amount=both_units(biggest.bytes))
 
 
-# What an out-of-memory message can say (OomReading fields), in the order the page lists them.
-OOM_FIGURES: tuple[tuple[str, str], ...] = (
-    ("requested_bytes", N_("Requested (the allocation that failed)")),
-    ("capacity_bytes", N_("Total capacity (as the runtime reports it)")),
-    ("free_bytes", N_("Free on the device")),
-    ("in_use_bytes", N_("In use by this process (all of it, NVML)")),
-    ("allocated_bytes", N_("Allocated by PyTorch (live tensors)")),
-    ("reserved_bytes", N_("Reserved by PyTorch in total")),
-    ("reserved_unallocated_bytes", N_("Reserved by PyTorch but unallocated")),
-    ("allowed_bytes", N_("Allowed (per-process memory fraction)")),
-    ("private_pool_bytes", N_("In CUDA graphs' private pools")),
-    ("other_bytes", N_("Other allocations (MPS)")),
-    ("limit_bytes", N_("Max allowed (MPS high watermark)")),
-    ("max_buffer_bytes", N_("Largest Metal buffer")),
-    ("peak_bytes", N_("Peak before the failure (mlx-lm's log)")),
-)
-
-
 def oom_frame(reading: OomReading) -> pd.DataFrame:
     """The message's figures, one row each (only those it gives), then the other processes NVML listed."""
     rows = [(_(label), float(getattr(reading, name)), to_gb(getattr(reading, name)), to_gib(getattr(reading, name)))
-            for name, label in OOM_FIGURES if getattr(reading, name) is not None]
+            for name, label in FIGURES if getattr(reading, name) is not None]
     for pid, used in reading.other_processes:
         label = _("Process {pid} (NVML)").format(pid=pid)
         rows.append((label, float(used), to_gb(used), to_gib(used)) if used is not None

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..i18n import format_int
 from ..job.setup import MAX_BATCH, MAX_SEQ_LEN
+from ..oom_message import FIGURES
 from ..units import fmt_both, fmt_gb
 
 if TYPE_CHECKING:
@@ -123,14 +124,10 @@ def oom_lines(diag: OomDiagnosis) -> list[str]:
     do, and the job priced on that device."""
     r = diag.reading
     lines = [f"out-of-memory message: {r.label}"]
-    figures = (("requested", r.requested_bytes), ("capacity", r.capacity_bytes), ("free", r.free_bytes),
-               ("in use (this process)", r.in_use_bytes), ("allocated by PyTorch", r.allocated_bytes),
-               ("reserved in total", r.reserved_bytes), ("reserved, unallocated", r.reserved_unallocated_bytes),
-               ("allowed", r.allowed_bytes), ("other allocations", r.other_bytes), ("max allowed", r.limit_bytes),
-               ("largest buffer", r.max_buffer_bytes), ("peak before failing", r.peak_bytes))
-    lines += [f"  {name:<24} {fmt_both(value, 2)}" for name, value in figures if value is not None]
+    lines += [f"  {label + ':':<44} {fmt_both(getattr(r, name), 2)}" for name, label in FIGURES
+              if getattr(r, name) is not None]
     for pid, used in r.other_processes:
-        lines.append(f"  {'process ' + str(pid):<24} {fmt_both(used, 2) if used is not None else 'not reported'}")
+        lines.append(f"  {f'Process {pid} (NVML):':<44} {fmt_both(used, 2) if used is not None else 'not reported'}")
     if r.resource_limit is not None:
         lines.append(f"  {'buffer limit':<24} {format_int(r.resource_limit)} buffers")
     if diag.capacity_bytes is not None and diag.capacity_inferred:
