@@ -107,9 +107,9 @@ def host_lines(hv: HostVerdict, device: Device | None) -> list[str]:
     """The host RAM the setup needs, its peak moment and each term, then the verdict: against the machine's RAM
     (--host-ram), or on unified memory the GPU and the host together against the device."""
     host = hv.host
-    when = "model load" if host.peak_phase == "load" else "training"
+    when = "at the model load" if host.peak_phase == "load" else "while training"
     procs = f"{host.processes} process" + ("" if host.processes == 1 else "es")
-    lines = [f"  {'host RAM':<12} {fmt_both(host.total_bytes)}  (peak at the {when}, {procs}; load "
+    lines = [f"  {'host RAM':<12} {fmt_both(host.total_bytes)}  (peak {when}, {procs}; load "
              f"{fmt_gb(host.load_bytes)}, training {fmt_gb(host.train_bytes)})"]
     lines += [f"    {x.key:<26} {fmt_both(x.bytes)}" for x in host.details]
     if hv.unified and device is not None:
