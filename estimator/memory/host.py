@@ -8,10 +8,7 @@ before the first step) and the training steps. Every figure is for the whole mac
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..i18n import N_
@@ -26,20 +23,9 @@ if TYPE_CHECKING:
     from ..models.spec import ModelSpec
     from ..options.devices import Device
 
-_BASELINE_FILE = Path(__file__).resolve().parents[2] / "calibration" / "host_baseline.json"
-
-
-@lru_cache(maxsize=1)
-def _measured_imports() -> int:
-    """Peak RSS of a process with torch, transformers, peft and trl imported (calibration/host_baseline.json:
-    torch 2.13 CPU, transformers 5.24, trl 1.16, peft 0.21; 432 MiB measured), or that figure without the file."""
-    try:
-        return int(json.loads(_BASELINE_FILE.read_text())["peak_rss_bytes"]["trl_stack"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 452_788_224
-
-
-HOST_IMPORT_BYTES = _measured_imports()  # python + torch + the HF stack imported: calibration/host_baseline.json
+# Peak RSS of a process with python, torch 2.13 (CPU), transformers 5.24, peft 0.21 and trl 1.16 imported: 432 MiB
+# measured by calibration/host_baseline.py (calibration/host_baseline.json, peak_rss_bytes.trl_stack).
+HOST_IMPORT_BYTES = 452_788_224
 # The first CUDA call maps the CUDA libraries and the context's host side: +1,203.5 MiB of RSS measured on the
 # first CUDA use in pytorch/pytorch#106511 (torch 2.1, 1,067.7 → 2,271.3 MiB).
 CUDA_INIT_HOST_BYTES = round(1203.5 * 2**20)
