@@ -142,10 +142,18 @@ def test_per_token_layer_bytes_match_the_source():
 
 
 def test_offloaded_checkpoints_are_in_cpu_ram_not_on_the_gpu():
-    e = estimate(L8, qlora(seq_len=65536))
-    layer_input = 2 * 4096 * 65536
-    # 31 of 32 layer inputs in pinned host blocks (power-of-two rounded) + the 200 initial 256 KiB slots
-    assert e.cpu_offload_bytes == 31 * (1 << (layer_input - 1).bit_length()) + 200 * 256 * 1024
+    e = estimate(L8, qlora(seq_len=60000))
+    layer_input = 2 * 4096 * 60000
+    # 31 of 32 layer inputs in pinned host blocks + the 200 initial 256 KiB slots; host RAM rounds each block up to a
+    # power of two, as the trace's pinned blocks (activations.unsloth.host_bytes)
+    slots = 200 * 256 * 1024
+    assert e.cpu_offload_bytes == 31 * layer_input + slots
+    terms = {x.key: x.bytes for x in e.host.details}
+    assert terms["host.checkpoint_offload"] == 31 * layer_input + slots
+    block = 1 << (layer_input - 1).bit_length()
+    assert terms["host.pinned_rounding"] == 31 * (block - layer_input)
+    p = unsloth_path(L8, qlora(seq_len=60000))
+    assert terms["host.checkpoint_offload"] + terms["host.pinned_rounding"] == host_bytes(L8, p, 60000)
     keys = {x.key for x in e.details}
     assert {"activations.offload_staging", "activations.checkpoints", "activations.recomputed_layer"} <= keys
     staging = sum(x.bytes for x in e.details if x.key == "activations.offload_staging")
@@ -194,6 +202,8 @@ def test_decisions_by_the_card():
     far = estimate(L8, s)
     embed = 2 * 128256 * 4096
     assert near.cpu_offload_bytes - far.cpu_offload_bytes == pytest.approx(embed)
+    assert {x.key: x.bytes for x in near.host.details}["host.embedding_offload"] == embed
+    assert "host.embedding_offload" not in {x.key for x in far.host.details}
     assert any("offload_embedding" in str(n) for n in near.notes)
     stage = lambda e: sum(x.bytes for x in e.details if x.key == "activations.offload_staging")  # noqa: E731
     one = 2 * 4096 * 101_500

@@ -14,6 +14,8 @@ from ..options.stacks import get_stack
 from .activations.unsloth import (
     CHUNK_GB,
     FLASH_MIN_ROWS_LARGE,
+    INITIAL_CPU_BUFFER,
+    INITIAL_CPU_BUFFERS,
     MINIMUM_SIZE,
     PLAIN_CKPT_BELOW,
     RELEASE_2024,
@@ -279,6 +281,17 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
 def host_offload_bytes(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> float:
     """Host RAM the offloaded checkpoints take (pinned, power-of-two blocks; activations.unsloth.host_bytes)."""
     return host_bytes(spec, p, setup.tokens)
+
+
+def host_terms(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> dict[str, float | int]:
+    """The offloaded checkpoints for memory/host.py host_ram: the layer inputs (all layers but the last, each in its
+    own pinned block, which host_ram rounds up to a power of two) and the 200 initial 256 KiB slots
+    (gradient_checkpointing.py:64-66, :1296-1298); together activations.unsloth.host_bytes."""
+    if not p.offloaded:
+        return {"checkpoint_cpu_bytes": 0.0}
+    blocks = spec.num_layers - 1
+    return {"checkpoint_cpu_bytes": float(blocks * C * spec.hidden_size * setup.tokens), "checkpoint_blocks": blocks,
+            "checkpoint_slots_bytes": float(INITIAL_CPU_BUFFERS * INITIAL_CPU_BUFFER)}
 
 
 def without_double_buffer(p: UnslothPath) -> UnslothPath:
