@@ -23,7 +23,8 @@ DATA = ROOT / "tests" / "data" / "configs"
 REAL = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.y*ml") if "mlx_lm" not in str(p))
 WIDGET_KINDS = ("selectbox", "slider", "select_slider", "number_input", "toggle", "text_input", "button_group")
 SIDEBAR_KEYS = ("model", "stack", "method", "precision", "optimizer", "batch", "max_len", "ckpt", "loss", "attn",
-                "rank", "targets", "gpus", "sharding", "accum", "opt_offload", "compile", "in_bwd", "dq", "trainer",
+                "rank", "targets", "gpus", "sharding", "accum", "opt_offload", "offload_params", "compile", "in_bwd",
+                "dq", "trainer",
                 "beta", "precompute_ref", "gens", "prompt_len", "completion_len", "gen", "vllm_util", "vllm_sleep")
 
 
@@ -67,7 +68,7 @@ def verdict(at: AppTest) -> tuple[str, float, str]:
     return headline, total, line
 
 
-FIRST = ("model", "stack", "method", "trainer", "gen")  # the choices that enable or disable other widgets
+FIRST = ("model", "stack", "method", "trainer", "gen", "sharding")  # the choices that enable or disable others
 
 
 def by_hand(values: dict) -> AppTest:

@@ -81,6 +81,9 @@ def setups(draw):
     gpus = draw(st.sampled_from((1, 2, 8)))
     sharding = draw(st.sampled_from(("none", "zero1", "zero2", "zero3"))) if gpus > 1 else "none"
     offload = draw(st.booleans()) and (gpus == 1 or sharding != "none")
+    if gpus == 1 and draw(st.booleans()):
+        sharding = "zero3"  # ZeRO-3 on one GPU: only with parameter offload does it change anything
+    params = sharding == "zero3" and draw(st.booleans())
     accum = draw(st.sampled_from((1, 2, 4)))
     kwargs = dict(method=method, precision=draw(st.sampled_from(("bf16", "fp16", "mixed", "fp32"))),
                   optimizer=draw(st.sampled_from((None, *OPTIMIZER_IDS))),
@@ -89,7 +92,7 @@ def setups(draw):
                   lora_rank=draw(st.sampled_from((4, 8, 64))),
                   lora_targets=draw(st.sampled_from((("all-linear",), ("q_proj", "v_proj"),
                                                      ("q_proj", "k_proj", "v_proj", "o_proj")))),
-                  gpus=gpus, sharding=sharding, offload_optimizer=offload, grad_accum=accum,
+                  gpus=gpus, sharding=sharding, offload_optimizer=offload, offload_params=params, grad_accum=accum,
                   attention=draw(st.sampled_from(("sdpa", "eager"))))
     if stack == "torchtune":
         kwargs["compile"] = draw(st.booleans())

@@ -26,12 +26,13 @@ def offline(model: str) -> None:
 REAL = [
     ("axolotl/alst/llama3-8b-deepspeed-alst.yaml", "axolotl", "preset", "llama-3.1-8b",
      {"attention": "sdpa", "batch": 1, "grad_accum": 1, "grad_ckpt": True, "method": "full",
-      "offload_activations": True, "offload_optimizer": True, "precision": "bf16", "seq_len": 500000,
-      "sharding": "zero3"}, {},
-     ["activation_offloading", "context_parallel_size", "deepspeed", "gpus", "optimizer", "tiled_mlp"]),
+      "offload_activations": True, "offload_optimizer": True, "offload_params": True, "precision": "bf16",
+      "seq_len": 500000, "sharding": "zero3"}, {},
+     ["activation_offloading", "context_parallel_size", "gpus", "optimizer", "tiled_mlp"]),
     ("axolotl/llama-3/fft-8b-liger-fsdp.yaml", "axolotl", "hub", "llama-3.1-8b",
      {"attention": "sdpa", "batch": 2, "grad_accum": 4, "grad_ckpt": True, "loss": "fused", "method": "full",
-      "offload_optimizer": True, "optimizer": "adamw", "precision": "bf16", "seq_len": 4096, "sharding": "zero3"}, {},
+      "offload_optimizer": True, "offload_params": True, "optimizer": "adamw", "precision": "bf16", "seq_len": 4096,
+      "sharding": "zero3"}, {},
      ["fsdp_config", "gpus", "liger_glu_activation", "liger_rms_norm", "liger_rope"]),
     ("axolotl/llama-3/fft-8b.yaml", "axolotl", "hub", "llama-3.1-8b",
      {"attention": "sdpa", "batch": 1, "grad_accum": 8, "grad_ckpt": True, "method": "full",
@@ -182,20 +183,21 @@ def test_axolotl_defaults_are_axolotls():
     assert [e.key for e in imp.ignored] == ["learning_rate"]
 
 
-@pytest.mark.parametrize(("ds", "sharding", "offload", "param_note"), [
+@pytest.mark.parametrize(("ds", "sharding", "offload", "params"), [
     ("deepspeed_configs/zero1.json", "zero1", False, False),
     ("deepspeed_configs/zero2.json", "zero2", True, False),  # Axolotl's zero2.json offloads the optimizer
     ("deepspeed_configs/zero3_bf16.json", "zero3", False, False),
     ("deepspeed_configs/zero3_bf16_cpuoffload_all.json", "zero3", True, True),
     ("deepspeed_configs/zero3_bf16_cpuoffload_params.json", "zero3", False, True),
 ])
-def test_axolotl_shipped_deepspeed_configs_by_name(ds, sharding, offload, param_note):
+def test_axolotl_shipped_deepspeed_configs_by_name(ds, sharding, offload, params):
     imp = axolotl(f"deepspeed: {ds}\n")
     assert imp.setup_kwargs["sharding"] == sharding
     assert imp.setup_kwargs.get("offload_optimizer", False) is offload
-    notes = " ".join(e.detail for e in imp.not_honoured if e.key == "deepspeed")
-    assert ("parameter offload" in notes) is param_note
+    assert imp.setup_kwargs.get("offload_params", False) is params
+    assert not [e for e in imp.not_honoured if e.key == "deepspeed"]
     assert any(e.key == "gpus" for e in imp.not_honoured)  # the launcher's GPU count is not in the file
+    imp.setup()  # ZeRO-3 parameter offload resolves on one GPU
 
 
 def test_axolotl_deepspeed_inline_and_attached():

@@ -117,6 +117,7 @@ def _set_setup(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
     ss["sharding"] = s.get("sharding", TABLE["sharding"].default)
     ss["accum"] = _clamped("accum", s.get("grad_accum", TABLE["accum"].default))
     ss["opt_offload"] = bool(s.get("offload_optimizer", False))
+    ss["offload_params"] = bool(s.get("offload_params", False))
     ss["compile"] = bool(s.get("compile", False))
     ss["in_bwd"] = bool(s.get("optimizer_in_bwd", False))
     dq = s.get("nf4_double_quant")

@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from estimator import Device, Estimate, to_gb
-from estimator.i18n import _, format_number, ngettext
+from estimator.i18n import N_, _, format_number, ngettext
+from estimator.oom_message import OomReading
 from estimator.options.methods import SHARDING_LABELS
 from ui.charts import (
     USABLE_COLOR,
@@ -101,4 +102,60 @@ def scale_out_chart(curves: Mapping[str, Sequence[Estimate]], gpu_counts: Sequen
     )
     _font_size(fig, font_size)
     capacity_overlay(fig, device, axis="y")
+    return fig
+
+
+# The device at the failure (pages/oom.py): what the out-of-memory message says holds the memory.
+OOM_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("allocated", "#0072B2", N_("PyTorch's tensors")),
+    ("unallocated", "#56B4E9", N_("Reserved, unallocated (cached pieces)")),
+    ("others", "#CC79A7", N_("Other processes and non-PyTorch memory")),
+    ("free", "#009E73", N_("Free")),
+)
+REQUEST_COLOR = "#D55E00"  # vermillion: the allocation that failed
+
+
+def oom_segments(reading: OomReading) -> dict[str, float]:
+    """The device's memory at the failure in parts (bytes), from the message: PyTorch's tensors, its cached pieces,
+    everything else (other processes, the CUDA context, the driver: the total less the other three) and free. An
+    MPS message splits its limit the same way (other allocations in 'others'). Parts the message does not give
+    are 0; empty when it gives no total."""
+    if reading.kind == "mps":
+        total = reading.limit_bytes
+        parts = {"allocated": reading.allocated_bytes or 0, "unallocated": 0, "others": reading.other_bytes or 0}
+    else:
+        total = reading.capacity_bytes
+        parts = {"allocated": reading.allocated_bytes or 0, "unallocated": reading.reserved_unallocated_bytes or 0,
+                 "others": 0}
+    if not total:
+        return {}
+    free = reading.free_bytes if reading.free_bytes is not None else max(total - sum(parts.values()), 0)
+    if reading.kind != "mps":
+        parts["others"] = max(total - free - parts["allocated"] - parts["unallocated"], 0)
+    return {**parts, "free": free}
+
+
+def oom_chart(reading: OomReading, *, font_size: int | None = None) -> go.Figure:
+    """Two horizontal bars in GB: the device at the failure (PyTorch's tensors, cached pieces, everything else,
+    free) and the request that failed, so the gap between 'free' and the request is seen at a glance."""
+    parts = oom_segments(reading)
+    row_device = _("Device at the failure")
+    row_request = _("Requested")
+    fig = go.Figure()
+    for key, color, name in OOM_PARTS:
+        value = parts.get(key, 0.0)
+        if not value:
+            continue
+        fig.add_trace(go.Bar(
+            y=[row_device], x=[to_gb(value)], orientation="h", name=_(name), marker_color=color,
+            hovertemplate=f"{_esc(_(name))}: {_esc(both_units(value, 2))}<extra></extra>"))
+    if reading.requested_bytes is not None:
+        fig.add_trace(go.Bar(
+            y=[row_request], x=[to_gb(reading.requested_bytes)], orientation="h", name=_("Requested"),
+            marker_color=REQUEST_COLOR,
+            hovertemplate=f"{_esc(_('Requested'))}: {_esc(both_units(reading.requested_bytes, 2))}<extra></extra>"))
+    fig.update_layout(barmode="stack", height=220, margin=dict(l=10, r=10, t=30, b=10), separators=separators(),
+                      xaxis_title="GB", legend=dict(orientation="h", y=-0.35),
+                      yaxis=dict(categoryorder="array", categoryarray=[row_request, row_device]))
+    _font_size(fig, font_size)
     return fig

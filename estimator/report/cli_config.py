@@ -29,11 +29,12 @@ FLAG_DEFAULTS: dict[str, Any] = {
     "stack": DEFAULT_STACK, "method": "lora", "precision": "bf16", "attention": "sdpa", "gpus": 1, "sharding": "none",
     "grad_accum": 1, "image_tokens": 0, "trainer": "sft", "offload_optimizer": False, "compile": False,
     "optimizer_in_bwd": False, "train_tower": False, "precompute_ref": False, "vllm_sleep": False,
+    "offload_params": False,
 }
 # Settings a flag carries (resolve_setup's name = the flag's dest); the others go to resolve_setup as they are.
 _SETUP_FLAGS = ("method", "precision", "optimizer", "batch", "seq_len", "grad_ckpt", "offload_activations",
                 "attention", "loss", "lora_rank", "lora_targets", "gpus", "sharding", "offload_optimizer",
-                "grad_accum", "compile", "optimizer_in_bwd")
+                "grad_accum", "compile", "optimizer_in_bwd", "offload_params")
 _LORA_FLAGS = ("lora_rank", "lora_targets")
 _TRAINER_FLAGS = ("trainer", "beta", "precompute_ref", "num_generations", "prompt_len", "completion_len",
                   "generation", "vllm_gpu_util", "vllm_sleep")

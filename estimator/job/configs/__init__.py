@@ -149,7 +149,8 @@ def _model_entry(r: Reader, fmt: ModuleType, model: ModelRef) -> None:
                  raw=model.name or MISSING)
 
 
-_SETUP_DROP_ORDER = ("optimizer_in_bwd", "compile", "offload_activations", "loss", "offload_optimizer",
+_SETUP_DROP_ORDER = ("optimizer_in_bwd", "compile", "offload_activations", "loss", "offload_params",
+                     "offload_optimizer",
                      "adapter_dtype", "nf4_double_quant", "attention", "lora_targets", "sharding", "optimizer",
                      "grad_accum")
 _TRAINER_DROP_ORDER = ("vllm_sleep", "vllm_gpu_util", "generation", "completion_len", "prompt_len", "num_generations",

@@ -156,16 +156,28 @@ def deepspeed(reader: Reader, key: str, attachment: Callable[[str], bytes | None
                                                                    where=where))
     if opt_off:
         reader.set("offload_optimizer", True, key, why=Text(N_("offload_optimizer to CPU, {where}"), where=where))
-    if param_off:
-        reader.refuse(key, Text(N_("ZeRO-3 parameter offload keeps the parameters in CPU RAM between uses; the "
-                                   "estimate keeps them on the GPU (an upper bound)")))
+    if param_off and stage == 3:  # zero_optimization.offload_param: the parameters live in CPU RAM
+        reader.set("offload_params", True, key, why=Text(N_("offload_param to CPU, {where}"), where=where))
+    elif param_off:
+        reader.refuse(key, Text(N_("offload_param works with ZeRO stage 3 only (DeepSpeed ignores it below); not "
+                                   "applied")))
+
+
+def fsdp_offload(reader: Reader, key: str, sharding: str) -> None:
+    """FSDP's CPU offload (Axolotl offload_params, transformers' fsdp 'offload', torchtune fsdp_cpu_offload) keeps
+    the parameter shards and the optimizer state in CPU RAM, and the gradient shards too."""
+    reader.set("offload_optimizer", True, key, why=Text(N_("FSDP CPU offload")))
+    if sharding == "zero3":
+        reader.set("offload_params", True, key, why=Text(N_("FSDP CPU offload")))
+    reader.refuse(key, Text(N_("FSDP's CPU offload also keeps the gradient shards in CPU RAM; the estimate keeps "
+                               "them on the GPU (an upper bound)")))
 
 
 def gpus_note(reader: Reader) -> None:
     """Sharding without a GPU count in the file: say the estimate runs on one GPU unless told."""
     if reader.settings.get("sharding", "none") != "none" and "gpus" not in reader.settings:
-        reader.refuse("gpus", Text(N_("the file does not say how many GPUs (the launcher does): estimated on 1 GPU, "
-                                      "where sharding changes nothing; set the GPU count")), raw=MISSING)
+        reader.refuse("gpus", Text(N_("the file does not say how many GPUs (the launcher does): estimated on 1 GPU; "
+                                      "set the GPU count")), raw=MISSING)
 
 
 def gpus_from_marker(reader: Reader, marker: dict[str, str]) -> None:

@@ -25,6 +25,7 @@ SETTING_NAMES: dict[str, str] = {
     "grad_ckpt": N_("gradient checkpointing"), "offload_activations": N_("checkpoint offload to CPU"),
     "attention": N_("attention"), "loss": N_("loss"), "lora_rank": N_("LoRA rank"), "lora_targets": N_("LoRA targets"),
     "gpus": N_("GPUs"), "sharding": N_("sharding"), "offload_optimizer": N_("optimizer state in CPU RAM"),
+    "offload_params": N_("parameters in CPU RAM"),
     "grad_accum": N_("gradient accumulation"), "compile": N_("compile"),
     "optimizer_in_bwd": N_("optimizer step in backward"), "nf4_double_quant": N_("NF4 double quantisation"),
     "adapter_dtype": N_("adapter dtype"), "max_grad_norm": N_("gradient clipping"),

@@ -10,6 +10,7 @@ from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
 from ._common import (
     attention,
     deepspeed,
+    fsdp_offload,
     gpus_from_marker,
     gpus_note,
     hf_optimizer,
@@ -308,9 +309,7 @@ def _fsdp(r: Reader) -> None:
           why=Text(N_("FSDP: parameters kept between forward and backward")) if grad_op else Text(N_("FSDP full shard")))
     offload = cfg.get("offload_params", cfg.get("fsdp_offload_params", "offload" in flags))
     if offload is True or "offload" in flags:
-        r.set("offload_optimizer", True, key, why=Text(N_("FSDP CPU offload")))
-        r.refuse(key, Text(N_("FSDP's CPU offload also keeps the parameters and gradients in CPU RAM; the estimate "
-                              "offloads the optimizer state only (an upper bound on the GPU)")))
+        fsdp_offload(r, key, "zero2" if grad_op else "zero3")
     if r.has("fsdp") and key == "fsdp_config":
         r.ignore("fsdp", Text(N_("read with fsdp_config")))
 

@@ -13,7 +13,7 @@ import yaml
 from ...i18n import N_, Text
 from ...options.optimizers import OPTIMIZERS
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
-from ._common import gpus_from_marker, gpus_note, lora_dropout, no_memory
+from ._common import fsdp_offload, gpus_from_marker, gpus_note, lora_dropout, no_memory
 from ._fields import MISSING, as_bool, load_keys, shown
 from ._models import ref_from_name, ref_from_torchtune
 from ._read import ConfigError, printable
@@ -216,10 +216,7 @@ def _parallel(r: Reader, ctx: ReadContext) -> None:
     r.set("sharding", "zero2" if reshard is False else "zero3", key,
           why=Text(N_("a distributed recipe's FSDP")))
     if r.given("fsdp_cpu_offload") and r.boolean("fsdp_cpu_offload"):
-        r.set("offload_optimizer", True, "fsdp_cpu_offload")
-        r.refuse("fsdp_cpu_offload", Text(N_("FSDP's CPU offload also keeps the parameters and gradients in CPU RAM; "
-                                             "the estimate offloads the optimizer state only (an upper bound on the "
-                                             "GPU)")))
+        fsdp_offload(r, "fsdp_cpu_offload", r.settings.get("sharding", "none"))
 
 
 def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:

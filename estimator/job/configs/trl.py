@@ -14,6 +14,7 @@ from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GPUS, MAX_GRAD_ACCUM, MAX_RANK, M
 from ._common import (
     attention,
     deepspeed,
+    fsdp_offload,
     gpus_from_marker,
     gpus_note,
     hf_optimizer,
@@ -347,9 +348,7 @@ def _parallel(r: Reader, ctx: ReadContext) -> None:
         elif "full_shard" in text.lower() or "hybrid_shard" in text.lower():
             r.set("sharding", "zero3", "fsdp")
         if "offload" in text.lower():
-            r.set("offload_optimizer", True, "fsdp", why=Text(N_("FSDP CPU offload")))
-            r.refuse("fsdp", Text(N_("FSDP's CPU offload also keeps the parameters and gradients in CPU RAM; the "
-                                     "estimate offloads the optimizer state only (an upper bound on the GPU)")))
+            fsdp_offload(r, "fsdp", r.settings.get("sharding", "none"))
     profile_gpus = None
     if r.given("accelerate_config"):
         name = str(r.get("accelerate_config")).strip()
@@ -366,6 +365,12 @@ def _parallel(r: Reader, ctx: ReadContext) -> None:
             r.set("sharding", ("none", "zero1", "zero2", "zero3")[stage], "zero_stage")
     if r.given("offload_optimizer_device") and str(r.get("offload_optimizer_device")).lower() in ("cpu", "nvme"):
         r.set("offload_optimizer", True, "offload_optimizer_device")
+    if r.given("offload_param_device") and str(r.get("offload_param_device")).lower() in ("cpu", "nvme"):
+        if r.settings.get("sharding") == "zero3":
+            r.set("offload_params", True, "offload_param_device")
+        else:
+            r.refuse("offload_param_device", Text(N_("offload_param works with ZeRO stage 3 only (DeepSpeed ignores "
+                                                     "it below); not applied")))
     if not r.take_int("gpus", "num_processes", 1, MAX_GPUS) and profile_gpus:
         r.set("gpus", profile_gpus, "accelerate_config", why=Text(N_("the profile's num_processes")))
     gpus_from_marker(r, ctx.marker)

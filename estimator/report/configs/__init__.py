@@ -210,6 +210,8 @@ def _deepspeed_pair(setup: TrainingSetup) -> list[tuple[str, object]]:
     zero: dict[str, object] = {"stage": _DEEPSPEED_STAGES.get(setup.sharding, 2)}
     if setup.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu"}
+    if setup.offload_params:  # ZeRO-3 offload_param (report/snippets/common.py _deepspeed_lines)
+        zero["offload_param"] = {"device": "cpu"}
     return [("deepspeed", {"zero_optimization": zero, "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
                            "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto"})]
 
@@ -247,7 +249,7 @@ def _hf_notes(setup: TrainingSetup, stack: str, tr: TrainerSetup, notes: list[st
     if stack == "trl" and impl == "hf" and tr.trainer == "sft":
         notes.append("the full-logits loss: TRL's CLI runs every SFT loss through its fused chunked head (a "
                      "compute_loss_func in a script sees the full logits).")
-    if stack == "unsloth" and impl == "hf":
+    if stack == "unsloth" and impl in ("hf", "unsloth_ce"):  # report/snippets/unsloth.py: the env variable
         notes.append("the full-logits loss: Unsloth returns logits only with UNSLOTH_RETURN_LOGITS=1 in the "
                      "environment, which no key of this file sets.")
     if stack == "plain" and impl != "hf":
@@ -372,7 +374,11 @@ def _export_torchtune(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -
     if setup.gpus > 1 or setup.sharding != "none" or setup.offload_optimizer:
         # full_finetune_distributed.py / lora_finetune_distributed.py: FSDP; these keys make the importer read it
         doc["fsdp_reshard_after_forward"] = setup.sharding != "zero2"
-        doc["fsdp_cpu_offload"] = setup.offload_optimizer
+        doc["fsdp_cpu_offload"] = setup.offload_optimizer or setup.offload_params
+        if setup.offload_optimizer != (setup.offload_params and setup.sharding == "zero3"):
+            notes.append("fsdp_cpu_offload offloads the parameters and the optimizer state together; the estimate "
+                         "offloads " + ("the optimizer state only." if setup.offload_optimizer else "the parameters "
+                                                                                                    "only."))
     extra: dict[str, object] = {}
     if placeholder and _model_id(spec) != PLACEHOLDER_MODEL_ID:
         extra["model"] = _model_id(spec)  # the builder below is a template's: the marker names the real model
