@@ -18,6 +18,7 @@ from estimator.options.trainers import TRL_VERSION
 from estimator.report.document import estimate_host, estimate_json
 from estimator.report.snippets.trainers import trainer_snippet
 from ui.charts import both_units, chart_alt, memory_bar_spec
+from ui.config_box import export_section
 from ui.exact import render_exact
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX, live_page
 from ui.lang import localised, number_columns
@@ -150,6 +151,7 @@ def rest(inputs: Inputs, a: Answer) -> None:
     _what_to_change(inputs, a)
     if not present:
         _breakdown(a.est, device, a.host)
+        export_section(spec, a.setup, a.trainer)  # the stack's config file (ui/config_box.py)
     # ---- The trainer's TRL script (estimator/report/snippets/trainers.py) -------------------------------------------
     if a.trainer.trainer != "sft" and not present:
         with st.expander(_("{config_class} script for this estimate ({version})").format(

@@ -30,7 +30,8 @@ PAGES = ("pages/calculator.py", "pages/compare.py", "pages/fits.py", "pages/size
 # The URL parameters the brief promises (ui.inputs binds one widget to each).
 URL_PARAMS = ("model", "size", "stack", "method", "precision", "optimizer", "batch", "max_len", "ckpt", "loss",
               "attn", "rank", "targets", "gpus", "sharding", "device", "capacity", "kind", "rule", "present",
-              "images", "tower", "offload_params", "host_ram")
+              "images", "tower", "offload_params", "host_ram", "accum", "opt_offload", "compile", "in_bwd",
+              "dq")
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"

@@ -172,3 +172,12 @@ def test_gemma2_sdpa_runs_eager_on_transformers_stacks():
     assert llama_sdpa.components_bytes["activations"] < estimate(LLAMA, eager).components_bytes["activations"]
     assert 'attn_implementation="eager"' in training_snippet(gemma, sdpa)
     assert 'attn_implementation="sdpa"' in training_snippet(LLAMA, sdpa)
+
+
+def test_with_method_drops_the_optimizer_step_in_backward_for_adapters():
+    """optimizer_in_bwd is torchtune's full fine-tuning switch: the same setup trained with LoRA (a remedy, the
+    Compare page's bars) has none, instead of a setup the estimator refuses."""
+    full = resolve_setup("torchtune", method="full", optimizer_in_bwd=True)
+    assert with_method(full, "lora").optimizer_in_bwd is False
+    assert with_method(with_method(full, "lora"), "full").optimizer_in_bwd is False  # not remembered: a new choice
+    assert with_method(full, "full").optimizer_in_bwd is True

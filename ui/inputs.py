@@ -31,6 +31,7 @@ from estimator.job.stack import resolve_setup, setup_summary
 from estimator.job.tower import check_tower
 from estimator.memory.adapters import lora_targets
 from estimator.options.stacks import DEFAULT_STACK, STACKS, get_stack
+from ui.config_box import draw_config_box
 from ui.lang import language_switch
 from ui.model_box import DEFAULT_MODEL, draw_model_section
 from ui.model_box import model_options as model_options  # re-exported: tests read it here
@@ -155,9 +156,15 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         rank = widget("rank", disabled=lora_off)
         targets_text = widget("targets", disabled=lora_off,
                               help=_("'all-linear' or names: {names}").format(names=", ".join(named.linear_names())))
+        dq = widget("dq", disabled=method != "qlora")
+        torchtune = stack_id == "torchtune"
+        compile_ = widget("compile", disabled=not torchtune)
+        in_bwd = widget("in_bwd", disabled=not torchtune or method != "full")
     with sb.expander(_("GPUs and sharding")):
         gpus = widget("gpus")
         sharding = widget("sharding")
+        accum = widget("accum")
+        opt_offload = widget("opt_offload")
         offload_params = widget("offload_params", disabled=sharding != "zero3")
     if offload_params and sharding != "zero3":
         notes.append(_("Parameter offload needs sharding zero3; it is off until you choose zero3."))
@@ -169,9 +176,27 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         grad_ckpt={"true": True, "false": False, "offload": True}.get(str(ckpt)),
         offload_activations={"offload": True, "false": False, "true": False}.get(str(ckpt)),
         loss=None if loss == AUTO else str(loss), image_tokens=int(images), train_tower=bool(tower),
+        grad_accum=int(accum), offload_optimizer=bool(opt_offload),
+        nf4_double_quant={"true": True, "false": False}.get(str(dq)) if method == "qlora" else None,
+        compile=bool(compile_) if torchtune else None,
+        optimizer_in_bwd=bool(in_bwd) if torchtune and method == "full" else None,
         offload_params=bool(offload_params),
     )
+    _settle_scale(settings, notes)
     return _Training(settings, str(stack_id) if stack_id in STACKS else DEFAULT_STACK, str(targets_text), length_slot)
+
+
+def _settle_scale(settings: dict[str, object], notes: list[str]) -> None:
+    """Combinations the setup refuses, set aside with a note (the page keeps working): the optimizer step in
+    backward with gradient accumulation (torchtune's recipes raise), optimizer offload over several GPUs without
+    sharding (estimator.job.setup)."""
+    if settings["optimizer_in_bwd"] and int(settings["grad_accum"]) > 1:  # type: ignore[call-overload]
+        notes.append(_("The optimizer step in backward needs gradient accumulation 1 (torchtune refuses both); "
+                       "shown without it."))
+        settings["optimizer_in_bwd"] = False
+    if settings["offload_optimizer"] and settings["sharding"] == "none" and int(settings["gpus"]) > 1:  # type: ignore[call-overload]
+        notes.append(_("Optimizer offload over several GPUs needs ZeRO or FSDP sharding; shown without it."))
+        settings["offload_optimizer"] = False
 
 
 def _draw_device_section(sb: Any) -> tuple[Device, float | None]:
@@ -204,6 +229,7 @@ def _draw_settled() -> _Drawn:
     notes: list[str] = []
     sb = st.sidebar
     sb.header(_("Your setup"))
+    draw_config_box(sb)  # before the widgets it sets (its callbacks run before this run's widgets)
     rule_on = widget("rule", sb)
     choice, size_slot, spec = draw_model_section(sb, notes)  # spec stays None for 'by-size' (the live part's)
     # For the controls below (LoRA's names, a tower's): a by-size model is the generic decoder of the typed size.

@@ -14,6 +14,7 @@ MAX_BATCH = 4096
 MAX_SEQ_LEN = 1 << 21  # 2M tokens
 MAX_RANK = 4096
 MAX_GPUS = 4096
+MAX_GRAD_ACCUM = 1 << 16
 ALL_LINEAR = "all-linear"
 
 
@@ -104,7 +105,7 @@ class TrainingSetup:
         _check_int("seq_len", self.seq_len, 1, MAX_SEQ_LEN)
         _check_int("lora_rank", self.lora_rank, 1, MAX_RANK)
         _check_int("gpus", self.gpus, 1, MAX_GPUS)
-        _check_int("grad_accum", self.grad_accum, 1, 1 << 16)
+        _check_int("grad_accum", self.grad_accum, 1, MAX_GRAD_ACCUM)
         _check_int("image_tokens", self.image_tokens, 0, MAX_SEQ_LEN)
         if not isinstance(self.train_tower, bool):
             raise ValueError(Text(N_("{name} must be true or false, got {value}"), name="train_tower",

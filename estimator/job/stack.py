@@ -70,6 +70,8 @@ def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
         return replace(setup, method=method)
     given = {f.name: getattr(setup, f.name) for f in fields(setup)
              if f.name not in setup.from_stack and f.name not in ("stack", "from_stack")}
+    if method != "full":  # torchtune's LoRA recipes have no optimizer_in_bwd (lora_finetune_single_device.py)
+        given["optimizer_in_bwd"] = False
     return resolve_setup(setup.stack, **{**given, "method": method})
 
 

@@ -22,7 +22,7 @@ from ..memory.price import estimate
 from ..memory.result import component_keys
 from ..memory.verdict import verdict
 from ..models.config import parse_config_text
-from ..models.hub import HubConfigRefused, fetch_model
+from ..models.hub import HubConfigRefused, HubError, fetch_model
 from ..models.presets import generic_spec, list_presets, load_preset, preset_ids
 from ..oom_message import MAX_TEXT_CHARS, parse_oom
 from ..options.devices import (
@@ -42,6 +42,7 @@ from ..options.precisions import PRECISION_IDS
 from ..options.stacks import DEFAULT_STACK, STACK_IDS
 from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRAINERS, TRL_VERSION
 from ..units import fmt_both
+from . import cli_config
 from .document import _device_json, advice_json, estimate_host, estimate_json
 from .text import advice_lines, band_line, host_lines, note_lines, oom_lines
 
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     _setup_flags(p)
     _scale_flags(p)
     _trainer_flags(p)
+    cli_config.add_flags(p)
     _output_flags(p)
     return p
 
@@ -119,29 +121,29 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
 
 def _setup_flags(p: argparse.ArgumentParser) -> None:
     """The training setup: stack, method, precision, optimizer, batch and length, checkpointing, loss, LoRA."""
-    p.add_argument("--stack", choices=STACK_IDS, default=DEFAULT_STACK,
-                   help="training stack whose defaults fill every setting not given (default: %(default)s)")
-    p.add_argument("--method", choices=METHODS, default="lora", help="full fine-tuning, LoRA or QLoRA")
+    p.add_argument("--stack", choices=STACK_IDS, default=None,
+                   help=f"training stack whose defaults fill every setting not given (default: {DEFAULT_STACK})")
+    p.add_argument("--method", choices=METHODS, default=None, help="full fine-tuning, LoRA or QLoRA (default: lora)")
     p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate "
                                                       "(SFT only; default: the detailed estimate)")
-    p.add_argument("--precision", choices=PRECISION_IDS, default="bf16", help="weights' precision")
+    p.add_argument("--precision", choices=PRECISION_IDS, default=None, help="weights' precision (default: bf16)")
     p.add_argument("--optimizer", choices=OPTIMIZER_IDS, default=None, help="default: the stack's")
     p.add_argument("--batch", type=int, default=None,
                    help="per-device batch (default: the trainer's: 1; GRPO 8, TRL's per_device_train_batch_size, "
                         "counted in completions)")
     p.add_argument("--seq-len", type=int, default=None, help="max length in tokens (default 2048; GRPO: "
                                                              "--prompt-len + --completion-len)")
-    p.add_argument("--image-tokens", type=int, default=0,
+    p.add_argument("--image-tokens", type=int, default=None,
                    help="image tokens per example, for a multimodal model trained on images (Gemma 3: 256 per "
-                        "image); they lengthen the language model's sequence")
-    p.add_argument("--train-tower", action="store_true",
+                        "image); they lengthen the language model's sequence (default: 0)")
+    p.add_argument("--train-tower", action="store_true", default=None,
                    help="train the multimodal model's vision tower and projector too (full: all their weights; "
                         "LoRA: adapters on their linears); default: frozen")
     p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None,
                    help="gradient checkpointing on/off (default: the stack's)")
     p.add_argument("--offload-activations", action=argparse.BooleanOptionalAction, default=None,
                    help="offload the checkpointed layer inputs to CPU RAM (default: the stack's)")
-    p.add_argument("--attention", choices=ATTENTIONS, default="sdpa", help="attention implementation")
+    p.add_argument("--attention", choices=ATTENTIONS, default=None, help="attention implementation (default: sdpa)")
     p.add_argument("--loss", choices=LOSS_IDS, default=None, help="default: the stack's")
     p.add_argument("--lora-rank", type=int, default=None, help="LoRA/QLoRA adapter rank (default: 16)")
     p.add_argument("--lora-targets", default=None,
@@ -150,18 +152,20 @@ def _setup_flags(p: argparse.ArgumentParser) -> None:
 
 def _scale_flags(p: argparse.ArgumentParser) -> None:
     """GPUs and sharding, optimizer offload, gradient accumulation and torchtune's memory switches."""
-    p.add_argument("--gpus", type=int, default=1, help="GPUs of this kind the run spreads over")
-    p.add_argument("--sharding", choices=SHARDINGS, default="none",
-                   help="ZeRO stage / FSDP sharding over --gpus (over 1 GPU it changes nothing: a note says so)")
-    p.add_argument("--offload-optimizer", action="store_true", help="keep the optimizer state in CPU RAM")
-    p.add_argument("--offload-params", action="store_true",
+    p.add_argument("--gpus", type=int, default=None, help="GPUs of this kind the run spreads over (default: 1)")
+    p.add_argument("--sharding", choices=SHARDINGS, default=None,
+                   help="ZeRO stage / FSDP sharding over --gpus (over 1 GPU it changes nothing: a note says so; "
+                        "default: none)")
+    p.add_argument("--offload-optimizer", action="store_true", default=None,
+                   help="keep the optimizer state in CPU RAM")
+    p.add_argument("--offload-params", action="store_true", default=None,
                    help="ZeRO-3 parameter offload (DeepSpeed offload_param): the parameters live in CPU RAM and the "
                         "GPU gathers one layer at a time (needs --sharding zero3; on one GPU too)")
-    p.add_argument("--grad-accum", type=int, default=1,
-                   help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation)")
-    p.add_argument("--compile", action="store_true",
+    p.add_argument("--grad-accum", type=int, default=None,
+                   help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation; default: 1)")
+    p.add_argument("--compile", action="store_true", default=None,
                    help="torchtune compile=True: its compiled cross-entropy keeps 16-bit logits (torchtune stack)")
-    p.add_argument("--optimizer-in-bwd", action="store_true",
+    p.add_argument("--optimizer-in-bwd", action="store_true", default=None,
                    help="torchtune optimizer_in_bwd=True: each gradient is applied and freed in backward "
                         "(torchtune stack, full fine-tuning)")
 
@@ -169,15 +173,17 @@ def _scale_flags(p: argparse.ArgumentParser) -> None:
 def _trainer_flags(p: argparse.ArgumentParser) -> None:
     """The preference and RL trainers (TRL)."""
     tg = p.add_argument_group(f"preference and RL trainers ({TRL_VERSION})")
-    tg.add_argument("--trainer", choices=TRAINER_IDS, default="sft", help="(default: %(default)s)")
-    tg.add_argument("--precompute-ref", action="store_true", help="DPO/KTO: precompute_ref_log_probs=True")
+    tg.add_argument("--trainer", choices=TRAINER_IDS, default=None, help="(default: sft)")
+    tg.add_argument("--precompute-ref", action="store_true", default=None,
+                    help="DPO/KTO: precompute_ref_log_probs=True")
     tg.add_argument("--beta", type=float, help="DPO/ORPO/SimPO/KTO/GRPO beta (GRPO: > 0 loads a reference)")
     tg.add_argument("--num-generations", type=int, help="GRPO: completions per prompt (default 8)")
     tg.add_argument("--prompt-len", type=int, help="GRPO: prompt tokens (default 512)")
     tg.add_argument("--completion-len", type=int, help="GRPO: max_completion_length (default 512)")
     tg.add_argument("--generation", choices=GENERATION_IDS, help="GRPO: where completions are generated (default hf)")
     tg.add_argument("--vllm-gpu-util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
-    tg.add_argument("--vllm-sleep", action="store_true", help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
+    tg.add_argument("--vllm-sleep", action="store_true", default=None,
+                    help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
 
 
 def _output_flags(p: argparse.ArgumentParser) -> None:
@@ -213,7 +219,13 @@ def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
     if args.size is not None:
         return generic_spec(args.size), None
     if args.model and "/" in args.model:  # a Hugging Face model id (presets have no slash)
-        return fetch_model(args.model)
+        try:
+            return fetch_model(args.model)
+        except HubError as exc:
+            if args.model != getattr(args, "config_model", None):
+                raise
+            raise ValueError(f"the config's model {args.model[:80]}: {exc}; give --model or --config (the rest of "
+                             "the config applies)") from None
     pid = args.model or "llama-3.1-8b"
     if pid not in preset_ids():  # the nearest presets, not all of them on one line
         raise ValueError(f"unknown model preset '{pid[:60]}'{_nearest(pid, preset_ids())} (see --list-presets); "
@@ -377,7 +389,7 @@ def _setup(args: argparse.Namespace) -> TrainingSetup:
         sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
         offload_params=args.offload_params or None,
         compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
-        image_tokens=args.image_tokens, train_tower=args.train_tower,
+        image_tokens=args.image_tokens, train_tower=args.train_tower, **args.config_extra,
     )
 
 
@@ -422,7 +434,7 @@ def _compute(args: argparse.Namespace) -> _Run:
     if args.trainer == "grpo" and args.seq_len is not None:
         raise ValueError("GRPO's sequences are --prompt-len + --completion-len tokens; drop --seq-len")
     spec, hub, fast_error = _spec(args)
-    setup = _setup(args)
+    setup = cli_config.fit_config_targets(args, spec, _setup(args))
     trainer = _trainer(args)
     device = _device(args)
     if args.advice and device is None:
@@ -468,10 +480,12 @@ def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
         print("\n".join(_exact_text(exact_res, None)))
 
 
-def _document(run: _Run, est: Estimate, notes: list[str]) -> dict[str, Any]:
+def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[str]) -> dict[str, Any]:
     """The JSON document: the estimate, the notes, and the exact trace, Hub record and advice when present."""
     doc = estimate_json(est, run.device, run.host)
     doc["notes"] = notes
+    if run_config := cli_config.config_json(args):
+        doc["config_import"] = run_config
     if run.exact_res is not None:
         doc["exact"] = run.exact_res.as_json(est.total_bytes)
     if run.hub is not None:
@@ -504,7 +518,7 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
     setup, device = run.setup, run.device
     if run.hub is not None:
         print(run.hub.label)
-    print("\n".join(_heading(est, setup, run.trainer)))
+    print("\n".join(cli_config.config_lines(args) + _heading(est, setup, run.trainer)))
     for key in component_keys(est):
         print(f"  {key:<12} {fmt_both(est.components_bytes[key])}")
     print(f"  {'total':<12} {fmt_both(est.total_bytes)}  (band {fmt_both(est.low_bytes)} – "
@@ -532,6 +546,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse the flags, estimate (and trace, and advise), print text or JSON; exit 2 on a bad flag."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        cli_config.apply_config(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    cli_config.fill_defaults(args)
     if args.exact:
         ok, why = exact.available()
         if not ok:
@@ -545,10 +564,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2  # unreachable: error() exits
     est = run.est
     if est is None:  # only with --exact: the fast estimator refused this config, the trace did not
+        if args.export_config:
+            parser.error("--export-config needs a model the fast estimate reads (this one is traced only)")
         _print_exact_only(args, run)
         return 0
     notes = [*est.notes, *_flag_notes(args, run.device)]
-    doc = _document(run, est, notes)  # built in text mode too, as before: both modes run the same code
+    try:
+        if cli_config.write_export(args, run.spec, run.setup, run.trainer):
+            return 0
+    except ValueError as exc:
+        parser.error(str(exc))
+    doc = _document(args, run, est, notes)  # built in text mode too, as before: both modes run the same code
     if args.json:
         print(json.dumps(doc, indent=2))
     else:

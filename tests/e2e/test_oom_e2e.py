@@ -61,7 +61,7 @@ def test_an_uploaded_log_and_a_bad_message(page: Page, app_url: str):
     assert page.locator("script", has_text="alert(1)").count() == 0
     expect(page.locator("strong", has_text="bold")).to_have_count(0)
     paste(page, "")
-    page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
+    page.locator(".st-key-oom_upload [data-testid='stFileUploaderDropzoneInput']").set_input_files(
         {"name": "train.log", "mimeType": "text/plain",
          "buffer": (DATA / "pytorch-152351.txt").read_bytes()})
     wait_for_app_run(page)
