@@ -28,9 +28,9 @@ def _page_templates(lang: str, root: str) -> tuple:
     the key; so is the app's folder (the pages' paths resolve against it)."""
     return (
         st.Page("pages/calculator.py", title=_("Calculator"), icon=":material/calculate:", default=True),
-        st.Page("pages/compare.py", title=_("Compare methods"), icon=":material/stacked_bar_chart:", url_path="compare"),
-        st.Page("pages/fits.py", title=_("What fits my device"), icon=":material/laptop_mac:", url_path="fits"),
-        st.Page("pages/sizes.py", title=_("Size table"), icon=":material/table:", url_path="sizes"),
+        st.Page("pages/compare.py", title=_("Compare"), icon=":material/stacked_bar_chart:", url_path="compare"),
+        st.Page("pages/fits.py", title=_("What fits"), icon=":material/laptop_mac:", url_path="fits"),
+        st.Page("pages/sizes.py", title=_("Sizes"), icon=":material/table:", url_path="sizes"),
         st.Page("pages/scale.py", title=_("Scale out"), icon=":material/hub:", url_path="scale"),
         st.Page("pages/oom.py", title=_("Out of memory?"), icon=":material/error:", url_path="oom"),
         st.Page("pages/how.py", title=_("How it works"), icon=":material/menu_book:", url_path="how"),

@@ -82,7 +82,7 @@ def test_inputs_survive_switching_pages(page: Page, app_url: str):
     open_app(page, app_url + LAPTOP_7B + "&method=full&rule=true&max_len=4096")
     before = verdict_text(page)
     assert before == "Too big by 59.0 GB"  # 88 GB vs the laptop's 27 GiB (29.0 GB) usable
-    page.get_by_role("link", name="Compare methods").click()
+    page.get_by_role("link", name="Compare", exact=True).click()
     wait_for_app_run(page)
     expect(page).to_have_url(re.compile(r"/compare"))
     expect(page.locator(".st-key-model input")).to_have_value("by-size")
