@@ -122,15 +122,44 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
         proc.wait(timeout=5)
 
 
+_ERROR_START = re.compile(r"Uncaught app exception|Uncaught app execution|Traceback \(most recent call last\)")
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+
+
 def server_log_errors(proc: subprocess.Popen) -> list[str]:
-    """Tracebacks / 'Uncaught app execution' lines the server logged (the user sees a redacted box)."""
+    """Each error the server logged, as one block of text: its 'Uncaught app exception' line with the traceback
+    below it (one error, counted once, however many lines it takes; the user sees a redacted box)."""
     log = getattr(proc, "log", None)
     if log is None:
         return []
     log.flush()
     log.seek(0)
-    text = log.read()
-    return [line for line in text.splitlines() if re.search(r"Uncaught app exception|Uncaught app execution|Traceback", line)]
+    return error_blocks(log.read())
+
+
+def error_blocks(text: str) -> list[str]:
+    """The error blocks of a server log (see server_log_errors)."""
+    lines = text.splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        if not _ERROR_START.search(lines[i]):
+            i += 1
+            continue
+        start, i = i, i + 1
+        while i < len(lines):
+            line = lines[i]
+            if line.startswith((" ", "\t")) or line.startswith("Traceback (most recent call last)") \
+                    or line.startswith(_CHAINED) or not line.strip():
+                i += 1
+            elif i > start and lines[i - 1].startswith((" ", "\t")):  # the exception's own line ends the block
+                i += 1
+                if i < len(lines) and not lines[i].strip() and i + 1 < len(lines) and lines[i + 1].startswith(_CHAINED):
+                    continue
+                break
+            else:
+                break
+        blocks.append("\n".join(lines[start:i]).rstrip())
+    return blocks
 
 
 def system_chromium() -> str | None:

@@ -500,7 +500,10 @@ def run(args: argparse.Namespace) -> tuple[Stats, float]:
         return stats, elapsed
     with streamlit_server() as (url, proc, _):
         elapsed = asyncio.run(_drive(url, args, stats))
-        stats.server_errors = len(server_log_errors(proc))
+        errors = server_log_errors(proc)
+        stats.server_errors = len(errors)
+        for block in errors[:5]:  # what went wrong, as the server logged it
+            print(f"server error:\n{block}", file=sys.stderr)
     return stats, elapsed
 
 
