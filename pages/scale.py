@@ -23,7 +23,8 @@ from ui.grids import (
 )
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
-from ui.page_charts import scale_out_chart
+from ui.live_chart import live_plotly_chart
+from ui.page_charts import scale_out_chart_spec
 from ui.params import widget
 from ui.text import plain, present_table, show_notes
 from ui.trainer_inputs import page_trainer, trainer_summary
@@ -90,13 +91,14 @@ def answer(inputs: Inputs) -> Layouts:
                 icon=":material/info:")
     else:
         _verdict(lay)
-    st.plotly_chart(scale_out_chart(curves, counts, device, font_size=18 if inputs.presentation else None),
-                    key="scale_chart", config={"displayModeBar": False},
-                    alt=_("Lines of peak memory per GPU against the GPU count for each sharding: {lines}").format(
-                        lines="; ".join(_("{sharding} from {first} GB on {first_n} GPU(s) to {last} GB on {last_n}").format(
-                            sharding=_(SHARDING_LABELS[s]), first=format_number(ests[0].total_bytes / 1e9, 0),
-                            first_n=counts[0], last=format_number(ests[-1].total_bytes / 1e9, 0), last_n=counts[-1])
-                            for s, ests in curves.items())))
+    # Updated in place (ui/live_chart.py): a plain spec, no Figure built and validated on every rerun.
+    live_plotly_chart(scale_out_chart_spec(curves, counts, device, font_size=18 if inputs.presentation else None),
+                      key="scale_chart", config={"displayModeBar": False},
+                      alt=_("Lines of peak memory per GPU against the GPU count for each sharding: {lines}").format(
+                          lines="; ".join(_("{sharding} from {first} GB on {first_n} GPU(s) to {last} GB on {last_n}").format(
+                              sharding=_(SHARDING_LABELS[s]), first=format_number(ests[0].total_bytes / 1e9, 0),
+                              first_n=counts[0], last=format_number(ests[-1].total_bytes / 1e9, 0), last_n=counts[-1])
+                              for s, ests in curves.items())))
     return lay
 
 

@@ -184,8 +184,10 @@ def live_plotly_chart(figure: dict[str, Any], *, key: str, alt: str = "", config
                       transition_ms: int = TRANSITION_MS) -> None:
     """Draw a Plotly figure (a plain {"data": [...], "layout": {...}} dict, as the ui.charts builders make)
     that updates in place on every rerun with the same key, its bars animating to their new values.
-    layout.uniformtext is left out: plotly.js (4.1) skips the transition of bars whose layout sets it."""
-    figure = {**figure, "layout": {k: v for k, v in figure["layout"].items() if k != "uniformtext"}}
+    layout.uniformtext is left out of a gliding chart: plotly.js (4.1) skips the transition of bars whose layout
+    sets it. transition_ms=0 keeps it (and every change is drawn with Plotly.react, in place, without a glide)."""
+    if transition_ms > 0:
+        figure = {**figure, "layout": {k: v for k, v in figure["layout"].items() if k != "uniformtext"}}
     payload = {"figure": figure, "alt": alt, "config": config or {}, "src": _plotly_js_url(),
                "transition_ms": int(transition_ms), "key": structure_key(figure)}
     # In a one-item list: Streamlit scans a dict's values for dataframes (typing-Protocol isinstance checks,
