@@ -4,7 +4,6 @@ change, the breakdown with downloads, and a share link. Thin: inputs → estimat
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import streamlit as st
@@ -17,6 +16,7 @@ from estimator.options.methods import METHOD_LABELS
 from estimator.options.trainers import TRL_VERSION
 from estimator.report.document import estimate_json
 from estimator.report.snippets.trainers import trainer_snippet
+from ui.answers import CalculatorAnswer as Answer
 from ui.charts import both_units, chart_alt, memory_bar_spec
 from ui.exact import render_exact
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX, live_page
@@ -39,26 +39,12 @@ from ui.url_state import share_box
 from ui.values import Inputs
 
 if TYPE_CHECKING:  # annotations only
-    from estimator import Device, Estimate, TrainingSetup
-    from estimator.job.trainer import TrainerSetup
+    from estimator import Device, Estimate
 
 
 def text(value: str) -> str:
     """Markdown-escaped text: names can come from an uploaded config.json."""
     return plain(value, limit=2000)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What the verdict was computed from, for the rest of the page: the setup and trainer as priced, the rule
-    (None unless the rule of thumb prices this trainer), the estimate shown and the detailed one."""
-
-    setup: TrainingSetup
-    trainer: TrainerSetup
-    rule: str | None
-    est: Estimate
-    detailed: Estimate
-    length: str  # the batch's length as the verdict's line names it ("2,048 tokens", "(512 + 512) tokens")
 
 
 def answer(inputs: Inputs) -> Answer:

@@ -2,14 +2,13 @@
 and setup, side by side on one memory axis against the device; in rule mode, the rule of thumb's numbers
 (the calculator's, for the same setup)."""
 
-from dataclasses import dataclass
-
 import streamlit as st
 
 from estimator import verdict
 from estimator.i18n import _, format_number
 from estimator.memory.rule import rule_sentence
 from estimator.options.methods import METHOD_LABELS
+from ui.answers import CompareAnswer as Answer
 from ui.charts import stacked_bars_spec
 from ui.exact import render_exact_choice
 from ui.grids import FIGURE_ORDER, compare_setups, components_table, page_estimate_fn, setup_summary
@@ -22,16 +21,6 @@ from ui.text import plain, present_table, show_notes
 from ui.trainer_inputs import page_trainer, trainer_summary
 from ui.url_state import share_box
 from ui.values import Inputs
-
-
-@dataclass(frozen=True)
-class Answer:
-    """The bars the chart drew (label, estimate), and what they were priced for: the rest of the page's table
-    and exact trace use the same."""
-
-    rows: list
-    setups: list  # compare_setups' (label, setup) pairs
-    trainer: object  # estimator.job.trainer.TrainerSetup
 
 
 def headline(total_bytes: float) -> str:

@@ -2,8 +2,6 @@
 offload of the optimizer state, the fewest GPUs (whole nodes where GPUs come several to a node) of each
 catalog GPU that fit, the calculator's verdict bands, and what would make it fit when nothing does."""
 
-from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -12,6 +10,7 @@ from estimator import fmt_both, verdict
 from estimator.advice.solvers import best_layout, fewest_gpus, sharded, what_would_fit
 from estimator.i18n import _, format_number, ngettext
 from estimator.options.methods import SHARDING_LABELS, SHARDINGS
+from ui.answers import ScaleLayouts as Layouts
 from ui.grids import (
     GPU_COUNTS,
     SHORT_SHARDING,
@@ -30,21 +29,6 @@ from ui.text import plain, present_table, show_notes
 from ui.trainer_inputs import page_trainer, trainer_summary
 from ui.url_state import share_box
 from ui.values import Inputs
-
-
-@dataclass(frozen=True)
-class Layouts:
-    """What the page prices: the setup (the Trainer box's), the search's options, and how each GPU count is
-    estimated."""
-
-    spec: Any
-    setup: Any
-    device: Any
-    trainer: Any
-    offload: bool
-    max_gpus: int
-    per_node: int
-    estimate_fn: Any
 
 
 def band_note(est, device) -> str:  # noqa: ANN001 - an Estimate, a Device
