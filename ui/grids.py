@@ -237,6 +237,7 @@ def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Devi
     own memory, so then each device is solved on its own."""
     gpus_only = [d for d in devices if d.kind == "discrete"]
     per_device = trainer is not None and trainer.option.generates and trainer.generation_mode == "vllm-colocate"
+    monotone = trainer is None or not trainer.option.generates  # estimator.advice.solvers.min_gpus_for_devices
     if per_device and not trainer.vllm_sleep:
         # Held in every phase, vLLM's reservation adds util × capacity to the total and nothing else
         # (estimator.memory.trainers: a fixed amount, no allocator slack): price each count once at a 1-byte device and
@@ -245,17 +246,18 @@ def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Devi
         shifted = [replace(d, capacity_bytes=int(d.capacity_bytes - util * (d.capacity_bytes - 1))) for d in gpus_only]
         fn = page_estimate_fn(trainer, None, 1.0)
         answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), shifted, max_gpus, fn,
-                                                  per_node=per_node)
+                                                  per_node=per_node, monotone=monotone)
                    for sharding in shardings}
     elif per_device:
         answers = {sharding: {d.id: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), [d], max_gpus,
                                                          page_estimate_fn(trainer, None, d.capacity_bytes),
-                                                         per_node=per_node)[d.id] for d in gpus_only}
+                                                         per_node=per_node, monotone=monotone)[d.id]
+                              for d in gpus_only}
                    for sharding in shardings}
     else:
         fn = page_estimate_fn(trainer)
         answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), gpus_only, max_gpus,
-                                                  fn, per_node=per_node)
+                                                  fn, per_node=per_node, monotone=monotone)
                    for sharding in shardings}  # each (sharding, count) estimated once for every device
     rows = []
     for device in gpus_only:
