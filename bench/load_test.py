@@ -10,7 +10,10 @@ Starts `streamlit run app.py` on 127.0.0.1 (or targets --url, which must be on t
                     for a rerun, and times the rerun until the memory chart's new spec arrives and until the run
                     finishes. Like a browser it first loads the page (keeping its cookies, e.g. the proxy's
                     affinity cookie) and reconnects when its connection drops. Cheap on the client side, so it
-                    measures the server.
+                    measures the server. --reruns full (default) reruns the whole page for every change, as
+                    any input outside the sliders does; --reruns browser sends what the browser sends: the
+                    batch slider's change reruns only its fragment (ui.inputs.live_page), checkpointing the
+                    whole page.
   --client browser  Playwright browser contexts in one Chromium: the batch slider moved by keyboard (now and
                     then the checkpointing toggle clicked), timed until the chart's data changed in the page.
                     Measures what a user sees, but on a 2-core machine 20 Chromium pages mostly measure
@@ -103,6 +106,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="pause between a session's changes, randomised ±50%% (default 250)")
     p.add_argument("--timeout", type=in_range(float, 1, 300), default=60.0,
                    help="seconds a change may take to update the chart before it counts as an error (default 60)")
+    p.add_argument("--reruns", choices=["full", "browser"], default="full",
+                   help="ws: full = every change reruns the whole page (default); browser = as the browser sends "
+                        "them (a slider change reruns its fragment only)")
     p.add_argument("--url", type=_local_url, help="target a running server instead of starting one")
     p.add_argument("--seed", type=in_range(int, 0, 2**31), default=1, help="random seed (default 1)")
     p.add_argument("--write-docs", action="store_true", help=f"write the figures into {DOC.relative_to(ROOT)}")
@@ -160,6 +166,7 @@ class WsSession:
         self.closing = False
         self.page_hash = ""
         self.ids: dict[str, str] = {}  # widget key → widget id
+        self.fragment_id = ""  # the live fragment holding the sliders (ui.inputs.live_page)
         self.batch, self.direction = 1, 1
         self.ckpt = _default_ckpt()  # the effective value: the first toggle sends its opposite
         self.send_ckpt = False  # 'auto' until the first toggle, then explicit true/false
@@ -206,13 +213,15 @@ class WsSession:
         upstream = self.ws.response.headers.get("X-Upstream") if self.ws.response else None
         self.upstream = upstream or self.upstream
 
-    async def _send_rerun(self) -> None:
+    async def _send_rerun(self, fragment: bool = False) -> None:
         from streamlit.proto.BackMsg_pb2 import BackMsg
 
         msg = BackMsg()
         state = msg.rerun_script
         state.query_string = self._url_query()
         state.page_script_hash = self.page_hash
+        if fragment and self.fragment_id:
+            state.fragment_id = self.fragment_id  # what the browser sends for a widget inside a fragment
         if "batch" in self.ids:
             widget = state.widget_states.widgets.add()
             widget.id = self.ids["batch"]
@@ -261,6 +270,8 @@ class WsSession:
                 if isinstance(widget_id, str) and widget_id.endswith(("-batch", "-ckpt")):
                     name = widget_id.rsplit("-", 1)[1]
                     self.ids[name] = widget_id
+                    if name == "batch":
+                        self.fragment_id = msg.delta.fragment_id
                     if etype == "slider":
                         self.shown[name] = int((inner.value if inner.set_value else inner.default)[0])
                     elif etype == "button_group":
@@ -275,6 +286,8 @@ class WsSession:
                 elif etype == "exception":
                     exceptions += 1
             elif kind == "script_finished":
+                if msg.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+                    continue  # the script asked for a rerun (st.rerun): the run goes on, as in the browser
                 return chart_ms, (time.perf_counter() - t0) * 1000, exceptions, int(msg.script_finished)
 
     async def open(self) -> bool:
@@ -333,9 +346,11 @@ class WsSession:
         return True
 
     async def change(self) -> None:
+        slider = True
         if self.rng.random() < 0.15 and "ckpt" in self.ids:
             self.ckpt = not self.ckpt
             self.send_ckpt = True
+            slider = False
         else:
             if self.batch >= 16:
                 self.direction = -1
@@ -347,7 +362,7 @@ class WsSession:
 
         t0 = time.perf_counter()
         try:
-            await self._send_rerun()
+            await self._send_rerun(fragment=slider and self.args.reruns == "browser")
             chart_ms, finish_ms, exceptions, status = await self._collect(t0)
         except TimeoutError:
             self.stats.timeouts += 1
@@ -556,9 +571,14 @@ def table(result: dict[str, object]) -> str:
 
 def docs_section(result: dict[str, object], args: argparse.Namespace) -> str:
     cmd = (f".venv/bin/python bench/load_test.py --client {args.client} --sessions {args.sessions} "
-           f"--duration {args.duration:g} --max-changes {args.max_changes} --think-ms {args.think_ms} --write-docs")
+           f"--duration {args.duration:g} --max-changes {args.max_changes} --think-ms {args.think_ms}"
+           + (f" --reruns {args.reruns}" if args.client == "ws" and args.reruns != "full" else "")
+           + (f" --url {args.url}" if args.url else "") + " --write-docs")
     kind = ("raw websocket clients (Streamlit protocol)" if args.client == "ws"
             else "Playwright browser contexts in one Chromium")
+    if args.client == "ws":
+        kind += (", slider changes as fragment reruns (as the browser sends them)" if args.reruns == "browser"
+                 else ", every change a full rerun")
     rows = [
         (f"Concurrent sessions: {kind}", result["sessions"]),
         ("Measured window (s)", result["duration_s"]),
@@ -575,6 +595,13 @@ def docs_section(result: dict[str, object], args: argparse.Namespace) -> str:
     if result["finish_p50_ms"] is not None:
         rows.append(("Input change → run finished, p50 / p95 (ms)",
                      f"{result['finish_p50_ms']} / {result['finish_p95_ms']}"))
+    if args.client == "ws":
+        for up, row in result["per_process"].items():
+            rows.append((f"Process {up}: sessions / reruns / per s",
+                         f"{row['sessions']} / {row['reruns']} / {row['reruns_per_s']}"))
+        rows.append(("Sessions that lost the connection: resumed / reloaded from URL / state lost / never back",
+                     f"{result['lost']}: {result['resumed']} / {result['reloaded']} / {result['state_lost']} / "
+                     f"{result['never_back']}"))
     return "\n".join([
         f"{kind[0].upper() + kind[1:]}, measured {time.strftime('%Y-%m-%d %H:%M')} on this machine ({os.cpu_count()} cores, "
         f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end; the server and the clients "
@@ -596,7 +623,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     if args.write_docs:
-        section = f"load-test-{args.client}" + ("" if args.think_ms == 250 else f"-think{args.think_ms}")
+        section = (f"load-test-{args.client}" + ("" if args.think_ms == 250 else f"-think{args.think_ms}")
+                   + ("-browser-reruns" if args.client == "ws" and args.reruns == "browser" else "")
+                   + ("-proxy" if args.url else ""))
         replace_section(DOC, section, docs_section(result, args))
         print(f"wrote {DOC.relative_to(ROOT)}", file=sys.stderr)
     return 0 if result["errors"] == 0 else 1
