@@ -162,6 +162,33 @@ def error_blocks(text: str) -> list[str]:
     return blocks
 
 
+@contextmanager
+def as_a_running_server():
+    """AppTest as a running server runs a rerun: AppTest (Streamlit 1.67, testing/v1/app_test.py _run) starts every
+    run afresh where a server keeps its state, so an AppTest rerun also pays for (1) compiling app.py and the page
+    again (a new ScriptCache per run; the server's Runtime keeps one for its life) and (2) legacy pages mode: it
+    resets PagesManager.uses_pages_directory, so with a pages/ folder beside app.py every run starts in v1
+    navigation and the page's first lines rerun it (ui.inputs._leave_legacy_pages_mode), which a server does
+    once per process. Within this block AppTest keeps one ScriptCache and starts with legacy mode left; the page
+    code runs exactly as before."""
+    import streamlit.testing.v1.app_test as app_test
+    from streamlit.runtime.pages_manager import PagesManager
+
+    shared = app_test.ScriptCache()
+
+    class SettledPagesManager(PagesManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            PagesManager.uses_pages_directory = False  # what st.navigation leaves for the process
+
+    saved = app_test.ScriptCache, app_test.PagesManager
+    app_test.ScriptCache, app_test.PagesManager = (lambda: shared), SettledPagesManager
+    try:
+        yield
+    finally:
+        app_test.ScriptCache, app_test.PagesManager = saved
+
+
 def system_chromium() -> str | None:
     """A system Chromium (CHROMIUM_PATH, /usr/bin/chromium, chromium or chromium-browser on PATH), if any."""
     for candidate in (CHROMIUM, shutil.which("chromium"), shutil.which("chromium-browser")):

@@ -1,7 +1,8 @@
 """Where does a page's rerun spend its time? Runs a page script under cProfile, repeatedly.
 
 The page runs inside AppTest (the real script runner, so widgets, the URL and st.navigation behave as in
-the app); cProfile is enabled in the script thread through threading.setprofile, so the profile covers the
+the app), as a running server runs it (bench.common.as_a_running_server: compiled scripts kept, legacy pages
+mode left); cProfile is enabled in the script thread through threading.setprofile, so the profile covers the
 page script itself plus Streamlit's element serialisation, not the test harness.
 
 Usage:
@@ -23,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import ROOT  # noqa: E402
+from bench.common import ROOT, as_a_running_server  # noqa: E402
 
 APP = ROOT / "app.py"
 
@@ -50,7 +51,12 @@ def profile_page(page: str, runs: int) -> cProfile.Profile:
     logging.disable(logging.WARNING)
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    with as_a_running_server():  # compiled scripts kept, legacy pages mode left, as on a server
+        return _profile(AppTest.from_file(str(APP), default_timeout=120), page, runs)
+
+
+def _profile(at, page: str, runs: int) -> cProfile.Profile:  # noqa: ANN001 - an AppTest
+    at.run()
     if page != "pages/calculator.py":
         at.switch_page(page).run()
     prof = cProfile.Profile()
