@@ -169,24 +169,35 @@ def as_a_running_server():
     again (a new ScriptCache per run; the server's Runtime keeps one for its life) and (2) legacy pages mode: it
     resets PagesManager.uses_pages_directory, so with a pages/ folder beside app.py every run starts in v1
     navigation and the page's first lines rerun it (ui.inputs._leave_legacy_pages_mode), which a server does
-    once per process. Within this block AppTest keeps one ScriptCache and starts with legacy mode left; the page
-    code runs exactly as before."""
+    once per process, and (3) a new mock Runtime, whose component registry is new too, so what the app declares
+    once per server (ui/live_chart.py's plotly.js folder) is declared on every run. Within this block AppTest
+    keeps one ScriptCache and one component registry and starts with legacy mode left; the page code runs
+    exactly as before."""
     import streamlit.testing.v1.app_test as app_test
+    from streamlit.runtime import Runtime
     from streamlit.runtime.pages_manager import PagesManager
 
     shared = app_test.ScriptCache()
+    registry = app_test.MagicMock()
+    plain_mock = app_test.MagicMock
 
     class SettledPagesManager(PagesManager):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             PagesManager.uses_pages_directory = False  # what st.navigation leaves for the process
 
-    saved = app_test.ScriptCache, app_test.PagesManager
-    app_test.ScriptCache, app_test.PagesManager = (lambda: shared), SettledPagesManager
+    def runtime_mock(*args, **kwargs):
+        mock = plain_mock(*args, **kwargs)
+        if kwargs.get("spec") is Runtime:
+            mock.component_registry = registry  # one server, one registry
+        return mock
+
+    saved = app_test.ScriptCache, app_test.PagesManager, app_test.MagicMock
+    app_test.ScriptCache, app_test.PagesManager, app_test.MagicMock = (lambda: shared), SettledPagesManager, runtime_mock
     try:
         yield
     finally:
-        app_test.ScriptCache, app_test.PagesManager = saved
+        app_test.ScriptCache, app_test.PagesManager, app_test.MagicMock = saved
 
 
 def system_chromium() -> str | None:
