@@ -259,16 +259,11 @@ def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Devi
         answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), gpus_only, max_gpus,
                                                   fn, per_node=per_node, monotone=monotone)
                    for sharding in shardings}  # each (sharding, count) estimated once for every device
-    rows = []
-    for device in gpus_only:
-        row: dict[str, object] = {"Device": device.name, "Memory (GB)": device.capacity_bytes / 1e9}
-        for sharding in shardings:
-            row[SHORT_SHARDING[sharding]] = answers[sharding][device.id]
-        rows.append(row)
-    frame = pd.DataFrame(rows)
+    columns: dict[str, object] = {"Device": [d.name for d in gpus_only],
+                                  "Memory (GB)": [d.capacity_bytes / 1e9 for d in gpus_only]}
     for sharding in shardings:  # whole GPU counts, missing where nothing up to max_gpus fits
-        frame[SHORT_SHARDING[sharding]] = frame[SHORT_SHARDING[sharding]].astype("Int64")
-    return frame
+        columns[SHORT_SHARDING[sharding]] = pd.array([answers[sharding][d.id] for d in gpus_only], dtype="Int64")
+    return pd.DataFrame(columns)
 
 
 def close_calls(spec: ModelSpec, setup: TrainingSetup, table: pd.DataFrame, shardings: Sequence[str] = SHARDINGS,
@@ -277,11 +272,12 @@ def close_calls(spec: ModelSpec, setup: TrainingSetup, table: pd.DataFrame, shar
     Verdict.band): the expected peak fits, the upper end of the likely range does not. One estimate per distinct
     (sharding, count): per-GPU memory does not depend on the device."""
     devices = {d.name: d for d in CATALOG}
+    names = table["Device"].tolist()
     out: set[tuple[str, str]] = set()
     for sharding in shardings:
-        column = table[SHORT_SHARDING[sharding]]
-        ests = {int(n): estimate(spec, _scaled(setup, sharding, offload, int(n))) for n in column.dropna().unique()}
-        for name, n in zip(table["Device"], column, strict=True):
+        counts = table[SHORT_SHARDING[sharding]].tolist()  # plain values: a Series is slow to walk
+        ests = {int(n): estimate(spec, _scaled(setup, sharding, offload, int(n))) for n in set(counts) if n is not pd.NA}
+        for name, n in zip(names, counts, strict=True):
             if n is pd.NA:
                 continue
             est = ests[int(n)]

@@ -107,10 +107,16 @@ def min_gpus_for_devices(spec: ModelSpec, setup: TrainingSetup, devices: tuple[D
     by_usable: dict[float, int | None] = {}
     floor: int | None = 1  # the fewest GPUs the devices still to answer can need
     for device in sorted(devices, key=lambda d: -d.usable_bytes):
-        if device.usable_bytes not in by_usable:
-            n = None if floor is None else fewest_gpus(spec, setup, device.usable_bytes, max_gpus, per_node,
-                                                       once_per_count, at_least=floor, guess=floor)
-            by_usable[device.usable_bytes] = floor = n
+        usable = device.usable_bytes
+        if usable in by_usable:
+            continue
+        if floor is None:  # not even the most GPUs fit a larger device
+            n = None
+        elif floor in seen and seen[floor].total_bytes <= usable:  # the fewest it can need, already priced, fits
+            n = floor
+        else:
+            n = fewest_gpus(spec, setup, usable, max_gpus, per_node, once_per_count, at_least=floor, guess=floor)
+        by_usable[usable] = floor = n
     return {d.id: by_usable[d.usable_bytes] for d in devices}
 
 
