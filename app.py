@@ -3,7 +3,7 @@ shared inputs itself (ui.inputs.live_page), so pages stay testable on their own.
 
 Page files are named after their URL paths. Until a session has run st.navigation, Streamlit serves a deep
 link from the legacy pages/ folder by file name; ui.inputs.live_page (called first by every page) then
-switches that session to this navigation and reruns, so /compare, /fits, /sizes, /scale and /how open with the
+switches that session to this navigation and reruns, so /compare, /fits, /sizes, /scale, /oom and /how open with the
 app's own navigation even on a freshly started server."""
 
 import copy
@@ -31,6 +31,7 @@ def _page_templates() -> tuple:
         st.Page("pages/fits.py", title=_("What fits my device"), icon=":material/laptop_mac:", url_path="fits"),
         st.Page("pages/sizes.py", title=_("Size table"), icon=":material/table:", url_path="sizes"),
         st.Page("pages/scale.py", title=_("Scale out"), icon=":material/hub:", url_path="scale"),
+        st.Page("pages/oom.py", title=_("Out of memory?"), icon=":material/error:", url_path="oom"),
         st.Page("pages/how.py", title=_("How it works"), icon=":material/menu_book:", url_path="how"),
     )
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import ROOT, OneLineParser, in_range  # noqa: E402
 
 PAGES = ("pages/calculator.py", "pages/compare.py", "pages/fits.py", "pages/sizes.py", "pages/scale.py",
-         "pages/how.py")
+         "pages/oom.py", "pages/how.py")
 
 
 def _child(root: str, sync: str, runs: int) -> None:

@@ -65,11 +65,11 @@ from bench.common import (  # noqa: E402
 APP = ROOT / "app.py"
 DOC = ROOT / "docs" / "performance.md"
 PAGES = ("pages/calculator.py", "pages/compare.py", "pages/fits.py", "pages/sizes.py", "pages/scale.py",
-         "pages/how.py")
+         "pages/oom.py", "pages/how.py")
 SECTIONS = ("estimator", "pages", "server", "browser")
 # The pages as a browser asks for them (ClientState.page_name: the URL path).
 PAGE_NAMES = {"pages/calculator.py": "", "pages/compare.py": "compare", "pages/fits.py": "fits",
-              "pages/sizes.py": "sizes", "pages/scale.py": "scale", "pages/how.py": "how"}
+              "pages/sizes.py": "sizes", "pages/scale.py": "scale", "pages/oom.py": "oom", "pages/how.py": "how"}
 TARGET_ESTIMATE_US = 50.0
 TARGET_PAGE_MS = 50.0  # issue 23: every page's full rerun
 TARGET_CALCULATOR_MS = 35.0  # issue 23: the calculator's

@@ -305,6 +305,30 @@ def _sharding() -> None:
                   "optimizer state to CPU RAM (ZeRO-Offload). See the *Scale out* page."))
 
 
+def _host_ram(spec: ModelSpec, setup: TrainingSetup) -> None:
+    """The host RAM terms (estimator/memory/host.py), each with its source, for the sidebar's job."""
+    st.subheader(_("Host RAM"))
+    st.markdown(_(
+        "Beside the GPU, the setup needs CPU RAM on the machine, for all its training processes (one per GPU): the "
+        "processes themselves, the model while it loads, and whatever the setup keeps in CPU RAM while it trains. "
+        "Loading and training never overlap, so the host's peak is the larger of the two. On unified memory (a Mac) "
+        "the device's RAM is the machine's: the GPU's peak and the host's training terms add up against it."))
+    try:
+        host = estimate(spec, setup).host
+    except ValueError:  # a setup the estimator refuses (the calculator says why)
+        host = None
+    if host is not None:
+        rows = [{_("Term"): _(x.label), _("Key"): x.key, _("Formula"): x.formula, "GB": round(x.bytes / 1e9, 2)}
+                for x in host.details]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, key="host_terms")
+    st.caption(_("Sources: the processes' import peak measured by calibration/host_baseline.py; the CUDA runtime's "
+                 "host side from pytorch/pytorch#106511; the model load per stack (the stack table's host_load row); "
+                 "ZeRO-Offload's CPU state from DeepSpeed 0.18.2 runtime/zero/stage_1_and_2.py; parameter offload "
+                 "from its stage3.py; offloaded checkpoints from transformers' save_on_cpu; the pinned rounding from "
+                 "torch's CachingHostAllocator. Every term and line: docs/formulas.md §10. The Out of memory? page "
+                 "reads a failed run's message (§11)."))
+
+
 def _preference() -> None:
     """Preference & RL trainers (read from estimator/memory/trainers.py)."""
     st.header(_("Preference & RL"))
@@ -506,6 +530,7 @@ def how(inputs: Inputs, _answer: None = None) -> None:
     _stacks(setup)
     _overhead()
     _sharding()
+    _host_ram(spec, setup)
     _preference()
     _assumptions()
     _units()

@@ -30,7 +30,7 @@ PAGES = ("pages/calculator.py", "pages/compare.py", "pages/fits.py", "pages/size
 # The URL parameters the brief promises (ui.inputs binds one widget to each).
 URL_PARAMS = ("model", "size", "stack", "method", "precision", "optimizer", "batch", "max_len", "ckpt", "loss",
               "attn", "rank", "targets", "gpus", "sharding", "device", "capacity", "kind", "rule", "present",
-              "images", "tower")
+              "images", "tower", "offload_params", "host_ram")
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"
@@ -155,8 +155,8 @@ def test_every_param_set_to_bad_value(kind, baseline):
     for key in (k for k in URL_PARAMS if k in params):
         if key == "targets":  # free text: either rejected as a link value or as an unknown LoRA module
             assert "'targets'" in notes or "LoRA targets" in notes, notes
-        elif key == "images" and payload == "0":
-            continue  # 0 image tokens (text only) is the images default, not a bad value
+        elif key in ("images", "host_ram") and payload == "0":
+            continue  # 0 image tokens (text only) and 0 GB (RAM not given) are the defaults, not bad values
         else:
             assert f"'{key}'" in notes, f"no note for {key}={payload[:40]!r}: {notes}"
     assert "unknown link parameter" in notes

@@ -134,7 +134,7 @@ def test_default_chart_and_table_carry_the_same_numbers(default_at):
     usable_line = next(s for s in chart(default_at)["layout"]["shapes"] if s.get("name") == "usable")
     assert usable_line["x0"] == pytest.approx(to_gb(RTX.usable_bytes))
     assert usable_line["x0"] == pytest.approx(24_564 * 2**20 / 1e9)  # 25.8 GB
-    (table,) = default_at.dataframe
+    table = default_at.dataframe[0]  # the breakdown (the host RAM table follows it)
     pd.testing.assert_frame_equal(table.value.reset_index(drop=True), breakdown_frame(est))
     assert [b.label for b in default_at.download_button] == ["Download CSV", "Download JSON"]
 
@@ -144,11 +144,11 @@ def test_inputs_survive_a_rerun_because_the_page_draws_them(default_at):
     at = run({"device": "laptop-36gb"})
     before = {kind: len(getattr(at.sidebar, kind)) for kind in ("selectbox", "slider", "select_slider", "toggle",
                                                                "number_input", "text_input", "button_group")}
-    # model, stack, precision, optimizer, loss, attn, sharding, device; toggles rule, present;
+    # model, stack, precision, optimizer, loss, attn, sharding, device; toggles rule, present, offload_params;
     # segmented controls method, ckpt, kind; the trainer box adds a selectbox (trainer), two toggles
     # (precompute_ref, vllm_sleep) and a segmented control (gen) (ui/trainer_inputs.py); the language switch is
     # one more segmented control (ui/lang.py)
-    assert before["selectbox"] == 9 and before["toggle"] == 4 and before["button_group"] == 5
+    assert before["selectbox"] == 9 and before["toggle"] == 5 and before["button_group"] == 5
     at.sidebar.slider(key="batch").set_value(2).run()
     after = {kind: len(getattr(at.sidebar, kind)) for kind in before}
     assert after == before
@@ -347,7 +347,7 @@ def test_a_loss_the_stack_cannot_do_gives_a_note_and_the_stacks_loss():
     est = estimate(LLAMA, setup)
     assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
     assert bar_total_gb(at) == pytest.approx(to_gb(est.total_bytes))
-    (table,) = at.dataframe
+    table = at.dataframe[0]  # the breakdown (the host RAM table follows it)
     pd.testing.assert_frame_equal(table.value.reset_index(drop=True), breakdown_frame(est))
 
 

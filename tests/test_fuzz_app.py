@@ -54,6 +54,8 @@ VALID: dict[str, list[str]] = {
     "present": ["true", "false"],
     "images": ["0", "256", "512", "4096"],  # image tokens per example (shown for multimodal models only)
     "tower": ["true", "false"],  # train the vision tower (shown for multimodal models only)
+    "offload_params": ["true", "false"],  # ZeRO-3 parameter offload (noted and off unless sharding is zero3)
+    "host_ram": ["0", "8", "16", "64", "512", "100000"],  # the machine's RAM (GB) for the host verdict
 }
 assert set(VALID) == set(URL_PARAMS)
 

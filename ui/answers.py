@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # annotations only
     from estimator import Estimate, TrainingSetup
     from estimator.job.trainer import TrainerSetup
+    from estimator.memory.host import HostVerdict
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class CalculatorAnswer:
     est: Estimate
     detailed: Estimate
     length: str  # the batch's length as the verdict's line names it ("2,048 tokens", "(512 + 512) tokens")
+    host: HostVerdict | None  # the host RAM's verdict (the detailed estimate's host side under the rule)
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,7 @@ class _Drawn:
     stack_id: str
     targets_text: str
     device: Device
+    host_ram: float | None
     rule_on: bool
     present: bool
     size_slot: Any
@@ -157,6 +158,10 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
     with sb.expander(_("GPUs and sharding")):
         gpus = widget("gpus")
         sharding = widget("sharding")
+        offload_params = widget("offload_params", disabled=sharding != "zero3")
+    if offload_params and sharding != "zero3":
+        notes.append(_("Parameter offload needs sharding zero3; it is off until you choose zero3."))
+        offload_params = False
     settings = dict(
         method=str(method), precision=str(precision),
         attention=str(attn), lora_rank=int(rank), gpus=int(gpus), sharding=str(sharding),
@@ -164,12 +169,14 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         grad_ckpt={"true": True, "false": False, "offload": True}.get(str(ckpt)),
         offload_activations={"offload": True, "false": False, "true": False}.get(str(ckpt)),
         loss=None if loss == AUTO else str(loss), image_tokens=int(images), train_tower=bool(tower),
+        offload_params=bool(offload_params),
     )
     return _Training(settings, str(stack_id) if stack_id in STACKS else DEFAULT_STACK, str(targets_text), length_slot)
 
 
-def _draw_device_section(sb: Any) -> Device:
-    """The 'Find a device' box, the Device picker and a custom device's capacity and kind."""
+def _draw_device_section(sb: Any) -> tuple[Device, float | None]:
+    """The 'Find a device' box, the Device picker, a custom device's capacity and kind, and the machine's RAM (in
+    bytes; None when not given, or on unified memory where the device's RAM is the machine's)."""
     sb.text_input(_("Find a device"), key="device_find", on_change=_find_device, max_chars=60,
                   placeholder="4080, A6000, T4, H100, M3 Max…",
                   help=_("Type a card's name or a nickname: the Device box below jumps to the first match."))
@@ -179,7 +186,13 @@ def _draw_device_section(sb: Any) -> Device:
     sb.caption(plain(_("Custom capacity") if device_choice == CUSTOM else get_device(device_choice).name))
     capacity = widget("capacity", sb, disabled=device_choice != CUSTOM)
     kind = widget("kind", sb, disabled=device_choice != CUSTOM)
-    return custom_device(float(capacity), str(kind)) if device_choice == CUSTOM else get_device(device_choice)
+    device = custom_device(float(capacity), str(kind)) if device_choice == CUSTOM else get_device(device_choice)
+    unified = device.kind == "unified"
+    ram = widget("host_ram", sb, disabled=unified)
+    if unified:
+        sb.caption(plain(_("On unified memory the machine's RAM is the device's: the GPU side and the host side "
+                           "add up against it.")))
+    return device, (float(ram) * 1e9 if ram and not unified else None)
 
 
 def _draw_settled() -> _Drawn:
@@ -196,7 +209,7 @@ def _draw_settled() -> _Drawn:
     # For the controls below (LoRA's names, a tower's): a by-size model is the generic decoder of the typed size.
     named = spec if spec is not None else generic_spec(typed_size())
     training = _draw_training_section(sb, named, notes)
-    device = _draw_device_section(sb)
+    device, host_ram = _draw_device_section(sb)
     present = widget("present", sb)
     if present:
         st.html(PRESENT_CSS)
@@ -204,7 +217,7 @@ def _draw_settled() -> _Drawn:
     trainer_box = draw_trainer_box()  # the sidebar's last section
     return _Drawn(language=code, link_notes=tuple(link_notes), notes=tuple(notes), choice=choice, spec=spec,
                   settings=training.settings, stack_id=training.stack_id, targets_text=training.targets_text,
-                  device=device, rule_on=bool(rule_on), present=bool(present), size_slot=size_slot,
+                  device=device, host_ram=host_ram, rule_on=bool(rule_on), present=bool(present), size_slot=size_slot,
                   length_slot=training.length_slot, summary_slot=summary_slot, trainer_box=trainer_box)
 
 
@@ -262,7 +275,8 @@ def _live_inputs(drawn: _Drawn, values: tuple[float, int, int]) -> Inputs:
     spec = _live_model(drawn, size, notes)
     setup = _live_setup(drawn, spec, batch, max_len, notes)
     return Inputs(model=spec, setup=setup, device=drawn.device, rule="seed" if drawn.rule_on else None,
-                  presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice, trainer_box=box)
+                  presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice, trainer_box=box,
+                  host_ram_bytes=drawn.host_ram)
 
 
 def _draw_sliders(drawn: _Drawn, setup: TrainingSetup, values: tuple[float, int, int]) -> None:

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from estimator import Device, Estimate, to_gb
-from estimator.i18n import _, format_number, ngettext
+from estimator.i18n import N_, _, format_number, ngettext
+from estimator.oom_message import OomReading
 from estimator.options.methods import SHARDING_LABELS
 from ui.charts import (
     USABLE_COLOR,
@@ -115,4 +116,67 @@ def scale_out_chart_spec(curves: Mapping[str, Sequence[Estimate]], gpu_counts: S
         font_layout(layout, font_size)
     shapes, notes = overlay_items(device, "y", layout["yaxis"]["range"])
     layout.update(shapes=shapes, annotations=notes)
+    return {"data": traces, "layout": layout}
+
+
+# The device at the failure (pages/oom.py): what the out-of-memory message says holds the memory.
+OOM_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("allocated", "#0072B2", N_("PyTorch's tensors")),
+    ("unallocated", "#56B4E9", N_("Reserved, unallocated (cached pieces)")),
+    ("others", "#CC79A7", N_("Other processes and non-PyTorch memory")),
+    ("free", "#009E73", N_("Free")),
+)
+REQUEST_COLOR = "#D55E00"  # vermillion: the allocation that failed
+
+
+def oom_segments(reading: OomReading) -> dict[str, float]:
+    """The device's memory at the failure in parts (bytes), from the message: PyTorch's tensors, its cached pieces,
+    everything else (other processes, the CUDA context, the driver: the total less the other three) and free. An
+    MPS message splits its limit the same way (other allocations in 'others'). Parts the message does not give
+    are 0; empty when it gives no total."""
+    if reading.kind == "mps":
+        total = reading.limit_bytes
+        parts = {"allocated": reading.allocated_bytes or 0, "unallocated": 0, "others": reading.other_bytes or 0}
+    else:
+        total = reading.capacity_bytes
+        parts = {"allocated": reading.allocated_bytes or 0, "unallocated": reading.reserved_unallocated_bytes or 0,
+                 "others": 0}
+    if not total:
+        return {}
+    free = reading.free_bytes if reading.free_bytes is not None else max(total - sum(parts.values()), 0)
+    if reading.kind != "mps":
+        parts["others"] = max(total - free - parts["allocated"] - parts["unallocated"], 0)
+    return {**parts, "free": free}
+
+
+def oom_chart(reading: OomReading, *, font_size: int | None = None) -> go.Figure:
+    """oom_chart_spec as a plotly Figure (validated)."""
+    return go.Figure(oom_chart_spec(reading, font_size=font_size))
+
+
+def oom_chart_spec(reading: OomReading, *, font_size: int | None = None) -> dict:
+    """Two horizontal bars in GB: the device at the failure (PyTorch's tensors, cached pieces, everything else,
+    free) and the request that failed, so the gap between 'free' and the request is seen at a glance. Plain
+    plotly.js JSON, what ui.live_chart draws without building a Figure."""
+    parts = oom_segments(reading)
+    row_device = _("Device at the failure")
+    row_request = _("Requested")
+    traces = []
+    for key, color, name in OOM_PARTS:
+        value = parts.get(key, 0.0)
+        if not value:
+            continue
+        traces.append(dict(type="bar", y=[row_device], x=[to_gb(value)], orientation="h", name=_(name),
+                           marker=dict(color=color),
+                           hovertemplate=f"{_esc(_(name))}: {_esc(both_units(value, 2))}<extra></extra>"))
+    if reading.requested_bytes is not None:
+        traces.append(dict(
+            type="bar", y=[row_request], x=[to_gb(reading.requested_bytes)], orientation="h", name=_("Requested"),
+            marker=dict(color=REQUEST_COLOR),
+            hovertemplate=f"{_esc(_('Requested'))}: {_esc(both_units(reading.requested_bytes, 2))}<extra></extra>"))
+    layout = dict(barmode="stack", height=220, margin=dict(l=10, r=10, t=30, b=10), separators=separators(),
+                  xaxis=dict(title=dict(text="GB")), legend=dict(orientation="h", y=-0.35),
+                  yaxis=dict(categoryorder="array", categoryarray=[row_request, row_device]))
+    if font_size:  # presentation mode: Streamlit's theme sets legend, tick and hover fonts itself
+        font_layout(layout, font_size)
     return {"data": traces, "layout": layout}

@@ -162,6 +162,10 @@ def _rows() -> tuple[Param, ...]:
               source=f"{setup_src} (gpus, MAX_GPUS)"),
         Param("sharding", N_("Sharding"), "selectbox", _setup("sharding"), SHARDINGS,
               help_items=tuple(SHARDING_LABELS.items()), source=setup_src),
+        Param("offload_params", N_("Parameters in CPU RAM (ZeRO-3 offload)"), "toggle", _setup("offload_params"),
+              help=N_("DeepSpeed ZeRO-3 offload_param: every parameter lives in CPU RAM and the GPU gathers one layer "
+                      "at a time (slower steps; the host needs the whole model). Needs sharding zero3, on one GPU or "
+                      "more."), source=f"{setup_src} (offload_params)"),
         Param("device", N_("Device"), "selectbox", "rtx-4090", tuple(d.id for d in CATALOG) + (CUSTOM,),
               help=N_("Unified-memory laptops can give about 75 % of RAM to training; a PC's limit is its graphics "
                       "card's own memory, not its RAM."), source="estimator.options.devices.CATALOG (the app's default device)"),
@@ -170,6 +174,11 @@ def _rows() -> tuple[Param, ...]:
         Param("kind", N_("Custom memory kind"), "segmented", DEVICE_KINDS[0], DEVICE_KINDS,
               help=N_("unified = shared RAM (about 75 % usable); discrete = a GPU's own memory."),
               source="estimator.options.devices.DEVICE_KINDS"),
+        Param("host_ram", N_("Machine RAM (GB)"), "number", 0.0, low=0.0, high=CUSTOM_MAX_GB, step=8.0, fmt="%g",
+              help=N_("The computer's RAM in GB, for the host verdict: the CPU RAM the setup needs (the training "
+                      "processes, loading the model, anything offloaded). 0 = not given. On a Mac the device's RAM is "
+                      "the machine's RAM: the GPU side and the host side add up against it."),
+              source="estimator.memory.host (host_verdict); limits: estimator.options.devices CUSTOM_MAX_GB"),
         Param("rule", N_("Rule of thumb"), "toggle", False,
               help=N_("The rule of thumb: {rule}. Off = the detailed, architecture-aware estimate."),
               help_args=(("rule", rule_sentence()),), source="estimator.memory.rule"),

@@ -142,8 +142,9 @@ def _min_gpus_count_by_count(spec: ModelSpec, setup: TrainingSetup, devices: tup
 
 def sharded(setup: TrainingSetup, sharding: str, offload: bool = False, gpus: int = 1) -> TrainingSetup:
     """The setup on `gpus` GPUs under one sharding. Optimizer offload goes with ZeRO/FSDP only (the estimator
-    refuses it for plain data parallel on several GPUs)."""
-    return replace(setup, gpus=gpus, sharding=sharding, offload_optimizer=offload and sharding != "none")
+    refuses it for plain data parallel on several GPUs); parameter offload with ZeRO-3 only."""
+    return replace(setup, gpus=gpus, sharding=sharding, offload_optimizer=offload and sharding != "none",
+                   offload_params=setup.offload_params and sharding == "zero3")
 
 
 def fewest_gpus(spec: ModelSpec, setup: TrainingSetup, usable_bytes: float, max_gpus: int = 64, per_node: int = 1,

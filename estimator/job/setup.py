@@ -59,6 +59,10 @@ class TrainingSetup:
     gpus: int = 1
     sharding: str = "none"
     offload_optimizer: bool = False  # ZeRO-Offload / FSDP CPU offload of optimizer state
+    # ZeRO-3 parameter offload (DeepSpeed zero_optimization.offload_param, "valid only with stage 3": deepspeed
+    # 0.18.2 runtime/zero/config.py:156): every parameter partition lives in CPU RAM and the GPU gathers one
+    # layer at a time; needs sharding "zero3" (on one GPU too: ZeRO-Infinity).
+    offload_params: bool = False
     grad_accum: int = 1  # >1 keeps gradients alive through the next forward
     # torch.compile of the layers and the loss (torchtune compile=True): counted for torchtune's losses, whose
     # compiled cross-entropy keeps its 16-bit input and two fp32 row statistics instead of a log-softmax output.
@@ -116,6 +120,9 @@ class TrainingSetup:
         if self.optimizer_in_bwd and (self.method != "full" or self.grad_accum > 1):
             raise ValueError(Text(N_("the optimizer step in backward needs full fine-tuning without gradient "
                                      "accumulation (torchtune's recipes raise otherwise)")))
+        if self.offload_params and self.sharding != "zero3":
+            raise ValueError(Text(N_("parameter offload needs ZeRO-3 / FSDP full sharding (sharding zero3), on one "
+                                     "GPU or more")))
         if self.offload_optimizer and self.sharding == "none" and self.gpus > 1:
             raise ValueError(Text(N_("optimizer offload needs ZeRO or FSDP sharding (choose zero1, zero2 or zero3)")))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..i18n import N_, _
 from .overhead import ALLOCATOR_SLACK
@@ -114,6 +114,9 @@ class Estimate:
     phases: tuple[Phase, ...] = ()
     cpu_offload_bytes: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the host RAM the setup needs: a memory/host.py HostRam (host imports this module, so not named here);
+    # None for the rule of thumb
+    host: Any = None
 
     @property
     def tensor_bytes(self) -> float:

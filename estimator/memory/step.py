@@ -30,6 +30,7 @@ from .activations.depth import (
 from .activations.layers import moe_lora_delta_bytes, moe_lora_delta_grad_bytes
 from .activations.loss import LossMemory, loss_memory
 from .adapters import adapted_modules, lora_params
+from .host import host_ram
 from .litgpt_model import stack_spec
 from .overhead import (
     ALLOCATOR_SLACK,
@@ -144,13 +145,16 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
         opt = opt / n  # P_os: optimizer state partitioned over N
     if setup.sharding in ("zero2", "zero3"):
         grads = grads / n  # P_g: gradients reduce-scattered to their owner
-    if setup.sharding == "zero3" and n > 1:
+    if setup.sharding == "zero3" and (n > 1 or setup.offload_params):
         layer_params = spec.layer_linear_params  # one FSDP unit = one decoder layer
         unit = max(layer_params, spec.vocab_size * spec.hidden_size)
         # P_p: parameters partitioned; the current and the prefetched FSDP unit are gathered (FSDP docs).
         gathered = (unit + layer_params) * weight_bytes(setup)
-        weights = weights / n + gathered
-        note = N_("ZeRO-3: two FSDP units gathered at a time")
+        # offload_param: the partitions live in CPU RAM (deepspeed 0.18.2 runtime/zero/stage3.py:664-674); the GPU
+        # holds only the units it gathers (memory/host.py counts the partitions on the host)
+        weights = (0.0 if setup.offload_params else weights / n) + gathered
+        note = (N_("ZeRO-3 parameter offload: the parameters live in CPU RAM; two units gathered on the GPU at a "
+                   "time") if setup.offload_params else N_("ZeRO-3: two FSDP units gathered at a time"))
     if setup.sharding == "none" and n > 1:
         grads = grads * 2  # DDP gradient buckets (torch DDP: gradient_as_bucket_view=False doubles grads)
         note = N_("DDP keeps a bucket copy of the gradients")
@@ -279,6 +283,7 @@ class _States(NamedTuple):
     learns: bool
     cpu_bytes: float
     shard_note: str
+    weights_full: float  # every weight as loaded, before sharding (the host's model load and parameter offload)
 
 
 def _states(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str]) -> _States:
@@ -313,7 +318,7 @@ def _states(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str]) -> _
     )
     opt_items = (d("optimizer.state", N_("Optimizer state"), opt, f"{setup.optimizer} state × {trainable:,} trainable params"),)
     return _States(weights, opt, opt_temp, gb, moments, weight_items, opt_items, lora, trainable, learns, cpu_bytes,
-                   shard_note)
+                   shard_note, w_frozen + w_train)
 
 
 class _Casts(NamedTuple):
@@ -329,7 +334,7 @@ class _Casts(NamedTuple):
 def _weight_casts(spec: ModelSpec, setup: TrainingSetup, lora: int, head_module: bool) -> _Casts:
     """The autocast weight copies (one unit at a time under ZeRO-3) and the trained tower's activations."""
     casts_all, casts_layer, head_casts = _casts(spec, setup, lora, head_module)
-    if setup.sharding == "zero3" and setup.gpus > 1:
+    if setup.sharding == "zero3" and (setup.gpus > 1 or setup.offload_params):
         casts_all = casts_layer  # FSDP/ZeRO-3 gathers and casts one unit at a time, then frees it
     tower_acts, tower_formula = tower_activation_bytes(spec, setup)
     if tower_acts and setup.precision == "mixed" and setup.method == "full" and not setup.grad_ckpt:
@@ -520,9 +525,12 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
 
     peak, components, details, low, high = _peak_and_band(setup, phases)
     notes = _notes(spec, setup, st.learns, st.shard_note)
+    cpu_params = st.weights_full if setup.offload_params else 0.0
+    host = host_ram(spec, setup, trainable=st.trainable, weights_bytes=st.weights_full,
+                    optimizer_cpu_bytes=st.cpu_bytes, checkpoint_cpu_bytes=sz.offloaded)
     return Estimate(
         model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=st.trainable,
         components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
         low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
-        cpu_offload_bytes=st.cpu_bytes + sz.offloaded, notes=tuple(notes),
+        cpu_offload_bytes=st.cpu_bytes + sz.offloaded + cpu_params, notes=tuple(notes), host=host,
     )

@@ -392,7 +392,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         model=spec, setup=setup, mode="detailed", params_total=pspec.params_total,
         params_trainable=base.params_trainable, components_bytes=components, details=details,
         total_bytes=peak.total + components["overhead"], low_bytes=low, high_bytes=high, peak_phase=peak.name,
-        phases=tuple(phases), cpu_offload_bytes=base.cpu_offload_bytes, notes=tuple(notes),
+        phases=tuple(phases), cpu_offload_bytes=base.cpu_offload_bytes, notes=tuple(notes), host=base.host,
         trainer=tr, policy_setup=ps,
     )
 

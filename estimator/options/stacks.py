@@ -45,6 +45,10 @@ class Stack:
     # class without SDPA (modeling_utils.py get_correct_attn_implementation, 5.24). Unsloth, torchtune and LitGPT
     # pick their own attention kernels.
     transformers_attention: bool = True
+    # How the stack puts the checkpoint on the GPU, for the host RAM it needs while loading (HOST_LOADS): "cpu"
+    # (the whole model in CPU RAM first, then moved), "state_dict" (the checkpoint read into a CPU dict, then copied
+    # into the model) or "direct" (each tensor read from the memory-mapped file straight to the GPU).
+    host_load: str = "direct"
 
     def loss_impl(self, kind: str) -> str:
         """The implementation of a loss kind in this stack; ValueError when the stack does not offer it."""
@@ -59,6 +63,16 @@ class Stack:
 _TRANSFORMERS_OPTIM = ("transformers 5.24 training_args.py: optim defaults to 'adamw_torch_fused' (torch ≥ 2.8); "
                        "max_grad_norm=1.0")
 _PEFT_ADAPTERS = "peft 0.21 get_peft_model(autocast_adapter_dtype=True): LoRA weights in fp32"
+# How a stack loads the model (Stack.host_load), for the host RAM the load needs (estimator/memory/host.py): what
+# sits in CPU RAM at the load's peak, per training process.
+HOST_LOADS: dict[str, str] = {
+    "cpu": N_("the whole model in CPU RAM in its training dtype, then moved to the GPU (from_pretrained without a "
+              "device_map)"),
+    "state_dict": N_("the whole checkpoint read into a CPU state dict, then copied into the model on the GPU"),
+    "direct": N_("one tensor at a time, read from the memory-mapped file straight to the GPU"),
+}
+_HF_LOAD = ("transformers 5.24 modeling_utils.py:4557-4586 _load_pretrained_model: the safetensors shards are opened "
+            "with safe_open(backend='mmap') and each tensor materialised on its device_map entry")
 
 STACKS: dict[str, Stack] = {s.id: s for s in (
     Stack(
@@ -69,7 +83,12 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"chunked": "trl", "standard": "hf"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=1.0,
+        host_load="cpu",
         sources={
+            "host_load": "the snippet (report/snippets/trl.py) loads with from_pretrained and no device_map, so " + _HF_LOAD
+                         + " on the CPU, and Trainer moves the model to the GPU; trl/trainer/sft_trainer.py:691-693 "
+                         "(1.16.0) sets device_map=None on several GPUs too; a 4-bit base is placed on the GPU by "
+                         "bitsandbytes (quantizer_bnb_4bit.py:94-97 update_device_map)",
             "grad_ckpt": "trl/trainer/base_config.py (1.16.0): gradient_checkpointing=True (since 0.22)",
             "offload_activations": "trl/trainer/sft_config.py (1.16.0): activation_offloading=False",
             "loss": "trl/trainer/sft_trainer.py (1.16.0): add_fused_lm_head(...) for every SFT loss; "
@@ -95,7 +114,10 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="peft", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=1.0,
+        host_load="cpu",
         sources={
+            "host_load": "from_pretrained without a device_map (report/snippets/hf_trainer.py): " + _HF_LOAD
+                         + " on the CPU; Trainer._move_model_to_device then copies it to the GPU",
             "grad_ckpt": "transformers 5.24 training_args.py: gradient_checkpointing defaults to None → off",
             "offload_activations": "transformers 5.24 modeling_utils.py: activation_checkpointing_enable("
                                    "offload=False) by default",
@@ -119,7 +141,10 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"fused": "cce", "standard": "hf"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=1.0,
+        host_load="direct",
         sources={
+            "host_load": "unsloth/models/loader.py:1250, 1310 (2026.10.9): device_map defaults to 'sequential' "
+                         "(loader_utils.py:416), each rank pinned to its own GPU: " + _HF_LOAD,
             "grad_ckpt": "unsloth/models/llama.py (2026.10.9): get_peft_model(use_gradient_checkpointing="
                          "'unsloth')",
             "offload_activations": "unsloth 'unsloth' checkpointing offloads each layer's saved input to CPU RAM "
@@ -143,7 +168,10 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=1.0,
+        host_load="direct",
         sources={
+            "host_load": "axolotl/utils/config/__init__.py:147 (0.19.0): device_map 'auto'; loaders/model.py:705-714 "
+                         "keep it except under FSDP or ZeRO-3: " + _HF_LOAD,
             "grad_ckpt": "axolotl/utils/schemas/config.py (0.19.0): gradient_checkpointing default False "
                          "(true, 'offload' or 'offload_disk' when set)",
             "offload_activations": "axolotl/utils/schemas/config.py (0.19.0): gradient_checkpointing: offload",
@@ -170,7 +198,12 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"chunked": "torchtune", "standard": "torchtune_full"}, optimizer="adamw",
         adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=0.0,
+        host_load="state_dict",
         sources={
+            "host_load": "torchtune/training/checkpointing/_checkpointer.py:517 (0.6.1) load_checkpoint merges "
+                         "every shard read by _utils.py:246-248 safe_torch_load (safe_open(device='cpu') and "
+                         "get_tensor for every key: the whole checkpoint in CPU RAM) before the recipe's "
+                         "model.load_state_dict",
             "grad_ckpt": "recipes/configs/llama3_1/8B_lora_single_device.yaml (0.6.1): "
                          "enable_activation_checkpointing: True",
             "offload_activations": "same config: enable_activation_offloading: False",
@@ -196,7 +229,10 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"chunked": "litgpt"}, optimizer="adamw_foreach",
         adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=False,
         load_16bit_first=True, max_grad_norm=0.0,
+        host_load="direct",
         sources={
+            "host_load": "litgpt/finetune/lora.py:210, 236 (0.5.13): the model is built on the device and "
+                         "utils.py:396-398 load_checkpoint copies lazy_load's tensors in one at a time",
             "grad_ckpt": "litgpt/finetune/lora.py (0.5.13): activation checkpointing only with FSDP on several "
                          "devices",
             "offload_activations": "litgpt 0.5.13 has no activation offloading in finetune",
@@ -235,7 +271,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"standard": "hf"}, optimizer="adamw_foreach",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=0.0,
+        host_load="direct",
         sources={
+            "host_load": "the snippet (report/snippets/plain.py) loads with device_map='cuda': " + _HF_LOAD,
             "grad_ckpt": "nothing enables it in a plain loop",
             "offload_activations": "nothing enables it in a plain loop",
             "loss": "the model's own loss: transformers ForCausalLMLoss on fp32-upcast logits; the outputs "
@@ -254,7 +292,7 @@ DEFAULT_STACK = "trl"
 STACK_IDS: tuple[str, ...] = tuple(STACKS)
 
 # What a stack's own code does that is no user setting (shown on the How page with their sources).
-STACK_FACTS: tuple[str, ...] = ("model_code", "lora_dropout", "untied_head", "quantize_head")
+STACK_FACTS: tuple[str, ...] = ("model_code", "lora_dropout", "untied_head", "quantize_head", "host_load")
 
 # TrainingSetup fields a stack fills when the user leaves them open.
 STACK_FIELDS: tuple[str, ...] = ("grad_ckpt", "offload_activations", "loss", "optimizer", "adapter_dtype",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import exact as exact
 from ..advice.advise import advise
+from ..advice.oom import diagnose_oom
 from ..job.setup import parse_targets
 from ..job.stack import resolve_setup, setup_json
 from ..job.trainer import TrainerSetup, trainer_json
@@ -23,7 +24,17 @@ from ..memory.verdict import verdict
 from ..models.config import parse_config_text
 from ..models.hub import HubConfigRefused, fetch_model
 from ..models.presets import generic_spec, list_presets, load_preset, preset_ids
-from ..options.devices import CATALOG, custom_device, device_ids, get_device, lookup_devices, nearest_device_ids
+from ..oom_message import MAX_TEXT_CHARS, parse_oom
+from ..options.devices import (
+    CATALOG,
+    CUSTOM_MAX_GB,
+    CUSTOM_MIN_GB,
+    custom_device,
+    device_ids,
+    get_device,
+    lookup_devices,
+    nearest_device_ids,
+)
 from ..options.losses import LOSS_IDS
 from ..options.methods import ATTENTIONS, METHODS, SHARDINGS
 from ..options.optimizers import OPTIMIZER_IDS
@@ -31,18 +42,21 @@ from ..options.precisions import PRECISION_IDS
 from ..options.stacks import DEFAULT_STACK, STACK_IDS
 from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRAINERS, TRL_VERSION
 from ..units import fmt_both
-from .document import _device_json, advice_json, estimate_json
-from .text import advice_lines, band_line, note_lines
+from .document import _device_json, advice_json, estimate_host, estimate_json
+from .text import advice_lines, band_line, host_lines, note_lines, oom_lines
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
     from ..advice.advise import Advice
+    from ..advice.oom import OomDiagnosis
     from ..job.setup import TrainingSetup
+    from ..memory.host import HostVerdict
     from ..memory.result import Estimate
     from ..models.hub import HubModel
     from ..models.spec import ModelSpec
+    from ..oom_message import OomReading
     from ..options.devices import Device
 
 EPILOG = """examples:
@@ -140,6 +154,9 @@ def _scale_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sharding", choices=SHARDINGS, default="none",
                    help="ZeRO stage / FSDP sharding over --gpus (over 1 GPU it changes nothing: a note says so)")
     p.add_argument("--offload-optimizer", action="store_true", help="keep the optimizer state in CPU RAM")
+    p.add_argument("--offload-params", action="store_true",
+                   help="ZeRO-3 parameter offload (DeepSpeed offload_param): the parameters live in CPU RAM and the "
+                        "GPU gathers one layer at a time (needs --sharding zero3; on one GPU too)")
     p.add_argument("--grad-accum", type=int, default=1,
                    help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation)")
     p.add_argument("--compile", action="store_true",
@@ -169,6 +186,12 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
                                      "--list-devices), or custom; default: none (no verdict)")
     p.add_argument("--capacity", type=float, help="custom device capacity in GB (with --device custom)")
     p.add_argument("--unified", action="store_true", help="custom device shares RAM (75 %% usable)")
+    p.add_argument("--host-ram", type=float, metavar="GB",
+                   help="the machine's RAM in GB: adds the host verdict (the CPU RAM the setup needs: processes, "
+                        "model load, offloaded state); on unified memory the device's RAM is the machine's")
+    p.add_argument("--oom-log", metavar="PATH",
+                   help="a file holding an out-of-memory message (PyTorch CUDA/MPS, MLX): what it says in bytes, "
+                        "the device it names, why it failed, and this job priced on that device (at most 1 MB)")
     p.add_argument("--advice", action="store_true",
                    help="add what to change: the remedies with what each saves, the largest batch, the longest "
                         "length and the smallest catalog device that fit (needs --device)")
@@ -224,14 +247,46 @@ def _device(args: argparse.Namespace) -> Device | None:
     raise ValueError(f"unknown device '{args.device[:60]}'{hint} (see --list-devices)")
 
 
-def _flag_notes(args: argparse.Namespace) -> list[str]:
+def _host_ram(args: argparse.Namespace) -> float | None:
+    """--host-ram GB in bytes (decimal GB, like --capacity), or None."""
+    if args.host_ram is None:
+        return None
+    gb = args.host_ram
+    if not (CUSTOM_MIN_GB <= gb <= CUSTOM_MAX_GB):  # also refuses nan and inf
+        raise ValueError(f"--host-ram must be between {CUSTOM_MIN_GB:g} and {CUSTOM_MAX_GB:g} GB, got {gb:g}")
+    return gb * 1e9
+
+
+def _oom_reading(args: argparse.Namespace) -> OomReading | None:
+    """--oom-log's message, read; every failure (missing file, too large, no message in it) is one line."""
+    if not args.oom_log:
+        return None
+    path = Path(args.oom_log)
+    try:
+        size = path.stat().st_size
+        if size > MAX_TEXT_CHARS:
+            raise ValueError(f"--oom-log {args.oom_log[:60]}: the file is {size:,} bytes; the limit is "
+                             f"{MAX_TEXT_CHARS:,} (keep the error's last lines)")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read --oom-log {args.oom_log[:60]}: {exc.strerror}") from None
+    try:
+        return parse_oom(data.decode("utf-8", errors="replace"))
+    except ValueError as exc:
+        raise ValueError(f"--oom-log {args.oom_log[:60]}: {exc}") from None
+
+
+def _flag_notes(args: argparse.Namespace, device: Device | None = None) -> list[str]:
     """Flags this setup accepts but that change nothing here: said, not ignored."""
     notes = []
-    if args.sharding != "none" and args.gpus == 1:  # valid (the same run on one GPU), so a note, not an error
+    if args.sharding != "none" and args.gpus == 1 and not args.offload_params:  # valid: a note, not an error
         notes.append(f"--sharding {args.sharding} over 1 GPU changes nothing: one GPU keeps every weight, "
                      "gradient and optimizer state (give --gpus N to shard)")
     if args.method == "full" and (args.lora_rank is not None or args.lora_targets is not None):
         notes.append("--lora-rank and --lora-targets shape LoRA adapters; full fine-tuning has none")
+    if args.host_ram is not None and device is not None and device.kind == "unified":
+        notes.append(f"--host-ram {args.host_ram:g} is not used: on {device.id} the device's RAM is the machine's "
+                     "RAM, so the GPU and the host add up against it")
     return notes
 
 
@@ -320,6 +375,7 @@ def _setup(args: argparse.Namespace) -> TrainingSetup:
         lora_targets=parse_targets("all-linear" if args.lora_targets is None else args.lora_targets),
         gpus=args.gpus,
         sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
+        offload_params=args.offload_params or None,
         compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
         image_tokens=args.image_tokens, train_tower=args.train_tower,
     )
@@ -346,6 +402,8 @@ class _Run(NamedTuple):
     exact_res: exact.ExactResult | None
     advice: Advice | None
     fast_error: str | None
+    host: HostVerdict | None = None
+    oom: OomDiagnosis | None = None
 
 
 def _spec(args: argparse.Namespace) -> tuple[ModelSpec | None, HubModel | None, str | None]:
@@ -371,6 +429,8 @@ def _compute(args: argparse.Namespace) -> _Run:
         raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
                          "memory (see --list-devices)")
     capacity = device.capacity_bytes if device is not None else None
+    host_ram = _host_ram(args)
+    reading = _oom_reading(args)  # a bad file stops here, before any pricing
     est = estimate(spec, setup, rule=args.rule, trainer=trainer, device_capacity=capacity) \
         if spec is not None else None
     if args.exact and trainer.trainer != "sft":
@@ -382,7 +442,14 @@ def _compute(args: argparse.Namespace) -> _Run:
             advice = advise(spec, setup, device, trainer, rule=args.rule)
         except ValueError as exc:
             raise ValueError(f"the changes could not be priced for this model: {exc}") from None
-    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error)
+    host = None
+    if est is not None:  # the rule of thumb has no host side: the detailed estimate's
+        detailed_host = None if est.host is not None else estimate(spec, setup).host
+        host = estimate_host(est, device, host_ram, detailed_host)
+    oom = None
+    if reading is not None:
+        oom = diagnose_oom(reading, spec, setup, trainer, device=device)
+    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error, host, oom)
 
 
 def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
@@ -403,7 +470,7 @@ def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
 
 def _document(run: _Run, est: Estimate, notes: list[str]) -> dict[str, Any]:
     """The JSON document: the estimate, the notes, and the exact trace, Hub record and advice when present."""
-    doc = estimate_json(est, run.device)
+    doc = estimate_json(est, run.device, run.host)
     doc["notes"] = notes
     if run.exact_res is not None:
         doc["exact"] = run.exact_res.as_json(est.total_bytes)
@@ -411,6 +478,10 @@ def _document(run: _Run, est: Estimate, notes: list[str]) -> dict[str, Any]:
         doc["hub"] = run.hub.as_json()
     if run.advice is not None:
         doc["advice"] = advice_json(run.advice, run.trainer)
+    if run.oom is not None:
+        doc["oom"] = run.oom.as_json()
+        if run.oom.advice is not None:
+            doc["oom"]["diagnosis"]["advice"] = advice_json(run.oom.advice, run.trainer)
     return doc
 
 
@@ -442,12 +513,19 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
         v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
         print(f"  {device.name}: {v.headline}")
         print(band_line(est, v))
+    if run.host is not None:
+        print("\n".join(host_lines(run.host, device)))
     for line in note_lines(notes):
         print(line)
     if run.exact_res is not None:
         print("\n".join(_exact_text(run.exact_res, est)))
     if run.advice is not None and device is not None:
         print("\n".join(advice_lines(run.advice, est, setup, run.trainer, device, args.rule)))
+    if run.oom is not None:
+        print("\n".join(oom_lines(run.oom)))
+        diag = run.oom
+        if diag.advice is not None and diag.device is not None and diag.estimate is not None:
+            print("\n".join(advice_lines(diag.advice, diag.estimate, setup, run.trainer, diag.device, None)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -469,7 +547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if est is None:  # only with --exact: the fast estimator refused this config, the trace did not
         _print_exact_only(args, run)
         return 0
-    notes = [*est.notes, *_flag_notes(args)]
+    notes = [*est.notes, *_flag_notes(args, run.device)]
     doc = _document(run, est, notes)  # built in text mode too, as before: both modes run the same code
     if args.json:
         print(json.dumps(doc, indent=2))

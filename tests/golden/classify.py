@@ -13,6 +13,7 @@ from tests.golden.generate import GOLDEN, cases, run
 
 ADVICE_TEXT_START = "  what to change ("
 NEW_TEXT_PREFIXES = ("  band: ", "  note: ")
+HOST_TEXT_PREFIXES = ("  host RAM ", "    host.", "  host with ")  # report/text.py host_lines (issue 22)
 
 
 def n_key(advice: dict, old_remedy: dict) -> str:
@@ -23,6 +24,12 @@ def n_key(advice: dict, old_remedy: dict) -> str:
 def _json_tags(old: dict, new: dict, argv: list[str]) -> list[str]:
     tags: list[str] = []
     old, new = json.loads(json.dumps(old)), json.loads(json.dumps(new))
+    if "host" in new and "host" not in old:
+        tags.append("JSON gained host (host RAM, issue 22)")
+        del new["host"]
+    if "offload_params" in new.get("setup", {}) and "offload_params" not in old.get("setup", {}):
+        tags.append("JSON setup gained offload_params")
+        del new["setup"]["offload_params"]
     if "device" in new and "band" in new["device"] and "band" not in old.get("device", {}):
         tags.append("JSON device gained band")
         del new["device"]["band"]
@@ -45,12 +52,12 @@ def _json_tags(old: dict, new: dict, argv: list[str]) -> list[str]:
         if oa is None:
             tags.append("JSON gained advice (--rule seed)" if "--rule" in argv else "JSON gained advice")
         else:
-            if "smallest_device" in na:
+            if "smallest_device" in na and "smallest_device" not in oa:
                 tags.append("JSON advice gained smallest_device")
-            if all("key" in r for r in na["remedies"]):
+            if all("key" in r for r in na["remedies"]) and not any("key" in r for r in oa["remedies"]):
                 tags.append("JSON remedies gained key")
             nr = [{k: v for k, v in r.items() if k != "key"} for r in na["remedies"]]
-            orr = oa["remedies"]
+            orr = [{k: v for k, v in r.items() if k != "key"} for r in oa["remedies"]]
             if nr != orr:
                 okeys = [(r["order"], r["title"]) for r in orr]
                 nkeys = [(r["order"], r["title"]) for r in nr]
@@ -87,6 +94,9 @@ def _json_tags(old: dict, new: dict, argv: list[str]) -> list[str]:
 def _text_tags(old: str, new: str, argv: list[str]) -> list[str]:
     tags = []
     lines = new.splitlines()
+    host_only = [line for line in lines if not (line.startswith(HOST_TEXT_PREFIXES) or " (one pool): " in line)]
+    if host_only != lines and "\n".join(host_only) + ("\n" if host_only else "") == old:
+        return ["text gained host RAM lines"]
     if ADVICE_TEXT_START in "\n".join(lines) or any(line.startswith(ADVICE_TEXT_START) for line in lines):
         i = next(i for i, line in enumerate(lines) if line.startswith(ADVICE_TEXT_START))
         tags.append("text gained advice (--rule seed)" if "--rule" in argv else "text gained advice")
@@ -98,7 +108,10 @@ def _text_tags(old: str, new: str, argv: list[str]) -> list[str]:
         tags.append("text gained est.notes lines")
     if any(n.startswith("  note: --") for n in notes):
         tags.append("text gained a flag note")
-    kept = [line for line in lines if not line.startswith(NEW_TEXT_PREFIXES)]
+    host = [line for line in lines if line.startswith(HOST_TEXT_PREFIXES) or " (one pool): " in line]
+    if host:
+        tags.append("text gained host RAM lines")
+    kept = [line for line in lines if not line.startswith(NEW_TEXT_PREFIXES) and line not in host]
     if "\n".join(kept) + ("\n" if kept else "") != old:
         tags.append("UNEXPLAINED: text changed beyond band/notes/advice")
     return tags

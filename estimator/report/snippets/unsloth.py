@@ -44,6 +44,7 @@ def _unsloth_notes(setup: TrainingSetup, notes: list[str]) -> None:
     if setup.gpus > 1 or setup.sharding != "none" or setup.offload_optimizer:
         notes.append(f"{setup.gpus} GPUs, {setup.sharding} sharding"
                      + (", optimizer offload" if setup.offload_optimizer else "")
+                     + (", parameter offload" if setup.offload_params else "")
                      + ": launch with accelerate/torchrun for data parallel; Unsloth has no ZeRO setting here.")
 
 
