@@ -10,6 +10,7 @@ the page and what it builds). What they return is shared by every session: read 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
@@ -22,6 +23,7 @@ T = TypeVar("T")
 
 _BUILT: dict[tuple[Hashable, ...], Any] = {}
 _LOCK = threading.Lock()
+_REMEMBERED: dict[str, OrderedDict[tuple[Hashable, ...], tuple[object, Any]]] = {}
 
 
 def once(name: str, build: Callable[[], T], *key: Hashable) -> T:
@@ -56,3 +58,24 @@ def table_per_language(name: str, rows: Callable[[], list[dict[str, Any]] | pd.D
     """A table whose rows depend only on the language, built once per language and process: pass the result
     to st.dataframe as a DataFrame would be passed."""
     return per_language(name, lambda: arrow_table(rows()))
+
+
+def remembered(name: str, subject: object, build: Callable[[], T], *key: Hashable, size: int = 32) -> T:
+    """build() for this subject, remembered for the last `size` subjects of this name. The subject is an object
+    the estimator hands back again for the same inputs (an Estimate: estimator.memory.step.estimate keeps an
+    lru_cache), so a rerun that changed nothing the result shows gets the one built before. Keyed on the
+    subject's identity, held with the result so that its id is not reused while remembered, and on `key` (what
+    else build() reads: the device, the language, a host verdict)."""
+    k = (id(subject), *key)
+    with _LOCK:
+        cache = _REMEMBERED.setdefault(name, OrderedDict())
+        hit = cache.get(k)
+        if hit is not None and hit[0] is subject:
+            cache.move_to_end(k)
+            return hit[1]
+    value = build()
+    with _LOCK:
+        cache[k] = (subject, value)
+        while len(cache) > size:
+            cache.popitem(last=False)
+    return value
