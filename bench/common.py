@@ -200,6 +200,16 @@ def as_a_running_server():
         app_test.ScriptCache, app_test.PagesManager, app_test.MagicMock = saved
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU time of a process so far, in seconds (Linux /proc; clock ticks of 10 ms: read it over
+    many reruns). 0 when the process is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def system_chromium() -> str | None:
     """A system Chromium (CHROMIUM_PATH, /usr/bin/chromium, chromium or chromium-browser on PATH), if any."""
     for candidate in (CHROMIUM, shutil.which("chromium"), shutil.which("chromium-browser")):

@@ -76,6 +76,7 @@ from bench.common import (  # noqa: E402
     launch_kwargs,
     median,
     percentile,
+    process_cpu_s,
     replace_section,
     server_log_errors,
     streamlit_server,
@@ -138,6 +139,8 @@ class Stats:
     reloaded: int = 0  # ... a new session (another or a restarted process) rebuilt from their URL
     state_lost: int = 0  # ... a new session whose chart differs from the one before the drop
     never_back: int = 0  # ... no connection again within --timeout
+    server_pids: list[int] = field(default_factory=list)  # the server processes, when known: their CPU is read
+    server_cpu_s: float | None = None  # ... over the measured window (all of them together)
 
     @property
     def errors(self) -> int:
@@ -472,6 +475,7 @@ async def _ramp_and_loop(sessions: list, args: argparse.Namespace, stats: Stats)
           f"or {args.max_changes} changes", file=sys.stderr)
     t_begin = time.perf_counter()
     deadline = t_begin + args.duration
+    cpu_begin = sum(process_cpu_s(pid) for pid in stats.server_pids)
 
     async def loop(s) -> None:
         while time.perf_counter() < deadline and stats.changes < args.max_changes:
@@ -487,6 +491,8 @@ async def _ramp_and_loop(sessions: list, args: argparse.Namespace, stats: Stats)
 
     await asyncio.gather(*(loop(s) for s in opened))
     elapsed = time.perf_counter() - t_begin
+    if stats.server_pids:
+        stats.server_cpu_s = sum(process_cpu_s(pid) for pid in stats.server_pids) - cpu_begin
     for s in sessions:
         await s.close()
     return elapsed
@@ -508,12 +514,14 @@ async def _drive(url: str, args: argparse.Namespace, stats: Stats) -> float:
     return elapsed
 
 
-def run(args: argparse.Namespace) -> tuple[Stats, float]:
-    stats = Stats()
+def run(args: argparse.Namespace, server_pids: list[int] | None = None) -> tuple[Stats, float]:
+    """The load test against --url (server_pids: its processes, to read their CPU) or a server of its own."""
+    stats = Stats(server_pids=list(server_pids or []))
     if args.url:
         elapsed = asyncio.run(_drive(args.url, args, stats))
         return stats, elapsed
     with streamlit_server() as (url, proc, _):
+        stats.server_pids = [proc.pid]
         elapsed = asyncio.run(_drive(url, args, stats))
         errors = server_log_errors(proc)
         stats.server_errors = len(errors)
@@ -539,6 +547,9 @@ def report(stats: Stats, elapsed: float, args: argparse.Namespace) -> dict[str, 
         "per_process": {up: {"sessions": stats.sessions_per_upstream[up], "reruns": n,
                              "reruns_per_s": round(n / elapsed, 1) if elapsed else 0.0}
                         for up, n in sorted(stats.per_upstream.items())},
+        "server_cpu_cores": round(stats.server_cpu_s / elapsed, 2) if stats.server_cpu_s is not None and elapsed
+        else None,
+        "reruns_per_cpu_s": round(stats.reruns / stats.server_cpu_s, 1) if stats.server_cpu_s else None,
         "lost": stats.lost, "resumed": stats.resumed, "reloaded": stats.reloaded,
         "state_lost": stats.state_lost, "never_back": stats.never_back,
     }
@@ -556,6 +567,9 @@ def table(result: dict[str, object]) -> str:
             ("  server-logged tracebacks", result["server_errors"]),
             ("change → chart p50 (ms)", result["p50_ms"]), ("change → chart p95 (ms)", result["p95_ms"]),
             ("change → chart max (ms)", result["max_ms"]), ("session load, median (s)", result["load_median_s"])]
+    if result["server_cpu_cores"] is not None:
+        rows.append(("server CPU (cores busy) / reruns per CPU-second",
+                     f"{result['server_cpu_cores']} / {result['reruns_per_cpu_s']}"))
     if result["finish_p50_ms"] is not None:
         rows.append(("change → run finished p50 / p95 (ms)", f"{result['finish_p50_ms']} / {result['finish_p95_ms']}"))
     if result["client"] == "ws":
@@ -595,6 +609,9 @@ def docs_section(result: dict[str, object], args: argparse.Namespace) -> str:
     if result["finish_p50_ms"] is not None:
         rows.append(("Input change → run finished, p50 / p95 (ms)",
                      f"{result['finish_p50_ms']} / {result['finish_p95_ms']}"))
+    if result["server_cpu_cores"] is not None:
+        rows.append(("Server CPU: cores busy / reruns per CPU-second",
+                     f"{result['server_cpu_cores']} / {result['reruns_per_cpu_s']}"))
     if args.client == "ws":
         for up, row in result["per_process"].items():
             rows.append((f"Process {up}: sessions / reruns / per s",

@@ -7,6 +7,8 @@ reloaded on another from their URL, state lost, or never back.
 Usage:
   .venv/bin/python bench/multi_process.py                          # 1 vs 2 processes, 20 vs 40 sessions, 60 s each
   .venv/bin/python bench/multi_process.py --kill-at 30             # ... one process killed 30 s into the proxy run
+                                                                   # (its sessions move to the other one and stay:
+                                                                   # a throughput ratio only without --kill-at)
   .venv/bin/python bench/multi_process.py --fresh-clone            # serve.sh from a `git clone` of this checkout
   .venv/bin/python bench/multi_process.py --duration 20 --write-docs
 
@@ -118,7 +120,8 @@ def proxy_run(args: argparse.Namespace) -> dict[str, object]:
                     killed.update(port=base, pid=pid, at_s=args.kill_at)
                 timer = threading.Timer(args.kill_at + 2, kill)  # + the sessions' ramp, roughly
                 timer.start()
-            stats, elapsed = load_test.run(_load_args(args, args.sessions * args.processes, url))
+            pids = [int((runtime / f"streamlit-{base + i}.pid").read_text()) for i in range(args.processes)]
+            stats, elapsed = load_test.run(_load_args(args, args.sessions * args.processes, url), pids)
             if timer is not None:
                 timer.cancel()
             errors = [b for f in sorted(runtime.glob("streamlit-*.log")) for b in error_blocks(f.read_text())]
@@ -143,13 +146,19 @@ def _errors_besides_drops(result: dict[str, object]) -> int:
 
 def table(one: dict[str, object], many: dict[str, object], args: argparse.Namespace) -> list[tuple[str, str]]:
     ratio = many["reruns_per_s"] / one["reruns_per_s"] if one["reruns_per_s"] else float("nan")
+    def cpu(r: dict[str, object]) -> str:
+        return (f"; server CPU {r['server_cpu_cores']} cores busy, {r['reruns_per_cpu_s']} reruns per CPU-second"
+                if r.get("server_cpu_cores") is not None else "")
+
     rows = [
         ("One process, direct", f"{one['sessions']} sessions: {one['reruns_per_s']} reruns/s, change → chart p50 / "
-                                f"p95 {one['p50_ms']} / {one['p95_ms']} ms, errors {one['errors']}"),
+                                f"p95 {one['p50_ms']} / {one['p95_ms']} ms, errors {one['errors']}{cpu(one)}"),
         (f"{args.processes} processes behind nginx (deploy/serve.sh)",
          f"{many['sessions']} sessions: {many['reruns_per_s']} reruns/s, p50 / p95 {many['p50_ms']} / "
-         f"{many['p95_ms']} ms, errors {many['errors']}"),
-        ("Throughput ratio (proxy / one process)", f"{ratio:.2f}"),
+         f"{many['p95_ms']} ms, errors {many['errors']}{cpu(many)}"),
+        ("Throughput ratio (proxy / one process)" + (": not the capacity ratio, the killed process's sessions moved "
+                                                     "to the other one for the rest of the run" if many.get("killed")
+                                                     else ""), f"{ratio:.2f}"),
     ]
     for up, row in many["per_process"].items():
         rows.append((f"  process {up}", f"{row['sessions']} sessions, {row['reruns']} reruns, {row['reruns_per_s']}/s"))
@@ -188,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"one": one, "proxy": many}))
     if args.write_docs:
-        replace_section(DOC, SECTION, docs_section(rows, args))
+        replace_section(DOC, SECTION + ("-kill" if args.kill_at else ""), docs_section(rows, args))
         print(f"wrote {DOC.relative_to(ROOT)}", file=sys.stderr)
     return 0 if one["errors"] == 0 and _errors_besides_drops(many) == 0 else 1
 

@@ -58,6 +58,7 @@ from bench.common import (  # noqa: E402
     launch_kwargs,
     median,
     percentile,
+    process_cpu_s,
     replace_section,
     streamlit_server,
 )
@@ -309,12 +310,6 @@ def _page_reruns(runs: int, fresh: bool = False) -> dict[str, dict[str, float]]:
 # 3b. Page reruns on a running server (websocket, Streamlit's own protocol)
 # ---------------------------------------------------------------------------------------------------------
 
-def _process_cpu_s(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc; clock ticks, 10 ms each: read over many reruns)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class _PageSession:
     """One browser-like session on one page: the messages the frontend sends (BackMsg rerun_script with the
     page's URL path, the batch slider's widget state and, for a fragment rerun, the fragment's id), read until
@@ -374,12 +369,12 @@ async def _server_page(url: str, pid: int, page: str, runs: int) -> dict[str, fl
             for i in range(3):  # warm-up
                 await session.rerun(2 if i % 2 == 0 else 1, fragment)
             walls, deltas = [], []
-            cpu = _process_cpu_s(pid)
+            cpu = process_cpu_s(pid)
             for i in range(runs):
                 t = time.perf_counter()
                 deltas.append(await session.rerun(2 if i % 2 == 0 else 1, fragment))
                 walls.append((time.perf_counter() - t) * 1000)
-            result[f"{kind}_cpu_ms"] = (_process_cpu_s(pid) - cpu) * 1000 / runs
+            result[f"{kind}_cpu_ms"] = (process_cpu_s(pid) - cpu) * 1000 / runs
             result[f"{kind}_ms"] = median(walls)
             result[f"{kind}_deltas"] = median(deltas)
         return result
