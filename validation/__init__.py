@@ -229,10 +229,14 @@ def published_rows() -> list[dict[str, Any]]:
 
 
 def accuracy_report() -> dict[str, Any]:
-    """Both sets: overall median/p90/worst |error| %, by family/framework and method, and every row."""
+    """Both sets: overall median/p90/worst |error| %, by family/framework and method, and every row; and Unsloth's
+    traces and published longest lengths (validation/unsloth.py)."""
+    from .unsloth import unsloth_report
+
     tracer = tracer_rows()
     published = published_rows()
     return {
+        "unsloth": unsloth_report(),
         "tracer": {**summarize([r["error_pct"] for r in tracer]), "by_family": _group(tracer, "family"),
                    "by_method": _group(tracer, "method"), "by_precision": _group(tracer, "precision"),
                    "rows": tracer},
@@ -259,6 +263,10 @@ def format_report(report: dict[str, Any]) -> str:
                 flag = "  <-- " + (row["explanation"] or "unexplained") if abs(row["error_pct"]) > 20 else ""
                 lines.append(f"    {row['id']:<24} {row['method']:<5} measured {row['measured_gb']:6.2f} GB  "
                              f"estimated {row['estimated_gb']:6.2f} GB  {row['error_pct']:+6.1f} %{flag}")
+    if "unsloth" in report:
+        from .unsloth import format_unsloth_report
+
+        lines.append(format_unsloth_report(report["unsloth"]))
     return "\n".join(lines)
 
 

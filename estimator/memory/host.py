@@ -32,7 +32,7 @@ CUDA_INIT_HOST_BYTES = round(1203.5 * 2**20)
 CUDA_RUNTIME_KEY = "host.cuda_runtime"
 HOST_KEYS = ("host.process_baseline", CUDA_RUNTIME_KEY, "host.model_load", "host.optimizer_offload",
              "host.master_weights", "host.offload_gradients", "host.offload_staging", "host.param_offload",
-             "host.checkpoint_offload", "host.pinned_rounding", "host.paged_optimizer")
+             "host.checkpoint_offload", "host.embedding_offload", "host.pinned_rounding", "host.paged_optimizer")
 LOAD_KEYS = ("host.model_load",)  # the load's transient terms; every other term but the paging is the steps'
 
 
@@ -118,10 +118,13 @@ def _load_item(spec: ModelSpec, setup: TrainingSetup, weights_bytes: float) -> D
 
 
 def host_ram(spec: ModelSpec, setup: TrainingSetup, *, trainable: int, weights_bytes: float,
-             optimizer_cpu_bytes: float, checkpoint_cpu_bytes: float) -> HostRam:
+             optimizer_cpu_bytes: float, checkpoint_cpu_bytes: float, checkpoint_blocks: int | None = None,
+             checkpoint_slots_bytes: float = 0.0, embedding_cpu_bytes: float = 0.0) -> HostRam:
     """The host's terms for one estimate. `trainable`: trainable parameters; `weights_bytes`: every weight as
     loaded (unsharded); `optimizer_cpu_bytes`: the optimizer state the GPU side moved to CPU RAM (all processes);
-    `checkpoint_cpu_bytes`: the checkpointed layer inputs kept in CPU RAM by one process."""
+    `checkpoint_cpu_bytes`: the checkpointed layer inputs kept in CPU RAM by one process, in `checkpoint_blocks`
+    pinned blocks (default one per layer), plus `checkpoint_slots_bytes` of pinned slots made up front (Unsloth's
+    200 initial ones); `embedding_cpu_bytes`: an input embedding moved to CPU RAM (Unsloth's offload_embedding)."""
     n = setup.gpus
     items = [
         d("host.process_baseline", N_("Training processes (Python and the training libraries)"),
@@ -161,10 +164,16 @@ def host_ram(spec: ModelSpec, setup: TrainingSetup, *, trainable: int, weights_b
         # transformers activation_checkpointing_enable(offload=True) wraps the forward in
         # torch.autograd.graph.save_on_cpu(pin_memory=True) (modeling_utils.py:3166): every saved layer input is a
         # pinned CPU copy (torch/autograd/graph.py:405-413); Unsloth keeps one pinned buffer per layer.
+        blocks = checkpoint_blocks or spec.num_layers
+        layers = "L" if blocks == spec.num_layers else f"{blocks}"
+        slots = f" + {checkpoint_slots_bytes / 2**20:.0f} MiB of initial slots" if checkpoint_slots_bytes else ""
         items.append(d("host.checkpoint_offload", N_("Checkpointed layer inputs in CPU RAM"),
-                       n * checkpoint_cpu_bytes, f"{n} × T × L × h (pinned)"))
-        per_layer = checkpoint_cpu_bytes / max(spec.num_layers, 1)
-        rounding += n * spec.num_layers * (pinned_size(per_layer) - per_layer)
+                       n * (checkpoint_cpu_bytes + checkpoint_slots_bytes), f"{n} × (T × {layers} × h{slots}) (pinned)"))
+        per_layer = checkpoint_cpu_bytes / max(blocks, 1)
+        rounding += n * blocks * (pinned_size(per_layer) - per_layer)
+    if embedding_cpu_bytes:
+        items.append(d("host.embedding_offload", N_("Input embedding in CPU RAM (Unsloth's offload_embedding)"),
+                       n * embedding_cpu_bytes, f"{n} × V × h × 2 B"))
     if rounding:
         items.append(d("host.pinned_rounding", N_("Pinned memory rounding (power of two per allocation)"), rounding,
                        "Σ (next power of two − size) over the pinned buffers"))

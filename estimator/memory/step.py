@@ -29,6 +29,7 @@ from .activations.depth import (
 )
 from .activations.layers import moe_lora_delta_bytes, moe_lora_delta_grad_bytes
 from .activations.loss import LossMemory, loss_memory
+from .activations.unsloth import DOUBLE_BUFFER_HEADROOM
 from .adapters import adapted_modules, lora_params
 from .host import host_ram
 from .litgpt_model import stack_spec
@@ -54,6 +55,16 @@ from .precision import (
 from .result import CONTEXT_LABEL, DetailItem, Estimate, Phase
 from .result import detail as d
 from .towers import tower_activation_bytes, tower_learns, tower_lora_params, tower_notes
+from .unsloth_model import (
+    embedding_offloaded,
+    host_offload_bytes,
+    host_terms,
+    not_modelled_note,
+    unsloth_moments,
+    unsloth_path,
+    uses_unsloth_model,
+    without_double_buffer,
+)
 
 if TYPE_CHECKING:
     from ..job.setup import TrainingSetup
@@ -240,7 +251,7 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, learns: bool, shard_note: str)
     elif setup.attention == "eager":
         notes.append(N_("Eager attention stores s²-sized attention scores per head; SDPA/flash does not."))
     notes.extend(tower_notes(spec, setup))
-    if setup.method == "qlora":
+    if setup.method == "qlora" and not uses_unsloth_model(spec, setup):  # Unsloth's QLoRA path is traced
         notes.append(N_("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout."))
     return notes
 
@@ -502,9 +513,80 @@ def _closing_phases(spec: ModelSpec, setup: TrainingSetup, st: _States) -> list[
 ESTIMATE_CACHE_SIZE = 4096
 
 
+def _unsloth_phases(spec: ModelSpec, setup: TrainingSetup, st: _States, capacity: float | None
+                    ) -> tuple[list[Phase], _States, dict[str, float | int], list[str]]:
+    """Unsloth's own step (estimator/memory/unsloth_model.py, docs/formulas.md §3.8): its moments priced with the
+    model states, the two decisions Unsloth takes from the card's free memory, and the host RAM it uses.
+    Returns (phases, the states with the embedding where Unsloth puts it, host_ram's keyword terms, notes)."""
+    notes: list[str] = []
+    on_gpu = True
+    if capacity is not None:
+        usable_after_load = capacity - CUDA_CONTEXT_BYTES - st.weights
+        on_gpu = not embedding_offloaded(spec, setup, usable_after_load, st.trainable)
+    embed_host = 0.0
+    if not on_gpu:
+        embed = float(2 * spec.vocab_size * spec.hidden_size)  # the frozen bf16 input embedding
+        base = [x for x in st.weight_items if x.key == "weights.base"][0]
+        items = tuple(d(x.key, x.label, x.bytes - embed, x.formula + " − the input embedding (in CPU RAM)")
+                      if x.key == "weights.base" else x for x in st.weight_items)
+        assert base.bytes >= embed
+        st = st._replace(weights=st.weights - embed, weight_items=items)
+        embed_host = embed
+        notes.append(N_("Unsloth's offload_embedding='auto' moves the frozen input embedding to CPU RAM on this card "
+                        "(its own step reserve exceeds the memory left after loading)."))
+    path = unsloth_path(spec, setup, capacity, embedding_on_gpu=on_gpu)
+    phases = _unsloth_priced(spec, setup, st, path)
+    if capacity is not None and path.double_buffer:
+        # Double buffering starts after step 1 only when more than 512 MiB is free (unsloth_zoo
+        # gradient_checkpointing.py:1425-1446): free ≈ the card less the context and the step's reserved peak.
+        single = without_double_buffer(path)
+        quiet = _unsloth_priced(spec, setup, st, single)
+        peak = max(p.total for p in quiet)
+        if capacity - CUDA_CONTEXT_BYTES - peak * (1 + ALLOCATOR_SLACK) <= DOUBLE_BUFFER_HEADROOM:
+            path, phases = single, quiet
+    host = {**host_terms(spec, setup, path), "embedding_cpu_bytes": embed_host}
+    if path.offloaded:
+        notes.append(N_("Unsloth copies each layer's input to pinned CPU RAM (offloaded checkpointing): the "
+                        "host RAM figure counts it."))
+    notes.append(N_("Unsloth's attention is counted as its default install runs it on an Ampere or newer GPU: "
+                    "padding-free rows through PyTorch's flash kernel (xformers on older GPUs saves expanded K/V)."))
+    return phases, st, host, notes
+
+
+def _unsloth_priced(spec: ModelSpec, setup: TrainingSetup, st: _States, path) -> list[Phase]:
+    """Unsloth's moments (unsloth_model.unsloth_moments) with the model states and the gradients alive."""
+    g = st.grads
+    # At the first layer's MLP backward its own LoRA gradients are not made yet (the fused kernels return them at
+    # their end, fast_lora.py:584-604): every other layer's are.
+    share = (spec.num_layers - 1) / spec.num_layers
+    grads = {"persist": g.persist, "all_but_first": max(g.persist, g.first * share)}
+    labels = {"persist": N_("Gradients (accumulated)"), "all_but_first": N_("Gradients")}
+    keys = {"persist": "gradients.accumulated", "all_but_first": "gradients.all"}
+    return [_phase(st, m.key, m.label, 0.0, grads[m.grads], keys[m.grads], labels[m.grads], list(m.acts))
+            for m in unsloth_moments(spec, setup, path)]
+
+
+def estimate_for_path(spec: ModelSpec, setup: TrainingSetup, path) -> Estimate:
+    """Unsloth's step on a given path (activations.unsloth.UnslothPath) instead of the one estimate() resolves: the
+    tracer fixtures fix the attention backend, double buffering and the loss pass, and the published tables' code
+    (unsloth_model.published_tables_path) is checked through the same phases (validation/unsloth.py)."""
+    spec = stack_spec(spec, setup)
+    st = _states(spec, setup, context(spec, setup).adapted)
+    phases = _unsloth_priced(spec, setup, st, path) + _closing_phases(spec, setup, st)
+    peak, components, details, low, high = _peak_and_band(setup, phases)
+    return Estimate(
+        model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=st.trainable,
+        components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
+        low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
+        cpu_offload_bytes=st.cpu_bytes + host_offload_bytes(spec, setup, path), notes=(),
+    )
+
+
 @lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
-def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
-    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
+def estimate(spec: ModelSpec, setup: TrainingSetup, device_capacity: float | None = None) -> Estimate:
+    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase.
+    `device_capacity` (bytes) is read only where the stack decides by the card's memory (Unsloth; callers pass it
+    when unsloth_model.needs_capacity says so)."""
     if setup.image_tokens and not spec.tower_kind:
         raise ValueError(Text(N_("image tokens per example need a multimodal model; {model} has no vision tower"),
                               model=spec.name))
@@ -512,25 +594,34 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     spec = stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
     ctx = context(spec, setup)
     st = _states(spec, setup, ctx.adapted)
-    casts = _weight_casts(spec, setup, st.lora, ctx.head_module)
-    sz = _activation_sizes(spec, setup, ctx)
-    # Liger / Cut Cross-Entropy compute the head's weight gradient in forward: it exists from the loss on.
-    g_loss = st.grads.head if sz.loss.impl in ("liger", "cce") else 0.0
-    it = _activation_items(spec, setup, ctx, sz, casts)
-    if not setup.grad_ckpt:
-        phases = _stored_phases(st, casts, sz, it, g_loss)
+    extra_notes: list[str] = []
+    if uses_unsloth_model(spec, setup):
+        phases, st, host_kw, extra_notes = _unsloth_phases(spec, setup, st, device_capacity)
     else:
-        phases = _checkpointed_phases(spec, setup, ctx, st, casts, sz, it, g_loss)
+        casts = _weight_casts(spec, setup, st.lora, ctx.head_module)
+        sz = _activation_sizes(spec, setup, ctx)
+        # Liger / Cut Cross-Entropy compute the head's weight gradient in forward: it exists from the loss on.
+        g_loss = st.grads.head if sz.loss.impl in ("liger", "cce") else 0.0
+        it = _activation_items(spec, setup, ctx, sz, casts)
+        if not setup.grad_ckpt:
+            phases = _stored_phases(st, casts, sz, it, g_loss)
+        else:
+            phases = _checkpointed_phases(spec, setup, ctx, st, casts, sz, it, g_loss)
+        host_kw = {"checkpoint_cpu_bytes": sz.offloaded}
+        note = not_modelled_note(spec, setup)
+        extra_notes = [note] if note else []
     phases += _closing_phases(spec, setup, st)
 
     peak, components, details, low, high = _peak_and_band(setup, phases)
-    notes = _notes(spec, setup, st.learns, st.shard_note)
+    notes = _notes(spec, setup, st.learns, st.shard_note) + extra_notes
     cpu_params = st.weights_full if setup.offload_params else 0.0
     host = host_ram(spec, setup, trainable=st.trainable, weights_bytes=st.weights_full,
-                    optimizer_cpu_bytes=st.cpu_bytes, checkpoint_cpu_bytes=sz.offloaded)
+                    optimizer_cpu_bytes=st.cpu_bytes, **host_kw)
+    offloaded = host_kw["checkpoint_cpu_bytes"] + host_kw.get("checkpoint_slots_bytes", 0.0) + host_kw.get(
+        "embedding_cpu_bytes", 0.0)
     return Estimate(
         model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=st.trainable,
         components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
         low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
-        cpu_offload_bytes=st.cpu_bytes + sz.offloaded + cpu_params, notes=tuple(notes), host=host,
+        cpu_offload_bytes=st.cpu_bytes + offloaded + cpu_params, notes=tuple(notes), host=host,
     )

@@ -35,8 +35,9 @@ class Stack:
     sources: dict[str, str]  # setting → "file (version): what it says"
     unavailable: dict[str, str]  # loss kind → why this stack cannot do it (shown instead of guessing)
     qlora_optimizer: str | None = None  # the optimizer on a 4-bit base when it differs (LitGPT --quantize)
-    # Whose model code saves the activations: "hf" (transformers modules + PEFT) or "litgpt" (LitGPT's own GPT and
-    # LoRA layers, estimator.memory.activations.litgpt). LitGPT's dense decoders only; other architectures use "hf".
+    # Whose model code saves the activations: "hf" (transformers modules + PEFT), "litgpt" (LitGPT's own GPT and
+    # LoRA layers, estimator.memory.activations.litgpt) or "unsloth" (Unsloth's fused kernels,
+    # estimator.memory.unsloth_model). LitGPT's and Unsloth's own decoders only; other architectures use "hf".
     model_code: str = "hf"
     lora_dropout: float = 0.0  # LoRA dropout the stack's scripts use (HF snippets set 0.0: no masks to count)
     untied_head: bool = False  # the stack trains a separate output head even where the HF config ties it
@@ -133,32 +134,44 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                                    "(use_liger_kernel=True)")},
     ),
     Stack(
-        id="unsloth", label="Unsloth", version="unsloth 2026.10.9 (unsloth_zoo 2026.10)",
+        id="unsloth", label="Unsloth", version="unsloth 2026.10.9 (unsloth_zoo 2026.10.9, transformers ≤ 5.17)",
         transformers_attention=False,
-        summary=N_("Unsloth: offloaded checkpointing ('unsloth'), its fused cross-entropy (no full logits), "
-                "fused AdamW unless the script asks otherwise, no fp32 upcast for QLoRA."),
+        summary=N_("Unsloth: its own fused LoRA kernels (MLP, QKV, O) that keep only what their backward needs, "
+                "offloaded checkpointing ('unsloth': each layer's input in pinned CPU RAM), its fused linear "
+                "cross-entropy (no logits), 8-bit AdamW, fp32 adapters on a bf16 or NF4 base."),
         grad_ckpt=True, offload_activations=True, loss="fused",
-        loss_impls={"fused": "cce", "standard": "hf"}, optimizer="adamw",
+        loss_impls={"fused": "cce", "standard": "unsloth_ce"}, optimizer="adamw_8bit",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=1.0,
         host_load="direct",
         sources={
             "host_load": "unsloth/models/loader.py:1250, 1310 (2026.10.9): device_map defaults to 'sequential' "
                          "(loader_utils.py:416), each rank pinned to its own GPU: " + _HF_LOAD,
-            "grad_ckpt": "unsloth/models/llama.py (2026.10.9): get_peft_model(use_gradient_checkpointing="
-                         "'unsloth')",
-            "offload_activations": "unsloth 'unsloth' checkpointing offloads each layer's saved input to CPU RAM "
-                                   "(unsloth_zoo gradient_checkpointing.py)",
-            "loss": "unsloth_zoo (2026.10): fused_losses/cross_entropy_loss.py unsloth_fused_ce_loss; Cut "
-                    "Cross-Entropy only where UNSLOTH_ENABLE_CCE stays on (switched off on torch ≥ 2.8, "
-                    "unsloth_zoo/__init__.py)",
-            "optimizer": _TRANSFORMERS_OPTIM + " (Unsloth's notebooks set optim='adamw_8bit')",
-            "adapter_dtype": _PEFT_ADAPTERS,
-            "qlora_adapter_dtype": _PEFT_ADAPTERS,
-            "qlora_prep": "Unsloth keeps embeddings and norms in 16-bit (no prepare_model_for_kbit_training)",
+            "grad_ckpt": "unsloth/models/llama.py (2026.10.9): get_peft_model(use_gradient_checkpointing='unsloth') "
+                         "(:4569-4582); _utils.py:502-511 turns it into plain checkpointing below max_seq_length 512",
+            "offload_activations": "unsloth_zoo gradient_checkpointing.py (2026.10.9) UnslothCheckpointFunction "
+                                   "(:1337-1717): each layer's input to pinned CPU RAM, all but the last layer and "
+                                   "inputs ≤ 2 MiB (:1408)",
+            "loss": "unsloth/models/llama.py:2087-2137 (2026.10.9): with labels the loss is unsloth_fused_ce_loss → "
+                    "unsloth_zoo fused_losses/fused_linear.py fused_linear_cross_entropy (no [T, V] logits); "
+                    "UNSLOTH_RETURN_LOGITS=1 builds the logits and runs kernels/cross_entropy_loss.py",
+            "optimizer": "unsloth/models/rl.py:3318 (2026.10.9): Unsloth's SFTConfig defaults optim='adamw_8bit' "
+                         "(also per_device_train_batch_size=4, gradient_accumulation_steps=2: set them here)",
+            "adapter_dtype": "unsloth_zoo training_utils.py:404-466 (2026.10.9): LoRA weights upcast to fp32, "
+                             "everything else frozen in its load dtype",
+            "qlora_adapter_dtype": "unsloth_zoo training_utils.py:404-466 (2026.10.9): LoRA weights upcast to fp32",
+            "qlora_prep": "unsloth_zoo training_utils.py:458-463 (2026.10.9): embeddings, head and norms stay bf16 "
+                          "(no prepare_model_for_kbit_training upcast)",
             "max_grad_norm": _TRANSFORMERS_OPTIM,
+            "model_code": "unsloth/models/llama.py (2026.10.9): LlamaDecoderLayer_fast_forward and "
+                          "LlamaAttention_fast_forward with unsloth/kernels fast_lora.py (LoRA_MLP, LoRA_QKV, LoRA_W), "
+                          "rms_layernorm.py, rope_embedding.py and the attention dispatch (docs/formulas.md §3.8); "
+                          "Llama, Mistral and Qwen2 (FastLlamaModel), other families through FastModel",
+            "lora_dropout": "unsloth/models/llama.py:4569-4582 (2026.10.9): get_peft_model(lora_dropout=0.0, "
+                            "bias='none')",
         },
         unavailable={"chunked": N_("Unsloth's own loss is the fused one; choose 'fused' or 'standard'")},
+        model_code="unsloth",
     ),
     Stack(
         id="axolotl", label="Axolotl", version="axolotl 0.19.0 (transformers Trainer)",

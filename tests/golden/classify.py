@@ -129,6 +129,10 @@ def classify(old: dict, new: dict) -> list[str]:
             ["UNEXPLAINED: same rc, other change"]
     if old["err"] != new["err"]:
         return ["UNEXPLAINED: stderr changed"]
+    if "--stack" in argv and argv[argv.index("--stack") + 1] == "unsloth":  # issue 21: the stack re-read
+        if "Unsloth's attention is counted" in new["out"]:
+            return ["unsloth stack: Unsloth's own model (FastLlamaModel), adamw_8bit, notes, host RAM terms"]
+        return ["unsloth stack: FastModel (transformers' modules) with adamw_8bit and a note"]
     if "--json" in argv:
         try:
             return _json_tags(json.loads(old["out"]), json.loads(new["out"]), argv)
