@@ -320,7 +320,7 @@ def _unsloth(spec: ModelSpec, setup: TrainingSetup) -> None:
         n=traces["n"], median=format_number(traces["median_abs_pct"], 2),
         worst=format_number(traces["worst_abs_pct"], 2), target=format_number(context["target_pct"], 0),
         ok=context["within_target"], checked=context["checked"]))
-    table = pd.DataFrame([{
+    table = table_per_language("how.unsloth_published", lambda: [{  # built once per language (ui/once.py)
         _("Point"): r["id"], _("GPU (GB)"): r["gpu_gb"], _("Published"): r["published"],
         _("Modelled"): r["modelled"], _("Error %"): r["error_pct"], _("Current release"): r["current"],
         _("Why it differs"): r["explanation"] or (r["note"] if r["check"] == "not_comparable" else ""),
