@@ -141,6 +141,7 @@ class Stats:
     never_back: int = 0  # ... no connection again within --timeout
     server_pids: list[int] = field(default_factory=list)  # the server processes, when known: their CPU is read
     server_cpu_s: float | None = None  # ... over the measured window (all of them together)
+    client_cpu_s: float = 0.0  # this process (the clients) over the measured window: it shares the machine
 
     @property
     def errors(self) -> int:
@@ -476,6 +477,7 @@ async def _ramp_and_loop(sessions: list, args: argparse.Namespace, stats: Stats)
     t_begin = time.perf_counter()
     deadline = t_begin + args.duration
     cpu_begin = sum(process_cpu_s(pid) for pid in stats.server_pids)
+    client_begin = time.process_time()
 
     async def loop(s) -> None:
         while time.perf_counter() < deadline and stats.changes < args.max_changes:
@@ -491,6 +493,7 @@ async def _ramp_and_loop(sessions: list, args: argparse.Namespace, stats: Stats)
 
     await asyncio.gather(*(loop(s) for s in opened))
     elapsed = time.perf_counter() - t_begin
+    stats.client_cpu_s = time.process_time() - client_begin
     if stats.server_pids:
         stats.server_cpu_s = sum(process_cpu_s(pid) for pid in stats.server_pids) - cpu_begin
     for s in sessions:
@@ -550,6 +553,7 @@ def report(stats: Stats, elapsed: float, args: argparse.Namespace) -> dict[str, 
         "server_cpu_cores": round(stats.server_cpu_s / elapsed, 2) if stats.server_cpu_s is not None and elapsed
         else None,
         "reruns_per_cpu_s": round(stats.reruns / stats.server_cpu_s, 1) if stats.server_cpu_s else None,
+        "client_cpu_cores": round(stats.client_cpu_s / elapsed, 2) if elapsed else None,
         "lost": stats.lost, "resumed": stats.resumed, "reloaded": stats.reloaded,
         "state_lost": stats.state_lost, "never_back": stats.never_back,
     }
@@ -568,8 +572,8 @@ def table(result: dict[str, object]) -> str:
             ("change → chart p50 (ms)", result["p50_ms"]), ("change → chart p95 (ms)", result["p95_ms"]),
             ("change → chart max (ms)", result["max_ms"]), ("session load, median (s)", result["load_median_s"])]
     if result["server_cpu_cores"] is not None:
-        rows.append(("server CPU (cores busy) / reruns per CPU-second",
-                     f"{result['server_cpu_cores']} / {result['reruns_per_cpu_s']}"))
+        rows.append(("server CPU (cores busy) / reruns per CPU-second / the clients' CPU (cores)",
+                     f"{result['server_cpu_cores']} / {result['reruns_per_cpu_s']} / {result['client_cpu_cores']}"))
     if result["finish_p50_ms"] is not None:
         rows.append(("change → run finished p50 / p95 (ms)", f"{result['finish_p50_ms']} / {result['finish_p95_ms']}"))
     if result["client"] == "ws":
@@ -610,8 +614,8 @@ def docs_section(result: dict[str, object], args: argparse.Namespace) -> str:
         rows.append(("Input change → run finished, p50 / p95 (ms)",
                      f"{result['finish_p50_ms']} / {result['finish_p95_ms']}"))
     if result["server_cpu_cores"] is not None:
-        rows.append(("Server CPU: cores busy / reruns per CPU-second",
-                     f"{result['server_cpu_cores']} / {result['reruns_per_cpu_s']}"))
+        rows.append(("Server CPU: cores busy / reruns per CPU-second; the clients' CPU (cores)",
+                     f"{result['server_cpu_cores']} / {result['reruns_per_cpu_s']}; {result['client_cpu_cores']}"))
     if args.client == "ws":
         for up, row in result["per_process"].items():
             rows.append((f"Process {up}: sessions / reruns / per s",

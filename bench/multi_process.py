@@ -147,8 +147,8 @@ def _errors_besides_drops(result: dict[str, object]) -> int:
 def table(one: dict[str, object], many: dict[str, object], args: argparse.Namespace) -> list[tuple[str, str]]:
     ratio = many["reruns_per_s"] / one["reruns_per_s"] if one["reruns_per_s"] else float("nan")
     def cpu(r: dict[str, object]) -> str:
-        return (f"; server CPU {r['server_cpu_cores']} cores busy, {r['reruns_per_cpu_s']} reruns per CPU-second"
-                if r.get("server_cpu_cores") is not None else "")
+        return (f"; server CPU {r['server_cpu_cores']} cores busy, {r['reruns_per_cpu_s']} reruns per CPU-second; "
+                f"the clients {r['client_cpu_cores']} cores" if r.get("server_cpu_cores") is not None else "")
 
     rows = [
         ("One process, direct", f"{one['sessions']} sessions: {one['reruns_per_s']} reruns/s, change → chart p50 / "
