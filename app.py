@@ -7,12 +7,12 @@ switches that session to this navigation and reruns, so /compare, /fits, /sizes,
 app's own navigation even on a freshly started server."""
 
 import copy
-from pathlib import Path
 
 import streamlit as st
 
 from estimator.i18n import _, get_language
 from ui.lang import choose_language
+from ui.once import once
 
 # A presentation link (?present=true) opens with the sidebar folded away: the verdict fills the screen.
 presenting = st.query_params.get("present", "").lower() == "true"
@@ -21,11 +21,10 @@ st.set_page_config(page_title=_("Will it fit?"), page_icon=":material/memory:", 
                    initial_sidebar_state="collapsed" if presenting else "auto")
 
 
-@st.cache_resource(show_spinner=False)
-def _page_templates(lang: str, root: str) -> tuple:
-    """The page list in one language, built once per server: each st.Page resolves and checks its file
-    (pathlib, a dozen stat calls), which a rerun need not repeat. Titles are text, so the language is part of
-    the key; so is the app's folder (the pages' paths resolve against it)."""
+def _page_templates() -> tuple:
+    """The page list, built once per process, language and app folder (ui/once.py): each st.Page resolves and
+    checks its file (pathlib, a dozen stat calls), which a rerun need not repeat. Titles are text, so the
+    language is part of the key; so is this file (the pages' paths resolve against its folder)."""
     return (
         st.Page("pages/calculator.py", title=_("Calculator"), icon=":material/calculate:", default=True),
         st.Page("pages/compare.py", title=_("Compare"), icon=":material/stacked_bar_chart:", url_path="compare"),
@@ -39,6 +38,6 @@ def _page_templates(lang: str, root: str) -> tuple:
 
 # Each run gets its own copies: st.navigation marks the page it returns as the one allowed to run (a flag on the
 # object), which sessions running at the same time must not share.
-PAGES = [copy.copy(page) for page in _page_templates(get_language(), str(Path(__file__).resolve().parent))]
+PAGES = [copy.copy(page) for page in once("app.pages", _page_templates, get_language(), __file__)]
 
 st.navigation(PAGES, position="top").run()

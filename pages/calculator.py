@@ -4,19 +4,19 @@ change, the breakdown with downloads, and a share link. Thin: inputs → estimat
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from estimator import estimate, to_gb, verdict
 from estimator.advice.advise import advise
-from estimator.i18n import N_, _, format_int, format_number, localised_error
+from estimator.i18n import N_, _, format_int, format_number, get_language, localised_error
 from estimator.job.stack import setup_summary
 from estimator.options.methods import METHOD_LABELS
 from estimator.options.trainers import TRL_VERSION
 from estimator.report.document import estimate_host, estimate_json
 from estimator.report.snippets.trainers import trainer_snippet
+from ui.answers import CalculatorAnswer as Answer
 from ui.charts import both_units, chart_alt, memory_bar_spec
 from ui.config_box import export_section
 from ui.exact import render_exact
@@ -24,6 +24,7 @@ from ui.inputs import BATCH_MAX, MAX_LEN_MAX, live_page
 from ui.lang import localised, number_columns
 from ui.live_chart import live_plotly_chart
 from ui.model_box import hub_token
+from ui.once import arrow_table, remembered
 from ui.report import (
     NEGLIGIBLE_BYTES,
     RuleGap,
@@ -42,28 +43,13 @@ from ui.url_state import share_box
 from ui.values import Inputs
 
 if TYPE_CHECKING:  # annotations only
-    from estimator import Device, Estimate, TrainingSetup
-    from estimator.job.trainer import TrainerSetup
+    from estimator import Device, Estimate
     from estimator.memory.host import HostVerdict
 
 
 def text(value: str) -> str:
     """Markdown-escaped text: names can come from an uploaded config.json."""
     return plain(value, limit=2000)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What the verdict was computed from, for the rest of the page: the setup and trainer as priced, the rule
-    (None unless the rule of thumb prices this trainer), the estimate shown and the detailed one."""
-
-    setup: TrainingSetup
-    trainer: TrainerSetup
-    rule: str | None
-    est: Estimate
-    detailed: Estimate
-    length: str  # the batch's length as the verdict's line names it ("2,048 tokens", "(512 + 512) tokens")
-    host: HostVerdict | None  # the host RAM's verdict (the detailed estimate's host side under the rule)
 
 
 def answer(inputs: Inputs) -> Answer:
@@ -233,11 +219,13 @@ def _fit_limits(a: Answer, best_batch: int | None, best_len: int | None, smalles
 def _breakdown(est: Estimate, device: Device, host: HostVerdict | None = None) -> None:
     """The breakdown at the peak, one row per item, and its CSV and JSON downloads."""
     st.subheader(_("Breakdown at the peak"), anchor=False)
-    table = breakdown_frame(est, device)
     numbers = {"bytes": (0, ""), "gb": (2, " GB"), "gib": (2, " GiB")}  # English: numbers; Spanish: "17,00 GB"
+    # Built once per estimate shown (ui.once.remembered: a rerun that changed nothing it shows reuses it).
+    table = remembered("calculator.breakdown", est, lambda: arrow_table(localised(breakdown_frame(est, device), numbers)),
+                       device, get_language())
     st.dataframe(
-        localised(table, numbers), hide_index=True, width="stretch", key="breakdown",
-        height=35 * (len(table) + 1) + 3,  # no scroll
+        table, hide_index=True, width="stretch", key="breakdown",
+        height=35 * (table.num_rows + 1) + 3,  # no scroll
         column_config={
             "component": st.column_config.TextColumn(_("Component"), width="medium"),
             "item": st.column_config.TextColumn(_("Item"), width="medium"),
@@ -250,12 +238,16 @@ def _breakdown(est: Estimate, device: Device, host: HostVerdict | None = None) -
     with st.container(horizontal=True):
         st.download_button(_("Download CSV"), breakdown_csv(est, device), "will-it-fit.csv", "text/csv", key="download_csv",
                            on_click="ignore", icon=":material/download:")
-        st.download_button(_("Download JSON"), json.dumps(estimate_json(est, device, host), indent=2), "will-it-fit.json",
+        document = remembered("calculator.json", est, lambda: json.dumps(estimate_json(est, device, host), indent=2),
+                              device, host)
+        st.download_button(_("Download JSON"), document, "will-it-fit.json",
                            "application/json", key="download_json", on_click="ignore", icon=":material/download:")
     if host is not None:
         with st.expander(_("Host RAM: what the setup needs in CPU RAM")):
             numbers = {"bytes": (0, ""), "gb": (2, " GB"), "gib": (2, " GiB")}
-            st.dataframe(localised(host_frame(host), numbers), hide_index=True, width="stretch", key="host_table",
+            hosted = remembered("calculator.host_table", est, lambda: arrow_table(localised(host_frame(host), numbers)),
+                                host, get_language())
+            st.dataframe(hosted, hide_index=True, width="stretch", key="host_table",
                          column_config={"item": st.column_config.TextColumn(_("Item"), width="large"),
                                         "when": st.column_config.TextColumn(_("When"))}
                          | number_columns(numbers, {"bytes": _("Bytes"), "gb": "GB", "gib": "GiB"}))

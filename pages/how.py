@@ -35,6 +35,7 @@ from estimator.report.snippets import training_snippet
 from estimator.report.snippets.common import snippet_language
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
+from ui.once import arrow_table, once, table_per_language
 from ui.text import plain, show_notes
 from ui.trainer_inputs import how_section_markdown, page_trainer
 from ui.url_state import share_box
@@ -107,8 +108,9 @@ def _weights() -> None:
           "| QLoRA base: embeddings, head, norms | 2, or 4 where the stack's QLoRA preparation upcasts them "
           "(table below) | – | the stack's preparation |").format(nf4=format_number(NF4_DQ_BYTES, 4))
     )
-    st.dataframe(pd.DataFrame([{_("QLoRA preparation"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
-                               for o in QLORA_PREPS.values()]), hide_index=True, key="qlora_prep_table")
+    st.dataframe(table_per_language("how.qlora_prep_table", lambda: [
+        {_("QLoRA preparation"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
+        for o in QLORA_PREPS.values()]), hide_index=True, key="qlora_prep_table")
 
 
 def _adamw_bytes(weight: int) -> dict[str, float]:
@@ -154,9 +156,8 @@ def short(value: float) -> str:
     return format_number(value, 0) if float(value).is_integer() else format_number(value, len(f"{value:g}".split(".")[1]))
 
 
-def _optimizer() -> None:
-    """Optimizer state per trainable weight, for each optimizer."""
-    st.subheader(_("Optimizer state, per trainable weight"))
+def _optimizer_rows() -> list[dict[str, str]]:
+    """One row per optimizer: its state per trainable weight, step temporaries and sources."""
     optim_rows = []
     for name, option in OPTIMIZERS.items():
         per_fp32 = optimizer_state_bytes(name, 4)
@@ -166,7 +167,13 @@ def _optimizer() -> None:
                            _("bf16 weights (B)"): "≈ 0" if option.state_dtype == "factored" else short(per_bf16),
                            _("Step temporaries"): _("one parameter-sized buffer") if option.step_temporaries else _("none"),
                            _("Why"): _(option.summary), _("Source"): option.source})
-    st.dataframe(pd.DataFrame(optim_rows), hide_index=True, key="optimizer_table")
+    return optim_rows
+
+
+def _optimizer() -> None:
+    """Optimizer state per trainable weight, for each optimizer."""
+    st.subheader(_("Optimizer state, per trainable weight"))
+    st.dataframe(table_per_language("how.optimizer_table", _optimizer_rows), hide_index=True, key="optimizer_table")
     st.caption(_("Sources: torch.optim (state dtype = weight dtype); bitsandbytes optimizers (block-wise 8-bit, "
                  "paged); Dettmers et al. 2021 (8-bit optimizers); transformers' Adafactor. Full fine-tuning in `mixed` "
                  "precision therefore costs {weight} + {grad} + {state} = {total} bytes per weight, plus the "
@@ -202,9 +209,9 @@ def _logits() -> None:
         _("The loss is often the single biggest activation, and the training stack decides how it is built. With V "
         "the vocabulary, T the tokens in the batch, H the hidden size and c the compute dtype's bytes:")
     )
-    st.dataframe(pd.DataFrame([{_("Loss"): _(LOSSES[o.kind].label), _("Implementation"): _(o.label),
-                                _("What is counted"): _(o.summary), _("Source"): o.source} for o in LOSS_IMPLS.values()]),
-                 hide_index=True, key="loss_table")
+    st.dataframe(table_per_language("how.loss_table", lambda: [
+        {_("Loss"): _(LOSSES[o.kind].label), _("Implementation"): _(o.label), _("What is counted"): _(o.summary),
+         _("Source"): o.source} for o in LOSS_IMPLS.values()]), hide_index=True, key="loss_table")
     st.latex(r"A_{\text{loss, standard}} = \underbrace{4\,T V}_{\text{kept}} + "
              r"\underbrace{8\,T V}_{\text{backward}}")
     st.markdown(_("For Llama-3 (V = {vocab}) at {tokens} tokens the standard loss keeps {kept} GB and adds {backward} GB "
@@ -222,8 +229,9 @@ def _checkpointing() -> None:
         "L inputs plus one layer. 20–30 % slower. With offloading the L inputs wait in CPU RAM and one comes back "
         "at a time.")
     )
-    st.dataframe(pd.DataFrame([{_("Checkpointing"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
-                               for o in CHECKPOINTING.values()]), hide_index=True, key="checkpointing_table")
+    st.dataframe(table_per_language("how.checkpointing_table", lambda: [
+        {_("Checkpointing"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
+        for o in CHECKPOINTING.values()]), hide_index=True, key="checkpointing_table")
     st.latex(r"A_{\text{ckpt}} = T\,(L \cdot 2h + A_{\text{one layer}})")
 
 
@@ -236,6 +244,18 @@ def _stacks(setup: TrainingSetup) -> None:
         "from the stack. Each value below was read in that project's source, at the version named.")
     )
     st.caption(plain(setup_summary(setup)))
+    st.dataframe(table_per_language("how.stack_table", _stack_rows), hide_index=True, key="stack_table")
+    with st.expander(_("Sources of every stack value")):
+        st.dataframe(table_per_language("how.stack_sources", lambda: [
+            {_("Stack"): stack.label, _("Setting"): field, _("Source (file, version)"): stack.sources.get(field, "")}
+            for stack in STACKS.values() for field in (*STACK_FIELDS, *STACK_FACTS) if field in stack.sources]),
+            hide_index=True, key="stack_sources")
+    st.caption(_("Gradient clipping (`clip_grad_norm_`) keeps only one norm per tensor: it adds nothing measurable "
+                 "at the peak."))
+
+
+def _stack_rows() -> list[dict[str, str]]:
+    """One row per training stack: the defaults it fills in."""
     stack_rows = []
     for stack in STACKS.values():
         stack_rows.append({
@@ -251,13 +271,7 @@ def _stacks(setup: TrainingSetup) -> None:
                                      if stack.max_grad_norm else _("none")),
             _("In short"): _(stack.summary),
         })
-    st.dataframe(pd.DataFrame(stack_rows), hide_index=True, key="stack_table")
-    source_rows = [{_("Stack"): stack.label, _("Setting"): field, _("Source (file, version)"): stack.sources.get(field, "")}
-                   for stack in STACKS.values() for field in (*STACK_FIELDS, *STACK_FACTS) if field in stack.sources]
-    with st.expander(_("Sources of every stack value")):
-        st.dataframe(pd.DataFrame(source_rows), hide_index=True, key="stack_sources")
-    st.caption(_("Gradient clipping (`clip_grad_norm_`) keeps only one norm per tensor: it adds nothing measurable "
-                 "at the peak."))
+    return stack_rows
 
 
 def _unsloth(spec: ModelSpec, setup: TrainingSetup) -> None:
@@ -306,7 +320,7 @@ def _unsloth(spec: ModelSpec, setup: TrainingSetup) -> None:
         n=traces["n"], median=format_number(traces["median_abs_pct"], 2),
         worst=format_number(traces["worst_abs_pct"], 2), target=format_number(context["target_pct"], 0),
         ok=context["within_target"], checked=context["checked"]))
-    table = pd.DataFrame([{
+    table = table_per_language("how.unsloth_published", lambda: [{  # built once per language (ui/once.py)
         _("Point"): r["id"], _("GPU (GB)"): r["gpu_gb"], _("Published"): r["published"],
         _("Modelled"): r["modelled"], _("Error %"): r["error_pct"], _("Current release"): r["current"],
         _("Why it differs"): r["explanation"] or (r["note"] if r["check"] == "not_comparable" else ""),
@@ -408,10 +422,11 @@ def _units() -> None:
     )
 
 
-# The accuracy report re-estimates every fixture and published run (~25 ms): it depends on no input and no
-# language (its rows hold ids, numbers and English source notes), so it is computed once per process; st.cache_data
-# hands each run its own copy.
-accuracy_report = st.cache_data(_accuracy_report, show_spinner=False)
+def accuracy_report() -> dict:
+    """The accuracy report re-estimates every fixture and published run (~25 ms): it depends on no input and no
+    language (its rows hold ids, numbers and English source notes), so it is computed once per process (ui/once.py:
+    shared, read only)."""
+    return once("how.accuracy_report", _accuracy_report)
 
 
 def _accuracy() -> tuple[dict, dict]:
@@ -446,13 +461,32 @@ def _accuracy() -> tuple[dict, dict]:
                  for method, s in part.get("by_method", {}).items()]
     if by_method:
         errors = {"Median |error| %": (1, ""), "Worst |error| %": (1, "")}
-        st.dataframe(localised(pd.DataFrame(by_method), errors), hide_index=True, key="accuracy_by_method",
+        st.dataframe(table_per_language("how.accuracy_by_method", lambda: localised(pd.DataFrame(by_method), errors)),
+                     hide_index=True, key="accuracy_by_method",
                      column_config={"Set": st.column_config.TextColumn(_("Set")),
                                     "Method": st.column_config.TextColumn(_("Method")),
                                     "Runs": st.column_config.NumberColumn(_("Runs"))}
                      | number_columns(errors, {"Median |error| %": _("Median |error| %"),
                                                "Worst |error| %": _("Worst |error| %")}))
     return tracer, published
+
+
+def _published_frame(published: dict) -> pd.DataFrame:
+    """The published runs' table: ids, settings, measured and estimated GB, the error and its explanation."""
+    pub = pd.DataFrame(published["rows"])
+    pub_columns = ["id", "model", "stack", "method", "precision", "batch", "seq_len", "grad_ckpt", "measure", "measured_gb",
+                   "estimated_gb", "error_pct", "explanation", "source"]
+    return pub[[c for c in pub_columns if c in pub.columns]]
+
+
+def _tracer_frame(tracer: dict) -> pd.DataFrame:
+    """The tracer runs' table: ids, settings, measured and estimated GB and the error."""
+    tr = pd.DataFrame(tracer["rows"])
+    tr["measured_gb"] = tr["measured_bytes"] / 1e9
+    tr["estimated_gb"] = tr["estimated_bytes"] / 1e9
+    tr_columns = ["id", "family", "method", "precision", "batch", "seq_len", "grad_ckpt", "attention",
+                  "measured_gb", "estimated_gb", "error_pct"]
+    return tr[[c for c in tr_columns if c in tr.columns]]
 
 
 def _run_tables(tracer: dict, published: dict) -> None:
@@ -467,10 +501,8 @@ def _run_tables(tracer: dict, published: dict) -> None:
     }
     if published["rows"]:
         st.subheader(_("Published runs"))
-        pub = pd.DataFrame(published["rows"])
-        pub_columns = ["id", "model", "stack", "method", "precision", "batch", "seq_len", "grad_ckpt", "measure", "measured_gb",
-                       "estimated_gb", "error_pct", "explanation", "source"]
-        st.dataframe(pub[[c for c in pub_columns if c in pub.columns]], hide_index=True, key="published_runs",
+        st.dataframe(once("how.published_runs", lambda: arrow_table(_published_frame(published))), hide_index=True,
+                     key="published_runs",
                      column_config=RUN_COLUMNS | {
                          "measured_gb": st.column_config.NumberColumn(_("Measured (GB)"), format="%.2f"),
                          "estimated_gb": st.column_config.NumberColumn(_("Estimated (GB)"), format="%.2f"),
@@ -482,12 +514,8 @@ def _run_tables(tracer: dict, published: dict) -> None:
                      "with its own framework's stack."))
     if tracer["rows"]:
         st.subheader(_("Tracer runs"))
-        tr = pd.DataFrame(tracer["rows"])
-        tr["measured_gb"] = tr["measured_bytes"] / 1e9
-        tr["estimated_gb"] = tr["estimated_bytes"] / 1e9
-        tr_columns = ["id", "family", "method", "precision", "batch", "seq_len", "grad_ckpt", "attention",
-                      "measured_gb", "estimated_gb", "error_pct"]
-        st.dataframe(tr[[c for c in tr_columns if c in tr.columns]], hide_index=True, key="tracer_runs",
+        st.dataframe(once("how.tracer_runs", lambda: arrow_table(_tracer_frame(tracer))), hide_index=True,
+                     key="tracer_runs",
                      column_config=RUN_COLUMNS | {
                          "measured_gb": st.column_config.NumberColumn(_("Measured (GB)"), format="%.4f"),
                          "estimated_gb": st.column_config.NumberColumn(_("Estimated (GB)"), format="%.4f"),

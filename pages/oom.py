@@ -20,7 +20,8 @@ from estimator.units import GB
 from ui.charts import both_units
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
-from ui.page_charts import oom_chart
+from ui.live_chart import live_plotly_chart
+from ui.page_charts import oom_chart_spec
 from ui.report import oom_frame, remedy_line
 from ui.text import plain, show_notes
 from ui.trainer_inputs import resolve_box
@@ -107,7 +108,7 @@ def _reading(diag: OomDiagnosis) -> None:
                      column_config={"figure": st.column_config.TextColumn(_("Figure"), width="large")}
                      | number_columns(numbers, {"bytes": _("Bytes"), "gb": "GB", "gib": "GiB"}))
     if r.capacity_bytes or r.limit_bytes:
-        st.plotly_chart(oom_chart(r), key="oom_chart", config={"displayModeBar": False})
+        live_plotly_chart(oom_chart_spec(r), key="oom_chart", config={"displayModeBar": False})  # a plain spec
     if r.resource_limit is not None:
         st.markdown(plain(_("Metal buffer limit: {n} buffers").format(n=r.resource_limit)))
     for note in r.notes:

@@ -54,7 +54,8 @@ def wait_for_app(page: Page) -> None:
     for state in ("[data-test-connection-state='CONNECTED']", "[data-test-script-state='notRunning']"):
         page.locator(f"[data-testid='stApp']{state}").wait_for(state="attached", timeout=30_000)
     expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=30_000)
-    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
+    # every chart drawn: st.plotly_chart's and the live charts' (ui/live_chart.py, a .wif-live-plot host)
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart], .wif-live-plot')]"
                            ".every(c => c.querySelector('.main-svg'))", timeout=30_000)
     page.wait_for_timeout(500)
 

@@ -4,8 +4,6 @@ stays thin and these are tested directly. Sizes are labelled GB (10⁹ B) and Gi
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
@@ -18,6 +16,7 @@ from estimator.memory.host import LOAD_KEYS, HostVerdict
 from estimator.memory.result import CONTEXT_KEY, component_label, context_label
 from estimator.oom_message import FIGURES, OomReading
 from ui.charts import both_units
+from ui.once import remembered
 
 # Streamlit's own viewer options: not part of a setup, so never copied into a share link.
 VIEWER_PARAMS = frozenset({"embed", "embed_options"})
@@ -84,27 +83,15 @@ def oom_frame(reading: OomReading) -> pd.DataFrame:
 
 def breakdown_csv(est: Estimate, device: Device | None = None) -> str:
     """The breakdown table as CSV: the same rows and numbers as on screen, bytes exact. Remembered for the
-    last few estimates (the estimator hands back the same Estimate object for the same inputs, so a rerun that
-    changed nothing the table shows does not build it again), per device and language."""
-    key = (id(est), device, get_language())
-    with _CSV_LOCK:
-        hit = _CSV_CACHE.get(key)
-        if hit is not None and hit[0] is est:  # the same object, not a new one at a recycled id
-            _CSV_CACHE.move_to_end(key)
-            return hit[1]
+    last few estimates, per device and language (ui.once.remembered: the estimator hands back the same Estimate
+    object for the same inputs, so a rerun that changed nothing the table shows does not build it again)."""
+    return remembered("report.breakdown_csv", est, lambda: _breakdown_csv(est, device), device, get_language())
+
+
+def _breakdown_csv(est: Estimate, device: Device | None) -> str:
     frame = breakdown_frame(est, device)
     frame["bytes"] = [int(b) for b in frame["bytes"]]  # whole bytes, exact (Python ints)
-    text = frame.to_csv(index=False, float_format="%.4f")
-    with _CSV_LOCK:
-        _CSV_CACHE[key] = (est, text)  # holds the estimate, so its id is not reused while cached
-        while len(_CSV_CACHE) > _CSV_CACHE_SIZE:
-            _CSV_CACHE.popitem(last=False)
-    return text
-
-
-_CSV_CACHE_SIZE = 32
-_CSV_CACHE: OrderedDict[tuple[int, Device | None, str], tuple[Estimate, str]] = OrderedDict()
-_CSV_LOCK = threading.Lock()
+    return frame.to_csv(index=False, float_format="%.4f")
 
 
 def verdict_detail(est: Estimate, device: Device, v: Verdict) -> tuple[str, str]:

@@ -78,16 +78,51 @@ def smallest_device(spec: ModelSpec, setup: TrainingSetup, catalog: tuple[Device
 
 def min_gpus(spec: ModelSpec, setup: TrainingSetup, device: Device, max_gpus: int = 64,
              estimate_fn: EstimateFn = _default_estimate) -> int | None:
-    """The smallest GPU count (1..max_gpus) whose per-GPU memory fits the device, for this sharding."""
-    return min_gpus_for_devices(spec, setup, [device], max_gpus, estimate_fn)[device.id]
+    """The smallest GPU count (1..max_gpus) whose per-GPU memory fits the device, for this sharding: every count
+    tried in turn, whatever the estimate (the reference the searches are tested against)."""
+    return min_gpus_for_devices(spec, setup, [device], max_gpus, estimate_fn, monotone=False)[device.id]
 
 
 def min_gpus_for_devices(spec: ModelSpec, setup: TrainingSetup, devices: tuple[Device, ...] | list[Device],
-                         max_gpus: int = 64, estimate_fn: EstimateFn = _default_estimate, per_node: int = 1
-                         ) -> dict[str, int | None]:
-    """min_gpus for many devices at once: per-GPU memory depends on the GPU count, not on the device, so each
-    count is estimated once and every device answered from it (device id → smallest count, or None). With
-    per_node > 1 only whole nodes count (8, 16, 24… GPUs)."""
+                         max_gpus: int = 64, estimate_fn: EstimateFn = _default_estimate, per_node: int = 1,
+                         monotone: bool = True) -> dict[str, int | None]:
+    """min_gpus for many devices at once (device id → smallest count, or None). Per-GPU memory depends on the
+    GPU count, not on the device, so each count is estimated once for all of them. With per_node > 1 only whole
+    nodes count (8, 16, 24… GPUs).
+
+    monotone (per-GPU memory never grows with the count from two GPUs on, as for SFT and the scoring trainers):
+    the devices are answered from the most usable memory down, each with one fewest_gpus search that starts at
+    the answer before it (a device with less memory never needs fewer GPUs, and none fits where a larger one does
+    not). Otherwise every count is tried in turn: GRPO's generation under ZeRO-3 gathers the weights, and their
+    per-GPU total rises again with more GPUs (estimator/memory/trainers.py, _generation_states)."""
+    if not monotone:
+        return _min_gpus_count_by_count(spec, setup, devices, max_gpus, estimate_fn, per_node)
+    seen: dict[int, Estimate] = {}
+
+    def once_per_count(model: ModelSpec, at: TrainingSetup) -> Estimate:
+        if at.gpus not in seen:
+            seen[at.gpus] = estimate_fn(model, at)
+        return seen[at.gpus]
+
+    by_usable: dict[float, int | None] = {}
+    floor: int | None = 1  # the fewest GPUs the devices still to answer can need
+    for device in sorted(devices, key=lambda d: -d.usable_bytes):
+        usable = device.usable_bytes
+        if usable in by_usable:
+            continue
+        if floor is None:  # not even the most GPUs fit a larger device
+            n = None
+        elif floor in seen and seen[floor].total_bytes <= usable:  # the fewest it can need, already priced, fits
+            n = floor
+        else:
+            n = fewest_gpus(spec, setup, usable, max_gpus, per_node, once_per_count, at_least=floor, guess=floor)
+        by_usable[usable] = floor = n
+    return {d.id: by_usable[d.usable_bytes] for d in devices}
+
+
+def _min_gpus_count_by_count(spec: ModelSpec, setup: TrainingSetup, devices: tuple[Device, ...] | list[Device],
+                             max_gpus: int, estimate_fn: EstimateFn, per_node: int) -> dict[str, int | None]:
+    """min_gpus_for_devices trying every count (whole nodes) in turn, for estimates not monotone in the count."""
     answers: dict[str, int | None] = {d.id: None for d in devices}
     open_devices = list(devices)
     step = max(1, per_node)
