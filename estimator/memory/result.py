@@ -117,6 +117,8 @@ class Estimate:
     # the host RAM the setup needs: a memory/host.py HostRam (host imports this module, so not named here);
     # None for the rule of thumb
     host: Any = None
+    # every weight as loaded, before any sharding (ZeRO-3 gathers this whole model for GRPO's generate)
+    weights_full_bytes: float = 0.0
 
     @property
     def tensor_bytes(self) -> float:

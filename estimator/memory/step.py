@@ -624,4 +624,5 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, device_capacity: float | Non
         components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
         low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
         cpu_offload_bytes=st.cpu_bytes + offloaded + cpu_params, notes=tuple(notes), host=host,
+        weights_full_bytes=st.weights_full,
     )
