@@ -65,6 +65,16 @@ class _Segment:
     mapped_pages: set
 
 
+def _split(b: _Block, keep: int, mapped: bool) -> _Block:
+    """Cut b after its first `keep` bytes; the rest becomes the next block (alloc_found_block, map_block)."""
+    rest = _Block(b.ptr + keep, b.size - keep, b.seg, mapped=mapped, prev=b, next=b.next)
+    if b.next:
+        b.next.prev = rest
+    b.next = rest
+    b.size = keep
+    return rest
+
+
 class _Pool:
     """One BlockPool: free mapped blocks sorted by (size, address) and, with expandable segments, the unmapped
     blocks sorted by address."""
@@ -126,12 +136,7 @@ class Allocator:
                 if block is None:
                     raise OutOfMemory(f"{orig} B with {self.reserved} B reserved, {self.allocated} B allocated")
         if self._should_split(block, size, small):
-            rest = _Block(block.ptr + size, block.size - size, block.seg, mapped=True, prev=block, next=block.next)
-            if block.next:
-                block.next.prev = rest
-            block.next = rest
-            block.size = size
-            pool.add_free(rest)
+            pool.add_free(_split(block, size, mapped=True))
         block.allocated = True
         self.live[key] = (block, orig)
         self.allocated += block.size
@@ -247,12 +252,7 @@ class Allocator:
         pool.remove_unmapped(b)
         mapped = n * seg.page
         if mapped < b.size:
-            rest = _Block(b.ptr + mapped, b.size - mapped, seg, mapped=False, prev=b, next=b.next)
-            if b.next:
-                b.next.prev = rest
-            b.next = rest
-            b.size = mapped
-            pool.add_unmapped(rest)
+            pool.add_unmapped(_split(b, mapped, mapped=False))
         b.mapped = True
         for other in (b.prev, b.next):
             if other is not None and not other.allocated and other.mapped:
