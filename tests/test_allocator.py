@@ -98,8 +98,8 @@ def test_unsloth_estimate_prices_expandable_segments():
     e = estimate(L8, qlora())
     assert _slack(e) == (LARGE_SEGMENT + SMALL_BUFFER) / 2
     assert e.total_bytes == pytest.approx(e.tensor_bytes + 0.5e9 + 11 * MiB)
-    peak = next(p for p in e.phases if p.name == e.peak_phase)
-    high = e.tensor_bytes + min(peak.gradients, ALLOCATOR_SLACK * e.tensor_bytes) + 2 * (LARGE_SEGMENT + SMALL_BUFFER)
+    grads = max(p.gradients for p in e.phases)  # one backward's: the optimizer step holds them all
+    high = e.tensor_bytes + min(grads, ALLOCATOR_SLACK * e.tensor_bytes) + 2 * (LARGE_SEGMENT + SMALL_BUFFER)
     assert e.high_bytes == pytest.approx(high * (1 + MODEL_ERROR_HIGH) + CUDA_CONTEXT_HIGH)
     assert e.low_bytes < e.total_bytes < e.high_bytes
     odd = estimate(L8, qlora(seq_len=4097))  # [T] fp32 and int32 tensors are no longer multiples of 512 B

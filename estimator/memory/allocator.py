@@ -168,8 +168,9 @@ def expandable_slack(allocations: Iterable[tuple[float, float]], cfg: AllocatorC
     does not stay reserved. What a step needs beyond its tensors' bytes:
       expected = each request's rounding (round_size, over `allocations`: (bytes, count) alive at the peak) + half a
                  page of each pool (the segments' last pages are partly used);
-      high     = the rounding + the free blocks stranded between blocks that stay, bounded by the `gradients` alive
-                 (the backward places each by best fit, get_free_block, among freed activations) and by the default
+      high     = the rounding + the free blocks stranded between blocks that stay, bounded by the bytes of one
+                 backward's `gradients` (the backward places each by best fit, get_free_block, among freed
+                 activations; the previous step's, freed by zero_grad, leave their holes) and by the default
                  allocator's share (ALLOCATOR_SLACK: unmapping never strands more than cudaFree of whole segments
                  does), both checked against replays of traced steps (calibration/allocator_trace.py) + a whole
                  page at each end of each pool's mapped range."""

@@ -271,7 +271,9 @@ def _peak_and_band(setup: TrainingSetup, phases: list[Phase], requests: Callable
     tensor_peak = peak.total
     ctx_bytes = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0)
     cfg = allocator or stack_allocator(setup.stack)
-    slack = step_slack(cfg, tensor_peak, requests(peak) if requests else (), peak.gradients)
+    # the high band's stranded blocks are bounded by one backward's gradients, whenever the peak comes
+    gradients = max(p.gradients for p in phases)
+    slack = step_slack(cfg, tensor_peak, requests(peak) if requests else (), gradients)
     overhead = ctx_bytes + slack.expected
     components = {
         "weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,

@@ -340,7 +340,7 @@ def _trainer_peak_and_band(setup: TrainingSetup, mode: str | None, phases: list[
     nccl = NCCL_BYTES if setup.gpus > 1 else 0
     ctx_bytes = CUDA_CONTEXT_BYTES + nccl
     cfg = stack_allocator(setup.stack)  # the allocator the stack runs under (memory/allocator.py)
-    allocator = step_slack(cfg, tensor_peak, (), peak.gradients)
+    allocator = step_slack(cfg, tensor_peak, (), max(p.gradients for p in phases))
     slack = allocator.expected
     components = {"weights": peak.weights}
     if peak.reference:
