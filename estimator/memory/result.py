@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..i18n import N_, _
+from .allocator import stack_allocator
 from .overhead import ALLOCATOR_SLACK
 
 if TYPE_CHECKING:
@@ -133,5 +134,8 @@ class Estimate:
         quiet = [p.total for p in self.phases if p.activations == 0]
         if not quiet:
             return 0.0
+        if stack_allocator(self.setup.stack).expandable:  # a slack of its own requests: the quiet phase's is less
+            slack = detail_bytes(self.details, "overhead.allocator_slack")
+            return max(quiet) + self.components_bytes["overhead"] - slack
         context = self.components_bytes["overhead"] - ALLOCATOR_SLACK * self.tensor_bytes
         return max(quiet) * (1 + ALLOCATOR_SLACK) + context

@@ -6,6 +6,7 @@ peak = max over phases of (weights + gradients + optimizer state + live activati
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -29,8 +30,9 @@ from .activations.depth import (
 )
 from .activations.layers import moe_lora_delta_bytes, moe_lora_delta_grad_bytes
 from .activations.loss import LossMemory, loss_memory
-from .activations.unsloth import DOUBLE_BUFFER_HEADROOM
+from .activations.unsloth import DOUBLE_BUFFER_HEADROOM, UnslothPath
 from .adapters import adapted_modules, lora_params
+from .allocator import AllocatorConfig, stack_allocator, step_slack
 from .host import host_ram
 from .litgpt_model import stack_spec
 from .overhead import (
@@ -56,10 +58,13 @@ from .result import CONTEXT_LABEL, DetailItem, Estimate, Phase
 from .result import detail as d
 from .towers import tower_activation_bytes, tower_learns, tower_lora_params, tower_notes
 from .unsloth_model import (
+    Allocations,
+    allocator_for,
     embedding_offloaded,
     host_offload_bytes,
     host_terms,
     not_modelled_note,
+    phase_requests,
     unsloth_moments,
     unsloth_path,
     uses_unsloth_model,
@@ -256,26 +261,35 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, learns: bool, shard_note: str)
     return notes
 
 
-def _peak_and_band(setup: TrainingSetup, phases: list[Phase]
+def _peak_and_band(setup: TrainingSetup, phases: list[Phase], requests: Callable[[Phase], Allocations] | None = None,
+                   allocator: AllocatorConfig | None = None
                    ) -> tuple[Phase, dict[str, float], tuple[DetailItem, ...], float, float]:
     """The peak phase, its components with the overhead (runtime context + allocator slack), its details and the
-    low/high band."""
+    low/high band. The slack follows the allocator the stack runs under (memory/allocator.py step_slack; `allocator`
+    overrides it) and, with expandable segments, the peak's requests (`requests`, when the model knows them)."""
     peak = max(phases, key=lambda p: p.total)
     tensor_peak = peak.total
     ctx_bytes = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0)
-    slack = ALLOCATOR_SLACK * tensor_peak
-    overhead = ctx_bytes + slack
+    cfg = allocator or stack_allocator(setup.stack)
+    # the high band's stranded blocks are bounded by one backward's gradients, whenever the peak comes
+    gradients = max(p.gradients for p in phases)
+    slack = step_slack(cfg, tensor_peak, requests(peak) if requests else (), gradients)
+    overhead = ctx_bytes + slack.expected
     components = {
         "weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
         "activations": peak.activations, "overhead": overhead,
     }
     details = tuple(x for x in peak.details if x.bytes > 0) + (
         d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
-        d("overhead.allocator_slack", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+        d("overhead.allocator_slack", N_("Allocator slack"), slack.expected, slack.formula),
     )
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)
-    high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
-        NCCL_BYTES if setup.gpus > 1 else 0)
+    if cfg.expandable:  # the slack's own high bound, on the tensors' high
+        high = (tensor_peak + slack.high) * (1 + MODEL_ERROR_HIGH) + CUDA_CONTEXT_HIGH + (
+            NCCL_BYTES if setup.gpus > 1 else 0)
+    else:
+        high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
+            NCCL_BYTES if setup.gpus > 1 else 0)
     return peak, components, details, low, high
 
 
@@ -514,10 +528,11 @@ ESTIMATE_CACHE_SIZE = 4096
 
 
 def _unsloth_phases(spec: ModelSpec, setup: TrainingSetup, st: _States, capacity: float | None
-                    ) -> tuple[list[Phase], _States, dict[str, float | int], list[str]]:
+                    ) -> tuple[list[Phase], _States, dict[str, float | int], list[str], UnslothPath]:
     """Unsloth's own step (estimator/memory/unsloth_model.py, docs/formulas.md §3.8): its moments priced with the
     model states, the two decisions Unsloth takes from the card's free memory, and the host RAM it uses.
-    Returns (phases, the states with the embedding where Unsloth puts it, host_ram's keyword terms, notes)."""
+    Returns (phases, the states with the embedding where Unsloth puts it, host_ram's keyword terms, notes, the
+    path)."""
     notes: list[str] = []
     on_gpu = True
     if capacity is not None:
@@ -538,11 +553,14 @@ def _unsloth_phases(spec: ModelSpec, setup: TrainingSetup, st: _States, capacity
     phases = _unsloth_priced(spec, setup, st, path)
     if capacity is not None and path.double_buffer:
         # Double buffering starts after step 1 only when more than 512 MiB is free (unsloth_zoo
-        # gradient_checkpointing.py:1425-1446): free ≈ the card less the context and the step's reserved peak.
+        # gradient_checkpointing.py:1425-1446): free ≈ the card less the context and the step's reserved peak (the
+        # expandable segment keeps step 1's pages mapped until an allocation fails, release_cached_blocks).
         single = without_double_buffer(path)
         quiet = _unsloth_priced(spec, setup, st, single)
-        peak = max(p.total for p in quiet)
-        if capacity - CUDA_CONTEXT_BYTES - peak * (1 + ALLOCATOR_SLACK) <= DOUBLE_BUFFER_HEADROOM:
+        peak = max(quiet, key=lambda p: p.total)
+        slack = step_slack(allocator_for(single), peak.total, phase_requests(spec, setup, single)(peak),
+                           peak.gradients)
+        if capacity - CUDA_CONTEXT_BYTES - peak.total - slack.expected <= DOUBLE_BUFFER_HEADROOM:
             path, phases = single, quiet
     host = {**host_terms(spec, setup, path), "embedding_cpu_bytes": embed_host}
     if path.offloaded:
@@ -550,7 +568,7 @@ def _unsloth_phases(spec: ModelSpec, setup: TrainingSetup, st: _States, capacity
                         "host RAM figure counts it."))
     notes.append(N_("Unsloth's attention is counted as its default install runs it on an Ampere or newer GPU: "
                     "padding-free rows through PyTorch's flash kernel (xformers on older GPUs saves expanded K/V)."))
-    return phases, st, host, notes
+    return phases, st, host, notes, path
 
 
 def _unsloth_priced(spec: ModelSpec, setup: TrainingSetup, st: _States, path) -> list[Phase]:
@@ -573,7 +591,8 @@ def estimate_for_path(spec: ModelSpec, setup: TrainingSetup, path) -> Estimate:
     spec = stack_spec(spec, setup)
     st = _states(spec, setup, context(spec, setup).adapted)
     phases = _unsloth_priced(spec, setup, st, path) + _closing_phases(spec, setup, st)
-    peak, components, details, low, high = _peak_and_band(setup, phases)
+    peak, components, details, low, high = _peak_and_band(setup, phases, phase_requests(spec, setup, path),
+                                                          allocator_for(path))
     return Estimate(
         model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=st.trainable,
         components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
@@ -595,8 +614,10 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, device_capacity: float | Non
     ctx = context(spec, setup)
     st = _states(spec, setup, ctx.adapted)
     extra_notes: list[str] = []
+    requests, allocator = None, None  # the stack's allocator; per-request rounding where the model knows the requests
     if uses_unsloth_model(spec, setup):
-        phases, st, host_kw, extra_notes = _unsloth_phases(spec, setup, st, device_capacity)
+        phases, st, host_kw, extra_notes, path = _unsloth_phases(spec, setup, st, device_capacity)
+        requests, allocator = phase_requests(spec, setup, path), allocator_for(path)
     else:
         casts = _weight_casts(spec, setup, st.lora, ctx.head_module)
         sz = _activation_sizes(spec, setup, ctx)
@@ -612,7 +633,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, device_capacity: float | Non
         extra_notes = [note] if note else []
     phases += _closing_phases(spec, setup, st)
 
-    peak, components, details, low, high = _peak_and_band(setup, phases)
+    peak, components, details, low, high = _peak_and_band(setup, phases, requests, allocator)
     notes = _notes(spec, setup, st.learns, st.shard_note) + extra_notes
     cpu_params = st.weights_full if setup.offload_params else 0.0
     host = host_ram(spec, setup, trainable=st.trainable, weights_bytes=st.weights_full,

@@ -21,6 +21,7 @@ from ..i18n import N_, Text, _, format_int
 from ..job.trainer import check, policy_setup
 from ..options.trainers import DEFAULT_PROMPT_LEN, GENERATION_MODES, TRL_VERSION
 from .activations.loss import TRL_TOKEN_TILE, TRL_VOCAB_TILE
+from .allocator import stack_allocator, step_slack
 from .overhead import (
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_BYTES,
@@ -343,7 +344,9 @@ def _trainer_peak_and_band(setup: TrainingSetup, mode: str | None, phases: list[
     tensor_peak = peak.total - fixed
     nccl = NCCL_BYTES if setup.gpus > 1 else 0
     ctx_bytes = CUDA_CONTEXT_BYTES + nccl
-    slack = ALLOCATOR_SLACK * tensor_peak
+    cfg = stack_allocator(setup.stack)  # the allocator the stack runs under (memory/allocator.py)
+    allocator = step_slack(cfg, tensor_peak, (), max(p.gradients for p in phases))
+    slack = allocator.expected
     components = {"weights": peak.weights}
     if peak.reference:
         components["reference"] = peak.reference
@@ -353,10 +356,13 @@ def _trainer_peak_and_band(setup: TrainingSetup, mode: str | None, phases: list[
     components["overhead"] = ctx_bytes + slack
     details = tuple(x for x in peak.details if x.bytes > 0) + (
         d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
-        d("overhead.allocator_slack", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+        d("overhead.allocator_slack", N_("Allocator slack"), slack, allocator.formula),
     )
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + nccl + fixed
-    high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + nccl + fixed
+    if cfg.expandable:
+        high = (tensor_peak + allocator.high) * (1 + MODEL_ERROR_HIGH) + CUDA_CONTEXT_HIGH + nccl + fixed
+    else:
+        high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + nccl + fixed
     return peak, components, details, low, high
 
 

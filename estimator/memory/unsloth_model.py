@@ -4,12 +4,14 @@ variants), the code path it takes for a setup, and the activations alive at each
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..i18n import N_
 from ..job.stack import loss_impl_id
 from ..models.spec import LM_HEAD
+from ..options.optimizers import BNB_8BIT_BLOCKSIZE, OPTIMIZERS
 from ..options.stacks import get_stack
 from .activations.unsloth import (
     CHUNK_GB,
@@ -24,19 +26,29 @@ from .activations.unsloth import (
     GiB,
     UnslothPath,
     cce_2024_backward,
+    cce_2024_tensors,
     dequant_scratch_bytes,
     host_bytes,
     ids_per_token,
+    ids_tensors,
     layer_backward_peak,
+    layer_backward_peak_tensors,
     layer_saved,
+    layer_tensors,
     loss_kept_per_token,
+    loss_kept_tensors,
     loss_pass_bytes,
+    loss_pass_tensors,
     reserve_bytes,
     rope_cache_bytes,
+    rope_cache_tensors,
     staging_bytes,
 )
 from .adapters import adapted_modules
-from .result import DetailItem
+from .allocator import AllocatorConfig, stack_allocator
+from .allocator import config as allocator_config
+from .precision import optimizer_state_bytes, trainable_bytes, weight_bytes
+from .result import DetailItem, Phase
 from .result import detail as d
 
 if TYPE_CHECKING:
@@ -51,6 +63,14 @@ UNSLOTH_FAMILIES: dict[str, str] = {
     "mistral": "unsloth/models/loader.py:1813-1814 → FastMistralModel (mistral.py:467-473)",
     "qwen2": "unsloth/models/loader.py:1848-1849 → FastQwen2Model (qwen2.py:48-54)",
 }
+
+
+# The allocator settings the 2024.12.4 release set when imported: PYTORCH_CUDA_ALLOC_CONF (unsloth/__init__.py:58),
+# read by the torch 2.5 of its day (CUDAAllocatorConfig's parser: ">" fills from the last limit's interval). The
+# current release's are the stack's (options.stacks: Stack.allocator_conf).
+ALLOCATOR_2024 = allocator_config(
+    "unsloth_2024.12.4", "expandable_segments:True,roundup_power2_divisions:[64:128,256:64,>:32]",
+    "unsloth/__init__.py:58 (2024.12.4), torch 2.5", parser="torch2.5")
 
 
 def unsloth_stack(setup: TrainingSetup) -> bool:
@@ -160,31 +180,49 @@ def embedding_offloaded(spec: ModelSpec, setup: TrainingSetup, usable_after_load
     return usable_after_load < reserve_bytes(spec, setup.seq_len, trainable)
 
 
+Allocations = tuple[tuple[float, int], ...]  # (bytes of one request, how many): what the caching allocator is asked
+
+
 class Moment(NamedTuple):
     """One moment of Unsloth's step: which gradients exist (a _Gradients field name of estimator/memory/step.py, or
-    "all_but_first") and the activation items alive."""
+    "all_but_first"), the activation items alive and the same bytes as the allocator's requests (each tensor, for
+    the per-request rounding of estimator/memory/allocator.py)."""
 
     key: str
     label: str
     grads: str
     acts: tuple[DetailItem, ...]
+    allocations: Allocations = ()
+
+
+def _per_token(tokens: int, widths) -> list[tuple[float, int]]:
+    """Tensors of `widths` bytes per token, one request each."""
+    return [(float(tokens * w), 1) for w in widths]
 
 
 def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> list[Moment]:
     """The moments where Unsloth's step can peak: the loss forward, the last decoder layer's backward (its input kept
     on the GPU) and the first layer's backward (every later layer's LoRA gradients made)."""
-    tokens, h = setup.tokens, spec.hidden_size
+    tokens, h, L = setup.tokens, spec.hidden_size, spec.num_layers
     layer_peak, layer_fixed, saved, where = layer_backward_peak(spec, p, tokens)
+    peak_tensors = layer_backward_peak_tensors(spec, p, tokens)[0]
+    saved_tensors = [w for group in layer_tensors(spec, p) for w in group]
+    x = float(tokens * C * h)  # one [T, h] bf16 tensor: a layer input, the embedding output, a gradient
     per_layer = saved + C * h  # a layer's saved tensors and its own input, when the layers are not recomputed
+    scratch, staging = dequant_scratch_bytes(spec, p), staging_bytes(spec, p, tokens)
     persistent = [
         d("activations.ids_rope", N_("Token ids, RoPE cos/sin cache"),
           tokens * ids_per_token(p) + rope_cache_bytes(spec, p, setup.lm_seq_len),
           "T × (8 + 8 + 4) + 2 × rows × d (Unsloth's RoPE cache)"),
-        d("activations.qlora_dequant", N_("QLoRA dequantisation scratch"), dequant_scratch_bytes(spec, p),
+        d("activations.qlora_dequant", N_("QLoRA dequantisation scratch"), scratch,
           "largest 4-bit matrix in bf16 (kept)"),
-        d("activations.offload_staging", N_("Offload staging buffers"), staging_bytes(spec, p, tokens),
+        d("activations.offload_staging", N_("Offload staging buffers"), staging,
           f"{2 if p.double_buffer else 1} × c × T × h"),
     ]
+    persistent_allocs = _per_token(tokens, ids_tensors(p)) + [
+        (float(b), n) for b, n in rope_cache_tensors(spec, p, setup.lm_seq_len)]
+    persistent_allocs += [(scratch, 1)] if scratch else []
+    persistent_allocs += [(staging / (2 if p.double_buffer else 1), 2 if p.double_buffer else 1)] if staging else []
     # enable_input_require_grads makes the embedding output a leaf that requires grad (unsloth_zoo
     # training_utils.py:512-520): its AccumulateGrad node holds it until the first layer's backward.
     embed_out = tokens * C * h
@@ -193,6 +231,10 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
         inputs_label, inputs_formula = N_("Layer activations"), "L × T × (one layer's saved tensors + its input)"
         first_inputs = tokens * per_layer
         recompute_output = 0.0
+        # every layer but the one in its backward keeps its saved tensors and input; that one its moment's tensors
+        kept_allocs = [(b, n * (L - 1)) for b, n in _per_token(tokens, saved_tensors)] + [(x, L)]
+        first_allocs = [(x, 1)]
+        loss_kept_allocs = [(b, n * L) for b, n in _per_token(tokens, saved_tensors)] + [(x, L)]
     elif p.checkpointing == "reload":
         # 2024.12.4 Unsloth_Offloaded_Gradient_Checkpointer (unsloth_zoo 2024.12.1 gradient_checkpointing.py:145-174):
         # every input .to("cpu"); the backward copies it back to a new GPU tensor (:167) and holds the output (:170)
@@ -200,11 +242,15 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
         inputs_label, inputs_formula = N_("Embedding output, reloaded layer input"), "2 × c × T × h"
         first_inputs = embed_out + tokens * C * h
         recompute_output = tokens * C * h
+        kept_allocs, first_allocs = [(x, 2)], [(x, 2)]
+        loss_kept_allocs = kept_allocs
     elif p.offloaded:
         kept_inputs = embed_out + tokens * C * h  # the embedding output + the last layer's input (LAST_GC_INDEX)
         inputs_label, inputs_formula = N_("Embedding output, last layer's input"), "2 × c × T × h"
         first_inputs = embed_out
         recompute_output = tokens * C * h  # the recomputed layer's output, held by the checkpoint's backward
+        kept_allocs, first_allocs = [(x, 2)], [(x, 1)]
+        loss_kept_allocs = kept_allocs
     elif p.checkpointing == "plain":
         # use_gradient_checkpointing=True: transformers' non-reentrant checkpoint (5.17 gradient_checkpointing_enable
         # default use_reentrant=False) keeps every layer's input; its recompute stops after the last tensor the
@@ -213,6 +259,8 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
         inputs_label, inputs_formula = N_("Checkpointed layer inputs"), "L × c × T × h"
         first_inputs = tokens * C * h
         recompute_output = 0.0
+        kept_allocs, first_allocs = [(x, L)], [(x, 1)]
+        loss_kept_allocs = kept_allocs
     else:
         # "unsloth" with inputs ≤ 2 MiB: UnslothCheckpointFunction keeps every input on the GPU
         # (gradient_checkpointing.py:1529-1540) and holds the recomputed output through the layer's backward
@@ -220,10 +268,13 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
         inputs_label, inputs_formula = N_("Checkpointed layer inputs"), "L × c × T × h"
         first_inputs = tokens * C * h
         recompute_output = tokens * C * h
+        kept_allocs, first_allocs = [(x, L)], [(x, 1)]
+        loss_kept_allocs = kept_allocs
     fresh = d("activations.qlora_dequant_backward", N_("QLoRA weight dequantised in backward"), layer_fixed,
               "one [i, h] bf16 weight at a time")
     if p.release == RELEASE_2024:
         per_token, fixed = cce_2024_backward(spec, tokens)
+        cce_tokens, cce_fixed = cce_2024_tensors(spec)
         loss = [
             d("activations.checkpoints", inputs_label, kept_inputs - (tokens * C * h if p.checkpointing == "reload"
                                                                      else 0.0), inputs_formula),
@@ -231,6 +282,8 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
               "T × (3·c·h + 16)"),
             d("activations.loss_backward", N_("Cut Cross-Entropy head gradient buffer"), fixed, "c·V·h zeros + V stats"),
         ]
+        loss_allocs = ([(x, 1)] if p.checkpointing == "reload" else loss_kept_allocs) + _per_token(tokens, cce_tokens) + [
+            (float(b), 1) for b in cce_fixed]
         loss_key, loss_label = "loss_backward", N_("loss backward")
     elif loss_impl_id(setup) == "unsloth_ce":
         # UNSLOTH_RETURN_LOGITS=1 (llama.py:2141-2178): lm_head's bf16 logits [T, V] and the final norm's input are
@@ -243,6 +296,7 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
               "T × (c·V logits + c·h final norm input + fp32 logsumexp and loss + labels)"),
             d("activations.loss_backward", N_("Loss backward buffers"), tokens * C * v, "c·T·V logits gradient"),
         ]
+        loss_allocs = loss_kept_allocs + _per_token(tokens, (C * v, C * h, 4, 4, 8, 8, C * v))
         loss_key, loss_label = "loss_backward", N_("loss backward")
     else:
         loss_bytes, loss_formula = loss_pass_bytes(spec, p, labelled_rows(setup))
@@ -252,9 +306,13 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
               tokens * loss_kept_per_token(spec), "T × (3·c·h + 12 + 16)"),
             d("activations.loss_backward", N_("Fused loss buffers"), loss_bytes, loss_formula),
         ]
+        loss_allocs = loss_kept_allocs + _per_token(tokens, loss_kept_tensors(spec)) + [
+            (float(b), 1) for b in loss_pass_tensors(spec, p, labelled_rows(setup))[0]]
         loss_key, loss_label = "loss", N_("loss forward")
     grad_in = d("activations.backward_temporaries", N_("Backward temporaries"), tokens * (C * h) + recompute_output,
                 "incoming gradient c·T·h + the recomputed output c·T·h")
+    backward_allocs = [(x, 1)] + ([(recompute_output, 1)] if recompute_output else []) + (
+        [(layer_fixed, 1)] if layer_fixed else []) + _per_token(tokens, peak_tensors)
     layer_label = N_("Recomputed layer (at its MLP backward)") if where == "mlp" else N_(
         "Recomputed layer (at its attention backward)")
     if p.checkpointing == "none":
@@ -270,12 +328,79 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
         last_layer = [d("activations.checkpoints", inputs_label, kept_inputs, inputs_formula), one]
         first_layer = [d("activations.checkpoints", N_("Embedding output"), first_inputs, "c × T × h"), one]
     return [
-        Moment(loss_key, loss_label, "persist", tuple(persistent + loss)),
+        Moment(loss_key, loss_label, "persist", tuple(persistent + loss), tuple(persistent_allocs + loss_allocs)),
         Moment("backward.last_layer", N_("backward, last layer"), "persist",
-               tuple(persistent + last_layer + [grad_in, fresh])),
+               tuple(persistent + last_layer + [grad_in, fresh]),
+               tuple(persistent_allocs + kept_allocs + backward_allocs)),
         Moment("backward.first_layer", N_("backward, first layer"), "all_but_first",
-               tuple(persistent + first_layer + [grad_in, fresh])),
+               tuple(persistent + first_layer + [grad_in, fresh]),
+               tuple(persistent_allocs + first_allocs + backward_allocs)),
     ]
+
+
+# bitsandbytes optim/optimizer.py (0.45): tensors under min_8bit_size = 4096 elements keep 32-bit states
+MIN_8BIT_SIZE = 4096
+
+
+def state_allocations(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath, grads: str) -> Allocations:
+    """The model states as the allocator holds them, one request per tensor: the base weights (NF4: the packed codes,
+    the 8-bit absmax per 64 and the fp32 second-level absmax per 256 blocks, bitsandbytes quantize_4bit; else the
+    16-bit matrix), the embedding (unless offloaded), an untied head, the norms, the LoRA A and B matrices
+    (adapters.lora_params' shapes), their gradients (`grads`: "persist", "all_but_first" or "all", as the moment's)
+    and the optimizer's state tensors (options.OPTIMIZERS: bitsandbytes 8-bit: uint8 states with an fp32 absmax per
+    256 elements)."""
+    L, r, h, v = spec.num_layers, setup.lora_rank, spec.hidden_size, spec.vocab_size
+    wb, tb = weight_bytes(setup), trainable_bytes(setup)
+    out: list[tuple[float, int]] = []
+    lora: list[tuple[int, int, int]] = []  # (elements of one LoRA matrix, copies, copies per layer)
+    for m in spec.linears:
+        n, per_layer = m.in_features * m.out_features, m.count
+        copies = per_layer * (m.layers or L)
+        if p.four_bit:
+            absmax = [(n // 64, copies), (4 * -(-n // (64 * 256)), copies)] if setup.nf4_double_quant else [
+                (4 * (n // 64), copies)]
+            out += [(n // 2, copies)] + absmax
+        else:
+            out.append((wb * n, copies))
+        if m.name in p.adapted:
+            lora += [(r * m.in_features, copies, per_layer), (m.out_features * r, copies, per_layer)]
+    out += [(2 * v * h, 1)] if p.embedding_on_gpu else []  # bf16 embedding (training_utils.py:458-463: not upcast)
+    out += [] if spec.tie_embeddings else [(2 * v * h, 1)]
+    rest = spec.params_total - spec.params_quantizable - spec.params_embedding  # the norms' weights
+    out += [(2 * h, rest // h)] + ([(2 * (rest % h), 1)] if rest % h else [])
+    alive = {"persist": 1.0 if setup.grad_accum > 1 else 0.0, "all": 1.0}.get(grads)
+    option = OPTIMIZERS[setup.optimizer]
+    for n, copies, per_layer in lora:
+        out.append((tb * n, copies))
+        if alive is None:  # all_but_first: every layer's but the first's (unless accumulated ones persist)
+            out.append((tb * n, copies if setup.grad_accum > 1 else copies - per_layer))
+        elif alive:
+            out.append((tb * n, copies))
+        if option.state_dtype == "8bit" and n >= MIN_8BIT_SIZE:
+            out += [(n, option.states * copies), (4 * -(-n // BNB_8BIT_BLOCKSIZE), option.states * copies)]
+        else:
+            per_state = optimizer_state_bytes(setup.optimizer, tb) / max(option.states, 1)
+            out.append((per_state * n if option.state_dtype != "8bit" else 4 * n, option.states * copies))
+    return tuple((float(b), int(c)) for b, c in out if b > 0 and c > 0)
+
+
+def allocator_for(p: UnslothPath) -> AllocatorConfig:
+    """The allocator settings the path's release runs under."""
+    return ALLOCATOR_2024 if p.release == RELEASE_2024 else stack_allocator("unsloth")
+
+
+def phase_requests(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> Callable[[Phase], Allocations]:
+    """The allocator's requests alive at each phase of Unsloth's step: the model states and, at a moment of
+    unsloth_moments, its activation tensors (the optimizer step: the states and every gradient)."""
+    moments = {m.key: m for m in unsloth_moments(spec, setup, p)}
+
+    def requests(phase: Phase) -> Allocations:
+        m = moments.get(phase.key)
+        if m is None:
+            return state_allocations(spec, setup, p, "all")
+        return state_allocations(spec, setup, p, m.grads) + m.allocations
+
+    return requests
 
 
 def host_offload_bytes(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> float:

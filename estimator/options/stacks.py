@@ -50,6 +50,9 @@ class Stack:
     # (the whole model in CPU RAM first, then moved), "state_dict" (the checkpoint read into a CPU dict, then copied
     # into the model) or "direct" (each tensor read from the memory-mapped file straight to the GPU).
     host_load: str = "direct"
+    # The PYTORCH_ALLOC_CONF the framework sets when it is imported, as the caching allocator reads it
+    # (estimator/memory/allocator.py); "" = PyTorch's defaults (no expandable segments, no power-of-two rounding).
+    allocator_conf: str = ""
 
     def loss_impl(self, kind: str) -> str:
         """The implementation of a loss kind in this stack; ValueError when the stack does not offer it."""
@@ -143,8 +146,13 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"fused": "cce", "standard": "unsloth_ce"}, optimizer="adamw_8bit",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=1.0,
-        host_load="direct",
+        host_load="direct", allocator_conf="expandable_segments:True",
         sources={
+            "allocator_conf": "unsloth_zoo/__init__.py:321-324 (2026.10.9): importing Unsloth sets PYTORCH_ALLOC_CONF="
+                              "expandable_segments:True on torch ≥ 2.10 (the estimate's 2.13) unless the user set it; "
+                              "torch ≤ 2.9 gets roundup_power2_divisions:[32:256,64:128,256:64,>:32] too (:325-329); "
+                              "Windows/WSL, ROCm and Tegra boards go without expandable segments (:389-411; "
+                              "Windows/WSL get the divisions instead, :479-496)",
             "host_load": "unsloth/models/loader.py:1250, 1310 (2026.10.9): device_map defaults to 'sequential' "
                          "(loader_utils.py:416), each rank pinned to its own GPU: " + _HF_LOAD,
             "grad_ckpt": "unsloth/models/llama.py (2026.10.9): get_peft_model(use_gradient_checkpointing='unsloth') "
@@ -305,7 +313,8 @@ DEFAULT_STACK = "trl"
 STACK_IDS: tuple[str, ...] = tuple(STACKS)
 
 # What a stack's own code does that is no user setting (shown on the How page with their sources).
-STACK_FACTS: tuple[str, ...] = ("model_code", "lora_dropout", "untied_head", "quantize_head", "host_load")
+STACK_FACTS: tuple[str, ...] = ("model_code", "lora_dropout", "untied_head", "quantize_head", "host_load",
+                                "allocator_conf")
 
 # TrainingSetup fields a stack fills when the user leaves them open.
 STACK_FIELDS: tuple[str, ...] = ("grad_ckpt", "offload_activations", "loss", "optimizer", "adapter_dtype",

@@ -88,44 +88,58 @@ def layer_saved(spec: ModelSpec, p: UnslothPath) -> LayerActivations:
     """What one decoder layer (LlamaDecoderLayer_fast_forward, llama.py:1211-1236) saves for its backward, bytes per
     token, its input excluded (the staging buffer, a kept input or the previous layer's output: the caller counts
     it)."""
+    norms, attention, o_input, mlp = layer_tensors(spec, p)
+    return LayerActivations(norms=float(sum(norms)), attention=float(sum(attention) + sum(o_input)),
+                            mlp=float(sum(mlp)))
+
+
+def layer_tensors(spec: ModelSpec, p: UnslothPath) -> tuple[tuple[int, ...], ...]:
+    """layer_saved's tensors one by one, bytes per token (each is one request to the caching allocator): (norms,
+    q/k/v and attention, o_proj's input, MLP)."""
     h, i, q = spec.hidden_size, spec.intermediate_size, spec.q_dim
     # Fast_RMS_Layernorm saves its input X and the fp32 1/rms r (rms_layernorm.py:981, r made at :711): the input
     # norm's X is the layer input; the post-attention norm's X is the residual sum h1 (llama.py:1228); each norm makes
     # a new output Y (:710) that the next kernel saves.
-    norms = 2 * FP32 + C * h
+    norms = (FP32, FP32, C * h)
     attention = _qkv_saved(spec, p) + _attention_saved(spec, p)
     # LoRA_W saves its input X (fast_lora.py:1073): the packed-SDPA concat (a new tensor, attention_dispatch.py:995);
     # xformers' and flash-attn's outputs are viewed (llama.py:1156), so X shares their saved output.
+    o_input: tuple[int, ...] = ()
     if p.fused_o:
-        attention += C * q if p.attention == "sdpa" else 0.0
+        o_input = (C * q,) if p.attention == "sdpa" else ()
     elif "o_proj" in p.adapted:
-        attention += _peft_lora(p, q)  # PEFT o_proj: its own bf16 copy of x (the concat/view is freed)
+        o_input = _peft_lora(p, q)  # PEFT o_proj: its own bf16 copy of x (the concat/view is freed)
     if p.fused_mlp:
-        mlp = C * h + 2 * C * i  # LoRA_MLP saves X, e = gate(X), g = up(X) (fast_lora.py:448); h is recomputed
+        mlp: tuple[int, ...] = (C * h, C * i, C * i)  # LoRA_MLP saves X, e = gate(X), g = up(X) (fast_lora.py:448)
     else:
         # transformers LlamaMLP on PEFT modules: SiLU keeps e, the product keeps silu(e) and g (3 × c·i); every
         # adapted module keeps its own bf16 copy of its input and lora_A's output
-        mlp = 3 * C * i + sum(_peft_lora(p, h) for n in ("gate_proj", "up_proj") if n in p.adapted)
-        mlp += _peft_lora(p, i) if "down_proj" in p.adapted else 0.0
-    return LayerActivations(norms=norms, attention=attention, mlp=mlp)
+        mlp = (C * i,) * 3
+        for n in ("gate_proj", "up_proj"):
+            mlp += _peft_lora(p, h) if n in p.adapted else ()
+        mlp += _peft_lora(p, i) if "down_proj" in p.adapted else ()
+    return norms, attention, o_input, mlp
 
 
-def _peft_lora(p: UnslothPath, width: int) -> float:
+def _peft_lora(p: UnslothPath, width: int) -> tuple[int, int]:
     """A PEFT LoRA module outside the fused kernels (peft 0.21 tuners/lora/layer.py Linear.forward, under the
     Trainer's bf16 autocast): x is cast to the fp32 adapter dtype and autocast casts it back, so lora_A keeps a bf16
     copy of x (c·in) and lora_B keeps lora_A's output (c·r); the frozen base keeps nothing of x (NF4:
     bitsandbytes 0.45+ MatMul4Bit keeps only the weight; bf16: no weight gradient, nothing saved)."""
-    return C * width + C * p.rank
+    return (C * width, C * p.rank)
 
 
-def _qkv_saved(spec: ModelSpec, p: UnslothPath) -> float:
+def _qkv_saved(spec: ModelSpec, p: UnslothPath) -> tuple[int, ...]:
     """The q/k/v projections: LoRA_QKV keeps only X (fast_lora.py:845-854); PEFT modules keep their copies."""
     if p.fused_qkv:
-        return float(C * spec.hidden_size)  # X = the input norm's output
-    return sum(_peft_lora(p, spec.hidden_size) for n in ("q_proj", "k_proj", "v_proj") if n in p.adapted)
+        return (C * spec.hidden_size,)  # X = the input norm's output
+    out: tuple[int, ...] = ()
+    for n in ("q_proj", "k_proj", "v_proj"):
+        out += _peft_lora(p, spec.hidden_size) if n in p.adapted else ()
+    return out
 
 
-def _attention_saved(spec: ModelSpec, p: UnslothPath) -> float:
+def _attention_saved(spec: ModelSpec, p: UnslothPath) -> tuple[int, ...]:
     """RoPE and the attention kernel. With position_ids (padding-free rows) Fast_RoPE_Embedding_QK writes new Q, K
     buffers (rope_embedding.py:431-432), else it rotates in place (:360-361): either way the rotated Q and K and V
     (c·(q + 2·kv)) are what the kernel keeps; no RoPE tensor is saved (ctx.cos/sin are the shared cache)."""
@@ -134,15 +148,21 @@ def _attention_saved(spec: ModelSpec, p: UnslothPath) -> float:
     if p.attention == "xformers":
         # attention_dispatch.py:1474-1481: under grad K and V are expanded and materialised to q width; xformers'
         # memory-efficient attention keeps q, k, v, its output [B, T, H, D] and the logsumexp.
-        k_v = 2 * C * q if spec.num_kv_heads != spec.num_heads else 2 * C * kv
-        return C * q + k_v + C * q + lse
+        k_v = (C * q, C * q) if spec.num_kv_heads != spec.num_heads else (C * kv, C * kv)
+        return (C * q,) + k_v + (C * q, lse)
     # "sdpa": torch SDPA's flash kernel with enable_gqa (attention_dispatch.py:976-990) and flash-attn
     # (:1360-1383) keep q, k, v as they are (GQA-native), the output and the logsumexp.
-    return C * (q + 2 * kv) + C * q + lse
+    return (C * q, C * kv, C * kv, C * q, lse)
 
 
 def mlp_backward_moments(spec: ModelSpec, p: UnslothPath) -> list[tuple[float, float, str]]:
-    """The MLP backward's candidate peaks, (bytes per token over the layer's saved tensors, fixed bytes, name).
+    """The MLP backward's candidate peaks, (bytes per token over the layer's saved tensors, fixed bytes, name)
+    (mlp_backward_tensors, summed)."""
+    return [(float(sum(t)), fixed, name) for t, fixed, name in mlp_backward_tensors(spec, p)]
+
+
+def mlp_backward_tensors(spec: ModelSpec, p: UnslothPath) -> list[tuple[tuple[int, ...], float, str]]:
+    """The MLP backward's candidate peaks, (its new tensors one by one in bytes per token, fixed bytes, name).
     Fused (LoRA_MLP.backward): at the first fresh dequantised weight (fast_lora.py:563) DW = dY @ downW.t()
     (:507-515, a new [T, i]; the SwiGLU backward then writes h, df, de into DW, e, g in place, swiglu.py:102-104) and
     the two [T, r] products up_dB, gate_dB (:538-539) are alive; dX is written into X (:565). PEFT MLP (transformers
@@ -154,23 +174,29 @@ def mlp_backward_moments(spec: ModelSpec, p: UnslothPath) -> list[tuple[float, f
     if p.fused_mlp and p.release == RELEASE_2024:
         # 2024.12.4 matmul_lora adds the LoRA term out of place (kernels/utils.py:400-421: out += (X @ A) @ (s·B)):
         # computing DW leaves DW and a [T, i] product alive, its fresh weight already freed (:413)
-        return [(2 * C * i + C * p.rank, 0.0, "mlp"), (C * i + 2 * C * p.rank, weight, "mlp")]
+        return [((C * i, C * i, C * p.rank), 0.0, "mlp"), ((C * i, C * p.rank, C * p.rank), weight, "mlp")]
     if p.fused_mlp:
-        return [(C * i + 2 * C * p.rank, weight, "mlp")]
-    return [(3 * C * i, 0.0, "mlp"), (C * i, weight, "mlp")]
+        return [((C * i, C * p.rank, C * p.rank), weight, "mlp")]
+    return [((C * i,) * 3, 0.0, "mlp"), ((C * i,), weight, "mlp")]
 
 
 def attention_backward_extra(spec: ModelSpec, p: UnslothPath) -> float:
-    """Bytes per token at the attention kernel's backward, over what the layer then still keeps (its q/k/v input
-    copy, Q, K, V, the output and logsumexp): o_proj's input gradient dO (c·q) and the kernel's buffers. torch's
-    flash backward (aten/src/ATen/native/transformers/cuda/flash_attn/flash_api.cpp mha_bwd) makes dq, dk, dv, an
-    fp32 dq_accum [T, nh, d] and an fp32 softmax_d [nh, T], and for GQA dk/dv expanded to all heads before summing;
-    xformers gets K, V already expanded and makes dq, dk, dv of q width."""
+    """Bytes per token at the attention kernel's backward, over what the layer then still keeps
+    (attention_backward_tensors, summed)."""
+    return float(sum(attention_backward_tensors(spec, p)))
+
+
+def attention_backward_tensors(spec: ModelSpec, p: UnslothPath) -> tuple[int, ...]:
+    """The attention kernel's backward, tensor by tensor (bytes per token), over what the layer then still keeps
+    (its q/k/v input copy, Q, K, V, the output and logsumexp): o_proj's input gradient dO (c·q) and the kernel's
+    buffers. torch's flash backward (aten/src/ATen/native/transformers/cuda/flash_attn/flash_api.cpp mha_bwd) makes
+    dq, dk, dv, an fp32 dq_accum [T, nh, d] and an fp32 softmax_d [nh, T], and for GQA dk/dv expanded to all heads
+    before summing; xformers gets K, V already expanded and makes dq, dk, dv of q width."""
     q, kv, nh = spec.q_dim, spec.kv_dim, spec.num_heads
-    grads = C * q + (2 * C * q if spec.num_kv_heads != spec.num_heads else 0.0) + 2 * C * kv
+    grads = (C * q,) + ((C * q, C * q) if spec.num_kv_heads != spec.num_heads else ()) + (C * kv, C * kv)
     if p.attention == "xformers":
-        grads = 3 * C * q
-    return C * q + grads + FP32 * q + FP32 * nh
+        grads = (C * q,) * 3
+    return (C * q,) + grads + (FP32 * q, FP32 * nh)
 
 
 def layer_backward_peak(spec: ModelSpec, p: UnslothPath, tokens: int) -> tuple[float, float, float, str]:
@@ -178,27 +204,37 @@ def layer_backward_peak(spec: ModelSpec, p: UnslothPath, tokens: int) -> tuple[f
     bytes per token, and which moment ("mlp" or "attention"). The MLP's backward runs first, with everything saved;
     at the attention's backward the MLP's tensors (X, e, g), the residual sum h1 and o_proj's input are gone and the
     residual's gradient waits for the attention branch's."""
-    saved = layer_saved(spec, p)
-    h, q = spec.hidden_size, spec.q_dim
-    candidates = [(saved.total + extra, fixed, where) for extra, fixed, where in mlp_backward_moments(spec, p)]
-    kept = saved.attention + 2 * FP32  # h1 (c·h) and the MLP's tensors freed; the norms' r stay (a few bytes)
-    if p.fused_o and p.attention == "sdpa":
-        kept -= C * q  # o_proj's saved concat, freed after its backward
-    elif not p.fused_o and "o_proj" in p.adapted:
-        kept -= _peft_lora(p, q)
-    candidates.append((kept + C * h + attention_backward_extra(spec, p), 0.0, "attention"))
-    per_token, fixed, where = max(candidates, key=lambda c: c[0] * tokens + c[1])
-    return per_token, fixed, saved.total, where
+    tensors, fixed, where = layer_backward_peak_tensors(spec, p, tokens)
+    return float(sum(tensors)), fixed, layer_saved(spec, p).total, where
+
+
+def layer_backward_peak_tensors(spec: ModelSpec, p: UnslothPath, tokens: int
+                                ) -> tuple[tuple[int, ...], float, str]:
+    """layer_backward_peak's moment tensor by tensor: (the tensors alive, bytes per token each; fixed bytes; which
+    moment)."""
+    norms, attention, o_input, mlp = layer_tensors(spec, p)
+    saved = norms + attention + o_input + mlp
+    candidates = [(saved + extra, fixed, where) for extra, fixed, where in mlp_backward_tensors(spec, p)]
+    # h1 (c·h) and the MLP's tensors freed, and o_proj's saved input after its backward; the norms' r stay
+    kept = attention + norms[:2]
+    candidates.append((kept + (C * spec.hidden_size,) + attention_backward_tensors(spec, p), 0.0, "attention"))
+    return max(candidates, key=lambda c: sum(c[0]) * tokens + c[1])
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Around the layers
 # ---------------------------------------------------------------------------------------------------------------
 def ids_per_token(p: UnslothPath) -> float:
-    """The batch's tensors on the GPU: input_ids and labels (int64) and, for padding-free rows, position_ids (cast
-    to int32 once, llama.py:1385; Fast_RoPE_Embedding_QK reads them in place, rope_embedding.py:436), else the
-    collator's int64 attention mask (dropped by the model in training, llama.py:1437-1446, but still in the batch)."""
-    return 2 * INT64 + (INT32 if p.padding_free else INT64)
+    """The batch's tensors on the GPU, bytes per token (ids_tensors, summed)."""
+    return float(sum(ids_tensors(p)))
+
+
+def ids_tensors(p: UnslothPath) -> tuple[int, ...]:
+    """The batch's tensors on the GPU, bytes per token each: input_ids and labels (int64) and, for padding-free rows,
+    position_ids (cast to int32 once, llama.py:1385; Fast_RoPE_Embedding_QK reads them in place,
+    rope_embedding.py:436), else the collator's int64 attention mask (dropped by the model in training,
+    llama.py:1437-1446, but still in the batch)."""
+    return (INT64, INT64, INT32 if p.padding_free else INT64)
 
 
 def staging_bytes(spec: ModelSpec, p: UnslothPath, tokens: int) -> float:
@@ -224,8 +260,13 @@ def host_bytes(spec: ModelSpec, p: UnslothPath, tokens: int) -> float:
 
 
 def rope_cache_bytes(spec: ModelSpec, p: UnslothPath, seq_len: int) -> float:
-    """RoPE cos and sin caches [rows, head_dim], built once and kept, in the dtype set when the model is made
-    (torch.get_default_dtype() inside from_pretrained: the model's bf16).
+    """RoPE cos and sin caches, bytes (rope_cache_tensors, summed)."""
+    return float(sum(b * n for b, n in rope_cache_tensors(spec, p, seq_len)))
+
+
+def rope_cache_tensors(spec: ModelSpec, p: UnslothPath, seq_len: int) -> tuple[tuple[int, int], ...]:
+    """RoPE cos and sin caches [rows, head_dim] as (bytes of one, how many), built once and kept, in the dtype set
+    when the model is made (torch.get_default_dtype() inside from_pretrained: the model's bf16).
     2026.10.9: one LlamaRotaryEmbedding (llama.py:2572-2694) that starts at min(32,768, max_position_embeddings) rows
     and grows in steps of 8,192 (:2398-2399, :2551-2569); the model asks for max_position_embeddings rows when
     position_ids are passed (padding-free rows), else max(T, max_seq_length) (llama.py:1576-1590).
@@ -237,11 +278,11 @@ def rope_cache_bytes(spec: ModelSpec, p: UnslothPath, seq_len: int) -> float:
     start = min(ROPE_START, mpe)
     if p.release == RELEASE_2024:
         grown = max(start, math.ceil(seq_len / ROPE_STEP) * ROPE_STEP) if seq_len > start else start
-        return 2.0 * d * C * (spec.num_layers * grown + start)
+        return ((grown * d * C, 2 * spec.num_layers), (start * d * C, 2))
     wanted = mpe if p.padding_free else max(seq_len, start)
     grown = mpe > start  # the model passes max_position_embeddings as the length (llama.py:1585): grows to it
     rows = max(start, math.ceil(wanted / ROPE_STEP) * ROPE_STEP) if grown else start
-    return 2.0 * rows * d * C
+    return ((rows * d * C, 2),)
 
 
 def dequant_scratch_bytes(spec: ModelSpec, p: UnslothPath) -> float:
@@ -267,7 +308,14 @@ def dequant_fresh_bytes(spec: ModelSpec, p: UnslothPath) -> float:
 
 
 def loss_pass_bytes(spec: ModelSpec, p: UnslothPath, rows: int) -> tuple[float, str]:
-    """The fused loss's buffers at its forward (fused_linear.py _ce_impl :1286-1387), with `rows` labelled tokens.
+    """The fused loss's buffers at its forward, bytes (loss_pass_tensors, summed), and their formula."""
+    tensors, formula = loss_pass_tensors(spec, p, rows)
+    return float(sum(tensors)), formula
+
+
+def loss_pass_tensors(spec: ModelSpec, p: UnslothPath, rows: int) -> tuple[tuple[int, ...], str]:
+    """The fused loss's buffers at its forward (fused_linear.py _ce_impl :1286-1387), one by one, with `rows`
+    labelled tokens.
 
     Tiled ("flash") pass (:1323-1333, _tiled_forward :1100-1186, layout :1088-1097): a logits tile R × tile fp32
     (_Buffers, :919-936), an fp32 accumulator [R, h] and running max [R] (:1116-1118) and fp32 partials
@@ -277,7 +325,7 @@ def loss_pass_bytes(spec: ModelSpec, p: UnslothPath, rows: int) -> tuple[float, 
     chunk's fp32 input gradient [R, h] (_dz_w, :962-971); R = fused_linear_rows (:140-154)."""
     h, v = spec.hidden_size, spec.vocab_size
     if rows <= 0:
-        return 0.0, "no labelled rows"
+        return (), "no labelled rows"
     if p.loss_pass == "tiled":
         budget = min(TILE_BYTES, p.loss_budget)
         r = max(min(MAX_ROWS, rows, int(budget // (SPLIT_COLS * FP32))), 1)
@@ -287,12 +335,12 @@ def loss_pass_bytes(spec: ModelSpec, p: UnslothPath, rows: int) -> tuple[float, 
         splits = math.ceil(v / SPLIT_COLS)
         # each tile's rows are gathered with index_select (the last token of a sequence has no label, so the
         # labelled rows are not all rows, :1248-1251): a c·[R, h] copy and its int64 targets
-        total = FP32 * r * tile + FP32 * r * h + FP32 * r + FP32 * 8 * splits * r + C * r * h + INT64 * r
-        return float(total), f"tile {r} × {tile} fp32 + fp32 [{r}, h] accumulator"
+        tensors = (FP32 * r * tile, FP32 * r * h, FP32 * r, FP32 * 8 * splits * r, C * r * h, INT64 * r)
+        return tensors, f"tile {r} × {tile} fp32 + fp32 [{r}, h] accumulator"
     r = fused_linear_rows(rows, h, v, p.loss_budget)
     stride = math.ceil(v / 8) * 8
-    total = FP32 * r * stride + FP32 * r * h + C * r * h + INT64 * r
-    return float(total), f"chunk {r} × V fp32 + its fp32 [{r}, h] input gradient"
+    tensors = (FP32 * r * stride, FP32 * r * h, C * r * h, INT64 * r)
+    return tensors, f"chunk {r} × V fp32 + its fp32 [{r}, h] input gradient"
 
 
 def fused_linear_rows(rows: int, hidden: int, vocab: int, budget: float) -> int:
@@ -315,23 +363,34 @@ def fused_linear_rows(rows: int, hidden: int, vocab: int, budget: float) -> int:
 
 
 def loss_kept_per_token(spec: ModelSpec) -> float:
-    """At the loss forward, per token: the final norm's input (the last layer's output) and output, the input
-    gradient the loss computes in forward (zeros [T, h] in the hidden dtype, fused_linear.py:1294), fp32 log-probs
-    and logsumexp and the int64 index of the labelled rows (:1232-1239), and the shifted int64 targets
-    (chunked_logprob.py _ce_targets)."""
+    """At the loss forward, bytes per token (loss_kept_tensors, summed)."""
+    return float(sum(loss_kept_tensors(spec)))
+
+
+def loss_kept_tensors(spec: ModelSpec) -> tuple[int, ...]:
+    """At the loss forward, per token and tensor by tensor: the final norm's input (the last layer's output) and
+    output, the input gradient the loss computes in forward (zeros [T, h] in the hidden dtype, fused_linear.py:1294),
+    fp32 log-probs and logsumexp and the int64 index of the labelled rows (:1232-1239), and the shifted int64 targets
+    (chunked_logprob.py _ce_targets); the final norm's fp32 1/rms (rms_layernorm.py:711)."""
     h = spec.hidden_size
-    return 3 * C * h + 2 * FP32 + FP32 + 2 * INT64
+    return (C * h, C * h, C * h, FP32, FP32, FP32, INT64, INT64)
 
 
 def cce_2024_backward(spec: ModelSpec, tokens: int) -> tuple[float, float]:
-    """(bytes per token, fixed bytes) of the 2024.12.4 loss at its backward: Apple's Cut Cross-Entropy
-    (cut_cross_entropy 24.12.1, called by unsloth_zoo 2024.12.1 loss_utils.py:139-163, llama.py 2024.12.4:996-1005)
-    keeps the final norm's output e, an fp32 logsumexp, the targets and an fp32 logit average [V] (cce.py:43-77);
-    its backward makes zeros de [T, h] and dc [V, h] — the head's size, although the head is frozen
+    """(bytes per token, fixed bytes) of the 2024.12.4 loss at its backward (cce_2024_tensors, summed)."""
+    per_token, fixed = cce_2024_tensors(spec)
+    return float(sum(per_token)), float(sum(fixed))
+
+
+def cce_2024_tensors(spec: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The 2024.12.4 loss at its backward, tensor by tensor: (per-token bytes, fixed bytes). Apple's Cut
+    Cross-Entropy (cut_cross_entropy 24.12.1, called by unsloth_zoo 2024.12.1 loss_utils.py:139-163, llama.py
+    2024.12.4:996-1005) keeps the final norm's output e, an fp32 logsumexp, the targets and an fp32 logit average [V]
+    (cce.py:43-77); its backward makes zeros de [T, h] and dc [V, h] — the head's size, although the head is frozen
     (cce_backward.py:266-267) — and sorts the logit average (int64, then int32). The final norm keeps its input."""
     h, v = spec.hidden_size, spec.vocab_size
-    per_token = C * h + C * h + C * h + FP32 + FP32 + INT64  # norm input, e, de, lse, nll, valid index
-    return float(per_token), float(C * v * h + FP32 * v + (INT64 + INT32) * v)
+    per_token = (C * h, C * h, C * h, FP32, FP32, INT64)  # norm input, e, de, lse, nll, valid index
+    return per_token, (C * v * h, FP32 * v, INT64 * v, INT32 * v)
 
 
 def reserve_bytes(spec: ModelSpec, seq_len: int, trainable: int) -> float:
