@@ -122,15 +122,92 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
         proc.wait(timeout=5)
 
 
+_ERROR_START = re.compile(r"Uncaught app exception|Uncaught app execution|Traceback \(most recent call last\)")
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+
+
 def server_log_errors(proc: subprocess.Popen) -> list[str]:
-    """Tracebacks / 'Uncaught app execution' lines the server logged (the user sees a redacted box)."""
+    """Each error the server logged, as one block of text: its 'Uncaught app exception' line with the traceback
+    below it (one error, counted once, however many lines it takes; the user sees a redacted box)."""
     log = getattr(proc, "log", None)
     if log is None:
         return []
     log.flush()
     log.seek(0)
-    text = log.read()
-    return [line for line in text.splitlines() if re.search(r"Uncaught app exception|Uncaught app execution|Traceback", line)]
+    return error_blocks(log.read())
+
+
+def error_blocks(text: str) -> list[str]:
+    """The error blocks of a server log (see server_log_errors)."""
+    lines = text.splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        if not _ERROR_START.search(lines[i]):
+            i += 1
+            continue
+        start, i = i, i + 1
+        while i < len(lines):
+            line = lines[i]
+            if line.startswith((" ", "\t")) or line.startswith("Traceback (most recent call last)") \
+                    or line.startswith(_CHAINED) or not line.strip():
+                i += 1
+            elif i > start and lines[i - 1].startswith((" ", "\t")):  # the exception's own line ends the block
+                i += 1
+                if i < len(lines) and not lines[i].strip() and i + 1 < len(lines) and lines[i + 1].startswith(_CHAINED):
+                    continue
+                break
+            else:
+                break
+        blocks.append("\n".join(lines[start:i]).rstrip())
+    return blocks
+
+
+@contextmanager
+def as_a_running_server():
+    """AppTest as a running server runs a rerun: AppTest (Streamlit 1.67, testing/v1/app_test.py _run) starts every
+    run afresh where a server keeps its state, so an AppTest rerun also pays for (1) compiling app.py and the page
+    again (a new ScriptCache per run; the server's Runtime keeps one for its life) and (2) legacy pages mode: it
+    resets PagesManager.uses_pages_directory, so with a pages/ folder beside app.py every run starts in v1
+    navigation and the page's first lines rerun it (ui.inputs._leave_legacy_pages_mode), which a server does
+    once per process, and (3) a new mock Runtime, whose component registry is new too, so what the app declares
+    once per server (ui/live_chart.py's plotly.js folder) is declared on every run. Within this block AppTest
+    keeps one ScriptCache and one component registry and starts with legacy mode left; the page code runs
+    exactly as before."""
+    import streamlit.testing.v1.app_test as app_test
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.pages_manager import PagesManager
+
+    shared = app_test.ScriptCache()
+    registry = app_test.MagicMock()
+    plain_mock = app_test.MagicMock
+
+    class SettledPagesManager(PagesManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            PagesManager.uses_pages_directory = False  # what st.navigation leaves for the process
+
+    def runtime_mock(*args, **kwargs):
+        mock = plain_mock(*args, **kwargs)
+        if kwargs.get("spec") is Runtime:
+            mock.component_registry = registry  # one server, one registry
+        return mock
+
+    saved = app_test.ScriptCache, app_test.PagesManager, app_test.MagicMock
+    app_test.ScriptCache, app_test.PagesManager, app_test.MagicMock = (lambda: shared), SettledPagesManager, runtime_mock
+    try:
+        yield
+    finally:
+        app_test.ScriptCache, app_test.PagesManager, app_test.MagicMock = saved
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU time of a process so far, in seconds (Linux /proc; clock ticks of 10 ms: read it over
+    many reruns). 0 when the process is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def system_chromium() -> str | None:

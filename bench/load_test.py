@@ -10,7 +10,10 @@ Starts `streamlit run app.py` on 127.0.0.1 (or targets --url, which must be on t
                     for a rerun, and times the rerun until the memory chart's new spec arrives and until the run
                     finishes. Like a browser it first loads the page (keeping its cookies, e.g. the proxy's
                     affinity cookie) and reconnects when its connection drops. Cheap on the client side, so it
-                    measures the server.
+                    measures the server. --reruns full (default) reruns the whole page for every change, as
+                    any input outside the sliders does; --reruns browser sends what the browser sends: the
+                    batch slider's change reruns only its fragment (ui.inputs.live_page), checkpointing the
+                    whole page.
   --client browser  Playwright browser contexts in one Chromium: the batch slider moved by keyboard (now and
                     then the checkpointing toggle clicked), timed until the chart's data changed in the page.
                     Measures what a user sees, but on a 2-core machine 20 Chromium pages mostly measure
@@ -73,6 +76,7 @@ from bench.common import (  # noqa: E402
     launch_kwargs,
     median,
     percentile,
+    process_cpu_s,
     replace_section,
     server_log_errors,
     streamlit_server,
@@ -103,6 +107,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="pause between a session's changes, randomised ±50%% (default 250)")
     p.add_argument("--timeout", type=in_range(float, 1, 300), default=60.0,
                    help="seconds a change may take to update the chart before it counts as an error (default 60)")
+    p.add_argument("--reruns", choices=["full", "browser"], default="full",
+                   help="ws: full = every change reruns the whole page (default); browser = as the browser sends "
+                        "them (a slider change reruns its fragment only)")
     p.add_argument("--url", type=_local_url, help="target a running server instead of starting one")
     p.add_argument("--seed", type=in_range(int, 0, 2**31), default=1, help="random seed (default 1)")
     p.add_argument("--write-docs", action="store_true", help=f"write the figures into {DOC.relative_to(ROOT)}")
@@ -132,6 +139,9 @@ class Stats:
     reloaded: int = 0  # ... a new session (another or a restarted process) rebuilt from their URL
     state_lost: int = 0  # ... a new session whose chart differs from the one before the drop
     never_back: int = 0  # ... no connection again within --timeout
+    server_pids: list[int] = field(default_factory=list)  # the server processes, when known: their CPU is read
+    server_cpu_s: float | None = None  # ... over the measured window (all of them together)
+    client_cpu_s: float = 0.0  # this process (the clients) over the measured window: it shares the machine
 
     @property
     def errors(self) -> int:
@@ -160,6 +170,7 @@ class WsSession:
         self.closing = False
         self.page_hash = ""
         self.ids: dict[str, str] = {}  # widget key → widget id
+        self.fragment_id = ""  # the live fragment holding the sliders (ui.inputs.live_page)
         self.batch, self.direction = 1, 1
         self.ckpt = _default_ckpt()  # the effective value: the first toggle sends its opposite
         self.send_ckpt = False  # 'auto' until the first toggle, then explicit true/false
@@ -206,13 +217,15 @@ class WsSession:
         upstream = self.ws.response.headers.get("X-Upstream") if self.ws.response else None
         self.upstream = upstream or self.upstream
 
-    async def _send_rerun(self) -> None:
+    async def _send_rerun(self, fragment: bool = False) -> None:
         from streamlit.proto.BackMsg_pb2 import BackMsg
 
         msg = BackMsg()
         state = msg.rerun_script
         state.query_string = self._url_query()
         state.page_script_hash = self.page_hash
+        if fragment and self.fragment_id:
+            state.fragment_id = self.fragment_id  # what the browser sends for a widget inside a fragment
         if "batch" in self.ids:
             widget = state.widget_states.widgets.add()
             widget.id = self.ids["batch"]
@@ -261,6 +274,8 @@ class WsSession:
                 if isinstance(widget_id, str) and widget_id.endswith(("-batch", "-ckpt")):
                     name = widget_id.rsplit("-", 1)[1]
                     self.ids[name] = widget_id
+                    if name == "batch":
+                        self.fragment_id = msg.delta.fragment_id
                     if etype == "slider":
                         self.shown[name] = int((inner.value if inner.set_value else inner.default)[0])
                     elif etype == "button_group":
@@ -275,6 +290,8 @@ class WsSession:
                 elif etype == "exception":
                     exceptions += 1
             elif kind == "script_finished":
+                if msg.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+                    continue  # the script asked for a rerun (st.rerun): the run goes on, as in the browser
                 return chart_ms, (time.perf_counter() - t0) * 1000, exceptions, int(msg.script_finished)
 
     async def open(self) -> bool:
@@ -333,9 +350,11 @@ class WsSession:
         return True
 
     async def change(self) -> None:
+        slider = True
         if self.rng.random() < 0.15 and "ckpt" in self.ids:
             self.ckpt = not self.ckpt
             self.send_ckpt = True
+            slider = False
         else:
             if self.batch >= 16:
                 self.direction = -1
@@ -347,7 +366,7 @@ class WsSession:
 
         t0 = time.perf_counter()
         try:
-            await self._send_rerun()
+            await self._send_rerun(fragment=slider and self.args.reruns == "browser")
             chart_ms, finish_ms, exceptions, status = await self._collect(t0)
         except TimeoutError:
             self.stats.timeouts += 1
@@ -457,6 +476,8 @@ async def _ramp_and_loop(sessions: list, args: argparse.Namespace, stats: Stats)
           f"or {args.max_changes} changes", file=sys.stderr)
     t_begin = time.perf_counter()
     deadline = t_begin + args.duration
+    cpu_begin = sum(process_cpu_s(pid) for pid in stats.server_pids)
+    client_begin = time.process_time()
 
     async def loop(s) -> None:
         while time.perf_counter() < deadline and stats.changes < args.max_changes:
@@ -472,6 +493,9 @@ async def _ramp_and_loop(sessions: list, args: argparse.Namespace, stats: Stats)
 
     await asyncio.gather(*(loop(s) for s in opened))
     elapsed = time.perf_counter() - t_begin
+    stats.client_cpu_s = time.process_time() - client_begin
+    if stats.server_pids:
+        stats.server_cpu_s = sum(process_cpu_s(pid) for pid in stats.server_pids) - cpu_begin
     for s in sessions:
         await s.close()
     return elapsed
@@ -493,14 +517,19 @@ async def _drive(url: str, args: argparse.Namespace, stats: Stats) -> float:
     return elapsed
 
 
-def run(args: argparse.Namespace) -> tuple[Stats, float]:
-    stats = Stats()
+def run(args: argparse.Namespace, server_pids: list[int] | None = None) -> tuple[Stats, float]:
+    """The load test against --url (server_pids: its processes, to read their CPU) or a server of its own."""
+    stats = Stats(server_pids=list(server_pids or []))
     if args.url:
         elapsed = asyncio.run(_drive(args.url, args, stats))
         return stats, elapsed
     with streamlit_server() as (url, proc, _):
+        stats.server_pids = [proc.pid]
         elapsed = asyncio.run(_drive(url, args, stats))
-        stats.server_errors = len(server_log_errors(proc))
+        errors = server_log_errors(proc)
+        stats.server_errors = len(errors)
+        for block in errors[:5]:  # what went wrong, as the server logged it
+            print(f"server error:\n{block}", file=sys.stderr)
     return stats, elapsed
 
 
@@ -521,6 +550,10 @@ def report(stats: Stats, elapsed: float, args: argparse.Namespace) -> dict[str, 
         "per_process": {up: {"sessions": stats.sessions_per_upstream[up], "reruns": n,
                              "reruns_per_s": round(n / elapsed, 1) if elapsed else 0.0}
                         for up, n in sorted(stats.per_upstream.items())},
+        "server_cpu_cores": round(stats.server_cpu_s / elapsed, 2) if stats.server_cpu_s is not None and elapsed
+        else None,
+        "reruns_per_cpu_s": round(stats.reruns / stats.server_cpu_s, 1) if stats.server_cpu_s else None,
+        "client_cpu_cores": round(stats.client_cpu_s / elapsed, 2) if elapsed else None,
         "lost": stats.lost, "resumed": stats.resumed, "reloaded": stats.reloaded,
         "state_lost": stats.state_lost, "never_back": stats.never_back,
     }
@@ -538,6 +571,9 @@ def table(result: dict[str, object]) -> str:
             ("  server-logged tracebacks", result["server_errors"]),
             ("change → chart p50 (ms)", result["p50_ms"]), ("change → chart p95 (ms)", result["p95_ms"]),
             ("change → chart max (ms)", result["max_ms"]), ("session load, median (s)", result["load_median_s"])]
+    if result["server_cpu_cores"] is not None:
+        rows.append(("server CPU (cores busy) / reruns per CPU-second / the clients' CPU (cores)",
+                     f"{result['server_cpu_cores']} / {result['reruns_per_cpu_s']} / {result['client_cpu_cores']}"))
     if result["finish_p50_ms"] is not None:
         rows.append(("change → run finished p50 / p95 (ms)", f"{result['finish_p50_ms']} / {result['finish_p95_ms']}"))
     if result["client"] == "ws":
@@ -553,9 +589,14 @@ def table(result: dict[str, object]) -> str:
 
 def docs_section(result: dict[str, object], args: argparse.Namespace) -> str:
     cmd = (f".venv/bin/python bench/load_test.py --client {args.client} --sessions {args.sessions} "
-           f"--duration {args.duration:g} --max-changes {args.max_changes} --think-ms {args.think_ms} --write-docs")
+           f"--duration {args.duration:g} --max-changes {args.max_changes} --think-ms {args.think_ms}"
+           + (f" --reruns {args.reruns}" if args.client == "ws" and args.reruns != "full" else "")
+           + (f" --url {args.url}" if args.url else "") + " --write-docs")
     kind = ("raw websocket clients (Streamlit protocol)" if args.client == "ws"
             else "Playwright browser contexts in one Chromium")
+    if args.client == "ws":
+        kind += (", slider changes as fragment reruns (as the browser sends them)" if args.reruns == "browser"
+                 else ", every change a full rerun")
     rows = [
         (f"Concurrent sessions: {kind}", result["sessions"]),
         ("Measured window (s)", result["duration_s"]),
@@ -572,6 +613,16 @@ def docs_section(result: dict[str, object], args: argparse.Namespace) -> str:
     if result["finish_p50_ms"] is not None:
         rows.append(("Input change → run finished, p50 / p95 (ms)",
                      f"{result['finish_p50_ms']} / {result['finish_p95_ms']}"))
+    if result["server_cpu_cores"] is not None:
+        rows.append(("Server CPU: cores busy / reruns per CPU-second; the clients' CPU (cores)",
+                     f"{result['server_cpu_cores']} / {result['reruns_per_cpu_s']}; {result['client_cpu_cores']}"))
+    if args.client == "ws":
+        for up, row in result["per_process"].items():
+            rows.append((f"Process {up}: sessions / reruns / per s",
+                         f"{row['sessions']} / {row['reruns']} / {row['reruns_per_s']}"))
+        rows.append(("Sessions that lost the connection: resumed / reloaded from URL / state lost / never back",
+                     f"{result['lost']}: {result['resumed']} / {result['reloaded']} / {result['state_lost']} / "
+                     f"{result['never_back']}"))
     return "\n".join([
         f"{kind[0].upper() + kind[1:]}, measured {time.strftime('%Y-%m-%d %H:%M')} on this machine ({os.cpu_count()} cores, "
         f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end; the server and the clients "
@@ -593,7 +644,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     if args.write_docs:
-        section = f"load-test-{args.client}" + ("" if args.think_ms == 250 else f"-think{args.think_ms}")
+        section = (f"load-test-{args.client}" + ("" if args.think_ms == 250 else f"-think{args.think_ms}")
+                   + ("-browser-reruns" if args.client == "ws" and args.reruns == "browser" else "")
+                   + ("-proxy" if args.url else ""))
         replace_section(DOC, section, docs_section(result, args))
         print(f"wrote {DOC.relative_to(ROOT)}", file=sys.stderr)
     return 0 if result["errors"] == 0 else 1

@@ -1,12 +1,14 @@
 """Where does a page's rerun spend its time? Runs a page script under cProfile, repeatedly.
 
 The page runs inside AppTest (the real script runner, so widgets, the URL and st.navigation behave as in
-the app); cProfile is enabled in the script thread through threading.setprofile, so the profile covers the
+the app), as a running server runs it (bench.common.as_a_running_server: compiled scripts kept, legacy pages
+mode left); cProfile is enabled in the script thread through threading.setprofile, so the profile covers the
 page script itself plus Streamlit's element serialisation, not the test harness.
 
 Usage:
   .venv/bin/python bench/profile_page.py pages/fits.py            # top 25 by cumulative time
   .venv/bin/python bench/profile_page.py pages/scale.py --runs 10 --sort tottime --top 40
+  .venv/bin/python bench/profile_page.py pages/fits.py --fresh   # every rerun a new batch: nothing cached
   .venv/bin/python bench/profile_page.py estimate                  # the estimator alone
 """
 
@@ -23,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import ROOT  # noqa: E402
+from bench.common import ROOT, as_a_running_server  # noqa: E402
 
 APP = ROOT / "app.py"
 
@@ -46,11 +48,16 @@ def profile_estimate(runs: int) -> cProfile.Profile:
     return prof
 
 
-def profile_page(page: str, runs: int) -> cProfile.Profile:
+def profile_page(page: str, runs: int, fresh: bool = False) -> cProfile.Profile:
     logging.disable(logging.WARNING)
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    with as_a_running_server():  # compiled scripts kept, legacy pages mode left, as on a server
+        return _profile(AppTest.from_file(str(APP), default_timeout=120), page, runs, fresh)
+
+
+def _profile(at, page: str, runs: int, fresh: bool) -> cProfile.Profile:  # noqa: ANN001 - an AppTest
+    at.run()
     if page != "pages/calculator.py":
         at.switch_page(page).run()
     prof = cProfile.Profile()
@@ -65,7 +72,7 @@ def profile_page(page: str, runs: int) -> cProfile.Profile:
         return None
 
     for i in range(runs):
-        at.slider(key="batch").set_value(2 if i % 2 == 0 else 1)
+        at.slider(key="batch").set_value(40 + i if fresh else 2 if i % 2 == 0 else 1)
         threading.setprofile(tracer)
         local.on = False
         at.run()
@@ -79,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=5, help="reruns to profile (default 5)")
     p.add_argument("--sort", choices=["cumulative", "tottime"], default="cumulative")
     p.add_argument("--top", type=int, default=25)
+    p.add_argument("--fresh", action="store_true",
+                   help="a batch value not seen before on every rerun (default: 2 and 1 in turn, mostly cached)")
     args = p.parse_args(argv)
     if args.runs < 1 or args.top < 1:
         p.error("--runs and --top must be at least 1")
@@ -87,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if not (ROOT / args.target).is_file():
             p.error(f"no such page: {args.target}")
-        prof = profile_page(args.target, args.runs)
+        prof = profile_page(args.target, args.runs, args.fresh)
     out = io.StringIO()
     pstats.Stats(prof, stream=out).strip_dirs().sort_stats(args.sort).print_stats(args.top)
     print(out.getvalue())

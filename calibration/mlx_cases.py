@@ -184,7 +184,7 @@ REAL_CASES = [
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Issue 21: probes that separate the terms of the model (docs/formulas.md §10; calibration/mlx_fit.py). Synthetic
+# Issue 21: probes that separate the terms of the model (docs/formulas.md §12; calibration/mlx_fit.py). Synthetic
 # Llama-class blocks; a tiny vocabulary isolates the blocks, a tiny block isolates the loss, T = 32 isolates the
 # optimizer update of full fine-tuning.
 def _probe_cfg(h=256, inter=None, layers=1, heads=4, kv=None, vocab=256, head_dim=None, tie=False):

@@ -4,31 +4,35 @@ change, the breakdown with downloads, and a share link. Thin: inputs → estimat
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from estimator import estimate, to_gb, verdict
 from estimator.advice.advise import advise
-from estimator.i18n import N_, _, format_int, format_number, localised_error
+from estimator.i18n import N_, _, format_int, format_number, get_language, localised_error
 from estimator.job.stack import setup_summary
 from estimator.options.methods import METHOD_LABELS
 from estimator.options.trainers import TRL_VERSION
-from estimator.report.document import estimate_json
+from estimator.report.document import estimate_host, estimate_json
 from estimator.report.snippets.trainers import trainer_snippet
+from ui.answers import CalculatorAnswer as Answer
 from ui.charts import both_units, chart_alt, memory_bar_spec
+from ui.config_box import export_section
 from ui.exact import render_exact
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX, live_page
 from ui.lang import localised, number_columns
 from ui.live_chart import live_plotly_chart
 from ui.model_box import hub_token
+from ui.once import arrow_table, remembered
 from ui.report import (
     NEGLIGIBLE_BYTES,
     RuleGap,
     band_warning,
     breakdown_csv,
     breakdown_frame,
+    host_frame,
+    host_line,
     limit_text,
     remedy_line,
     verdict_detail,
@@ -39,26 +43,13 @@ from ui.url_state import share_box
 from ui.values import Inputs
 
 if TYPE_CHECKING:  # annotations only
-    from estimator import Device, Estimate, TrainingSetup
-    from estimator.job.trainer import TrainerSetup
+    from estimator import Device, Estimate
+    from estimator.memory.host import HostVerdict
 
 
 def text(value: str) -> str:
     """Markdown-escaped text: names can come from an uploaded config.json."""
     return plain(value, limit=2000)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What the verdict was computed from, for the rest of the page: the setup and trainer as priced, the rule
-    (None unless the rule of thumb prices this trainer), the estimate shown and the detailed one."""
-
-    setup: TrainingSetup
-    trainer: TrainerSetup
-    rule: str | None
-    est: Estimate
-    detailed: Estimate
-    length: str  # the batch's length as the verdict's line names it ("2,048 tokens", "(512 + 512) tokens")
 
 
 def answer(inputs: Inputs) -> Answer:
@@ -76,7 +67,8 @@ def answer(inputs: Inputs) -> Answer:
     length = (_("({prompt} + {completion}) tokens").format(prompt=format_int(trainer.prompt_length),
                                                           completion=format_int(trainer.completion_length))
               if trainer.option.generates else _("{n} tokens").format(n=format_int(setup.seq_len)))
-    shown = Answer(setup, trainer, rule, est, detailed, length)
+    host = estimate_host(est, device, inputs.host_ram_bytes, None if est.host is not None else detailed.host)
+    shown = Answer(setup, trainer, rule, est, detailed, length, host)
     _verdict(inputs, shown)
     # Updated in place (ui/live_chart.py): the bars glide to their new values instead of the chart being redrawn.
     live_plotly_chart(memory_bar_spec(est, device, font_size=18 if inputs.presentation else None), key="memory_bar",
@@ -108,6 +100,7 @@ def _verdict(inputs: Inputs, a: Answer) -> None:
     else:
         st.markdown(text(estimate_line))
     st.caption(text(device_line))
+    _host_verdict(a.host)
     caution = band_warning(est, v)
     if caution:
         st.warning(text(caution), icon=":material/warning:")
@@ -116,6 +109,19 @@ def _verdict(inputs: Inputs, a: Answer) -> None:
         dv = verdict(a.detailed.total_bytes, device, a.detailed.high_bytes)
         st.info(text(gap.sentence()) + "  \n" + text(_("Detailed verdict on this device: {headline}.").format(headline=dv.headline)),
                 icon=":material/compare_arrows:")
+
+
+def _host_verdict(hv: HostVerdict | None) -> None:
+    """The host RAM's verdict beside the GPU's: against the machine's RAM, or on unified memory the two sides
+    together against the device (estimator/memory/host.py)."""
+    if hv is None:
+        return
+    if not hv.known:
+        st.markdown(text(hv.headline) + " · " + text(_("give the machine's RAM in the sidebar for a verdict")))
+    else:
+        color, icon = ("green", "✓") if hv.fits else ("red", "✗")
+        st.markdown(f":{color}[**{icon} {text(hv.headline)}**]")
+    st.caption(text(host_line(hv)))
 
 
 def rest(inputs: Inputs, a: Answer) -> None:
@@ -130,7 +136,8 @@ def rest(inputs: Inputs, a: Answer) -> None:
                          upload=st.session_state.get("upload"), hub_token=hub_token())
     _what_to_change(inputs, a)
     if not present:
-        _breakdown(a.est, device)
+        _breakdown(a.est, device, a.host)
+        export_section(spec, a.setup, a.trainer)  # the stack's config file (ui/config_box.py)
     # ---- The trainer's TRL script (estimator/report/snippets/trainers.py) -------------------------------------------
     if a.trainer.trainer != "sft" and not present:
         with st.expander(_("{config_class} script for this estimate ({version})").format(
@@ -209,14 +216,16 @@ def _fit_limits(a: Answer, best_batch: int | None, best_len: int | None, smalles
     st.markdown("\n".join(fit_lines))
 
 
-def _breakdown(est: Estimate, device: Device) -> None:
+def _breakdown(est: Estimate, device: Device, host: HostVerdict | None = None) -> None:
     """The breakdown at the peak, one row per item, and its CSV and JSON downloads."""
     st.subheader(_("Breakdown at the peak"), anchor=False)
-    table = breakdown_frame(est, device)
     numbers = {"bytes": (0, ""), "gb": (2, " GB"), "gib": (2, " GiB")}  # English: numbers; Spanish: "17,00 GB"
+    # Built once per estimate shown (ui.once.remembered: a rerun that changed nothing it shows reuses it).
+    table = remembered("calculator.breakdown", est, lambda: arrow_table(localised(breakdown_frame(est, device), numbers)),
+                       device, get_language())
     st.dataframe(
-        localised(table, numbers), hide_index=True, width="stretch", key="breakdown",
-        height=35 * (len(table) + 1) + 3,  # no scroll
+        table, hide_index=True, width="stretch", key="breakdown",
+        height=35 * (table.num_rows + 1) + 3,  # no scroll
         column_config={
             "component": st.column_config.TextColumn(_("Component"), width="medium"),
             "item": st.column_config.TextColumn(_("Item"), width="medium"),
@@ -229,8 +238,21 @@ def _breakdown(est: Estimate, device: Device) -> None:
     with st.container(horizontal=True):
         st.download_button(_("Download CSV"), breakdown_csv(est, device), "will-it-fit.csv", "text/csv", key="download_csv",
                            on_click="ignore", icon=":material/download:")
-        st.download_button(_("Download JSON"), json.dumps(estimate_json(est, device), indent=2), "will-it-fit.json",
+        document = remembered("calculator.json", est, lambda: json.dumps(estimate_json(est, device, host), indent=2),
+                              device, host)
+        st.download_button(_("Download JSON"), document, "will-it-fit.json",
                            "application/json", key="download_json", on_click="ignore", icon=":material/download:")
+    if host is not None:
+        with st.expander(_("Host RAM: what the setup needs in CPU RAM")):
+            numbers = {"bytes": (0, ""), "gb": (2, " GB"), "gib": (2, " GiB")}
+            hosted = remembered("calculator.host_table", est, lambda: arrow_table(localised(host_frame(host), numbers)),
+                                host, get_language())
+            st.dataframe(hosted, hide_index=True, width="stretch", key="host_table",
+                         column_config={"item": st.column_config.TextColumn(_("Item"), width="large"),
+                                        "when": st.column_config.TextColumn(_("When"))}
+                         | number_columns(numbers, {"bytes": _("Bytes"), "gb": "GB", "gib": "GiB"}))
+            st.caption(_("All the training processes on this machine (one per GPU). The model load and the training "
+                         "steps never overlap; the peak is the larger. Sources: How it works, host RAM."))
 
 
 live_page(answer, rest)  # the sidebar, then in a fragment: the verdict and chart, the sliders, the rest

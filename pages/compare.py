@@ -2,35 +2,25 @@
 and setup, side by side on one memory axis against the device; in rule mode, the rule of thumb's numbers
 (the calculator's, for the same setup)."""
 
-from dataclasses import dataclass
-
 import streamlit as st
 
 from estimator import verdict
 from estimator.i18n import _, format_number
 from estimator.memory.rule import rule_sentence
 from estimator.options.methods import METHOD_LABELS
-from ui.charts import stacked_bars
+from ui.answers import CompareAnswer as Answer
+from ui.charts import stacked_bars_spec
 from ui.exact import render_exact_choice
 from ui.grids import FIGURE_ORDER, compare_setups, components_table, page_estimate_fn, setup_summary
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
+from ui.live_chart import live_plotly_chart
 from ui.model_box import hub_token
 from ui.params import widget
 from ui.text import plain, present_table, show_notes
 from ui.trainer_inputs import page_trainer, trainer_summary
 from ui.url_state import share_box
 from ui.values import Inputs
-
-
-@dataclass(frozen=True)
-class Answer:
-    """The bars the chart drew (label, estimate), and what they were priced for: the rest of the page's table
-    and exact trace use the same."""
-
-    rows: list
-    setups: list  # compare_setups' (label, setup) pairs
-    trainer: object  # estimator.job.trainer.TrainerSetup
 
 
 def headline(total_bytes: float) -> str:
@@ -82,10 +72,12 @@ def _headlines(rows: list, device) -> None:  # noqa: ANN001 - a Device
 def _chart(rows: list, device, methods: list, present: bool) -> None:  # noqa: ANN001 - a Device
     """The stacked bars on one memory axis against the device, and what they show."""
     orientation = "v" if len(rows) <= 6 else "h"
-    st.plotly_chart(stacked_bars(rows, device, orientation=orientation, font_size=18 if present else None),
-                    key="compare_chart", config={"displayModeBar": False},
-                    alt=_("Stacked bars of peak memory per method: {bars}").format(
-                        bars=", ".join(f"{label} {headline(est.total_bytes)}" for label, est in rows)))
+    # Updated in place (ui/live_chart.py): a plain spec, no Figure built and validated on every rerun; no glide,
+    # so the in-bar values keep layout.uniformtext (hidden where too small, as on every chart).
+    live_plotly_chart(stacked_bars_spec(rows, device, orientation=orientation, font_size=18 if present else None),
+                      key="compare_chart", config={"displayModeBar": False}, transition_ms=0,
+                      alt=_("Stacked bars of peak memory per method: {bars}").format(
+                          bars=", ".join(f"{label} {headline(est.total_bytes)}" for label, est in rows)))
     st.caption(_("Each bar is the peak of one training step on one GPU, by component, against {device}'s usable "
                  "memory. The whisker is the likely range. Methods in this order: {methods}.").format(
         device=plain(device.name), methods=", ".join(m for m in FIGURE_ORDER if m in methods)))

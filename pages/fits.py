@@ -16,7 +16,8 @@ from ui.grids import (
 )
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
-from ui.page_charts import fits_chart
+from ui.live_chart import live_plotly_chart
+from ui.page_charts import fits_chart_spec
 from ui.params import widget
 from ui.text import plain, show_notes
 from ui.trainer_inputs import page_trainer, trainer_summary
@@ -55,11 +56,12 @@ def answer(inputs: Inputs) -> FitsGrid | None:
         st.markdown(f"### {line}" if inputs.presentation else f"- **{line}**")
     st.caption(_("'Up to about' is the largest generic decoder that fits, solved for this device and setup; the "
                  "brackets name the listed models on either side of the line."))
-    st.plotly_chart(fits_chart(grid, font_size=18 if inputs.presentation else None), key="fits_chart",
-                    config={"displayModeBar": False},
-                    alt=_("Horizontal bars of peak memory per model and method against the usable memory: {bars}").format(
-                        bars="; ".join(f"{c.label} {format_number(c.estimate.total_bytes / 1e9)} GB "
-                                       f"{_(c.verdict.band)}" for c in grid.cells)))
+    # Updated in place (ui/live_chart.py): a plain spec, no Figure built and validated on every rerun.
+    live_plotly_chart(fits_chart_spec(grid, font_size=18 if inputs.presentation else None), key="fits_chart",
+                      config={"displayModeBar": False},
+                      alt=_("Horizontal bars of peak memory per model and method against the usable memory: {bars}").format(
+                          bars="; ".join(f"{c.label} {format_number(c.estimate.total_bytes / 1e9)} GB "
+                                         f"{_(c.verdict.band)}" for c in grid.cells)))
     return grid
 
 

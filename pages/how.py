@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
-from estimator import estimate, fmt_both
+from estimator import estimate, fmt_both, load_preset
 from estimator import exact as exact_doc
 from estimator.i18n import _, format_number
-from estimator.job.stack import setup_summary
+from estimator.job.stack import resolve_setup, setup_summary
+from estimator.memory.allocator import LARGE_SEGMENT, SMALL_BUFFER
 from estimator.memory.overhead import (
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_BYTES,
@@ -24,6 +25,7 @@ from estimator.memory.overhead import (
 )
 from estimator.memory.precision import FP32, HALF, NF4_DQ_BYTES, optimizer_state_bytes
 from estimator.memory.rule import rule_sentence
+from estimator.memory.unsloth_model import per_token_terms, unsloth_path, uses_unsloth_model
 from estimator.options.checkpointing import CHECKPOINTING
 from estimator.options.devices import CATALOG, UNIFIED_USABLE_FRACTION
 from estimator.options.losses import LOSS_IMPLS, LOSSES
@@ -34,7 +36,9 @@ from estimator.report.snippets import training_snippet
 from estimator.report.snippets.common import snippet_language
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
-from ui.page_charts import attention_share_chart
+from ui.live_chart import live_plotly_chart
+from ui.once import arrow_table, once, table_per_language
+from ui.page_charts import attention_share_chart_spec
 from ui.text import plain, show_notes
 from ui.trainer_inputs import how_section_markdown, page_trainer
 from ui.url_state import share_box
@@ -107,8 +111,9 @@ def _weights() -> None:
           "| QLoRA base: embeddings, head, norms | 2, or 4 where the stack's QLoRA preparation upcasts them "
           "(table below) | – | the stack's preparation |").format(nf4=format_number(NF4_DQ_BYTES, 4))
     )
-    st.dataframe(pd.DataFrame([{_("QLoRA preparation"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
-                               for o in QLORA_PREPS.values()]), hide_index=True, key="qlora_prep_table")
+    st.dataframe(table_per_language("how.qlora_prep_table", lambda: [
+        {_("QLoRA preparation"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
+        for o in QLORA_PREPS.values()]), hide_index=True, key="qlora_prep_table")
 
 
 def _adamw_bytes(weight: int) -> dict[str, float]:
@@ -154,9 +159,8 @@ def short(value: float) -> str:
     return format_number(value, 0) if float(value).is_integer() else format_number(value, len(f"{value:g}".split(".")[1]))
 
 
-def _optimizer() -> None:
-    """Optimizer state per trainable weight, for each optimizer."""
-    st.subheader(_("Optimizer state, per trainable weight"))
+def _optimizer_rows() -> list[dict[str, str]]:
+    """One row per optimizer: its state per trainable weight, step temporaries and sources."""
     optim_rows = []
     for name, option in OPTIMIZERS.items():
         per_fp32 = optimizer_state_bytes(name, 4)
@@ -166,7 +170,13 @@ def _optimizer() -> None:
                            _("bf16 weights (B)"): "≈ 0" if option.state_dtype == "factored" else short(per_bf16),
                            _("Step temporaries"): _("one parameter-sized buffer") if option.step_temporaries else _("none"),
                            _("Why"): _(option.summary), _("Source"): option.source})
-    st.dataframe(pd.DataFrame(optim_rows), hide_index=True, key="optimizer_table")
+    return optim_rows
+
+
+def _optimizer() -> None:
+    """Optimizer state per trainable weight, for each optimizer."""
+    st.subheader(_("Optimizer state, per trainable weight"))
+    st.dataframe(table_per_language("how.optimizer_table", _optimizer_rows), hide_index=True, key="optimizer_table")
     st.caption(_("Sources: torch.optim (state dtype = weight dtype); bitsandbytes optimizers (block-wise 8-bit, "
                  "paged); Dettmers et al. 2021 (8-bit optimizers); transformers' Adafactor. Full fine-tuning in `mixed` "
                  "precision therefore costs {weight} + {grad} + {state} = {total} bytes per weight, plus the "
@@ -202,9 +212,9 @@ def _logits() -> None:
         _("The loss is often the single biggest activation, and the training stack decides how it is built. With V "
         "the vocabulary, T the tokens in the batch, H the hidden size and c the compute dtype's bytes:")
     )
-    st.dataframe(pd.DataFrame([{_("Loss"): _(LOSSES[o.kind].label), _("Implementation"): _(o.label),
-                                _("What is counted"): _(o.summary), _("Source"): o.source} for o in LOSS_IMPLS.values()]),
-                 hide_index=True, key="loss_table")
+    st.dataframe(table_per_language("how.loss_table", lambda: [
+        {_("Loss"): _(LOSSES[o.kind].label), _("Implementation"): _(o.label), _("What is counted"): _(o.summary),
+         _("Source"): o.source} for o in LOSS_IMPLS.values()]), hide_index=True, key="loss_table")
     st.latex(r"A_{\text{loss, standard}} = \underbrace{4\,T V}_{\text{kept}} + "
              r"\underbrace{8\,T V}_{\text{backward}}")
     st.markdown(_("For Llama-3 (V = {vocab}) at {tokens} tokens the standard loss keeps {kept} GB and adds {backward} GB "
@@ -222,8 +232,9 @@ def _checkpointing() -> None:
         "L inputs plus one layer. 20–30 % slower. With offloading the L inputs wait in CPU RAM and one comes back "
         "at a time.")
     )
-    st.dataframe(pd.DataFrame([{_("Checkpointing"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
-                               for o in CHECKPOINTING.values()]), hide_index=True, key="checkpointing_table")
+    st.dataframe(table_per_language("how.checkpointing_table", lambda: [
+        {_("Checkpointing"): _(o.label), _("What it does"): _(o.summary), _("Source"): o.source}
+        for o in CHECKPOINTING.values()]), hide_index=True, key="checkpointing_table")
     st.latex(r"A_{\text{ckpt}} = T\,(L \cdot 2h + A_{\text{one layer}})")
 
 
@@ -236,6 +247,18 @@ def _stacks(setup: TrainingSetup) -> None:
         "from the stack. Each value below was read in that project's source, at the version named.")
     )
     st.caption(plain(setup_summary(setup)))
+    st.dataframe(table_per_language("how.stack_table", _stack_rows), hide_index=True, key="stack_table")
+    with st.expander(_("Sources of every stack value")):
+        st.dataframe(table_per_language("how.stack_sources", lambda: [
+            {_("Stack"): stack.label, _("Setting"): field, _("Source (file, version)"): stack.sources.get(field, "")}
+            for stack in STACKS.values() for field in (*STACK_FIELDS, *STACK_FACTS) if field in stack.sources]),
+            hide_index=True, key="stack_sources")
+    st.caption(_("Gradient clipping (`clip_grad_norm_`) keeps only one norm per tensor: it adds nothing measurable "
+                 "at the peak."))
+
+
+def _stack_rows() -> list[dict[str, str]]:
+    """One row per training stack: the defaults it fills in."""
     stack_rows = []
     for stack in STACKS.values():
         stack_rows.append({
@@ -251,13 +274,62 @@ def _stacks(setup: TrainingSetup) -> None:
                                      if stack.max_grad_norm else _("none")),
             _("In short"): _(stack.summary),
         })
-    st.dataframe(pd.DataFrame(stack_rows), hide_index=True, key="stack_table")
-    source_rows = [{_("Stack"): stack.label, _("Setting"): field, _("Source (file, version)"): stack.sources.get(field, "")}
-                   for stack in STACKS.values() for field in (*STACK_FIELDS, *STACK_FACTS) if field in stack.sources]
-    with st.expander(_("Sources of every stack value")):
-        st.dataframe(pd.DataFrame(source_rows), hide_index=True, key="stack_sources")
-    st.caption(_("Gradient clipping (`clip_grad_norm_`) keeps only one norm per tensor: it adds nothing measurable "
-                 "at the peak."))
+    return stack_rows
+
+
+def _unsloth(spec: ModelSpec, setup: TrainingSetup) -> None:
+    """Unsloth as Unsloth runs: what its kernels keep (with sources), and how the model was checked."""
+    st.header(_("Unsloth, as Unsloth runs"))
+    st.markdown(_(
+        "Unsloth runs its own code, read in the unsloth and unsloth_zoo {version} wheels (file and line below; "
+        "docs/formulas.md §3.8):\n\n"
+        "- **Fused LoRA kernels** (LoRA_MLP, LoRA_QKV, LoRA_W) keep only what their backward needs: the MLP keeps X "
+        "and the two projections (the SwiGLU product is recomputed), q/k/v keep only their input, o_proj only its "
+        "input. A group with LoRA on only some projections, or a biased base (Qwen2's q/k/v), runs PEFT's modules.\n"
+        "- **Attention**: the default install has xformers, not flash-attn; Unsloth's SFT trainer sends long rows "
+        "padding-free, so on an Ampere or newer GPU PyTorch's flash kernel runs with K and V at their own width "
+        "(xformers, on older GPUs or padded rows, expands them).\n"
+        "- **Offloaded checkpointing**: each layer's input goes to pinned CPU RAM; the GPU keeps one or two staging "
+        "buffers, the last layer's input and inputs under 2 MiB; one layer is recomputed at a time. Below a "
+        "max_seq_length of 512 it is plain checkpointing.\n"
+        "- **Fused loss**: the head, the loss and the input gradient in one pass, a 4,096 × 16,384 fp32 tile at a "
+        "time: no logits.\n"
+        "- **QLoRA**: every forward dequantises into one kept scratch buffer (the largest 4-bit matrix); the "
+        "backward dequantises a fresh weight at a time.\n"
+        "- **Decided by the card**: the input embedding moves to CPU RAM when Unsloth's own reserve exceeds the "
+        "memory left after loading; the second staging buffer only with more than 512 MiB free.\n"
+        "- **Defaults**: 8-bit AdamW, fp32 adapters, LoRA dropout 0. Full fine-tuning and families other than "
+        "Llama, Mistral and Qwen2 load through FastModel and are estimated with transformers' modules.").format(
+        version=STACKS["unsloth"].version.split(" ")[1]))
+    example = spec if uses_unsloth_model(spec, setup) else load_preset("llama-3.1-8b")
+    if not uses_unsloth_model(spec, setup):
+        setup = resolve_setup("unsloth", method="qlora", lora_rank=16)
+    rows = [{_("Kept per token"): _(label), _("Bytes per token"): round(value), _("Source"): source}
+            for label, value, source in per_token_terms(example, unsloth_path(example, setup))]
+    st.caption(_("Per token on the GPU, {model}, the recomputed layer and what stays around it:").format(
+        model=example.name))
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="unsloth_terms")
+    report = accuracy_report()["unsloth"]
+    traces, context = report["traces"], report["context"]
+    st.markdown(_(
+        "**Checked against Unsloth's own code.** Its autograd functions, checkpointing and loss were run from the "
+        "wheel on the CPU with the Triton kernels stood in for ({n} traces at real widths): median error {median} %, "
+        "worst {worst} %.\n\n"
+        "**Checked against its published longest lengths.** Unsloth's tables (December 2024) measured unsloth "
+        "2024.12 with Cut Cross-Entropy, which keeps more than the current release (a RoPE cache per layer, a "
+        "head-sized gradient buffer, a fresh copy of each offloaded input): the same model on that code path, and "
+        "the transformers + FlashAttention 2 columns with the HF Trainer stack, land within {target} % on {ok} of "
+        "{checked} points. The current release reaches further; its answers are in the last column.").format(
+        n=traces["n"], median=format_number(traces["median_abs_pct"], 2),
+        worst=format_number(traces["worst_abs_pct"], 2), target=format_number(context["target_pct"], 0),
+        ok=context["within_target"], checked=context["checked"]))
+    table = table_per_language("how.unsloth_published", lambda: [{  # built once per language (ui/once.py)
+        _("Point"): r["id"], _("GPU (GB)"): r["gpu_gb"], _("Published"): r["published"],
+        _("Modelled"): r["modelled"], _("Error %"): r["error_pct"], _("Current release"): r["current"],
+        _("Why it differs"): r["explanation"] or (r["note"] if r["check"] == "not_comparable" else ""),
+        _("Source"): r["source"]} for r in context["rows"]])
+    st.dataframe(table, hide_index=True, key="unsloth_published",
+                 column_config={_("Error %"): st.column_config.NumberColumn(format="%+.1f")})
 
 
 MLX_LENGTHS = (256, 512, 1024, 2048, 4096, 8192)  # the s² figure's max lengths
@@ -299,10 +371,10 @@ def _mlx(spec: ModelSpec, setup: TrainingSetup, inputs: Inputs) -> None:
             model=spec.name), icon=":material/info:")
     else:
         rows = [(length, estimate(spec, replace(mlx, seq_len=length))) for length in MLX_LENGTHS]
-        st.plotly_chart(attention_share_chart(rows, inputs.device), key="mlx_attention_chart",
-                        config={"displayModeBar": False},
-                        alt=_("Stacked bars per max length: weights, attention probabilities and other activations "
-                              "of {model} on MLX-LM").format(model=spec.name))
+        # Updated in place (ui/live_chart.py): a plain spec, no Figure built and validated on every rerun.
+        live_plotly_chart(attention_share_chart_spec(rows, inputs.device), key="mlx_attention_chart",
+                          alt=_("Stacked bars per max length: weights, attention probabilities and other "
+                                "activations of {model} on MLX-LM").format(model=spec.name))
         st.caption(plain(_("{model}, MLX-LM, batch {batch}, {layers} trained blocks; the vermilion part is the "
                            "B·H·L² probabilities.").format(model=spec.name, batch=mlx.batch,
                                                           layers=mlx.lora_layers or spec.num_layers)))
@@ -344,6 +416,13 @@ def _overhead() -> None:
             nccl=format_number(NCCL_BYTES / 1e9, 2), error_low=format_number(100 * MODEL_ERROR_LOW, 0),
             error_high=format_number(100 * MODEL_ERROR_HIGH, 0))
     )
+    st.markdown(
+        _("- **Unsloth** turns on the allocator's expandable segments when it is imported: before an allocation "
+          "fails, every page no tensor uses is given back. Its slack is each request's rounding plus half a page of "
+          "each pool ({pages} MiB), not {slack} %; replays of its traced step's allocations needed 0.2–1.8 % above "
+          "the tensors (PyTorch's defaults: 1.4–4.9 %). `docs/formulas.md` §5.1.").format(
+            pages=format_number((LARGE_SEGMENT + SMALL_BUFFER) / 2 / 2**20, 0),
+            slack=format_number(100 * ALLOCATOR_SLACK, 0)))
 
 
 def _sharding() -> None:
@@ -357,6 +436,30 @@ def _sharding() -> None:
              r"\qquad \text{ZeRO-3 / FSDP: } \tfrac{W + G + O}{N} + \text{two gathered layers}")
     st.markdown(_("Activations are **not** sharded: each GPU keeps its own micro-batch's. CPU offload moves the "
                   "optimizer state to CPU RAM (ZeRO-Offload). See the *Scale out* page."))
+
+
+def _host_ram(spec: ModelSpec, setup: TrainingSetup) -> None:
+    """The host RAM terms (estimator/memory/host.py), each with its source, for the sidebar's job."""
+    st.subheader(_("Host RAM"))
+    st.markdown(_(
+        "Beside the GPU, the setup needs CPU RAM on the machine, for all its training processes (one per GPU): the "
+        "processes themselves, the model while it loads, and whatever the setup keeps in CPU RAM while it trains. "
+        "Loading and training never overlap, so the host's peak is the larger of the two. On unified memory (a Mac) "
+        "the device's RAM is the machine's: the GPU's peak and the host's training terms add up against it."))
+    try:
+        host = estimate(spec, setup).host
+    except ValueError:  # a setup the estimator refuses (the calculator says why)
+        host = None
+    if host is not None:
+        rows = [{_("Term"): _(x.label), _("Key"): x.key, _("Formula"): x.formula, "GB": round(x.bytes / 1e9, 2)}
+                for x in host.details]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, key="host_terms")
+    st.caption(_("Sources: the processes' import peak measured by calibration/host_baseline.py; the CUDA runtime's "
+                 "host side from pytorch/pytorch#106511; the model load per stack (the stack table's host_load row); "
+                 "ZeRO-Offload's CPU state from DeepSpeed 0.18.2 runtime/zero/stage_1_and_2.py; parameter offload "
+                 "from its stage3.py; offloaded checkpoints from transformers' save_on_cpu; the pinned rounding from "
+                 "torch's CachingHostAllocator. Every term and line: docs/formulas.md §10. The Out of memory? page "
+                 "reads a failed run's message (§11)."))
 
 
 def _preference() -> None:
@@ -396,10 +499,11 @@ def _units() -> None:
     )
 
 
-# The accuracy report re-estimates every fixture and published run (~25 ms): it depends on no input and no
-# language (its rows hold ids, numbers and English source notes), so it is computed once per process; st.cache_data
-# hands each run its own copy.
-accuracy_report = st.cache_data(_accuracy_report, show_spinner=False)
+def accuracy_report() -> dict:
+    """The accuracy report re-estimates every fixture and published run (~25 ms): it depends on no input and no
+    language (its rows hold ids, numbers and English source notes), so it is computed once per process (ui/once.py:
+    shared, read only)."""
+    return once("how.accuracy_report", _accuracy_report)
 
 
 def _accuracy() -> tuple[dict, dict]:
@@ -440,13 +544,32 @@ def _accuracy() -> tuple[dict, dict]:
                  for method, s in part.get("by_method", {}).items()]
     if by_method:
         errors = {"Median |error| %": (1, ""), "Worst |error| %": (1, "")}
-        st.dataframe(localised(pd.DataFrame(by_method), errors), hide_index=True, key="accuracy_by_method",
+        st.dataframe(table_per_language("how.accuracy_by_method", lambda: localised(pd.DataFrame(by_method), errors)),
+                     hide_index=True, key="accuracy_by_method",
                      column_config={"Set": st.column_config.TextColumn(_("Set")),
                                     "Method": st.column_config.TextColumn(_("Method")),
                                     "Runs": st.column_config.NumberColumn(_("Runs"))}
                      | number_columns(errors, {"Median |error| %": _("Median |error| %"),
                                                "Worst |error| %": _("Worst |error| %")}))
     return tracer, published
+
+
+def _published_frame(published: dict) -> pd.DataFrame:
+    """The published runs' table: ids, settings, measured and estimated GB, the error and its explanation."""
+    pub = pd.DataFrame(published["rows"])
+    pub_columns = ["id", "model", "stack", "method", "precision", "batch", "seq_len", "grad_ckpt", "measure", "measured_gb",
+                   "estimated_gb", "error_pct", "explanation", "source"]
+    return pub[[c for c in pub_columns if c in pub.columns]]
+
+
+def _tracer_frame(tracer: dict) -> pd.DataFrame:
+    """The tracer runs' table: ids, settings, measured and estimated GB and the error."""
+    tr = pd.DataFrame(tracer["rows"])
+    tr["measured_gb"] = tr["measured_bytes"] / 1e9
+    tr["estimated_gb"] = tr["estimated_bytes"] / 1e9
+    tr_columns = ["id", "family", "method", "precision", "batch", "seq_len", "grad_ckpt", "attention",
+                  "measured_gb", "estimated_gb", "error_pct"]
+    return tr[[c for c in tr_columns if c in tr.columns]]
 
 
 def _run_tables(tracer: dict, published: dict) -> None:
@@ -461,10 +584,8 @@ def _run_tables(tracer: dict, published: dict) -> None:
     }
     if published["rows"]:
         st.subheader(_("Published runs"))
-        pub = pd.DataFrame(published["rows"])
-        pub_columns = ["id", "model", "stack", "method", "precision", "batch", "seq_len", "grad_ckpt", "measure", "measured_gb",
-                       "estimated_gb", "error_pct", "explanation", "source"]
-        st.dataframe(pub[[c for c in pub_columns if c in pub.columns]], hide_index=True, key="published_runs",
+        st.dataframe(once("how.published_runs", lambda: arrow_table(_published_frame(published))), hide_index=True,
+                     key="published_runs",
                      column_config=RUN_COLUMNS | {
                          "measured_gb": st.column_config.NumberColumn(_("Measured (GB)"), format="%.2f"),
                          "estimated_gb": st.column_config.NumberColumn(_("Estimated (GB)"), format="%.2f"),
@@ -476,12 +597,8 @@ def _run_tables(tracer: dict, published: dict) -> None:
                      "with its own framework's stack."))
     if tracer["rows"]:
         st.subheader(_("Tracer runs"))
-        tr = pd.DataFrame(tracer["rows"])
-        tr["measured_gb"] = tr["measured_bytes"] / 1e9
-        tr["estimated_gb"] = tr["estimated_bytes"] / 1e9
-        tr_columns = ["id", "family", "method", "precision", "batch", "seq_len", "grad_ckpt", "attention",
-                      "measured_gb", "estimated_gb", "error_pct"]
-        st.dataframe(tr[[c for c in tr_columns if c in tr.columns]], hide_index=True, key="tracer_runs",
+        st.dataframe(once("how.tracer_runs", lambda: arrow_table(_tracer_frame(tracer))), hide_index=True,
+                     key="tracer_runs",
                      column_config=RUN_COLUMNS | {
                          "measured_gb": st.column_config.NumberColumn(_("Measured (GB)"), format="%.4f"),
                          "estimated_gb": st.column_config.NumberColumn(_("Estimated (GB)"), format="%.4f"),
@@ -511,8 +628,9 @@ def _known_limits() -> None:
         _("- **Not modelled**: tensor and pipeline parallelism, torch.compile (usually lowers activations), "
         "sequence packing and padding-free batches (both lower activations), "
         "optimizer-in-backward, evaluation and generation during training (can peak higher than training).\n"
-        "- **Fused kernels**: Liger's fused linear + cross-entropy is modelled (the *fused* loss; Unsloth's Cut "
-        "Cross-Entropy is counted the same way); Liger's fused RMSNorm and SwiGLU would lower activations further.\n"
+        "- **Fused kernels**: Liger's fused linear + cross-entropy is modelled (the *fused* loss); Liger's fused "
+        "RMSNorm and SwiGLU would lower activations further. Unsloth's kernels are modelled from its own code (see "
+        "*Unsloth, as Unsloth runs*).\n"
         "- **Mixture-of-experts** activations (routing buffers, per-expert copies) are estimated, then checked by "
         "the tracer on small MoE models only.\n"
         "- **Padding masks**: with a padding mask on older PyTorch, SDPA repeats K and V to full width; not counted.\n"
@@ -550,9 +668,11 @@ def how(inputs: Inputs, _answer: None = None) -> None:
     _logits()
     _checkpointing()
     _stacks(setup)
+    _unsloth(spec, setup)
     _mlx(spec, setup, inputs)
     _overhead()
     _sharding()
+    _host_ram(spec, setup)
     _preference()
     _assumptions()
     _units()

@@ -2,8 +2,6 @@
 offload of the optimizer state, the fewest GPUs (whole nodes where GPUs come several to a node) of each
 catalog GPU that fit, the calculator's verdict bands, and what would make it fit when nothing does."""
 
-from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -14,6 +12,7 @@ from estimator.i18n import _, format_number, ngettext
 from estimator.job.stack import resolve_setup
 from estimator.options.methods import SHARDING_LABELS, SHARDINGS
 from estimator.options.stacks import DEFAULT_STACK, MLX_STACK
+from ui.answers import ScaleLayouts as Layouts
 from ui.grids import (
     GPU_COUNTS,
     SHORT_SHARDING,
@@ -25,27 +24,13 @@ from ui.grids import (
 )
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
-from ui.page_charts import scale_out_chart
+from ui.live_chart import live_plotly_chart
+from ui.page_charts import scale_out_chart_spec
 from ui.params import widget
 from ui.text import plain, present_table, show_notes
 from ui.trainer_inputs import page_trainer, trainer_summary
 from ui.url_state import share_box
 from ui.values import Inputs
-
-
-@dataclass(frozen=True)
-class Layouts:
-    """What the page prices: the setup (the Trainer box's), the search's options, and how each GPU count is
-    estimated."""
-
-    spec: Any
-    setup: Any
-    device: Any
-    trainer: Any
-    offload: bool
-    max_gpus: int
-    per_node: int
-    estimate_fn: Any
 
 
 def band_note(est, device) -> str:  # noqa: ANN001 - an Estimate, a Device
@@ -97,13 +82,14 @@ def answer(inputs: Inputs) -> Layouts:
                 icon=":material/info:")
     else:
         _verdict(lay)
-    st.plotly_chart(scale_out_chart(curves, counts, device, font_size=18 if inputs.presentation else None),
-                    key="scale_chart", config={"displayModeBar": False},
-                    alt=_("Lines of peak memory per GPU against the GPU count for each sharding: {lines}").format(
-                        lines="; ".join(_("{sharding} from {first} GB on {first_n} GPU(s) to {last} GB on {last_n}").format(
-                            sharding=_(SHARDING_LABELS[s]), first=format_number(ests[0].total_bytes / 1e9, 0),
-                            first_n=counts[0], last=format_number(ests[-1].total_bytes / 1e9, 0), last_n=counts[-1])
-                            for s, ests in curves.items())))
+    # Updated in place (ui/live_chart.py): a plain spec, no Figure built and validated on every rerun.
+    live_plotly_chart(scale_out_chart_spec(curves, counts, device, font_size=18 if inputs.presentation else None),
+                      key="scale_chart", config={"displayModeBar": False},
+                      alt=_("Lines of peak memory per GPU against the GPU count for each sharding: {lines}").format(
+                          lines="; ".join(_("{sharding} from {first} GB on {first_n} GPU(s) to {last} GB on {last_n}").format(
+                              sharding=_(SHARDING_LABELS[s]), first=format_number(ests[0].total_bytes / 1e9, 0),
+                              first_n=counts[0], last=format_number(ests[-1].total_bytes / 1e9, 0), last_n=counts[-1])
+                              for s, ests in curves.items())))
     return lay
 
 

@@ -34,6 +34,10 @@ VIEWS: tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...] = (
     ("sizes", "/sizes", SIZES),
     ("scale", "/scale", SIZES),
     ("how", "/how", SIZES),
+    ("oom", "/oom", SIZES),
+    ("calculator-host-offload", "/?model=llama-3.1-8b&method=full&gpus=2&sharding=zero3&offload_params=true"
+                                "&offload=true&host_ram=64&device=h100-80gb&ckpt=offload", SIZES[:1]),
+    ("calculator-host-mac", "/?model=qwen2.5-1.5b&device=mac-64gb", SIZES[:1]),
     ("pages-compare-seed7b", "/compare?model=by-size&size=7&rule=true&device=h100-80gb", SIZES[:1]),
     ("pages-compare-detailed", "/compare?model=llama-3.1-8b&device=a100-80gb&variants=adamw_8bit", SIZES[:1]),
     ("pages-fits-laptop-seed", "/fits?device=laptop-36gb&rule=true", SIZES[:1]),
@@ -53,7 +57,8 @@ def wait_for_app(page: Page) -> None:
     for state in ("[data-test-connection-state='CONNECTED']", "[data-test-script-state='notRunning']"):
         page.locator(f"[data-testid='stApp']{state}").wait_for(state="attached", timeout=30_000)
     expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=30_000)
-    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
+    # every chart drawn: st.plotly_chart's and the live charts' (ui/live_chart.py, a .wif-live-plot host)
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart], .wif-live-plot')]"
                            ".every(c => c.querySelector('.main-svg'))", timeout=30_000)
     page.wait_for_timeout(500)
 

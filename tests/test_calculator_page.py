@@ -145,9 +145,10 @@ def test_default_chart_and_table_carry_the_same_numbers(default_at):
     usable_line = next(s for s in chart(default_at)["layout"]["shapes"] if s.get("name") == "usable")
     assert usable_line["x0"] == pytest.approx(to_gb(RTX.usable_bytes))
     assert usable_line["x0"] == pytest.approx(24_564 * 2**20 / 1e9)  # 25.8 GB
-    (table,) = default_at.dataframe
+    table = default_at.dataframe[0]  # the breakdown (the host RAM table follows it)
     pd.testing.assert_frame_equal(table.value.reset_index(drop=True), breakdown_frame(est))
-    assert [b.label for b in default_at.download_button] == ["Download CSV", "Download JSON"]
+    assert [b.label for b in default_at.download_button] == ["Download CSV", "Download JSON",
+                                                             "Download sft_config.yaml"]  # ui/config_box.py
 
 
 def test_inputs_survive_a_rerun_because_the_page_draws_them(default_at):
@@ -158,8 +159,9 @@ def test_inputs_survive_a_rerun_because_the_page_draws_them(default_at):
     # model, stack, precision, optimizer, loss, attn, quant, sharding, device; toggles rule, dora, present;
     # segmented controls method, ckpt, kind; the trainer box adds a selectbox (trainer), two toggles
     # (precompute_ref, vllm_sleep) and a segmented control (gen) (ui/trainer_inputs.py); the language switch is
-    # one more segmented control (ui/lang.py)
-    assert before["selectbox"] == 10 and before["toggle"] == 5 and before["button_group"] == 5
+    # one more segmented control (ui/lang.py); the setup adds toggles offload_params, opt_offload, compile,
+    # in_bwd and the segmented control dq (ui/params.py)
+    assert before["selectbox"] == 10 and before["toggle"] == 9 and before["button_group"] == 6
     at.sidebar.slider(key="batch").set_value(2).run()
     after = {kind: len(getattr(at.sidebar, kind)) for kind in before}
     assert after == before
@@ -330,7 +332,7 @@ def test_switching_the_stack_to_plain_changes_verdict_chart_and_summary(default_
     summary = setup_summary(plain_setup)
     assert summary.startswith("torch 2.x hand-written loop: checkpointing off (Plain PyTorch loop default)")
     assert summary in main_captions(at) and setup_summary(TRL) not in main_captions(at)
-    (code,) = at.code
+    (code,) = [c for c in at.code if c.language != "yaml"]  # the share link (not the config file)
     assert dict(parse_qsl(urlsplit(code.value).query)) == {"stack": "plain"}  # the share link carries it
 
 
@@ -362,7 +364,7 @@ def test_a_loss_the_stack_cannot_do_gives_a_note_and_the_stacks_loss():
     est = estimate(LLAMA, setup)
     assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
     assert bar_total_gb(at) == pytest.approx(to_gb(est.total_bytes))
-    (table,) = at.dataframe
+    table = at.dataframe[0]  # the breakdown (the host RAM table follows it)
     pd.testing.assert_frame_equal(table.value.reset_index(drop=True), breakdown_frame(est))
 
 
@@ -375,7 +377,7 @@ def test_presentation_mode_is_bigger_and_sparer():
     assert not at.dataframe and not at.download_button
     assert chart(at)["layout"]["font"]["size"] == 18
     at.sidebar.toggle(key="present").set_value(False).run()
-    assert not at.title and at.dataframe and len(at.download_button) == 2
+    assert not at.title and at.dataframe and len(at.download_button) == 3  # CSV, JSON and the config file
 
 
 # ---- what to change ----------------------------------------------------------------------------------------
@@ -495,7 +497,7 @@ def test_downloads_hold_the_numbers_on_screen(monkeypatch):
 def test_share_link_reproduces_the_inputs():
     params = {"model": "by-size", "size": "7", "method": "full", "device": "laptop-36gb", "rule": "true"}
     at = run(params)
-    (code,) = at.code
+    (code,) = [c for c in at.code if c.language != "yaml"]  # the share link (not the config file)
     link = urlsplit(code.value)
     assert link.path == "/"  # AppTest has no browser URL; the page prefixes st.context.url when it has one
     # Every parameter except size=7, the default, which Streamlit keeps out of the address bar.

@@ -57,6 +57,13 @@ VALID: dict[str, list[str]] = {
     "present": ["true", "false"],
     "images": ["0", "256", "512", "4096"],  # image tokens per example (shown for multimodal models only)
     "tower": ["true", "false"],  # train the vision tower (shown for multimodal models only)
+    "offload_params": ["true", "false"],  # ZeRO-3 parameter offload (noted and off unless sharding is zero3)
+    "host_ram": ["0", "8", "16", "64", "512", "100000"],  # the machine's RAM (GB) for the host verdict
+    "accum": ["1", "2", "8", "65536"],  # gradient accumulation steps
+    "opt_offload": ["true", "false"],  # optimizer state in CPU RAM (several GPUs: needs sharding, else a note)
+    "compile": ["true", "false"],  # torchtune only (another stack: disabled, not applied)
+    "in_bwd": ["true", "false"],  # torchtune full fine-tuning, accumulation 1 (else a note)
+    "dq": ["auto", "true", "false"],  # QLoRA NF4 double quantisation
 }
 assert set(VALID) == set(URL_PARAMS)
 

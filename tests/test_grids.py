@@ -25,6 +25,7 @@ from estimator import (
 )
 from estimator.advice.solvers import best_layout, fewest_gpus, sharded, what_would_fit
 from estimator.job.stack import resolve_setup
+from estimator.job.trainer import TrainerSetup
 from estimator.options.methods import SHARDING_LABELS, SHARDINGS
 from ui.grids import (
     GPU_COUNTS,
@@ -37,6 +38,7 @@ from ui.grids import (
     fits_grid,
     max_fitting_size_b,
     min_gpus_table,
+    page_estimate_fn,
     round_size,
     scale_out_curves,
     setup_summary,
@@ -244,6 +246,38 @@ def test_min_gpus_table_matches_an_independent_search():
             expected = independent_min_gpus(SEVENTY_FULL, sharding, device_id)
             got = table.loc[name, SHORT_SHARDING[sharding]]
             assert (None if pd.isna(got) else int(got)) == expected
+
+
+def count_by_count(spec, setup: TrainingSetup, device, trainer, per_node: int) -> int | None:
+    """The smallest whole-node GPU count whose per-GPU estimate (the page's) fits: every count tried in turn."""
+    fn = page_estimate_fn(trainer)
+    return next((n for n in range(per_node, 65, per_node)
+                 if fn(spec, replace(setup, gpus=n)).total_bytes <= device.usable_bytes), None)
+
+
+@pytest.mark.parametrize(("model", "method", "trainer", "per_node", "offload"), [
+    ("llama-3.1-8b", "lora", None, 1, False),
+    ("llama-3.1-70b", "full", None, 8, True),
+    ("qwen3-30b-a3b", "qlora", None, 2, False),
+    ("llama-3.2-3b", "full", TrainerSetup("dpo"), 1, False),
+    # GRPO under ZeRO-3 gathers the weights for generation: per-GPU memory rises again with more GPUs, so the
+    # table tries every count (min_gpus_for_devices(monotone=False)); 3 GPUs fit where 4 and more do not.
+    ("llama-3.2-3b", "full", TrainerSetup("grpo"), 1, False),
+])
+def test_min_gpus_table_is_the_count_by_count_answer_for_every_gpu(model, method, trainer, per_node, offload):
+    """The devices are searched from the most memory down (estimator.advice.solvers.min_gpus_for_devices): the
+    table must still be what trying every count for every device gives."""
+    spec = load_preset(model)
+    setup = resolve_setup("trl", method=method)
+    table = min_gpus_table(spec, setup, offload=offload, per_node=per_node, trainer=trainer).set_index("Device")
+    answers = set()
+    for device in (d for d in CATALOG if d.kind == "discrete"):
+        for sharding in SHARDINGS:
+            got = table.loc[device.name, SHORT_SHARDING[sharding]]
+            expected = count_by_count(spec, sharded(setup, sharding, offload), device, trainer, per_node)
+            assert (None if pd.isna(got) else int(got)) == expected, (device.id, sharding)
+            answers.add(expected)
+    assert len(answers) > 2  # the case tells devices apart
 
 
 def test_zero3_shrinks_per_gpu_memory_and_ddp_does_not():

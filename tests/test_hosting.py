@@ -251,6 +251,20 @@ def test_compose_runs_two_app_containers_from_the_dockerfile_behind_nginx():
     assert all(f"server {a}:8501 " in conf for a in apps)
 
 
+def test_compose_yaml_is_a_valid_compose_file(tmp_path):
+    """Compose's own parser accepts compose.yaml (docker-compose config validates without a Docker engine; this
+    machine has none to run it on)."""
+    import shutil
+
+    tool = shutil.which("docker-compose")
+    if tool is None:
+        pytest.skip("docker-compose is not installed (Debian: apt-get install -y docker-compose)")
+    proc = subprocess.run([tool, "-f", str(ROOT / "compose.yaml"), "config", "--services"], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.split()) == ["app1", "app2", "cache-init", "nginx"]
+
+
 def test_compose_nginx_conf_is_the_template_rendered():
     assert (DEPLOY / "nginx.compose.conf").read_text() == _render().compose(2), \
         "run: python deploy/render_nginx.py --compose"
@@ -291,9 +305,10 @@ def test_rendered_configs_pass_nginx_t(tmp_path):
 
 @pytest.mark.slow
 def test_killing_the_process_behind_a_page_brings_it_back_with_the_same_link(tmp_path):
-    """deploy/serve.sh 2 (two processes, nginx, no restarts), a Chromium page through the proxy at a link with
-    parameters; the process serving it is killed: the page reconnects (to the other process, a new session) and
-    shows the same inputs from its URL, never a blank screen.  Run: .venv/bin/python -m pytest -m slow -k killing"""
+    """deploy/serve.sh 2 (two processes, nginx, no restarts) from a fresh clone of this checkout (committed files
+    only, as docs/hosting.md's recipe starts), a Chromium page through the proxy at a link with parameters; the
+    process serving it is killed: the page reconnects (to the other process, a new session) and shows the same
+    inputs from its URL, never a blank screen.  Run: .venv/bin/python -m pytest -m slow -k killing"""
     import os
     import signal
     import threading
@@ -308,8 +323,12 @@ def test_killing_the_process_behind_a_page_brings_it_back_with_the_same_link(tmp
         base = free_port()
     env = {**os.environ, "PYTHON": sys.executable, "WIF_LISTEN": str(listen), "WIF_BASE_PORT": str(base),
            "WIF_RUNTIME_DIR": str(tmp_path), "WIF_RESTART": "0"}
+    checkout = ROOT
+    if (ROOT / ".git").exists():  # a git checkout (or worktree): serve from a clone of what is committed
+        checkout = tmp_path / "clone"
+        subprocess.run(["git", "clone", "--quiet", str(ROOT), str(checkout)], check=True, timeout=120)
     log = (tmp_path / "serve.log").open("w")
-    serve = subprocess.Popen(["bash", str(DEPLOY / "serve.sh"), "2"], cwd=ROOT, env=env, stdout=log,
+    serve = subprocess.Popen(["bash", str(checkout / "deploy" / "serve.sh"), "2"], cwd=checkout, env=env, stdout=log,
                              stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{listen}"
     try:

@@ -129,6 +129,7 @@ ENGLISH_ONLY = {
     ("estimator/memory/precision.py", "unknown optimizer"),
     ("estimator/memory/rule.py", "method must be full, lora or qlora"),
     ("estimator/job/stack.py", "unknown setting"),
+    ("estimator/memory/allocator.py", "unknown parser"),  # a PYTORCH_ALLOC_CONF parser name: set in code only
 }
 
 
@@ -139,7 +140,7 @@ def test_every_user_facing_error_of_the_estimator_carries_a_text():
     found = set()
     for path in sorted((ROOT / "estimator").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel == "estimator/report/cli.py":
+        if rel in ("estimator/report/cli.py", "estimator/report/cli_config.py"):  # the CLI: English by design
             continue
         for match in plain.finditer(path.read_text()):
             found.add((rel, match.group(1)))

@@ -96,7 +96,7 @@ def test_checkpointing_keeps_block_inputs_only():
 def test_metal_is_priced_as_the_measured_cpu_path_and_cuda_drops_the_probabilities():
     cpu = estimate(QWEN, replace(mlx(), backend="cpu"))
     metal = estimate(QWEN, mlx())
-    assert metal.total_bytes == pytest.approx(cpu.total_bytes)  # docs/formulas.md §10.3: the same unfused path
+    assert metal.total_bytes == pytest.approx(cpu.total_bytes)  # docs/formulas.md §12.3: the same unfused path
     cuda = estimate(QWEN, resolve_setup(MLX_STACK, backend="cuda"))
     assert detail_bytes(cuda.details, "activations.attention_scores") == 0  # cuDNN's forward keeps no probabilities
     assert cuda.components_bytes["overhead"] > 0  # a CUDA context

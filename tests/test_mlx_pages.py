@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from estimator import estimate, generic_spec, get_device, load_preset, verdict
 from estimator.job.stack import resolve_setup
 from estimator.memory.result import detail_bytes
+from ui.live_chart import sent_payload
 from ui.page_charts import attention_share_chart
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,8 +73,12 @@ def test_mlx_on_an_amd_card_is_refused_with_a_note_and_falls_back():
 def test_the_how_page_draws_the_s2_figure():
     at = run({"device": "laptop-36gb", "stack": "mlx"}, page="pages/how.py")
     assert "MLX-LM on a Mac" in texts(at)
-    keys = [c.proto.id for c in at.get("plotly_chart")]
-    assert any(k.endswith("-mlx_attention_chart") for k in keys), keys
+    figures = {c.proto.id.rsplit("-", 1)[-1]: sent_payload(c.proto.json)["figure"]
+               for c in at.get("bidi_component")}  # drawn by the live chart (ui/live_chart.py)
+    figure = figures["mlx_attention_chart"]
+    assert [t["name"] for t in figure["data"]] == ["Weights and optimizer state", "Attention probabilities (B·H·L²)",
+                                                   "Other activations and the loss"]
+    assert figure["layout"]["shapes"]  # the laptop's usable line
 
 
 def test_attention_share_chart_splits_resident_probabilities_and_the_rest():

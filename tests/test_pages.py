@@ -65,7 +65,8 @@ def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
 # Each page's tables, told apart by a column only that table has (AppTest does not expose dataframe keys).
 TABLE_COLUMNS = {"compare_table": "Component", "fits_table": "Verdict",
                  "size_table": "LoRA · rule (GB)", "min_gpus_table": "Memory (GB)", "published_runs": "measured_gb",
-                 "optimizer_table": "Trainer optim", "stack_table": "Version read"}
+                 "optimizer_table": "Trainer optim", "stack_table": "Version read", "unsloth_published": "Current release",
+                 "unsloth_terms": "Kept per token"}
 
 
 def dataframe(at: AppTest, key: str):
@@ -325,8 +326,14 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     assert list(stacks["Stack"]) == [s.label for s in STACKS.values()] and len(stacks) == 8  # MLX-LM last
     assert len(at.get("latex")) >= 8  # the formulas
     headers = [h.value for h in at.main.header]
-    assert headers == ["What goes into the peak", "The formulas", "Training stacks", "MLX-LM on a Mac", "Preference & RL", "Assumptions", "Units", "How accurate is it?",
+    assert headers == ["What goes into the peak", "The formulas", "Training stacks", "Unsloth, as Unsloth runs",
+                       "MLX-LM on a Mac", "Preference & RL", "Assumptions", "Units", "How accurate is it?",
                        "The exact trace", "Known limits", "A training script for this setup"]
+    # Unsloth's section: its per-token terms (summing to the layer's saved bytes) and every published point
+    from validation.unsloth import context_rows
+
+    assert len(dataframe(at, "unsloth_published")) == len(context_rows())
+    assert len(dataframe(at, "unsloth_terms")) >= 10
 
 
 @pytest.mark.parametrize("page", ["pages/compare.py", "pages/fits.py", "pages/sizes.py", "pages/scale.py",

@@ -199,12 +199,12 @@ def extract(stack: str, text: str) -> dict[str, object]:
                 assert one(c, "FastLanguageModel.get_peft_model")["use_gradient_checkpointing"] == gc
             assert "gradient_checkpointing" not in args  # Unsloth's own setting rules
             env = 'os.environ["UNSLOTH_RETURN_LOGITS"] = "1"'
-            s["loss"] = "hf" if env in text else "cce"
+            s["loss"] = "unsloth_ce" if env in text else "cce"
             if env in text:
                 assert text.index(env) < text.index("from unsloth import")
             s["unsloth_load"] = {k: load.get(k) for k in ("load_in_4bit", "load_in_16bit", "full_finetuning")}
             s["dtype"] = load["dtype"]
-            assert load["offload_embedding"] is False
+            assert "offload_embedding" not in load  # Unsloth's default ("auto"), which the estimate follows
     if stack in ("trl", "trainer", "plain"):
         c = calls(text)
         load = one(c, "AutoModelForCausalLM.from_pretrained")

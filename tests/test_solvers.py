@@ -195,11 +195,15 @@ def computed() -> int:
     return detailed_estimate.cache_info().misses
 
 
-@pytest.mark.parametrize("params,shown", [
-    ({}, "1. **Lower the max length**"),
-    ({"model": "llama-3.1-70b", "method": "full"}, "**Shard over more GPUs** (1 → 56 GPUs"),
+@pytest.mark.parametrize("params,shown,budget", [
+    ({}, "1. **Lower the max length**", ESTIMATES_PER_RERUN),
+    ({"model": "llama-3.1-70b", "method": "full"}, "**Shard over more GPUs** (1 → 56 GPUs", ESTIMATES_PER_RERUN),
+    # Unsloth's step is priced on the card and is piecewise in batch and length (its peak moves from the first
+    # layer's backward to the last one's, the second staging buffer is dropped near the card's end), so its first
+    # run's solvers take more probes; one estimate costs under a millisecond
+    ({"stack": "unsloth", "method": "qlora"}, "**Lower the max length**", 2 * ESTIMATES_PER_RERUN),
 ])
-def test_a_calculator_rerun_computes_at_most_eight_estimates(params, shown):
+def test_a_calculator_rerun_computes_at_most_eight_estimates(params, shown, budget):
     """The page's estimate is computed once and reused by the remedies and the solvers; a slider change
     then reuses what the last run computed. Counted from a cleared cache, so the numbers are exact."""
     detailed_estimate.cache_clear()
@@ -208,7 +212,7 @@ def test_a_calculator_rerun_computes_at_most_eight_estimates(params, shown):
         at.query_params[key] = value
     at.run()
     first = computed()
-    assert 1 <= first <= ESTIMATES_PER_RERUN
+    assert 1 <= first <= budget
     counts = []
     for batch in (2, 3, 4, 8):
         before = computed()
@@ -217,4 +221,4 @@ def test_a_calculator_rerun_computes_at_most_eight_estimates(params, shown):
         if batch == 2:  # the remedies are on the page (the too-big setup's sharding priced at batch 2)
             assert shown in markdown_text(at)
     assert not at.exception
-    assert all(1 <= n <= ESTIMATES_PER_RERUN for n in counts), counts
+    assert all(1 <= n <= budget for n in counts), counts

@@ -22,7 +22,7 @@ DEFAULTS = [
     ("trl", "lora", (True, False, "chunked", "trl", "adamw", "fp32", "none")),
     ("trl", "qlora", (True, False, "chunked", "trl", "adamw", "bf16", "none")),
     ("trainer", "qlora", (False, False, "standard", "hf", "adamw", "fp32", "peft")),
-    ("unsloth", "lora", (True, True, "fused", "cce", "adamw", "fp32", "none")),
+    ("unsloth", "lora", (True, True, "fused", "cce", "adamw_8bit", "fp32", "none")),
     ("axolotl", "qlora", (False, False, "standard", "hf", "adamw", "fp32", "none")),
     ("torchtune", "lora", (True, False, "chunked", "torchtune", "adamw", "bf16", "none")),
     ("litgpt", "lora", (False, False, "chunked", "litgpt", "adamw_foreach", "bf16", "none")),
@@ -125,7 +125,7 @@ def test_setup_json_echoes_every_effective_value():
     assert doc["stack"] == "unsloth" and doc["stack_version"].startswith("unsloth 2026.10.9")
     assert (doc["batch"], doc["grad_ckpt"], doc["offload_activations"], doc["checkpointing"]) == (3, True, True,
                                                                                                 "offload")
-    assert (doc["loss"], doc["loss_impl"], doc["hf_optim"]) == ("fused", "cce", "adamw_torch_fused")
+    assert (doc["loss"], doc["loss_impl"], doc["hf_optim"]) == ("fused", "cce", "adamw_bnb_8bit")
     assert doc["qlora_prep"] == "none" and "qlora_prep_label" in doc
     assert "batch" not in doc["from_stack"] and "loss" in doc["from_stack"]
     json.dumps(doc)
@@ -172,3 +172,12 @@ def test_gemma2_sdpa_runs_eager_on_transformers_stacks():
     assert llama_sdpa.components_bytes["activations"] < estimate(LLAMA, eager).components_bytes["activations"]
     assert 'attn_implementation="eager"' in training_snippet(gemma, sdpa)
     assert 'attn_implementation="sdpa"' in training_snippet(LLAMA, sdpa)
+
+
+def test_with_method_drops_the_optimizer_step_in_backward_for_adapters():
+    """optimizer_in_bwd is torchtune's full fine-tuning switch: the same setup trained with LoRA (a remedy, the
+    Compare page's bars) has none, instead of a setup the estimator refuses."""
+    full = resolve_setup("torchtune", method="full", optimizer_in_bwd=True)
+    assert with_method(full, "lora").optimizer_in_bwd is False
+    assert with_method(with_method(full, "lora"), "full").optimizer_in_bwd is False  # not remembered: a new choice
+    assert with_method(full, "full").optimizer_in_bwd is True

@@ -310,3 +310,21 @@ def test_cli_bad_combinations_exit_2_with_one_line(capsys, args, message):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize("offload", [False, True])
+def test_grpo_zero3_generation_gathers_the_whole_model_plus_its_own_partition(offload):
+    """ds3_gather_for_generation: each GPU holds the whole model while generating, plus its own partition
+    (param.ds_tensor stays) unless the partitions are offloaded; more GPUs never make the gathered weights grow."""
+    spec = load_preset("llama-3.2-1b")
+    gathered = []
+    for gpus in (2, 4, 16):
+        setup = resolve_setup("trl", method="full", sharding="zero3", gpus=gpus, batch=8, offload_params=offload,
+                              offload_optimizer=offload)
+        est = estimate(spec, setup, trainer=TrainerSetup(trainer="grpo"))
+        full = est.weights_full_bytes
+        assert full == pytest.approx(2 * spec.params_total, rel=0.01)  # bf16 weights, every parameter
+        generation = next(p for p in est.phases if p.key == "generation")
+        assert generation.weights == pytest.approx(full + (0 if offload else full / gpus))
+        gathered.append(generation.weights)
+    assert gathered == sorted(gathered, reverse=True)

@@ -237,6 +237,7 @@ def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Devi
     own memory, so then each device is solved on its own."""
     gpus_only = [d for d in devices if d.kind == "discrete"]
     per_device = trainer is not None and trainer.option.generates and trainer.generation_mode == "vllm-colocate"
+    monotone = trainer is None or not trainer.option.generates  # estimator.advice.solvers.min_gpus_for_devices
     if per_device and not trainer.vllm_sleep:
         # Held in every phase, vLLM's reservation adds util × capacity to the total and nothing else
         # (estimator.memory.trainers: a fixed amount, no allocator slack): price each count once at a 1-byte device and
@@ -245,28 +246,24 @@ def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Devi
         shifted = [replace(d, capacity_bytes=int(d.capacity_bytes - util * (d.capacity_bytes - 1))) for d in gpus_only]
         fn = page_estimate_fn(trainer, None, 1.0)
         answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), shifted, max_gpus, fn,
-                                                  per_node=per_node)
+                                                  per_node=per_node, monotone=monotone)
                    for sharding in shardings}
     elif per_device:
         answers = {sharding: {d.id: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), [d], max_gpus,
                                                          page_estimate_fn(trainer, None, d.capacity_bytes),
-                                                         per_node=per_node)[d.id] for d in gpus_only}
+                                                         per_node=per_node, monotone=monotone)[d.id]
+                              for d in gpus_only}
                    for sharding in shardings}
     else:
         fn = page_estimate_fn(trainer)
         answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), gpus_only, max_gpus,
-                                                  fn, per_node=per_node)
+                                                  fn, per_node=per_node, monotone=monotone)
                    for sharding in shardings}  # each (sharding, count) estimated once for every device
-    rows = []
-    for device in gpus_only:
-        row: dict[str, object] = {"Device": device.name, "Memory (GB)": device.capacity_bytes / 1e9}
-        for sharding in shardings:
-            row[SHORT_SHARDING[sharding]] = answers[sharding][device.id]
-        rows.append(row)
-    frame = pd.DataFrame(rows)
+    columns: dict[str, object] = {"Device": [d.name for d in gpus_only],
+                                  "Memory (GB)": [d.capacity_bytes / 1e9 for d in gpus_only]}
     for sharding in shardings:  # whole GPU counts, missing where nothing up to max_gpus fits
-        frame[SHORT_SHARDING[sharding]] = frame[SHORT_SHARDING[sharding]].astype("Int64")
-    return frame
+        columns[SHORT_SHARDING[sharding]] = pd.array([answers[sharding][d.id] for d in gpus_only], dtype="Int64")
+    return pd.DataFrame(columns)
 
 
 def close_calls(spec: ModelSpec, setup: TrainingSetup, table: pd.DataFrame, shardings: Sequence[str] = SHARDINGS,
@@ -275,11 +272,12 @@ def close_calls(spec: ModelSpec, setup: TrainingSetup, table: pd.DataFrame, shar
     Verdict.band): the expected peak fits, the upper end of the likely range does not. One estimate per distinct
     (sharding, count): per-GPU memory does not depend on the device."""
     devices = {d.name: d for d in CATALOG}
+    names = table["Device"].tolist()
     out: set[tuple[str, str]] = set()
     for sharding in shardings:
-        column = table[SHORT_SHARDING[sharding]]
-        ests = {int(n): estimate(spec, _scaled(setup, sharding, offload, int(n))) for n in column.dropna().unique()}
-        for name, n in zip(table["Device"], column, strict=True):
+        counts = table[SHORT_SHARDING[sharding]].tolist()  # plain values: a Series is slow to walk
+        ests = {int(n): estimate(spec, _scaled(setup, sharding, offload, int(n))) for n in set(counts) if n is not pd.NA}
+        for name, n in zip(names, counts, strict=True):
             if n is pd.NA:
                 continue
             est = ests[int(n)]

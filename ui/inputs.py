@@ -33,6 +33,7 @@ from estimator.memory.adapters import lora_targets
 from estimator.memory.step import check_model
 from estimator.options.backends import device_backend
 from estimator.options.stacks import MLX_STACK, STACKS, default_stack, get_stack
+from ui.config_box import draw_config_box
 from ui.lang import language_switch
 from ui.model_box import DEFAULT_MODEL, draw_model_section
 from ui.model_box import model_options as model_options  # re-exported: tests read it here
@@ -103,6 +104,7 @@ class _Drawn:
     stack_id: str
     targets_text: str
     device: Device
+    host_ram: float | None
     rule_on: bool
     present: bool
     size_slot: Any
@@ -178,9 +180,19 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         lora_layers = widget("lora_layers")
         dora = widget("dora", disabled=lora_off)
         quant = widget("quant", disabled=method != "qlora")
+        dq = widget("dq", disabled=method != "qlora")
+        torchtune = stack_id == "torchtune"
+        compile_ = widget("compile", disabled=not torchtune)
+        in_bwd = widget("in_bwd", disabled=not torchtune or method != "full")
     with sb.expander(_("GPUs and sharding")):
         gpus = widget("gpus")
         sharding = widget("sharding")
+        accum = widget("accum")
+        opt_offload = widget("opt_offload")
+        offload_params = widget("offload_params", disabled=sharding != "zero3")
+    if offload_params and sharding != "zero3":
+        notes.append(_("Parameter offload needs sharding zero3; it is off until you choose zero3."))
+        offload_params = False
     settings = dict(
         method=str(method), precision=str(precision),
         attention=str(attn), lora_rank=int(rank), gpus=int(gpus), sharding=str(sharding),
@@ -190,12 +202,32 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         loss=None if loss == AUTO else str(loss), image_tokens=int(images), train_tower=bool(tower),
         lora_layers=int(lora_layers) or None, dora=bool(dora) and not lora_off,
         quant_mode=None if quant == AUTO else str(quant),
+        grad_accum=int(accum), offload_optimizer=bool(opt_offload),
+        nf4_double_quant={"true": True, "false": False}.get(str(dq)) if method == "qlora" else None,
+        compile=bool(compile_) if torchtune else None,
+        optimizer_in_bwd=bool(in_bwd) if torchtune and method == "full" else None,
+        offload_params=bool(offload_params),
     )
+    _settle_scale(settings, notes)
     return _Training(settings, str(stack_id) if stack_id in STACKS else AUTO, str(targets_text), length_slot)
 
 
-def _draw_device_section(sb: Any) -> Device:
-    """The 'Find a device' box, the Device picker and a custom device's capacity and kind."""
+def _settle_scale(settings: dict[str, object], notes: list[str]) -> None:
+    """Combinations the setup refuses, set aside with a note (the page keeps working): the optimizer step in
+    backward with gradient accumulation (torchtune's recipes raise), optimizer offload over several GPUs without
+    sharding (estimator.job.setup)."""
+    if settings["optimizer_in_bwd"] and int(settings["grad_accum"]) > 1:  # type: ignore[call-overload]
+        notes.append(_("The optimizer step in backward needs gradient accumulation 1 (torchtune refuses both); "
+                       "shown without it."))
+        settings["optimizer_in_bwd"] = False
+    if settings["offload_optimizer"] and settings["sharding"] == "none" and int(settings["gpus"]) > 1:  # type: ignore[call-overload]
+        notes.append(_("Optimizer offload over several GPUs needs ZeRO or FSDP sharding; shown without it."))
+        settings["offload_optimizer"] = False
+
+
+def _draw_device_section(sb: Any) -> tuple[Device, float | None]:
+    """The 'Find a device' box, the Device picker, a custom device's capacity and kind, and the machine's RAM (in
+    bytes; None when not given, or on unified memory where the device's RAM is the machine's)."""
     sb.text_input(_("Find a device"), key="device_find", on_change=_find_device, max_chars=60,
                   placeholder="4080, A6000, T4, H100, M3 Max…",
                   help=_("Type a card's name or a nickname: the Device box below jumps to the first match."))
@@ -205,7 +237,13 @@ def _draw_device_section(sb: Any) -> Device:
     sb.caption(plain(_("Custom capacity") if device_choice == CUSTOM else get_device(device_choice).name))
     capacity = widget("capacity", sb, disabled=device_choice != CUSTOM)
     kind = widget("kind", sb, disabled=device_choice != CUSTOM)
-    return custom_device(float(capacity), str(kind)) if device_choice == CUSTOM else get_device(device_choice)
+    device = custom_device(float(capacity), str(kind)) if device_choice == CUSTOM else get_device(device_choice)
+    unified = device.kind == "unified"
+    ram = widget("host_ram", sb, disabled=unified)
+    if unified:
+        sb.caption(plain(_("On unified memory the machine's RAM is the device's: the GPU side and the host side "
+                           "add up against it.")))
+    return device, (float(ram) * 1e9 if ram and not unified else None)
 
 
 def _draw_settled() -> _Drawn:
@@ -217,12 +255,13 @@ def _draw_settled() -> _Drawn:
     notes: list[str] = []
     sb = st.sidebar
     sb.header(_("Your setup"))
+    draw_config_box(sb)  # before the widgets it sets (its callbacks run before this run's widgets)
     rule_on = widget("rule", sb)
     choice, size_slot, spec = draw_model_section(sb, notes)  # spec stays None for 'by-size' (the live part's)
     # For the controls below (LoRA's names, a tower's): a by-size model is the generic decoder of the typed size.
     named = spec if spec is not None else generic_spec(typed_size())
     training = _draw_training_section(sb, named, notes)
-    device = _draw_device_section(sb)
+    device, host_ram = _draw_device_section(sb)
     present = widget("present", sb)
     if present:
         st.html(PRESENT_CSS)
@@ -230,7 +269,7 @@ def _draw_settled() -> _Drawn:
     trainer_box = draw_trainer_box()  # the sidebar's last section
     return _Drawn(language=code, link_notes=tuple(link_notes), notes=tuple(notes), choice=choice, spec=spec,
                   settings=training.settings, stack_id=training.stack_id, targets_text=training.targets_text,
-                  device=device, rule_on=bool(rule_on), present=bool(present), size_slot=size_slot,
+                  device=device, host_ram=host_ram, rule_on=bool(rule_on), present=bool(present), size_slot=size_slot,
                   length_slot=training.length_slot, summary_slot=summary_slot, trainer_box=trainer_box)
 
 
@@ -330,7 +369,8 @@ def _live_inputs(drawn: _Drawn, values: tuple[float, int, int]) -> Inputs:
     spec = _live_model(drawn, size, notes)
     spec, setup = _fit_to_model(spec, _live_setup(drawn, spec, batch, max_len, notes), notes)
     return Inputs(model=spec, setup=setup, device=drawn.device, rule="seed" if drawn.rule_on else None,
-                  presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice, trainer_box=box)
+                  presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice, trainer_box=box,
+                  host_ram_bytes=drawn.host_ram)
 
 
 def _draw_sliders(drawn: _Drawn, setup: TrainingSetup, values: tuple[float, int, int]) -> None:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -120,9 +122,12 @@ def _asset_dir() -> str:
     target = folder / "plotly.min.js"
     if not target.is_file() or target.stat().st_size != PLOTLY_JS.stat().st_size:
         folder.mkdir(parents=True, exist_ok=True)
-        partial = folder / f".plotly.min.js.{id(folder)}"
+        # A partial file of this process's own (several servers on one host may start at once), renamed into
+        # place in one step: no process ever serves a half-copied file.
+        handle, partial = tempfile.mkstemp(prefix=".plotly.min.js.", dir=folder)
+        os.close(handle)
         shutil.copyfile(PLOTLY_JS, partial)
-        partial.replace(target)
+        Path(partial).replace(target)
     return str(folder)
 
 
@@ -131,10 +136,19 @@ def _renderer():
     return st.components.v2.component("live_plotly", js=_JS, isolate_styles=False)
 
 
+# declare_component names the component after its caller's module, found with inspect.getmodule(frame)
+# (streamlit/components/v1/component_registry.py: _get_module_name). On a miss that fills inspect's module-by-file
+# cache without a lock (CPython 3.11 inspect.getmodule), so two sessions' first runs declaring at once can find no
+# module and raise "module is None" (the load test's one burst of errors on a fresh server, 4 to 12 sessions
+# failing to load). One declaration at a time: the lock.
+_DECLARE_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=4)
 def _declare_plotly_js(registry: object) -> None:
     """Register the plotly.js folder once per server (keyed on the runtime's registry), not on every rerun."""
-    components_v1.declare_component("plotly_js", path=_asset_dir())  # registers the folder for this server
+    with _DECLARE_LOCK:
+        components_v1.declare_component("plotly_js", path=_asset_dir())  # registers the folder for this server
 
 
 def _plotly_js_url() -> str:
@@ -170,8 +184,10 @@ def live_plotly_chart(figure: dict[str, Any], *, key: str, alt: str = "", config
                       transition_ms: int = TRANSITION_MS) -> None:
     """Draw a Plotly figure (a plain {"data": [...], "layout": {...}} dict, as the ui.charts builders make)
     that updates in place on every rerun with the same key, its bars animating to their new values.
-    layout.uniformtext is left out: plotly.js (4.1) skips the transition of bars whose layout sets it."""
-    figure = {**figure, "layout": {k: v for k, v in figure["layout"].items() if k != "uniformtext"}}
+    layout.uniformtext is left out of a gliding chart: plotly.js (4.1) skips the transition of bars whose layout
+    sets it. transition_ms=0 keeps it (and every change is drawn with Plotly.react, in place, without a glide)."""
+    if transition_ms > 0:
+        figure = {**figure, "layout": {k: v for k, v in figure["layout"].items() if k != "uniformtext"}}
     payload = {"figure": figure, "alt": alt, "config": config or {}, "src": _plotly_js_url(),
                "transition_ms": int(transition_ms), "key": structure_key(figure)}
     # In a one-item list: Streamlit scans a dict's values for dataframes (typing-Protocol isinstance checks,

@@ -1,6 +1,8 @@
-"""Figure builders for the secondary pages (compare, what fits, scale out). Pure functions returning plotly
-Figures, no Streamlit; they reuse ui.charts' colours, stacked bars and device overlay so every page draws
-memory the same way. Values are decimal GB; hovers add GiB."""
+"""Figure builders for the secondary pages (compare, what fits, scale out). Pure functions, no Streamlit: each
+`..._spec` returns the figure as plain plotly.js JSON, which the pages draw with ui.live_chart (no Figure built
+and validated on every rerun), and its namesake returns the same figure as a validated plotly Figure (tests,
+notebooks). They reuse ui.charts' colours, stacked bars and device overlay so every page draws memory the same
+way. Values are decimal GB; hovers add GiB."""
 
 from __future__ import annotations
 
@@ -9,16 +11,17 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from estimator import Device, Estimate, to_gb
-from estimator.i18n import _, format_number, ngettext
+from estimator.i18n import N_, _, format_number, ngettext
+from estimator.oom_message import OomReading
 from estimator.options.methods import SHARDING_LABELS
 from ui.charts import (
     USABLE_COLOR,
     _esc,
     both_units,
-    capacity_overlay,
     font_layout,
+    overlay_items,
     separators,
-    stacked_bars,
+    stacked_bars_spec,
 )
 from ui.grids import FitsGrid
 
@@ -32,29 +35,29 @@ SHARDING_STYLES: dict[str, tuple[str, str]] = {
 }
 
 
-def _font_size(fig: go.Figure, size: int | None) -> None:
-    """Presentation mode: Streamlit's theme sets legend, tick and hover fonts itself, so size each one."""
-    if size:
-        fig.update_layout(font_layout({}, size))
-
-
 def _row_height(n_rows: int, font_size: int | None) -> int:
     """Pixels per bar: compact for many rows, never less than two lines of the label font."""
     return max(28 if n_rows > 12 else 44, 2 * (font_size or 0))
 
 
 def fits_chart(grid: FitsGrid, *, font_size: int | None = None) -> go.Figure:
+    """fits_chart_spec as a plotly Figure (validated)."""
+    return go.Figure(fits_chart_spec(grid, font_size=font_size))
+
+
+def fits_chart_spec(grid: FitsGrid, *, font_size: int | None = None) -> dict:
     """The seed's 36 GB laptop diagram for any device: one horizontal stacked bar per model × method against
     the usable line, each marked with its verdict band at its end (fits, close call, borderline, too big). The memory axis stops at 1.6 × the device's
-    capacity (or the largest bar that fits): longer bars run off the edge with their total written inside."""
+    capacity (or the largest bar that fits): longer bars run off the edge with their total written inside.
+    Plain plotly.js JSON ({"data": [...], "layout": {...}}), what ui.live_chart draws without building a Figure."""
     rows = [(c.label, c.estimate) for c in grid.cells]
-    fig = stacked_bars(rows, grid.device, orientation="h", band=False, show_values=False, font_size=font_size)
+    spec = stacked_bars_spec(rows, grid.device, orientation="h", band=False, show_values=False, font_size=font_size)
+    layout = spec["layout"]
     capacity = to_gb(grid.device.capacity_bytes)
     fitting = [to_gb(c.estimate.total_bytes) for c in grid.cells if c.verdict.fits]
     x_max = max([capacity * 1.6, *(t * 1.25 for t in fitting)])
-    rows_at = list(fig.layout.yaxis.tickvals or [_esc(c.label) for c in grid.cells])  # the bars' y positions
-    labels = []  # added in one update: add_annotation per bar re-validates the whole list (quadratic)
-    for row_y, cell in zip(rows_at, grid.cells, strict=True):
+    labels = []
+    for row_y, cell in zip(layout["yaxis"]["tickvals"], grid.cells, strict=True):  # the bars' y positions
         total = to_gb(cell.estimate.total_bytes)
         word = _(cell.verdict.band)  # fits, close call, borderline, too big: the calculator's bands
         color = FITS_COLOR if cell.verdict.fits else USABLE_COLOR
@@ -64,20 +67,27 @@ def fits_chart(grid: FitsGrid, *, font_size: int | None = None) -> go.Figure:
             text=f"<b>{format_number(total)} GB · {word}</b>" + (" →" if total > x_max else ""), showarrow=False,
             font=dict(color="white" if clipped else color, size=(font_size or 12)),
             bgcolor=color if clipped else None, borderpad=2, xshift=-4 if clipped else 6, name="verdict"))
-    fig.update_layout(annotations=[*fig.layout.annotations, *labels], xaxis_range=[0, x_max],
-                      height=170 + _row_height(len(rows), font_size) * len(rows))
-    return fig
+    layout["annotations"] = [*layout.get("annotations", ()), *labels]
+    layout["xaxis"] = {**layout["xaxis"], "range": [0, x_max]}
+    layout["height"] = 170 + _row_height(len(rows), font_size) * len(rows)
+    return spec
 
 
 def scale_out_chart(curves: Mapping[str, Sequence[Estimate]], gpu_counts: Sequence[int], device: Device, *,
                     font_size: int | None = None) -> go.Figure:
+    """scale_out_chart_spec as a plotly Figure (validated)."""
+    return go.Figure(scale_out_chart_spec(curves, gpu_counts, device, font_size=font_size))
+
+
+def scale_out_chart_spec(curves: Mapping[str, Sequence[Estimate]], gpu_counts: Sequence[int], device: Device, *,
+                         font_size: int | None = None) -> dict:
     """Per-GPU peak memory against the GPU count (log₂ axis), one line per sharding, with the device's
-    usable line: where a line drops below it, that many GPUs of this kind fit the run."""
-    fig = go.Figure()
+    usable line: where a line drops below it, that many GPUs of this kind fit the run. Plain plotly.js JSON,
+    what ui.live_chart draws without building a Figure."""
+    traces = []
     for sharding, ests in curves.items():
         color, dash = SHARDING_STYLES.get(sharding, ("#8C8C8C", "solid"))
         name = _(SHARDING_LABELS.get(sharding, sharding))
-        totals = [to_gb(e.total_bytes) for e in ests]
         hovers = []
         for n, est in zip(gpu_counts, ests, strict=True):
             text = (f"<b>{_esc(name)}</b> · " + ngettext("{n} GPU", "{n} GPUs", n).format(n=n) + "<br>"
@@ -86,22 +96,27 @@ def scale_out_chart(curves: Mapping[str, Sequence[Estimate]], gpu_counts: Sequen
                 text += "<br>" + _("optimizer state in CPU RAM: {amount}").format(
                     amount=both_units(est.cpu_offload_bytes))
             hovers.append(text)
-        fig.add_scatter(x=list(gpu_counts), y=totals, name=name, mode="lines+markers",
-                        line=dict(color=color, dash=dash, width=3), marker=dict(size=8, color=color),
-                        hovertext=hovers, hoverinfo="text")
+        traces.append(dict(type="scatter", x=list(gpu_counts), y=[to_gb(e.total_bytes) for e in ests], name=name,
+                           mode="lines+markers", line=dict(color=color, dash=dash, width=3),
+                           marker=dict(size=8, color=color), hovertext=hovers, hoverinfo="text"))
     all_totals = [to_gb(e.total_bytes) for ests in curves.values() for e in ests]
     top = max([*all_totals, to_gb(device.capacity_bytes)])
-    fig.update_layout(
+    layout = dict(
         height=460, hovermode="closest", margin=dict(t=36, b=10, l=10, r=24),
         legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
         separators=separators(),
-        xaxis=dict(type="log", title_text=_("GPUs (log₂ scale)"), tickvals=list(gpu_counts),
-                   ticktext=[str(n) for n in gpu_counts]),
-        yaxis=dict(title_text=_("Peak memory per GPU (GB)"), range=[0, top * 1.08], ticksuffix=" GB", zeroline=False),
+        # automargin: room for the tick labels and titles (st.plotly_chart's theme added it; the live chart draws
+        # the figure as given)
+        xaxis=dict(type="log", title=dict(text=_("GPUs (log₂ scale)")), tickvals=list(gpu_counts),
+                   ticktext=[str(n) for n in gpu_counts], automargin=True),
+        yaxis=dict(title=dict(text=_("Peak memory per GPU (GB)")), range=[0, top * 1.08], ticksuffix=" GB",
+                   zeroline=False, automargin=True),
     )
-    _font_size(fig, font_size)
-    capacity_overlay(fig, device, axis="y")
-    return fig
+    if font_size:  # presentation mode: Streamlit's theme sets legend, tick and hover fonts itself
+        font_layout(layout, font_size)
+    shapes, notes = overlay_items(device, "y", layout["yaxis"]["range"])
+    layout.update(shapes=shapes, annotations=notes)
+    return {"data": traces, "layout": layout}
 
 
 ATTENTION_COLOR = "#D55E00"  # vermillion (Okabe–Ito): the s² attention probabilities
@@ -111,26 +126,100 @@ RESIDENT_COLOR = "#999999"  # grey: weights, adapters and optimizer state
 
 def attention_share_chart(rows: Sequence[tuple[int, Estimate]], device: Device | None = None, *,
                           font_size: int | None = None) -> go.Figure:
+    """attention_share_chart_spec as a plotly Figure (validated)."""
+    return go.Figure(attention_share_chart_spec(rows, device, font_size=font_size))
+
+
+def attention_share_chart_spec(rows: Sequence[tuple[int, Estimate]], device: Device | None = None, *,
+                               font_size: int | None = None) -> dict:
     """How the s² attention term grows with the max length on MLX (How page): one stacked bar per length, the
     resident part (weights, adapters, optimizer state), the trained blocks' attention probabilities
     (DetailItem "activations.attention_scores": B·H·L² per trained block) and everything else, against the device's
-    usable line. `rows` are (max length, the MLX estimate at that length)."""
+    usable line. `rows` are (max length, the MLX estimate at that length). Plain plotly.js JSON, what ui.live_chart
+    draws without building a Figure."""
     from estimator.memory.result import detail_bytes
 
     labels = [format_number(length, 0) for length, _est in rows]
     resident = [to_gb(e.components_bytes["weights"] + e.components_bytes["optimizer"]) for _l, e in rows]
     probs = [to_gb(detail_bytes(e.details, "activations.attention_scores")) for _l, e in rows]
     other = [to_gb(e.total_bytes) - r - p for (_l, e), r, p in zip(rows, resident, probs, strict=True)]
-    fig = go.Figure()
-    for name, values, color in ((_("Weights and optimizer state"), resident, RESIDENT_COLOR),
-                                (_("Attention probabilities (B·H·L²)"), probs, ATTENTION_COLOR),
-                                (_("Other activations and the loss"), other, OTHER_ACTS_COLOR)):
-        fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color,
-                             hovertemplate="%{x}: %{y:.1f} GB<extra>" + _esc(name) + "</extra>"))
-    fig.update_layout(barmode="stack", separators=separators(), height=360, margin={"t": 30, "b": 40},
-                      xaxis_title=_("Max length (tokens)"), yaxis_title="GB", legend={"orientation": "h", "y": -0.25})
-    fig.update_xaxes(type="category")  # one bar per length, evenly spaced (the labels are formatted numbers)
+    traces = [dict(type="bar", x=labels, y=values, name=name, marker=dict(color=color),
+                   hovertemplate="%{x}: %{y:.1f} GB<extra>" + _esc(name) + "</extra>")
+              for name, values, color in ((_("Weights and optimizer state"), resident, RESIDENT_COLOR),
+                                          (_("Attention probabilities (B·H·L²)"), probs, ATTENTION_COLOR),
+                                          (_("Other activations and the loss"), other, OTHER_ACTS_COLOR))]
+    top = max([to_gb(e.total_bytes) for _l, e in rows] + ([to_gb(device.capacity_bytes)] if device else []) or [1.0])
+    layout = dict(barmode="stack", separators=separators(), height=360, margin=dict(t=30, b=40),
+                  # category axis: one bar per length, evenly spaced (the labels are formatted numbers)
+                  xaxis=dict(title=dict(text=_("Max length (tokens)")), type="category"),
+                  yaxis=dict(title=dict(text="GB"), range=[0, top * 1.1]),
+                  legend=dict(orientation="h", y=-0.25))
     if device is not None:
-        capacity_overlay(fig, device, axis="y")
-    _font_size(fig, font_size)
-    return fig
+        shapes, notes = overlay_items(device, "y", layout["yaxis"]["range"])
+        layout.update(shapes=shapes, annotations=notes)
+    if font_size:  # presentation mode: Streamlit's theme sets legend, tick and hover fonts itself
+        font_layout(layout, font_size)
+    return {"data": traces, "layout": layout}
+
+
+# The device at the failure (pages/oom.py): what the out-of-memory message says holds the memory.
+OOM_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("allocated", "#0072B2", N_("PyTorch's tensors")),
+    ("unallocated", "#56B4E9", N_("Reserved, unallocated (cached pieces)")),
+    ("others", "#CC79A7", N_("Other processes and non-PyTorch memory")),
+    ("free", "#009E73", N_("Free")),
+)
+REQUEST_COLOR = "#D55E00"  # vermillion: the allocation that failed
+
+
+def oom_segments(reading: OomReading) -> dict[str, float]:
+    """The device's memory at the failure in parts (bytes), from the message: PyTorch's tensors, its cached pieces,
+    everything else (other processes, the CUDA context, the driver: the total less the other three) and free. An
+    MPS message splits its limit the same way (other allocations in 'others'). Parts the message does not give
+    are 0; empty when it gives no total."""
+    if reading.kind == "mps":
+        total = reading.limit_bytes
+        parts = {"allocated": reading.allocated_bytes or 0, "unallocated": 0, "others": reading.other_bytes or 0}
+    else:
+        total = reading.capacity_bytes
+        parts = {"allocated": reading.allocated_bytes or 0, "unallocated": reading.reserved_unallocated_bytes or 0,
+                 "others": 0}
+    if not total:
+        return {}
+    free = reading.free_bytes if reading.free_bytes is not None else max(total - sum(parts.values()), 0)
+    if reading.kind != "mps":
+        parts["others"] = max(total - free - parts["allocated"] - parts["unallocated"], 0)
+    return {**parts, "free": free}
+
+
+def oom_chart(reading: OomReading, *, font_size: int | None = None) -> go.Figure:
+    """oom_chart_spec as a plotly Figure (validated)."""
+    return go.Figure(oom_chart_spec(reading, font_size=font_size))
+
+
+def oom_chart_spec(reading: OomReading, *, font_size: int | None = None) -> dict:
+    """Two horizontal bars in GB: the device at the failure (PyTorch's tensors, cached pieces, everything else,
+    free) and the request that failed, so the gap between 'free' and the request is seen at a glance. Plain
+    plotly.js JSON, what ui.live_chart draws without building a Figure."""
+    parts = oom_segments(reading)
+    row_device = _("Device at the failure")
+    row_request = _("Requested")
+    traces = []
+    for key, color, name in OOM_PARTS:
+        value = parts.get(key, 0.0)
+        if not value:
+            continue
+        traces.append(dict(type="bar", y=[row_device], x=[to_gb(value)], orientation="h", name=_(name),
+                           marker=dict(color=color),
+                           hovertemplate=f"{_esc(_(name))}: {_esc(both_units(value, 2))}<extra></extra>"))
+    if reading.requested_bytes is not None:
+        traces.append(dict(
+            type="bar", y=[row_request], x=[to_gb(reading.requested_bytes)], orientation="h", name=_("Requested"),
+            marker=dict(color=REQUEST_COLOR),
+            hovertemplate=f"{_esc(_('Requested'))}: {_esc(both_units(reading.requested_bytes, 2))}<extra></extra>"))
+    layout = dict(barmode="stack", height=220, margin=dict(l=10, r=10, t=30, b=10), separators=separators(),
+                  xaxis=dict(title=dict(text="GB")), legend=dict(orientation="h", y=-0.35),
+                  yaxis=dict(categoryorder="array", categoryarray=[row_request, row_device]))
+    if font_size:  # presentation mode: Streamlit's theme sets legend, tick and hover fonts itself
+        font_layout(layout, font_size)
+    return {"data": traces, "layout": layout}

@@ -16,7 +16,7 @@ import streamlit as st
 
 from estimator import CATALOG, MAX_SIZE_B, MIN_SIZE_B, TrainerSetup, TrainingSetup, list_presets
 from estimator.i18n import N_, Text, _
-from estimator.job.setup import MAX_BATCH, MAX_GPUS, MAX_LORA_LAYERS, MAX_RANK, MAX_SEQ_LEN
+from estimator.job.setup import MAX_BATCH, MAX_GPUS, MAX_GRAD_ACCUM, MAX_LORA_LAYERS, MAX_RANK, MAX_SEQ_LEN
 from estimator.memory.rule import rule_sentence
 from estimator.options.devices import CUSTOM_MAX_GB, CUSTOM_MIN_GB, DEVICE_KINDS
 from estimator.options.losses import LOSSES
@@ -178,6 +178,26 @@ def _rows() -> tuple[Param, ...]:
               source=f"{setup_src} (gpus, MAX_GPUS)"),
         Param("sharding", N_("Sharding"), "selectbox", _setup("sharding"), SHARDINGS,
               help_items=tuple(SHARDING_LABELS.items()), source=setup_src),
+        Param("offload_params", N_("Parameters in CPU RAM (ZeRO-3 offload)"), "toggle", _setup("offload_params"),
+              help=N_("DeepSpeed ZeRO-3 offload_param: every parameter lives in CPU RAM and the GPU gathers one layer "
+                      "at a time (slower steps; the host needs the whole model). Needs sharding zero3, on one GPU or "
+                      "more."), source=f"{setup_src} (offload_params)"),
+        Param("accum", N_("Gradient accumulation steps"), "number", _setup("grad_accum"), low=1, high=MAX_GRAD_ACCUM,
+              integer=True, step=1,
+              help=N_("Micro-batches per optimizer step: above 1 the gradients stay alive through the next forward "
+                      "(GRPO: steps per generation)."), source=f"{setup_src} (grad_accum, MAX_GRAD_ACCUM)"),
+        Param("opt_offload", N_("Optimizer state in CPU RAM"), "toggle", _setup("offload_optimizer"),
+              help=N_("ZeRO-Offload / FSDP CPU offload: the optimizer state and its step live in CPU RAM (one GPU, "
+                      "or with ZeRO/FSDP sharding)."), source=f"{setup_src} (offload_optimizer)"),
+        Param("compile", N_("torch.compile (torchtune)"), "toggle", _setup("compile"),
+              help=N_("torchtune compile=True: its compiled cross-entropy keeps 16-bit logits. torchtune stack only."),
+              source=f"{setup_src} (compile)"),
+        Param("in_bwd", N_("Optimizer step in backward (torchtune)"), "toggle", _setup("optimizer_in_bwd"),
+              help=N_("torchtune optimizer_in_bwd=True: each gradient is applied and freed during backward. torchtune "
+                      "stack, full fine-tuning, no gradient accumulation."), source=f"{setup_src} (optimizer_in_bwd)"),
+        Param("dq", N_("NF4 double quantisation"), "segmented", AUTO, (AUTO, "true", "false"),
+              help=N_("QLoRA: also quantise the 4-bit weights' scales (bnb_4bit_use_double_quant). auto = the "
+                      "stack's."), source=f"{setup_src} (nf4_double_quant; auto: the stack's)"),
         Param("device", N_("Device"), "selectbox", "rtx-4090", tuple(d.id for d in CATALOG) + (CUSTOM,),
               help=N_("Unified-memory laptops can give about 75 % of RAM to training; a PC's limit is its graphics "
                       "card's own memory, not its RAM."), source="estimator.options.devices.CATALOG (the app's default device)"),
@@ -186,6 +206,11 @@ def _rows() -> tuple[Param, ...]:
         Param("kind", N_("Custom memory kind"), "segmented", DEVICE_KINDS[0], DEVICE_KINDS,
               help=N_("unified = shared RAM (about 75 % usable); discrete = a GPU's own memory."),
               source="estimator.options.devices.DEVICE_KINDS"),
+        Param("host_ram", N_("Machine RAM (GB)"), "number", 0.0, low=0.0, high=CUSTOM_MAX_GB, step=8.0, fmt="%g",
+              help=N_("The computer's RAM in GB, for the host verdict: the CPU RAM the setup needs (the training "
+                      "processes, loading the model, anything offloaded). 0 = not given. On a Mac the device's RAM is "
+                      "the machine's RAM: the GPU side and the host side add up against it."),
+              source="estimator.memory.host (host_verdict); limits: estimator.options.devices CUSTOM_MAX_GB"),
         Param("rule", N_("Rule of thumb"), "toggle", False,
               help=N_("The rule of thumb: {rule}. Off = the detailed, architecture-aware estimate."),
               help_args=(("rule", rule_sentence()),), source="estimator.memory.rule"),

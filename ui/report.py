@@ -4,8 +4,6 @@ stays thin and these are tested directly. Sizes are labelled GB (10⁹ B) and Gi
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
@@ -14,8 +12,11 @@ import pandas as pd
 
 from estimator import Device, Estimate, Remedy, Verdict, component_keys, to_gb, to_gib
 from estimator.i18n import _, format_int, format_number, get_language
+from estimator.memory.host import LOAD_KEYS, HostVerdict
 from estimator.memory.result import CONTEXT_KEY, component_label, context_label
+from estimator.oom_message import FIGURES, OomReading
 from ui.charts import both_units
+from ui.once import remembered
 
 # Streamlit's own viewer options: not part of a setup, so never copied into a share link.
 VIEWER_PARAMS = frozenset({"embed", "embed_options"})
@@ -39,29 +40,58 @@ def breakdown_frame(est: Estimate, device: Device | None = None) -> pd.DataFrame
     return pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS))
 
 
+HOST_COLUMNS = ("item", "when", "bytes", "gb", "gib")
+
+
+def host_frame(hv: HostVerdict) -> pd.DataFrame:
+    """The host RAM terms (estimator/memory/host.py), one row each with when it is held (the model load or the
+    training steps; the processes at both), then the peak row."""
+    rows = []
+    base = {"host.process_baseline", "host.cuda_runtime"}
+    for item in hv.host.details:
+        when = (_("load and training") if item.key in base else _("model load") if item.key in LOAD_KEYS
+                else _("training"))
+        rows.append((_(item.label), when, float(round(item.bytes)), to_gb(item.bytes), to_gib(item.bytes)))
+    peak = hv.host.total_bytes
+    phase = _("model load") if hv.host.peak_phase == "load" else _("training")
+    rows.append((_("Host peak"), phase, float(round(peak)), to_gb(peak), to_gib(peak)))
+    return pd.DataFrame(rows, columns=list(HOST_COLUMNS))
+
+
+def host_line(hv: HostVerdict) -> str:
+    """The line under the host verdict: the peak, its moment and what dominates it (plain text)."""
+    host = hv.host
+    at_peak = [x for x in host.details if (x.key in LOAD_KEYS) == (host.peak_phase == "load")
+               or x.key in ("host.process_baseline", "host.cuda_runtime")]
+    biggest = max(at_peak or host.details, key=lambda x: x.bytes)
+    phase = _("model load") if host.peak_phase == "load" else _("training")
+    return _("Host RAM at its peak ({phase}): {amount} for {n} process(es); largest: {item} {item_amount}").format(
+        phase=phase, amount=both_units(host.total_bytes), n=host.processes, item=_(biggest.label),
+        item_amount=both_units(biggest.bytes))
+
+
+def oom_frame(reading: OomReading) -> pd.DataFrame:
+    """The message's figures, one row each (only those it gives), then the other processes NVML listed."""
+    rows = [(_(label), float(getattr(reading, name)), to_gb(getattr(reading, name)), to_gib(getattr(reading, name)))
+            for name, label in FIGURES if getattr(reading, name) is not None]
+    for pid, used in reading.other_processes:
+        label = _("Process {pid} (NVML)").format(pid=pid)
+        rows.append((label, float(used), to_gb(used), to_gib(used)) if used is not None
+                    else (label + " — " + _("not reported"), float("nan"), float("nan"), float("nan")))
+    return pd.DataFrame(rows, columns=["figure", "bytes", "gb", "gib"])
+
+
 def breakdown_csv(est: Estimate, device: Device | None = None) -> str:
     """The breakdown table as CSV: the same rows and numbers as on screen, bytes exact. Remembered for the
-    last few estimates (the estimator hands back the same Estimate object for the same inputs, so a rerun that
-    changed nothing the table shows does not build it again), per device and language."""
-    key = (id(est), device, get_language())
-    with _CSV_LOCK:
-        hit = _CSV_CACHE.get(key)
-        if hit is not None and hit[0] is est:  # the same object, not a new one at a recycled id
-            _CSV_CACHE.move_to_end(key)
-            return hit[1]
+    last few estimates, per device and language (ui.once.remembered: the estimator hands back the same Estimate
+    object for the same inputs, so a rerun that changed nothing the table shows does not build it again)."""
+    return remembered("report.breakdown_csv", est, lambda: _breakdown_csv(est, device), device, get_language())
+
+
+def _breakdown_csv(est: Estimate, device: Device | None) -> str:
     frame = breakdown_frame(est, device)
     frame["bytes"] = [int(b) for b in frame["bytes"]]  # whole bytes, exact (Python ints)
-    text = frame.to_csv(index=False, float_format="%.4f")
-    with _CSV_LOCK:
-        _CSV_CACHE[key] = (est, text)  # holds the estimate, so its id is not reused while cached
-        while len(_CSV_CACHE) > _CSV_CACHE_SIZE:
-            _CSV_CACHE.popitem(last=False)
-    return text
-
-
-_CSV_CACHE_SIZE = 32
-_CSV_CACHE: OrderedDict[tuple[int, Device | None, str], tuple[Estimate, str]] = OrderedDict()
-_CSV_LOCK = threading.Lock()
+    return frame.to_csv(index=False, float_format="%.4f")
 
 
 def verdict_detail(est: Estimate, device: Device, v: Verdict) -> tuple[str, str]:

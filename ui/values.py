@@ -37,3 +37,4 @@ class Inputs:
     notes: tuple[str, ...]  # plain-text notes (invalid URL values, upload errors): render with st.text/caption
     model_choice: str  # preset id, BY_SIZE or UPLOAD
     trainer_box: TrainerBox  # the Trainer box's values (ui.trainer_inputs.resolve_box prices them for the setup)
+    host_ram_bytes: float | None = None  # the machine's RAM for the host verdict (None: not given; unified: unused)

@@ -229,13 +229,17 @@ def published_rows() -> list[dict[str, Any]]:
 
 
 def accuracy_report() -> dict[str, Any]:
-    """Both sets: overall median/p90/worst |error| %, by family/framework and method, and every row."""
-    from .mlx import mlx_report  # the MLX-LM stack against real mlx-lm steps (validation/mlx.py)
+    """Both sets: overall median/p90/worst |error| %, by family/framework and method, and every row; the MLX-LM
+    stack against real mlx-lm steps (validation/mlx.py); and Unsloth's traces and published longest lengths
+    (validation/unsloth.py)."""
+    from .mlx import mlx_report
+    from .unsloth import unsloth_report
 
     tracer = tracer_rows()
     published = published_rows()
     mlx = mlx_report()
     return {
+        "unsloth": unsloth_report(),
         "tracer": {**summarize([r["error_pct"] for r in tracer]), "by_family": _group(tracer, "family"),
                    "by_method": _group(tracer, "method"), "by_precision": _group(tracer, "precision"),
                    "rows": tracer},
@@ -274,6 +278,10 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"  calibration probes (fit set, calibration/mlx_fit.py): n={probes['n']}  median "
                          f"{probes['median_abs_pct']:.1f} %  worst {probes['worst_abs_pct']:.1f} %; peak − resident "
                          f"median {probes['step_median_abs_pct']:.1f} %  worst {probes['step_worst_abs_pct']:.1f} %")
+    if "unsloth" in report:
+        from .unsloth import format_unsloth_report
+
+        lines.append(format_unsloth_report(report["unsloth"]))
     return "\n".join(lines)
 
 

@@ -40,6 +40,7 @@ def advise(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: Train
     refused."""
     from ..job.trainer import TrainerSetup as _TrainerSetup
     from ..memory.rule import seed_estimate
+    from ..memory.unsloth_model import needs_capacity
     from .remedies import all_remedies
     from .search import solver_estimate_fn
     from .solvers import max_completion_len
@@ -48,8 +49,10 @@ def advise(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: Train
     usable = device.usable_bytes
     if tr.trainer == "sft":
         fn: EstimateFn = _default_estimate
-        found = remedies(spec, setup)
-        longest = max_seq_len(spec, setup, usable, limit=length_limit)
+        if needs_capacity(spec, setup):  # Unsloth decides by the card's memory: price every probe on this card
+            fn = solver_estimate_fn(tr, device.capacity_bytes)
+        found = remedies(spec, setup, fn)
+        longest = max_seq_len(spec, setup, usable, fn, limit=length_limit)
     else:
         fn = solver_estimate_fn(tr, device.capacity_bytes)
         found = all_remedies(spec, setup, tr, device.capacity_bytes)
@@ -61,6 +64,6 @@ def advise(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: Train
         return Advice(remedies(spec, setup, seed_estimate), biggest, longest,
                       smallest_device(spec, setup, estimate_fn=seed_estimate))
     if tr.trainer == "sft":
-        shard = shard_remedy(spec, setup, device, order=len(found) + 1)
+        shard = shard_remedy(spec, setup, device, order=len(found) + 1, estimate_fn=fn)
         found = found + ((shard,) if shard is not None else ())
     return Advice(tuple(found), biggest, longest, smallest_device(spec, setup, estimate_fn=fn))

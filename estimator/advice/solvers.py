@@ -12,6 +12,7 @@ from ..job.tower import setup_for_model
 from ..memory.overhead import ALLOCATOR_SLACK
 from ..memory.price import estimate as price
 from ..models.presets import MAX_SIZE_B, MIN_SIZE_B, generic_spec
+from ..options.backends import device_backend, same_runtime
 from ..options.devices import CATALOG
 from .search import _default_estimate, _smallest_int, bisect_last
 
@@ -70,24 +71,60 @@ def max_fitting_size_b(setup: TrainingSetup, device: Device, rule: str | None = 
 
 def smallest_device(spec: ModelSpec, setup: TrainingSetup, catalog: tuple[Device, ...] = CATALOG,
                     estimate_fn: EstimateFn = _default_estimate) -> Device | None:
-    """The catalog device with the least usable memory that still fits this setup."""
+    """The catalog device with the least usable memory that still fits this setup, among the devices that run its
+    backend (a CUDA setup's answer is a GPU, an MLX or MPS one's a Mac: each is priced for its own runtime)."""
     total = estimate_fn(spec, setup).total_bytes
-    fitting = [d for d in catalog if d.usable_bytes >= total]
+    fitting = [d for d in catalog if d.usable_bytes >= total and same_runtime(device_backend(d), setup.backend)]
     return min(fitting, key=lambda d: (d.usable_bytes, d.id)) if fitting else None
 
 
 def min_gpus(spec: ModelSpec, setup: TrainingSetup, device: Device, max_gpus: int = 64,
              estimate_fn: EstimateFn = _default_estimate) -> int | None:
-    """The smallest GPU count (1..max_gpus) whose per-GPU memory fits the device, for this sharding."""
-    return min_gpus_for_devices(spec, setup, [device], max_gpus, estimate_fn)[device.id]
+    """The smallest GPU count (1..max_gpus) whose per-GPU memory fits the device, for this sharding: every count
+    tried in turn, whatever the estimate (the reference the searches are tested against)."""
+    return min_gpus_for_devices(spec, setup, [device], max_gpus, estimate_fn, monotone=False)[device.id]
 
 
 def min_gpus_for_devices(spec: ModelSpec, setup: TrainingSetup, devices: tuple[Device, ...] | list[Device],
-                         max_gpus: int = 64, estimate_fn: EstimateFn = _default_estimate, per_node: int = 1
-                         ) -> dict[str, int | None]:
-    """min_gpus for many devices at once: per-GPU memory depends on the GPU count, not on the device, so each
-    count is estimated once and every device answered from it (device id → smallest count, or None). With
-    per_node > 1 only whole nodes count (8, 16, 24… GPUs)."""
+                         max_gpus: int = 64, estimate_fn: EstimateFn = _default_estimate, per_node: int = 1,
+                         monotone: bool = True) -> dict[str, int | None]:
+    """min_gpus for many devices at once (device id → smallest count, or None). Per-GPU memory depends on the
+    GPU count, not on the device, so each count is estimated once for all of them. With per_node > 1 only whole
+    nodes count (8, 16, 24… GPUs).
+
+    monotone (per-GPU memory never grows with the count from two GPUs on, as for SFT and the scoring trainers):
+    the devices are answered from the most usable memory down, each with one fewest_gpus search that starts at
+    the answer before it (a device with less memory never needs fewer GPUs, and none fits where a larger one does
+    not). Otherwise every count is tried in turn: GRPO's generation under ZeRO-3 gathers the weights, and their
+    per-GPU total rises again with more GPUs (estimator/memory/trainers.py, _generation_states)."""
+    if not monotone:
+        return _min_gpus_count_by_count(spec, setup, devices, max_gpus, estimate_fn, per_node)
+    seen: dict[int, Estimate] = {}
+
+    def once_per_count(model: ModelSpec, at: TrainingSetup) -> Estimate:
+        if at.gpus not in seen:
+            seen[at.gpus] = estimate_fn(model, at)
+        return seen[at.gpus]
+
+    by_usable: dict[float, int | None] = {}
+    floor: int | None = 1  # the fewest GPUs the devices still to answer can need
+    for device in sorted(devices, key=lambda d: -d.usable_bytes):
+        usable = device.usable_bytes
+        if usable in by_usable:
+            continue
+        if floor is None:  # not even the most GPUs fit a larger device
+            n = None
+        elif floor in seen and seen[floor].total_bytes <= usable:  # the fewest it can need, already priced, fits
+            n = floor
+        else:
+            n = fewest_gpus(spec, setup, usable, max_gpus, per_node, once_per_count, at_least=floor, guess=floor)
+        by_usable[usable] = floor = n
+    return {d.id: by_usable[d.usable_bytes] for d in devices}
+
+
+def _min_gpus_count_by_count(spec: ModelSpec, setup: TrainingSetup, devices: tuple[Device, ...] | list[Device],
+                             max_gpus: int, estimate_fn: EstimateFn, per_node: int) -> dict[str, int | None]:
+    """min_gpus_for_devices trying every count (whole nodes) in turn, for estimates not monotone in the count."""
     answers: dict[str, int | None] = {d.id: None for d in devices}
     open_devices = list(devices)
     step = max(1, per_node)
@@ -107,8 +144,9 @@ def min_gpus_for_devices(spec: ModelSpec, setup: TrainingSetup, devices: tuple[D
 
 def sharded(setup: TrainingSetup, sharding: str, offload: bool = False, gpus: int = 1) -> TrainingSetup:
     """The setup on `gpus` GPUs under one sharding. Optimizer offload goes with ZeRO/FSDP only (the estimator
-    refuses it for plain data parallel on several GPUs)."""
-    return replace(setup, gpus=gpus, sharding=sharding, offload_optimizer=offload and sharding != "none")
+    refuses it for plain data parallel on several GPUs); parameter offload with ZeRO-3 only."""
+    return replace(setup, gpus=gpus, sharding=sharding, offload_optimizer=offload and sharding != "none",
+                   offload_params=setup.offload_params and sharding == "zero3")
 
 
 def fewest_gpus(spec: ModelSpec, setup: TrainingSetup, usable_bytes: float, max_gpus: int = 64, per_node: int = 1,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text
+from ..memory.allocator import stack_allocator, step_slack
 from ..memory.overhead import ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES
 from ..memory.precision import NF4_BYTES, NF4_DQ_BYTES
 from ..memory.result import detail_bytes
@@ -148,8 +149,14 @@ def combine(raw: dict[str, Any], setup: TrainingSetup, est: Estimate | None,
     tensor = peak + sum(a.bytes for a in added)
     ctx = _detail(est, "overhead.cuda_context") if est is not None else CUDA_CONTEXT_BYTES
     added.append(Added(Text(N_("CUDA context and workspaces")), int(round(ctx)), "estimator (docs/formulas.md §5)"))
-    added.append(Added(Text(N_("Allocator slack")), int(round(ALLOCATOR_SLACK * tensor)),
-                       f"estimator: {ALLOCATOR_SLACK:.0%} of the allocated bytes (docs/formulas.md §5)"))
+    allocator = stack_allocator(setup.stack)
+    if allocator.expandable:  # the stack turns on expandable segments (Unsloth): its own slack, no request list
+        slack = step_slack(allocator, tensor)
+        added.append(Added(Text(N_("Allocator slack")), int(round(slack.expected)),
+                           f"estimator: {slack.formula} (docs/formulas.md §5.1)"))
+    else:
+        added.append(Added(Text(N_("Allocator slack")), int(round(ALLOCATOR_SLACK * tensor)),
+                           f"estimator: {ALLOCATOR_SLACK:.0%} of the allocated bytes (docs/formulas.md §5)"))
     all_notes = (*[str(n) for n in raw.get("worker_notes") or ()], *notes, Text(N_(
         "Not counted: FlashAttention's and cuDNN's own workspaces (the CPU trace runs PyTorch's flash-style SDPA "
         "kernel, which saves the same tensors), and anything outside PyTorch's allocator (vLLM, NCCL).")))

@@ -17,6 +17,7 @@ MAX_SEQ_LEN = 1 << 21  # 2M tokens
 MAX_RANK = 4096
 MAX_GPUS = 4096
 MAX_LORA_LAYERS = 1000  # models.spec.MAX_LAYERS: no real config has more decoder layers
+MAX_GRAD_ACCUM = 1 << 16
 ALL_LINEAR = "all-linear"
 
 
@@ -62,6 +63,10 @@ class TrainingSetup:
     gpus: int = 1
     sharding: str = "none"
     offload_optimizer: bool = False  # ZeRO-Offload / FSDP CPU offload of optimizer state
+    # ZeRO-3 parameter offload (DeepSpeed zero_optimization.offload_param, "valid only with stage 3": deepspeed
+    # 0.18.2 runtime/zero/config.py:156): every parameter partition lives in CPU RAM and the GPU gathers one
+    # layer at a time; needs sharding "zero3" (on one GPU too: ZeRO-Infinity).
+    offload_params: bool = False
     grad_accum: int = 1  # >1 keeps gradients alive through the next forward
     # torch.compile of the layers and the loss (torchtune compile=True): counted for torchtune's losses, whose
     # compiled cross-entropy keeps its 16-bit input and two fp32 row statistics instead of a log-softmax output.
@@ -116,7 +121,7 @@ class TrainingSetup:
         _check_int("seq_len", self.seq_len, 1, MAX_SEQ_LEN)
         _check_int("lora_rank", self.lora_rank, 1, MAX_RANK)
         _check_int("gpus", self.gpus, 1, MAX_GPUS)
-        _check_int("grad_accum", self.grad_accum, 1, 1 << 16)
+        _check_int("grad_accum", self.grad_accum, 1, MAX_GRAD_ACCUM)
         _check_int("image_tokens", self.image_tokens, 0, MAX_SEQ_LEN)
         _check_int("lora_layers", self.lora_layers, 0, MAX_LORA_LAYERS)
         _check_choice("backend", self.backend, BACKEND_IDS)
@@ -142,6 +147,9 @@ class TrainingSetup:
         if self.optimizer_in_bwd and (self.method != "full" or self.grad_accum > 1):
             raise ValueError(Text(N_("the optimizer step in backward needs full fine-tuning without gradient "
                                      "accumulation (torchtune's recipes raise otherwise)")))
+        if self.offload_params and self.sharding != "zero3":
+            raise ValueError(Text(N_("parameter offload needs ZeRO-3 / FSDP full sharding (sharding zero3), on one "
+                                     "GPU or more")))
         if self.offload_optimizer and self.sharding == "none" and self.gpus > 1:
             raise ValueError(Text(N_("optimizer offload needs ZeRO or FSDP sharding (choose zero1, zero2 or zero3)")))
 

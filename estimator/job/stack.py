@@ -148,6 +148,10 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, trainer: str = "sft", **setting
             continue
         values[name] = default_batch(stack, trainer) if name == "batch" else getattr(stack, name)
         from_stack.append(name)
+    if "backend" not in given and stack.id == MLX_STACK:
+        # MLX is "an array framework for machine learning on Apple silicon" (ml-explore/mlx README): with no device
+        # named, an mlx-lm run is a Mac's (Metal); its CUDA backend needs an NVIDIA device or --backend cuda
+        values["backend"] = "metal"
     quant = QUANT_MODES.get(values["quant_mode"])
     if quant is not None:  # bits and group size follow the mode unless given (TrainingSetup checks them)
         values.setdefault("quant_bits", quant.bits[0])
@@ -180,6 +184,8 @@ def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
         given.pop("dora", None)  # MLX-LM stack keeps --num-layers: it trains the last N blocks in full too)
         if setup.stack != MLX_STACK:
             given.pop("lora_layers", None)
+    if method != "full":  # torchtune's LoRA recipes have no optimizer_in_bwd (lora_finetune_single_device.py)
+        given["optimizer_in_bwd"] = False
     return resolve_setup(setup.stack, **{**given, "method": method})
 
 

@@ -5,15 +5,15 @@ mx.compile (mlx_lm/tuner/trainer.py:245-261) and frees an array as soon as its l
 not PyTorch's: the graph is scheduled breadth-first from the outputs with a width limit (mlx/transforms.cpp eval_impl,
 MLX_BFS_MAX_WIDTH 20), so weight gradients and optimizer updates run interleaved with the backward, not after it.
 What is alive at the peak was measured, not assumed (calibration/mlx_trace.py, validation/data/mlx_fixtures.json;
-docs/formulas.md §10):
+docs/formulas.md §12):
 
 * between steps only the weights and the optimizer state are resident (the allocator cache is emptied by
   `_clear_cache(0)` after every step, trainer.py:80-85, :332);
 * blocks before the first trained block keep nothing (no gradient flows into them);
-* each trained block keeps its saved tensors (§10.2) and its attention probabilities, B×H×L×L per block: training
+* each trained block keeps its saved tensors (§12.2) and its attention probabilities, B×H×L×L per block: training
   attention is unfused on Metal and the CPU (mlx/backend/metal/scaled_dot_product_attention.cpp:739-743);
 * the peak is the larger of the loss backward (logits, the cross-entropy's buffers) and one block's backward, with
-  those saved tensors; full fine-tuning adds the gradients and updates in flight (§10.4).
+  those saved tensors; full fine-tuning adds the gradients and updates in flight (§12.4).
 
 The estimate prices the backend in `setup.backend`: "metal" (a Mac: the app's default on Apple devices), "cpu" (how
 the fixtures were measured) or "cuda" (MLX's CUDA backend, cuDNN attention). Every difference between them is a term
@@ -30,6 +30,7 @@ from ..models.spec import LM_HEAD
 from ..options.optimizers import OPTIMIZERS
 from ..options.quantization import mlx_bytes_per_weight
 from ..options.stacks import MLX_STACK
+from .host import host_ram
 from .overhead import CUDA_CONTEXT_BYTES
 from .precision import FP32
 from .result import CONTEXT_KEY, CONTEXT_LABEL, Estimate, Phase
@@ -359,7 +360,7 @@ def _cudnn_vjp(spec: ModelSpec, setup: TrainingSetup) -> bool:
 
 
 def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
-    """Peak memory of one steady-state mlx-lm training step (docs/formulas.md §10)."""
+    """Peak memory of one steady-state mlx-lm training step (docs/formulas.md §12)."""
     check_stack_setup(setup)
     check_mlx_model(spec, setup)
     dm = _dims(spec, setup)
@@ -425,7 +426,7 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     else:
         acts_common = [
             d("activations.layers", N_("Trained blocks' saved tensors"), n * T * saved_tok,
-              "trained blocks × T × saved per token (§10.2)"),
+              "trained blocks × T × saved per token (§12.2)"),
             d("activations.attention_scores", N_("Attention probabilities (B·H·L² per trained block, unfused)"),
               n * probs, f"{n} × B × H × L² × {b} B" + (" × 2 (soft-capping)" if spec.attn_softcap else "")),
         ]
@@ -440,7 +441,7 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
                         + (" + dequantised weights" if quant is not None else "")))
     loss_items = [
         d("activations.loss", N_("Logits and cross-entropy buffers"), loss,
-          f"{LOSS_LOGIT_COPIES} × T × V × {b} B ({'unfused, measured' if setup.backend == 'cpu' else 'see docs/formulas.md §10.3'})"),
+          f"{LOSS_LOGIT_COPIES} × T × V × {b} B ({'unfused, measured' if setup.backend == 'cpu' else 'see docs/formulas.md §12.3'})"),
         d("activations.loss_backward", N_("Head and last block's backward buffers"), loss_rest,
           f"T × {rb} B × ({LOSS_REST_H}·h + {LOSS_REST_I}·I)"),
     ]
@@ -515,4 +516,9 @@ def _finish(spec: ModelSpec, setup: TrainingSetup, res: _Model, phases: list[Pha
         params_trainable=res.trainable_params, components_bytes=components, details=details, total_bytes=total,
         low_bytes=peak.total * (1 - MLX_ERROR_LOW) + ctx, high_bytes=peak.total * (1 + MLX_ERROR_HIGH) + ctx,
         peak_phase=peak.name, phases=tuple(phases), cpu_offload_bytes=0.0, notes=tuple(notes),
+        # the host's side (memory/host.py): the mlx-lm process and mlx_lm.load's one-tensor-at-a-time read; on a
+        # Mac it adds up with the arrays above in one pool (host_verdict)
+        host=host_ram(spec, setup, trainable=res.trainable_params, weights_bytes=res.weights,
+                      optimizer_cpu_bytes=0.0, checkpoint_cpu_bytes=0.0),
+        weights_full_bytes=res.weights,
     )

@@ -10,6 +10,7 @@ from ..job.trainer import check as check_trainer
 from .rule import seed_estimate
 from .step import estimate as detailed_estimate
 from .trainers import estimate_trainer
+from .unsloth_model import needs_capacity
 
 if TYPE_CHECKING:
     from ..job.setup import TrainingSetup
@@ -22,7 +23,7 @@ def estimate(model: ModelSpec, setup: TrainingSetup, rule: str | None = None, tr
              device_capacity: float | None = None, strict: bool = True) -> Estimate:
     """The one entry point pages and the CLI call: the detailed estimate, or the seed's rule of thumb
     with rule='seed'. `trainer` prices a preference/RL trainer's step (estimator/memory/trainers.py); vLLM colocate
-    mode needs the device's total memory in `device_capacity`; strict=False skips TRL's batch-shape checks the
+    mode and Unsloth's own decisions need the device's total memory in `device_capacity`; strict=False skips TRL's batch-shape checks the
     memory does not depend on (the solvers try every batch)."""
     if trainer is not None and trainer.trainer != "sft":
         if rule == "seed":
@@ -32,7 +33,9 @@ def estimate(model: ModelSpec, setup: TrainingSetup, rule: str | None = None, tr
     if trainer is not None:
         check_trainer(setup, trainer, strict)  # SFT: only the checks (no second estimate)
     if rule is None or rule == "detailed":
-        return detailed_estimate(model, setup)
+        if needs_capacity(model, setup):  # Unsloth decides its embedding offload, double buffering and loss pass
+            return detailed_estimate(model, setup, device_capacity)  # by the card's memory
+        return detailed_estimate(model, setup)  # the same cache entry as the solvers' estimate(spec, setup)
     if rule == "seed":
         return seed_estimate(model, setup)
     raise ValueError(f"rule must be 'seed' or omitted, got {str(rule)[:20]!r}")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..i18n import N_, _
+from .allocator import stack_allocator
 from .overhead import ALLOCATOR_SLACK
 
 if TYPE_CHECKING:
@@ -114,6 +115,11 @@ class Estimate:
     phases: tuple[Phase, ...] = ()
     cpu_offload_bytes: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the host RAM the setup needs: a memory/host.py HostRam (host imports this module, so not named here);
+    # None for the rule of thumb
+    host: Any = None
+    # every weight as loaded, before any sharding (ZeRO-3 gathers this whole model for GRPO's generate)
+    weights_full_bytes: float = 0.0
 
     @property
     def tensor_bytes(self) -> float:
@@ -128,5 +134,8 @@ class Estimate:
         quiet = [p.total for p in self.phases if p.activations == 0]
         if not quiet:
             return 0.0
+        if stack_allocator(self.setup.stack).expandable:  # a slack of its own requests: the quiet phase's is less
+            slack = detail_bytes(self.details, "overhead.allocator_slack")
+            return max(quiet) + self.components_bytes["overhead"] - slack
         context = self.components_bytes["overhead"] - ALLOCATOR_SLACK * self.tensor_bytes
         return max(quiet) * (1 + ALLOCATOR_SLACK) + context

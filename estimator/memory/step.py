@@ -6,6 +6,7 @@ peak = max over phases of (weights + gradients + optimizer state + live activati
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -30,7 +31,10 @@ from .activations.depth import (
 )
 from .activations.layers import moe_lora_delta_bytes, moe_lora_delta_grad_bytes
 from .activations.loss import LossMemory, loss_memory
+from .activations.unsloth import DOUBLE_BUFFER_HEADROOM, UnslothPath
 from .adapters import adapted_modules, lora_params
+from .allocator import AllocatorConfig, stack_allocator, step_slack
+from .host import host_ram
 from .litgpt_model import stack_spec
 from .mlx_step import check_mlx_model, mlx_estimate, uses_mlx_model
 from .overhead import (
@@ -55,6 +59,19 @@ from .precision import (
 from .result import CONTEXT_LABEL, DetailItem, Estimate, Phase
 from .result import detail as d
 from .towers import tower_activation_bytes, tower_learns, tower_lora_params, tower_notes
+from .unsloth_model import (
+    Allocations,
+    allocator_for,
+    embedding_offloaded,
+    host_offload_bytes,
+    host_terms,
+    not_modelled_note,
+    phase_requests,
+    unsloth_moments,
+    unsloth_path,
+    uses_unsloth_model,
+    without_double_buffer,
+)
 
 if TYPE_CHECKING:
     from ..job.setup import TrainingSetup
@@ -146,13 +163,16 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
         opt = opt / n  # P_os: optimizer state partitioned over N
     if setup.sharding in ("zero2", "zero3"):
         grads = grads / n  # P_g: gradients reduce-scattered to their owner
-    if setup.sharding == "zero3" and n > 1:
+    if setup.sharding == "zero3" and (n > 1 or setup.offload_params):
         layer_params = spec.layer_linear_params  # one FSDP unit = one decoder layer
         unit = max(layer_params, spec.vocab_size * spec.hidden_size)
         # P_p: parameters partitioned; the current and the prefetched FSDP unit are gathered (FSDP docs).
         gathered = (unit + layer_params) * weight_bytes(setup)
-        weights = weights / n + gathered
-        note = N_("ZeRO-3: two FSDP units gathered at a time")
+        # offload_param: the partitions live in CPU RAM (deepspeed 0.18.2 runtime/zero/stage3.py:664-674); the GPU
+        # holds only the units it gathers (memory/host.py counts the partitions on the host)
+        weights = (0.0 if setup.offload_params else weights / n) + gathered
+        note = (N_("ZeRO-3 parameter offload: the parameters live in CPU RAM; two units gathered on the GPU at a "
+                   "time") if setup.offload_params else N_("ZeRO-3: two FSDP units gathered at a time"))
     if setup.sharding == "none" and n > 1:
         grads = grads * 2  # DDP gradient buckets (torch DDP: gradient_as_bucket_view=False doubles grads)
         note = N_("DDP keeps a bucket copy of the gradients")
@@ -240,7 +260,7 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, learns: bool, shard_note: str)
     elif setup.attention == "eager":
         notes.append(N_("Eager attention stores s²-sized attention scores per head; SDPA/flash does not."))
     notes.extend(tower_notes(spec, setup))
-    if setup.method == "qlora":
+    if setup.method == "qlora" and not uses_unsloth_model(spec, setup):  # Unsloth's QLoRA path is traced
         notes.append(N_("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout."))
     if setup.lora_layers and setup.lora_layers < spec.num_layers and setup.method != "full":
         notes.append(Text(N_("Adapters on the last {n} of {layers} layers (layers_to_transform); the layers before them "
@@ -251,18 +271,23 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, learns: bool, shard_note: str)
     return notes
 
 
-def _peak_and_band(setup: TrainingSetup, phases: list[Phase]
+def _peak_and_band(setup: TrainingSetup, phases: list[Phase], requests: Callable[[Phase], Allocations] | None = None,
+                   allocator: AllocatorConfig | None = None
                    ) -> tuple[Phase, dict[str, float], tuple[DetailItem, ...], float, float]:
     """The peak phase, its components with the overhead (runtime context + allocator slack), its details and the
-    low/high band."""
+    low/high band. The slack follows the allocator the stack runs under (memory/allocator.py step_slack; `allocator`
+    overrides it) and, with expandable segments, the peak's requests (`requests`, when the model knows them)."""
     peak = max(phases, key=lambda p: p.total)
     tensor_peak = peak.total
     # PyTorch on MPS has no CUDA context (torch/mps: the Metal device and MPSAllocator); its caching allocator's
     # slack stays. NCCL is CUDA's.
     mps = setup.backend == "metal"
     ctx_bytes = 0.0 if mps else CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0)
-    slack = ALLOCATOR_SLACK * tensor_peak
-    overhead = ctx_bytes + slack
+    cfg = allocator or stack_allocator(setup.stack)
+    # the high band's stranded blocks are bounded by one backward's gradients, whenever the peak comes
+    gradients = max(p.gradients for p in phases)
+    slack = step_slack(cfg, tensor_peak, requests(peak) if requests else (), gradients)
+    overhead = ctx_bytes + slack.expected
     components = {
         "weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
         "activations": peak.activations, "overhead": overhead,
@@ -270,11 +295,15 @@ def _peak_and_band(setup: TrainingSetup, phases: list[Phase]
     details = tuple(x for x in peak.details if x.bytes > 0) + (
         d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes,
           "none on MPS (no CUDA context)" if mps else "0.3–1.0 GB (lazy module loading)"),
-        d("overhead.allocator_slack", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+        d("overhead.allocator_slack", N_("Allocator slack"), slack.expected, slack.formula),
     )
     nccl = 0.0 if mps else (NCCL_BYTES if setup.gpus > 1 else 0)
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + (0.0 if mps else CUDA_CONTEXT_LOW) + nccl
-    high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + (0.0 if mps else CUDA_CONTEXT_HIGH) + nccl
+    context_high = 0.0 if mps else CUDA_CONTEXT_HIGH
+    if cfg.expandable:  # the slack's own high bound, on the tensors' high
+        high = (tensor_peak + slack.high) * (1 + MODEL_ERROR_HIGH) + context_high + nccl
+    else:
+        high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + context_high + nccl
     return peak, components, details, low, high
 
 
@@ -293,6 +322,7 @@ class _States(NamedTuple):
     learns: bool
     cpu_bytes: float
     shard_note: str
+    weights_full: float  # every weight as loaded, before sharding (the host's model load and parameter offload)
 
 
 def _states(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str]) -> _States:
@@ -327,7 +357,7 @@ def _states(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str]) -> _
     )
     opt_items = (d("optimizer.state", N_("Optimizer state"), opt, f"{setup.optimizer} state × {trainable:,} trainable params"),)
     return _States(weights, opt, opt_temp, gb, moments, weight_items, opt_items, lora, trainable, learns, cpu_bytes,
-                   shard_note)
+                   shard_note, w_frozen + w_train)
 
 
 class _Casts(NamedTuple):
@@ -343,7 +373,7 @@ class _Casts(NamedTuple):
 def _weight_casts(spec: ModelSpec, setup: TrainingSetup, lora: int, head_module: bool) -> _Casts:
     """The autocast weight copies (one unit at a time under ZeRO-3) and the trained tower's activations."""
     casts_all, casts_layer, head_casts = _casts(spec, setup, lora, head_module)
-    if setup.sharding == "zero3" and setup.gpus > 1:
+    if setup.sharding == "zero3" and (setup.gpus > 1 or setup.offload_params):
         casts_all = casts_layer  # FSDP/ZeRO-3 gathers and casts one unit at a time, then frees it
     tower_acts, tower_formula = tower_activation_bytes(spec, setup)
     if tower_acts and setup.precision == "mixed" and setup.method == "full" and not setup.grad_ckpt:
@@ -373,7 +403,7 @@ def input_requires_grad(setup: TrainingSetup) -> bool:
     tensors? With checkpointing, yes: transformers 5.24 modeling_utils.py:3190-3198 (activation_checkpointing_enable
     calls enable_input_require_grads for input_ids models), TRL 1.16 sft_trainer.py:898-900 and PEFT 0.21
     peft_model.py:184-185; PEFT's QLoRA preparation does it too (peft/utils/other.py:222-233,
-    use_gradient_checkpointing=True by default). Otherwise no gradient reaches them (docs/formulas.md §3.8)."""
+    use_gradient_checkpointing=True by default). Otherwise no gradient reaches them (docs/formulas.md §3.9)."""
     return setup.grad_ckpt or (setup.method == "qlora" and setup.qlora_prep == "peft")
 
 
@@ -561,9 +591,85 @@ def check_model(spec: ModelSpec, setup: TrainingSetup) -> None:
 ESTIMATE_CACHE_SIZE = 4096
 
 
+def _unsloth_phases(spec: ModelSpec, setup: TrainingSetup, st: _States, capacity: float | None
+                    ) -> tuple[list[Phase], _States, dict[str, float | int], list[str], UnslothPath]:
+    """Unsloth's own step (estimator/memory/unsloth_model.py, docs/formulas.md §3.8): its moments priced with the
+    model states, the two decisions Unsloth takes from the card's free memory, and the host RAM it uses.
+    Returns (phases, the states with the embedding where Unsloth puts it, host_ram's keyword terms, notes, the
+    path)."""
+    notes: list[str] = []
+    on_gpu = True
+    if capacity is not None:
+        usable_after_load = capacity - CUDA_CONTEXT_BYTES - st.weights
+        on_gpu = not embedding_offloaded(spec, setup, usable_after_load, st.trainable)
+    embed_host = 0.0
+    if not on_gpu:
+        embed = float(2 * spec.vocab_size * spec.hidden_size)  # the frozen bf16 input embedding
+        base = [x for x in st.weight_items if x.key == "weights.base"][0]
+        items = tuple(d(x.key, x.label, x.bytes - embed, x.formula + " − the input embedding (in CPU RAM)")
+                      if x.key == "weights.base" else x for x in st.weight_items)
+        assert base.bytes >= embed
+        st = st._replace(weights=st.weights - embed, weight_items=items)
+        embed_host = embed
+        notes.append(N_("Unsloth's offload_embedding='auto' moves the frozen input embedding to CPU RAM on this card "
+                        "(its own step reserve exceeds the memory left after loading)."))
+    path = unsloth_path(spec, setup, capacity, embedding_on_gpu=on_gpu)
+    phases = _unsloth_priced(spec, setup, st, path)
+    if capacity is not None and path.double_buffer:
+        # Double buffering starts after step 1 only when more than 512 MiB is free (unsloth_zoo
+        # gradient_checkpointing.py:1425-1446): free ≈ the card less the context and the step's reserved peak (the
+        # expandable segment keeps step 1's pages mapped until an allocation fails, release_cached_blocks).
+        single = without_double_buffer(path)
+        quiet = _unsloth_priced(spec, setup, st, single)
+        peak = max(quiet, key=lambda p: p.total)
+        slack = step_slack(allocator_for(single), peak.total, phase_requests(spec, setup, single)(peak),
+                           peak.gradients)
+        if capacity - CUDA_CONTEXT_BYTES - peak.total - slack.expected <= DOUBLE_BUFFER_HEADROOM:
+            path, phases = single, quiet
+    host = {**host_terms(spec, setup, path), "embedding_cpu_bytes": embed_host}
+    if path.offloaded:
+        notes.append(N_("Unsloth copies each layer's input to pinned CPU RAM (offloaded checkpointing): the "
+                        "host RAM figure counts it."))
+    notes.append(N_("Unsloth's attention is counted as its default install runs it on an Ampere or newer GPU: "
+                    "padding-free rows through PyTorch's flash kernel (xformers on older GPUs saves expanded K/V)."))
+    return phases, st, host, notes, path
+
+
+def _unsloth_priced(spec: ModelSpec, setup: TrainingSetup, st: _States, path) -> list[Phase]:
+    """Unsloth's moments (unsloth_model.unsloth_moments) with the model states and the gradients alive."""
+    g = st.grads
+    # At the first layer's MLP backward its own LoRA gradients are not made yet (the fused kernels return them at
+    # their end, fast_lora.py:584-604): every other layer's are.
+    share = (spec.num_layers - 1) / spec.num_layers
+    grads = {"persist": g.persist, "all_but_first": max(g.persist, g.first * share)}
+    labels = {"persist": N_("Gradients (accumulated)"), "all_but_first": N_("Gradients")}
+    keys = {"persist": "gradients.accumulated", "all_but_first": "gradients.all"}
+    return [_phase(st, m.key, m.label, 0.0, grads[m.grads], keys[m.grads], labels[m.grads], list(m.acts))
+            for m in unsloth_moments(spec, setup, path)]
+
+
+def estimate_for_path(spec: ModelSpec, setup: TrainingSetup, path) -> Estimate:
+    """Unsloth's step on a given path (activations.unsloth.UnslothPath) instead of the one estimate() resolves: the
+    tracer fixtures fix the attention backend, double buffering and the loss pass, and the published tables' code
+    (unsloth_model.published_tables_path) is checked through the same phases (validation/unsloth.py)."""
+    spec = stack_spec(spec, setup)
+    st = _states(spec, setup, context(spec, setup).adapted)
+    phases = _unsloth_priced(spec, setup, st, path) + _closing_phases(spec, setup, st)
+    peak, components, details, low, high = _peak_and_band(setup, phases, phase_requests(spec, setup, path),
+                                                          allocator_for(path))
+    return Estimate(
+        model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=st.trainable,
+        components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
+        low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
+        cpu_offload_bytes=st.cpu_bytes + host_offload_bytes(spec, setup, path), notes=(),
+    )
+
+
 @lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
-def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
-    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase."""
+def estimate(spec: ModelSpec, setup: TrainingSetup, device_capacity: float | None = None) -> Estimate:
+    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase.
+    `device_capacity` (bytes) is read only where the stack decides by the card's memory (Unsloth; callers pass it
+    when unsloth_model.needs_capacity says so)."""
     if setup.image_tokens and not spec.tower_kind:
         raise ValueError(Text(N_("image tokens per example need a multimodal model; {model} has no vision tower"),
                               model=spec.name))
@@ -574,22 +680,37 @@ def estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     spec = stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
     ctx = context(spec, setup)
     st = _states(spec, setup, ctx.adapted)
-    casts = _weight_casts(spec, setup, st.lora, ctx.head_module)
-    sz = _activation_sizes(spec, setup, ctx)
-    # Liger / Cut Cross-Entropy compute the head's weight gradient in forward: it exists from the loss on.
-    g_loss = st.grads.head if sz.loss.impl in ("liger", "cce") else 0.0
-    it = _activation_items(spec, setup, ctx, sz, casts)
-    if not setup.grad_ckpt:
-        phases = _stored_phases(st, casts, sz, it, g_loss)
+    extra_notes: list[str] = []
+    requests, allocator = None, None  # the stack's allocator; per-request rounding where the model knows the requests
+    if uses_unsloth_model(spec, setup):
+        phases, st, host_kw, extra_notes, path = _unsloth_phases(spec, setup, st, device_capacity)
+        requests, allocator = phase_requests(spec, setup, path), allocator_for(path)
     else:
-        phases = _checkpointed_phases(spec, setup, ctx, st, casts, sz, it, g_loss)
+        casts = _weight_casts(spec, setup, st.lora, ctx.head_module)
+        sz = _activation_sizes(spec, setup, ctx)
+        # Liger / Cut Cross-Entropy compute the head's weight gradient in forward: it exists from the loss on.
+        g_loss = st.grads.head if sz.loss.impl in ("liger", "cce") else 0.0
+        it = _activation_items(spec, setup, ctx, sz, casts)
+        if not setup.grad_ckpt:
+            phases = _stored_phases(st, casts, sz, it, g_loss)
+        else:
+            phases = _checkpointed_phases(spec, setup, ctx, st, casts, sz, it, g_loss)
+        host_kw = {"checkpoint_cpu_bytes": sz.offloaded}
+        note = not_modelled_note(spec, setup)
+        extra_notes = [note] if note else []
     phases += _closing_phases(spec, setup, st)
 
-    peak, components, details, low, high = _peak_and_band(setup, phases)
-    notes = _notes(spec, setup, st.learns, st.shard_note)
+    peak, components, details, low, high = _peak_and_band(setup, phases, requests, allocator)
+    notes = _notes(spec, setup, st.learns, st.shard_note) + extra_notes
+    cpu_params = st.weights_full if setup.offload_params else 0.0
+    host = host_ram(spec, setup, trainable=st.trainable, weights_bytes=st.weights_full,
+                    optimizer_cpu_bytes=st.cpu_bytes, **host_kw)
+    offloaded = host_kw["checkpoint_cpu_bytes"] + host_kw.get("checkpoint_slots_bytes", 0.0) + host_kw.get(
+        "embedding_cpu_bytes", 0.0)
     return Estimate(
         model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=st.trainable,
         components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
         low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
-        cpu_offload_bytes=st.cpu_bytes + sz.offloaded, notes=tuple(notes),
+        cpu_offload_bytes=st.cpu_bytes + offloaded + cpu_params, notes=tuple(notes), host=host,
+        weights_full_bytes=st.weights_full,
     )

@@ -21,6 +21,7 @@ from ..i18n import N_, Text, _, format_int
 from ..job.trainer import check, policy_setup
 from ..options.trainers import DEFAULT_PROMPT_LEN, GENERATION_MODES, TRL_VERSION
 from .activations.loss import TRL_TOKEN_TILE, TRL_VOCAB_TILE
+from .allocator import stack_allocator, step_slack
 from .overhead import (
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_BYTES,
@@ -251,7 +252,7 @@ def _reference_forward_phase(spec: ModelSpec, setup: TrainingSetup, lift: _Lift,
                       name=N_("reference forward"))
 
 
-def _generation_states(setup: TrainingSetup, mode: str | None, opt_step: Phase
+def _generation_states(setup: TrainingSetup, mode: str | None, opt_step: Phase, weights_full: float
                        ) -> tuple[tuple[DetailItem, ...], float, float]:
     """The model states alive while generating: the weights (gathered under ZeRO-3), the optimizer state and
     its details; no gradients."""
@@ -262,10 +263,15 @@ def _generation_states(setup: TrainingSetup, mode: str | None, opt_step: Phase
                  and x.key != "optimizer.step_temporaries")
     weights = opt_step.weights
     if setup.sharding == "zero3" and setup.gpus > 1 and mode == "hf":
-        # ds3_gather_for_generation=True (grpo_config.py): the whole model is gathered for generate.
-        weights = float(sum(x.bytes for x in keep if x.component == "weights")) * setup.gpus
+        # ds3_gather_for_generation=True (grpo_config.py): GatheredParameters over every parameter allocates each
+        # one whole (deepspeed runtime/zero/partition_parameters.py: all-gather into a world_size × partition
+        # buffer) while its own partition (param.ds_tensor) stays: the whole model plus this GPU's shard (none
+        # with offload_param: the partitions are in CPU RAM).
+        shard = 0.0 if setup.offload_params else weights_full / setup.gpus
+        weights = weights_full + shard
         keep = tuple(x for x in keep if x.component != "weights") + (
-            d("weights.gathered_for_generation", N_("Weights gathered for generation (ZeRO-3)"), weights, "all shards gathered"),)
+            d("weights.gathered_for_generation", N_("Weights gathered for generation (ZeRO-3)"), weights,
+              "whole model + this GPU's partition"),)
     return keep, weights, opt_step.optimizer - step_temp
 
 
@@ -293,9 +299,9 @@ def _hf_generation(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup
 
 
 def _generation_phases(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, mode: str | None, lift: _Lift,
-                       opt_step: Phase, tokens: int, fused: bool) -> list[TrainerPhase]:
+                       opt_step: Phase, tokens: int, fused: bool, weights_full: float) -> list[TrainerPhase]:
     """GRPO's generation and, with a reference or vLLM, its no_grad scoring forward."""
-    keep, weights, optimizer = _generation_states(setup, mode, opt_step)
+    keep, weights, optimizer = _generation_states(setup, mode, opt_step, weights_full)
     items: list[DetailItem] = list(keep)
     gen = 0.0
     acts = 0.0
@@ -338,7 +344,9 @@ def _trainer_peak_and_band(setup: TrainingSetup, mode: str | None, phases: list[
     tensor_peak = peak.total - fixed
     nccl = NCCL_BYTES if setup.gpus > 1 else 0
     ctx_bytes = CUDA_CONTEXT_BYTES + nccl
-    slack = ALLOCATOR_SLACK * tensor_peak
+    cfg = stack_allocator(setup.stack)  # the allocator the stack runs under (memory/allocator.py)
+    allocator = step_slack(cfg, tensor_peak, (), max(p.gradients for p in phases))
+    slack = allocator.expected
     components = {"weights": peak.weights}
     if peak.reference:
         components["reference"] = peak.reference
@@ -348,10 +356,13 @@ def _trainer_peak_and_band(setup: TrainingSetup, mode: str | None, phases: list[
     components["overhead"] = ctx_bytes + slack
     details = tuple(x for x in peak.details if x.bytes > 0) + (
         d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
-        d("overhead.allocator_slack", N_("Allocator slack"), slack, f"{ALLOCATOR_SLACK:.0%} of allocated (5–15 %)"),
+        d("overhead.allocator_slack", N_("Allocator slack"), slack, allocator.formula),
     )
     low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + nccl + fixed
-    high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + nccl + fixed
+    if cfg.expandable:
+        high = (tensor_peak + allocator.high) * (1 + MODEL_ERROR_HIGH) + CUDA_CONTEXT_HIGH + nccl + fixed
+    else:
+        high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + nccl + fixed
     return peak, components, details, low, high
 
 
@@ -384,7 +395,8 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     if opt.reference == "always" and tr.uses_reference():
         phases.append(_reference_forward_phase(spec, setup, lift, loss_bwd, ps.tokens, fused))
     if opt.generates:
-        phases.extend(_generation_phases(spec, setup, tr, mode, lift, opt_step, ps.tokens, fused))
+        phases.extend(_generation_phases(spec, setup, tr, mode, lift, opt_step, ps.tokens, fused,
+                                         base.weights_full_bytes))
 
     peak, components, details, low, high = _trainer_peak_and_band(setup, mode, phases)
     notes = [n for n in base.notes if n != REWARD_SPEC_NOTE] + list(trainer_notes(setup, tr))
@@ -392,7 +404,8 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         model=spec, setup=setup, mode="detailed", params_total=pspec.params_total,
         params_trainable=base.params_trainable, components_bytes=components, details=details,
         total_bytes=peak.total + components["overhead"], low_bytes=low, high_bytes=high, peak_phase=peak.name,
-        phases=tuple(phases), cpu_offload_bytes=base.cpu_offload_bytes, notes=tuple(notes),
+        phases=tuple(phases), cpu_offload_bytes=base.cpu_offload_bytes, notes=tuple(notes), host=base.host,
+        weights_full_bytes=base.weights_full_bytes,
         trainer=tr, policy_setup=ps,
     )
 

@@ -361,9 +361,21 @@ def _dense_spec(cfg: Mapping[str, Any], family: str, s: _Shape, inter: int, tie:
         sliding_window=window, sliding_layers=sliding, source=source,
         notes=tuple(notes), norm_after=olmo, qk_norm_full_width=olmo,
         # Cohere2ForCausalLM multiplies the logits by logit_scale, GraniteForCausalLM divides by logits_scaling.
-        logit_scale=family in ("cohere2", "granite"), **moe,
+        logit_scale=family in ("cohere2", "granite"), max_position_embeddings=_context_length(cfg), **moe,
     )
     return _with_counts(spec)
+
+
+def _context_length(cfg: Mapping[str, Any]) -> int:
+    """config max_position_embeddings when it is a plausible positive integer, else 0 (only Unsloth's RoPE cache
+    reads it, so a missing or odd value is no reason to refuse the model)."""
+    value = cfg.get("max_position_embeddings")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_CONTEXT_FIELD:
+        return 0
+    return value
+
+
+MAX_CONTEXT_FIELD = 1 << 24  # 16M positions: beyond any released config
 
 
 def _sliding_layers(cfg: Mapping[str, Any], family: str, layers: int) -> tuple[int, int]:

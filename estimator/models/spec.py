@@ -107,6 +107,9 @@ class ModelSpec:
     # A checkpoint already quantised by MLX (an mlx-community config.json's "quantization": mode, bits, group size;
     # models/config.py reads it): () for a float checkpoint.
     quantization: tuple[str, int, int] | tuple[()] = ()
+    # config max_position_embeddings (0 = not stated): Unsloth sizes its RoPE cos/sin cache from it
+    # (estimator/memory/activations/unsloth.py rope_cache_bytes)
+    max_position_embeddings: int = 0
 
     @property
     def q_dim(self) -> int:

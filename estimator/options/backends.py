@@ -82,6 +82,13 @@ def device_backend(device: Device | None) -> str:
     return "rocm" if device.runtime == "ROCm" else "cuda"
 
 
+def same_runtime(device_backend_id: str, setup_backend: str) -> bool:
+    """Does a device with this backend run a setup priced for `setup_backend`? Its own backend, and a ROCm card
+    for a CUDA setup or the other way round (BACKENDS: ROCm is priced as CUDA)."""
+    gpus = ("cuda", "rocm")
+    return device_backend_id == setup_backend or (device_backend_id in gpus and setup_backend in gpus)
+
+
 def stack_refusal(stack_id: str, backend: str) -> str | None:
     """Why this stack cannot run on this backend (a message id to translate), or None when it can."""
     return STACK_REFUSALS.get(stack_id, {}).get(backend)

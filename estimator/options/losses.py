@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..i18n import N_
 from .trainers import TRL_VERSION
 
-FULL_LOGITS_IMPLS = frozenset({"hf", "torchtune_full", "litgpt", "torchtune"})  # options.LOSS_IMPLS that build [T, V] logits
+FULL_LOGITS_IMPLS = frozenset({"hf", "torchtune_full", "litgpt", "torchtune", "unsloth_ce"})  # options.LOSS_IMPLS that build [T, V] logits
 
 
 @dataclass(frozen=True)
@@ -79,15 +79,23 @@ LOSS_IMPLS: dict[str, LossImpl] = {o.id: o for o in (
              "(chunk = next_pow2(T / ⌈V / H⌉)); forward keeps grad_input [T, H] (and grad_weight [V, H] when the "
              "head trains) until backward."),
              "liger_kernel 0.8.5 liger_kernel/ops/fused_linear_cross_entropy.py"),
-    LossImpl("cce", "fused", N_("Unsloth fused cross-entropy"),
-             N_("Unsloth computes head and loss chunk by chunk (its fused CE; Cut Cross-Entropy where enabled): no "
-             "logits tensor; counted like Liger's fused kernel (one tile + the input gradient)."),
-             "unsloth_zoo 2026.10 fused_losses/cross_entropy_loss.py (unsloth_fused_ce_loss); compiler.py "
-             "UNSLOTH_ENABLE_CCE, off on torch ≥ 2.8 (__init__.py)"),
+    LossImpl("cce", "fused", N_("Unsloth fused linear cross-entropy"),
+             N_("Unsloth's fused loss computes the head, the loss and the input gradient in forward, a tile of 4,096 "
+             "tokens × 16,384 vocabulary entries at a time (fp32, 256 MiB), and keeps only the input gradient "
+             "[T, H] and per-token log-probs: no logits tensor. Larger cards at short lengths use one [512, V] fp32 "
+             "chunk instead."),
+             "unsloth_zoo 2026.10.9 fused_losses/fused_linear.py _ce_impl, _tiled_forward (:1286-1387, "
+             ":1088-1186); unsloth/models/llama.py:2087-2137 (unsloth_fused_ce_loss)"),
+    LossImpl("unsloth_ce", "standard", N_("Unsloth cross-entropy on bf16 logits"),
+             N_("With UNSLOTH_RETURN_LOGITS=1 Unsloth builds the bf16 logits [T, V] with lm_head and runs its Triton "
+             "cross-entropy, which keeps the logits and an fp32 logsumexp; backward writes the logits gradient into a "
+             "new bf16 [T, V]: 4 B × T × V at the loss backward."),
+             "unsloth 2026.10.9 unsloth/models/llama.py:2141-2178; unsloth/kernels/cross_entropy_loss.py "
+             "Fast_CrossEntropyLoss (:392-527)"),
     LossImpl("mlx", "standard", N_("mlx-lm cross-entropy (full logits)"),
              N_("mlx-lm's default_loss builds the [T, V] logits in the model's dtype and calls nn.losses.cross_entropy: "
              "its backward holds four logits-sized buffers (logits, the max-shifted copy, the softmax and the "
-             "gradient: 4 × c × T × V, measured on the CPU path; Metal's fused forward, see docs/formulas.md §10.3)."),
+             "gradient: 4 × c × T × V, measured on the CPU path; Metal's fused forward, see docs/formulas.md §12.3)."),
              "mlx_lm/tuner/trainer.py:88-101 default_loss; mlx/nn/losses.py:98-119 (mx.fast.cross_entropy on "
              "Metal/CUDA, unfused on the CPU); fixtures loss-V*-S* (validation/data/mlx_fixtures.json)"),
 )}

@@ -35,8 +35,9 @@ class Stack:
     sources: dict[str, str]  # setting → "file (version): what it says"
     unavailable: dict[str, str]  # loss kind → why this stack cannot do it (shown instead of guessing)
     qlora_optimizer: str | None = None  # the optimizer on a 4-bit base when it differs (LitGPT --quantize)
-    # Whose model code saves the activations: "hf" (transformers modules + PEFT) or "litgpt" (LitGPT's own GPT and
-    # LoRA layers, estimator.memory.activations.litgpt). LitGPT's dense decoders only; other architectures use "hf".
+    # Whose model code saves the activations: "hf" (transformers modules + PEFT), "litgpt" (LitGPT's own GPT and
+    # LoRA layers, estimator.memory.activations.litgpt) or "unsloth" (Unsloth's fused kernels,
+    # estimator.memory.unsloth_model). LitGPT's and Unsloth's own decoders only; other architectures use "hf".
     model_code: str = "hf"
     lora_dropout: float = 0.0  # LoRA dropout the stack's scripts use (HF snippets set 0.0: no masks to count)
     untied_head: bool = False  # the stack trains a separate output head even where the HF config ties it
@@ -54,6 +55,13 @@ class Stack:
     lora_layers: int = 0
     quant_mode: str = "nf4"
     lora_scale: float = 0.0  # the LoRA scale the stack fixes (mlx-lm: scale, not alpha); 0 = alpha/r from the user
+    # How the stack puts the checkpoint on the GPU, for the host RAM it needs while loading (HOST_LOADS): "cpu"
+    # (the whole model in CPU RAM first, then moved), "state_dict" (the checkpoint read into a CPU dict, then copied
+    # into the model) or "direct" (each tensor read from the memory-mapped file straight to the GPU).
+    host_load: str = "direct"
+    # The PYTORCH_ALLOC_CONF the framework sets when it is imported, as the caching allocator reads it
+    # (estimator/memory/allocator.py); "" = PyTorch's defaults (no expandable segments, no power-of-two rounding).
+    allocator_conf: str = ""
 
     def loss_impl(self, kind: str) -> str:
         """The implementation of a loss kind in this stack; ValueError when the stack does not offer it."""
@@ -68,6 +76,16 @@ class Stack:
 _TRANSFORMERS_OPTIM = ("transformers 5.24 training_args.py: optim defaults to 'adamw_torch_fused' (torch ≥ 2.8); "
                        "max_grad_norm=1.0")
 _PEFT_ADAPTERS = "peft 0.21 get_peft_model(autocast_adapter_dtype=True): LoRA weights in fp32"
+# How a stack loads the model (Stack.host_load), for the host RAM the load needs (estimator/memory/host.py): what
+# sits in CPU RAM at the load's peak, per training process.
+HOST_LOADS: dict[str, str] = {
+    "cpu": N_("the whole model in CPU RAM in its training dtype, then moved to the GPU (from_pretrained without a "
+              "device_map)"),
+    "state_dict": N_("the whole checkpoint read into a CPU state dict, then copied into the model on the GPU"),
+    "direct": N_("one tensor at a time, read from the memory-mapped file straight to the GPU"),
+}
+_HF_LOAD = ("transformers 5.24 modeling_utils.py:4557-4586 _load_pretrained_model: the safetensors shards are opened "
+            "with safe_open(backend='mmap') and each tensor materialised on its device_map entry")
 
 STACKS: dict[str, Stack] = {s.id: s for s in (
     Stack(
@@ -78,7 +96,12 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"chunked": "trl", "standard": "hf"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=1.0,
+        host_load="cpu",
         sources={
+            "host_load": "the snippet (report/snippets/trl.py) loads with from_pretrained and no device_map, so " + _HF_LOAD
+                         + " on the CPU, and Trainer moves the model to the GPU; trl/trainer/sft_trainer.py:691-693 "
+                         "(1.16.0) sets device_map=None on several GPUs too; a 4-bit base is placed on the GPU by "
+                         "bitsandbytes (quantizer_bnb_4bit.py:94-97 update_device_map)",
             "grad_ckpt": "trl/trainer/base_config.py (1.16.0): gradient_checkpointing=True (since 0.22)",
             "offload_activations": "trl/trainer/sft_config.py (1.16.0): activation_offloading=False",
             "loss": "trl/trainer/sft_trainer.py (1.16.0): add_fused_lm_head(...) for every SFT loss; "
@@ -104,7 +127,10 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="peft", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=1.0,
+        host_load="cpu",
         sources={
+            "host_load": "from_pretrained without a device_map (report/snippets/hf_trainer.py): " + _HF_LOAD
+                         + " on the CPU; Trainer._move_model_to_device then copies it to the GPU",
             "grad_ckpt": "transformers 5.24 training_args.py: gradient_checkpointing defaults to None → off",
             "offload_activations": "transformers 5.24 modeling_utils.py: activation_checkpointing_enable("
                                    "offload=False) by default",
@@ -120,29 +146,49 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                                    "(use_liger_kernel=True)")},
     ),
     Stack(
-        id="unsloth", label="Unsloth", version="unsloth 2026.10.9 (unsloth_zoo 2026.10)",
+        id="unsloth", label="Unsloth", version="unsloth 2026.10.9 (unsloth_zoo 2026.10.9, transformers ≤ 5.17)",
         transformers_attention=False,
-        summary=N_("Unsloth: offloaded checkpointing ('unsloth'), its fused cross-entropy (no full logits), "
-                "fused AdamW unless the script asks otherwise, no fp32 upcast for QLoRA."),
+        summary=N_("Unsloth: its own fused LoRA kernels (MLP, QKV, O) that keep only what their backward needs, "
+                "offloaded checkpointing ('unsloth': each layer's input in pinned CPU RAM), its fused linear "
+                "cross-entropy (no logits), 8-bit AdamW, fp32 adapters on a bf16 or NF4 base."),
         grad_ckpt=True, offload_activations=True, loss="fused",
-        loss_impls={"fused": "cce", "standard": "hf"}, optimizer="adamw",
+        loss_impls={"fused": "cce", "standard": "unsloth_ce"}, optimizer="adamw_8bit",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=1.0,
+        host_load="direct", allocator_conf="expandable_segments:True",
         sources={
-            "grad_ckpt": "unsloth/models/llama.py (2026.10.9): get_peft_model(use_gradient_checkpointing="
-                         "'unsloth')",
-            "offload_activations": "unsloth 'unsloth' checkpointing offloads each layer's saved input to CPU RAM "
-                                   "(unsloth_zoo gradient_checkpointing.py)",
-            "loss": "unsloth_zoo (2026.10): fused_losses/cross_entropy_loss.py unsloth_fused_ce_loss; Cut "
-                    "Cross-Entropy only where UNSLOTH_ENABLE_CCE stays on (switched off on torch ≥ 2.8, "
-                    "unsloth_zoo/__init__.py)",
-            "optimizer": _TRANSFORMERS_OPTIM + " (Unsloth's notebooks set optim='adamw_8bit')",
-            "adapter_dtype": _PEFT_ADAPTERS,
-            "qlora_adapter_dtype": _PEFT_ADAPTERS,
-            "qlora_prep": "Unsloth keeps embeddings and norms in 16-bit (no prepare_model_for_kbit_training)",
+            "allocator_conf": "unsloth_zoo/__init__.py:321-324 (2026.10.9): importing Unsloth sets PYTORCH_ALLOC_CONF="
+                              "expandable_segments:True on torch ≥ 2.10 (the estimate's 2.13) unless the user set it; "
+                              "torch ≤ 2.9 gets roundup_power2_divisions:[32:256,64:128,256:64,>:32] too (:325-329); "
+                              "Windows/WSL, ROCm and Tegra boards go without expandable segments (:389-411; "
+                              "Windows/WSL get the divisions instead, :479-496)",
+            "host_load": "unsloth/models/loader.py:1250, 1310 (2026.10.9): device_map defaults to 'sequential' "
+                         "(loader_utils.py:416), each rank pinned to its own GPU: " + _HF_LOAD,
+            "grad_ckpt": "unsloth/models/llama.py (2026.10.9): get_peft_model(use_gradient_checkpointing='unsloth') "
+                         "(:4569-4582); _utils.py:502-511 turns it into plain checkpointing below max_seq_length 512",
+            "offload_activations": "unsloth_zoo gradient_checkpointing.py (2026.10.9) UnslothCheckpointFunction "
+                                   "(:1337-1717): each layer's input to pinned CPU RAM, all but the last layer and "
+                                   "inputs ≤ 2 MiB (:1408)",
+            "loss": "unsloth/models/llama.py:2087-2137 (2026.10.9): with labels the loss is unsloth_fused_ce_loss → "
+                    "unsloth_zoo fused_losses/fused_linear.py fused_linear_cross_entropy (no [T, V] logits); "
+                    "UNSLOTH_RETURN_LOGITS=1 builds the logits and runs kernels/cross_entropy_loss.py",
+            "optimizer": "unsloth/models/rl.py:3318 (2026.10.9): Unsloth's SFTConfig defaults optim='adamw_8bit' "
+                         "(also per_device_train_batch_size=4, gradient_accumulation_steps=2: set them here)",
+            "adapter_dtype": "unsloth_zoo training_utils.py:404-466 (2026.10.9): LoRA weights upcast to fp32, "
+                             "everything else frozen in its load dtype",
+            "qlora_adapter_dtype": "unsloth_zoo training_utils.py:404-466 (2026.10.9): LoRA weights upcast to fp32",
+            "qlora_prep": "unsloth_zoo training_utils.py:458-463 (2026.10.9): embeddings, head and norms stay bf16 "
+                          "(no prepare_model_for_kbit_training upcast)",
             "max_grad_norm": _TRANSFORMERS_OPTIM,
+            "model_code": "unsloth/models/llama.py (2026.10.9): LlamaDecoderLayer_fast_forward and "
+                          "LlamaAttention_fast_forward with unsloth/kernels fast_lora.py (LoRA_MLP, LoRA_QKV, LoRA_W), "
+                          "rms_layernorm.py, rope_embedding.py and the attention dispatch (docs/formulas.md §3.8); "
+                          "Llama, Mistral and Qwen2 (FastLlamaModel), other families through FastModel",
+            "lora_dropout": "unsloth/models/llama.py:4569-4582 (2026.10.9): get_peft_model(lora_dropout=0.0, "
+                            "bias='none')",
         },
         unavailable={"chunked": N_("Unsloth's own loss is the fused one; choose 'fused' or 'standard'")},
+        model_code="unsloth",
     ),
     Stack(
         id="axolotl", label="Axolotl", version="axolotl 0.19.0 (transformers Trainer)",
@@ -152,7 +198,10 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=1.0,
+        host_load="direct",
         sources={
+            "host_load": "axolotl/utils/config/__init__.py:147 (0.19.0): device_map 'auto'; loaders/model.py:705-714 "
+                         "keep it except under FSDP or ZeRO-3: " + _HF_LOAD,
             "grad_ckpt": "axolotl/utils/schemas/config.py (0.19.0): gradient_checkpointing default False "
                          "(true, 'offload' or 'offload_disk' when set)",
             "offload_activations": "axolotl/utils/schemas/config.py (0.19.0): gradient_checkpointing: offload",
@@ -179,7 +228,12 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"chunked": "torchtune", "standard": "torchtune_full"}, optimizer="adamw",
         adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=0.0,
+        host_load="state_dict",
         sources={
+            "host_load": "torchtune/training/checkpointing/_checkpointer.py:517 (0.6.1) load_checkpoint merges "
+                         "every shard read by _utils.py:246-248 safe_torch_load (safe_open(device='cpu') and "
+                         "get_tensor for every key: the whole checkpoint in CPU RAM) before the recipe's "
+                         "model.load_state_dict",
             "grad_ckpt": "recipes/configs/llama3_1/8B_lora_single_device.yaml (0.6.1): "
                          "enable_activation_checkpointing: True",
             "offload_activations": "same config: enable_activation_offloading: False",
@@ -205,7 +259,10 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"chunked": "litgpt"}, optimizer="adamw_foreach",
         adapter_dtype="bf16", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=False,
         load_16bit_first=True, max_grad_norm=0.0,
+        host_load="direct",
         sources={
+            "host_load": "litgpt/finetune/lora.py:210, 236 (0.5.13): the model is built on the device and "
+                         "utils.py:396-398 load_checkpoint copies lazy_load's tensors in one at a time",
             "grad_ckpt": "litgpt/finetune/lora.py (0.5.13): activation checkpointing only with FSDP on several "
                          "devices",
             "offload_activations": "litgpt 0.5.13 has no activation offloading in finetune",
@@ -244,7 +301,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"standard": "hf"}, optimizer="adamw_foreach",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=0.0,
+        host_load="direct",
         sources={
+            "host_load": "the snippet (report/snippets/plain.py) loads with device_map='cuda': " + _HF_LOAD,
             "grad_ckpt": "nothing enables it in a plain loop",
             "offload_activations": "nothing enables it in a plain loop",
             "loss": "the model's own loss: transformers ForCausalLMLoss on fp32-upcast logits; the outputs "
@@ -291,7 +350,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                            ":234-238; -1 = all)",
             "quant_mode": "mlx/nn/layers/quantized.py:11-24 _defaults_for_mode: affine, group 64, 4 bits",
             "model_code": "mlx_lm/models/<family>.py and mlx_lm/tuner/{lora,dora,trainer}.py: MLX's lazy graph, "
-                          "measured with calibration/mlx_trace.py (docs/formulas.md §10)",
+                          "measured with calibration/mlx_trace.py (docs/formulas.md §12)",
             "lora_dropout": "mlx_lm/lora.py:77 dropout 0.0 (nn.Dropout(0) returns its input: no mask)",
         },
         unavailable={"chunked": N_("mlx-lm computes the full logits (tuner/trainer.py default_loss); choose "
@@ -303,7 +362,8 @@ DEFAULT_STACK = "trl"
 STACK_IDS: tuple[str, ...] = tuple(STACKS)
 
 # What a stack's own code does that is no user setting (shown on the How page with their sources).
-STACK_FACTS: tuple[str, ...] = ("model_code", "lora_dropout", "untied_head", "quantize_head")
+STACK_FACTS: tuple[str, ...] = ("model_code", "lora_dropout", "untied_head", "quantize_head", "host_load",
+                                "allocator_conf")
 MLX_STACK = "mlx"
 
 

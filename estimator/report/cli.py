@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import exact as exact
 from ..advice.advise import advise
+from ..advice.oom import diagnose_oom
 from ..job.setup import parse_targets
 from ..job.stack import resolve_setup, setup_json
 from ..job.trainer import TrainerSetup, trainer_json
@@ -21,10 +22,20 @@ from ..memory.price import estimate
 from ..memory.result import component_keys
 from ..memory.verdict import verdict
 from ..models.config import parse_config_text
-from ..models.hub import HubConfigRefused, fetch_model
+from ..models.hub import HubConfigRefused, HubError, fetch_model
 from ..models.presets import generic_spec, list_presets, load_preset, preset_ids
+from ..oom_message import MAX_TEXT_CHARS, parse_oom
 from ..options.backends import BACKEND_IDS, BACKENDS, device_backend
-from ..options.devices import CATALOG, custom_device, device_ids, get_device, lookup_devices, nearest_device_ids
+from ..options.devices import (
+    CATALOG,
+    CUSTOM_MAX_GB,
+    CUSTOM_MIN_GB,
+    custom_device,
+    device_ids,
+    get_device,
+    lookup_devices,
+    nearest_device_ids,
+)
 from ..options.losses import LOSS_IDS
 from ..options.methods import ATTENTIONS, METHODS, SHARDINGS
 from ..options.optimizers import OPTIMIZER_IDS
@@ -33,18 +44,22 @@ from ..options.quantization import QUANT_MODE_IDS
 from ..options.stacks import DEFAULT_STACK, MLX_STACK, STACK_IDS, default_stack
 from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRL_VERSION
 from ..units import fmt_both
-from .document import _device_json, advice_json, estimate_json
-from .text import advice_lines, band_line, note_lines
+from . import cli_config
+from .document import _device_json, advice_json, estimate_host, estimate_json
+from .text import advice_lines, band_line, host_lines, note_lines, oom_lines
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
     from ..advice.advise import Advice
+    from ..advice.oom import OomDiagnosis
     from ..job.setup import TrainingSetup
+    from ..memory.host import HostVerdict
     from ..memory.result import Estimate
     from ..models.hub import HubModel
     from ..models.spec import ModelSpec
+    from ..oom_message import OomReading
     from ..options.devices import Device
 
 EPILOG = """examples:
@@ -92,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     _setup_flags(p)
     _scale_flags(p)
     _trainer_flags(p)
+    cli_config.add_flags(p)
     _output_flags(p)
     return p
 
@@ -110,27 +126,27 @@ def _setup_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", choices=STACK_IDS, default=None,
                    help=f"training stack whose defaults fill every setting not given (default: {MLX_STACK} for SFT "
                         f"on a unified-memory Apple device, {DEFAULT_STACK} otherwise)")
-    p.add_argument("--method", choices=METHODS, default="lora", help="full fine-tuning, LoRA or QLoRA")
+    p.add_argument("--method", choices=METHODS, default=None, help="full fine-tuning, LoRA or QLoRA (default: lora)")
     p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate "
                                                       "(SFT only; default: the detailed estimate)")
-    p.add_argument("--precision", choices=PRECISION_IDS, default="bf16", help="weights' precision")
+    p.add_argument("--precision", choices=PRECISION_IDS, default=None, help="weights' precision (default: bf16)")
     p.add_argument("--optimizer", choices=OPTIMIZER_IDS, default=None, help="default: the stack's")
     p.add_argument("--batch", type=int, default=None,
                    help="per-device batch (default: the stack's: 1, mlx 4; GRPO 8, TRL's per_device_train_batch_size, "
                         "counted in completions)")
     p.add_argument("--seq-len", type=int, default=None, help="max length in tokens (default: the stack's, 2048; "
                                                              "GRPO: --prompt-len + --completion-len)")
-    p.add_argument("--image-tokens", type=int, default=0,
+    p.add_argument("--image-tokens", type=int, default=None,
                    help="image tokens per example, for a multimodal model trained on images (Gemma 3: 256 per "
-                        "image); they lengthen the language model's sequence")
-    p.add_argument("--train-tower", action="store_true",
+                        "image); they lengthen the language model's sequence (default: 0)")
+    p.add_argument("--train-tower", action="store_true", default=None,
                    help="train the multimodal model's vision tower and projector too (full: all their weights; "
                         "LoRA: adapters on their linears); default: frozen")
     p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None,
                    help="gradient checkpointing on/off (default: the stack's)")
     p.add_argument("--offload-activations", action=argparse.BooleanOptionalAction, default=None,
                    help="offload the checkpointed layer inputs to CPU RAM (default: the stack's)")
-    p.add_argument("--attention", choices=ATTENTIONS, default="sdpa", help="attention implementation")
+    p.add_argument("--attention", choices=ATTENTIONS, default=None, help="attention implementation (default: sdpa)")
     p.add_argument("--loss", choices=LOSS_IDS, default=None, help="default: the stack's")
     p.add_argument("--lora-rank", type=int, default=None,
                    help="LoRA/QLoRA adapter rank (default: the stack's: 16, mlx 8)")
@@ -151,15 +167,20 @@ def _setup_flags(p: argparse.ArgumentParser) -> None:
 
 def _scale_flags(p: argparse.ArgumentParser) -> None:
     """GPUs and sharding, optimizer offload, gradient accumulation and torchtune's memory switches."""
-    p.add_argument("--gpus", type=int, default=1, help="GPUs of this kind the run spreads over")
-    p.add_argument("--sharding", choices=SHARDINGS, default="none",
-                   help="ZeRO stage / FSDP sharding over --gpus (over 1 GPU it changes nothing: a note says so)")
-    p.add_argument("--offload-optimizer", action="store_true", help="keep the optimizer state in CPU RAM")
-    p.add_argument("--grad-accum", type=int, default=1,
-                   help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation)")
-    p.add_argument("--compile", action="store_true",
+    p.add_argument("--gpus", type=int, default=None, help="GPUs of this kind the run spreads over (default: 1)")
+    p.add_argument("--sharding", choices=SHARDINGS, default=None,
+                   help="ZeRO stage / FSDP sharding over --gpus (over 1 GPU it changes nothing: a note says so; "
+                        "default: none)")
+    p.add_argument("--offload-optimizer", action="store_true", default=None,
+                   help="keep the optimizer state in CPU RAM")
+    p.add_argument("--offload-params", action="store_true", default=None,
+                   help="ZeRO-3 parameter offload (DeepSpeed offload_param): the parameters live in CPU RAM and the "
+                        "GPU gathers one layer at a time (needs --sharding zero3; on one GPU too)")
+    p.add_argument("--grad-accum", type=int, default=None,
+                   help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation; default: 1)")
+    p.add_argument("--compile", action="store_true", default=None,
                    help="torchtune compile=True: its compiled cross-entropy keeps 16-bit logits (torchtune stack)")
-    p.add_argument("--optimizer-in-bwd", action="store_true",
+    p.add_argument("--optimizer-in-bwd", action="store_true", default=None,
                    help="torchtune optimizer_in_bwd=True: each gradient is applied and freed in backward "
                         "(torchtune stack, full fine-tuning)")
 
@@ -167,15 +188,17 @@ def _scale_flags(p: argparse.ArgumentParser) -> None:
 def _trainer_flags(p: argparse.ArgumentParser) -> None:
     """The preference and RL trainers (TRL)."""
     tg = p.add_argument_group(f"preference and RL trainers ({TRL_VERSION})")
-    tg.add_argument("--trainer", choices=TRAINER_IDS, default="sft", help="(default: %(default)s)")
-    tg.add_argument("--precompute-ref", action="store_true", help="DPO/KTO: precompute_ref_log_probs=True")
+    tg.add_argument("--trainer", choices=TRAINER_IDS, default=None, help="(default: sft)")
+    tg.add_argument("--precompute-ref", action="store_true", default=None,
+                    help="DPO/KTO: precompute_ref_log_probs=True")
     tg.add_argument("--beta", type=float, help="DPO/ORPO/SimPO/KTO/GRPO beta (GRPO: > 0 loads a reference)")
     tg.add_argument("--num-generations", type=int, help="GRPO: completions per prompt (default 8)")
     tg.add_argument("--prompt-len", type=int, help="GRPO: prompt tokens (default 512)")
     tg.add_argument("--completion-len", type=int, help="GRPO: max_completion_length (default 512)")
     tg.add_argument("--generation", choices=GENERATION_IDS, help="GRPO: where completions are generated (default hf)")
     tg.add_argument("--vllm-gpu-util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
-    tg.add_argument("--vllm-sleep", action="store_true", help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
+    tg.add_argument("--vllm-sleep", action="store_true", default=None,
+                    help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
 
 
 def _output_flags(p: argparse.ArgumentParser) -> None:
@@ -184,6 +207,12 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
                                      "--list-devices), or custom; default: none (no verdict)")
     p.add_argument("--capacity", type=float, help="custom device capacity in GB (with --device custom)")
     p.add_argument("--unified", action="store_true", help="custom device shares RAM (75 %% usable)")
+    p.add_argument("--host-ram", type=float, metavar="GB",
+                   help="the machine's RAM in GB: adds the host verdict (the CPU RAM the setup needs: processes, "
+                        "model load, offloaded state); on unified memory the device's RAM is the machine's")
+    p.add_argument("--oom-log", metavar="PATH",
+                   help="a file holding an out-of-memory message (PyTorch CUDA/MPS, MLX): what it says in bytes, "
+                        "the device it names, why it failed, and this job priced on that device (at most 1 MB)")
     p.add_argument("--advice", action="store_true",
                    help="add what to change: the remedies with what each saves, the largest batch, the longest "
                         "length and the smallest catalog device that fit (needs --device)")
@@ -205,7 +234,13 @@ def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
     if args.size is not None:
         return generic_spec(args.size), None
     if args.model and "/" in args.model:  # a Hugging Face model id (presets have no slash)
-        return fetch_model(args.model)
+        try:
+            return fetch_model(args.model)
+        except HubError as exc:
+            if args.model != getattr(args, "config_model", None):
+                raise
+            raise ValueError(f"the config's model {args.model[:80]}: {exc}; give --model or --config (the rest of "
+                             "the config applies)") from None
     pid = args.model or "llama-3.1-8b"
     if pid not in preset_ids():  # the nearest presets, not all of them on one line
         raise ValueError(f"unknown model preset '{pid[:60]}'{_nearest(pid, preset_ids())} (see --list-presets); "
@@ -239,14 +274,46 @@ def _device(args: argparse.Namespace) -> Device | None:
     raise ValueError(f"unknown device '{args.device[:60]}'{hint} (see --list-devices)")
 
 
-def _flag_notes(args: argparse.Namespace) -> list[str]:
+def _host_ram(args: argparse.Namespace) -> float | None:
+    """--host-ram GB in bytes (decimal GB, like --capacity), or None."""
+    if args.host_ram is None:
+        return None
+    gb = args.host_ram
+    if not (CUSTOM_MIN_GB <= gb <= CUSTOM_MAX_GB):  # also refuses nan and inf
+        raise ValueError(f"--host-ram must be between {CUSTOM_MIN_GB:g} and {CUSTOM_MAX_GB:g} GB, got {gb:g}")
+    return gb * 1e9
+
+
+def _oom_reading(args: argparse.Namespace) -> OomReading | None:
+    """--oom-log's message, read; every failure (missing file, too large, no message in it) is one line."""
+    if not args.oom_log:
+        return None
+    path = Path(args.oom_log)
+    try:
+        size = path.stat().st_size
+        if size > MAX_TEXT_CHARS:
+            raise ValueError(f"--oom-log {args.oom_log[:60]}: the file is {size:,} bytes; the limit is "
+                             f"{MAX_TEXT_CHARS:,} (keep the error's last lines)")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read --oom-log {args.oom_log[:60]}: {exc.strerror}") from None
+    try:
+        return parse_oom(data.decode("utf-8", errors="replace"))
+    except ValueError as exc:
+        raise ValueError(f"--oom-log {args.oom_log[:60]}: {exc}") from None
+
+
+def _flag_notes(args: argparse.Namespace, device: Device | None = None) -> list[str]:
     """Flags this setup accepts but that change nothing here: said, not ignored."""
     notes = []
-    if args.sharding != "none" and args.gpus == 1:  # valid (the same run on one GPU), so a note, not an error
+    if args.sharding != "none" and args.gpus == 1 and not args.offload_params:  # valid: a note, not an error
         notes.append(f"--sharding {args.sharding} over 1 GPU changes nothing: one GPU keeps every weight, "
                      "gradient and optimizer state (give --gpus N to shard)")
     if args.method == "full" and (args.lora_rank is not None or args.lora_targets is not None):
         notes.append("--lora-rank and --lora-targets shape LoRA adapters; full fine-tuning has none")
+    if args.host_ram is not None and device is not None and device.kind == "unified":
+        notes.append(f"--host-ram {args.host_ram:g} is not used: on {device.id} the device's RAM is the machine's "
+                     "RAM, so the GPU and the host add up against it")
     return notes
 
 
@@ -324,11 +391,12 @@ def _print_list(args: argparse.Namespace) -> bool:
     return False
 
 
-def _backend(args: argparse.Namespace, device: Device | None) -> str:
-    """The runtime: --backend, or the device's (device_backend); a --backend the device does not run is refused."""
+def _backend(args: argparse.Namespace, device: Device | None) -> str | None:
+    """The runtime: --backend, or the device's (device_backend); without either, None (the stack's: Metal for
+    mlx-lm, CUDA otherwise). A --backend the device does not run is refused."""
     derived = device_backend(device)
     if args.backend is None:
-        return derived
+        return derived if device is not None else None
     if device is not None and args.backend not in (derived, "cpu"):
         raise ValueError(f"--backend {args.backend} does not match {device.id}, which runs "
                          f"{BACKENDS[derived].runtime}; drop --backend")
@@ -357,10 +425,11 @@ def _setup(args: argparse.Namespace, device: Device | None = None) -> TrainingSe
         lora_targets=parse_targets("all-linear" if args.lora_targets is None else args.lora_targets),
         gpus=args.gpus,
         sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
+        offload_params=args.offload_params or None,
         compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
         image_tokens=args.image_tokens, train_tower=args.train_tower, lora_layers=args.lora_layers,
         dora=args.dora or None, quant_mode=args.quant, quant_bits=args.quant_bits, quant_group=args.quant_group,
-        backend=_backend(args, device),
+        backend=_backend(args, device), **args.config_extra,
     )
 
 
@@ -385,6 +454,8 @@ class _Run(NamedTuple):
     exact_res: exact.ExactResult | None
     advice: Advice | None
     fast_error: str | None
+    host: HostVerdict | None = None
+    oom: OomDiagnosis | None = None
 
 
 def _spec(args: argparse.Namespace) -> tuple[ModelSpec | None, HubModel | None, str | None]:
@@ -404,12 +475,14 @@ def _compute(args: argparse.Namespace) -> _Run:
         raise ValueError("GRPO's sequences are --prompt-len + --completion-len tokens; drop --seq-len")
     spec, hub, fast_error = _spec(args)
     device = _device(args)
-    setup = _setup(args, device)
+    setup = cli_config.fit_config_targets(args, spec, _setup(args, device))
     trainer = _trainer(args)
     if args.advice and device is None:
         raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
                          "memory (see --list-devices)")
     capacity = device.capacity_bytes if device is not None else None
+    host_ram = _host_ram(args)
+    reading = _oom_reading(args)  # a bad file stops here, before any pricing
     est = estimate(spec, setup, rule=args.rule, trainer=trainer, device_capacity=capacity) \
         if spec is not None else None
     if args.exact and trainer.trainer != "sft":
@@ -421,7 +494,14 @@ def _compute(args: argparse.Namespace) -> _Run:
             advice = advise(spec, setup, device, trainer, rule=args.rule)
         except ValueError as exc:
             raise ValueError(f"the changes could not be priced for this model: {exc}") from None
-    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error)
+    host = None
+    if est is not None:  # the rule of thumb has no host side: the detailed estimate's
+        detailed_host = None if est.host is not None else estimate(spec, setup).host
+        host = estimate_host(est, device, host_ram, detailed_host)
+    oom = None
+    if reading is not None:
+        oom = diagnose_oom(reading, spec, setup, trainer, device=device)
+    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error, host, oom)
 
 
 def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
@@ -440,16 +520,22 @@ def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
         print("\n".join(_exact_text(exact_res, None)))
 
 
-def _document(run: _Run, est: Estimate, notes: list[str]) -> dict[str, Any]:
+def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[str]) -> dict[str, Any]:
     """The JSON document: the estimate, the notes, and the exact trace, Hub record and advice when present."""
-    doc = estimate_json(est, run.device)
+    doc = estimate_json(est, run.device, run.host)
     doc["notes"] = notes
+    if run_config := cli_config.config_json(args):
+        doc["config_import"] = run_config
     if run.exact_res is not None:
         doc["exact"] = run.exact_res.as_json(est.total_bytes)
     if run.hub is not None:
         doc["hub"] = run.hub.as_json()
     if run.advice is not None:
         doc["advice"] = advice_json(run.advice, run.trainer)
+    if run.oom is not None:
+        doc["oom"] = run.oom.as_json()
+        if run.oom.advice is not None:
+            doc["oom"]["diagnosis"]["advice"] = advice_json(run.oom.advice, run.trainer)
     return doc
 
 
@@ -472,7 +558,7 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
     setup, device = run.setup, run.device
     if run.hub is not None:
         print(run.hub.label)
-    print("\n".join(_heading(est, setup, run.trainer)))
+    print("\n".join(cli_config.config_lines(args) + _heading(est, setup, run.trainer)))
     for key in component_keys(est):
         print(f"  {key:<12} {fmt_both(est.components_bytes[key])}")
     print(f"  {'total':<12} {fmt_both(est.total_bytes)}  (band {fmt_both(est.low_bytes)} – "
@@ -481,18 +567,30 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
         v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
         print(f"  {device.name}: {v.headline}")
         print(band_line(est, v))
+    if run.host is not None:
+        print("\n".join(host_lines(run.host, device)))
     for line in note_lines(notes):
         print(line)
     if run.exact_res is not None:
         print("\n".join(_exact_text(run.exact_res, est)))
     if run.advice is not None and device is not None:
         print("\n".join(advice_lines(run.advice, est, setup, run.trainer, device, args.rule)))
+    if run.oom is not None:
+        print("\n".join(oom_lines(run.oom)))
+        diag = run.oom
+        if diag.advice is not None and diag.device is not None and diag.estimate is not None:
+            print("\n".join(advice_lines(diag.advice, diag.estimate, setup, run.trainer, diag.device, None)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the flags, estimate (and trace, and advise), print text or JSON; exit 2 on a bad flag."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        cli_config.apply_config(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    cli_config.fill_defaults(args)
     if args.exact:
         ok, why = exact.available()
         if not ok:
@@ -506,10 +604,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2  # unreachable: error() exits
     est = run.est
     if est is None:  # only with --exact: the fast estimator refused this config, the trace did not
+        if args.export_config:
+            parser.error("--export-config needs a model the fast estimate reads (this one is traced only)")
         _print_exact_only(args, run)
         return 0
-    notes = [*est.notes, *_flag_notes(args)]
-    doc = _document(run, est, notes)  # built in text mode too, as before: both modes run the same code
+    notes = [*est.notes, *_flag_notes(args, run.device)]
+    try:
+        if cli_config.write_export(args, run.spec, run.setup, run.trainer):
+            return 0
+    except ValueError as exc:
+        parser.error(str(exc))
+    doc = _document(args, run, est, notes)  # built in text mode too, as before: both modes run the same code
     if args.json:
         print(json.dumps(doc, indent=2))
     else:

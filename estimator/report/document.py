@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..job.stack import setup_json
 from ..job.trainer import trainer_json
+from ..memory.host import host_verdict
 from ..memory.result import component_keys
 from ..memory.verdict import verdict
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 
     from ..advice.advise import Advice
     from ..job.trainer import TrainerSetup
+    from ..memory.host import HostRam, HostVerdict
     from ..memory.result import Estimate
     from ..options.devices import Device
 
@@ -26,7 +28,34 @@ def _device_json(d: Device) -> dict[str, Any]:
     return doc
 
 
-def estimate_json(est: Estimate, device: Device | None = None) -> dict[str, Any]:
+def host_json(hv: HostVerdict) -> dict[str, Any]:
+    """The host object: what the setup needs in CPU RAM (all processes of the machine), each term with its stable
+    key, and with a machine's RAM (or on unified memory, where the GPU and the host share it) the verdict."""
+    host = hv.host
+    doc: dict[str, Any] = {
+        "pool": "unified" if hv.unified else "separate",
+        "needs_bytes": int(round(hv.needs_bytes)),
+        "load_bytes": int(round(host.load_bytes)), "train_bytes": int(round(host.train_bytes)),
+        "peak": host.peak_phase, "processes": host.processes,
+        "details": [{"key": x.key, "label": x.label, "bytes": int(round(x.bytes))} for x in host.details],
+    }
+    if hv.ram_bytes is not None:
+        doc.update(ram_bytes=int(round(hv.ram_bytes)), fits=hv.fits, margin_bytes=int(round(hv.margin_bytes)))
+    return doc
+
+
+def estimate_host(est: Estimate, device: Device | None, ram_bytes: float | None,
+                  host: HostRam | None = None) -> HostVerdict | None:
+    """The host's verdict for an estimate (its own HostRam, or `host` from the detailed estimate when this one is
+    the rule of thumb's), with a paged optimizer's spill priced against the device."""
+    host = host if host is not None else est.host
+    if host is None:
+        return None
+    opt = est.components_bytes.get("optimizer", 0.0)
+    return host_verdict(host, device, ram_bytes, est.total_bytes, est.setup, opt)
+
+
+def estimate_json(est: Estimate, device: Device | None = None, host: HostVerdict | None = None) -> dict[str, Any]:
     """The JSON document the CLI prints (also the app's JSON export)."""
     doc: dict[str, Any] = {
         "model": est.model.name, "family": est.model.family, "mode": est.mode,
@@ -48,6 +77,9 @@ def estimate_json(est: Estimate, device: Device | None = None) -> dict[str, Any]
         doc["trainer"].update(forward_sequences=ps.batch, forward_seq_len=ps.seq_len, forward_loss=ps.loss)
     if est.cpu_offload_bytes:
         doc["cpu_offload_bytes"] = int(round(est.cpu_offload_bytes))
+    host = host if host is not None else estimate_host(est, device, None)
+    if host is not None:
+        doc["host"] = host_json(host)
     if device is not None:
         v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
         # band: Verdict.band's id ("fits", "close call", "borderline", "too big"), English whatever the language

@@ -8,13 +8,16 @@ from typing import TYPE_CHECKING
 
 from ..i18n import format_int
 from ..job.setup import MAX_BATCH, MAX_SEQ_LEN
+from ..oom_message import FIGURES
 from ..units import fmt_both, fmt_gb
 
 if TYPE_CHECKING:
     from ..advice.advise import Advice
+    from ..advice.oom import OomDiagnosis
     from ..advice.remedies import Remedy
     from ..job.setup import TrainingSetup
     from ..job.trainer import TrainerSetup
+    from ..memory.host import HostVerdict
     from ..memory.result import Estimate
     from ..memory.verdict import Verdict
     from ..options.devices import Device
@@ -97,4 +100,45 @@ def advice_lines(advice: Advice, est: Estimate, setup: TrainingSetup, trainer: T
         f"  {longest}: {length}",
         f"  smallest catalog device that fits: {smallest}",
     ]
+    return lines
+
+
+def host_lines(hv: HostVerdict, device: Device | None) -> list[str]:
+    """The host RAM the setup needs, its peak moment and each term, then the verdict: against the machine's RAM
+    (--host-ram), or on unified memory the GPU and the host together against the device."""
+    host = hv.host
+    when = "at the model load" if host.peak_phase == "load" else "while training"
+    procs = f"{host.processes} process" + ("" if host.processes == 1 else "es")
+    lines = [f"  {'host RAM':<12} {fmt_both(host.total_bytes)}  (peak {when}, {procs}; load "
+             f"{fmt_gb(host.load_bytes)}, training {fmt_gb(host.train_bytes)})"]
+    lines += [f"    {x.key:<26} {fmt_both(x.bytes)}" for x in host.details]
+    if hv.unified and device is not None:
+        lines.append(f"  {device.name} (one pool): {hv.headline}")
+    elif hv.ram_bytes is not None:
+        lines.append(f"  host with {fmt_gb(hv.ram_bytes)} RAM: {hv.headline}")
+    return lines
+
+
+def oom_lines(diag: OomDiagnosis) -> list[str]:
+    """The out-of-memory message as read (each figure in both units), the device it names, why it failed, what to
+    do, and the job priced on that device."""
+    r = diag.reading
+    lines = [f"out-of-memory message: {r.label}"]
+    lines += [f"  {label + ':':<44} {fmt_both(getattr(r, name), 2)}" for name, label in FIGURES
+              if getattr(r, name) is not None]
+    for pid, used in r.other_processes:
+        lines.append(f"  {f'Process {pid} (NVML):':<44} {fmt_both(used, 2) if used is not None else 'not reported'}")
+    if r.resource_limit is not None:
+        lines.append(f"  {'buffer limit':<24} {format_int(r.resource_limit)} buffers")
+    if diag.capacity_bytes is not None and diag.capacity_inferred:
+        lines.append(f"  {'capacity (worked out)':<24} {fmt_both(diag.capacity_bytes, 2)}")
+    if diag.matches:
+        lines.append("  matching catalog devices: " + ", ".join(f"{d.id} ({d.reported})" for d in diag.matches))
+    if diag.short_by_bytes is not None:
+        lines.append(f"  short by at least {fmt_both(diag.short_by_bytes, 2)} at that moment")
+    lines += [f"  cause [{c.key}]: {c.text}" for c in diag.causes]
+    lines += [f"  do [{a.key}]: {a.text}" for a in diag.actions]
+    if diag.comparison:
+        lines.append(f"  {diag.comparison}")
+    lines += [f"  note: {n}" for n in (*r.notes, *diag.notes)]
     return lines

@@ -88,7 +88,7 @@ def test_inputs_survive_switching_pages(page: Page, app_url: str):
     open_app(page, app_url + LAPTOP_7B + "&method=full&rule=true&max_len=4096")
     before = verdict_text(page)
     assert before == "Too big by 59.0 GB"  # 88 GB vs the laptop's 27 GiB (29.0 GB) usable
-    page.get_by_role("link", name="Compare methods").click()
+    page.get_by_role("link", name="Compare", exact=True).click()
     wait_for_app_run(page)
     expect(page).to_have_url(re.compile(r"/compare"))
     expect(page.locator(".st-key-model input")).to_have_value("by-size")
@@ -102,7 +102,7 @@ def test_inputs_survive_switching_pages(page: Page, app_url: str):
     assert query(page) == {"model": ["by-size"], "device": ["laptop-36gb"], "method": ["full"], "rule": ["true"],
                            "max_len": ["4096"], "stack": ["trl"]}
     # The share link holds the same inputs.
-    link = page.get_by_test_id("stCode").inner_text().strip()
+    link = page.get_by_test_id("stCode").last.inner_text().strip()  # the share box (after the config file)
     assert parse_qs(urlsplit(link).query) == query(page)
 
 
@@ -113,7 +113,7 @@ def test_share_link_reproduces_the_view_in_a_fresh_page(page: Page, app_url: str
     page.keyboard.press("ArrowRight")
     wait_for_app_run(page)
     expect(page).to_have_url(re.compile(r"[?&]batch=3(&|$)"))
-    link = page.get_by_test_id("stCode").inner_text().strip()
+    link = page.get_by_test_id("stCode").last.inner_text().strip()  # the share box (after the config file)
     assert link.startswith(app_url + "/?")
     assert parse_qs(urlsplit(link).query) == query(page)  # the address bar and the link agree
     shown = (verdict_text(page), chart_bars(page))

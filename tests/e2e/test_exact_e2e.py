@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 EXACT_PY = os.environ.get(ex.PYTHON_ENV) or str(ROOT / ".venv-cal" / "bin" / "python")
-UPLOADER = "[data-testid='stFileUploaderDropzoneInput']"
+UPLOADER = ".st-key-upload [data-testid='stFileUploaderDropzoneInput']"  # the config.json box
 TINY = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 2000, "tie_word_embeddings": False}
 

@@ -60,7 +60,7 @@ def test_a_slider_reruns_only_its_fragment_and_everything_it_feeds_updates(page:
     wait_for_app_run(page)
     assert fragment < 0.7 * whole, (fragment, whole)
     # The fragment remembered its batch for the next page: the switch keeps it in the address and the setup.
-    page.get_by_role("link", name="Compare methods").click()
+    page.get_by_role("link", name="Compare", exact=True).click()
     wait_for_app_run(page)
     assert "/compare" in page.url and "batch=2" in page.url
     expect(page.locator(".st-key-batch input[type=range]")).to_have_value("2")

@@ -47,7 +47,7 @@ def test_spanish_link_then_switch_to_english_keeps_the_state(page: Page, app_url
     expect(page.locator("h1, h2").filter(has_text=SPANISH_VERDICT).first).to_be_visible()  # "19,2 GB": decimal comma
     expect(page.get_by_text("Expected peak")).to_have_count(0)
     expect(page.get_by_text(re.compile(r"Pico esperado \d+,\d GB")).first).to_be_visible()
-    expect(page.get_by_role("link", name="Comparar métodos", exact=True).first).to_be_visible()  # navigation too
+    expect(page.get_by_role("link", name="Comparar", exact=True).first).to_be_visible()  # navigation too
 
     page.get_by_test_id("stSidebar").get_by_text("English", exact=True).click()
     wait_for_app_run(page, timeout=SLOW)
@@ -65,7 +65,7 @@ def test_spanish_link_then_switch_to_english_keeps_the_state(page: Page, app_url
 
 def test_the_language_survives_a_page_switch(page: Page, app_url: str):
     open_app(page, app_url + "/?lang=es&model=qwen2.5-7b")
-    page.get_by_role("link", name="Comparar métodos", exact=True).first.click()
+    page.get_by_role("link", name="Comparar", exact=True).first.click()
     wait_for_app_run(page, timeout=SLOW)
     expect(page).to_have_url(re.compile(r"/compare\?"))
     expect(page.get_by_role("heading", name="Comparar métodos")).to_be_visible()

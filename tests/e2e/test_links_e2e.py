@@ -16,8 +16,9 @@ from tests.e2e.helpers import open_app, verdict_text, wait_for_app_run
 pytestmark = pytest.mark.e2e
 
 STATE = {"model": "qwen2.5-7b", "method": "qlora", "ckpt": "true", "device": "rtx-4060-ti"}
-PAGES = [("Compare methods", "/compare"), ("What fits my device", "/fits"), ("Size table", "/sizes"),
-         ("Scale out", "/scale"), ("How it works", "/how"), ("Calculator", "/")]
+PAGES = [("Compare", "/compare"), ("What fits", "/fits"), ("Sizes", "/sizes"),
+         ("Scale out", "/scale"), ("Out of memory?", "/oom"), ("How it works", "/how"),
+         ("Calculator", "/")]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -71,7 +72,7 @@ def test_a_pages_own_controls_come_back_with_it(page: Page, app_url: str):
     go(page, "Scale out")
     holds(page, {"model": "qwen2.5-7b"})
     assert "methods" not in address(page)[1]  # compare's control is compare's
-    go(page, "Compare methods")
+    go(page, "Compare")
     assert address(page)[1].get("methods") == ["full", "lora"]
     expect(page.get_by_test_id("stMetricLabel")).to_have_count(2)
     page.reload()
@@ -116,12 +117,12 @@ def test_the_rule_of_thumb_gives_one_number_per_setup_on_every_page(page: Page, 
     open_app(page, app_url + "/?rule=true&method=full&device=h100-80gb")
     expect(page.get_by_text(f"Expected peak {full:,.1f} GB").first).to_be_visible()  # 100.4 GB
     expect(page.get_by_text(re.compile(rf"Switch to QLoRA.*→ {qlora:,.1f} GB, fits"))).to_be_visible()
-    go(page, "Compare methods")
+    go(page, "Compare")
     values = dict(zip(page.get_by_test_id("stMetricLabel").all_inner_texts(),
                       page.get_by_test_id("stMetricValue").all_inner_texts(), strict=True))
     assert values == {"Full fine-tuning": f"{full:,.1f} GB", "LoRA": f"{lora:,.1f} GB", "QLoRA": f"{qlora:,.1f} GB"}
     assert values["Full fine-tuning"] == "100.4 GB"
-    go(page, "Size table")
+    go(page, "Sizes")
     row = page.get_by_test_id("stDataFrame")  # the grid draws on a canvas: read the CSV download instead
     expect(row).to_be_visible()
     with page.expect_download() as info:

@@ -69,7 +69,7 @@ def test_trainer_chosen_on_the_calculator_survives_page_switches(page: Page, app
     before = verdict_text(page)
     assert chart_total_gb(page) == pytest.approx(dpo_total(), abs=1e-6)
 
-    page.get_by_role("link", name="Compare methods").click()
+    page.get_by_role("link", name="Compare", exact=True).click()
     wait_for_app_run(page)
     expect(page).to_have_url(re.compile(r"/compare\?.*trainer=dpo"))
     expect(page.locator(".st-key-trainer input")).to_have_value("dpo")
@@ -97,7 +97,7 @@ def test_grpo_link_disables_max_length_and_survives_page_switches(page: Page, ap
     headline, _ = expected("vllm-colocate")
     expect(page.locator(".st-key-max_len input")).to_be_disabled()
     expect(page.get_by_text("GRPO trains on prompt + completion")).to_be_visible()
-    page.get_by_role("link", name="Compare methods").click()
+    page.get_by_role("link", name="Compare", exact=True).click()
     wait_for_app_run(page)
     expect(page).to_have_url(re.compile(r"/compare\?.*trainer=grpo"))
     expect(page).to_have_url(re.compile(r"[?&]gen=vllm-colocate(&|$)"))

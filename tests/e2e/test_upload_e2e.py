@@ -15,7 +15,7 @@ from tests.e2e.helpers import open_app, verdict_text, wait_for_app_run
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-UPLOADER = "[data-testid='stFileUploaderDropzoneInput']"
+UPLOADER = ".st-key-upload [data-testid='stFileUploaderDropzoneInput']"  # the config.json box
 
 
 def _upload(page: Page, name: str, payload: bytes) -> None:

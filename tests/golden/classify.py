@@ -13,6 +13,7 @@ from tests.golden.generate import GOLDEN, cases, run
 
 ADVICE_TEXT_START = "  what to change ("
 NEW_TEXT_PREFIXES = ("  band: ", "  note: ")
+HOST_TEXT_PREFIXES = ("  host RAM ", "    host.", "  host with ")  # report/text.py host_lines (issue 22)
 
 
 def n_key(advice: dict, old_remedy: dict) -> str:
@@ -23,6 +24,12 @@ def n_key(advice: dict, old_remedy: dict) -> str:
 def _json_tags(old: dict, new: dict, argv: list[str]) -> list[str]:
     tags: list[str] = []
     old, new = json.loads(json.dumps(old)), json.loads(json.dumps(new))
+    if "host" in new and "host" not in old:
+        tags.append("JSON gained host (host RAM, issue 22)")
+        del new["host"]
+    if "offload_params" in new.get("setup", {}) and "offload_params" not in old.get("setup", {}):
+        tags.append("JSON setup gained offload_params")
+        del new["setup"]["offload_params"]
     if "device" in new and "band" in new["device"] and "band" not in old.get("device", {}):
         tags.append("JSON device gained band")
         del new["device"]["band"]
@@ -45,12 +52,12 @@ def _json_tags(old: dict, new: dict, argv: list[str]) -> list[str]:
         if oa is None:
             tags.append("JSON gained advice (--rule seed)" if "--rule" in argv else "JSON gained advice")
         else:
-            if "smallest_device" in na:
+            if "smallest_device" in na and "smallest_device" not in oa:
                 tags.append("JSON advice gained smallest_device")
-            if all("key" in r for r in na["remedies"]):
+            if all("key" in r for r in na["remedies"]) and not any("key" in r for r in oa["remedies"]):
                 tags.append("JSON remedies gained key")
             nr = [{k: v for k, v in r.items() if k != "key"} for r in na["remedies"]]
-            orr = oa["remedies"]
+            orr = [{k: v for k, v in r.items() if k != "key"} for r in oa["remedies"]]
             if nr != orr:
                 okeys = [(r["order"], r["title"]) for r in orr]
                 nkeys = [(r["order"], r["title"]) for r in nr]
@@ -87,6 +94,9 @@ def _json_tags(old: dict, new: dict, argv: list[str]) -> list[str]:
 def _text_tags(old: str, new: str, argv: list[str]) -> list[str]:
     tags = []
     lines = new.splitlines()
+    host_only = [line for line in lines if not (line.startswith(HOST_TEXT_PREFIXES) or " (one pool): " in line)]
+    if host_only != lines and "\n".join(host_only) + ("\n" if host_only else "") == old:
+        return ["text gained host RAM lines"]
     if ADVICE_TEXT_START in "\n".join(lines) or any(line.startswith(ADVICE_TEXT_START) for line in lines):
         i = next(i for i, line in enumerate(lines) if line.startswith(ADVICE_TEXT_START))
         tags.append("text gained advice (--rule seed)" if "--rule" in argv else "text gained advice")
@@ -98,10 +108,36 @@ def _text_tags(old: str, new: str, argv: list[str]) -> list[str]:
         tags.append("text gained est.notes lines")
     if any(n.startswith("  note: --") for n in notes):
         tags.append("text gained a flag note")
-    kept = [line for line in lines if not line.startswith(NEW_TEXT_PREFIXES)]
+    host = [line for line in lines if line.startswith(HOST_TEXT_PREFIXES) or " (one pool): " in line]
+    if host:
+        tags.append("text gained host RAM lines")
+    kept = [line for line in lines if not line.startswith(NEW_TEXT_PREFIXES) and line not in host]
     if "\n".join(kept) + ("\n" if kept else "") != old:
         tags.append("UNEXPLAINED: text changed beyond band/notes/advice")
     return tags
+
+
+def _without_allocator_conf(argv: list[str]) -> dict:
+    """The CLI's output for argv with the Unsloth stack's PYTORCH_ALLOC_CONF emptied (PyTorch's default allocator
+    and its 5 % slack): what the output was before the stack's allocator settings were priced."""
+    from dataclasses import replace
+
+    from estimator.memory import allocator, step, trainers
+    from estimator.options import stacks
+
+    def clear() -> None:
+        allocator.stack_allocator.cache_clear()
+        step.estimate.cache_clear()
+        trainers.estimate_trainer.cache_clear()
+
+    orig = stacks.STACKS["unsloth"]
+    stacks.STACKS["unsloth"] = replace(orig, allocator_conf="")
+    clear()
+    try:
+        return run(argv)
+    finally:
+        stacks.STACKS["unsloth"] = orig
+        clear()
 
 
 def classify(old: dict, new: dict) -> list[str]:
@@ -116,6 +152,13 @@ def classify(old: dict, new: dict) -> list[str]:
             ["UNEXPLAINED: same rc, other change"]
     if old["err"] != new["err"]:
         return ["UNEXPLAINED: stderr changed"]
+    if "--stack" in argv and argv[argv.index("--stack") + 1] == "unsloth" and _without_allocator_conf(argv) == old:
+        # issue 21, F: with Stack.allocator_conf emptied the output is the golden file's, byte for byte
+        return ["unsloth stack: the allocator's expandable segments priced (docs/formulas.md §5.1), nothing else"]
+    if "--stack" in argv and argv[argv.index("--stack") + 1] == "unsloth":  # issue 21: the stack re-read
+        if "Unsloth's attention is counted" in new["out"]:
+            return ["unsloth stack: Unsloth's own model (FastLlamaModel), adamw_8bit, notes, host RAM terms"]
+        return ["unsloth stack: FastModel (transformers' modules) with adamw_8bit and a note"]
     if "--json" in argv:
         try:
             return _json_tags(json.loads(old["out"]), json.loads(new["out"]), argv)

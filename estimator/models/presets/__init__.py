@@ -87,21 +87,29 @@ def generic_spec(size_b: float) -> ModelSpec:
     kv_heads = max(1, heads // 4)  # GQA 4:1 as in Llama-3-8B (32 q heads, 8 kv heads)
     inter = 256 * round(3.5 * h / 256)  # SwiGLU width ≈ 3.5 h (Llama-3: 14336 / 4096)
     tie = total < 4e9  # small Llama-3.2 models tie embeddings, large ones do not
-    cfg = {
-        "model_type": "llama", "hidden_size": h, "num_hidden_layers": layers,
-        "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": 128,
-        "intermediate_size": inter, "vocab_size": GENERIC_VOCAB, "tie_word_embeddings": tie,
-    }
-    shaped = spec_from_config(cfg, name=f"{size_b:g}B (generic decoder)", source="generic")
+    shaped = _generic_shape(h, layers, heads, kv_heads, inter, tie)
     # Keep the exact requested size: embeddings as shaped (capped at half the model), the rest in
     # decoder linears, so weights grow monotonically with the size slider.
     embedding = min(shaped.params_embedding, total // 2)
     norms = shaped.params_total - shaped.params_embedding - shaped.params_quantizable
     quantizable = max(0, total - embedding - norms)
-    return replace(shaped, params_total=total, params_embedding=embedding, params_quantizable=quantizable,
-                   params_active=total,
+    return replace(shaped, name=f"{size_b:g}B (generic decoder)", params_total=total, params_embedding=embedding,
+                   params_quantizable=quantizable, params_active=total,
                    notes=(N_("generic decoder: shapes follow the presets' scaling; use a preset or "
                              "config.json for an exact architecture"),))
+
+
+@lru_cache(maxsize=256)
+def _generic_shape(h: int, layers: int, heads: int, kv_heads: int, inter: int, tie: bool) -> ModelSpec:
+    """The generic decoder's architecture for one set of shapes, parsed once: the shapes take few distinct values
+    (multiples of 512 and 256, whole layers), while a solver probes many sizes (What fits' largest-size search: ~50
+    sizes a rerun). generic_spec names it and sets its exact parameter counts."""
+    cfg = {
+        "model_type": "llama", "hidden_size": h, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": 128,
+        "intermediate_size": inter, "vocab_size": GENERIC_VOCAB, "tie_word_embeddings": tie,
+    }
+    return spec_from_config(cfg, name="generic decoder", source="generic")
 
 
 def resolve_model(*, preset: str | None = None, size_b: float | None = None,

@@ -112,6 +112,8 @@ def _axolotl_launch_lines(setup: TrainingSetup) -> list[str]:
         zero: dict[str, object] = {"stage": stage}
         if setup.offload_optimizer:
             zero["offload_optimizer"] = {"device": "cpu"}
+        if setup.offload_params:
+            zero["offload_param"] = {"device": "cpu"}
         out += ["", "# DeepSpeed config inline (a path such as deepspeed_configs/zero3.json works too).",
                 _line("deepspeed", {"zero_optimization": zero, "bf16": {"enabled": "auto"},
                                     "fp16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto",

@@ -261,6 +261,8 @@ def _deepspeed_lines(setup: TrainingSetup, indent: str = "    ") -> list[str]:
         return []
     stage = _DEEPSPEED_STAGES.get(setup.sharding, 2)  # optimizer offload alone: ZeRO-Offload, stage 2
     offload = ', "offload_optimizer": {"device": "cpu"}' if setup.offload_optimizer else ""
+    if setup.offload_params:  # ZeRO-3 parameter offload (DeepSpeed zero_optimization.offload_param)
+        offload += ', "offload_param": {"device": "cpu"}'
     return [
         f"{indent}deepspeed={{",
         f'{indent}    "zero_optimization": {{"stage": {stage}{offload}}},',

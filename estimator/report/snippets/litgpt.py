@@ -68,6 +68,8 @@ def _litgpt_notes(setup: TrainingSetup, precision: str, notes: list[str]) -> Non
         notes.append(f"{setup.sharding} sharding: LitGPT shards fully on several devices (FSDP, like ZeRO-3).")
     if setup.offload_optimizer:
         notes.append("optimizer offload: LitGPT's finetune scripts set cpu_offload=False.")
+    if setup.offload_params:
+        notes.append("parameter offload: LitGPT's finetune scripts set cpu_offload=False.")
 
 
 def _litgpt_tokens(setup: TrainingSetup, precision: str, notes: list[str]) -> list[str]:

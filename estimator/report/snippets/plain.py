@@ -126,6 +126,9 @@ def _plain(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]
                      "in DDP or FSDP (torchrun) to match the estimate's parallel setup.")
     if setup.offload_optimizer:
         notes.append("optimizer offload to CPU: a plain torch optimizer keeps its states on the GPU.")
+    if setup.offload_params:
+        notes.append("parameter offload to CPU: a plain loop keeps its parameters on the GPU (DeepSpeed or FSDP "
+                     "offloads them).")
     out = _plain_imports(setup) + [""]
     out += _model_id_lines(_model_id(spec))
     out += [

@@ -60,6 +60,7 @@ def _torchtune_notes(setup: TrainingSetup, notes: list[str]) -> None:
     if setup.gpus > 1 or setup.sharding != "none" or setup.offload_optimizer:
         notes.append(f"{setup.gpus} GPUs, {setup.sharding} sharding"
                      + (", optimizer offload" if setup.offload_optimizer else "")
+                     + (", parameter offload" if setup.offload_params else "")
                      + f": use `tune run --nproc_per_node {setup.gpus} {setup.method.replace('qlora', 'lora')}"
                        "_finetune_distributed` (FSDP, ZeRO-3-like; fsdp_cpu_offload=True for offload) with the "
                        "same overrides; the command below is the single-device recipe.")

@@ -45,6 +45,7 @@ def _unsloth_notes(setup: TrainingSetup, notes: list[str]) -> None:
     if setup.gpus > 1 or setup.sharding != "none" or setup.offload_optimizer:
         notes.append(f"{setup.gpus} GPUs, {setup.sharding} sharding"
                      + (", optimizer offload" if setup.offload_optimizer else "")
+                     + (", parameter offload" if setup.offload_params else "")
                      + ": launch with accelerate/torchrun for data parallel; Unsloth has no ZeRO setting here.")
 
 
@@ -78,7 +79,8 @@ def _unsloth_model_lines(setup: TrainingSetup, spec: ModelSpec | None = None) ->
         out.append("    full_finetuning=True,")
     out += [
         f"    use_gradient_checkpointing={ckpt_literal},  # {ckpt_comment}",
-        "    offload_embedding=False,  # keep the embeddings on the GPU, as the estimate counts them",
+        "    # offload_embedding='auto' (the default): the frozen input embedding goes to CPU RAM only when memory is",
+        "    # tight for a max_seq_length step, as the estimate decides for the card you picked",
         ")",
     ]
     if setup.method != "full":
@@ -105,7 +107,8 @@ def _unsloth_trainer_lines(setup: TrainingSetup) -> list[str]:
         f"    per_device_train_batch_size={setup.batch},",
         f"    gradient_accumulation_steps={setup.grad_accum},",
         f"    max_length={setup.seq_len},",
-        "    # checkpointing is the model's (use_gradient_checkpointing above)",
+        "    # checkpointing is the model's (use_gradient_checkpointing above); padding_free is left to Unsloth,",
+        "    # which packs long rows without padding (the estimate counts every row at max_length)",
     ]
     out += _precision_flag_lines(setup) + _hf_optim_lines(setup)
     out += [f"    learning_rate={_learning_rate(setup)},", f"    max_grad_norm={float(setup.max_grad_norm)},", ")"]
@@ -126,7 +129,7 @@ def _unsloth(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
     impl = loss_impl_id(setup)
     _unsloth_notes(setup, notes)
     out: list[str] = []
-    if impl == "hf":
+    if impl in ("hf", "unsloth_ce"):
         out += ["import os", "",
                 f"# Loss: {LOSS_IMPLS[impl].label} on the full logits (Unsloth's fused cross-entropy off).",
                 'os.environ["UNSLOTH_RETURN_LOGITS"] = "1"']

@@ -1,0 +1,187 @@
+"""Write what the config importer and exporter read from each project's released source, at the version the stack
+models: the key lists the importer checks against (estimator/job/configs/keys/*.txt: every key the project's config
+schema knows, so a key it deliberately ignores or cannot model is told from a typo), and torchtune's shipped
+single-device recipe configs the torchtune export starts from (estimator/report/configs/torchtune_bases.json).
+Read from the released sources, not from docs:
+
+    python scripts/config_sources.py --axolotl DIR --torchtune DIR --litgpt DIR --trl-python PY
+
+- Axolotl 0.19.0 (DIR = the unpacked wheel): the fields (and aliases) of AxolotlInputConfig and its bases in
+  axolotl/utils/schemas/*.py, plus the plugin arguments in axolotl/integrations/*/args.py (plugins merge them into
+  the top level of the YAML);
+- TRL 1.16.0 + transformers 5.24 (PY = a Python with both installed, e.g. /work/venvs/cal/bin/python): the
+  dataclass fields of every TrlParser the `trl <command> --config` commands build (ScriptArguments, the trainer
+  configs, ModelConfig, DatasetMixtureConfig, GRPOScriptArguments) and the experimental ORPO/CPO configs, plus
+  accelerate's launch arguments (a TRL config may carry them: `num_processes: 4`, trl/cli/commands/training.py);
+- torchtune 0.6.1 (DIR = the unpacked wheel): the top-level keys of every shipped recipe config
+  (recipes/configs/**/*.yaml) and the `cfg.<key>` / `cfg.get("<key>")` the recipes read;
+- LitGPT 0.5.13 (DIR = the unpacked wheel): the parameters of litgpt/finetune/{lora,full,adapter,adapter_v2}.py
+  setup() and, dotted, the fields of the TrainArgs/EvalArgs/LogArgs dataclasses (litgpt/args.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import subprocess
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[1] / "estimator" / "job" / "configs" / "keys"
+BASES = Path(__file__).resolve().parents[1] / "estimator" / "report" / "configs" / "torchtune_bases.json"
+# The torchtune config families the export starts from (report/snippets/common.py TORCHTUNE_CONFIGS' prefixes).
+TORCHTUNE_PREFIXES = ("llama3_2/1B", "llama3_2/3B", "llama3_1/8B", "qwen2_5/0.5B", "qwen2_5/1.5B", "qwen2_5/3B",
+                      "qwen2_5/7B", "qwen2_5/14B", "gemma/7B", "gemma2/2B", "gemma2/9B")
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _numbers(node: object) -> object:
+    """YAML 1.1 (PyYAML) reads 3e-4 as a string; OmegaConf (torchtune) reads it as a float: keep it a number."""
+    if isinstance(node, dict):
+        return {k: _numbers(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_numbers(v) for v in node]
+    if isinstance(node, str) and _FLOAT.fullmatch(node):
+        return float(node)
+    return node
+
+
+def _write(name: str, header: str, keys: set[str]) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    lines = [f"# {line}" for line in header.splitlines()] + sorted(keys)
+    (OUT / f"{name}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"{name}: {len(keys)} keys")
+
+
+def _class_fields(tree: ast.Module) -> dict[str, tuple[list[str], set[str]]]:
+    """class name → (base names, annotated field names and Field(alias=...) names)."""
+    out: dict[str, tuple[list[str], set[str]]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        names: set[str] = set()
+        for item in node.body:
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                if item.target.id != "model_config":
+                    names.add(item.target.id)
+                if isinstance(item.value, ast.Call):
+                    for kw in item.value.keywords:
+                        if kw.arg == "alias" and isinstance(kw.value, ast.Constant):
+                            names.add(str(kw.value.value))
+        out[node.name] = ([b.id for b in node.bases if isinstance(b, ast.Name)], names)
+    return out
+
+
+def axolotl(root: Path) -> None:
+    classes: dict[str, tuple[list[str], set[str]]] = {}
+    for path in sorted((root / "axolotl" / "utils" / "schemas").glob("*.py")):
+        classes.update(_class_fields(ast.parse(path.read_text())))
+    keys: set[str] = set()
+    todo, seen = ["AxolotlInputConfig"], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in classes:
+            continue
+        seen.add(name)
+        bases, fields = classes[name]
+        keys |= fields
+        todo += bases
+    for path in sorted((root / "axolotl" / "integrations").glob("*/args.py")):
+        for _bases, fields in _class_fields(ast.parse(path.read_text())).values():
+            keys |= fields
+    _write("axolotl", "Axolotl 0.19.0: AxolotlInputConfig (axolotl/utils/schemas/*.py) and the plugin arguments\n"
+                      "(axolotl/integrations/*/args.py). Written by scripts/config_sources.py.", keys)
+
+
+TRL_PROBE = r"""
+import dataclasses, json
+from accelerate.commands.launch import launch_command_parser
+from trl import (DatasetMixtureConfig, DPOConfig, GRPOConfig, KTOConfig, ModelConfig, RewardConfig, RLOOConfig,
+                 ScriptArguments, SFTConfig)
+from trl.scripts.grpo import GRPOScriptArguments
+classes = [DatasetMixtureConfig, DPOConfig, GRPOConfig, KTOConfig, ModelConfig, RewardConfig, RLOOConfig,
+           ScriptArguments, SFTConfig, GRPOScriptArguments]
+try:
+    from trl.experimental.orpo import ORPOConfig
+    from trl.experimental.cpo import CPOConfig
+    classes += [ORPOConfig, CPOConfig]
+except ImportError:
+    pass
+keys = {f.name for c in classes for f in dataclasses.fields(c)}
+launch = {a.dest for a in launch_command_parser()._actions if a.dest not in ("help", "training_script",
+                                                                               "training_script_args")}
+print(json.dumps({"keys": sorted(keys), "launch": sorted(launch)}))
+"""
+
+
+def trl(python: str) -> None:
+    data = json.loads(subprocess.run([python, "-c", TRL_PROBE], check=True, capture_output=True, text=True).stdout)
+    keys = set(data["keys"]) | set(data["launch"]) | {"accelerate_config", "env"}
+    _write("trl", "TRL 1.16.0 + transformers 5.24: the dataclass fields of the TrlParser of every trl <command>\n"
+                  "(trl/scripts/*.py make_parser), the experimental ORPO/CPO configs, accelerate 1.15's launch\n"
+                  "arguments, accelerate_config and env (trl/cli). Written by scripts/config_sources.py.", keys)
+
+
+def torchtune(root: Path) -> None:
+    import yaml
+
+    keys: set[str] = set()
+    for path in sorted((root / "recipes" / "configs").rglob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        if isinstance(doc, dict):
+            keys |= {str(k) for k in doc}
+    pattern = re.compile(r"cfg\.get\(\s*\"([a-z_0-9]+)\"|cfg\.([a-z_][a-z_0-9]*)\b")
+    for path in sorted((root / "recipes").glob("*.py")):
+        for a, b in pattern.findall(path.read_text()):
+            keys.add(a or b)
+    keys.discard("get")
+    bases = {}
+    for prefix in TORCHTUNE_PREFIXES:
+        for method in ("full", "lora", "qlora"):
+            path = root / "recipes" / "configs" / f"{prefix}_{method}_single_device.yaml"
+            if path.exists():
+                bases[f"{prefix}_{method}"] = _numbers(yaml.safe_load(path.read_text()))
+    BASES.parent.mkdir(parents=True, exist_ok=True)
+    BASES.write_text(json.dumps({"source": "torchtune 0.6.1 recipes/configs/<family>/<size>_<method>_single_device"
+                                           ".yaml (scripts/config_sources.py)", "configs": bases}, indent=1) + "\n")
+    print(f"torchtune bases: {len(bases)} configs")
+    _write("torchtune", "torchtune 0.6.1: the top-level keys of every shipped recipe config (recipes/configs) and\n"
+                        "the keys the recipes read (recipes/*.py cfg.<key>, cfg.get). Written by scripts/config_sources.py.",
+           keys)
+
+
+def litgpt(root: Path) -> None:
+    keys: set[str] = set()
+    for name in ("lora", "full", "adapter", "adapter_v2"):
+        tree = ast.parse((root / "litgpt" / "finetune" / f"{name}.py").read_text())
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == "setup":
+                keys |= {a.arg for a in node.args.args + node.args.kwonlyargs}
+    classes = _class_fields(ast.parse((root / "litgpt" / "args.py").read_text()))
+    for prefix, cls in (("train", "TrainArgs"), ("eval", "EvalArgs"), ("log", "LogArgs")):
+        keys |= {f"{prefix}.{f}" for f in classes.get(cls, ([], set()))[1]}
+    keys |= {"data.class_path", "data.init_args", "optimizer.class_path", "optimizer.init_args"}
+    _write("litgpt", "LitGPT 0.5.13: the setup() parameters of litgpt/finetune/{lora,full,adapter,adapter_v2}.py and,\n"
+                     "dotted, TrainArgs/EvalArgs/LogArgs (litgpt/args.py). Written by scripts/config_sources.py.", keys)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--axolotl", type=Path)
+    p.add_argument("--torchtune", type=Path)
+    p.add_argument("--litgpt", type=Path)
+    p.add_argument("--trl-python")
+    args = p.parse_args()
+    if args.axolotl:
+        axolotl(args.axolotl)
+    if args.torchtune:
+        torchtune(args.torchtune)
+    if args.litgpt:
+        litgpt(args.litgpt)
+    if args.trl_python:
+        trl(args.trl_python)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The out-of-memory page and the host RAM verdict in a real browser: a real message pasted (huggingface/trl#4237)
+gives its figures, the matching T4, the causes and the remedies, and the T4 button switches the sidebar; an
+uploaded log does the same; markup in a message stays text; with offloading on, the calculator shows the host
+verdict beside the GPU's. Screenshots go to $WIF_SCREENSHOTS when it is set (never committed)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.e2e.helpers import open_app, wait_for_app_run
+
+pytestmark = pytest.mark.e2e
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "oom"
+SHOTS = os.environ.get("WIF_SCREENSHOTS")
+
+
+def shot(page: Page, name: str) -> None:
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SHOTS) / name), full_page=True)
+
+
+def paste(page: Page, text: str) -> None:
+    area = page.locator(".st-key-oom_text textarea")
+    area.fill(text)
+    area.press("Control+Enter")  # Streamlit applies a text area on Ctrl+Enter or blur
+    wait_for_app_run(page)
+
+
+def test_a_pasted_message_is_read_diagnosed_and_switches_the_device(page: Page, app_url: str):
+    open_app(page, app_url + "/oom?model=llama-3.1-8b&batch=4")
+    expect(page.get_by_text("Paste a message above")).to_be_visible()
+    paste(page, (DATA / "trl-4237.txt").read_text(encoding="utf-8"))
+    expect(page.get_by_text("PyTorch CUDA caching allocator (current message)")).to_be_visible()
+    expect(page.get_by_text("Capacity as the runtime reports it: 15.83 GB (14.74 GiB)")).to_be_visible()
+    expect(page.get_by_text("Other processes hold 6.77 GB (6.30 GiB)", exact=False)).to_be_visible()
+    expect(page.get_by_text("That is fragmentation", exact=False)).to_be_visible()
+    expect(page.locator("code", has_text="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True").first).to_be_visible()
+    expect(page.get_by_text("The estimate for this job on NVIDIA Tesla T4", exact=False)).to_be_visible()
+    expect(page.get_by_text("What to change in the job")).to_be_visible()
+    expect(page.locator(".st-key-oom_chart .js-plotly-plot")).to_be_visible()
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
+    shot(page, "oom-page.png")
+
+    page.get_by_role("button", name="Use NVIDIA Tesla T4 (15,360 MiB) in the sidebar").click()
+    wait_for_app_run(page)
+    expect(page.get_by_text("(the sidebar's device)", exact=False)).to_be_visible()
+    assert "device=t4" in page.url
+    expect(page.locator("[data-testid='stSidebar']").get_by_text("NVIDIA Tesla T4 (15,360 MiB)").first).to_be_visible()
+
+
+def test_an_uploaded_log_and_a_bad_message(page: Page, app_url: str):
+    open_app(page, app_url + "/oom")
+    paste(page, "Traceback: something else went wrong <script>alert(1)</script> **bold**")
+    expect(page.get_by_text("no out-of-memory message found", exact=False)).to_be_visible()
+    assert page.locator("script", has_text="alert(1)").count() == 0
+    expect(page.locator("strong", has_text="bold")).to_have_count(0)
+    paste(page, "")
+    page.locator(".st-key-oom_upload [data-testid='stFileUploaderDropzoneInput']").set_input_files(
+        {"name": "train.log", "mimeType": "text/plain",
+         "buffer": (DATA / "pytorch-152351.txt").read_bytes()})
+    wait_for_app_run(page)
+    expect(page.get_by_text("PyTorch MPS allocator (Apple silicon)")).to_be_visible()
+    expect(page.get_by_text("Worked out from the message", exact=False)).to_be_visible()
+    expect(page.get_by_role("button", name="Use Apple silicon 16 GB unified (16 GiB) in the sidebar")).to_be_visible()
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
+
+
+def test_the_host_verdict_with_offload_on(page: Page, app_url: str):
+    open_app(page, app_url + "/?model=llama-3.1-8b&method=full&gpus=2&sharding=zero3&offload_params=true"
+                             "&host_ram=16&device=h100-80gb&ckpt=offload")
+    expect(page.get_by_text("Host RAM too big by", exact=False)).to_be_visible()
+    expect(page.get_by_text("Host RAM at its peak", exact=False)).to_be_visible()
+    page.get_by_text("Host RAM: what the setup needs in CPU RAM").click()
+    expect(page.get_by_text("Parameters in CPU RAM (ZeRO-3 parameter offload)").first).to_be_visible()
+    shot(page, "host-verdict.png")
+    # 64 GB of RAM holds it: the whole bf16 model (16.1 GB) and the processes
+    open_app(page, app_url + "/?model=llama-3.1-8b&method=full&gpus=2&sharding=zero3&offload_params=true"
+                             "&host_ram=64&device=h100-80gb&ckpt=offload")
+    expect(page.get_by_text("Host RAM fits", exact=False)).to_be_visible()
+    # a Mac: one pool
+    open_app(page, app_url + "/?model=qwen2.5-1.5b&device=mac-64gb")
+    expect(page.get_by_text("GPU and host together fit", exact=False)).to_be_visible()

@@ -1,0 +1,241 @@
+"""Unsloth as Unsloth runs (issue 21 item 4): the model of its fused kernels, offloaded checkpointing and fused loss
+against traces of Unsloth's own autograd code, its published longest lengths, and the path it takes per setup."""
+
+from dataclasses import replace
+
+import pytest
+
+from estimator import load_preset
+from estimator.advice.solvers import max_seq_len
+from estimator.job.stack import resolve_setup
+from estimator.memory.activations.unsloth import (
+    RELEASE_2024,
+    fused_linear_rows,
+    host_bytes,
+    layer_saved,
+    reserve_bytes,
+    rope_cache_bytes,
+)
+from estimator.memory.price import estimate as price
+from estimator.memory.step import estimate, estimate_for_path
+from estimator.memory.unsloth_model import (
+    needs_capacity,
+    published_tables_path,
+    unsloth_path,
+    uses_unsloth_model,
+)
+from estimator.options.devices import get_device
+from estimator.units import GiB
+from validation.unsloth import KNOWN_MISSES, TRACE_TARGET_PCT, context_rows, trace_rows
+
+L8 = load_preset("llama-3.1-8b")
+L70 = load_preset("llama-3.1-70b")
+
+
+def qlora(**kw):
+    return resolve_setup("unsloth", **{"method": "qlora", "lora_rank": 32, "seq_len": 4096, **kw})
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Traces of Unsloth's own code (calibration/unsloth_trace.py)
+# ------------------------------------------------------------------------------------------------------------------
+TRACES = trace_rows()
+
+
+def test_traces_cover_every_path():
+    ids = {r["id"] for r in TRACES}
+    assert len(TRACES) >= 20
+    # QLoRA and 16-bit LoRA; padded (xformers) rows; double buffering off; both loss passes; PEFT fallbacks;
+    # plain and no checkpointing; the standard loss; inputs under MINIMUM_SIZE; Qwen2's biased q/k/v; 70B widths
+    for part in ("lora-r16", "padded", "single", "bigcard", "-qv-", "-attn-", "-gateup-", "plain", "nockpt",
+                 "standard", "b1s256", "qwen2", "llama70b", "mistral", "llama3b"):
+        assert any(part in i for i in ids), part
+    fused = {r["id"]: r["fused"] for r in TRACES}
+    assert fused["u-qwen2-7b-L2-qlora-r16-b1s4096"] == {"mlp": 2, "qkv": 0, "o": 2}  # q/k/v bias → PEFT
+    assert fused["u-llama8b-L2-qlora-r16-qv-b1s4096"] == {"mlp": 0, "qkv": 0, "o": 0}
+
+
+@pytest.mark.parametrize("row", TRACES, ids=lambda r: r["id"])
+def test_each_trace_within_one_percent(row):
+    """Measured: median 0.20 %, worst 0.46 % over 22 traces (the model misses a few MB of [T, r] products)."""
+    assert abs(row["error_pct"]) <= TRACE_TARGET_PCT, row
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Published longest trainable lengths
+# ------------------------------------------------------------------------------------------------------------------
+CONTEXT = context_rows()
+
+
+def test_every_published_point_is_listed_with_a_source_and_a_check():
+    assert len(CONTEXT) >= 25
+    assert {r["check"] for r in CONTEXT} == {"unsloth_2024", "hf_fa2", "not_comparable"}
+    for r in CONTEXT:
+        assert r["source"].startswith("https://") and r["code"], r["id"]
+        assert (r["check"] == "not_comparable") == (r["modelled"] is None and r["error_pct"] is None) or (
+            r["id"] in KNOWN_MISSES), r["id"]
+
+
+@pytest.mark.parametrize("row", [r for r in CONTEXT if r["check"] != "not_comparable"], ids=lambda r: r["id"])
+def test_published_points_within_15_percent(row):
+    """Unsloth's points on the 2024.12 code they measured (its allocator settings priced: expandable segments and
+    roundup_power2_divisions, estimator/memory/allocator.py), HF + FA2 with the Trainer stack and checkpointing.
+    Measured (solver vs published): Unsloth 8B 16–80 GB +2.5 … +9.2 %, 70B 80 GB +2.1 %; HF + FA2 16–80 GB −1.7 …
+    +6.8 %, 70B +0.3 %. Four points are explained misses (validation.unsloth.KNOWN_MISSES)."""
+    if row["id"] in KNOWN_MISSES:
+        assert not row["within_target"], f"{row['id']} now meets the target: drop it from KNOWN_MISSES"
+        return
+    assert row["within_target"], row
+
+
+def test_checked_points_mostly_within_target():
+    checked = [r for r in CONTEXT if r["check"] != "not_comparable"]
+    assert sum(r["within_target"] for r in checked) >= 12 and len(checked) == 16
+
+
+def test_current_release_reaches_longer_than_the_2024_tables():
+    """The current release keeps less per token (no per-layer RoPE caches, no Cut Cross-Entropy [V, h] buffer, a
+    staging buffer instead of a fresh copy per layer, the embedding moved to CPU RAM when the card is tight)."""
+    for r in CONTEXT:
+        if r["check"] == "unsloth_2024" and r["modelled"]:
+            assert r["current"] > r["modelled"], r["id"]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The path Unsloth takes
+# ------------------------------------------------------------------------------------------------------------------
+def test_stack_runs_unsloths_model_on_llama_mistral_qwen2_lora_and_qlora():
+    for name in ("llama-3.1-8b", "mistral-7b-v0.3", "qwen2.5-7b", "llama-3.2-3b"):
+        assert uses_unsloth_model(load_preset(name), qlora()), name
+    assert uses_unsloth_model(L8, qlora(method="lora"))
+    assert not uses_unsloth_model(L8, qlora(method="full"))  # full fine-tuning loads through FastModel
+    assert not uses_unsloth_model(load_preset("gemma-2-2b"), qlora())  # FastGemma2Model: HF-module estimate
+    assert not uses_unsloth_model(L8, resolve_setup("trl", method="qlora"))
+    note = estimate(L8, qlora(method="full")).notes
+    assert any("FastModel" in str(n) for n in note)
+
+
+def test_fallbacks_to_peft_when_a_group_is_partly_adapted_or_biased():
+    p = unsloth_path(L8, qlora(lora_targets=("q_proj", "v_proj", "gate_proj", "up_proj", "down_proj")))
+    assert (p.fused_qkv, p.fused_o, p.fused_mlp) == (False, False, True)
+    qwen = unsloth_path(load_preset("qwen2.5-7b"), qlora())
+    assert (qwen.fused_qkv, qwen.fused_o, qwen.fused_mlp) == (False, True, True)  # llama.py:5376-5390
+
+
+def test_checkpointing_modes():
+    assert unsloth_path(L8, qlora()).checkpointing == "offload"
+    assert unsloth_path(L8, qlora(seq_len=511)).checkpointing == "plain"  # _utils.py:506: below 512, plain
+    assert unsloth_path(L8, qlora(offload_activations=False)).checkpointing == "plain"
+    assert unsloth_path(L8, qlora(grad_ckpt=False)).checkpointing == "none"
+    # an input of ≤ 2 MiB is not offloaded (gradient_checkpointing.py:1408): Qwen2.5-0.5B, 1,170 tokens × 896 × 2 B
+    q05 = load_preset("qwen2.5-0.5b")
+    assert not unsloth_path(q05, qlora(seq_len=1170)).offloaded and unsloth_path(q05, qlora(seq_len=1171)).offloaded
+    assert unsloth_path(q05, qlora(seq_len=1170)).checkpointing == "offload"
+
+
+def test_per_token_layer_bytes_match_the_source():
+    """Llama 3.1 8B, fused kernels, packed SDPA: 6h + 6q + 4kv + 4i + 4·nh + 8 bytes per token (docs/formulas.md
+    §3.8) = 110,728."""
+    p = unsloth_path(L8, qlora())
+    assert layer_saved(L8, p).total == 110_728
+    xf = layer_saved(L8, replace(p, attention="xformers")).total
+    assert xf - layer_saved(L8, p).total == 4 * 8192 - (8192 + 2048 * 2 + 8192 + 8192) + 0  # 4·q vs q+2kv+q+q
+
+
+def test_offloaded_checkpoints_are_in_cpu_ram_not_on_the_gpu():
+    e = estimate(L8, qlora(seq_len=60000))
+    layer_input = 2 * 4096 * 60000
+    # 31 of 32 layer inputs in pinned host blocks + the 200 initial 256 KiB slots; host RAM rounds each block up to a
+    # power of two, as the trace's pinned blocks (activations.unsloth.host_bytes)
+    slots = 200 * 256 * 1024
+    assert e.cpu_offload_bytes == 31 * layer_input + slots
+    terms = {x.key: x.bytes for x in e.host.details}
+    assert terms["host.checkpoint_offload"] == 31 * layer_input + slots
+    block = 1 << (layer_input - 1).bit_length()
+    assert terms["host.pinned_rounding"] == 31 * (block - layer_input)
+    p = unsloth_path(L8, qlora(seq_len=60000))
+    assert terms["host.checkpoint_offload"] + terms["host.pinned_rounding"] == host_bytes(L8, p, 60000)
+    keys = {x.key for x in e.details}
+    assert {"activations.offload_staging", "activations.checkpoints", "activations.recomputed_layer"} <= keys
+    staging = sum(x.bytes for x in e.details if x.key == "activations.offload_staging")
+    assert staging == 2 * layer_input  # double buffering without a card: counted
+
+
+def test_loss_is_fused_without_logits():
+    e = estimate(L8, qlora(seq_len=65536))
+    loss = next(p for p in e.phases if p.key == "loss")
+    buf = sum(x.bytes for x in loss.details if x.key == "activations.loss_backward")
+    assert buf < 0.4e9  # one 4096 × 16384 fp32 tile + an fp32 [4096, h] accumulator, not [T, V] logits
+    std = estimate(L8, qlora(seq_len=65536, loss="standard"))
+    back = next(p for p in std.phases if p.key == "loss_backward")
+    assert back.activations > 2 * 2 * 65536 * 128256  # bf16 logits + their gradient (cross_entropy_loss.py:482-494)
+    assert std.peak_phase == back.name
+
+
+def test_fused_linear_rows_follow_unsloth():
+    assert fused_linear_rows(100_000, 4096, 128256, 2 * GiB) == 2048  # pow2 ≤ 100000·4096/128256 = 3194
+    assert fused_linear_rows(1000, 4096, 128256, 2 * GiB) == 512  # at least 512 rows (the 512 × 151,936 floor)
+    assert fused_linear_rows(300, 4096, 128256, 2 * GiB) == 300  # never more than the rows
+
+
+def test_rope_cache_and_reserve():
+    p = unsloth_path(L8, qlora())
+    assert rope_cache_bytes(L8, p, 4096) == 2 * 131072 * 128 * 2  # padding-free: max_position_embeddings rows
+    assert rope_cache_bytes(L8, replace(p, padding_free=False), 4096) == 2 * 32768 * 128 * 2
+    old = replace(p, release=RELEASE_2024)
+    assert rope_cache_bytes(L8, old, 81920) == 2 * 128 * 2 * (32 * 81920 + 32768)  # one cache per layer
+    # block_swap.py:573-585 at 8192 tokens, batch 1, r=32 LoRA (fp32 + 12 B per trainable parameter)
+    assert reserve_bytes(L8, 8192, 83886080) == pytest.approx(
+        (8192 * 4096 * 48 + 2048 * 128256 * 4 + 83886080 * 16) * 17 / 16 + (256 << 20))
+    assert host_bytes(L8, replace(p, offloaded=False), 4096) == 0
+
+
+def test_decisions_by_the_card():
+    """The embedding goes to CPU RAM when Unsloth's reserve exceeds what loading leaves free; double buffering stays
+    off within 512 MiB of the card's end; without a card neither is taken away. Just below that, double buffering
+    starts and step 2 runs out of memory: a band of lengths that do not fit between two that do (the solver reports
+    the lower edge)."""
+    card = get_device("rtx-4090")
+    small = card.capacity_bytes
+    s = qlora(seq_len=90_000)
+    assert needs_capacity(L8, s) and not needs_capacity(L8, resolve_setup("trl", method="qlora"))
+    near = estimate(L8, s, small)
+    far = estimate(L8, s)
+    embed = 2 * 128256 * 4096
+    assert near.cpu_offload_bytes - far.cpu_offload_bytes == pytest.approx(embed)
+    assert {x.key: x.bytes for x in near.host.details}["host.embedding_offload"] == embed
+    assert "host.embedding_offload" not in {x.key for x in far.host.details}
+    assert any("offload_embedding" in str(n) for n in near.notes)
+    stage = lambda e: sum(x.bytes for x in e.details if x.key == "activations.offload_staging")  # noqa: E731
+    one = 2 * 4096 * 108_000
+    tight = estimate(L8, qlora(seq_len=108_000), small)
+    assert stage(tight) == one and tight.total_bytes <= card.usable_bytes  # no second buffer: fits
+    band = estimate(L8, qlora(seq_len=105_500), small)
+    assert stage(band) == 2 * 2 * 4096 * 105_500 and band.total_bytes > card.usable_bytes
+    assert price(L8, s, device_capacity=small).total_bytes == near.total_bytes
+    assert price(L8, resolve_setup("trl", method="qlora"), device_capacity=small) is price(
+        L8, resolve_setup("trl", method="qlora"))  # other stacks: one cached estimate for any card
+
+
+def test_solver_figures_for_the_issue():
+    """issue 21: Llama 3.1 8B QLoRA r32 all-linear batch 1 (47.7k on 24 GB, 206k on 80 GB before) and Llama 3.3 70B
+    (50.6k on 80 GB, 2.9k on 48 GB before). With Unsloth's own kernels and a 5 % allocator slack: 98.5k, 402k, 108k,
+    17.7k; with its allocator settings priced (expandable segments: 11.5 MB of slack): 104.9k, 423.6k, 119.2k,
+    24.9k."""
+    def longest(spec, device):
+        d = get_device(device)
+        return max_seq_len(spec, qlora(seq_len=2048), d.usable_bytes,
+                           lambda sp, st: estimate(sp, st, d.capacity_bytes))
+
+    assert 100_000 < longest(L8, "rtx-4090") < 110_000
+    assert 410_000 < longest(L8, "a100-80gb") < 440_000
+    assert 112_000 < longest(L70, "a100-80gb") < 125_000
+    assert 22_000 < longest(L70, "rtx-a6000") < 28_000
+
+
+def test_published_tables_path_is_the_2024_code():
+    p = published_tables_path(L8, qlora())
+    assert (p.release, p.attention, p.checkpointing, p.padding_free) == (RELEASE_2024, "xformers", "reload", False)
+    e = estimate_for_path(L8, qlora(seq_len=2048), p)
+    loss = next(x for x in e.phases if x.key == "loss_backward")
+    assert sum(x.bytes for x in loss.details if x.key == "activations.loss_backward") >= 2 * 128256 * 4096

@@ -1,0 +1,270 @@
+"""The sidebar's "Import a training config" box and the calculator's config-file export.
+
+Import: upload a file (with its DeepSpeed JSON, if it names one) or paste the text; estimator.job.configs reads it
+and the box sets the sidebar's widgets through Session State (they are bound to the address, so the link then
+carries the usual parameters and shares the view). The box then lists what was read, what was ignored because it
+changes no memory, and what could not be honoured, as plain text (st.text): nothing from the file is rendered as
+Markdown or HTML. A file that cannot be read gets its one-line message; the page keeps its settings."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import streamlit as st
+
+from estimator import ModelSpec, load_preset
+from estimator.i18n import _, localised_error, shown
+from estimator.job.configs import MAX_CONFIG_BYTES, ConfigError, fit_targets, import_config, model_choice
+from estimator.job.configs._read import printable
+from estimator.models.hub import HubError, fetch_model
+from estimator.report.configs import export_config
+from ui.model_box import HUB_BOX, hub_token
+from ui.params import AUTO, TABLE, UPLOAD
+from ui.text import plain, warn_notes
+from ui.url_state import is_hub_choice
+
+CONFIG_FILES = "config_files"  # the uploader (a config and, optionally, the DeepSpeed JSON it names)
+CONFIG_TEXT = "config_text"  # the paste box
+CONFIG_OVERRIDES = "config_overrides"  # torchtune's key=value overrides
+STATE = "_config_import"  # {"name", "result" (ImportedConfig) or "error", "notes"}
+MAX_LIST_LINES = 200  # rows shown per list (a hostile file can have thousands of keys)
+# Settings the sidebar has no control for (the CLI applies them): named in a note when a config sets them.
+# max_grad_norm changes no memory (clip_grad_norm_ keeps per-tensor norms only), so it needs none.
+_NOT_IN_SIDEBAR = {"adapter_dtype": "adapter dtype", "qlora_prep": "QLoRA preparation",
+                   "load_16bit_first": "16-bit load before quantising"}
+
+
+def _nearest(value: float, choices: tuple[Any, ...]) -> Any:
+    """The ladder entry nearest a value (log scale for the power-of-two ladders)."""
+    if value in choices:
+        return value
+    if all(isinstance(c, int) for c in choices) and value > 0:
+        return min(choices, key=lambda c: abs(math.log2(c) - math.log2(value)))
+    return min(choices, key=lambda c: abs(c - value))
+
+
+def _ladder(key: str, value: Any, label: str, notes: list[str]) -> Any:
+    p = TABLE[key]
+    near = _nearest(value, p.choices)
+    if near != value:
+        notes.append(_("{setting} {value}: the sidebar takes {choices}; shown with {near}.").format(
+            setting=label, value=value, choices=f"{p.choices[0]} … {p.choices[-1]}", near=near))
+    return near
+
+
+def _clamped(key: str, value: int) -> int:
+    p = TABLE[key]
+    return int(min(max(value, p.low), p.high))  # type: ignore[type-var]
+
+
+def _spec_for(choice: str) -> ModelSpec | None:
+    """The model's spec where it is at hand (a preset, or a Hub model the box has just read: cached)."""
+    try:
+        if is_hub_choice(choice):
+            return fetch_model(choice, token=hub_token())[0]
+        return load_preset(choice)
+    except ValueError:
+        return None
+
+
+def _set_model(imported: Any, notes: list[str]) -> ModelSpec | None:
+    ss = st.session_state
+    choice, note = model_choice(imported.model, lambda model: fetch_model(model, token=hub_token()))
+    if note:
+        notes.append(shown(note))
+    if choice is None:
+        if imported.model.kind == "local":
+            ss["model"] = UPLOAD
+            ss["size"] = float(TABLE["size"].default)
+        return None
+    ss["model"] = choice
+    ss["size"] = float(TABLE["size"].default)  # leaving by-size puts the size back (ui/model_box._model_changed)
+    ss[HUB_BOX] = choice if is_hub_choice(choice) else ""
+    return _spec_for(choice)
+
+
+def _ckpt(settings: dict[str, Any]) -> str:
+    if "grad_ckpt" not in settings:
+        return "offload" if settings.get("offload_activations") else AUTO
+    if not settings["grad_ckpt"]:
+        return "false"
+    return "offload" if settings.get("offload_activations") else "true"
+
+
+def _set_setup(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
+    """Every sidebar setting: the config's value, or the setting's default where the config leaves it to the
+    stack (so nothing of the previous view stays)."""
+    ss, s = st.session_state, imported.setup_kwargs
+    ss["stack"] = imported.stack
+    ss["method"] = s.get("method", TABLE["method"].default)
+    ss["precision"] = s.get("precision", TABLE["precision"].default)
+    ss["optimizer"] = s.get("optimizer", AUTO)
+    ss["loss"] = s.get("loss", AUTO)
+    ss["ckpt"] = _ckpt(s)
+    ss["attn"] = s.get("attention", TABLE["attn"].default)
+    ss["batch"] = _clamped("batch", s.get("batch", TABLE["batch"].default))
+    ss["max_len"] = _clamped("max_len", s.get("seq_len", TABLE["max_len"].default))
+    ss["rank"] = _ladder("rank", s.get("lora_rank", TABLE["rank"].default), _("LoRA rank"), notes)
+    targets = s.get("lora_targets", ("all-linear",))
+    if spec is not None:
+        targets, note = fit_targets(spec, tuple(targets))
+        if note:
+            notes.append(shown(note))
+    ss["targets"] = ",".join(targets)[: TABLE["targets"].max_chars]
+    ss["gpus"] = _clamped("gpus", s.get("gpus", TABLE["gpus"].default))
+    ss["sharding"] = s.get("sharding", TABLE["sharding"].default)
+    ss["accum"] = _clamped("accum", s.get("grad_accum", TABLE["accum"].default))
+    ss["opt_offload"] = bool(s.get("offload_optimizer", False))
+    ss["offload_params"] = bool(s.get("offload_params", False))
+    ss["compile"] = bool(s.get("compile", False))
+    ss["in_bwd"] = bool(s.get("optimizer_in_bwd", False))
+    dq = s.get("nf4_double_quant")
+    ss["dq"] = AUTO if dq is None else ("true" if dq else "false")
+    left = [_(label) for key, label in _NOT_IN_SIDEBAR.items() if key in s]
+    if left:
+        notes.append(_("Not in the sidebar (the CLI applies it): {settings}.").format(settings=", ".join(left)))
+
+
+def _set_trainer(imported: Any, notes: list[str]) -> None:
+    ss, t = st.session_state, imported.trainer_kwargs
+    ss["trainer"] = t.get("trainer", TABLE["trainer"].default)
+    ss["beta"] = str(t["beta"]) if "beta" in t else AUTO
+    ss["precompute_ref"] = bool(t.get("precompute_ref", False))
+    ss["gens"] = _clamped("gens", t.get("num_generations", TABLE["gens"].default))
+    ss["prompt_len"] = _ladder("prompt_len", t.get("prompt_len", TABLE["prompt_len"].default), _("prompt length"),
+                               notes)
+    ss["completion_len"] = _ladder("completion_len", t.get("completion_len", TABLE["completion_len"].default),
+                                   _("max completion length"), notes)
+    ss["gen"] = t.get("generation", TABLE["gen"].default)
+    ss["vllm_util"] = _ladder("vllm_util", round(float(t.get("vllm_gpu_util", TABLE["vllm_util"].default)), 2),
+                              "vllm_gpu_memory_utilization", notes)
+    ss["vllm_sleep"] = bool(t.get("vllm_sleep", False))
+
+
+def apply_config(data: bytes | str, name: str, attachments: dict[str, bytes], overrides: tuple[str, ...]) -> None:
+    """Read a config and set the sidebar from it; the outcome (lists or message) is kept for the box."""
+    try:
+        imported = import_config(data, name=name, overrides=overrides, attachments=attachments)
+    except ConfigError as exc:
+        st.session_state[STATE] = {"name": name, "error": localised_error(exc)}
+        return
+    notes: list[str] = []
+    spec = _set_model(imported, notes)
+    _set_setup(imported, spec, notes)
+    _set_trainer(imported, notes)
+    st.session_state[STATE] = {"name": name, "result": imported, "notes": notes}
+
+
+def _overrides() -> tuple[str, ...]:
+    return tuple(str(st.session_state.get(CONFIG_OVERRIDES, "")).split())
+
+
+def _deepspeed_json(upload: Any) -> bool:
+    """Is this uploaded file a DeepSpeed JSON (the attachment of a config, not the config)?"""
+    if upload.size > MAX_CONFIG_BYTES:
+        return False
+    try:
+        doc = json.loads(upload.getvalue())
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and ("zero_optimization" in doc or "train_micro_batch_size_per_gpu" in doc)
+
+
+def _apply_upload() -> None:
+    files = st.session_state.get(CONFIG_FILES) or []
+    if not files:
+        return
+    blobs = {str(f.name)[:200]: f for f in files}
+    # The config is the file the others are named by: a YAML first, else a JSON that is not a DeepSpeed config;
+    # the rest are attachments.
+    main = next((n for n in blobs if n.lower().endswith((".yaml", ".yml"))),
+                next((n for n in blobs if not _deepspeed_json(blobs[n])), next(iter(blobs))))
+    if blobs[main].size > MAX_CONFIG_BYTES:
+        st.session_state[STATE] = {"name": main, "error": _("the config is larger than 1 MB; a training config is a "
+                                                            "few kB")}
+        return
+    attachments = {n: f.getvalue() for n, f in blobs.items() if n != main and f.size <= MAX_CONFIG_BYTES}
+    apply_config(blobs[main].getvalue(), main, attachments, _overrides())
+
+
+def _apply_paste() -> None:
+    text = str(st.session_state.get(CONFIG_TEXT, ""))
+    if not text.strip():
+        st.session_state[STATE] = {"name": _("pasted text"), "error": _("nothing pasted yet")}
+        return
+    apply_config(text, "", {}, _overrides())
+
+
+def _lines(entries: tuple[Any, ...]) -> str:
+    rows = []
+    for e in entries[:MAX_LIST_LINES]:
+        value = f": {e.value}" if e.value else ""
+        rows.append(f"{e.key}{value} → {shown(e.detail)}")
+    if len(entries) > MAX_LIST_LINES:
+        rows.append(_("… and {n} more").format(n=len(entries) - MAX_LIST_LINES))
+    return "\n".join(rows)
+
+
+def _show_result(state: dict[str, Any] | None) -> None:
+    if not state:
+        return
+    name = printable(state.get("name") or _("pasted text"), 60)
+    if "error" in state:
+        warn_notes([_("{name} could not be read: {error}. The settings are unchanged.").format(
+            name=name, error=state["error"])])
+        return
+    imported = state["result"]
+    st.caption(plain(_("{name}: {format} → stack {stack}").format(name=name, format=imported.format_label,
+                                                                   stack=imported.stack)))
+    warn_notes(state.get("notes", ()))
+    lists = ((_("Read ({n})"), _("key: value → the setting it set (a key left out: the tool's default)."),
+              imported.read),
+             (_("Ignored ({n})"), _("They change no memory the estimate prices."), imported.ignored),
+             (_("Not honoured ({n})"), _("What the estimate could not apply, and why; everything else applies."),
+              imported.not_honoured))
+    tabs = st.tabs([title.format(n=len(entries)) for title, _caption, entries in lists])
+    for tab, (_title, caption, entries) in zip(tabs, lists, strict=True):
+        with tab:
+            st.caption(caption)
+            if entries:
+                with st.container(height=320 if len(entries) > 6 else "content", border=False):
+                    st.text(_lines(entries))  # plain text: never Markdown or HTML
+
+
+def draw_config_box(sb: Any) -> None:
+    """The sidebar's import box: upload or paste, torchtune overrides, and the last import's three lists."""
+    state = st.session_state.get(STATE)
+    with sb.expander(_("Import a training config"), expanded=bool(state)):
+        st.caption(_("Axolotl, TRL (trl … --config) or TrainingArguments, torchtune or LitGPT, YAML or JSON: it sets "
+                     "the settings below, and the link then shares them."))
+        st.file_uploader(_("Config file (and its DeepSpeed JSON)"), type=["yaml", "yml", "json"], key=CONFIG_FILES,
+                         accept_multiple_files=True, on_change=_apply_upload,
+                         help=_("At most 1 MB. A DeepSpeed file the config names (deepspeed: zero3.json) can be "
+                                "uploaded with it; Axolotl's shipped ones are known by name."))
+        st.text_area(_("…or paste it"), key=CONFIG_TEXT, height=120, max_chars=MAX_CONFIG_BYTES,
+                     placeholder="base_model: meta-llama/Llama-3.2-1B\nadapter: lora\n…")
+        st.text_input(_("torchtune overrides (key=value …)"), key=CONFIG_OVERRIDES, max_chars=2000,
+                      placeholder="batch_size=4 tokenizer.max_seq_len=4096")
+        st.button(_("Read the pasted config"), key="config_read", on_click=_apply_paste, icon=":material/input:")
+        _show_result(state)
+
+
+def export_section(spec: ModelSpec, setup: Any, trainer: Any) -> None:
+    """The calculator's export: the stack's config file for this estimate, shown and downloadable."""
+    try:
+        exported = export_config(spec, setup, trainer)
+    except (ValueError, HubError) as exc:
+        st.caption(plain(_("No config file for this setup: {error}").format(error=localised_error(exc))))
+        return
+    with st.expander(_("Config file for this estimate ({file})").format(file=exported.filename)):
+        st.caption(_("Import it again (sidebar) to get this estimate back. Run with: {command}").format(
+            command=exported.command))
+        st.code(exported.text, language="yaml")
+        st.download_button(_("Download {file}").format(file=exported.filename), exported.text, exported.filename,
+                           "application/yaml", key="download_config", on_click="ignore",
+                           icon=":material/download:")
+
+
+__all__ = ["apply_config", "draw_config_box", "export_section"]
