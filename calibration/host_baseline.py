@@ -24,14 +24,20 @@ IMPORTS = {
     "trl_stack": "import torch, transformers, peft, trl; from trl import SFTTrainer, SFTConfig; "
                  "from transformers import AutoModelForCausalLM; import peft.tuners.lora",
 }
+# mlx-lm's trainer, measured with the mlx venv's interpreter (requirements-mlx.txt) when it exists
+MLX_IMPORTS = {
+    "mlx_stack": "import mlx.core, mlx.nn, mlx.optimizers, mlx_lm; from mlx_lm import lora; "
+                 "from mlx_lm.tuner import trainer, utils",
+}
+MLX_PYTHON = Path(__file__).resolve().parents[1] / ".venv-mlx" / "bin" / "python"
 PROBE = "import resource\n{stmt}\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
 
 
-def measure(stmt: str, runs: int = 3) -> int:
+def measure(stmt: str, runs: int = 3, python: str = sys.executable) -> int:
     """Peak RSS in bytes of a fresh interpreter that runs `stmt` (the largest of `runs` tries; Linux: kB)."""
     peaks = []
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", PROBE.format(stmt=stmt)], capture_output=True, text=True,
+        out = subprocess.run([python, "-c", PROBE.format(stmt=stmt)], capture_output=True, text=True,
                              check=True)
         peaks.append(int(out.stdout.strip().splitlines()[-1]) * 1024)
     return max(peaks)
@@ -41,7 +47,7 @@ def versions() -> dict[str, str]:
     import importlib.metadata as md
 
     found = {"python": platform.python_version(), "machine": platform.machine()}
-    for name in ("torch", "transformers", "trl", "peft"):
+    for name in ("torch", "transformers", "trl", "peft"):  # mlx and mlx-lm live in the mlx venv (requirements-mlx.txt)
         try:
             found[name] = md.version(name)
         except md.PackageNotFoundError:
@@ -51,6 +57,8 @@ def versions() -> dict[str, str]:
 
 def main() -> int:
     rss = {name: measure(stmt) for name, stmt in IMPORTS.items()}
+    if MLX_PYTHON.exists():
+        rss |= {name: measure(stmt, python=str(MLX_PYTHON)) for name, stmt in MLX_IMPORTS.items()}
     doc = {"peak_rss_bytes": rss, "versions": versions(),
            "how": "fresh interpreter per row, ru_maxrss after the imports, largest of 3 runs"}
     OUT.write_text(json.dumps(doc, indent=2) + "\n")

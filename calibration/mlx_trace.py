@@ -47,9 +47,9 @@ REPO = os.path.dirname(HERE)
 
 
 def _cases():
-    from calibration.mlx_cases import CASES
+    from calibration.mlx_cases import CASES, PROBE_CASES, REAL_CASES
 
-    return CASES
+    return CASES + REAL_CASES + PROBE_CASES
 
 
 # --------------------------------------------------------------------------
@@ -70,10 +70,16 @@ def _count(tree):
 
 def build_model(config, dtype_name):
     import mlx.core as mx
+    from mlx_lm.utils import MODEL_REMAPPING  # mistral → llama, as mlx_lm.load does (utils.py:48-60)
 
-    mod = importlib.import_module(f"mlx_lm.models.{config['model_type']}")
+    model_type = MODEL_REMAPPING.get(config["model_type"], config["model_type"])
+    mod = importlib.import_module(f"mlx_lm.models.{model_type}")
     args = mod.ModelArgs.from_dict(config)
     model = mod.Model(args)
+    if getattr(model, "tie_word_embeddings", None) is False and "lm_head" in model and config.get("tie_word_embeddings", True):
+        # Gemma 3 builds an lm_head and ties it only when the checkpoint has no lm_head.weight
+        # (gemma3_text.py sanitize), which is what mlx_lm.load sees for the published checkpoints.
+        model.sanitize({})
     model.set_dtype(getattr(mx, dtype_name))
     mx.eval(model.parameters())
     return model

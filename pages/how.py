@@ -27,16 +27,18 @@ from estimator.memory.precision import FP32, HALF, NF4_DQ_BYTES, optimizer_state
 from estimator.memory.rule import rule_sentence
 from estimator.memory.unsloth_model import per_token_terms, unsloth_path, uses_unsloth_model
 from estimator.options.checkpointing import CHECKPOINTING
-from estimator.options.devices import UNIFIED_USABLE_FRACTION
+from estimator.options.devices import CATALOG, UNIFIED_USABLE_FRACTION
 from estimator.options.losses import LOSS_IMPLS, LOSSES
 from estimator.options.optimizers import OPTIMIZERS
 from estimator.options.precisions import QLORA_PREPS
-from estimator.options.stacks import STACK_FACTS, STACK_FIELDS, STACKS
+from estimator.options.stacks import MLX_STACK, STACK_FACTS, STACK_FIELDS, STACKS
 from estimator.report.snippets import training_snippet
 from estimator.report.snippets.common import snippet_language
 from ui.inputs import live_page
 from ui.lang import localised, number_columns
+from ui.live_chart import live_plotly_chart
 from ui.once import arrow_table, once, table_per_language
+from ui.page_charts import attention_share_chart_spec
 from ui.text import plain, show_notes
 from ui.trainer_inputs import how_section_markdown, page_trainer
 from ui.url_state import share_box
@@ -330,6 +332,73 @@ def _unsloth(spec: ModelSpec, setup: TrainingSetup) -> None:
                  column_config={_("Error %"): st.column_config.NumberColumn(format="%+.1f")})
 
 
+MLX_LENGTHS = (256, 512, 1024, 2048, 4096, 8192)  # the s² figure's max lengths
+
+
+def _mlx_setup(setup: TrainingSetup, spec: ModelSpec) -> TrainingSetup | None:
+    """The sidebar's setup on MLX-LM (its own defaults when another stack is chosen), or None when mlx-lm cannot
+    train this model (the section then says why)."""
+    from estimator.job.stack import resolve_setup
+
+    if setup.stack == MLX_STACK:
+        return setup
+    try:
+        mlx = resolve_setup(MLX_STACK, method=setup.method, batch=setup.batch, seq_len=setup.seq_len,
+                            backend="metal")
+        estimate(spec, mlx)
+    except ValueError:
+        return None
+    return mlx
+
+
+def _mlx(spec: ModelSpec, setup: TrainingSetup, inputs: Inputs) -> None:
+    """MLX-LM on a Mac: what mlx_lm lora holds, the s² attention term with a figure, the backends, Apple devices."""
+    from dataclasses import replace
+
+    st.header(_("MLX-LM on a Mac"))
+    st.markdown(_(
+        "On an Apple-silicon Mac the default stack is **MLX-LM** (`mlx_lm lora`, mlx 0.32.4, mlx-lm 0.32.2): LoRA "
+        "on the last 16 blocks, rank 8, batch 4, 2,048 tokens, no checkpointing, Adam, fp32 adapters, one compiled "
+        "step. MLX trains attention **unfused**: on Metal (and on the CPU) `scaled_dot_product_attention` falls back "
+        "to the explicit scores → softmax → values path whenever gradients are traced (mlx "
+        "`backend/metal/scaled_dot_product_attention.cpp`: `faster for training on Metal to use the unfused "
+        "SDPA`), so each trained block keeps its attention probabilities, **batch × heads × length²** values, "
+        "until its backward. That term grows with the square of the length; everything else grows linearly. "
+        "Checkpointing (`grad_checkpoint: true`) keeps only each block's input and recomputes one block at a time."))
+    mlx = _mlx_setup(setup, spec)
+    if mlx is None:
+        st.info(_("mlx-lm's model for {model} is not modelled here (see the calculator's note).").format(
+            model=spec.name), icon=":material/info:")
+    else:
+        rows = [(length, estimate(spec, replace(mlx, seq_len=length))) for length in MLX_LENGTHS]
+        # Updated in place (ui/live_chart.py): a plain spec, no Figure built and validated on every rerun.
+        live_plotly_chart(attention_share_chart_spec(rows, inputs.device), key="mlx_attention_chart",
+                          alt=_("Stacked bars per max length: weights, attention probabilities and other "
+                                "activations of {model} on MLX-LM").format(model=spec.name))
+        st.caption(plain(_("{model}, MLX-LM, batch {batch}, {layers} trained blocks; the vermilion part is the "
+                           "B·H·L² probabilities.").format(model=spec.name, batch=mlx.batch,
+                                                          layers=mlx.lora_layers or spec.num_layers)))
+    st.markdown(_(
+        "**What the fixtures measure and how a Mac differs.** The model was measured on MLX's CPU backend "
+        "(`calibration/mlx_trace.py`, mlx-lm's own model classes and trainer step). The CPU takes the same unfused "
+        "training attention as Metal; Metal fuses RMSNorm and RoPE (the CPU's fallbacks add only length-sized "
+        "vectors) and runs the cross-entropy forward in one kernel (its backward is priced as the CPU's). Metal has "
+        "no CUDA context: MLX's peak is its allocator's active memory, and `mlx_lm` wires its limit to Metal's "
+        "recommended working set, which is the Mac's usable memory here.\n\n"
+        "**MLX on NVIDIA (MLX-CUDA)** is modelled, not measured: cuDNN trains attention fused (forward and "
+        "backward) for 16-bit models with head_dim ≤ 128 and lengths that are multiples of 128 "
+        "(`backend/cuda/scaled_dot_product_attention.cpp`), so no length² term there; otherwise as on Metal; a CUDA "
+        "context is added. MLX has no ROCm backend: MLX-LM on an AMD card is refused.\n\n"
+        "**PyTorch on a Mac (MPS)** stays selectable: no CUDA context; PyTorch's SDPA uses its Metal kernel only "
+        "without gradients, so training is priced as eager attention; bitsandbytes 0.50 runs NF4 on MPS, but not "
+        "its 8-bit or paged optimizers; Liger and Cut Cross-Entropy (Triton) are refused; Unsloth on a Mac trains "
+        "through MLX."))
+    macs = [{_("Device"): d.name, _("RAM (GiB)"): d.capacity_bytes / 2**30, _("Usable (GB)"): d.usable_bytes / 1e9,
+             _("Where the usable figure comes from"): d.usable_source} for d in CATALOG if d.kind == "unified"]
+    with st.expander(_("Apple devices: usable memory and its source")):
+        st.dataframe(pd.DataFrame(macs), hide_index=True, key="mac_usable")
+
+
 def _overhead() -> None:
     """The overhead outside the tensors, and the likely range."""
     st.subheader(_("Overhead"))
@@ -449,8 +518,14 @@ def _accuracy() -> tuple[dict, dict]:
         "- **Published measurements**: peak memory reported by LitGPT, torchtune and PEFT benchmarks on real "
         "GPUs, each with its source.")
     )
-    left, right = st.columns(2)
-    for col, name, part in ((left, _("Tracer runs"), tracer), (right, _("Published runs"), published)):
+    st.markdown(_("- **MLX-LM**: real `mlx_lm lora` training steps (mlx 0.32.4, CPU backend) measured with "
+                  "`mx.get_peak_memory()`, at real widths and vocabularies and on small probes "
+                  "(`calibration/mlx_trace.py`); the probes fix the model's measured constants "
+                  "(`calibration/mlx_fit.py`), the other runs check it."))
+    mlx = report["mlx"]
+    left, right, third = st.columns(3)
+    for col, name, part in ((left, _("Tracer runs"), tracer), (right, _("Published runs"), published),
+                            (third, _("MLX-LM runs"), mlx)):
         with col:
             if part["n"]:
                 n = format_number
@@ -594,6 +669,7 @@ def how(inputs: Inputs, _answer: None = None) -> None:
     _checkpointing()
     _stacks(setup)
     _unsloth(spec, setup)
+    _mlx(spec, setup, inputs)
     _overhead()
     _sharding()
     _host_ram(spec, setup)

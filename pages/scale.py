@@ -9,7 +9,9 @@ import streamlit as st
 from estimator import fmt_both, verdict
 from estimator.advice.solvers import best_layout, fewest_gpus, sharded, what_would_fit
 from estimator.i18n import _, format_number, ngettext
+from estimator.job.stack import resolve_setup
 from estimator.options.methods import SHARDING_LABELS, SHARDINGS
+from estimator.options.stacks import DEFAULT_STACK, MLX_STACK
 from ui.answers import ScaleLayouts as Layouts
 from ui.grids import (
     GPU_COUNTS,
@@ -55,6 +57,11 @@ def answer(inputs: Inputs) -> Layouts:
     trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every GPU count priced for its step
     spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
     st.title(_("Scale out"))
+    if setup.stack == MLX_STACK:  # mlx-lm is priced on one device: the lines are a data-parallel PyTorch run's
+        st.info(_("MLX-LM is priced on one device; the lines show the same job under TRL on GPUs."),
+                icon=":material/info:")
+        setup = resolve_setup(DEFAULT_STACK, method=setup.method, batch=setup.batch, seq_len=setup.seq_len,
+                              lora_rank=setup.lora_rank, lora_targets=setup.lora_targets)
     st.caption(plain(setup_summary(spec, setup, device, trainer_summary(trainer))))
     if inputs.rule == "seed":
         st.info(_("The rule of thumb has no notion of GPUs or sharding: this page always shows the detailed estimate."),

@@ -42,6 +42,9 @@ VIEWS: tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...] = (
     ("pages-compare-detailed", "/compare?model=llama-3.1-8b&device=a100-80gb&variants=adamw_8bit", SIZES[:1]),
     ("pages-fits-laptop-seed", "/fits?device=laptop-36gb&rule=true", SIZES[:1]),
     ("pages-fits-laptop-detailed", "/fits?device=laptop-36gb&ckpt=true", SIZES[:1]),
+    ("calculator-laptop-mlx", "/?device=laptop-36gb&stack=mlx&method=qlora", SIZES[:1]),
+    ("how-mlx", "/how?device=laptop-36gb&stack=mlx", SIZES[:1]),
+    ("fits-laptop-mlx", "/fits?device=laptop-36gb", SIZES[:1]),
     ("pages-scale-70b", "/scale?model=llama-3.1-70b&method=full&device=h100-80gb&ckpt=true", SIZES[:1]),
     ("pages-fits-present", "/fits?device=laptop-36gb&rule=true&present=true", SIZES[:1]),
 )

@@ -29,9 +29,9 @@ PAGES = ("pages/calculator.py", "pages/compare.py", "pages/fits.py", "pages/size
 
 # The URL parameters the brief promises (ui.inputs binds one widget to each).
 URL_PARAMS = ("model", "size", "stack", "method", "precision", "optimizer", "batch", "max_len", "ckpt", "loss",
-              "attn", "rank", "targets", "gpus", "sharding", "device", "capacity", "kind", "rule", "present",
-              "images", "tower", "offload_params", "host_ram", "accum", "opt_offload", "compile", "in_bwd",
-              "dq")
+              "attn", "rank", "targets", "lora_layers", "dora", "quant", "gpus", "sharding", "device", "capacity",
+              "kind", "rule", "present", "images", "tower", "offload_params", "host_ram", "accum", "opt_offload",
+              "compile", "in_bwd", "dq")
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"
@@ -156,8 +156,9 @@ def test_every_param_set_to_bad_value(kind, baseline):
     for key in (k for k in URL_PARAMS if k in params):
         if key == "targets":  # free text: either rejected as a link value or as an unknown LoRA module
             assert "'targets'" in notes or "LoRA targets" in notes, notes
-        elif key in ("images", "host_ram") and payload == "0":
-            continue  # 0 image tokens (text only) and 0 GB (RAM not given) are the defaults, not bad values
+        elif key in ("images", "lora_layers", "host_ram") and payload == "0":
+            continue  # 0 image tokens (text only), 0 LoRA layers (the stack's) and 0 GB (RAM not given) are the
+            # defaults, not bad values
         else:
             assert f"'{key}'" in notes, f"no note for {key}={payload[:40]!r}: {notes}"
     assert "unknown link parameter" in notes
@@ -206,8 +207,8 @@ def test_unknown_stack_falls_back_to_trl_with_a_note(payload, baseline):
 
     at = run({"stack": payload})
     assert_safe(at)
-    assert "The link's value for 'stack' was not valid; using the default (trl)." in notes_text(at)
-    assert at.sidebar.selectbox(key="stack").value == "trl"
+    assert "The link's value for 'stack' was not valid; using the default (auto)." in notes_text(at)
+    assert at.sidebar.selectbox(key="stack").value == "auto"  # auto on the default device (a CUDA GPU) is TRL
     assert _summary(at) == setup_summary(resolve_setup("trl")) == _summary(baseline)
     assert verdict_of(at) == verdict_of(baseline)
     assert chart_data(at) == chart_data(baseline)
@@ -243,8 +244,9 @@ def test_a_loss_the_stack_cannot_do_names_the_stack_and_uses_its_loss(stack_id, 
     assert_safe(at)
     notes = notes_text(at)
     assert f"the {stack.label} stack cannot use the '{loss}' loss" in notes, notes
-    assert "Using the stack's own loss." in notes
-    setup = resolve_setup(stack_id)
+    assert "Using the stack's own settings for it." in notes
+    # the page's batch, length and rank, on its default device (an RTX 4090: CUDA)
+    setup = resolve_setup(stack_id, batch=1, seq_len=2048, lora_rank=16, backend="cuda")
     assert _summary(at) == setup_summary(setup)
     est = estimate(load_preset("llama-3.1-8b"), setup)
     expected = verdict(est.total_bytes, get_device("rtx-4090"), est.high_bytes).headline

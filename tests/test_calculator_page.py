@@ -58,6 +58,17 @@ def trl(**settings) -> TrainingSetup:
     return resolve_setup("trl", **settings)
 
 
+def mps(stack: str = "trl", **settings) -> TrainingSetup:
+    """The same on a Mac (a unified device): the PyTorch stack priced as an MPS run."""
+    return resolve_setup(stack, backend="metal", **settings)
+
+
+def mac_mlx(**settings) -> TrainingSetup:
+    """What the sidebar resolves on a Mac with the stack left on auto: MLX-LM on Metal with the page's own batch
+    (1), rank (16) and length (2,048)."""
+    return resolve_setup("mlx", **{"batch": 1, "seq_len": 2048, "lora_rank": 16, "backend": "metal", **settings})
+
+
 def run(params: dict[str, str] | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     for key, value in (params or {}).items():
@@ -145,17 +156,17 @@ def test_inputs_survive_a_rerun_because_the_page_draws_them(default_at):
     at = run({"device": "laptop-36gb"})
     before = {kind: len(getattr(at.sidebar, kind)) for kind in ("selectbox", "slider", "select_slider", "toggle",
                                                                "number_input", "text_input", "button_group")}
-    # model, stack, precision, optimizer, loss, attn, sharding, device; toggles rule, present, offload_params;
+    # model, stack, precision, optimizer, loss, attn, quant, sharding, device; toggles rule, dora, present;
     # segmented controls method, ckpt, kind; the trainer box adds a selectbox (trainer), two toggles
     # (precompute_ref, vllm_sleep) and a segmented control (gen) (ui/trainer_inputs.py); the language switch is
     # one more segmented control (ui/lang.py); the setup adds toggles offload_params, opt_offload, compile,
     # in_bwd and the segmented control dq (ui/params.py)
-    assert before["selectbox"] == 9 and before["toggle"] == 8 and before["button_group"] == 6
+    assert before["selectbox"] == 10 and before["toggle"] == 9 and before["button_group"] == 6
     at.sidebar.slider(key="batch").set_value(2).run()
     after = {kind: len(getattr(at.sidebar, kind)) for kind in before}
     assert after == before
     assert at.sidebar.selectbox(key="device").value == "laptop-36gb"
-    assert headline(at) == expected_headline(LLAMA, trl(batch=2), LAPTOP)
+    assert headline(at) == expected_headline(LLAMA, mac_mlx(batch=2), LAPTOP)  # a Mac's default stack: MLX-LM
 
 
 @pytest.mark.parametrize(("folder", "vanishes"), [("pages", True), ("views", False)])
@@ -202,8 +213,9 @@ def test_seed_examples_in_rule_mode(params, expected):
 
 
 def test_rule_mode_under_trl_matches_the_seed_number():
-    """TRL's 7B LoRA estimate lands within 0.05 GB of the seed's 17 GB: the comparison box says they match."""
-    at = run({"model": "by-size", "size": "7", "rule": "true", "device": "laptop-36gb"})
+    """TRL's 7B LoRA estimate on a CUDA GPU lands within 0.05 GB of the seed's 17 GB: the comparison box says they
+    match."""
+    at = run({"model": "by-size", "size": "7", "rule": "true", "device": "rtx-4090"})
     detailed = estimate(generic_spec(7), TRL)
     assert abs(detailed.total_bytes - 17e9) < 0.05e9
     (info,) = at.info
@@ -215,14 +227,14 @@ def test_rule_mode_under_trl_matches_the_seed_number():
 
 def test_rule_mode_shows_the_seed_number_and_the_gap_to_the_detailed_estimate():
     # The plain loop (no checkpointing, full fp32 logits) is far above the rule: the box gives the gap.
-    at = run({"model": "by-size", "size": "7", "rule": "true", "device": "laptop-36gb", "stack": "plain"})
+    at = run({"model": "by-size", "size": "7", "rule": "true", "device": "rtx-4090", "stack": "plain"})
     detailed = estimate(generic_spec(7), resolve_setup("plain"))
     (info,) = at.info
     text = unescape(info.value)
     diff = detailed.total_bytes - 17e9
     assert f"Rule of thumb 17.0 GB (15.8 GiB) · detailed estimate {to_gb(detailed.total_bytes):,.1f} GB" in text
     assert f"is {to_gb(diff):,.1f} GB ({diff / 2**30:,.1f} GiB, {100 * diff / 17e9:,.0f} %) above the rule" in text
-    detailed_verdict = verdict(detailed.total_bytes, LAPTOP, detailed.high_bytes).headline
+    detailed_verdict = verdict(detailed.total_bytes, RTX, detailed.high_bytes).headline
     assert f"Detailed verdict on this device: {detailed_verdict}." in text
     assert bar_total_gb(at) == pytest.approx(17.0)  # the chart shows the mode's own number
     # Off again: no comparison box, the detailed verdict is the headline.
@@ -233,35 +245,38 @@ def test_rule_mode_shows_the_seed_number_and_the_gap_to_the_detailed_estimate():
 
 # ---- every widget drives the estimate --------------------------------------------------------------------
 
-BASE = {"model": "by-size", "size": "7", "device": "laptop-36gb"}
+BASE = {"model": "by-size", "size": "7", "device": "laptop-36gb", "stack": "trl"}  # TRL on a Mac: an MPS run
 SEVEN = generic_spec(7)
+MPS = mps()
 # (widget kind, key, new value, extra URL parameters, expected (spec, setup, device) after the change)
 WIDGETS = [
-    ("selectbox", "model", "qwen2.5-7b", {}, (load_preset("qwen2.5-7b"), TRL, LAPTOP)),
-    ("select_slider", "size_step", 14, {}, (generic_spec(14), TRL, LAPTOP)),
-    ("number_input", "size", 13.0, {}, (generic_spec(13), TRL, LAPTOP)),  # any size, not only the ladder's
-    ("segmented_control", "method", "qlora", {}, (SEVEN, trl(method="qlora"), LAPTOP)),
-    ("selectbox", "stack", "plain", {}, (SEVEN, resolve_setup("plain"), LAPTOP)),
-    ("selectbox", "precision", "mixed", {}, (SEVEN, trl(precision="mixed"), LAPTOP)),
-    ("slider", "batch", 4, {}, (SEVEN, trl(batch=4), LAPTOP)),
-    ("select_slider", "max_len_pow2", 512, {}, (SEVEN, trl(seq_len=512), LAPTOP)),
-    ("number_input", "max_len", 3000, {}, (SEVEN, trl(seq_len=3000), LAPTOP)),
+    ("selectbox", "model", "qwen2.5-7b", {}, (load_preset("qwen2.5-7b"), MPS, LAPTOP)),
+    ("select_slider", "size_step", 14, {}, (generic_spec(14), MPS, LAPTOP)),
+    ("number_input", "size", 13.0, {}, (generic_spec(13), MPS, LAPTOP)),  # any size, not only the ladder's
+    ("segmented_control", "method", "qlora", {}, (SEVEN, mps(method="qlora"), LAPTOP)),
+    ("selectbox", "stack", "plain", {}, (SEVEN, mps("plain"), LAPTOP)),
+    ("selectbox", "precision", "mixed", {}, (SEVEN, mps(precision="mixed"), LAPTOP)),
+    ("slider", "batch", 4, {}, (SEVEN, mps(batch=4), LAPTOP)),
+    ("select_slider", "max_len_pow2", 512, {}, (SEVEN, mps(seq_len=512), LAPTOP)),
+    ("number_input", "max_len", 3000, {}, (SEVEN, mps(seq_len=3000), LAPTOP)),
     # TRL checkpoints by default: "false" turns it off, "offload" moves the layer inputs to CPU RAM.
-    ("segmented_control", "ckpt", "false", {}, (SEVEN, trl(grad_ckpt=False, offload_activations=False), LAPTOP)),
-    ("segmented_control", "ckpt", "offload", {}, (SEVEN, trl(grad_ckpt=True, offload_activations=True), LAPTOP)),
-    ("selectbox", "optimizer", "adamw_8bit", {"method": "full"},
-     (SEVEN, trl(method="full", optimizer="adamw_8bit"), LAPTOP)),
-    ("selectbox", "loss", "standard", {}, (SEVEN, trl(loss="standard"), LAPTOP)),
-    ("selectbox", "attn", "eager", {}, (SEVEN, trl(attention="eager"), LAPTOP)),
-    ("select_slider", "rank", 256, {}, (SEVEN, trl(lora_rank=256), LAPTOP)),
-    ("text_input", "targets", "q_proj,v_proj", {}, (SEVEN, trl(lora_targets=("q_proj", "v_proj")), LAPTOP)),
-    ("number_input", "gpus", 4, {}, (SEVEN, trl(gpus=4), LAPTOP)),
+    ("segmented_control", "ckpt", "false", {}, (SEVEN, mps(grad_ckpt=False, offload_activations=False), LAPTOP)),
+    ("segmented_control", "ckpt", "offload", {}, (SEVEN, mps(grad_ckpt=True, offload_activations=True), LAPTOP)),
+    ("selectbox", "optimizer", "adamw_8bit", {"method": "full", "device": "rtx-4090"},
+     (SEVEN, trl(method="full", optimizer="adamw_8bit"), RTX)),
+    ("selectbox", "loss", "standard", {}, (SEVEN, mps(loss="standard"), LAPTOP)),
+    ("selectbox", "attn", "eager", {"device": "rtx-4090"}, (SEVEN, trl(attention="eager"), RTX)),  # MPS: eager anyway
+    ("select_slider", "rank", 256, {}, (SEVEN, mps(lora_rank=256), LAPTOP)),
+    ("text_input", "targets", "q_proj,v_proj", {}, (SEVEN, mps(lora_targets=("q_proj", "v_proj")), LAPTOP)),
+    ("number_input", "lora_layers", 8, {"ckpt": "false"},
+     (SEVEN, mps(lora_layers=8, grad_ckpt=False, offload_activations=False), LAPTOP)),
+    ("number_input", "gpus", 4, {"device": "rtx-4090"}, (SEVEN, trl(gpus=4), RTX)),
     ("selectbox", "sharding", "zero3", {"gpus": "8", "method": "full"},
-     (SEVEN, trl(method="full", gpus=8, sharding="zero3"), LAPTOP)),
+     (SEVEN, mps(method="full", gpus=8, sharding="zero3"), LAPTOP)),
     ("selectbox", "device", "h100-80gb", {}, (SEVEN, TRL, get_device("h100-80gb"))),
     ("number_input", "capacity", 48.0, {"device": "custom"}, (SEVEN, TRL, custom_device(48, "discrete"))),
     ("segmented_control", "kind", "unified", {"device": "custom"},
-     (SEVEN, TRL, custom_device(24, "unified"))),
+     (SEVEN, MPS, custom_device(24, "unified"))),
 ]
 
 
@@ -290,7 +305,7 @@ def main_captions(at: AppTest) -> list[str]:
 
 def test_default_view_is_the_trl_stack(default_at):
     """The number a user sees first is TRL's (checkpointing on, chunked LM-head loss), and the page says so."""
-    assert default_at.sidebar.selectbox(key="stack").value == "trl"
+    assert default_at.sidebar.selectbox(key="stack").value == "auto"  # TRL on the default device (a CUDA GPU)
     summary = setup_summary(TRL)
     assert summary == ("TRL 1.16.0 (transformers 5.24, PEFT 0.21): checkpointing on (TRL default) · "
                        "loss: TRL fused chunked LM head (TRL default) · optimizer: AdamW (fused) (TRL default) · "
@@ -339,7 +354,7 @@ def test_a_setting_given_beats_the_stack_and_the_summary_says_whose_it_is():
 def test_a_loss_the_stack_cannot_do_gives_a_note_and_the_stacks_loss():
     at = run({"stack": "torchtune", "loss": "fused"})
     notes = [unescape(w.value) for w in at.warning]
-    assert any("torchtune stack cannot use the 'fused' loss" in n and "Using the stack's own loss" in n
+    assert any("torchtune stack cannot use the 'fused' loss" in n and "Using the stack's own settings for it" in n
                for n in notes), notes
     setup = resolve_setup("torchtune")
     assert setup.loss == "chunked"
@@ -355,8 +370,8 @@ def test_a_loss_the_stack_cannot_do_gives_a_note_and_the_stacks_loss():
 
 def test_presentation_mode_is_bigger_and_sparer():
     at = run({**BASE, "present": "true"})
-    assert headline(at) == expected_headline(SEVEN, TRL, LAPTOP)
-    assert headline(at).startswith("Fits: ")  # 7B LoRA under TRL ≈ 17 GB of the laptop's 29 GB
+    assert headline(at) == expected_headline(SEVEN, MPS, LAPTOP)
+    assert headline(at).startswith("Fits: ")  # 7B LoRA under TRL on MPS ≈ 18 GB of the laptop's 29 GB
     assert len(at.title) == 1 and not [h for h in at.header if h.value.startswith(":")]
     assert at.subheader[0].value.startswith("Expected peak")  # the estimate line, one size up
     assert not at.dataframe and not at.download_button
@@ -373,7 +388,7 @@ def test_remedies_in_the_seeds_order_with_their_savings():
     already 1, checkpointing already on) take no numbered slot and are named in one line underneath."""
     at = run(BASE)
     text = markdown_text(at)
-    setup = TRL
+    setup = MPS
     usable = LAPTOP.usable_bytes
     options = remedies(SEVEN, setup)
     helping = [r for r in options if r.applicable and abs(r.saves_bytes) >= NEGLIGIBLE_BYTES]
@@ -424,7 +439,7 @@ def test_largest_batch_longest_length_and_smallest_device():
 
 
 def test_nothing_fits_says_so():
-    at = run({"model": "llama-3.1-70b", "method": "full", "device": "mac-16gb"})
+    at = run({"model": "llama-3.1-70b", "method": "full", "device": "mac-16gb", "stack": "trl"})
     text = markdown_text(at)
     assert "Largest batch that fits on this device (at max length 2,048): **none fits (not even 1 example)**" in text
     assert "Smallest catalog device that fits: **none in the catalog**" in text
@@ -463,7 +478,7 @@ def test_downloads_hold_the_numbers_on_screen(monkeypatch):
     monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", _RecordingStorage)
     _RecordingStorage.files.clear()
     at = run({**BASE, "batch": "2"})
-    setup = trl(batch=2)
+    setup = mps(batch=2, seq_len=2048, lora_rank=16)  # the sidebar gives length and rank itself
     est = estimate(SEVEN, setup)
     document = json.loads(_RecordingStorage.files["will-it-fit.json"])
     assert document == json.loads(json.dumps(estimate_json(est, LAPTOP)))

@@ -50,7 +50,11 @@ def test_lists(capsys):
     devices = run_json(capsys, "--list-devices")
     laptop = next(d for d in devices if d["id"] == "laptop-36gb")
     assert laptop == {"id": "laptop-36gb", "name": laptop["name"], "kind": "unified",
-                      "capacity_bytes": 36 * 2**30, "usable_bytes": 27 * 2**30}
+                      "capacity_bytes": 36 * 2**30, "usable_bytes": 27 * 2**30,
+                      "usable_source": laptop["usable_source"]}
+    assert "three quarters" in laptop["usable_source"]  # no published working set for 36 GB
+    mac32 = next(d for d in devices if d["id"] == "mac-32gb")
+    assert "21845.34" in mac32["usable_source"] and "ollama/ollama/issues/434" in mac32["usable_source"]
 
 
 def test_advice(capsys):
@@ -160,5 +164,7 @@ def test_unusable_flags_are_one_line_errors(capsys, args, message):
 def test_help_shows_defaults_and_examples(capsys):
     rc, out, _ = run_cli(capsys, "--help")
     assert rc == 0
-    assert "(default: lora)" in out and "(default: trl)" in out and "(default: 16)" in out
+    flat = " ".join(out.split())  # argparse wraps the help text
+    assert "(default: lora)" in flat and "(default: mlx for SFT on a unified-memory Apple device, trl otherwise)" in flat
+    assert "(default: the stack's: 16, mlx 8)" in flat
     assert out.count("\n  python -m estimator ") == 3

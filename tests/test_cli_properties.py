@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from estimator import TrainerSetup, advise, get_device, load_preset, parse_targets
 from estimator.job.stack import resolve_setup
+from estimator.options.backends import device_backend
 from estimator.options.devices import device_ids
 from estimator.options.losses import LOSS_IDS
 from estimator.options.methods import ATTENTIONS, METHODS, SHARDINGS
@@ -159,7 +160,7 @@ def test_cli_advice_is_advise(job):
     batch = job["batch"] if job["batch"] is not None else TRAINERS[job["trainer"]].default_batch
     setup = resolve_setup(job["stack"], method=job["method"], batch=batch, seq_len=job.get("seq_len") or 2048,
                           lora_rank=16, lora_targets=parse_targets("all-linear"), gpus=job["gpus"],
-                          sharding=job["sharding"])
+                          sharding=job["sharding"], backend=device_backend(get_device(job["device"])))
     want = advise(load_preset(job["model"]), setup, get_device(job["device"]), tr, rule=job.get("rule"))
     assert [(r["key"], r["saves_bytes"], r["applicable"]) for r in got["remedies"]] == \
         [(r.key, int(round(r.saves_bytes)), r.applicable) for r in want.remedies]

@@ -33,7 +33,7 @@ from ui.inputs import (
 VALID: dict[str, list[str]] = {
     "model": model_options(),
     "size": [f"{s:g}" for s in SIZE_STEPS],
-    "stack": list(STACK_IDS),
+    "stack": ["auto", *STACK_IDS],
     "method": list(METHODS),
     "precision": list(PRECISIONS),
     "optimizer": list(OPTIMIZER_CHOICES),  # "auto" (the stack's) and every optimizer
@@ -45,6 +45,9 @@ VALID: dict[str, list[str]] = {
     "rank": [str(r) for r in RANKS],
     "targets": ["all-linear", "q_proj,v_proj", "q_proj; k_proj; v_proj; o_proj", "lm_head", "w1,w2,w3",
                 "query_key_value", "gate_up_proj"],
+    "lora_layers": ["0", "1", "4", "16", "32", "1000"],  # above the model's depth: refused with a note
+    "dora": ["true", "false"],
+    "quant": ["auto", "nf4", "affine", "mxfp4", "nvfp4", "mxfp8"],
     "gpus": ["1", "2", "8", "64", "1024"],
     "sharding": list(SHARDINGS),
     "device": [d.id for d in CATALOG] + ["custom"],
@@ -169,7 +172,7 @@ def test_every_page_with_all_nasty_values(page_path):
         run_case(dict.fromkeys(URL_PARAMS, value), page_path, None)
 
 
-@pytest.mark.parametrize("stack", VALID["stack"])
+@pytest.mark.parametrize("stack", STACK_IDS)  # auto: TRL on the default device (a CUDA GPU)
 def test_every_stack_with_every_loss_and_checkpointing_choice(stack):
     """Deterministic corner: each stack under each loss and checkpointing choice, QLoRA included (its adapter
     dtype and preparation come from the stack). No exception; a loss the stack cannot do gives its note."""

@@ -319,15 +319,15 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     assert "per_device_train_batch_size=4" in code.value and "max_length=4096" in code.value
     from estimator.options.optimizers import OPTIMIZERS
 
-    assert len(dataframe(at, "optimizer_table")) == len(OPTIMIZERS) == 8  # adamw_foreach joined with the stacks
+    assert len(dataframe(at, "optimizer_table")) == len(OPTIMIZERS) == 10  # adamw_foreach, then mlx-lm's adam, muon
     from estimator.options.stacks import STACKS
 
     stacks = dataframe(at, "stack_table")
-    assert list(stacks["Stack"]) == [s.label for s in STACKS.values()] and len(stacks) == 7
+    assert list(stacks["Stack"]) == [s.label for s in STACKS.values()] and len(stacks) == 8  # MLX-LM last
     assert len(at.get("latex")) >= 8  # the formulas
     headers = [h.value for h in at.main.header]
     assert headers == ["What goes into the peak", "The formulas", "Training stacks", "Unsloth, as Unsloth runs",
-                       "Preference & RL", "Assumptions", "Units", "How accurate is it?",
+                       "MLX-LM on a Mac", "Preference & RL", "Assumptions", "Units", "How accurate is it?",
                        "The exact trace", "Known limits", "A training script for this setup"]
     # Unsloth's section: its per-token terms (summing to the layer's saved bytes) and every published point
     from validation.unsloth import context_rows

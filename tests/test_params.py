@@ -17,6 +17,7 @@ from estimator.options.losses import LOSSES
 from estimator.options.methods import ATTENTIONS, METHODS, SHARDINGS
 from estimator.options.optimizers import OPTIMIZERS
 from estimator.options.precisions import PRECISION_IDS
+from estimator.options.quantization import QUANT_MODE_IDS
 from estimator.options.stacks import DEFAULT_STACK, STACK_IDS
 from estimator.options.trainers import GENERATION_IDS, MAX_BETA, TRAINER_IDS
 from ui.params import AUTO, PAGE_ONLY_PARAMS, SIDEBAR_PARAMS, TABLE, TRAINER_PARAMS, url_value
@@ -56,17 +57,22 @@ def test_choice_params_are_the_estimators_ids():
     assert TABLE["precision"].choices == PRECISION_IDS
     assert TABLE["attn"].choices == ATTENTIONS
     assert TABLE["sharding"].choices == SHARDINGS
-    assert TABLE["stack"].choices == STACK_IDS and TABLE["stack"].default == DEFAULT_STACK
+    assert TABLE["stack"].choices == (AUTO, *STACK_IDS) and TABLE["stack"].default == AUTO  # auto: by the device
+    assert TABLE["quant"].choices == (AUTO, *QUANT_MODE_IDS)
     assert TABLE["optimizer"].choices == (AUTO, *OPTIMIZERS) and TABLE["loss"].choices == (AUTO, *LOSSES)
     assert TABLE["device"].choices[:-1] == tuple(d.id for d in CATALOG)
     assert TABLE["trainer"].choices == TRAINER_IDS and TABLE["gen"].choices == GENERATION_IDS
 
 
 def test_the_defaults_resolve_to_the_default_stacks_setup():
-    """'auto' everywhere + the table's defaults = resolve_setup(DEFAULT_STACK) with TrainingSetup's defaults."""
-    assert resolve_setup(DEFAULT_STACK, method=TABLE["method"].default, batch=TABLE["batch"].default,
-                         seq_len=TABLE["max_len"].default, lora_rank=TABLE["rank"].default) == resolve_setup(
-        DEFAULT_STACK)
+    """'auto' everywhere + the table's defaults = resolve_setup(DEFAULT_STACK) with TrainingSetup's defaults (the
+    page gives batch, length and rank itself, so only from_stack differs)."""
+    from dataclasses import replace
+
+    given = resolve_setup(DEFAULT_STACK, method=TABLE["method"].default, batch=TABLE["batch"].default,
+                          seq_len=TABLE["max_len"].default, lora_rank=TABLE["rank"].default)
+    assert replace(given, from_stack=()) == replace(resolve_setup(DEFAULT_STACK), from_stack=())
+    assert TABLE["lora_layers"].default == 0 and TABLE["dora"].default is False
     assert TABLE["targets"].default == ",".join(TrainingSetup().lora_targets)
     assert TABLE["offload"].default == TrainingSetup().offload_optimizer
 

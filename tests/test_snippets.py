@@ -18,13 +18,15 @@ from estimator.job.stack import loss_impl_id, resolve_setup
 from estimator.options.methods import METHODS
 from estimator.options.optimizers import OPTIMIZERS
 from estimator.options.precisions import PRECISIONS
-from estimator.options.stacks import STACKS
+from estimator.options.stacks import MLX_STACK, STACKS
 from estimator.report.snippets import training_snippet
 from estimator.report.snippets.common import PLACEHOLDER_MODEL_ID, snippet_language
 
 LLAMA = load_preset("llama-3.1-8b")
 LLAMA_REPO = "meta-llama/Llama-3.1-8B"
 PYTHON_STACKS = ("trl", "trainer", "unsloth", "plain")
+# The PyTorch stacks, whose scripts this file reads back; mlx_lm lora's YAML is read back in tests/test_mlx.py.
+TORCH_STACKS = tuple(s for s in STACKS if s != MLX_STACK)
 HF_OPTIM_STACKS = ("trl", "trainer", "unsloth", "axolotl")  # optimizer named by transformers' optim
 ALL_LINEAR_NAMES = frozenset({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
 
@@ -469,7 +471,7 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
 def cases() -> list[tuple[str, dict[str, object]]]:
     """Every stack × method × a few option variations (the stack's own values for the rest)."""
     out = []
-    for stack, method in itertools.product(STACKS, METHODS):
+    for stack, method in itertools.product(TORCH_STACKS, METHODS):
         base = {"method": method, "batch": 3, "seq_len": 1536}
         variants = [
             {},
@@ -507,14 +509,15 @@ def test_snippet_settings_match_the_estimate(stack, settings):
     check(stack, setup, training_snippet(LLAMA, setup))
 
 
-@pytest.mark.parametrize(("stack", "method"), list(itertools.product(STACKS, METHODS)))
+@pytest.mark.parametrize(("stack", "method"), list(itertools.product(TORCH_STACKS, METHODS)))
 def test_every_optimizer_and_precision_parses_and_matches(stack, method):
-    for optimizer, precision in itertools.product(OPTIMIZERS, PRECISIONS):
+    torch_optimizers = [k for k, o in OPTIMIZERS.items() if not o.mlx_only]  # adam, muon: mlx-lm's own
+    for optimizer, precision in itertools.product(torch_optimizers, PRECISIONS):
         setup = resolve_setup(stack, method=method, optimizer=optimizer, precision=precision)
         check(stack, setup, training_snippet(LLAMA, setup))
 
 
-@pytest.mark.parametrize("stack", list(STACKS))
+@pytest.mark.parametrize("stack", list(TORCH_STACKS))
 def test_multi_gpu_sharding(stack):
     setup = resolve_setup(stack, method="full", gpus=8, sharding="zero3", offload_optimizer=True)
     text = training_snippet(LLAMA, setup)
@@ -626,7 +629,7 @@ def test_partial_mlp_targets_are_noted_not_dropped():
     assert "LoRA targets c_attn: LitGPT has no switch for them" in comments(text)
 
 
-@pytest.mark.parametrize("stack", list(STACKS))
+@pytest.mark.parametrize("stack", list(TORCH_STACKS))
 def test_sgd_gets_the_momentum_buffer_the_estimate_counts(stack):
     """transformers' optim="sgd" builds torch SGD with momentum 0 (no state); the estimate counts one buffer."""
     s = extract(stack, training_snippet(LLAMA, resolve_setup(stack, method="full", optimizer="sgd")))
@@ -645,10 +648,10 @@ def test_stack_none_is_the_trainer_script_and_languages():
     assert "per_device_train_batch_size=4" in text and "max_length=4096" in text
     assert {stack: snippet_language(resolve_setup(stack)) for stack in STACKS} == {
         "trl": "python", "trainer": "python", "unsloth": "python", "axolotl": "yaml", "torchtune": "bash",
-        "litgpt": "bash", "plain": "python"}
+        "litgpt": "bash", "plain": "python", "mlx": "yaml"}
 
 
-@pytest.mark.parametrize("stack", list(STACKS))
+@pytest.mark.parametrize("stack", list(TORCH_STACKS))
 def test_models_without_a_hub_id_get_a_placeholder_and_hostile_names_stay_in_comments(stack):
     setup = resolve_setup(stack)
     placeholder = training_snippet(generic_spec(7), setup)
@@ -676,7 +679,7 @@ LLAMA_CONFIG_TEXT = """{"model_type": "llama", "hidden_size": 512, "intermediate
 "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000}"""
 
 
-@pytest.mark.parametrize("stack", sorted(STACKS))
+@pytest.mark.parametrize("stack", sorted(TORCH_STACKS))
 def test_a_hub_model_loads_its_own_repo_id(stack):
     """A model fetched from the Hub by id is loaded by that id (its revision goes to from_pretrained separately);
     an uploaded config keeps the placeholder."""

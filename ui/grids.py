@@ -33,7 +33,7 @@ from estimator import (
 )
 from estimator.advice.solvers import max_fitting_size_b, sharded
 from estimator.i18n import N_, _, format_int
-from estimator.job.stack import with_method
+from estimator.job.stack import check_stack_setup, with_method
 from estimator.job.tower import setup_for_model
 from estimator.job.trainer import TrainerSetup
 from estimator.memory.result import component_label
@@ -308,7 +308,12 @@ def compare_setups(setup: TrainingSetup, methods: Sequence[str], variants: Seque
             field = "precision" if variant in PRECISION_IDS else "optimizer"
             if variant not in VARIANT_OPTIONS or getattr(base, field) == variant:
                 continue
-            out.append((f"{_(SHORT_METHOD[method])} · {variant}", replace(base, **{field: variant})))
+            varied = replace(base, **{field: variant})
+            try:
+                check_stack_setup(varied)  # a variant the stack cannot run (MLX-LM: mixed precision, bnb optimizers)
+            except ValueError:
+                continue
+            out.append((f"{_(SHORT_METHOD[method])} · {variant}", varied))
     return out
 
 

@@ -30,7 +30,9 @@ from estimator.i18n import _, localised_error, set_language
 from estimator.job.stack import resolve_setup, setup_summary
 from estimator.job.tower import check_tower
 from estimator.memory.adapters import lora_targets
-from estimator.options.stacks import DEFAULT_STACK, STACKS, get_stack
+from estimator.memory.step import check_model
+from estimator.options.backends import device_backend
+from estimator.options.stacks import MLX_STACK, STACKS, default_stack, get_stack
 from ui.config_box import draw_config_box
 from ui.lang import language_switch
 from ui.model_box import DEFAULT_MODEL, draw_model_section
@@ -138,12 +140,31 @@ class _Training:
     length_slot: Any
 
 
+def effective_stack(stack_choice: str, device: Device, trainer: str = "sft") -> str:
+    """The stack a choice means on this device: 'auto' is the estimator's default_stack (MLX-LM for SFT on a
+    unified-memory Apple device, TRL elsewhere and for the preference/RL trainers); a named stack is itself."""
+    if stack_choice in STACKS:
+        return stack_choice
+    return default_stack(device.kind == "unified", trainer)
+
+
+def _stack_chosen() -> None:
+    """When the user picks a stack, its own run size comes with it (mlx-lm: batch 4, rank 8): the batch and rank
+    controls move to the stack's defaults, which the user can then change."""
+    choice = st.session_state.get("stack")
+    if choice in STACKS:
+        stack = get_stack(choice)
+        st.session_state["batch"] = stack.batch
+        st.session_state["rank"] = stack.lora_rank
+
+
 def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Training:
     """Method, stack, precision, a slot for batch and max length, images, checkpointing and the two expanders
     (optimizer, loss, attention, LoRA; GPUs and sharding)."""
     method = widget("method", sb)
-    stack_id = widget("stack", sb)
-    sb.caption(plain(get_stack(str(stack_id)).version if stack_id in STACKS else ""))
+    stack_id = widget("stack", sb, on_change=_stack_chosen)
+    sb.caption(plain(get_stack(str(stack_id)).version if stack_id in STACKS else
+                     _("auto: MLX-LM on an Apple device, TRL elsewhere")))
     precision = widget("precision", sb)
     length_slot = sb.container()  # batch and max length (ui/sliders.py)
     images, tower = _multimodal_inputs(sb, named, notes)
@@ -156,6 +177,9 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         rank = widget("rank", disabled=lora_off)
         targets_text = widget("targets", disabled=lora_off,
                               help=_("'all-linear' or names: {names}").format(names=", ".join(named.linear_names())))
+        lora_layers = widget("lora_layers")
+        dora = widget("dora", disabled=lora_off)
+        quant = widget("quant", disabled=method != "qlora")
         dq = widget("dq", disabled=method != "qlora")
         torchtune = stack_id == "torchtune"
         compile_ = widget("compile", disabled=not torchtune)
@@ -176,6 +200,8 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         grad_ckpt={"true": True, "false": False, "offload": True}.get(str(ckpt)),
         offload_activations={"offload": True, "false": False, "true": False}.get(str(ckpt)),
         loss=None if loss == AUTO else str(loss), image_tokens=int(images), train_tower=bool(tower),
+        lora_layers=int(lora_layers) or None, dora=bool(dora) and not lora_off,
+        quant_mode=None if quant == AUTO else str(quant),
         grad_accum=int(accum), offload_optimizer=bool(opt_offload),
         nf4_double_quant={"true": True, "false": False}.get(str(dq)) if method == "qlora" else None,
         compile=bool(compile_) if torchtune else None,
@@ -183,7 +209,7 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         offload_params=bool(offload_params),
     )
     _settle_scale(settings, notes)
-    return _Training(settings, str(stack_id) if stack_id in STACKS else DEFAULT_STACK, str(targets_text), length_slot)
+    return _Training(settings, str(stack_id) if stack_id in STACKS else AUTO, str(targets_text), length_slot)
 
 
 def _settle_scale(settings: dict[str, object], notes: list[str]) -> None:
@@ -271,16 +297,26 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
         except ValueError as exc:
             notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=localised_error(exc)))
             targets = ("all-linear",)
-    settings = {**drawn.settings, "batch": int(batch), "seq_len": int(max_len), "lora_targets": targets}
+    stack_id = effective_stack(drawn.stack_id, drawn.device, drawn.trainer_box.trainer)
+    settings = {**drawn.settings, "batch": int(batch), "seq_len": int(max_len), "lora_targets": targets,
+                "backend": device_backend(drawn.device)}
     try:
-        setup = resolve_setup(drawn.stack_id, **settings)
+        setup = resolve_setup(stack_id, **settings)
     except ValueError as exc:
-        notes.append(_("{error}. Using the stack's own loss.").format(error=localised_error(exc)))
+        # the stack's own choices for what it refused (its loss, optimizer, quantisation; MLX-LM's attention,
+        # one device, no offloading), the user's batch, length, method and rank kept
+        notes.append(_("{error}. Using the stack's own settings for it.").format(error=localised_error(exc)))
+        keep = {k: settings[k] for k in ("method", "precision", "batch", "seq_len", "lora_rank", "lora_targets",
+                                          "lora_layers", "backend")}
+        if stack_id == MLX_STACK and keep["precision"] == "mixed":
+            keep["precision"] = "bf16"
         try:
-            setup = resolve_setup(drawn.stack_id, **{**settings, "loss": None})
-        except ValueError as exc2:
-            notes.append(_("Setup not valid ({error}); using defaults.").format(error=localised_error(exc2)))
-            setup = resolve_setup(DEFAULT_STACK)
+            setup = resolve_setup(stack_id, **keep)
+        except ValueError as exc2:  # the stack cannot run here at all (MLX-LM on ROCm, Unsloth on a Mac)
+            fallback = effective_stack(AUTO, drawn.device, drawn.trainer_box.trainer)
+            notes.append(_("Setup not valid ({error}); using {stack}'s defaults.").format(
+                error=localised_error(exc2), stack=get_stack(fallback).label))
+            setup = resolve_setup(fallback, backend=keep["backend"])
     if setup.train_tower:
         try:
             check_tower(spec, setup)
@@ -288,6 +324,38 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
             notes.append(_("{error}. Using a frozen tower.").format(error=localised_error(exc)))
             setup = replace(setup, train_tower=False)
     return setup
+
+
+def _fit_to_model(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> tuple[ModelSpec, TrainingSetup]:
+    """What this model allows of the setup, each change noted: no more LoRA layers than it has; another stack when
+    this one cannot train it (MLX-LM: a mixture-of-experts or other unmodelled family → TRL; an MLX-quantised
+    checkpoint on a PyTorch stack → MLX-LM); failing both, the checkpoint priced unquantised."""
+    if setup.lora_layers > spec.num_layers and "lora_layers" not in setup.from_stack:
+        notes.append(_("LoRA layers: {model} has {layers} decoder layers, not {n}; training all of them.").format(
+            model=spec.name, layers=spec.num_layers, n=setup.lora_layers))
+        setup = replace(setup, lora_layers=spec.num_layers)
+    try:
+        check_model(spec, setup)
+        return spec, setup
+    except ValueError as exc:
+        other = "trl" if setup.stack == MLX_STACK else MLX_STACK
+        keep = {k: getattr(setup, k) for k in ("method", "batch", "seq_len", "lora_rank", "lora_targets", "backend")}
+        try:
+            alt = resolve_setup(other, **keep)
+            check_model(spec, alt)
+            notes.append(_("{error}. Using the {stack} stack.").format(error=localised_error(exc),
+                                                                       stack=get_stack(other).label))
+            return spec, alt
+        except ValueError:
+            pass
+        try:
+            check_model(replace(spec, quantization=None), setup)
+            notes.append(_("{error}. Priced as its unquantised weights.").format(error=localised_error(exc)))
+            return replace(spec, quantization=None), setup
+        except ValueError:
+            fallback = load_preset(DEFAULT_MODEL)  # a dense decoder every stack trains
+            notes.append(_("{error}. Showing {model}.").format(error=localised_error(exc), model=fallback.name))
+            return fallback, replace(setup, lora_layers=min(setup.lora_layers, fallback.num_layers))
 
 
 def _live_inputs(drawn: _Drawn, values: tuple[float, int, int]) -> Inputs:
@@ -299,7 +367,7 @@ def _live_inputs(drawn: _Drawn, values: tuple[float, int, int]) -> Inputs:
     box = drawn.trainer_box if first else replace(drawn.trainer_box, notes=())
     size, batch, max_len = values
     spec = _live_model(drawn, size, notes)
-    setup = _live_setup(drawn, spec, batch, max_len, notes)
+    spec, setup = _fit_to_model(spec, _live_setup(drawn, spec, batch, max_len, notes), notes)
     return Inputs(model=spec, setup=setup, device=drawn.device, rule="seed" if drawn.rule_on else None,
                   presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice, trainer_box=box,
                   host_ram_bytes=drawn.host_ram)

@@ -119,6 +119,49 @@ def scale_out_chart_spec(curves: Mapping[str, Sequence[Estimate]], gpu_counts: S
     return {"data": traces, "layout": layout}
 
 
+ATTENTION_COLOR = "#D55E00"  # vermillion (Okabe–Ito): the s² attention probabilities
+OTHER_ACTS_COLOR = "#56B4E9"  # sky blue: the other activations and the loss
+RESIDENT_COLOR = "#999999"  # grey: weights, adapters and optimizer state
+
+
+def attention_share_chart(rows: Sequence[tuple[int, Estimate]], device: Device | None = None, *,
+                          font_size: int | None = None) -> go.Figure:
+    """attention_share_chart_spec as a plotly Figure (validated)."""
+    return go.Figure(attention_share_chart_spec(rows, device, font_size=font_size))
+
+
+def attention_share_chart_spec(rows: Sequence[tuple[int, Estimate]], device: Device | None = None, *,
+                               font_size: int | None = None) -> dict:
+    """How the s² attention term grows with the max length on MLX (How page): one stacked bar per length, the
+    resident part (weights, adapters, optimizer state), the trained blocks' attention probabilities
+    (DetailItem "activations.attention_scores": B·H·L² per trained block) and everything else, against the device's
+    usable line. `rows` are (max length, the MLX estimate at that length). Plain plotly.js JSON, what ui.live_chart
+    draws without building a Figure."""
+    from estimator.memory.result import detail_bytes
+
+    labels = [format_number(length, 0) for length, _est in rows]
+    resident = [to_gb(e.components_bytes["weights"] + e.components_bytes["optimizer"]) for _l, e in rows]
+    probs = [to_gb(detail_bytes(e.details, "activations.attention_scores")) for _l, e in rows]
+    other = [to_gb(e.total_bytes) - r - p for (_l, e), r, p in zip(rows, resident, probs, strict=True)]
+    traces = [dict(type="bar", x=labels, y=values, name=name, marker=dict(color=color),
+                   hovertemplate="%{x}: %{y:.1f} GB<extra>" + _esc(name) + "</extra>")
+              for name, values, color in ((_("Weights and optimizer state"), resident, RESIDENT_COLOR),
+                                          (_("Attention probabilities (B·H·L²)"), probs, ATTENTION_COLOR),
+                                          (_("Other activations and the loss"), other, OTHER_ACTS_COLOR))]
+    top = max([to_gb(e.total_bytes) for _l, e in rows] + ([to_gb(device.capacity_bytes)] if device else []) or [1.0])
+    layout = dict(barmode="stack", separators=separators(), height=360, margin=dict(t=30, b=40),
+                  # category axis: one bar per length, evenly spaced (the labels are formatted numbers)
+                  xaxis=dict(title=dict(text=_("Max length (tokens)")), type="category"),
+                  yaxis=dict(title=dict(text="GB"), range=[0, top * 1.1]),
+                  legend=dict(orientation="h", y=-0.25))
+    if device is not None:
+        shapes, notes = overlay_items(device, "y", layout["yaxis"]["range"])
+        layout.update(shapes=shapes, annotations=notes)
+    if font_size:  # presentation mode: Streamlit's theme sets legend, tick and hover fonts itself
+        font_layout(layout, font_size)
+    return {"data": traces, "layout": layout}
+
+
 # The device at the failure (pages/oom.py): what the out-of-memory message says holds the memory.
 OOM_PARTS: tuple[tuple[str, str, str], ...] = (
     ("allocated", "#0072B2", N_("PyTorch's tensors")),

@@ -16,14 +16,15 @@ import streamlit as st
 
 from estimator import CATALOG, MAX_SIZE_B, MIN_SIZE_B, TrainerSetup, TrainingSetup, list_presets
 from estimator.i18n import N_, Text, _
-from estimator.job.setup import MAX_BATCH, MAX_GPUS, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
+from estimator.job.setup import MAX_BATCH, MAX_GPUS, MAX_GRAD_ACCUM, MAX_LORA_LAYERS, MAX_RANK, MAX_SEQ_LEN
 from estimator.memory.rule import rule_sentence
 from estimator.options.devices import CUSTOM_MAX_GB, CUSTOM_MIN_GB, DEVICE_KINDS
 from estimator.options.losses import LOSSES
 from estimator.options.methods import ATTENTIONS, METHODS, SHARDING_LABELS, SHARDINGS
 from estimator.options.optimizers import OPTIMIZER_LABELS, OPTIMIZERS
 from estimator.options.precisions import PRECISION_IDS, PRECISION_LABELS
-from estimator.options.stacks import DEFAULT_STACK, STACK_IDS, STACKS
+from estimator.options.quantization import QUANT_MODE_IDS, QUANT_MODES
+from estimator.options.stacks import DEFAULT_STACK, MLX_STACK, STACK_IDS, STACKS
 from estimator.options.trainers import (
     DEFAULT_PROMPT_LEN,
     GENERATION_IDS,
@@ -127,11 +128,13 @@ def _rows() -> tuple[Param, ...]:
               help=N_("Any size from {low} to {high} billion parameters (13, 34, 72, 405…)."),
               help_args=(("low", f"{MIN_SIZE_B:g}"), ("high", f"{MAX_SIZE_B:g}")),
               source="estimator.models.presets MIN_SIZE_B, MAX_SIZE_B (generic_spec)"),
-        Param("stack", N_("Training stack"), "selectbox", DEFAULT_STACK, STACK_IDS,
+        Param("stack", N_("Training stack"), "selectbox", AUTO, (AUTO, *STACK_IDS),
               help=N_("The framework you train with: its defaults fill every setting left on 'auto' (checkpointing, "
-                      "loss, optimizer, adapter dtypes, QLoRA preparation)."),
+                      "loss, optimizer, adapter dtypes, QLoRA preparation, LoRA layers). auto = MLX-LM on an Apple "
+                      "device, TRL elsewhere."),
               help_items=tuple((k, s.label) for k, s in STACKS.items()),
-              source="estimator.options.stacks DEFAULT_STACK, STACK_IDS"),
+              source=f"estimator.options.stacks STACK_IDS (auto: {MLX_STACK} on a unified device, {DEFAULT_STACK} "
+                     "otherwise)"),
         Param("method", N_("Method"), "segmented", _setup("method"), METHODS,
               help=N_("full = every weight trains; lora = frozen 16-bit base + small adapters; qlora = frozen 4-bit "
                       "base + adapters."), source=setup_src),
@@ -158,6 +161,19 @@ def _rows() -> tuple[Param, ...]:
               source=f"{setup_src} (lora_rank, MAX_RANK; powers of two)"),
         Param("targets", N_("LoRA targets"), "text", ",".join(_setup("lora_targets")), max_chars=200,
               source=f"{setup_src} (lora_targets)"),
+        Param("lora_layers", N_("LoRA layers (the last N)"), "number", 0, low=0, high=MAX_LORA_LAYERS, integer=True,
+              step=1, help=N_("Adapters on the last N decoder layers only (mlx-lm's --num-layers, PEFT's "
+                              "layers_to_transform); on MLX-LM, full fine-tuning trains those N. 0 = the stack's: "
+                              "every layer, 16 on MLX-LM."),
+              source=f"{setup_src} (lora_layers, MAX_LORA_LAYERS; 0: the stack's)"),
+        Param("dora", "DoRA", "toggle", _setup("dora"),
+              help=N_("Weight-decomposed LoRA (mlx-lm fine_tune_type 'dora'); modelled for MLX-LM."),
+              source=f"{setup_src} (dora)"),
+        Param("quant", N_("QLoRA quantisation"), "selectbox", AUTO, (AUTO, *QUANT_MODE_IDS),
+              help=N_("How the QLoRA base is quantised: auto = the stack's (bitsandbytes NF4 on the PyTorch stacks, "
+                      "MLX affine 4-bit on MLX-LM)."),
+              help_items=tuple((k, q.label) for k, q in QUANT_MODES.items()),
+              source="estimator.options.quantization.QUANT_MODES (auto: the stack's quant_mode)"),
         Param("gpus", N_("GPUs"), "number", _setup("gpus"), low=1, high=MAX_GPUS, integer=True, step=1,
               source=f"{setup_src} (gpus, MAX_GPUS)"),
         Param("sharding", N_("Sharding"), "selectbox", _setup("sharding"), SHARDINGS,

@@ -229,12 +229,15 @@ def published_rows() -> list[dict[str, Any]]:
 
 
 def accuracy_report() -> dict[str, Any]:
-    """Both sets: overall median/p90/worst |error| %, by family/framework and method, and every row; and Unsloth's
-    traces and published longest lengths (validation/unsloth.py)."""
+    """Both sets: overall median/p90/worst |error| %, by family/framework and method, and every row; the MLX-LM
+    stack against real mlx-lm steps (validation/mlx.py); and Unsloth's traces and published longest lengths
+    (validation/unsloth.py)."""
+    from .mlx import mlx_report
     from .unsloth import unsloth_report
 
     tracer = tracer_rows()
     published = published_rows()
+    mlx = mlx_report()
     return {
         "unsloth": unsloth_report(),
         "tracer": {**summarize([r["error_pct"] for r in tracer]), "by_family": _group(tracer, "family"),
@@ -242,6 +245,10 @@ def accuracy_report() -> dict[str, Any]:
                    "rows": tracer},
         "published": {**summarize([r["error_pct"] for r in published]), "by_method": _group(published, "method"),
                       "by_framework": _group(published, "framework"), "rows": published},
+        "mlx": {**summarize([r["error_pct"] for r in mlx["rows"]]), "by_family": _group(mlx["rows"], "family"),
+                "by_method": _group(mlx["rows"], "method"), "rows": mlx["rows"],
+                "step_median_abs_pct": mlx["step_median_abs_pct"], "step_worst_abs_pct": mlx["step_worst_abs_pct"],
+                "probes": {k: v for k, v in mlx["probes"].items() if k != "rows"}},
     }
 
 
@@ -249,7 +256,8 @@ def format_report(report: dict[str, Any]) -> str:
     """The accuracy report as text (what `python -m validation` prints)."""
     lines = []
     for name, title in (("tracer", "Tracer fixtures (tensor-level peak, FakeTensor + MemTracker)"),
-                        ("published", "Published measurements")):
+                        ("published", "Published measurements"),
+                        ("mlx", "MLX-LM fixtures (real mlx-lm steps, mx.get_peak_memory, CPU backend)")):
         part = report[name]
         lines.append(f"{title}: n={part['n']}  median |err| {part['median_abs_pct']:.1f} %  "
                      f"p90 {part['p90_abs_pct']:.1f} %  worst {part['worst_abs_pct']:.1f} %  "
@@ -263,6 +271,13 @@ def format_report(report: dict[str, Any]) -> str:
                 flag = "  <-- " + (row["explanation"] or "unexplained") if abs(row["error_pct"]) > 20 else ""
                 lines.append(f"    {row['id']:<24} {row['method']:<5} measured {row['measured_gb']:6.2f} GB  "
                              f"estimated {row['estimated_gb']:6.2f} GB  {row['error_pct']:+6.1f} %{flag}")
+        if name == "mlx":
+            probes = part["probes"]
+            lines.append(f"  peak − resident: median {part['step_median_abs_pct']:.1f} %  worst "
+                         f"{part['step_worst_abs_pct']:.1f} %")
+            lines.append(f"  calibration probes (fit set, calibration/mlx_fit.py): n={probes['n']}  median "
+                         f"{probes['median_abs_pct']:.1f} %  worst {probes['worst_abs_pct']:.1f} %; peak − resident "
+                         f"median {probes['step_median_abs_pct']:.1f} %  worst {probes['step_worst_abs_pct']:.1f} %")
     if "unsloth" in report:
         from .unsloth import format_unsloth_report
 

@@ -9,12 +9,16 @@ from typing import TYPE_CHECKING
 
 from ..i18n import _, format_int
 from ..job.stack import with_method
+from ..job.tower import setup_for_model
 from ..memory.trainers import reference_bytes
 from ..models.presets import generic_spec, list_presets, load_preset
+from ..options.stacks import MLX_STACK
 from .search import _default_estimate, solver_estimate_fn
 from .solvers import fewest_gpus, sharded
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..job.setup import TrainingSetup
     from ..job.trainer import TrainerSetup
     from ..models.spec import ModelSpec
@@ -41,7 +45,7 @@ class Remedy:
 # JSON and tests compare these, never the titles (which are translated).
 REMEDY_KEYS = ("shorter_length", "smaller_batch", "qlora", "checkpointing", "lora", "smaller_model",
                "precompute_ref", "fewer_generations", "shorter_completions", "vllm_sleep", "lower_vllm_util",
-               "vllm_server", "sharding")
+               "vllm_server", "sharding", "fewer_layers")
 
 
 def _priced(order: int, title: str, change: str, base: float, total: float, caveat: str, key: str,
@@ -57,8 +61,8 @@ def shard_remedy(spec: ModelSpec, setup: TrainingSetup, device: Device, order: i
                  estimate_fn: EstimateFn = _default_estimate) -> Remedy | None:
     """Spread the run over more GPUs of this kind with ZeRO-3 / FSDP full shard: the fewest that fit. None
     on a unified-memory machine (it does not scale out) or when the setup already shards fully."""
-    if device.kind != "discrete" or setup.sharding == "zero3":
-        return None
+    if device.kind != "discrete" or setup.sharding == "zero3" or setup.stack == MLX_STACK:
+        return None  # a Mac does not scale out; mlx-lm is priced on one device
     base = estimate_fn(spec, setup).total_bytes
     if base <= device.usable_bytes:
         return None  # it fits on the GPUs it has (and full sharding never needs more of them)
@@ -99,6 +103,14 @@ def _smaller_model(spec: ModelSpec) -> ModelSpec | None:
     return generic_spec(half) if half >= 0.1 else None
 
 
+def _changed(make: Callable[[], TrainingSetup]) -> tuple[TrainingSetup | None, str]:
+    """A changed setup, or None and the reason when the stack refuses it (LitGPT's QLoRA optimizer on a Mac…)."""
+    try:
+        return make(), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
 def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _default_estimate
              ) -> tuple[Remedy, ...]:
     """The seed's five remedies in its order ("If a run runs out of memory"), each priced for this setup."""
@@ -126,21 +138,33 @@ def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _d
         spec, replace(setup, batch=half_batch) if setup.batch > 1 else None,
         _("Fewer examples per step; raise gradient accumulation to keep the effective batch."),
         _("the batch is already 1"))
+    qlora, why_not = _changed(lambda: with_method(setup, "qlora")) if setup.method != "qlora" else (
+        None, _("already QLoRA"))
     add(3, "qlora", _("Switch to QLoRA"), _("{method} → qlora (4-bit base)").format(method=setup.method), spec,
-        with_method(setup, "qlora") if setup.method != "qlora" else None,
-        _("A 4-bit base is about a quarter of a 16-bit one; training is somewhat slower."), _("already QLoRA"))
+        qlora, _("A 4-bit base is about a quarter of a 16-bit one; training is somewhat slower."), why_not)
     add(4, "checkpointing", _("Use gradient checkpointing"), _("checkpointing off → on"), spec,
         replace(setup, grad_ckpt=True) if not setup.grad_ckpt else None,
         _("20–30 % slower: activations are recomputed in backward."), _("already on"))
+    if setup.stack == MLX_STACK:  # mlx-lm trains the last num_layers blocks: fewer of them keep activations
+        trained = min(setup.lora_layers or spec.num_layers, spec.num_layers)
+        fewer = max(1, trained // 2)
+        add(4, "fewer_layers", _("Train fewer layers"),
+            _("trained layers {before} → {after} (--num-layers)").format(before=trained, after=fewer), spec,
+            replace(setup, lora_layers=fewer, from_stack=tuple(f for f in setup.from_stack if f != "lora_layers"))
+            if trained > 1 else None,
+            _("Only the last layers adapt; the earlier ones keep no activations. Less capacity to change the model."),
+            _("one layer already"))
     if setup.method == "full":
-        add(5, "lora", _("Use LoRA instead of full fine-tuning"), "full → lora", spec, with_method(setup, "lora"),
-            _("Fewer trainable weights; less room to change behaviour."))
+        lora, why_not = _changed(lambda: with_method(setup, "lora"))
+        add(5, "lora", _("Use LoRA instead of full fine-tuning"), "full → lora", spec, lora,
+            _("Fewer trainable weights; less room to change behaviour."), why_not)
     else:
         smaller = _smaller_model(spec)
         if smaller is None:
             add(5, "smaller_model", _("Pick a smaller model"), _("no smaller model"), spec, None, "", _("no smaller model"))
         else:
-            add(5, "smaller_model", _("Pick a smaller model"), f"{spec.name} → {smaller.name}", smaller, setup,
+            add(5, "smaller_model", _("Pick a smaller model"), f"{spec.name} → {smaller.name}", smaller,
+                setup_for_model(smaller, setup),
                 _("A smaller model learns less; compare quality before committing."))
     return tuple(out)
 

@@ -12,6 +12,7 @@ from ..job.tower import setup_for_model
 from ..memory.overhead import ALLOCATOR_SLACK
 from ..memory.price import estimate as price
 from ..models.presets import MAX_SIZE_B, MIN_SIZE_B, generic_spec
+from ..options.backends import device_backend, same_runtime
 from ..options.devices import CATALOG
 from .search import _default_estimate, _smallest_int, bisect_last
 
@@ -62,17 +63,18 @@ def max_fitting_size_b(setup: TrainingSetup, device: Device, rule: str | None = 
 
     def total(size_b: float) -> float:
         spec = generic_spec(size_b)
-        return (estimate_fn(spec, text_setup) if estimate_fn is not None
-                else estimate(spec, text_setup, rule)).total_bytes
+        sized = setup_for_model(spec, text_setup)  # --lora-layers past a small model's depth: all its layers
+        return (estimate_fn(spec, sized) if estimate_fn is not None else estimate(spec, sized, rule)).total_bytes
 
     return bisect_last(MIN_SIZE_B, MAX_SIZE_B, total, device.usable_bytes, integer=False, rel_tol=rel_tol)
 
 
 def smallest_device(spec: ModelSpec, setup: TrainingSetup, catalog: tuple[Device, ...] = CATALOG,
                     estimate_fn: EstimateFn = _default_estimate) -> Device | None:
-    """The catalog device with the least usable memory that still fits this setup."""
+    """The catalog device with the least usable memory that still fits this setup, among the devices that run its
+    backend (a CUDA setup's answer is a GPU, an MLX or MPS one's a Mac: each is priced for its own runtime)."""
     total = estimate_fn(spec, setup).total_bytes
-    fitting = [d for d in catalog if d.usable_bytes >= total]
+    fitting = [d for d in catalog if d.usable_bytes >= total and same_runtime(device_backend(d), setup.backend)]
     return min(fitting, key=lambda d: (d.usable_bytes, d.id)) if fitting else None
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text, error_message
 from ..job.setup import ALL_LINEAR
+from ..options.stacks import MLX_STACK
 
 if TYPE_CHECKING:
     from typing import Any
@@ -126,6 +127,12 @@ def check_config(cfg: Any) -> dict[str, Any]:
 def tracer_setup(setup: TrainingSetup) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The tracer's setup dict for `setup`, and notes on what is traced differently. ExactRefused when the
     setup has something a one-device CPU trace cannot represent."""
+    if setup.stack == MLX_STACK:
+        raise ExactRefused(Text(N_("the exact trace runs PyTorch's model code; the MLX-LM stack is measured against real "
+                                   "mlx-lm steps instead (calibration/mlx_trace.py, How it works: accuracy)")))
+    if setup.lora_layers or setup.dora or setup.backend != "cuda":
+        raise ExactRefused(Text(N_("the exact trace counts a CUDA run with adapters on every layer; --lora-layers, DoRA "
+                                   "and the Apple/CPU backends are not traced")))
     if setup.gpus > 1 or setup.sharding != "none":
         raise ExactRefused(Text(N_("the exact trace runs one device without sharding; set GPUs to 1 (ZeRO/FSDP are "
                                    "not traced)")))

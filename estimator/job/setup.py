@@ -5,15 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..i18n import N_, Text
+from ..options.backends import BACKEND_IDS
 from ..options.losses import LOSS_IDS
 from ..options.methods import ADAPTER_DTYPES, ATTENTIONS, METHODS, SHARDINGS
 from ..options.optimizers import OPTIMIZER_IDS, OPTIMIZERS
 from ..options.precisions import PRECISION_IDS, QLORA_PREP_IDS, QLORA_PREPS
+from ..options.quantization import check_quant
 
 MAX_BATCH = 4096
 MAX_SEQ_LEN = 1 << 21  # 2M tokens
 MAX_RANK = 4096
 MAX_GPUS = 4096
+MAX_LORA_LAYERS = 1000  # models.spec.MAX_LAYERS: no real config has more decoder layers
 MAX_GRAD_ACCUM = 1 << 16
 ALL_LINEAR = "all-linear"
 
@@ -80,6 +83,19 @@ class TrainingSetup:
     # Train the multimodal wrapper's vision tower and projector too (full: all their weights; LoRA: adapters on
     # their nn.Linear modules). False = the tower stays frozen (estimate() refuses True for a text-only model).
     train_tower: bool = False
+    # --- issue 21: LoRA on the last N blocks, DoRA, the QLoRA base's quantisation and the backend ---
+    # LoRA/QLoRA adapters on the last N decoder blocks only (0 = every block): mlx-lm's --num-layers, PEFT's
+    # layers_to_transform. On MLX, full fine-tuning trains those N blocks only (mlx_lm/lora.py:240-244).
+    lora_layers: int = 0
+    dora: bool = False  # weight-decomposed LoRA (mlx-lm fine_tune_type 'dora'; modelled for the MLX stack)
+    # How a QLoRA base is quantised (options.quantization.QUANT_MODES): bitsandbytes NF4 on the PyTorch stacks,
+    # MLX's affine / mxfp4 / nvfp4 / mxfp8 on the MLX stack; bits and group size as that mode accepts them.
+    quant_mode: str = "nf4"
+    quant_bits: int = 4
+    quant_group: int = 64
+    # The runtime the step runs on (options.backends): derived from the device by the CLI and the pages; the
+    # estimate reads it (a PyTorch stack on "metal" is an MPS run; MLX on "cpu" is how the fixtures are measured).
+    backend: str = "cuda"
 
     def __post_init__(self) -> None:
         _check_choice("method", self.method, METHODS)
@@ -107,6 +123,16 @@ class TrainingSetup:
         _check_int("gpus", self.gpus, 1, MAX_GPUS)
         _check_int("grad_accum", self.grad_accum, 1, MAX_GRAD_ACCUM)
         _check_int("image_tokens", self.image_tokens, 0, MAX_SEQ_LEN)
+        _check_int("lora_layers", self.lora_layers, 0, MAX_LORA_LAYERS)
+        _check_choice("backend", self.backend, BACKEND_IDS)
+        if not isinstance(self.dora, bool):
+            raise ValueError(Text(N_("{name} must be true or false, got {value}"), name="dora",
+                                  value=repr(str(self.dora)[:20])))
+        if self.dora and self.method == "full":
+            raise ValueError(Text(N_("DoRA decomposes LoRA adapters; full fine-tuning has none (use lora or qlora)")))
+        _check_int("quant_bits", self.quant_bits, 1, 8)
+        _check_int("quant_group", self.quant_group, 1, 1024)
+        check_quant(self.quant_mode, self.quant_bits, self.quant_group)
         if not isinstance(self.train_tower, bool):
             raise ValueError(Text(N_("{name} must be true or false, got {value}"), name="train_tower",
                                   value=repr(str(self.train_tower)[:20])))

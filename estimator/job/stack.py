@@ -7,10 +7,18 @@ from dataclasses import fields, replace
 from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text, _
+from ..options.backends import (
+    MPS_NO_8BIT_OPTIMIZER,
+    MPS_NO_PAGED,
+    MPS_NO_TRITON,
+    check_stack_backend,
+)
 from ..options.losses import LOSS_IMPLS, LOSSES
 from ..options.optimizers import OPTIMIZERS
 from ..options.precisions import QLORA_PREPS
-from ..options.stacks import DEFAULT_STACK, NO_SDPA_FAMILIES, STACK_FIELDS, get_stack
+from ..options.quantization import QUANT_MODES
+from ..options.stacks import DEFAULT_STACK, MLX_STACK, NO_SDPA_FAMILIES, STACK_FIELDS, STACK_SIZE_FIELDS, get_stack
+from ..options.trainers import TRAINERS
 from .setup import TrainingSetup
 
 if TYPE_CHECKING:
@@ -27,12 +35,97 @@ def _stack_value(stack: Stack, name: str, method: str) -> Any:
     return getattr(stack, name)
 
 
-def resolve_setup(stack_id: str = DEFAULT_STACK, **settings: Any) -> TrainingSetup:
-    """The effective setup: every setting given (not None) wins; every other stack setting comes from the
-    stack. The result records the stack and which fields came from it (TrainingSetup.from_stack).
+def default_batch(stack: Stack, trainer: str = "sft") -> int:
+    """The micro-batch a run gets when the user gives none: a preference/RL trainer's own default (GRPO: TRL's 8
+    completions), else the stack's (mlx-lm: 4; the PyTorch stacks: 1, the calculator's smallest run)."""
+    if trainer != "sft" and trainer in TRAINERS:
+        return TRAINERS[trainer].default_batch
+    return stack.batch
 
-    Raises ValueError for an unknown stack, a loss the stack does not offer, or offloading without
-    checkpointing asked for explicitly."""
+
+# Stacks whose LoRA can target the last N blocks: mlx-lm (--num-layers) and the PEFT stacks (layers_to_transform).
+_NO_LAYER_SELECTION = {
+    "torchtune": N_("torchtune's LoRA builders (lora_llama3_1 and the others, torchtune 0.6.1) adapt every layer; "
+                    "their configs have no per-layer switch"),
+    "litgpt": N_("LitGPT's LoRA Config (litgpt/lora.py 0.5.13) has lora_query/key/value/projection/mlp/head "
+                 "switches that apply to every block, no per-layer selection"),
+}
+
+
+def check_stack_setup(setup: TrainingSetup) -> None:
+    """ValueError with the reason when the setup asks the stack for something it cannot do: run on this backend,
+    a quantisation of another framework, DoRA, adapters on the last N blocks, an optimizer it lacks, or (on MLX)
+    the PyTorch-only switches. Model-independent; the estimate checks the rest against the model."""
+    if setup.stack is None:
+        return
+    stack = get_stack(setup.stack)
+    check_stack_backend(stack.id, stack.label, setup.backend)
+    mode = QUANT_MODES[setup.quant_mode]
+    opt = OPTIMIZERS[setup.optimizer]
+    if stack.id == MLX_STACK:
+        _check_mlx(setup, stack)
+    else:
+        if mode.framework != "bitsandbytes":
+            raise ValueError(Text(N_("{mode} is an MLX quantisation; the {stack} stack quantises with bitsandbytes "
+                                     "NF4 (choose --quant nf4, or the MLX-LM stack)"), mode=mode.id, stack=stack.label))
+        if opt.mlx_only:
+            raise ValueError(Text(N_("{optimizer} is mlx-lm's optimizer; the {stack} stack builds torch or "
+                                     "bitsandbytes optimizers"), optimizer=Text(opt.label), stack=stack.label))
+        if setup.dora:
+            raise ValueError(Text(N_("DoRA is modelled for the MLX-LM stack only: PEFT's use_dora adds per-layer "
+                                     "weight-norm terms this estimate does not count for {stack}"), stack=stack.label))
+        if setup.lora_layers and stack.id in _NO_LAYER_SELECTION:
+            raise ValueError(Text(N_("--lora-layers needs per-layer LoRA: {why}"),
+                                  why=Text(_NO_LAYER_SELECTION[stack.id])))
+        if setup.lora_layers and setup.method == "full":
+            raise ValueError(Text(N_("--lora-layers selects the blocks that carry adapters; full fine-tuning on the "
+                                     "{stack} stack trains every layer"), stack=stack.label))
+        if setup.backend == "metal":
+            _check_mps(setup)
+
+
+def _check_mps(setup: TrainingSetup) -> None:
+    """What PyTorch's MPS backend lacks (options.backends)."""
+    opt = OPTIMIZERS[setup.optimizer]
+    if opt.state_dtype == "8bit":
+        raise ValueError(Text(N_("{optimizer} on a Mac: {why}"), optimizer=Text(opt.label), why=Text(MPS_NO_8BIT_OPTIMIZER)))
+    if opt.paged:
+        raise ValueError(Text(N_("{optimizer} on a Mac: {why}"), optimizer=Text(opt.label), why=Text(MPS_NO_PAGED)))
+    if loss_impl_id(setup) in ("liger", "cce"):
+        raise ValueError(Text(N_("the fused loss on a Mac: {why}"), why=Text(MPS_NO_TRITON)))
+
+
+def _check_mlx(setup: TrainingSetup, stack: Stack) -> None:
+    """What mlx_lm lora cannot be asked for."""
+    opt = OPTIMIZERS[setup.optimizer]
+    if not opt.mlx_name:
+        raise ValueError(Text(N_("mlx-lm's --optimizer offers adam, adamw, muon, sgd and adafactor "
+                                 "(mlx_lm/lora.py:49-56); {optimizer} is not one of them"), optimizer=Text(opt.label)))
+    if setup.method == "qlora" and QUANT_MODES[setup.quant_mode].framework != "mlx":
+        raise ValueError(Text(N_("bitsandbytes NF4 does not run under MLX: an MLX QLoRA base is quantised by MLX "
+                                 "(--quant affine, mxfp4, nvfp4 or mxfp8)")))
+    if setup.precision == "mixed":
+        raise ValueError(Text(N_("mlx-lm has no mixed precision: the model trains in its checkpoint's dtype "
+                                 "(choose bf16, fp16 or fp32)")))
+    if setup.attention != "sdpa":
+        raise ValueError(Text(N_("mlx-lm runs its own attention (mx.fast.scaled_dot_product_attention, unfused in "
+                                 "training); the attention switch is for the PyTorch stacks")))
+    for name, on in (("--gpus > 1", setup.gpus > 1), ("--sharding", setup.sharding != "none"),
+                     ("--offload-optimizer", setup.offload_optimizer), ("--offload-activations",
+                                                                         setup.offload_activations),
+                     ("--image-tokens", bool(setup.image_tokens)), ("--train-tower", setup.train_tower)):
+        if on:
+            raise ValueError(Text(N_("{flag} is not modelled for the {stack} stack (one device, text models, "
+                                     "nothing offloaded)"), flag=name, stack=stack.label))
+
+
+def resolve_setup(stack_id: str = DEFAULT_STACK, trainer: str = "sft", **settings: Any) -> TrainingSetup:
+    """The effective setup: every setting given (not None) wins; every other stack setting (STACK_FIELDS and the
+    run's size, STACK_SIZE_FIELDS) comes from the stack, the batch from a preference/RL trainer's own default
+    (`default_batch`). The result records the stack and which fields came from it (TrainingSetup.from_stack).
+
+    Raises ValueError for an unknown stack, a loss the stack does not offer, offloading without checkpointing
+    asked for explicitly, or anything check_stack_setup refuses."""
     stack = get_stack(stack_id)
     known = {f.name for f in fields(TrainingSetup)} - {"stack", "from_stack"}
     unknown = sorted(set(settings) - known)
@@ -50,16 +143,33 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, **settings: Any) -> TrainingSet
         else:
             values[name] = _stack_value(stack, name, method)
         from_stack.append(name)
+    for name in STACK_SIZE_FIELDS:
+        if name in given:
+            continue
+        values[name] = default_batch(stack, trainer) if name == "batch" else getattr(stack, name)
+        from_stack.append(name)
+    if "backend" not in given and stack.id == MLX_STACK:
+        # MLX is "an array framework for machine learning on Apple silicon" (ml-explore/mlx README): with no device
+        # named, an mlx-lm run is a Mac's (Metal); its CUDA backend needs an NVIDIA device or --backend cuda
+        values["backend"] = "metal"
+    quant = QUANT_MODES.get(values["quant_mode"])
+    if quant is not None:  # bits and group size follow the mode unless given (TrainingSetup checks them)
+        values.setdefault("quant_bits", quant.bits[0])
+        values.setdefault("quant_group", quant.groups[0])
     if values.get("offload_activations") and not values.get("grad_ckpt"):
         raise ValueError(Text(N_("activation offloading needs gradient checkpointing (it offloads the checkpointed "
                                  "layer inputs); turn checkpointing on or offloading off")))
     stack.loss_impl(values["loss"])  # raises when the stack cannot do this loss
+    if values.get("dora") and method == "full":
+        raise ValueError(Text(N_("DoRA decomposes LoRA adapters; full fine-tuning has none (use lora or qlora)")))
     for name in ("compile", "optimizer_in_bwd"):
         if values.get(name) and stack.id != "torchtune":
             raise ValueError(Text(N_("'{name}' is modelled for the torchtune stack only (its recipes' compile and "
                                      "optimizer_in_bwd switches); choose --stack torchtune or leave it off"),
                                   name=name))
-    return TrainingSetup(stack=stack.id, from_stack=tuple(from_stack), **values)
+    setup = TrainingSetup(stack=stack.id, from_stack=tuple(from_stack), **values)
+    check_stack_setup(setup)
+    return setup
 
 
 def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
@@ -70,6 +180,10 @@ def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
         return replace(setup, method=method)
     given = {f.name: getattr(setup, f.name) for f in fields(setup)
              if f.name not in setup.from_stack and f.name not in ("stack", "from_stack")}
+    if method == "full":  # the adapters' own choices do not carry over: full fine-tuning has no adapters (the
+        given.pop("dora", None)  # MLX-LM stack keeps --num-layers: it trains the last N blocks in full too)
+        if setup.stack != MLX_STACK:
+            given.pop("lora_layers", None)
     if method != "full":  # torchtune's LoRA recipes have no optimizer_in_bwd (lora_finetune_single_device.py)
         given["optimizer_in_bwd"] = False
     return resolve_setup(setup.stack, **{**given, "method": method})
@@ -80,6 +194,8 @@ def attention_impl(setup: TrainingSetup, family: str) -> str:
     on a stack that loads the model through transformers (Stack.transformers_attention)."""
     stack_dispatch = setup.stack is None or get_stack(setup.stack).transformers_attention
     if setup.attention == "sdpa" and family in NO_SDPA_FAMILIES and stack_dispatch:
+        return "eager"
+    if setup.backend == "metal":  # PyTorch on MPS trains SDPA through the math path (options.backends.MPS_ATTENTION)
         return "eager"
     return setup.attention
 
@@ -126,7 +242,11 @@ def setup_summary(setup: TrainingSetup) -> str:
              mark("optimizer", _("optimizer: {optimizer}").format(optimizer=_(OPTIMIZERS[setup.optimizer].label)))]
     if setup.method != "full":
         parts.append(mark("adapter_dtype", _("{dtype} adapters").format(dtype=setup.adapter_dtype)))
-    if setup.method == "qlora":
+    if setup.lora_layers:
+        parts.append(mark("lora_layers", _("last {n} layers").format(n=setup.lora_layers)))
+    if setup.method == "qlora" and setup.stack == MLX_STACK:
+        parts.append(mark("quant_mode", f"{setup.quant_mode} {setup.quant_bits}-bit, group {setup.quant_group}"))
+    elif setup.method == "qlora":
         parts.append(mark("qlora_prep", _(QLORA_PREPS[setup.qlora_prep].label)))
     head = get_stack(setup.stack).version if setup.stack else _("Explicit settings")
     return f"{head}: " + " · ".join(parts)

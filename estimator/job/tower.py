@@ -41,9 +41,12 @@ def _tower_kind(kind: str) -> Text:
 
 def setup_for_model(spec: ModelSpec, setup: TrainingSetup) -> TrainingSetup:
     """The setup as it applies to another model (pages that price many models or methods from one sidebar setup):
-    image tokens and tower training dropped where the model has no tower or cannot train it this way."""
+    image tokens and tower training dropped where the model has no tower or cannot train it this way; no more
+    LoRA layers than the model has (the user's --lora-layers; the MLX-LM default of 16 is the model's own note)."""
     from dataclasses import replace
 
+    if setup.lora_layers > spec.num_layers and "lora_layers" not in setup.from_stack:
+        setup = replace(setup, lora_layers=spec.num_layers)
     if not spec.tower_kind and (setup.image_tokens or setup.train_tower):
         return replace(setup, image_tokens=0, train_tower=False)
     if setup.train_tower:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text, _
+from ..options.stacks import MLX_STACK
 from ..options.trainers import (
     DEFAULT_PROMPT_LEN,
     GENERATION_IDS,
@@ -147,6 +148,9 @@ def check(setup: TrainingSetup, tr: TrainerSetup, strict: bool = True) -> None:
     """The checks TRL makes that depend on the batch and the stack. ValueError with a clear message.
     strict=False skips the batch-shape rules the memory does not depend on (for the solvers)."""
     opt = tr.option
+    if setup.stack == MLX_STACK and opt.id != "sft":
+        raise ValueError(Text(N_("mlx-lm trains supervised fine-tuning only (mlx_lm lora); the {trainer} trainer is "
+                                 "TRL's: choose a PyTorch stack for it"), trainer=Text(opt.label)))
     if strict and setup.batch < opt.min_batch:
         raise ValueError(Text(N_("{trainer} needs a per-device batch of at least {batch} (TRL: 'Actual (not "
                                  "effective) batch size must be > 1', kto_trainer.py)"), trainer=Text(opt.label),

@@ -45,9 +45,18 @@ def lora_targets(spec: ModelSpec, text: str) -> tuple[str, ...]:
 
 
 def lora_params(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] | None = None) -> int:
-    """LoRA parameters: r × (in + out) per adapted module (A: r×in, B: out×r, no bias; LoRA paper §4)."""
+    """LoRA parameters: r × (in + out) per adapted module (A: r×in, B: out×r, no bias; LoRA paper §4). With
+    setup.lora_layers = N, only the last N decoder layers carry them (PEFT layers_to_transform; a module present on
+    some layers only is counted for its share of them)."""
     if setup.method == "full":
         return 0
+    if setup.lora_layers and setup.lora_layers < spec.num_layers:
+        from dataclasses import replace
+
+        every = lora_params(spec, replace(setup, lora_layers=0), adapted)
+        head = setup.lora_rank * (spec.hidden_size + spec.vocab_size) if LM_HEAD in (
+            adapted if adapted is not None else adapted_modules(spec, setup)) else 0
+        return head + round((every - head) * setup.lora_layers / spec.num_layers)
     if uses_litgpt_model(spec, setup):
         return litgpt_lora_params(spec, litgpt_lora(spec, setup), setup.lora_rank)
     targets = adapted if adapted is not None else adapted_modules(spec, setup)

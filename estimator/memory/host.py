@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 # Peak RSS of a process with python, torch 2.13 (CPU), transformers 5.24, peft 0.21 and trl 1.16 imported: 432 MiB
 # measured by calibration/host_baseline.py (calibration/host_baseline.json, peak_rss_bytes.trl_stack).
 HOST_IMPORT_BYTES = 452_788_224
+# The same for an mlx-lm process: python with mlx 0.32.4 and mlx-lm 0.32.2's trainer imported (mlx.core, mlx.nn,
+# mlx.optimizers, mlx_lm.lora, mlx_lm.tuner): 74.9 MiB measured by calibration/host_baseline.py (its mlx_stack row,
+# mlx[cpu] on Linux). No torch and no CUDA runtime are loaded.
+MLX_IMPORT_BYTES = 78_491_648
 # The first CUDA call maps the CUDA libraries and the context's host side: +1,203.5 MiB of RSS measured on the
 # first CUDA use in pytorch/pytorch#106511 (torch 2.1, 1,067.7 → 2,271.3 MiB).
 CUDA_INIT_HOST_BYTES = round(1203.5 * 2**20)
@@ -126,10 +130,15 @@ def host_ram(spec: ModelSpec, setup: TrainingSetup, *, trainable: int, weights_b
     pinned blocks (default one per layer), plus `checkpoint_slots_bytes` of pinned slots made up front (Unsloth's
     200 initial ones); `embedding_cpu_bytes`: an input embedding moved to CPU RAM (Unsloth's offload_embedding)."""
     n = setup.gpus
+    mlx = get_stack(setup.stack).model_code == "mlx" if setup.stack else False
+    imports = MLX_IMPORT_BYTES if mlx else HOST_IMPORT_BYTES  # an mlx-lm process imports no torch
+    # the CUDA runtime's host side: PyTorch on a CUDA/ROCm device, MLX only on its CUDA backend (a unified-memory
+    # device drops the term in host_verdict)
+    cuda = CUDA_INIT_HOST_BYTES if (not mlx or setup.backend == "cuda") else 0
     items = [
         d("host.process_baseline", N_("Training processes (Python and the training libraries)"),
-          n * HOST_IMPORT_BYTES, f"{n} × {HOST_IMPORT_BYTES / 2**20:.0f} MiB (measured import peak)"),
-        d(CUDA_RUNTIME_KEY, N_("CUDA runtime's host side (libraries, context)"), n * CUDA_INIT_HOST_BYTES,
+          n * imports, f"{n} × {imports / 2**20:.0f} MiB (measured import peak)"),
+        d(CUDA_RUNTIME_KEY, N_("CUDA runtime's host side (libraries, context)"), n * cuda,
           f"{n} × 1,203.5 MiB (first CUDA use)"),
         _load_item(spec, setup, weights_bytes),
     ]

@@ -14,6 +14,7 @@ from ..i18n import N_, Text
 from ..job.stack import attention_impl
 from ..job.tower import check_tower
 from ..models.config import is_frozen_tower_note
+from ..options.backends import MPS_ATTENTION
 from ..options.optimizers import OPTIMIZERS
 from ..options.stacks import NO_SDPA_FAMILIES, get_stack
 from .activations.common import ActivationContext, context
@@ -35,6 +36,7 @@ from .adapters import adapted_modules, lora_params
 from .allocator import AllocatorConfig, stack_allocator, step_slack
 from .host import host_ram
 from .litgpt_model import stack_spec
+from .mlx_step import check_mlx_model, mlx_estimate, uses_mlx_model
 from .overhead import (
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_BYTES,
@@ -248,7 +250,9 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, learns: bool, shard_note: str)
     if OPTIMIZERS[setup.optimizer].paged:
         notes.append(N_("Paged optimizer state is counted on the GPU; under memory pressure bitsandbytes pages it "
                      "to CPU RAM, so a run slightly over the limit may still run, slower."))
-    if attention_impl(setup, spec.family) != setup.attention:  # SDPA asked, transformers runs eager
+    if setup.backend == "metal" and setup.attention == "sdpa":
+        notes.append(MPS_ATTENTION)  # options.backends: MPS's SDPA runs the math path under grad
+    elif attention_impl(setup, spec.family) != setup.attention:  # SDPA asked, transformers runs eager
         notes.append(Text(N_("{family}: transformers cannot run this model with SDPA ({source}), so it falls back "
                              "to eager attention, which keeps s²-sized attention scores per head: estimated as "
                              "eager. flash_attention_2 (on a GPU with flash-attn) avoids them."),
@@ -258,6 +262,12 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, learns: bool, shard_note: str)
     notes.extend(tower_notes(spec, setup))
     if setup.method == "qlora" and not uses_unsloth_model(spec, setup):  # Unsloth's QLoRA path is traced
         notes.append(N_("QLoRA cannot be traced on CPU; its storage follows bitsandbytes' NF4 layout."))
+    if setup.lora_layers and setup.lora_layers < spec.num_layers and setup.method != "full":
+        notes.append(Text(N_("Adapters on the last {n} of {layers} layers (layers_to_transform); the layers before them "
+                             "keep {what}."), n=setup.lora_layers, layers=spec.num_layers,
+                          what=Text(N_("their saved tensors: the input requires grad (checkpointing or PEFT's QLoRA "
+                                       "preparation calls enable_input_require_grads)")) if input_requires_grad(setup)
+                          else Text(N_("no activations: no gradient reaches them"))))
     return notes
 
 
@@ -269,7 +279,10 @@ def _peak_and_band(setup: TrainingSetup, phases: list[Phase], requests: Callable
     overrides it) and, with expandable segments, the peak's requests (`requests`, when the model knows them)."""
     peak = max(phases, key=lambda p: p.total)
     tensor_peak = peak.total
-    ctx_bytes = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0)
+    # PyTorch on MPS has no CUDA context (torch/mps: the Metal device and MPSAllocator); its caching allocator's
+    # slack stays. NCCL is CUDA's.
+    mps = setup.backend == "metal"
+    ctx_bytes = 0.0 if mps else CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0)
     cfg = allocator or stack_allocator(setup.stack)
     # the high band's stranded blocks are bounded by one backward's gradients, whenever the peak comes
     gradients = max(p.gradients for p in phases)
@@ -280,16 +293,17 @@ def _peak_and_band(setup: TrainingSetup, phases: list[Phase], requests: Callable
         "activations": peak.activations, "overhead": overhead,
     }
     details = tuple(x for x in peak.details if x.bytes > 0) + (
-        d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
+        d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes,
+          "none on MPS (no CUDA context)" if mps else "0.3–1.0 GB (lazy module loading)"),
         d("overhead.allocator_slack", N_("Allocator slack"), slack.expected, slack.formula),
     )
-    low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + (NCCL_BYTES if setup.gpus > 1 else 0)
+    nccl = 0.0 if mps else (NCCL_BYTES if setup.gpus > 1 else 0)
+    low = tensor_peak * (1 - MODEL_ERROR_LOW) + (0.0 if mps else CUDA_CONTEXT_LOW) + nccl
+    context_high = 0.0 if mps else CUDA_CONTEXT_HIGH
     if cfg.expandable:  # the slack's own high bound, on the tensors' high
-        high = (tensor_peak + slack.high) * (1 + MODEL_ERROR_HIGH) + CUDA_CONTEXT_HIGH + (
-            NCCL_BYTES if setup.gpus > 1 else 0)
+        high = (tensor_peak + slack.high) * (1 + MODEL_ERROR_HIGH) + context_high + nccl
     else:
-        high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + (
-            NCCL_BYTES if setup.gpus > 1 else 0)
+        high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + context_high + nccl
     return peak, components, details, low, high
 
 
@@ -384,12 +398,40 @@ class _Sizes(NamedTuple):
     dequant: float
 
 
+def input_requires_grad(setup: TrainingSetup) -> bool:
+    """Does the embedding output require grad, so that frozen layers before the first adapted one keep their saved
+    tensors? With checkpointing, yes: transformers 5.24 modeling_utils.py:3190-3198 (activation_checkpointing_enable
+    calls enable_input_require_grads for input_ids models), TRL 1.16 sft_trainer.py:898-900 and PEFT 0.21
+    peft_model.py:184-185; PEFT's QLoRA preparation does it too (peft/utils/other.py:222-233,
+    use_gradient_checkpointing=True by default). Otherwise no gradient reaches them (docs/formulas.md §3.9)."""
+    return setup.grad_ckpt or (setup.method == "qlora" and setup.qlora_prep == "peft")
+
+
+def _frozen_prefix_bytes(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, per_layer_adapted: float
+                         ) -> float:
+    """With adapters on the last N layers only (setup.lora_layers): the saved tensors of the layers, per token. The
+    last N keep what an adapted layer keeps; the ones before keep nothing unless the input requires grad, and then
+    what a layer without adapters keeps (the frozen linears need no inputs for a weight gradient)."""
+    n = setup.lora_layers
+    frozen = spec.num_layers - n
+    kept = per_layer_adapted * n / spec.num_layers
+    if input_requires_grad(setup):
+        from dataclasses import replace
+
+        bare = replace(ctx, adapted=frozenset())
+        kept += layers_per_token(spec, bare, layer_sizes(spec, bare)) * frozen / spec.num_layers
+    return kept
+
+
 def _activation_sizes(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> _Sizes:
     """The saved and transient activation sizes (docs/formulas.md §3, §4)."""
     tokens = setup.tokens
     moe_delta = moe_lora_delta_bytes(spec, ctx)  # per MoE layer
     sizes = layer_sizes(spec, ctx)  # each layer kind computed once
-    layers = tokens * layers_per_token(spec, ctx, sizes) + moe_delta * spec.moe_layers
+    per_token = layers_per_token(spec, ctx, sizes)
+    if setup.lora_layers and setup.lora_layers < spec.num_layers and setup.method != "full":
+        per_token = _frozen_prefix_bytes(spec, setup, ctx, per_token)
+    layers = tokens * per_token + moe_delta * spec.moe_layers
     ckpt = tokens * checkpoint_per_token(spec, ctx)
     offloaded = 0.0
     if setup.offload_activations:
@@ -521,6 +563,28 @@ def _closing_phases(spec: ModelSpec, setup: TrainingSetup, st: _States) -> list[
     return phases
 
 
+def _check_torch_model(spec: ModelSpec, setup: TrainingSetup) -> None:
+    """What a PyTorch stack cannot do with this model: load an MLX-quantised checkpoint, or adapt more layers
+    than it has."""
+    if spec.quantization:
+        raise ValueError(Text(N_("{model} is an MLX-quantised checkpoint (config.json 'quantization'); only the MLX-LM "
+                                 "stack loads it"), model=spec.name))
+    if setup.lora_layers > spec.num_layers:
+        raise ValueError(Text(N_("--lora-layers {n} is more than {model}'s {layers} decoder layers (PEFT raises for "
+                                 "a layers_to_transform index it cannot find)"), n=setup.lora_layers, model=spec.name,
+                              layers=spec.num_layers))
+
+
+def check_model(spec: ModelSpec, setup: TrainingSetup) -> None:
+    """ValueError with the reason when this stack cannot train this model this way (the checks that need the
+    model: MLX-LM's supported families, an MLX-quantised checkpoint on a PyTorch stack, more LoRA layers than the
+    model has). estimate() raises the same."""
+    if uses_mlx_model(setup):
+        check_mlx_model(spec, setup)
+    else:
+        _check_torch_model(spec, setup)
+
+
 # Estimates are pure functions of two frozen (hashable) dataclasses, and one calculator rerun asks for the same
 # ones again (the page, its remedies and its solvers; the next rerun mostly the same probes): keep the latest
 # few thousand (a few kB each). estimate.cache_info().misses counts the estimates actually computed.
@@ -610,6 +674,9 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, device_capacity: float | Non
         raise ValueError(Text(N_("image tokens per example need a multimodal model; {model} has no vision tower"),
                               model=spec.name))
     check_tower(spec, setup)
+    if uses_mlx_model(setup):  # the MLX-LM stack: mlx-lm's own step (memory/mlx_step.py)
+        return mlx_estimate(spec, setup)
+    _check_torch_model(spec, setup)
     spec = stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
     ctx = context(spec, setup)
     st = _states(spec, setup, ctx.adapted)

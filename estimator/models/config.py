@@ -257,6 +257,50 @@ def _moe_family_spec(cfg: Mapping[str, Any], family: str, s: _Shape, inter: int,
 
 
 def spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source: str = "config.json") -> ModelSpec:
+    """The model a config.json describes (`_spec_from_config`), with an MLX checkpoint's quantisation when the
+    config carries one (an mlx-community repo's "quantization": bits, group_size, mode; `mlx_quantization`)."""
+    spec = _spec_from_config(cfg, name, source)
+    quant, note = mlx_quantization(cfg)
+    if not quant:
+        return spec
+    return replace(spec, quantization=quant, notes=(*spec.notes, note) if note else spec.notes)
+
+
+def mlx_quantization(cfg: Mapping[str, Any]) -> tuple[tuple[str, int, int] | tuple[()], Any]:
+    """(mode, bits, group size) of a checkpoint mlx-lm quantised, from config.json's "quantization" (mlx_lm/utils.py
+    load_model:518-519 rebuilds the model with nn.quantize from it; mode defaults to "affine", :512-514), and a note
+    when some layers carry their own settings. A mode or bit width MLX does not define is refused with the reason
+    instead of guessed."""
+    from ..options.quantization import QUANT_MODES, check_quant
+
+    q = cfg.get("quantization") if isinstance(cfg, Mapping) else None
+    if q is None:
+        return (), None
+    if not isinstance(q, Mapping):
+        raise ValueError(Text(N_("config.json's 'quantization' is not an object; an MLX checkpoint writes "
+                                 '{{"group_size": 64, "bits": 4}}')))
+    mode = q.get("mode", "affine")
+    bits, group = q.get("bits"), q.get("group_size")
+    if not isinstance(mode, str) or mode not in QUANT_MODES or QUANT_MODES[mode].framework != "mlx":
+        raise ValueError(Text(N_("config.json's quantization mode {mode} is not one MLX 0.32.4 defines (affine, "
+                                 "mxfp4, nvfp4, mxfp8); its memory cannot be priced"), mode=repr(str(mode)[:20])))
+    for key, value in (("bits", bits), ("group_size", group)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(Text(N_("config.json's quantization has {key} = {value}, not a whole number; its memory "
+                                     "cannot be priced"), key=key, value=repr(str(value)[:20])))
+    try:
+        check_quant(mode, bits, group)
+    except ValueError as exc:
+        raise ValueError(Text(N_("config.json's quantization ({mode}, bits {bits}, group {group}) is not one MLX "
+                                 "0.32.4 defines: {why}; its memory cannot be priced"), mode=mode, bits=bits,
+                              group=group, why=exc)) from None
+    per_layer = [k for k, v in q.items() if isinstance(v, Mapping) or (v is False)]
+    note = Text(N_("config.json gives some layers their own quantisation ({n} entries); every quantised layer is "
+                   "priced at the model's {bits}-bit"), n=len(per_layer), bits=bits) if per_layer else None
+    return (mode, bits, group), note
+
+
+def _spec_from_config(cfg: Mapping[str, Any], name: str = "custom config", source: str = "config.json") -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config.json dict. Raises ValueError naming the bad field.
 
     A supported model_type follows its family's module structure. An unknown model_type with the usual decoder

@@ -104,6 +104,9 @@ class ModelSpec:
     tower_encoder: tuple[int, int, int] = ()  # ViT encoder (hidden, intermediate, layers); () = not modelled
     tower_gated_mlp: bool = False  # Pixtral's gate/up/down MLP (SigLIP and Qwen3.5's vision MLP: fc1/fc2)
     tower_patches_per_token: int = 0  # encoder patches per image placeholder token in the language model
+    # A checkpoint already quantised by MLX (an mlx-community config.json's "quantization": mode, bits, group size;
+    # models/config.py reads it): () for a float checkpoint.
+    quantization: tuple[str, int, int] | tuple[()] = ()
     # config max_position_embeddings (0 = not stated): Unsloth sizes its RoPE cos/sin cache from it
     # (estimator/memory/activations/unsloth.py rope_cache_bytes)
     max_position_embeddings: int = 0

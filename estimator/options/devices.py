@@ -19,8 +19,27 @@ from ..units import GB, GiB, to_gb, to_gib
 MiB = 1 << 20  # nvidia-smi and rocm-smi print memory.total in MiB (2^20 B)
 
 # The seed: a unified-memory laptop can give about three quarters of its RAM to training (the OS and
-# apps keep the rest); Apple's recommendedMaxWorkingSetSize is ≈ 0.75 × RAM (MLX PR #64).
+# apps keep the rest); Apple's recommendedMaxWorkingSetSize is ≈ 0.75 × RAM (MLX PR #64). A Mac whose
+# recommendedMaxWorkingSetSize is published for its RAM size uses that figure instead (MAC_WORKING_SETS): mlx_lm
+# wires its limit to it (mlx_lm/utils.py:74-83 maybe_set_recommended_wired_limit) and MLX's allocator frees its
+# cache above 95 % of it (mlx/backend/metal/allocator.cpp:61-64).
 UNIFIED_USABLE_FRACTION = 0.75
+_MIB = 1 << 20
+# Metal's recommendedMaxWorkingSetSize per RAM size (GiB), as public logs print it, with the log.
+MAC_WORKING_SETS: dict[int, tuple[int, str]] = {
+    16: (int(10922.67 * _MIB), "recommendedMaxWorkingSetSize = 10922.67 MB (MiB) on an M1 MacBook Pro with 16 GB, "
+                               "abetlen/llama-cpp-python issue #687 (https://github.com/abetlen/llama-cpp-python/"
+                               "issues/687); ~10.67 GB on a 16 GB M4 Mac mini, exo-explore/exo PR #1672"),
+    32: (int(21845.34 * _MIB), "recommendedMaxWorkingSetSize = 21845.34 MB (MiB) on an M2 Max with 32 GB, ollama/"
+                               "ollama issue #434 (https://github.com/ollama/ollama/issues/434); the same on an M1 "
+                               "Max 32 GB, ggml-org/llama.cpp PR #2011"),
+    64: (int(49152.00 * _MIB), "recommendedMaxWorkingSetSize = 49152.00 MiB on an M1 Max with 64 GB, ggml-org/"
+                               "llama.cpp issue #1870 (https://github.com/ggml-org/llama.cpp/issues/1870)"),
+    128: (int(107.52 * (1 << 30)), "recommendedMaxWorkingSetSize: 107.52 GiB (stock) on an M5 Max with 128 GB, macOS "
+                                   "26, antirez/ds4 PR #893 (https://github.com/antirez/ds4/pull/893)"),
+}
+_SEED_USABLE_SOURCE = ("no published recommendedMaxWorkingSetSize for this RAM size: the seed's three quarters of RAM "
+                       "(the published logs give Apple's figure as 2/3 of RAM on 16-32 GB Macs and 3/4 on 64 GB)")
 
 
 @dataclass(frozen=True)
@@ -38,6 +57,10 @@ class Device:
     source: str = ""  # where reported_mib comes from: a public nvidia-smi / rocm-smi output, or the rule used
     aliases: tuple[str, ...] = ()  # lower-case names users type ("4080", "tesla t4", "m4 max 36gb")
     model: str = ""  # the product name without the memory figure ("NVIDIA GeForce RTX 4090"); "" → name
+    # A unified-memory Mac: Metal's recommendedMaxWorkingSetSize where a public log gives it for this RAM size (0 =
+    # none: the seed's three quarters), and where the usable figure comes from.
+    working_set_bytes: int = 0
+    usable_source: str = ""
 
     @property
     def name(self) -> str:
@@ -46,10 +69,11 @@ class Device:
 
     @property
     def usable_bytes(self) -> int:
-        """Unified: ≈ 75 % of RAM (the seed). Discrete: the card's whole memory (the seed: the limit is
-        the card's own memory, not the PC's RAM); CUDA context is already part of our estimate."""
+        """Unified: Metal's recommended working set where published for this Mac (working_set_bytes), else ≈ 75 %
+        of RAM (the seed). Discrete: the card's whole memory (the seed: the limit is the card's own memory, not the
+        PC's RAM); CUDA context is already part of our estimate."""
         if self.kind == "unified":
-            return int(self.capacity_bytes * UNIFIED_USABLE_FRACTION)
+            return self.working_set_bytes or int(self.capacity_bytes * UNIFIED_USABLE_FRACTION)
         return self.capacity_bytes
 
     @property
@@ -110,9 +134,11 @@ def _mac(id_: str, gib: int, name: str | None = None, extra: tuple[str, ...] = (
     """An Apple silicon Mac with `gib` GiB of unified memory (usable: UNIFIED_USABLE_FRACTION of it)."""
     model = Text(N_("Apple silicon {gb} GB unified"), gb=gib)
     aliases = (f"mac {gib}gb", f"apple silicon {gib}gb", *(f"{chip} {gib}gb" for chip in _MAC_CHIPS[gib]), *extra)
+    working_set, usable_source = MAC_WORKING_SETS.get(gib, (0, _SEED_USABLE_SOURCE))
     return Device(id_, name or Text("{model} ({gib} GiB)", model=model, gib=gib), "unified", gib * GiB,
                   reported_mib=gib * 1024,
-                  source=_MACOS_SOURCE.format(gb=gib), aliases=aliases, model=model)
+                  source=_MACOS_SOURCE.format(gb=gib), aliases=aliases, model=model, working_set_bytes=working_set,
+                  usable_source=usable_source)
 
 
 # Public outputs the figures below are read from (GitHub issues and PRs; "code search" = the exact nvidia-smi

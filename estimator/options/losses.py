@@ -92,4 +92,10 @@ LOSS_IMPLS: dict[str, LossImpl] = {o.id: o for o in (
              "new bf16 [T, V]: 4 B × T × V at the loss backward."),
              "unsloth 2026.10.9 unsloth/models/llama.py:2141-2178; unsloth/kernels/cross_entropy_loss.py "
              "Fast_CrossEntropyLoss (:392-527)"),
+    LossImpl("mlx", "standard", N_("mlx-lm cross-entropy (full logits)"),
+             N_("mlx-lm's default_loss builds the [T, V] logits in the model's dtype and calls nn.losses.cross_entropy: "
+             "its backward holds four logits-sized buffers (logits, the max-shifted copy, the softmax and the "
+             "gradient: 4 × c × T × V, measured on the CPU path; Metal's fused forward, see docs/formulas.md §12.3)."),
+             "mlx_lm/tuner/trainer.py:88-101 default_loss; mlx/nn/losses.py:98-119 (mx.fast.cross_entropy on "
+             "Metal/CUDA, unfused on the CPU); fixtures loss-V*-S* (validation/data/mlx_fixtures.json)"),
 )}

@@ -46,6 +46,15 @@ class Stack:
     # class without SDPA (modeling_utils.py get_correct_attn_implementation, 5.24). Unsloth, torchtune and LitGPT
     # pick their own attention kernels.
     transformers_attention: bool = True
+    # The run's size when the user does not give it (the framework's own defaults; the baseline for the PyTorch
+    # stacks, whose trainers take the batch and length from the user's script): micro-batch, max length, LoRA rank,
+    # how many of the last blocks carry adapters (0 = every block) and how a QLoRA base is quantised.
+    batch: int = 1
+    seq_len: int = 2048
+    lora_rank: int = 16
+    lora_layers: int = 0
+    quant_mode: str = "nf4"
+    lora_scale: float = 0.0  # the LoRA scale the stack fixes (mlx-lm: scale, not alpha); 0 = alpha/r from the user
     # How the stack puts the checkpoint on the GPU, for the host RAM it needs while loading (HOST_LOADS): "cpu"
     # (the whole model in CPU RAM first, then moved), "state_dict" (the checkpoint read into a CPU dict, then copied
     # into the model) or "direct" (each tensor read from the memory-mapped file straight to the GPU).
@@ -308,6 +317,46 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         unavailable={"chunked": N_("a plain loop computes the model's own loss; choose 'standard'"),
                      "fused": N_("a plain loop computes the model's own loss; choose 'standard'")},
     ),
+    Stack(
+        id="mlx", label="MLX-LM", version="mlx 0.32.4, mlx-lm 0.32.2",
+        transformers_attention=False, model_code="mlx",
+        summary=N_("mlx_lm lora: LoRA on the last 16 blocks (rank 8, scale 20), batch 4, max length 2048, no "
+                "checkpointing, Adam, fp32 adapters, one compiled step; training attention is unfused (s² scores "
+                "per layer) and a QLoRA base is MLX-quantised (affine 4-bit, group 64)."),
+        grad_ckpt=False, offload_activations=False, loss="standard",
+        loss_impls={"standard": "mlx"}, optimizer="adam",
+        adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=False,
+        load_16bit_first=False, max_grad_norm=0.0,
+        batch=4, seq_len=2048, lora_rank=8, lora_layers=16, quant_mode="affine", lora_scale=20.0, lora_dropout=0.0,
+        sources={
+            "grad_ckpt": "mlx_lm/lora.py:73 (0.32.2): grad_checkpoint False; tuner/trainer.py:236-237 wraps the "
+                         "block class's __call__ in mx.checkpoint when on",
+            "offload_activations": "mlx-lm 0.32.2 has no activation offloading",
+            "loss": "mlx_lm/tuner/trainer.py:88-101 default_loss: nn.losses.cross_entropy on the model-dtype logits "
+                    "(mlx/nn/losses.py:98-108: mx.fast.cross_entropy on Metal/CUDA, the unfused path on the CPU)",
+            "optimizer": "mlx_lm/lora.py:49 optimizer 'adam' (choices adam, adamw, muon, sgd, adafactor, :50-56), "
+                         "built with no extra arguments (:288-303)",
+            "adapter_dtype": "mlx_lm/tuner/lora.py:88-93: lora_a = mx.random.uniform, lora_b = mx.zeros in MLX's "
+                             "default float32, whatever the base's dtype",
+            "qlora_adapter_dtype": "mlx_lm/tuner/lora.py:88-93: fp32 adapters on a quantised base too",
+            "qlora_prep": "mlx_lm/utils.py load(): the quantised checkpoint is rebuilt with nn.quantize from its "
+                          "config; nothing is upcast",
+            "max_grad_norm": "mlx_lm/tuner/trainer.py (0.32.2): no gradient clipping in the step (:239-261)",
+            "batch": "mlx_lm/lora.py:60 batch_size 4",
+            "seq_len": "mlx_lm/lora.py:71 max_seq_length 2048; tuner/trainer.py:158-161 pads each batch to "
+                       "32·ceil(longest/32) ≤ max_seq_length",
+            "lora_rank": "mlx_lm/lora.py:77 lora_parameters rank 8, dropout 0.0, scale 20.0",
+            "lora_layers": "mlx_lm/lora.py:59 num_layers 16 (the last 16 blocks; more than the model has raises, "
+                           ":234-238; -1 = all)",
+            "quant_mode": "mlx/nn/layers/quantized.py:11-24 _defaults_for_mode: affine, group 64, 4 bits",
+            "model_code": "mlx_lm/models/<family>.py and mlx_lm/tuner/{lora,dora,trainer}.py: MLX's lazy graph, "
+                          "measured with calibration/mlx_trace.py (docs/formulas.md §12)",
+            "lora_dropout": "mlx_lm/lora.py:77 dropout 0.0 (nn.Dropout(0) returns its input: no mask)",
+        },
+        unavailable={"chunked": N_("mlx-lm computes the full logits (tuner/trainer.py default_loss); choose "
+                                   "'standard'"),
+                     "fused": N_("mlx-lm has no fused linear cross-entropy; choose 'standard'")},
+    ),
 )}
 DEFAULT_STACK = "trl"
 STACK_IDS: tuple[str, ...] = tuple(STACKS)
@@ -315,10 +364,21 @@ STACK_IDS: tuple[str, ...] = tuple(STACKS)
 # What a stack's own code does that is no user setting (shown on the How page with their sources).
 STACK_FACTS: tuple[str, ...] = ("model_code", "lora_dropout", "untied_head", "quantize_head", "host_load",
                                 "allocator_conf")
+MLX_STACK = "mlx"
+
+
+def default_stack(unified: bool, trainer: str = "sft") -> str:
+    """The stack a run gets when the user names none: MLX-LM for supervised fine-tuning on a unified-memory Apple
+    device (mlx_lm lora is how people fine-tune on a Mac), TRL otherwise (a preference/RL trainer is TRL's, priced
+    as a PyTorch MPS run on a Mac)."""
+    return MLX_STACK if unified and trainer == "sft" else DEFAULT_STACK
 
 # TrainingSetup fields a stack fills when the user leaves them open.
 STACK_FIELDS: tuple[str, ...] = ("grad_ckpt", "offload_activations", "loss", "optimizer", "adapter_dtype",
                                  "qlora_prep", "nf4_double_quant", "load_16bit_first", "max_grad_norm")
+# The run's size a stack fills when the user leaves it open (the same mechanism; the trainer's own batch default wins
+# for a preference/RL trainer: estimator.job.stack.default_batch).
+STACK_SIZE_FIELDS: tuple[str, ...] = ("batch", "seq_len", "lora_rank", "lora_layers", "quant_mode")
 
 
 def get_stack(stack_id: str) -> Stack:

@@ -25,6 +25,7 @@ from ..models.config import parse_config_text
 from ..models.hub import HubConfigRefused, HubError, fetch_model
 from ..models.presets import generic_spec, list_presets, load_preset, preset_ids
 from ..oom_message import MAX_TEXT_CHARS, parse_oom
+from ..options.backends import BACKEND_IDS, BACKENDS, device_backend
 from ..options.devices import (
     CATALOG,
     CUSTOM_MAX_GB,
@@ -39,8 +40,9 @@ from ..options.losses import LOSS_IDS
 from ..options.methods import ATTENTIONS, METHODS, SHARDINGS
 from ..options.optimizers import OPTIMIZER_IDS
 from ..options.precisions import PRECISION_IDS
-from ..options.stacks import DEFAULT_STACK, STACK_IDS
-from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRAINERS, TRL_VERSION
+from ..options.quantization import QUANT_MODE_IDS
+from ..options.stacks import DEFAULT_STACK, MLX_STACK, STACK_IDS, default_stack
+from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRL_VERSION
 from ..units import fmt_both
 from . import cli_config
 from .document import _device_json, advice_json, estimate_host, estimate_json
@@ -122,17 +124,18 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
 def _setup_flags(p: argparse.ArgumentParser) -> None:
     """The training setup: stack, method, precision, optimizer, batch and length, checkpointing, loss, LoRA."""
     p.add_argument("--stack", choices=STACK_IDS, default=None,
-                   help=f"training stack whose defaults fill every setting not given (default: {DEFAULT_STACK})")
+                   help=f"training stack whose defaults fill every setting not given (default: {MLX_STACK} for SFT "
+                        f"on a unified-memory Apple device, {DEFAULT_STACK} otherwise)")
     p.add_argument("--method", choices=METHODS, default=None, help="full fine-tuning, LoRA or QLoRA (default: lora)")
     p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate "
                                                       "(SFT only; default: the detailed estimate)")
     p.add_argument("--precision", choices=PRECISION_IDS, default=None, help="weights' precision (default: bf16)")
     p.add_argument("--optimizer", choices=OPTIMIZER_IDS, default=None, help="default: the stack's")
     p.add_argument("--batch", type=int, default=None,
-                   help="per-device batch (default: the trainer's: 1; GRPO 8, TRL's per_device_train_batch_size, "
+                   help="per-device batch (default: the stack's: 1, mlx 4; GRPO 8, TRL's per_device_train_batch_size, "
                         "counted in completions)")
-    p.add_argument("--seq-len", type=int, default=None, help="max length in tokens (default 2048; GRPO: "
-                                                             "--prompt-len + --completion-len)")
+    p.add_argument("--seq-len", type=int, default=None, help="max length in tokens (default: the stack's, 2048; "
+                                                             "GRPO: --prompt-len + --completion-len)")
     p.add_argument("--image-tokens", type=int, default=None,
                    help="image tokens per example, for a multimodal model trained on images (Gemma 3: 256 per "
                         "image); they lengthen the language model's sequence (default: 0)")
@@ -145,9 +148,21 @@ def _setup_flags(p: argparse.ArgumentParser) -> None:
                    help="offload the checkpointed layer inputs to CPU RAM (default: the stack's)")
     p.add_argument("--attention", choices=ATTENTIONS, default=None, help="attention implementation (default: sdpa)")
     p.add_argument("--loss", choices=LOSS_IDS, default=None, help="default: the stack's")
-    p.add_argument("--lora-rank", type=int, default=None, help="LoRA/QLoRA adapter rank (default: 16)")
+    p.add_argument("--lora-rank", type=int, default=None,
+                   help="LoRA/QLoRA adapter rank (default: the stack's: 16, mlx 8)")
     p.add_argument("--lora-targets", default=None,
                    help="LoRA/QLoRA target modules, comma-separated (default: all-linear)")
+    p.add_argument("--lora-layers", type=int, default=None,
+                   help="adapters on the last N decoder blocks only (mlx-lm --num-layers, PEFT layers_to_transform; "
+                        "on mlx, full fine-tuning trains those N blocks; default: the stack's: every block, mlx 16)")
+    p.add_argument("--dora", action="store_true", help="weight-decomposed LoRA (DoRA; the mlx stack)")
+    p.add_argument("--quant", choices=QUANT_MODE_IDS, default=None,
+                   help="how a QLoRA base is quantised (default: the stack's: nf4 = bitsandbytes; mlx: affine)")
+    p.add_argument("--quant-bits", type=int, default=None, help="bits per weight of --quant (default: the mode's)")
+    p.add_argument("--quant-group", type=int, default=None, help="group size of --quant (default: the mode's)")
+    p.add_argument("--backend", choices=BACKEND_IDS, default=None,
+                   help="the runtime (default: the device's: metal on an Apple device, rocm on AMD, cuda otherwise; "
+                        "cpu: MLX's CPU backend)")
 
 
 def _scale_flags(p: argparse.ArgumentParser) -> None:
@@ -376,20 +391,45 @@ def _print_list(args: argparse.Namespace) -> bool:
     return False
 
 
-def _setup(args: argparse.Namespace) -> TrainingSetup:
-    """The training setup the flags describe, the stack's defaults filling the rest."""
-    batch = args.batch if args.batch is not None else TRAINERS[args.trainer].default_batch
+def _backend(args: argparse.Namespace, device: Device | None) -> str | None:
+    """The runtime: --backend, or the device's (device_backend); without either, None (the stack's: Metal for
+    mlx-lm, CUDA otherwise). A --backend the device does not run is refused."""
+    derived = device_backend(device)
+    if args.backend is None:
+        return derived if device is not None else None
+    if device is not None and args.backend not in (derived, "cpu"):
+        raise ValueError(f"--backend {args.backend} does not match {device.id}, which runs "
+                         f"{BACKENDS[derived].runtime}; drop --backend")
+    return args.backend
+
+
+def _stack_id(args: argparse.Namespace, device: Device | None) -> str:
+    """--stack, else MLX-LM on a unified-memory Apple device (its default stack) and TRL elsewhere."""
+    if args.stack is not None:
+        return args.stack
+    return default_stack(device is not None and device.kind == "unified", args.trainer)
+
+
+def _setup(args: argparse.Namespace, device: Device | None = None) -> TrainingSetup:
+    """The training setup the flags describe, the stack's defaults filling the rest (batch, length, rank, trained
+    blocks and quantisation included; a preference/RL trainer's own batch default wins)."""
+    stack = _stack_id(args, device)
+    if stack == MLX_STACK and args.trainer != "sft":
+        raise ValueError(f"mlx-lm trains SFT only (mlx_lm lora); the {args.trainer} trainer is {TRL_VERSION}'s: "
+                         "choose another --stack")
     return resolve_setup(
-        args.stack, method=args.method, precision=args.precision, optimizer=args.optimizer,
-        batch=batch, seq_len=args.seq_len or 2048, grad_ckpt=args.grad_ckpt,
+        stack, trainer=args.trainer, method=args.method, precision=args.precision, optimizer=args.optimizer,
+        batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
         offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
-        lora_rank=16 if args.lora_rank is None else args.lora_rank,
+        lora_rank=args.lora_rank,
         lora_targets=parse_targets("all-linear" if args.lora_targets is None else args.lora_targets),
         gpus=args.gpus,
         sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
         offload_params=args.offload_params or None,
         compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
-        image_tokens=args.image_tokens, train_tower=args.train_tower, **args.config_extra,
+        image_tokens=args.image_tokens, train_tower=args.train_tower, lora_layers=args.lora_layers,
+        dora=args.dora or None, quant_mode=args.quant, quant_bits=args.quant_bits, quant_group=args.quant_group,
+        backend=_backend(args, device), **args.config_extra,
     )
 
 
@@ -434,9 +474,9 @@ def _compute(args: argparse.Namespace) -> _Run:
     if args.trainer == "grpo" and args.seq_len is not None:
         raise ValueError("GRPO's sequences are --prompt-len + --completion-len tokens; drop --seq-len")
     spec, hub, fast_error = _spec(args)
-    setup = cli_config.fit_config_targets(args, spec, _setup(args))
-    trainer = _trainer(args)
     device = _device(args)
+    setup = cli_config.fit_config_targets(args, spec, _setup(args, device))
+    trainer = _trainer(args)
     if args.advice and device is None:
         raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
                          "memory (see --list-devices)")

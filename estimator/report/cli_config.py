@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..job.configs import MAX_CONFIG_BYTES, ConfigError, entry_line, fit_targets, import_config, model_choice
 from ..models.hub import HubError, fetch_model
-from ..options.stacks import DEFAULT_STACK
 from .configs import export_config
 
 if TYPE_CHECKING:
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
 
 # The CLI's defaults for the flags that default to None (so that a flag given is told from one left out).
 FLAG_DEFAULTS: dict[str, Any] = {
-    "stack": DEFAULT_STACK, "method": "lora", "precision": "bf16", "attention": "sdpa", "gpus": 1, "sharding": "none",
+    "method": "lora", "precision": "bf16", "attention": "sdpa", "gpus": 1, "sharding": "none",
     "grad_accum": 1, "image_tokens": 0, "trainer": "sft", "offload_optimizer": False, "compile": False,
     "optimizer_in_bwd": False, "train_tower": False, "precompute_ref": False, "vllm_sleep": False,
     "offload_params": False,

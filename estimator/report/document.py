@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 
 
 def _device_json(d: Device) -> dict[str, Any]:
-    return {"id": d.id, "name": d.name, "kind": d.kind, "capacity_bytes": d.capacity_bytes,
-            "usable_bytes": d.usable_bytes}
+    doc: dict[str, Any] = {"id": d.id, "name": d.name, "kind": d.kind, "capacity_bytes": d.capacity_bytes,
+                           "usable_bytes": d.usable_bytes}
+    if d.usable_source:  # a Mac: Metal's recommended working set (with the log that prints it) or three quarters
+        doc["usable_source"] = d.usable_source
+    return doc
 
 
 def host_json(hv: HostVerdict) -> dict[str, Any]:

@@ -20,12 +20,18 @@ pytestmark = pytest.mark.e2e
 
 LAPTOP = get_device("laptop-36gb")
 SEVEN = generic_spec(7)
-LAPTOP_7B = "/?model=by-size&size=7&device=laptop-36gb"
+# TRL named: on a Mac the default stack is MLX-LM (tests/e2e/test_mlx_e2e.py); TRL there is an MPS run.
+LAPTOP_7B = "/?model=by-size&size=7&device=laptop-36gb&stack=trl"
 
 
 def trl(**settings) -> TrainingSetup:
-    """The setup the sidebar resolves by default: the TRL stack with these settings."""
+    """The setup the sidebar resolves on a CUDA GPU: the TRL stack with these settings."""
     return resolve_setup("trl", **settings)
+
+
+def mps(**settings) -> TrainingSetup:
+    """The same on the laptop: TRL priced as a PyTorch MPS run (no CUDA context, SDPA as eager)."""
+    return resolve_setup("trl", backend="metal", **settings)
 
 
 def expected(setup: TrainingSetup, rule: str | None = None) -> tuple[str, float]:
@@ -45,7 +51,7 @@ def test_link_parameters_set_the_numbers(page: Page, app_url: str):
     expect(page.locator(".st-key-size input")).to_have_value("7")  # the exact size, next to the ladder
     expect(page.locator(".st-key-rule input[type=checkbox]")).to_be_checked()
     open_app(page, app_url + LAPTOP_7B)  # the detailed estimate for the same link without the rule
-    headline, total = expected(trl())
+    headline, total = expected(mps())
     assert verdict_text(page) == headline
     assert chart_total_gb(page) == pytest.approx(total, abs=1e-6)
 
@@ -59,7 +65,7 @@ def test_keyboard_moves_sliders_and_the_chart_verdict_and_url_follow(page: Page,
     wait_for_app_run(page)
     expect(page).to_have_url(re.compile(r"[?&]batch=2(&|$)"))
     expect(batch).to_have_value("2")
-    headline, total = expected(trl(batch=2))
+    headline, total = expected(mps(batch=2))
     assert verdict_text(page) == headline
     assert chart_total_gb(page) == pytest.approx(total, abs=1e-6)
     assert {t["name"] for t in chart_bars(page)} >= {"Weights (frozen base)", "Activations"}
@@ -71,7 +77,7 @@ def test_keyboard_moves_sliders_and_the_chart_verdict_and_url_follow(page: Page,
     wait_for_app_run(page)
     expect(page).to_have_url(re.compile(r"[?&]max_len=128(&|$)"))
     expect(page.locator(".st-key-max_len input")).to_have_value("128")
-    headline, total = expected(trl(batch=2, seq_len=128))
+    headline, total = expected(mps(batch=2, seq_len=128))
     assert verdict_text(page) == headline == f"Fits: {total:,.1f} GB of 29.0 GB usable"  # 27 GiB
     assert chart_total_gb(page) == pytest.approx(total, abs=1e-6)
 
@@ -94,7 +100,7 @@ def test_inputs_survive_switching_pages(page: Page, app_url: str):
     assert verdict_text(page) == before
     expect(page.locator(".st-key-device input")).to_have_value("laptop-36gb")
     assert query(page) == {"model": ["by-size"], "device": ["laptop-36gb"], "method": ["full"], "rule": ["true"],
-                           "max_len": ["4096"]}
+                           "max_len": ["4096"], "stack": ["trl"]}
     # The share link holds the same inputs.
     link = page.get_by_test_id("stCode").last.inner_text().strip()  # the share box (after the config file)
     assert parse_qs(urlsplit(link).query) == query(page)
@@ -126,7 +132,7 @@ def test_json_download_is_the_estimators_document(page: Page, app_url: str):
     with page.expect_download() as info:
         page.get_by_role("button", name="Download JSON").click()
     document = json.loads(open(info.value.path(), encoding="utf-8").read())
-    est = estimate(SEVEN, trl(grad_ckpt=False, offload_activations=False))
+    est = estimate(SEVEN, mps(grad_ckpt=False, offload_activations=False, batch=1, seq_len=2048, lora_rank=16))
     assert document == json.loads(json.dumps(estimate_json(est, LAPTOP)))
     assert document["setup"]["stack"] == "trl" and document["setup"]["grad_ckpt"] is False
     assert "grad_ckpt" not in document["setup"]["from_stack"] and "loss" in document["setup"]["from_stack"]
@@ -161,7 +167,7 @@ def test_switching_the_training_stack_changes_the_verdict_and_the_url(page: Page
     before = verdict_text(page)
     assert before == verdict(trl_est.total_bytes, rtx, trl_est.high_bytes).headline
     assert chart_total_gb(page) == pytest.approx(to_gb(trl_est.total_bytes), abs=1e-6)
-    expect(page.locator(".st-key-stack input")).to_have_value("trl")
+    expect(page.locator(".st-key-stack input")).to_have_value("auto")  # TRL on a CUDA GPU
 
     # the box sits at the bottom edge of a 720 px viewport (the language switch is above it): centred first
     open_select(page.get_by_test_id("stSidebar").locator(".st-key-stack"))

@@ -17,6 +17,7 @@ from pathlib import Path
 GOLDEN = Path(__file__).with_name("cli.jsonl")
 
 STACKS = ("trl", "trainer", "unsloth", "axolotl", "torchtune", "litgpt", "plain")
+MAC_DEVICES = ("laptop-36gb", "mac-64gb", "mac-16gb", "mac-128gb")  # the MLX-LM stack's own loop (issue 21)
 METHODS = ("full", "lora", "qlora")
 TRAINERS = ("sft", "dpo", "orpo", "simpo", "kto", "grpo", "reward")
 DEVICES = ("rtx-4090", "h100-80gb", "laptop-36gb", "t4", "mac-64gb", "h200")
@@ -48,6 +49,13 @@ def cases() -> list[list[str]]:
                     argv.append("--json")
                 out.append(argv)
                 i += 1
+    for j, (_fam, pid) in enumerate(fams):  # issue 21: MLX-LM per family × method on the Macs (refusals included)
+        for k, method in enumerate(METHODS):
+            argv = ["--model", pid, "--stack", "mlx", "--method", method,
+                    "--device", MAC_DEVICES[(3 * j + k) % len(MAC_DEVICES)]]
+            argv += ["--advice"] if (j + k) % 2 == 0 else []
+            argv += ["--json"] if (j + k) % 3 == 0 else []
+            out.append(argv)
     for pid, _ in presets:  # every preset, default setup, JSON with advice and text
         out.append(["--model", pid, "--device", "h100-80gb", "--advice", "--json"])
         out.append(["--model", pid, "--batch", "4", "--seq-len", "4096", "--device", "rtx-4090"])
@@ -93,6 +101,18 @@ def cases() -> list[list[str]]:
         ["--model", "llama-3.1-8b", "--device", "4080", "--json"],
         ["--model", "mixtral-8x7b", "--method", "qlora", "--device", "h100-80gb", "--advice", "--json"],
         ["--list-presets", "--json"], ["--list-devices"],
+        # issue 21: MLX-LM at its defaults on a Mac, its quantisation modes, LoRA layers on a PEFT stack, MPS
+        ["--model", "llama-3.1-8b", "--device", "laptop-36gb", "--advice", "--json"],
+        ["--model", "llama-3.1-8b", "--device", "laptop-36gb", "--method", "qlora", "--batch", "1"],
+        ["--model", "qwen2.5-7b", "--stack", "mlx", "--method", "qlora", "--quant", "mxfp4", "--device", "mac-64gb",
+         "--json"],
+        ["--model", "qwen3-8b", "--stack", "mlx", "--dora", "--grad-ckpt", "--lora-layers", "8", "--device",
+         "mac-32gb", "--advice"],
+        ["--model", "llama-3.2-1b", "--stack", "mlx", "--method", "full", "--device", "h100-80gb", "--json"],
+        ["--model", "llama-3.1-8b", "--stack", "trl", "--lora-layers", "8", "--no-grad-ckpt", "--device",
+         "rtx-4090", "--json"],
+        ["--model", "llama-3.1-8b", "--stack", "trl", "--device", "mac-64gb", "--method", "qlora", "--json"],
+        ["--model", "llama-3.1-8b", "--stack", "mlx", "--device", "mi300x"],
     ]
     out.extend(extras)
     return out

@@ -451,7 +451,19 @@ def _export_litgpt(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> E
     return ExportedConfig("litgpt", filename, _text(lines), run, tuple(notes))
 
 
-_WRITERS = {"axolotl": _export_axolotl, "torchtune": _export_torchtune, "litgpt": _export_litgpt,
+def _export_mlx(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> ExportedConfig:
+    """mlx-lm's lora_config.yaml (report/snippets/mlx.py writes its keys, mlx_lm/lora.py CONFIG_DEFAULTS 0.32.2),
+    behind the marker line."""
+    from ..snippets.mlx import _mlx
+
+    notes: list[str] = []
+    body = _mlx(spec, setup, notes)
+    run = "mlx_lm.lora --config lora_config.yaml"
+    lines = [_marker(setup, tr), *_header(spec, setup, notes), *body]
+    return ExportedConfig("mlx", "lora_config.yaml", _text(lines), run, tuple(notes))
+
+
+_WRITERS = {"axolotl": _export_axolotl, "mlx": _export_mlx, "torchtune": _export_torchtune, "litgpt": _export_litgpt,
             "trl": _export_hf, "trainer": _export_hf, "unsloth": _export_hf, "plain": _export_hf}
 
 

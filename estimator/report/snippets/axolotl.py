@@ -10,7 +10,15 @@ from ...job.stack import attention_impl, loss_impl_id
 from ...options.losses import LOSS_IMPLS
 from ...options.optimizers import OPTIMIZERS, SGD_MOMENTUM
 from ...options.precisions import PRECISIONS, QLORA_PREPS
-from .common import _DEEPSPEED_STAGES, PLACEHOLDER_MODEL_ID, _common_notes, _launch_lines, _learning_rate, _model_id
+from .common import (
+    _DEEPSPEED_STAGES,
+    PLACEHOLDER_MODEL_ID,
+    _common_notes,
+    _launch_lines,
+    _learning_rate,
+    _model_id,
+    last_layers,
+)
 
 if TYPE_CHECKING:
     from ...job.setup import TrainingSetup
@@ -50,7 +58,7 @@ def _axolotl_notes(setup: TrainingSetup, notes: list[str]) -> None:
                      f"{precision.compute_dtype}.")
 
 
-def _axolotl_adapter_lines(setup: TrainingSetup) -> list[str]:
+def _axolotl_adapter_lines(setup: TrainingSetup, spec: ModelSpec | None = None) -> list[str]:
     """The adapter keys (LoRA / QLoRA), or a comment for full fine-tuning."""
     if setup.method == "full":
         return ["# Full fine-tuning: no adapter.", ""]
@@ -65,6 +73,8 @@ def _axolotl_adapter_lines(setup: TrainingSetup) -> list[str]:
         out.append(_line("lora_target_modules", list(setup.lora_targets)))
     if setup.method == "lora" and setup.adapter_dtype == "bf16":
         out.append(_line("peft_autocast_adapter_dtype", False))
+    if last_layers(spec, setup):
+        out.append(_line("peft_layers_to_transform", last_layers(spec, setup)))  # axolotl 0.19 PEFT key
     out.append("")
     return out
 
@@ -124,7 +134,7 @@ def _axolotl(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
         out.append("# base_model: the Hub id of the model you estimated")
     out += [_line("base_model", model_id), _line("output_dir", "./out"),
             _line("datasets", [{"path": "train.jsonl", "ds_type": "json", "type": "completion"}]), ""]
-    out += _axolotl_adapter_lines(setup)
+    out += _axolotl_adapter_lines(setup, spec)
     out += _axolotl_step_lines(spec, setup)
     out += _axolotl_launch_lines(setup)
     return out

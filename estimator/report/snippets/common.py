@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 PLACEHOLDER_MODEL_ID = "your-org/your-model"
 DEFAULT_SNIPPET_STACK = "trainer"  # a setup without a stack is the neutral HF Trainer + PEFT baseline
-LANGUAGES = {"axolotl": "yaml", "torchtune": "bash", "litgpt": "bash"}  # others: "python"
+LANGUAGES = {"axolotl": "yaml", "torchtune": "bash", "litgpt": "bash", "mlx": "yaml"}  # others: "python"
 
 
 # HF module names → the LoRA switches of torchtune (lora_attn_modules / apply_lora_to_*) and LitGPT (--lora_*).
@@ -218,7 +218,17 @@ def _lora_config_lines(setup: TrainingSetup, spec: ModelSpec | None = None) -> l
     if _frozen_tower(spec, setup):
         # PEFT's all-linear (and names like q_proj) would also wrap the towers' linears: the estimate gives them none
         out.append(f"    exclude_modules=r{_py(TOWER_MODULES)},  # the {spec.tower_kind} tower keeps no adapters")
+    layers = last_layers(spec, setup)
+    if layers:
+        out.append(f"    layers_to_transform={_py(layers)},  # adapters on the last {len(layers)} layers only")
     return out + ['    task_type="CAUSAL_LM",', ")"]
+
+
+def last_layers(spec: ModelSpec | None, setup: TrainingSetup) -> list[int]:
+    """PEFT's layers_to_transform for setup.lora_layers = N: the indices of the last N decoder layers ([] = all)."""
+    if spec is None or not setup.lora_layers or setup.lora_layers >= spec.num_layers:
+        return []
+    return list(range(spec.num_layers - setup.lora_layers, spec.num_layers))
 
 
 def _freeze_tower_lines(spec: ModelSpec, setup: TrainingSetup) -> list[str]:

@@ -16,6 +16,7 @@ from .common import (
     _precision_flag_lines,
     _py,
     _targets,
+    last_layers,
 )
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def _unsloth_checkpointing(setup: TrainingSetup) -> tuple[str, str]:
     return ckpt_literal, ckpt_comment[str(checkpointing)]
 
 
-def _unsloth_model_lines(setup: TrainingSetup) -> list[str]:
+def _unsloth_model_lines(setup: TrainingSetup, spec: ModelSpec | None = None) -> list[str]:
     """FastLanguageModel.from_pretrained and, for LoRA/QLoRA, get_peft_model."""
     qlora = setup.method == "qlora"
     precision = PRECISIONS[setup.precision]
@@ -88,6 +89,7 @@ def _unsloth_model_lines(setup: TrainingSetup) -> list[str]:
             "    model,",
             f"    r={setup.lora_rank},",
             f"    target_modules={_py(_targets(setup))},",
+            *([f"    layers_to_transform={_py(last_layers(spec, setup))},"] if last_layers(spec, setup) else []),
             f"    lora_alpha={2 * setup.lora_rank},",
             "    lora_dropout=0.0,",
             f"    use_gradient_checkpointing={ckpt_literal},",
@@ -141,6 +143,6 @@ def _unsloth(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[st
         "",
     ]
     out += _model_id_lines(_model_id(spec))
-    out += _unsloth_model_lines(setup)
+    out += _unsloth_model_lines(setup, spec)
     out += _unsloth_trainer_lines(setup)
     return out

@@ -1,0 +1,524 @@
+"""Peak memory of one `mlx_lm lora` training step (mlx 0.32.4, mlx-lm 0.32.2): the MLX-LM stack's own model.
+
+MLX evaluates the whole step (forward, value_and_grad, the optimizer update) as one lazy graph compiled with
+mx.compile (mlx_lm/tuner/trainer.py:245-261) and frees an array as soon as its last consumer has run. Its phases are
+not PyTorch's: the graph is scheduled breadth-first from the outputs with a width limit (mlx/transforms.cpp eval_impl,
+MLX_BFS_MAX_WIDTH 20), so weight gradients and optimizer updates run interleaved with the backward, not after it.
+What is alive at the peak was measured, not assumed (calibration/mlx_trace.py, validation/data/mlx_fixtures.json;
+docs/formulas.md §12):
+
+* between steps only the weights and the optimizer state are resident (the allocator cache is emptied by
+  `_clear_cache(0)` after every step, trainer.py:80-85, :332);
+* blocks before the first trained block keep nothing (no gradient flows into them);
+* each trained block keeps its saved tensors (§12.2) and its attention probabilities, B×H×L×L per block: training
+  attention is unfused on Metal and the CPU (mlx/backend/metal/scaled_dot_product_attention.cpp:739-743);
+* the peak is the larger of the loss backward (logits, the cross-entropy's buffers) and one block's backward, with
+  those saved tensors; full fine-tuning adds the gradients and updates in flight (§12.4).
+
+The estimate prices the backend in `setup.backend`: "metal" (a Mac: the app's default on Apple devices), "cpu" (how
+the fixtures were measured) or "cuda" (MLX's CUDA backend, cuDNN attention). Every difference between them is a term
+below, named where it applies."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..i18n import N_, Text
+from ..job.setup import ALL_LINEAR
+from ..job.stack import check_stack_setup
+from ..models.spec import LM_HEAD
+from ..options.optimizers import OPTIMIZERS
+from ..options.quantization import mlx_bytes_per_weight
+from ..options.stacks import MLX_STACK
+from .host import host_ram
+from .overhead import CUDA_CONTEXT_BYTES
+from .precision import FP32
+from .result import CONTEXT_KEY, CONTEXT_LABEL, Estimate, Phase
+from .result import detail as d
+
+if TYPE_CHECKING:
+    from ..job.setup import TrainingSetup
+    from ..models.spec import ModelSpec
+    from .result import DetailItem
+
+
+# --- measured coefficients (calibration/mlx_fit.py re-derives each from validation/data/mlx_fixtures.json) ------
+# Cross-entropy: the loss backward holds 4 copies of the [T, V] logits in their dtype (the logits, the max-shifted
+# copy, softmax/exp and the logits' gradient; mlx/nn/losses.py:110-119 unfused path). Fixtures loss-V*-S*: exactly
+# 16.0 B per logit in fp32 and 8.3 B in bf16 over V = 16k-64k.
+LOSS_LOGIT_COPIES = 4
+# The rest of the loss-backward moment, per token (adapter-dtype bytes for LoRA, model dtype for full): the final
+# norm, the head's input and its gradient, and the last trained block's cotangents. Least squares over the fixtures
+# whose peak is the loss backward, relative to their peak − resident; calibration probes only (calibration/mlx_fit.py).
+LOSS_REST_H = 11.9  # × h
+LOSS_REST_I = 5.1  # × intermediate size
+# One block's backward (the peak when the vocabulary is small): its cotangents and temporaries, per token, plus the
+# attention backward's score-sized buffers. Least squares over the fixtures whose peak is a block's backward.
+BLOCK_REST_H = 12.0  # × h
+BLOCK_REST_I = 5.35  # × intermediate size
+BLOCK_REST_Q = 8.25  # × query width (heads × head_dim)
+BLOCK_REST_PROBS = 1.94  # × one block's B·H·L² probabilities (softmax's and the matmul's gradients)
+# With exactly two trained blocks the breadth-first schedule (width 20) overlaps less of a block's backward: its
+# rest is 0.64-0.93 of the one- and four-block value (w-*-n2 vs w-*-n1/-n4; n = 1 and 4 agree), lower the larger
+# the probabilities' share. Least squares over the two-block probes (w-*-n2), relative:
+BLOCK_REST_TWO_BLOCKS = 0.87  # × the per-token part
+BLOCK_REST_TWO_BLOCKS_PROBS = 0.43  # × the probabilities' part
+# On a 16-bit base with fp32 adapters the rest terms are part fp32 (adapter-side) and part the model dtype: 0.68 of
+# them fp32 (bf16-h512-n1/n4: 0.63, llama_a-lora-...-bfloat16: 0.74).
+LORA_REST_FP32_SHARE = 0.68
+# Full fine-tuning: weight gradients and updates in flight during the backward, in a block's trainable bytes.
+# At the loss backward ~2.0 of them whatever the number of trained blocks (full − LoRA twins: llama_a, qwen2_gqa,
+# gemma_mqa, llama_vocab, llama32_1b 1.9-2.5; calibration/mlx_fit.py); at a block's backward (small vocabularies)
+# ~0.92 per trained block, at most two (full-h512-n1: 0.68, -n4: 1.17).
+FULL_GRAD_LOSS = 2.0
+FULL_GRAD_BLOCK = 0.92
+# The update itself (fixtures upd-*: T = 32, activations negligible): per parameter the gradient and the optimizer's
+# new arrays for about two blocks at once (Adam: g, m', v', θ' = 4.2 × a block's trainable bytes), then 0.07 of
+# that per further block (upd-h256-n4..n16: MLX frees most updates as the graph goes on).
+UPDATE_BLOCKS = 2
+UPDATE_PER_EXTRA_BLOCK = 0.07
+# Arrays an optimizer update holds per block's trainable bytes (fixtures upd-h256-n2, upd-h256-n8-sgd,
+# wide-full-T32-adafactor and -muon).
+UPDATE_ARRAYS = {"adam": 4.2, "adamw": 4.2, "muon": 3.7, "sgd": 1.4, "adafactor": 2.4}  # sgd: n2 1.14, n8 1.71
+# A quantised base: quantized_matmul changes the schedule; at the loss backward its peak keeps more of the trained
+# blocks' probabilities (q4lora vs lora twins: 0.5-0.75 of each trained block's B·H·L² at L = 128-512;
+# calibration/mlx_fit.py).
+QUANT_EXTRA_PROBS = 0.6
+# DoRA: each adapted linear keeps its pre-scale output (T × out, model dtype) for the magnitude's gradient
+# (mlx_lm/tuner/dora.py:123: (m / denom) * out), and builds its adapted weight w + scale·Bᵀ·Aᵀ in fp32 for the norm
+# (:120); the largest of those is in flight at the peak, 0.6 of it measured (llama32_1b-dora, where the weight
+# term is visible; the tiny llama_a/qwen2_gqa-dora twins are within 3 % of pa with it).
+DORA_ADAPTED_COPIES = 0.6
+# A fused gate_up projection (Phi-3: one 2I-wide linear split into gate and up, mlx_lm/models/phi3.py) keeps
+# more: 1.04 × I per token per trained block and 1.75 × I per token in the backward's rest (phi3-h512-n1/-n4 against
+# their Llama twins w-h512-I1408-H8-S512-n1/-n4; calibration/mlx_fit.py).
+FUSED_MLP_SAVED = 1.04
+FUSED_MLP_REST = 1.75
+# The measured error of this model against the validation fixtures (validation/mlx.py; worst +4.2 %, −3.7 %): the
+# band's low/high edges.
+MLX_ERROR_LOW = 0.05
+MLX_ERROR_HIGH = 0.05
+
+SUPPORTED_NOTE = N_("The MLX model is measured for dense decoders with a gated MLP (Llama, Mistral, Qwen 2/2.5/3, "
+                    "Gemma 1/2/3 text, Phi-3, Granite, SmolLM3); {family} {why}, which it does not model")
+
+
+class _Dims(NamedTuple):
+    """The block's widths as mlx-lm builds it."""
+
+    h: int
+    q: int  # query width (heads × head_dim)
+    kv: int  # key/value width
+    inter: int  # MLP intermediate size
+    heads: int
+    layers: int  # decoder blocks in the model
+    trained: int  # blocks that train (the last `trained` ones)
+
+
+def positions(setup: TrainingSetup) -> int:
+    """The positions the model runs on when every example is as long as max_seq_length (the estimate's worst batch):
+    iterate_batches pads to min(1 + 32·⌈longest/32⌉, max_seq_length) tokens (tuner/trainer.py:158-161) and
+    default_loss feeds batch[:, :-1] (:89), so max_seq_length − 1."""
+    return max(1, setup.seq_len - 1)
+
+
+def uses_mlx_model(setup: TrainingSetup) -> bool:
+    """Does the setup's stack run mlx-lm (Stack.model_code == "mlx")?"""
+    return setup.stack == MLX_STACK
+
+
+def check_mlx_model(spec: ModelSpec, setup: TrainingSetup) -> None:
+    """ValueError with the reason when mlx-lm cannot train this model this way, or the model is not modelled."""
+    why = ""
+    if spec.moe_layers:
+        why = N_("has mixture-of-experts layers (mlx-lm's SwitchGLU gathers experts per token)")
+    elif spec.mla_kv_rank:
+        why = N_("uses multi-head latent attention")
+    elif any(k.split(":")[0] not in ("full", "sliding") or not k.endswith(":dense") for k in spec.layer_pattern):
+        why = N_("has linear-attention, shared-KV or per-layer-embedding layers")
+    elif not spec.gated_mlp or spec.parallel_block:
+        why = N_("has a non-gated MLP or a parallel block")
+    elif spec.family.startswith(("gemma4", "gemma3n")):
+        why = N_("has per-layer-kind head sizes, shared KV or per-layer embeddings (mlx_lm/models/gemma4_text.py, "
+                 "gemma3n.py)")
+    if why:
+        raise ValueError(Text(SUPPORTED_NOTE, family=spec.family, why=Text(why)))
+    if setup.method != "full" and set(setup.lora_targets) == {LM_HEAD}:
+        raise ValueError(Text(N_("mlx-lm adds adapters to the linears inside the trained blocks only "
+                                 "(tuner/utils.py:95-111, lora_parameters keys); '{head}' is not one, so nothing "
+                                 "would train: name a block's linears or all-linear"), head=LM_HEAD))
+    if setup.lora_layers > spec.num_layers and "lora_layers" not in setup.from_stack:
+        raise ValueError(Text(N_("--lora-layers {n} is more than {model}'s {layers} decoder layers (mlx-lm raises: "
+                                 "'Requested to train {n} layers but the model only has {layers} layers', "
+                                 "mlx_lm/lora.py:234-238)"), n=setup.lora_layers, model=spec.name,
+                              layers=spec.num_layers))
+    if spec.quantization and setup.method == "full":
+        raise ValueError(Text(N_("{model} is quantised ({quant}); MLX's quantised layers are frozen "
+                                 "(mlx/nn/layers/quantized.py QuantizedLinear freezes itself), so a quantised base "
+                                 "trains adapters only: choose lora or qlora"), model=spec.name,
+                              quant=quant_label(*spec.quantization)))
+
+
+def quant_label(mode: str, bits: int, group: int) -> str:
+    """'affine 4-bit, group 64'."""
+    return f"{mode} {bits}-bit, group {group}"
+
+
+def _dims(spec: ModelSpec, setup: TrainingSetup) -> _Dims:
+    trained = setup.lora_layers or spec.num_layers  # 0 = every block (mlx-lm's -1)
+    return _Dims(spec.hidden_size, spec.q_dim, spec.kv_dim, spec.intermediate_size, spec.num_heads,
+                 spec.num_layers, min(trained, spec.num_layers))
+
+
+def _adapted_roles(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
+    """The roles of the linears that carry adapters in a trained block: mlx-lm wraps every linear of the block
+    (tuner/utils.py:95-111) unless the config names keys; a PEFT-style name list maps to those linears."""
+    if setup.method == "full":
+        return frozenset()
+    if setup.lora_targets == (ALL_LINEAR,):
+        return frozenset(m.role for m in spec.linears)
+    names = set(setup.lora_targets) - {LM_HEAD}  # outside the blocks: mlx-lm never adapts it (check_mlx_model)
+    unknown = names - set(spec.linear_names())
+    if unknown:
+        raise ValueError(Text(N_("LoRA target {target} is not a linear module of {family}; its modules are: "
+                                 "{names}"), target=repr(sorted(unknown)[0]), family=spec.family,
+                              names=", ".join(spec.linear_names())))
+    return frozenset(m.role for m in spec.linears if m.name in names)
+
+
+def _quant(spec: ModelSpec, setup: TrainingSetup) -> tuple[str, int, int] | None:
+    """The base's MLX quantisation: a pre-quantised checkpoint's own (config.json 'quantization'), else the
+    setup's for QLoRA; None for a float base."""
+    if spec.quantization:
+        return spec.quantization
+    if setup.method == "qlora":
+        return setup.quant_mode, setup.quant_bits, setup.quant_group
+    return None
+
+
+def _float_bytes(setup: TrainingSetup) -> int:
+    """The checkpoint's float dtype, which mlx-lm trains in (no cast in mlx_lm/utils.py load): fp32 or 16-bit."""
+    return FP32 if setup.precision == "fp32" else 2
+
+
+class _Model(NamedTuple):
+    """The resident part: weights, adapters, optimizer state, and the trainable bytes of one trained block."""
+
+    weights: float
+    adapters: float
+    opt: float
+    grad_accum: float
+    trainable_params: int
+    block_trainable_bytes: float  # one trained block's trainable bytes (full: its weights; LoRA: its adapters)
+    trained_linear_params: int  # weights of the trained blocks' adapted linears (DoRA's copies)
+    items: tuple[DetailItem, ...]
+
+
+def _lora_block_params(spec: ModelSpec, roles: frozenset[str], r: int, dora: bool) -> int:
+    """Adapter parameters of one block: lora_a (in × r) and lora_b (r × out) per adapted linear (tuner/lora.py:88-93),
+    plus DoRA's magnitude m (out, tuner/dora.py:90)."""
+    total = 0
+    for m in spec.linears:
+        if m.role in roles:
+            total += (r * (m.in_features + m.out_features) + (m.out_features if dora else 0)) * m.count
+    return total
+
+
+def _adafactor_state(spec: ModelSpec, roles: frozenset[str], setup: TrainingSetup, trained: int, b: int) -> float:
+    """mlx Adafactor (beta_1 None): a row (shape[:-1]) and a column (shape[:-2] + shape[-1:]) vector per matrix in the
+    parameter's dtype, a full second moment for 1-D parameters (mlx/optimizers/optimizers.py:785-796)."""
+    r = setup.lora_rank
+    if setup.method != "full":
+        per = sum(((m.in_features + r) + (r + m.out_features)) * m.count for m in spec.linears if m.role in roles)
+        if setup.dora:
+            per += sum(m.out_features * m.count for m in spec.linears if m.role in roles)
+        return FP32 * per * trained
+    per = sum((m.in_features + m.out_features + (m.out_features if m.bias else 0)) * m.count for m in spec.linears)
+    per += spec.norms_per_layer * spec.hidden_size  # the blocks' norm weights (1-D: a full second moment)
+    return float(b * per * trained)
+
+
+def _resident(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, roles: frozenset[str]) -> _Model:
+    b = _float_bytes(setup)
+    text_params = spec.params_total - spec.params_tower  # mlx-lm drops a wrapper's vision tower (gemma3.py sanitize)
+    quant = _quant(spec, setup)
+    if quant is None:
+        weights = float(text_params * b)
+        w_formula = f"{b} B × {text_params:,} params"
+    else:
+        mode, bits, group = quant
+        bpw = mlx_bytes_per_weight(mode, bits, group, b)
+        # mlx_lm/utils.py quantize_model:1057-1060: every Linear and Embedding whose input is a multiple of the
+        # group (the decoder linears, the embedding, an untied head); norms stay in the float dtype.
+        quantised = spec.params_quantizable + spec.params_embedding
+        weights = quantised * bpw + (text_params - quantised) * b
+        w_formula = f"{bpw:.4f} B × {quantised:,} quantised + {b} B × {text_params - quantised:,} float"
+    per_block_linear = sum(m.params_per_copy * m.count for m in spec.linears)
+    if setup.method == "full":
+        block_params = per_block_linear + spec.norms_per_layer * spec.hidden_size  # mlx_lm/lora.py:240-244
+        trainable = block_params * dm.trained
+        adapters = 0.0
+        block_bytes = float(block_params * b)
+        t_formula = f"{b} B × {trainable:,} params of the last {dm.trained} blocks"
+    else:
+        block_params = _lora_block_params(spec, roles, setup.lora_rank, setup.dora)
+        trainable = block_params * dm.trained
+        adapters = float(FP32 * trainable)  # fp32 adapters (tuner/lora.py:88-93)
+        block_bytes = float(FP32 * block_params)
+        t_formula = f"4 B × {trainable:,} adapter params on the last {dm.trained} blocks"
+    tb = b if setup.method == "full" else FP32
+    opt_id = setup.optimizer
+    if OPTIMIZERS[opt_id].state_dtype == "factored":
+        opt = _adafactor_state(spec, roles, setup, dm.trained, b)
+    else:
+        opt = float(trainable * tb * OPTIMIZERS[opt_id].states)  # zeros_like(parameter): the parameter's dtype
+    accum = float(trainable * tb) if setup.grad_accum > 1 else 0.0  # the summed gradient tree (trainer.py:251-252)
+    adapted_linear = sum(m.in_features * m.out_features * m.count for m in spec.linears if m.role in roles)
+    items = (
+        d("weights.base", N_("Frozen base weights"), weights - (trainable * b if setup.method == "full" else 0),
+          w_formula),
+        d("weights.trainable", N_("Trainable weights"), adapters if setup.method != "full" else trainable * b,
+          t_formula),
+        d("optimizer.state", N_("Optimizer state"), opt, f"{opt_id} state × {trainable:,} trainable params "
+                                                          f"(the parameter's dtype)"),
+    )
+    if accum:
+        items += (d("gradients.accumulated", N_("Gradients (accumulated)"), accum,
+                    "the summed gradient tree kept between micro-steps (trainer.py:251-252)"),)
+    return _Model(weights + adapters, adapters, opt, accum, trainable, block_bytes, adapted_linear * dm.trained,
+                  items)
+
+
+class _Block(NamedTuple):
+    """Bytes one trained block keeps for its backward, split for display, and its B·H·L² probabilities."""
+
+    saved: float  # per token
+    probs: float  # per block, the whole micro-batch
+    formula: str
+
+
+def _saved_per_token(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, roles: frozenset[str], b: int) -> float:
+    """What one trained block keeps per token (fixtures w-*, gqa-*, qdim1024-*, bf16-*: n = 4 vs n = 1 blocks,
+    calibration/mlx_fit.py): in the model dtype b the block input, the residual after attention, the scaled query,
+    one more query-sized copy, the keys and values, and the MLP's gate, sigmoid, SiLU and up; each linear's input
+    kept for a weight or adapter gradient (the normed input for q/k/v, the attention output for o, the normed
+    residual for gate/up, the product for down) in the adapter dtype (fp32: x is promoted by `x @ lora_a`,
+    tuner/lora.py:96) or, for full fine-tuning, in b; and x @ lora_a (r, fp32) per adapter."""
+    h, q, kv, inter = dm.h, dm.q, dm.kv, dm.inter
+    full = setup.method == "full"
+    ab = b if full else FP32
+
+    def kept(role_group: tuple[str, ...], width: int) -> float:
+        if full or roles & set(role_group):
+            return width * ab
+        return 0.0
+
+    base = b * (2 * h + 2 * q + 2 * kv + 4 * inter)  # x, residual, q·scale, q copy, k, v, gate, σ, SiLU, up
+    if fused_mlp(spec):
+        base += ab * FUSED_MLP_SAVED * inter  # the 2I output the gate and up views keep alive (phi3 probes)
+    if spec.qk_norm:
+        base += b * (q + kv)  # q_norm/k_norm inputs (RMSNorm per head: its vjp reads its input)
+    if spec.norms_per_layer >= 4:
+        base += b * 2 * h  # Gemma 2/3 post-attention and post-MLP norms read the sublayer outputs
+    inputs = kept(("attn_in",), h) + kept(("attn_out",), q) + kept(("mlp_in",), h) + kept(("mlp_out",), inter)
+    r_terms = sum(FP32 * setup.lora_rank * m.count for m in spec.linears if m.role in roles)
+    return base + inputs + r_terms
+
+
+def fused_mlp(spec: ModelSpec) -> bool:
+    """Is gate/up one fused 2I-wide linear (Phi-3's gate_up_proj)?"""
+    return any(m.role == "mlp_in" and m.out_features == 2 * spec.intermediate_size for m in spec.linears)
+
+
+def _probs_per_block(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, b: int) -> float:
+    """The B×H×L×L attention probabilities one block keeps for the backward (softmax's vjp reads its output): MLX's
+    training attention is unfused on Metal (scaled_dot_product_attention.cpp:739-743, 'faster for training on Metal
+    to use the unfused SDPA') and on the CPU (no_gpu/primitives.cpp), so fast.cpp's fallback builds scores and
+    probabilities. On CUDA, cuDNN's fused attention with a fused VJP keeps none (cuda/scaled_dot_product_attention.cpp:
+    has_fused_kernel needs fp16/bf16 and head_dim ≤ 128 with head_dim % 8 == 0; the VJP falls back when L % 128 ≠ 0:
+    then the scores are rebuilt one block at a time in backward, counted with BLOCK_REST_PROBS). Gemma 2's
+    soft-capped attention is written out in mlx_lm/models/gemma2.py:92-103 and keeps tanh's output too."""
+    L = positions(setup)
+    if setup.backend == "cuda" and _cudnn_attention(spec, setup):
+        return 0.0  # cuDNN's forward keeps q, k, v, the output and a logsumexp per row: no probabilities
+    copies = 2 if spec.attn_softcap else 1
+    return float(copies * setup.batch * dm.heads * L * L * b)
+
+
+def _cudnn_attention(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """MLX-CUDA's forward attention is cuDNN's for 16-bit models whose head_dim is a multiple of 8 up to 128
+    (supports_sdpa_cudnn, Ampere or newer): no probabilities are saved (Gemma 2 writes its soft-capped attention
+    out, so it never reaches SDPA)."""
+    return (setup.precision in ("bf16", "fp16") and spec.head_dim % 8 == 0 and spec.head_dim <= 128
+            and not spec.attn_softcap)
+
+
+def _cudnn_vjp(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """…and its VJP too when the length is a multiple of 128 (ScaledDotProductAttentionVJP::use_fallback); otherwise
+    the VJP differentiates the unfused fallback, rebuilding one block's scores and probabilities in its backward."""
+    return _cudnn_attention(spec, setup) and positions(setup) % 128 == 0
+
+
+def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
+    """Peak memory of one steady-state mlx-lm training step (docs/formulas.md §12)."""
+    check_stack_setup(setup)
+    check_mlx_model(spec, setup)
+    dm = _dims(spec, setup)
+    roles = _adapted_roles(spec, setup)
+    b = _float_bytes(setup)
+    res = _resident(spec, setup, dm, roles)
+    L, n = positions(setup), dm.trained
+    T = setup.batch * L
+    full = setup.method == "full"
+    # the rest terms' bytes: the model dtype for full fine-tuning (full bf16 halves), mostly fp32 for LoRA
+    rb = b if full else b + LORA_REST_FP32_SHARE * (FP32 - b)
+
+    saved_tok = _saved_per_token(spec, setup, dm, roles, b)
+    probs = _probs_per_block(spec, setup, dm, b)
+    one_probs = float(setup.batch * dm.heads * L * L * b)  # one block's probabilities (its backward's buffers)
+    if setup.grad_ckpt:
+        # mx.checkpoint per block (trainer.py:27-40): only the block input survives the forward; the block being
+        # differentiated is recomputed, so one block's saved tensors exist at a time. The last block's recompute is
+        # already there at the loss backward (fixtures *-gc: loss + inputs + one block's saved tensors).
+        kept_blocks = n * T * h_bytes(dm, b)
+        recomputed = T * saved_tok + probs
+        ckpt_formula = "trained blocks × T × h (block inputs)"
+    else:
+        kept_blocks = n * (T * saved_tok + probs)
+        recomputed = 0.0
+        ckpt_formula = "trained blocks × (T × saved per token + B·H·L² probabilities)"
+    quant = _quant(spec, setup)
+    # at the loss backward only (a block's backward with a quantised base measured as without: llama_wide q4lora)
+    q_extra = QUANT_EXTRA_PROBS * n * probs if quant is not None and not setup.grad_ckpt else 0.0
+    dora = 0.0
+    if setup.dora:
+        outs = sum(m.out_features * m.count for m in spec.linears if m.role in roles)
+        largest = max((m.in_features * m.out_features for m in spec.linears if m.role in roles), default=0)
+        dora = n * T * outs * b + DORA_ADAPTED_COPIES * FP32 * largest
+        if quant is not None:  # one dequantised weight in flight (tuner/dora.py:113-114; llama_a-q4dora − q4lora:
+            dora += b * largest  # 25 MB = the outputs' 22 + one weight, not all 12.9 MB of them)
+    logits = float(T * spec.vocab_size * b)
+    loss = LOSS_LOGIT_COPIES * logits
+    fused = FUSED_MLP_REST * dm.inter if fused_mlp(spec) else 0.0
+    loss_rest = T * rb * (LOSS_REST_H * dm.h + LOSS_REST_I * dm.inter + fused)
+    token_rest = T * rb * (BLOCK_REST_H * dm.h + BLOCK_REST_I * dm.inter + BLOCK_REST_Q * dm.q + fused)
+    probs_rest = BLOCK_REST_PROBS * one_probs
+    if setup.backend == "cuda" and _cudnn_vjp(spec, setup):
+        probs_rest = 0.0  # cuDNN's VJP computes the score gradients tile by tile
+    elif setup.backend == "cuda" and _cudnn_attention(spec, setup):
+        probs_rest += one_probs  # the fallback VJP rebuilds this block's probabilities (fast.cpp Custom::vjp)
+    if n == 2 and not full and not setup.grad_ckpt:  # measured on LoRA without checkpointing
+        token_rest *= BLOCK_REST_TWO_BLOCKS
+        probs_rest *= BLOCK_REST_TWO_BLOCKS_PROBS
+    block_rest = token_rest + probs_rest
+
+    # with checkpointing the recompute comes first and no gradient is in flight yet at the loss backward (fixtures
+    # llama_a/qwen2_gqa full-gc peak with their LoRA-gc twins)
+    g_loss = FULL_GRAD_LOSS * res.block_trainable_bytes if full and not setup.grad_ckpt else 0.0
+    g_block = FULL_GRAD_BLOCK * res.block_trainable_bytes * min(n, 2) if full else 0.0
+    upd_arrays = UPDATE_ARRAYS.get(setup.optimizer, 4.2)
+    update = (upd_arrays * res.block_trainable_bytes * (min(n, UPDATE_BLOCKS) + UPDATE_PER_EXTRA_BLOCK *
+                                                           max(n - UPDATE_BLOCKS, 0))) if full else 0.0
+
+    weight_items = res.items
+    if setup.grad_ckpt:
+        acts_common = [d("activations.checkpoints", N_("Checkpointed block inputs"), kept_blocks, ckpt_formula)]
+    else:
+        acts_common = [
+            d("activations.layers", N_("Trained blocks' saved tensors"), n * T * saved_tok,
+              "trained blocks × T × saved per token (§12.2)"),
+            d("activations.attention_scores", N_("Attention probabilities (B·H·L² per trained block, unfused)"),
+              n * probs, f"{n} × B × H × L² × {b} B" + (" × 2 (soft-capping)" if spec.attn_softcap else "")),
+        ]
+    extras = []
+    if q_extra:
+        extras.append(d("activations.quantized_schedule", N_("Quantised base: more probabilities held"), q_extra,
+                        f"{QUANT_EXTRA_PROBS} × trained blocks × B·H·L² (fixtures q4lora vs lora)"))
+    if dora:
+        extras.append(d("activations.dora_weights", N_("DoRA outputs and adapted weights"), dora,
+                        f"blocks × T × Σ out × {b} B + {DORA_ADAPTED_COPIES} × 4 B × the largest adapted weight "
+                        "(tuner/dora.py:120-123)"
+                        + (" + dequantised weights" if quant is not None else "")))
+    loss_items = [
+        d("activations.loss", N_("Logits and cross-entropy buffers"), loss,
+          f"{LOSS_LOGIT_COPIES} × T × V × {b} B ({'unfused, measured' if setup.backend == 'cpu' else 'see docs/formulas.md §12.3'})"),
+        d("activations.loss_backward", N_("Head and last block's backward buffers"), loss_rest,
+          f"T × {rb} B × ({LOSS_REST_H}·h + {LOSS_REST_I}·I)"),
+    ]
+    block_items = [
+        d("activations.recomputed_layer", N_("Recomputed block"), recomputed, "T × saved per token + B·H·L²"),
+        d("activations.backward_temporaries", N_("One block's backward buffers"), block_rest,
+          f"T × {rb} B × ({BLOCK_REST_H}·h + {BLOCK_REST_I}·I) + {BLOCK_REST_PROBS} × B·H·L² × {b} B"),
+    ]
+
+    def phase(key: str, name: str, grads: float, acts: list[DetailItem], grad_label: str, temp: float = 0.0) -> Phase:
+        items = list(weight_items)
+        items.append(d("gradients.in_flight", grad_label, grads, "blocks' trainable bytes × measured factor"))
+        if temp:
+            items.append(d("optimizer.update_arrays", N_("Optimizer update's new arrays"), temp,
+                           f"{upd_arrays} × a block's trainable bytes × ({UPDATE_BLOCKS} + {UPDATE_PER_EXTRA_BLOCK} "
+                           f"per further block)"))
+        items.extend(acts)
+        return Phase(key, name, res.weights, grads + res.grad_accum, res.opt + temp,
+                     sum(a.bytes for a in acts), tuple(items))
+
+    recompute_at_loss = [block_items[0]] if setup.grad_ckpt else []
+    block_extras = [x for x in extras if x.key != "activations.quantized_schedule"]
+    phases = [
+        phase("loss_backward", N_("loss backward"), g_loss, [*acts_common, *recompute_at_loss, *extras, *loss_items],
+              N_("Gradients in flight")),
+        phase("backward.block", N_("backward, one block"), g_block, [*acts_common, *block_extras, *block_items],
+              N_("Gradients in flight")),
+    ]
+    if full:
+        phases.append(phase("optimizer_step", N_("optimizer update"), 0.0, [], N_("Gradients in flight"), update))
+    return _finish(spec, setup, res, phases)
+
+
+def h_bytes(dm: _Dims, b: int) -> float:
+    """One block input per token (what mx.checkpoint keeps)."""
+    return float(dm.h * b)
+
+
+def _finish(spec: ModelSpec, setup: TrainingSetup, res: _Model, phases: list[Phase]) -> Estimate:
+    """The peak phase, the runtime's context (CUDA's on MLX-CUDA; Metal and the CPU have none to count: MLX's
+    peak is its allocator's active bytes, mx.get_peak_memory), the band and the notes."""
+    peak = max(phases, key=lambda p: p.total)
+    ctx = CUDA_CONTEXT_BYTES if setup.backend == "cuda" else 0.0
+    components = {"weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
+                  "activations": peak.activations, "overhead": float(ctx)}
+    details = tuple(x for x in peak.details if x.bytes > 0) + (
+        d(CONTEXT_KEY, CONTEXT_LABEL, ctx, "CUDA context (MLX-CUDA)" if ctx else "none: Metal/CPU"),)
+    total = peak.total + ctx
+    notes = list(spec.notes)
+    if setup.backend == "cuda" and _cudnn_attention(spec, setup):
+        notes.append(N_("MLX-CUDA trains attention with cuDNN's fused kernels here: no L² probabilities are kept."))
+    else:
+        notes.append(N_("MLX trains attention unfused: each trained block keeps B × heads × L² attention "
+                        "probabilities (checkpointing recomputes them one block at a time)."))
+    if setup.backend == "cuda":
+        notes.append(N_("MLX's CUDA backend is modelled from its source, not measured: the MLX fixtures are CPU runs."))
+    if setup.method != "full" and LM_HEAD in setup.lora_targets:
+        notes.append(Text(N_("mlx-lm adds adapters inside the trained blocks only: the '{head}' target gets none."),
+                          head=LM_HEAD))
+    if spec.quantization:
+        notes.append(Text(N_("The checkpoint is already quantised ({quant}): LoRA trains on that base."),
+                          quant=quant_label(*spec.quantization)))
+    if setup.lora_layers and setup.lora_layers < spec.num_layers:
+        notes.append(Text(N_("Only the last {n} of {layers} blocks train; the blocks before them keep no activations."),
+                          n=setup.lora_layers, layers=spec.num_layers))
+    elif setup.lora_layers > spec.num_layers:  # the stack's default (16) on a shallower model
+        notes.append(Text(N_("mlx-lm's default of {n} trained blocks is more than {model}'s {layers}; mlx_lm lora "
+                             "refuses that (lora.py:234-238), so pass --num-layers {layers} (or -1): priced with all "
+                             "{layers} blocks."), n=setup.lora_layers, model=spec.name, layers=spec.num_layers))
+    return Estimate(
+        model=spec, setup=setup, mode="detailed", params_total=spec.params_total - spec.params_tower,
+        params_trainable=res.trainable_params, components_bytes=components, details=details, total_bytes=total,
+        low_bytes=peak.total * (1 - MLX_ERROR_LOW) + ctx, high_bytes=peak.total * (1 + MLX_ERROR_HIGH) + ctx,
+        peak_phase=peak.name, phases=tuple(phases), cpu_offload_bytes=0.0, notes=tuple(notes),
+        # the host's side (memory/host.py): the mlx-lm process and mlx_lm.load's one-tensor-at-a-time read; on a
+        # Mac it adds up with the arrays above in one pool (host_verdict)
+        host=host_ram(spec, setup, trainable=res.trainable_params, weights_bytes=res.weights,
+                      optimizer_cpu_bytes=0.0, checkpoint_cpu_bytes=0.0),
+        weights_full_bytes=res.weights,
+    )

@@ -1,0 +1,84 @@
+"""The mlx_lm lora YAML config (and the commands) for the setup: the keys of mlx_lm/lora.py's CONFIG_DEFAULTS
+(mlx-lm 0.32.2), each set to what the estimate assumes."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ...job.setup import ALL_LINEAR
+from ...models.spec import LM_HEAD
+from ...options.optimizers import OPTIMIZERS
+from .common import _model_id
+
+if TYPE_CHECKING:
+    from ...job.setup import TrainingSetup
+    from ...models.spec import ModelSpec
+
+_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # mlx_lm.convert --dtype
+
+
+def _line(key: str, value: object) -> str:
+    """One YAML line, the value in JSON syntax (a float keeps its dot: YAML 1.1 reads 1e-05 as a string)."""
+    text = json.dumps(value)
+    if isinstance(value, float) and "e" in text and "." not in text:
+        text = text.replace("e", ".0e", 1)
+    return f"{key}: {text}"
+
+
+def _keys(spec: ModelSpec, setup: TrainingSetup) -> list[str] | None:
+    """lora_parameters.keys for named targets (tuner/utils.py:95-118 matches module paths inside each block:
+    self_attn.q_proj, mlp.down_proj, ...); None = every linear of the block (mlx-lm's default)."""
+    if setup.lora_targets == (ALL_LINEAR,):
+        return None
+    roles = {m.name: m.role for m in spec.linears}
+    return [f"{'self_attn' if roles.get(t, '').startswith('attn') else 'mlp'}.{t}" for t in setup.lora_targets
+            if t != LM_HEAD]  # outside the blocks: mlx-lm would not find it (the estimate's note says so)
+
+
+def _mlx(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:
+    """lora_config.yaml for `mlx_lm.lora --config lora_config.yaml`, with the conversion command first when the base
+    must be quantised or cast."""
+    model = _model_id(spec)
+    qlora = setup.method == "qlora" and not spec.quantization
+    out: list[str] = []
+    convert = []
+    if qlora:
+        convert = ["-q", "--q-bits", str(setup.quant_bits), "--q-group-size", str(setup.quant_group)]
+        if setup.quant_mode != "affine":
+            convert += ["--q-mode", setup.quant_mode]
+    if convert or setup.precision != "bf16":
+        dtype = _DTYPES.get(setup.precision, "bfloat16")
+        out += ["# First convert the checkpoint (mlx_lm.convert: the base the estimate prices):",
+                f"#   mlx_lm.convert --hf-path {model} --mlx-path ./mlx_model --dtype {dtype} {' '.join(convert)}"
+                .rstrip(), "# and train on ./mlx_model:"]
+        model = "./mlx_model"
+    out += ["# Run: mlx_lm.lora --config lora_config.yaml", ""]
+    fine_tune = "full" if setup.method == "full" else ("dora" if setup.dora else "lora")
+    lora = {"rank": setup.lora_rank, "dropout": 0.0, "scale": 20.0}
+    keys = _keys(spec, setup)
+    if keys is not None:
+        lora["keys"] = keys
+    trained = setup.lora_layers if 0 < setup.lora_layers <= spec.num_layers else -1
+    opt = OPTIMIZERS[setup.optimizer]
+    out += [
+        _line("model", model),
+        _line("train", True),
+        _line("data", "path/to/data"),  # a folder with train.jsonl and valid.jsonl
+        _line("fine_tune_type", fine_tune),
+        _line("optimizer", opt.mlx_name),
+        _line("num_layers", trained),
+        _line("batch_size", setup.batch),
+        _line("max_seq_length", setup.seq_len),
+        _line("grad_checkpoint", setup.grad_ckpt),
+        _line("grad_accumulation_steps", setup.grad_accum),
+        _line("lora_parameters", lora),
+        _line("learning_rate", 1e-5),
+        _line("iters", 1000),
+    ]
+    if setup.method == "full":
+        out.insert(out.index(_line("lora_parameters", lora)), "# full fine-tuning trains the last num_layers blocks; "
+                                                              "lora_parameters is unused")
+    if setup.backend == "cuda":
+        notes.append("MLX's CUDA backend: install mlx[cuda] (pip install \"mlx[cuda]\" mlx-lm).")
+    return out
