@@ -17,7 +17,7 @@ from estimator.job.configs._fields import load_keys
 from estimator.job.stack import attention_impl, resolve_setup
 from estimator.job.trainer import TrainerSetup, check, trainer_json, trainer_loss
 from estimator.options.optimizers import OPTIMIZER_IDS
-from estimator.options.stacks import STACK_IDS, STACKS
+from estimator.options.stacks import MLX_STACK, STACK_IDS, STACKS
 from estimator.options.trainers import TRAINER_IDS, TRAINERS
 from estimator.report.configs import export_config
 
@@ -57,11 +57,22 @@ def trainer_batch(trainer: str) -> int:
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("stack", STACK_IDS)
 def test_round_trip_every_stack_method_trainer(model, stack):
+    """Every stack × method × trainer: exported, imported back, the same setup, trainer and estimate. mlx-lm trains
+    SFT only (mlx_lm lora): there the other trainers are the stack's own refusal, in the check, the estimate and the
+    export alike (counted, never skipped)."""
     spec = load_preset(model)
+    refused = 0
     for method in ("full", "lora", "qlora"):
         for trainer in TRAINER_IDS:
             setup = resolve_setup(stack, method=method, batch=trainer_batch(trainer))
             tr = TrainerSetup(trainer)
+            if stack == MLX_STACK and trainer != "sft":
+                for call in (lambda: check(setup, tr), lambda: estimate(spec, setup, trainer=tr),
+                             lambda: export_config(spec, setup, tr)):
+                    with pytest.raises(ValueError, match="mlx-lm trains supervised fine-tuning only"):
+                        call()
+                refused += 1
+                continue
             exported, imported, back, tr_back = round_trip(spec, setup, tr)
             case = (stack, method, trainer)
             assert imported.stack == stack, case
@@ -69,6 +80,7 @@ def test_round_trip_every_stack_method_trainer(model, stack):
             assert same_setup(setup, back, spec.family) == {}, case
             assert trainer_json(tr_back) == trainer_json(tr), case
             assert estimate(spec, back, trainer=tr_back).total_bytes == estimate(spec, setup, trainer=tr).total_bytes
+    assert refused == (3 * (len(TRAINER_IDS) - 1) if stack == MLX_STACK else 0)
 
 
 @st.composite
@@ -133,16 +145,23 @@ def test_round_trip_is_exact_where_the_file_can_say_it(case):
 
 
 SCHEMAS = {"axolotl": load_keys("axolotl"), "trl": load_keys("trl"), "torchtune": load_keys("torchtune"),
-           "litgpt": load_keys("litgpt")}
+           "litgpt": load_keys("litgpt"), "mlx_lm": load_keys("mlx_lm")}
 _FORMAT = {"axolotl": "axolotl", "torchtune": "torchtune", "litgpt": "litgpt", "trl": "trl", "trainer": "trl",
-           "unsloth": "trl", "plain": "trl"}
+           "unsloth": "trl", "plain": "trl", "mlx": "mlx_lm"}
 
 
 @pytest.mark.parametrize("stack", STACK_IDS)
 @pytest.mark.parametrize("trainer", ("sft", "dpo", "grpo"))
 def test_every_export_is_yaml_the_tools_schema_knows(stack, trainer):
     spec = load_preset("llama-3.1-8b")
-    setup = resolve_setup(stack, method="qlora", batch=8, gpus=4, sharding="zero3")
+    if stack == MLX_STACK:  # one device (mlx-lm shards nothing), SFT only
+        setup = resolve_setup(stack, method="qlora", batch=8, lora_targets=("q_proj", "down_proj"))
+        if trainer != "sft":
+            with pytest.raises(ValueError, match="mlx-lm trains supervised fine-tuning only"):
+                export_config(spec, setup, TrainerSetup(trainer))
+            return
+    else:
+        setup = resolve_setup(stack, method="qlora", batch=8, gpus=4, sharding="zero3")
     exported = export_config(spec, setup, TrainerSetup(trainer))
     doc = yaml.safe_load(exported.text)
     assert isinstance(doc, dict)
@@ -151,6 +170,15 @@ def test_every_export_is_yaml_the_tools_schema_knows(stack, trainer):
     assert unknown == [], unknown
     if stack == "litgpt":
         assert all(f"train.{k}" in schema for k in doc["train"])
+    if stack == MLX_STACK:
+        assert all(f"lora_parameters.{k}" in schema for k in doc["lora_parameters"])
+        assert doc["lora_parameters"]["keys"] == ["self_attn.q_proj", "mlp.down_proj"]  # tuner/utils.py block paths
+        assert exported.text.splitlines()[0] == ("# will-it-fit: stack=mlx trainer=sft gpus=1 "
+                                                 "model=meta-llama/Llama-3.1-8B dtype=bfloat16 q_mode=affine q_bits=4 "
+                                                 "q_group=64")
+        assert "#   mlx_lm.convert --hf-path meta-llama/Llama-3.1-8B --mlx-path ./mlx_model --dtype bfloat16 -q " \
+               "--q-bits 4 --q-group-size 64" in exported.text and doc["model"] == "./mlx_model"
+        return
     assert exported.text.splitlines()[0] == f"# will-it-fit: stack={stack} trainer={trainer} gpus=4" + (
         "" if stack in ("axolotl",) or (stack in ("trl", "trainer", "unsloth", "plain") and trainer != "grpo") else
         exported.text.splitlines()[0].split("gpus=4", 1)[1])
