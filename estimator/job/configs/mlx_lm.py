@@ -76,7 +76,7 @@ _NO_MEMORY = {
 # Keys older releases read that 0.32.2 no longer does: it leaves them in its namespace unread, so its own default
 # applies instead (the value is not honoured, with the reason).
 _RENAMED = {
-    "lora_layers": N_("renamed num_layers in mlx-lm 0.19 (mlx-examples commit ab4bf05c, #1068): mlx-lm 0.32.2 does not "
+    "lora_layers": N_("renamed num_layers in mlx-lm 0.19 (mlx-examples commit 50e5ca81, #903): mlx-lm 0.32.2 does not "
                       "read it, so num_layers applies (default 16)"),
     "use_dora": N_("replaced by fine_tune_type: dora (mlx-examples commit 50e5ca81, #903): mlx-lm 0.32.2 does not read "
                    "it, so fine_tune_type applies (default lora)"),
@@ -198,7 +198,7 @@ def _quantisation(r: Reader, ctx: ReadContext, quant: tuple[str, int, int] | Non
     r.set("quant_mode", quant[0], key, raw=raw, why=why)
     r.set("quant_bits", quant[1], key, raw=raw)
     r.set("quant_group", quant[2], key, raw=raw)
-    return Text(N_("on the quantised base: QLoRA"))
+    return Text(N_("LoRA on the quantised base"))
 
 
 # ---- the run -----------------------------------------------------------------------------------------------------

@@ -493,11 +493,14 @@ def _export_mlx(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> Expo
     if convert:
         lines += ["# First convert the checkpoint to the base the estimate prices (the marker above names it):",
                   f"#   mlx_lm.convert {' '.join(convert)}"]
+    elif spec.quantization:
+        mode, bits, group = spec.quantization
+        lines += _comment(f"The checkpoint is already MLX-quantised ({mode} {bits}-bit, group {group}, its "
+                          "config.json): it trains as it is.")
     else:
         lines += _comment(f"mlx-lm trains in the checkpoint's own dtype (mlx_lm/utils.py load() casts nothing): this "
-                          f"assumes a {'quantised' if spec.quantization else 'bfloat16'} checkpoint; for another, "
-                          f"convert it first (mlx_lm.convert --hf-path {model_id} --mlx-path ./mlx_model --dtype "
-                          "bfloat16) and set model: ./mlx_model.")
+                          "assumes a bfloat16 checkpoint; for another, convert it first (mlx_lm.convert --hf-path "
+                          f"{model_id} --mlx-path ./mlx_model --dtype bfloat16) and set model: ./mlx_model.")
     if model_id == PLACEHOLDER_MODEL_ID:
         lines.append("# model: the Hub id (or local folder) of the model you estimated.")
     if setup.method == "full":
