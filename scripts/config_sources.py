@@ -4,7 +4,7 @@ schema knows, so a key it deliberately ignores or cannot model is told from a ty
 single-device recipe configs the torchtune export starts from (estimator/report/configs/torchtune_bases.json).
 Read from the released sources, not from docs:
 
-    python scripts/config_sources.py --axolotl DIR --torchtune DIR --litgpt DIR --trl-python PY
+    python scripts/config_sources.py --axolotl DIR --torchtune DIR --litgpt DIR --trl-python PY --mlx-lm DIR
 
 - Axolotl 0.19.0 (DIR = the unpacked wheel): the fields (and aliases) of AxolotlInputConfig and its bases in
   axolotl/utils/schemas/*.py, plus the plugin arguments in axolotl/integrations/*/args.py (plugins merge them into
@@ -16,7 +16,14 @@ Read from the released sources, not from docs:
 - torchtune 0.6.1 (DIR = the unpacked wheel): the top-level keys of every shipped recipe config
   (recipes/configs/**/*.yaml) and the `cfg.<key>` / `cfg.get("<key>")` the recipes read;
 - LitGPT 0.5.13 (DIR = the unpacked wheel): the parameters of litgpt/finetune/{lora,full,adapter,adapter_v2}.py
-  setup() and, dotted, the fields of the TrainArgs/EvalArgs/LogArgs dataclasses (litgpt/args.py).
+  setup() and, dotted, the fields of the TrainArgs/EvalArgs/LogArgs dataclasses (litgpt/args.py);
+- mlx-lm 0.32.2 (DIR = the folder holding the installed or unpacked `mlx_lm` package, e.g.
+  /work/venvs/mlx/lib/python3.11/site-packages): the keys of mlx_lm/lora.py's CONFIG_DEFAULTS and the dests of its
+  argparse flags (`mlx_lm.lora --config` merges the YAML into the flags' namespace), the dataset keys
+  tuner/datasets.py reads from that namespace (getattr(args|config, "<key>")), and, dotted, the keys read from the
+  nested blocks: lora_parameters (tuner/utils.py linear_to_lora_layers config["<key>"] / config.get), lr_schedule
+  (tuner/utils.py build_schedule), optimizer_config's optimizer names (CONFIG_DEFAULTS) and hf_dataset's records
+  (tuner/datasets.py load_custom_hf_dataset ds["<key>"] / ds.get).
 """
 
 from __future__ import annotations
@@ -166,12 +173,63 @@ def litgpt(root: Path) -> None:
                      "dotted, TrainArgs/EvalArgs/LogArgs (litgpt/args.py). Written by scripts/config_sources.py.", keys)
 
 
+def _read_keys(tree: ast.AST, names: tuple[str, ...]) -> set[str]:
+    """String keys read from a mapping or namespace called one of `names`: x["k"], x.get("k"), getattr(x, "k")."""
+    keys: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in names and \
+                isinstance(node.ctx, ast.Load):  # read, not written (ds["mask_prompt"] = ... is mlx-lm's own)
+            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                keys.add(node.slice.value)
+        elif isinstance(node, ast.Call) and node.args:
+            func, args = node.func, node.args
+            if isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Name) and \
+                    func.value.id in names and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
+                keys.add(args[0].value)
+            elif isinstance(func, ast.Name) and func.id == "getattr" and len(args) >= 2 and \
+                    isinstance(args[0], ast.Name) and args[0].id in names and \
+                    isinstance(args[1], ast.Constant) and isinstance(args[1].value, str):
+                keys.add(args[1].value)
+    return keys
+
+
+def mlx_lm(root: Path) -> None:
+    package = root / "mlx_lm"
+    lora = ast.parse((package / "lora.py").read_text())
+    keys: set[str] = set()
+    for node in ast.walk(lora):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CONFIG_DEFAULTS"
+                                                for t in node.targets) and isinstance(node.value, ast.Dict):
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                if isinstance(key, ast.Constant):
+                    keys.add(str(key.value))
+                    if key.value in ("optimizer_config", "lora_parameters") and isinstance(value, ast.Dict):
+                        keys |= {f"{key.value}.{k.value}" for k in value.keys if isinstance(k, ast.Constant)}
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            flags = [a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")]
+            if flags:
+                keys.add(flags[0][2:].replace("-", "_"))
+    datasets = ast.parse((package / "tuner" / "datasets.py").read_text())
+    read = _read_keys(datasets, ("args", "config"))  # a local or Hub dataset reads them from the flags' namespace,
+    keys |= read  # an hf_dataset record from its own (load_custom_hf_dataset: SimpleNamespace(**ds))
+    keys |= {f"hf_dataset.{k}" for k in _read_keys(datasets, ("ds",)) | (read - {"hf_dataset", "train", "test", "data", "mask_prompt"})}
+    utils = {f.name: f for f in ast.parse((package / "tuner" / "utils.py").read_text()).body
+             if isinstance(f, ast.FunctionDef)}
+    keys |= {f"lora_parameters.{k}" for k in _read_keys(utils["linear_to_lora_layers"], ("config",))}
+    keys |= {f"lr_schedule.{k}" for k in _read_keys(utils["build_schedule"], ("schedule_config",))}
+    version = re.search(r"__version__ = ['\"]([^'\"]+)", (package / "_version.py").read_text())
+    _write("mlx_lm", f"mlx-lm {version.group(1) if version else '?'}: mlx_lm/lora.py CONFIG_DEFAULTS and its argparse "
+                     "flags' dests, the\nkeys tuner/datasets.py reads from them and, dotted, the nested blocks' keys "
+                     "(tuner/utils.py,\ntuner/datasets.py). Written by scripts/config_sources.py.", keys)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--axolotl", type=Path)
     p.add_argument("--torchtune", type=Path)
     p.add_argument("--litgpt", type=Path)
     p.add_argument("--trl-python")
+    p.add_argument("--mlx-lm", type=Path)
     args = p.parse_args()
     if args.axolotl:
         axolotl(args.axolotl)
@@ -181,6 +239,8 @@ def main() -> None:
         litgpt(args.litgpt)
     if args.trl_python:
         trl(args.trl_python)
+    if args.mlx_lm:
+        mlx_lm(args.mlx_lm)
 
 
 if __name__ == "__main__":

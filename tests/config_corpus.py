@@ -59,7 +59,22 @@ def nasty() -> list[tuple[str, bytes]]:
         ("other-accelerate", "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"),
         ("other-hf-config", '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32}'),
         ("other-llamafactory", "stage: sft\nfinetuning_type: lora\ncutoff_len: 1024\n"),
-        ("other-mlx", "model: x\nfine_tune_type: lora\nnum_layers: 16\nlora_parameters: {rank: 8}\n"),
+        ("mlx-missing-scale", "model: x\nfine_tune_type: lora\nnum_layers: 16\nlora_parameters: {rank: 8}\n"),
+        ("mlx-bad", "model: [1, 2]\nfine_tune_type: 7\nnum_layers: 1e9\nbatch_size: -3\nmax_seq_length: x\n"
+                    "grad_checkpoint: maybe\ngrad_accumulation_steps: 0\noptimizer: {adam: 1}\n"
+                    "optimizer_config: [1]\nlora_parameters: {rank: 0, scale: x, dropout: 2, keys: 5}\n"
+                    "train: sometimes\n"),
+        ("mlx-bad-blocks", "model: mlx-community/Qwen3-8B-4bit\nfine_tune_type: dora\nlora_parameters: [rank, 8]\n"
+                           "optimizer: adafactor\noptimizer_config: {adafactor: [beta_1], adam: 3, lion: {}}\n"
+                           "num_layers: -99999\n"),
+        ("mlx-bad-keys", "model: x/y-9bit\nfine_tune_type: lora\nlora_parameters: {rank: 8, scale: 20.0, "
+                         "dropout: 0.0, keys: [lm_head, '', model.layers.0.self_attn.q_proj, 3]}\n"),
+        ("mlx-full-quantised", "model: mlx-community/Llama-3.2-1B-Instruct-4bit\nfine_tune_type: full\n"
+                               "num_layers: 4\n"),
+        ("mlx-old-keys", "model: mlx_model\nlora_layers: 4\nuse_dora: true\nadapter_file: a.npz\n"
+                         "lora_parameters: {rank: 8, alpha: 16, scale: 10.0, dropout: 0.05}\n"),
+        ("mlx-bad-marker", "# will-it-fit: stack=mlx trainer=grpo gpus=8 model=<script> dtype=fp64 q_mode=affine "
+                           "q_bits=x q_group=-1\nmodel: ./mlx_model\nfine_tune_type: lora\n"),
         ("unknown-format", "foo: 1\nbar: 2\n"),
         ("ambiguous", "base_model: x\nmodel_name_or_path: y\n"),
         ("bad-deepspeed", "base_model: x\nsequence_len: 8\ndeepspeed: 42\n"),
@@ -92,5 +107,8 @@ def nasty() -> list[tuple[str, bytes]]:
                                 f'"{text.replace(chr(92), "/")}": 2, "per_device_train_batch_size": 1}}'),
             (f"inject-litgpt-{i}", f"checkpoint_dir: 'checkpoints/{text}'\nprecision: '{text}'\n"
                                    f"train:\n  micro_batch_size: 1\n  '{text}': 3\n"),
+            (f"inject-mlx-{i}", f"model: '{text}'\nfine_tune_type: '{text}'\noptimizer: '{text}'\n"
+                                f"lora_parameters: {{rank: 8, scale: 20.0, dropout: 0.0, keys: ['{text}'], '{text}': 1}}"
+                                f"\noptimizer_config: {{'{text}': {{}}}}\n'{text}': 2\n"),
         ]
     return [(name, data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data) for name, data in cases]

@@ -20,11 +20,12 @@ from tests.config_corpus import INJECT, nasty
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 DATA = ROOT / "tests" / "data" / "configs"
-REAL = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.y*ml") if "mlx_lm" not in str(p))
+REAL = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.y*ml"))
+MAC = "mac-32gb"  # mlx-lm's configs are pasted on a Mac (Metal), as they run
 WIDGET_KINDS = ("selectbox", "slider", "select_slider", "number_input", "toggle", "text_input", "button_group")
 SIDEBAR_KEYS = ("model", "stack", "method", "precision", "optimizer", "batch", "max_len", "ckpt", "loss", "attn",
                 "rank", "targets", "gpus", "sharding", "accum", "opt_offload", "offload_params", "compile", "in_bwd",
-                "dq", "trainer",
+                "dq", "lora_layers", "dora", "quant", "device", "trainer",
                 "beta", "precompute_ref", "gens", "prompt_len", "completion_len", "gen", "vllm_util", "vllm_sleep")
 
 
@@ -44,10 +45,14 @@ def widgets(at: AppTest) -> dict:
     return {w.key: w for kind in WIDGET_KINDS for w in getattr(at, kind)}
 
 
-def start() -> AppTest:
+def start(device: str | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=90)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
+    if device is not None:
+        widgets(at)["device"].set_value(device)
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
     return at
 
 
@@ -68,7 +73,7 @@ def verdict(at: AppTest) -> tuple[str, float, str]:
     return headline, total, line
 
 
-FIRST = ("model", "stack", "method", "trainer", "gen", "sharding")  # the choices that enable or disable others
+FIRST = ("device", "model", "stack", "method", "trainer", "gen", "sharding")  # the choices that enable or disable others
 
 
 def by_hand(values: dict) -> AppTest:
@@ -90,9 +95,11 @@ def by_hand(values: dict) -> AppTest:
 @pytest.mark.parametrize("rel", REAL)
 def test_a_pasted_config_equals_the_same_settings_by_hand(rel):
     text = (DATA / rel).read_text()
-    imported = paste(start(), text)
+    mlx = rel.startswith("mlx_lm/")
+    imported = paste(start(MAC if mlx else None), text)
     values = {key: widgets(imported)[key].value for key in SIDEBAR_KEYS}
     assert values["stack"] == import_config(text).stack
+    assert (values["device"] == MAC) is mlx
     assert not [w.value for w in imported.warning if "could not be read:" in w.value.replace("\\", "")]
     hand = by_hand(values)
     assert verdict(imported) == verdict(hand)
@@ -163,3 +170,19 @@ def test_nothing_from_a_file_reaches_the_page_as_markup(name, data):
             for injected in INJECT:
                 assert injected not in element.value, (name, kind, element.value[:200])
     assert not at.get("html") or all(all(i not in str(h.proto) for i in INJECT) for h in at.get("html"))
+
+
+def test_an_mlx_config_sets_its_own_controls_and_says_where_it_runs():
+    """mlx-lm's every-block num_layers (-1) is the model's depth in the sidebar (0 there means the stack's 16), DoRA
+    and the quantised base set their controls; on a discrete GPU the note says MLX runs there on CUDA only. A later
+    config of another format puts those controls back."""
+    at = paste(start(), "model: mlx-community/Qwen2.5-0.5B-Instruct-8bit\nfine_tune_type: dora\nnum_layers: -1\n")
+    w = widgets(at)
+    assert (w["stack"].value, w["method"].value, w["dora"].value, w["lora_layers"].value, w["quant"].value) == (
+        "mlx", "qlora", True, 24, "affine")
+    notes = " ".join(x.value.replace("\\", "") for x in at.warning)
+    assert "MLX's CUDA backend" in notes and "8-bit, group 64" in notes  # the sidebar's affine is 4-bit
+    at = paste(at, (DATA / "axolotl/llama-3/lora-1b.yml").read_text())
+    w = widgets(at)
+    assert (w["stack"].value, w["dora"].value, w["lora_layers"].value, w["quant"].value) == ("axolotl", False, 0,
+                                                                                             "auto")

@@ -54,7 +54,7 @@ def test_the_nasty_corpus(name, data):
     ("many-keys", "more than"), ("long-key", "longer than"), ("complex-key", "unhashable key"),
     ("binary-png", "binary"), ("latin1", "UTF-8"), ("binary-utf16", "binary"), ("oversize", "1 MB"),
     ("oversize-one-line", "1 MB"), ("other-deepspeed", "DeepSpeed config"), ("other-accelerate", "accelerate"),
-    ("other-hf-config", "config.json"), ("other-llamafactory", "LLaMA-Factory"), ("other-mlx", "mlx-lm"),
+    ("other-hf-config", "config.json"), ("other-llamafactory", "LLaMA-Factory"),
     ("unknown-format", "not a training config"), ("ambiguous", "fit both"),
 ])
 def test_each_refusal_says_why(name, expected):
@@ -73,6 +73,22 @@ def test_the_safe_loader_builds_no_object(tmp_path, monkeypatch):
     assert not marker.exists()
     with pytest.raises(yaml.constructor.ConstructorError):  # the loader the importer uses: SafeLoader
         yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506
+
+
+def test_bad_mlx_lm_values_are_listed_and_the_rest_applies():
+    bad = attempt(dict(CORPUS)["mlx-bad"])
+    assert isinstance(bad, ImportedConfig) and bad.stack == "mlx"
+    assert {"fine_tune_type", "num_layers", "batch_size", "max_seq_length", "grad_checkpoint",
+            "grad_accumulation_steps", "optimizer", "optimizer_config", "lora_parameters.rank",
+            "lora_parameters.scale", "lora_parameters.dropout", "lora_parameters.keys", "train"} <= {
+        e.key for e in bad.not_honoured}
+    assert bad.setup_kwargs == {"method": "lora", "precision": "bf16", "lora_targets": ("all-linear",),
+                                "optimizer": "adam"}
+    old = attempt(dict(CORPUS)["mlx-old-keys"])
+    assert {"lora_layers", "use_dora", "lora_parameters.dropout", "model"} <= {e.key for e in old.not_honoured}
+    assert old.setup_kwargs["lora_layers"] == 16 and "dora" not in old.setup_kwargs
+    marker = attempt(dict(CORPUS)["mlx-bad-marker"])
+    assert marker.trainer_kwargs == {} and marker.setup_kwargs["method"] == "lora"
 
 
 def test_bad_values_are_listed_and_the_rest_applies():
@@ -134,6 +150,8 @@ _keys = st.one_of(st.sampled_from(["base_model", "adapter", "micro_batch_size", 
                                    "zero_optimization", "stage", "offload_optimizer", "device", "max_seq_len",
                                    "micro_batch_size", "global_batch_size", "max_seq_length", "tokenizer",
                                    "fsdp_config", "bnb_config_kwargs", "bnb_4bit_use_double_quant", "vllm",
+                                   "fine_tune_type", "lora_parameters", "num_layers", "grad_checkpoint", "keys",
+                                   "scale", "rank", "dropout", "optimizer_config", "grad_accumulation_steps",
                                    "accelerate_config", "num_processes", "load_in_4bit", "gradient_checkpointing",
                                    "activation_offloading", "gradient_checkpointing_kwargs", "plugins"]),
                   st.text(max_size=20))

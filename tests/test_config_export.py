@@ -17,7 +17,7 @@ from estimator.job.configs._fields import load_keys
 from estimator.job.stack import attention_impl, resolve_setup
 from estimator.job.trainer import TrainerSetup, check, trainer_json, trainer_loss
 from estimator.options.optimizers import OPTIMIZER_IDS
-from estimator.options.stacks import STACK_IDS, STACKS
+from estimator.options.stacks import MLX_STACK, STACK_IDS, STACKS
 from estimator.options.trainers import TRAINER_IDS, TRAINERS
 from estimator.report.configs import export_config
 
@@ -57,11 +57,22 @@ def trainer_batch(trainer: str) -> int:
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("stack", STACK_IDS)
 def test_round_trip_every_stack_method_trainer(model, stack):
+    """Every stack × method × trainer: exported, imported back, the same setup, trainer and estimate. mlx-lm trains
+    SFT only (mlx_lm lora): there the other trainers are the stack's own refusal, in the check, the estimate and the
+    export alike (counted, never skipped)."""
     spec = load_preset(model)
+    refused = 0
     for method in ("full", "lora", "qlora"):
         for trainer in TRAINER_IDS:
             setup = resolve_setup(stack, method=method, batch=trainer_batch(trainer))
             tr = TrainerSetup(trainer)
+            if stack == MLX_STACK and trainer != "sft":
+                for call, args, kw in ((check, (setup, tr), {}), (estimate, (spec, setup), {"trainer": tr}),
+                                       (export_config, (spec, setup, tr), {})):
+                    with pytest.raises(ValueError, match="mlx-lm trains supervised fine-tuning only"):
+                        call(*args, **kw)
+                refused += 1
+                continue
             exported, imported, back, tr_back = round_trip(spec, setup, tr)
             case = (stack, method, trainer)
             assert imported.stack == stack, case
@@ -69,6 +80,7 @@ def test_round_trip_every_stack_method_trainer(model, stack):
             assert same_setup(setup, back, spec.family) == {}, case
             assert trainer_json(tr_back) == trainer_json(tr), case
             assert estimate(spec, back, trainer=tr_back).total_bytes == estimate(spec, setup, trainer=tr).total_bytes
+    assert refused == (3 * (len(TRAINER_IDS) - 1) if stack == MLX_STACK else 0)
 
 
 @st.composite
@@ -133,16 +145,23 @@ def test_round_trip_is_exact_where_the_file_can_say_it(case):
 
 
 SCHEMAS = {"axolotl": load_keys("axolotl"), "trl": load_keys("trl"), "torchtune": load_keys("torchtune"),
-           "litgpt": load_keys("litgpt")}
+           "litgpt": load_keys("litgpt"), "mlx_lm": load_keys("mlx_lm")}
 _FORMAT = {"axolotl": "axolotl", "torchtune": "torchtune", "litgpt": "litgpt", "trl": "trl", "trainer": "trl",
-           "unsloth": "trl", "plain": "trl"}
+           "unsloth": "trl", "plain": "trl", "mlx": "mlx_lm"}
 
 
 @pytest.mark.parametrize("stack", STACK_IDS)
 @pytest.mark.parametrize("trainer", ("sft", "dpo", "grpo"))
 def test_every_export_is_yaml_the_tools_schema_knows(stack, trainer):
     spec = load_preset("llama-3.1-8b")
-    setup = resolve_setup(stack, method="qlora", batch=8, gpus=4, sharding="zero3")
+    if stack == MLX_STACK:  # one device (mlx-lm shards nothing), SFT only
+        setup = resolve_setup(stack, method="qlora", batch=8, lora_targets=("q_proj", "down_proj"))
+        if trainer != "sft":
+            with pytest.raises(ValueError, match="mlx-lm trains supervised fine-tuning only"):
+                export_config(spec, setup, TrainerSetup(trainer))
+            return
+    else:
+        setup = resolve_setup(stack, method="qlora", batch=8, gpus=4, sharding="zero3")
     exported = export_config(spec, setup, TrainerSetup(trainer))
     doc = yaml.safe_load(exported.text)
     assert isinstance(doc, dict)
@@ -151,6 +170,15 @@ def test_every_export_is_yaml_the_tools_schema_knows(stack, trainer):
     assert unknown == [], unknown
     if stack == "litgpt":
         assert all(f"train.{k}" in schema for k in doc["train"])
+    if stack == MLX_STACK:
+        assert all(f"lora_parameters.{k}" in schema for k in doc["lora_parameters"])
+        assert doc["lora_parameters"]["keys"] == ["self_attn.q_proj", "mlp.down_proj"]  # tuner/utils.py block paths
+        assert exported.text.splitlines()[0] == ("# will-it-fit: stack=mlx trainer=sft gpus=1 "
+                                                 "model=meta-llama/Llama-3.1-8B dtype=bfloat16 q_mode=affine q_bits=4 "
+                                                 "q_group=64")
+        assert "#   mlx_lm.convert --hf-path meta-llama/Llama-3.1-8B --mlx-path ./mlx_model --dtype bfloat16 -q " \
+               "--q-bits 4 --q-group-size 64" in exported.text and doc["model"] == "./mlx_model"
+        return
     assert exported.text.splitlines()[0] == f"# will-it-fit: stack={stack} trainer={trainer} gpus=4" + (
         "" if stack in ("axolotl",) or (stack in ("trl", "trainer", "unsloth", "plain") and trainer != "grpo") else
         exported.text.splitlines()[0].split("gpus=4", 1)[1])
@@ -176,3 +204,71 @@ def test_what_a_file_cannot_say_is_in_its_notes_and_header():
     assert "Not expressible in TRL" in exported.text
     back = import_config(exported.text, name=exported.filename).setup()
     assert back.loss == "chunked"  # what `trl sft --config` really runs
+
+
+# ---- MLX-LM: every setting its file and marker carry, and the CLI's --from-config ---------------------------------
+
+@pytest.mark.parametrize("kwargs", [
+    dict(method="lora"), dict(method="lora", dora=True, lora_layers=0), dict(method="full", lora_layers=8),
+    dict(method="qlora", quant_mode="mxfp4"), dict(method="qlora", quant_mode="affine", quant_bits=8, quant_group=32),
+    dict(method="qlora", dora=True, quant_mode="nvfp4", grad_ckpt=True, grad_accum=4),
+    dict(method="lora", precision="fp16", optimizer="sgd", lora_rank=64, lora_targets=("q_proj", "v_proj")),
+    dict(method="lora", precision="fp32", optimizer="adafactor", batch=1, seq_len=8192),
+    dict(method="full", precision="fp16", optimizer="muon", lora_layers=0, grad_ckpt=True),
+    dict(method="lora", optimizer="adamw", lora_targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                         "down_proj")),
+])
+def test_mlx_round_trip_carries_every_setting(kwargs):
+    spec = load_preset("qwen2.5-0.5b")
+    setup = resolve_setup(MLX_STACK, **kwargs)
+    exported, imported, back, tr_back = round_trip(spec, setup, TrainerSetup())
+    assert not exported.notes and imported.not_honoured == ()
+    assert same_setup(setup, back, spec.family) == {}
+    assert estimate(spec, back).total_bytes == estimate(spec, setup).total_bytes
+    converted = setup.method == "qlora" or setup.precision != "bf16"
+    assert (yaml.safe_load(exported.text)["model"] == "./mlx_model") is converted
+    assert ("\n#   mlx_lm.convert --hf-path Qwen/Qwen2.5-0.5B" in exported.text) is converted
+
+
+def test_mlx_export_of_a_pre_quantised_checkpoint_names_it():
+    """An MLX-quantised Hub checkpoint (config.json 'quantization') trains as it is: no conversion; its name says the
+    base, so it reads back as QLoRA on it, priced the same."""
+    from estimator.models.config import spec_from_config
+
+    cfg = {**(__import__("json").loads((__import__("pathlib").Path(__file__).parents[1] / "estimator" / "models" /
+                                        "presets" / "qwen2.5-0.5b.json").read_text())),
+           "quantization": {"group_size": 64, "bits": 4}}
+    spec = replace(spec_from_config(cfg, name="mlx-community/Qwen2.5-0.5B-Instruct-4bit"), source="hub")
+    setup = resolve_setup(MLX_STACK, method="lora")
+    exported = export_config(spec, setup)
+    doc = yaml.safe_load(exported.text)
+    assert doc["model"] == "mlx-community/Qwen2.5-0.5B-Instruct-4bit" and "mlx_lm.convert --hf" not in exported.text
+    back = import_config(exported.text).setup()
+    assert (back.method, back.quant_mode, back.quant_bits) == ("qlora", "affine", 4)
+    assert estimate(spec, back).total_bytes == estimate(spec, setup).total_bytes
+
+
+def test_cli_reads_an_mlx_config_and_its_flags_win(tmp_path):
+    from tests.test_config_bad_input import run_cli
+
+    path = tmp_path / "lora_config.yaml"
+    path.write_text("model: Qwen/Qwen2.5-0.5B\nfine_tune_type: dora\nnum_layers: 8\nbatch_size: 2\n"
+                    "lora_parameters: {rank: 16, scale: 20.0, dropout: 0.0, keys: [self_attn.q_proj]}\n")
+    rc, out, err = run_cli(["--from-config", str(path), "--json"])
+    assert rc == 0, err
+    s = __import__("json").loads(out)["setup"]
+    assert (s["stack"], s["backend"], s["dora"], s["lora_layers"], s["batch"], s["lora_rank"], s["lora_targets"]) == (
+        "mlx", "metal", True, 8, 2, 16, ["q_proj"])
+    rc, out, err = run_cli(["--from-config", str(path), "--lora-layers", "4", "--method", "qlora", "--quant", "mxfp4",
+                            "--device", "rtx-4090", "--json"])
+    assert rc == 0, err
+    s = __import__("json").loads(out)["setup"]
+    assert (s["lora_layers"], s["method"], s["quant_mode"], s["backend"]) == (4, "qlora", "mxfp4", "cuda")
+    rc, out, err = run_cli(["--from-config", str(path), "--method", "qlora", "--export-config", "-"])
+    assert rc == 0, err
+    assert out.startswith("# will-it-fit: stack=mlx trainer=sft gpus=1 model=Qwen/Qwen2.5-0.5B dtype=bfloat16 "
+                          "q_mode=affine q_bits=4 q_group=64\n")
+    assert import_config(out).setup() == resolve_setup(MLX_STACK, method="qlora", dora=True, lora_layers=8, batch=2,
+                                                       lora_rank=16, lora_targets=("q_proj",), precision="bf16",
+                                                       optimizer="adam", seq_len=2048, grad_ckpt=False, grad_accum=1,
+                                                       quant_mode="affine", quant_bits=4, quant_group=64)

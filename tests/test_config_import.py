@@ -112,6 +112,26 @@ REAL = [
      {"batch": 2, "compile": False, "grad_accum": 8, "grad_ckpt": False, "loss": "chunked", "max_grad_norm": 0.0,
       "method": "full", "offload_activations": False, "optimizer": "adamw", "optimizer_in_bwd": False,
       "precision": "bf16"}, {}, ["tokenizer.max_seq_len"]),
+    ("mlx_lm/lora_config.yaml", "mlx", "hub", "llama-3.2-1b",
+     {"batch": 4, "grad_accum": 1, "grad_ckpt": False, "lora_layers": 16, "lora_rank": 8,
+      "lora_targets": ("q_proj", "v_proj"), "method": "lora", "optimizer": "adamw", "precision": "bf16",
+      "seq_len": 2048}, {}, []),
+    ("mlx_lm/mlx-examples-0.13.1/lora_config.yaml", "mlx", "local", None,
+     {"batch": 4, "grad_accum": 1, "grad_ckpt": False, "lora_layers": 16, "lora_rank": 8,
+      "lora_targets": ("q_proj", "v_proj"), "method": "lora", "optimizer": "adam", "precision": "bf16",
+      "seq_len": 2048}, {}, ["lora_layers", "model", "use_dora"]),
+    ("mlx_lm/mlx-examples-0.19.1/lora_config.yaml", "mlx", "local", None,
+     {"batch": 4, "grad_accum": 1, "grad_ckpt": False, "lora_layers": 16, "lora_rank": 8,
+      "lora_targets": ("q_proj", "v_proj"), "method": "lora", "optimizer": "adam", "precision": "bf16",
+      "seq_len": 2048}, {}, ["model"]),
+    ("mlx_lm/v0.22.0/lora_config.yaml", "mlx", "local", None,
+     {"batch": 4, "grad_accum": 1, "grad_ckpt": False, "lora_layers": 16, "lora_rank": 8,
+      "lora_targets": ("q_proj", "v_proj"), "method": "lora", "optimizer": "adamw", "precision": "bf16",
+      "seq_len": 2048}, {}, ["model"]),
+    ("mlx_lm/v0.26.4/lora_config.yaml", "mlx", "hub", "llama-3.2-1b",
+     {"batch": 4, "grad_accum": 1, "grad_ckpt": False, "lora_layers": 16, "lora_rank": 8,
+      "lora_targets": ("q_proj", "v_proj"), "method": "lora", "optimizer": "adamw", "precision": "bf16",
+      "seq_len": 2048}, {}, []),
     ("trl/dpo_config.yaml", "trl", "preset", "qwen2.5-0.5b",
      {"batch": 8, "gpus": 4, "method": "full", "precision": "mixed", "seq_len": 1024}, {"trainer": "dpo"}, []),
     ("trl/example_config.yaml", "trl", "preset", "qwen2.5-0.5b",
@@ -136,11 +156,12 @@ def read(rel: str):
 
 
 def test_every_shipped_config_is_in_the_table():
-    files = {str(p.relative_to(DATA)) for p in DATA.rglob("*.y*ml")} - {"mlx_lm/lora_config.yaml"}
+    files = {str(p.relative_to(DATA)) for p in DATA.rglob("*.y*ml")}
     assert files == {row[0] for row in REAL}
     assert len(files) >= 20
+    assert {row[1] for row in REAL} == {"axolotl", "trl", "torchtune", "litgpt", "mlx"}  # the five formats
     readme = (DATA / "README.md").read_text(encoding="utf-8")
-    assert all(f"`{name}`" in readme for name in files | {"mlx_lm/lora_config.yaml"})
+    assert all(f"`{name}`" in readme for name in files)
 
 
 @pytest.mark.parametrize(("rel", "stack", "kind", "preset", "settings", "trainer", "refused"), REAL,
@@ -162,11 +183,6 @@ def test_a_shipped_config_maps_every_field(rel, stack, kind, preset, settings, t
     from dataclasses import replace
 
     assert estimate(spec, replace(setup, lora_targets=fitted), trainer=imp.trainer_setup()).total_bytes > 0
-
-
-def test_mlx_lm_lora_config_is_recognised_and_refused_with_a_message():
-    with pytest.raises(ConfigError, match="mlx-lm LoRA config"):
-        read("mlx_lm/lora_config.yaml")
 
 
 # ---- Axolotl --------------------------------------------------------------------------------------------------
@@ -360,6 +376,136 @@ def test_litgpt_quantize_spellings():
     assert import_config(base + "quantize: bnb.nf4-dq\n").setup_kwargs["nf4_double_quant"] is True
     int8 = import_config(base + "quantize: bnb.int8-training\n")
     assert int8.setup_kwargs["method"] == "lora" and any(e.key == "quantize" for e in int8.not_honoured)
+
+
+# ---- mlx-lm ---------------------------------------------------------------------------------------------------------
+
+def mlx_cfg(text: str, **kw):
+    return import_config("model: mlx-community/Llama-3.2-1B-Instruct-bf16\nfine_tune_type: lora\n" + text, **kw)
+
+
+def test_mlx_lm_defaults_are_mlx_lms():
+    """A file that names only the model and the method: CONFIG_DEFAULTS (mlx_lm/lora.py:45-82), the default entries
+    marked as such."""
+    imp = mlx_cfg("")
+    assert imp.stack == "mlx" and imp.format == "mlx_lm"
+    assert imp.setup_kwargs == {"batch": 4, "grad_accum": 1, "grad_ckpt": False, "lora_layers": 16, "lora_rank": 8,
+                                "lora_targets": ("all-linear",), "method": "lora", "optimizer": "adam",
+                                "precision": "bf16", "seq_len": 2048}
+    assert {e.key for e in imp.read if e.default} >= {"num_layers", "batch_size", "max_seq_length", "optimizer",
+                                                      "lora_parameters.rank", "lora_parameters.keys"}
+    assert imp.setup() == __import__("estimator.job.stack", fromlist=["x"]).resolve_setup(
+        "mlx", **imp.setup_kwargs)
+    nothing = import_config("fine_tune_type: lora\niters: 10\n")  # no model: CONFIG_DEFAULTS' Qwen/Qwen3-0.6b
+    assert (nothing.model.kind, nothing.model.preset) == ("preset", "qwen3-0.6b")
+    assert any(e.key == "model" and e.default for e in nothing.read)
+
+
+@pytest.mark.parametrize(("layers", "expected"), [(-1, 0), (0, 0), (-5, 0), (8, 8), (16, 16)])
+def test_mlx_lm_num_layers(layers, expected):
+    """layers[-max(N, 0):]: any N ≤ 0 is every block (the estimate's 0), N the last N (mlx_lm/lora.py:241)."""
+    assert mlx_cfg(f"num_layers: {layers}\n").setup_kwargs["lora_layers"] == expected
+
+
+def test_mlx_lm_fine_tune_types():
+    dora = mlx_cfg("").setup_kwargs | import_config("model: x/y\nfine_tune_type: dora\n").setup_kwargs
+    assert dora["method"] == "lora" and dora["dora"] is True
+    full = import_config("model: Qwen/Qwen2.5-0.5B\nfine_tune_type: full\nnum_layers: -1\n"
+                         "lora_parameters: {rank: 8, scale: 20.0, dropout: 0.0}\n")
+    s = full.setup_kwargs
+    assert s["method"] == "full" and s["lora_layers"] == 0 and "lora_rank" not in s and "lora_targets" not in s
+    assert any(e.key == "lora_parameters" and "full fine-tuning" in e.detail for e in full.ignored)
+    bad = import_config("model: x/y\nfine_tune_type: qlora\n")
+    assert bad.setup_kwargs["method"] == "lora" and any(e.key == "fine_tune_type" for e in bad.not_honoured)
+
+
+@pytest.mark.parametrize(("name", "preset", "precision", "quant"), [
+    ("mlx-community/Llama-3.2-1B-Instruct-bf16", "llama-3.2-1b", "bf16", None),
+    ("mlx-community/Llama-3.2-1B-Instruct-4bit", "llama-3.2-1b", "bf16", ("affine", 4, 64)),
+    ("mlx-community/Qwen2.5-7B-Instruct-8bit", "qwen2.5-7b", "bf16", ("affine", 8, 64)),
+    ("mlx-community/Qwen3-8B-4bit-DWQ", "qwen3-8b", "bf16", ("affine", 4, 64)),
+    ("mlx-community/Mistral-7B-v0.3-mxfp4", "mistral-7b-v0.3", "bf16", ("mxfp4", 4, 32)),
+    ("mlx-community/gemma-2-2b-fp16", "gemma-2-2b", "fp16", None),
+    ("mlx-community/Meta-Llama-3.1-8B-Instruct-MLX", "llama-3.1-8b", "bf16", None),
+    ("acme/secret-model-4bit", None, "bf16", ("affine", 4, 64)),
+])
+def test_mlx_lm_repo_names(name, preset, precision, quant):
+    """An MLX conversion keeps its original's architecture (the preset stands in offline); its name's -4bit / -mxfp4
+    / -fp16 say the base (mlx_lm.convert -q defaults), which the repo's config.json decides when read."""
+    imp = import_config(f"model: {name}\nfine_tune_type: lora\n")
+    assert (imp.model.kind, imp.model.name, imp.model.preset) == ("hub", name, preset)
+    s = imp.setup_kwargs
+    assert s["precision"] == precision
+    if quant is None:
+        assert s["method"] == "lora" and "quant_mode" not in s
+    else:
+        assert s["method"] == "qlora" and (s["quant_mode"], s["quant_bits"], s["quant_group"]) == quant
+    imp.setup()
+    full = import_config(f"model: {name}\nfine_tune_type: full\n")
+    assert full.setup_kwargs["method"] == "full"
+    assert bool(quant) == any("quantised base" in e.detail for e in full.not_honoured)
+
+
+def test_mlx_lm_lora_parameters():
+    imp = mlx_cfg("lora_parameters:\n  keys: [self_attn.q_proj, self_attn.k_proj, self_attn.v_proj, "
+                  "self_attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj]\n  rank: 16\n  scale: 10.0\n"
+                  "  dropout: 0.0\n")
+    assert imp.setup_kwargs["lora_targets"] == ("all-linear",) and imp.setup_kwargs["lora_rank"] == 16
+    assert not imp.not_honoured
+    head = mlx_cfg("lora_parameters: {keys: [self_attn.q_proj, lm_head, model.embed_tokens], rank: 8, scale: 20.0,"
+                   " dropout: 0.0}\n")
+    assert head.setup_kwargs["lora_targets"] == ("q_proj",)
+    assert any("lm_head" in e.value and "118-120" in e.detail for e in head.not_honoured)
+    alpha = mlx_cfg("lora_parameters: {rank: 8, alpha: 16, dropout: 0.0}\n")
+    refused = {e.key: e.detail for e in alpha.not_honoured}
+    assert "scale" in refused["lora_parameters"] and "not alpha" in refused["lora_parameters"]
+    assert alpha.setup_kwargs["lora_rank"] == 8 and alpha.setup_kwargs["lora_targets"] == ("all-linear",)
+    dropout = mlx_cfg("lora_parameters: {rank: 8, scale: 20.0, dropout: 0.1, bogus: 1, keys: []}\n")
+    keys = {e.key for e in dropout.not_honoured}
+    assert {"lora_parameters.dropout", "lora_parameters.bogus", "lora_parameters.keys"} <= keys
+    assert dropout.setup_kwargs["lora_targets"] == ("all-linear",)
+
+
+def test_mlx_lm_optimizers():
+    assert mlx_cfg("optimizer: SGD\n").setup_kwargs["optimizer"] == "sgd"  # lora.py:288 lower-cases it
+    assert mlx_cfg("optimizer: muon\n").setup_kwargs["optimizer"] == "muon"
+    lion = mlx_cfg("optimizer: lion\n")
+    assert lion.setup_kwargs["optimizer"] == "adam" and any(e.key == "optimizer" for e in lion.not_honoured)
+    factored = mlx_cfg("optimizer: adafactor\noptimizer_config:\n  adafactor: {beta_1: 0.9}\n"
+                       "  adamw: {betas: [0.9, 0.98]}\n")
+    assert any(e.key == "optimizer_config.adafactor" for e in factored.not_honoured)
+    assert any(e.key == "optimizer_config.adamw" and "another optimizer" in e.detail for e in factored.ignored)
+    plain = mlx_cfg("optimizer: adamw\noptimizer_config: {adamw: {betas: [0.9, 0.98], weight_decay: 0.05}}\n")
+    assert not plain.not_honoured and any(e.key == "optimizer_config.adamw" for e in plain.ignored)
+
+
+def test_mlx_lm_run_keys():
+    imp = mlx_cfg("batch_size: 2\nmax_seq_length: 4096\ngrad_checkpoint: true\ngrad_accumulation_steps: 8\n"
+                  "train: false\nmask_prompt: true\nhf_dataset: {path: billsum}\nlr_schedule: {name: cosine_decay}\n"
+                  "clear_cache_threshold: 2GB\nreport_to: wandb\nnum_layers: many\nlora_layres: 8\n")
+    s = imp.setup_kwargs
+    assert (s["batch"], s["seq_len"], s["grad_ckpt"], s["grad_accum"]) == (2, 4096, True, 8)
+    assert "lora_layers" not in s  # not a number: the stack's 16 applies
+    refused = {e.key: e.detail for e in imp.not_honoured}
+    assert set(refused) == {"train", "num_layers", "lora_layres"} and "unknown key" in refused["lora_layres"]
+    assert {"mask_prompt", "hf_dataset", "lr_schedule", "clear_cache_threshold", "report_to"} <= {
+        e.key for e in imp.ignored}
+
+
+def test_mlx_lm_marker_and_other_trainers():
+    marked = import_config("# will-it-fit: stack=mlx trainer=dpo gpus=1 model=Qwen/Qwen2.5-0.5B dtype=float16 "
+                           "q_mode=affine q_bits=8 q_group=32\nmodel: ./mlx_model\nfine_tune_type: lora\n")
+    assert marked.stack == "mlx" and marked.trainer_kwargs == {}
+    assert any("supervised fine-tuning only" in e.detail for e in marked.not_honoured)
+    assert (marked.model.kind, marked.model.preset) == ("preset", "qwen2.5-0.5b")
+    s = marked.setup_kwargs
+    assert (s["method"], s["precision"], s["quant_mode"], s["quant_bits"], s["quant_group"]) == (
+        "qlora", "fp16", "affine", 8, 32)
+    assert any(e.key == "model" and "mlx_lm.convert" in e.detail for e in marked.ignored)
+    bad = import_config("# will-it-fit: stack=mlx q_mode=nf4 q_bits=4 q_group=64 dtype=int4 model=Qwen/Qwen2.5-0.5B\n"
+                        "model: ./mlx_model\n")
+    assert {e.key for e in bad.not_honoured} >= {"# will-it-fit: q_mode", "# will-it-fit: dtype"}
+    assert bad.setup_kwargs["method"] == "lora"
 
 
 # ---- models ---------------------------------------------------------------------------------------------------------

@@ -14,14 +14,17 @@ from typing import Any
 
 import streamlit as st
 
-from estimator import ModelSpec, load_preset
+from estimator import Device, ModelSpec, get_device, load_preset
 from estimator.i18n import _, localised_error, shown
 from estimator.job.configs import MAX_CONFIG_BYTES, ConfigError, fit_targets, import_config, model_choice
 from estimator.job.configs._read import printable
 from estimator.models.hub import HubError, fetch_model
+from estimator.options.devices import custom_device
+from estimator.options.quantization import QUANT_MODES
+from estimator.options.stacks import MLX_STACK
 from estimator.report.configs import export_config
 from ui.model_box import HUB_BOX, hub_token
-from ui.params import AUTO, TABLE, UPLOAD
+from ui.params import AUTO, CUSTOM, TABLE, UPLOAD
 from ui.text import plain, warn_notes
 from ui.url_state import is_hub_choice
 
@@ -122,9 +125,47 @@ def _set_setup(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
     ss["in_bwd"] = bool(s.get("optimizer_in_bwd", False))
     dq = s.get("nf4_double_quant")
     ss["dq"] = AUTO if dq is None else ("true" if dq else "false")
+    _set_mlx(imported, spec, notes)
     left = [_(label) for key, label in _NOT_IN_SIDEBAR.items() if key in s]
     if left:
         notes.append(_("Not in the sidebar (the CLI applies it): {settings}.").format(settings=", ".join(left)))
+
+
+def _set_mlx(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
+    """The trained blocks, DoRA and the QLoRA base's quantisation (mlx-lm's num_layers, fine_tune_type dora, the
+    base's MLX quantisation). The sidebar's 0 means the stack's own count (16 on MLX-LM), so mlx-lm's "every block"
+    is the model's own depth; the quantisation's bits and group size have no control (the mode's are used)."""
+    ss, s = st.session_state, imported.setup_kwargs
+    layers = s.get("lora_layers", 0)
+    if layers == 0 and imported.stack == MLX_STACK:
+        layers = spec.num_layers if spec is not None else TABLE["lora_layers"].high
+    ss["lora_layers"] = _clamped("lora_layers", layers)
+    ss["dora"] = bool(s.get("dora", False))
+    mode = s.get("quant_mode")
+    ss["quant"] = mode if mode in QUANT_MODES else AUTO
+    if mode in QUANT_MODES and (s.get("quant_bits", QUANT_MODES[mode].bits[0]),
+                                s.get("quant_group", QUANT_MODES[mode].groups[0])) != (QUANT_MODES[mode].bits[0],
+                                                                                       QUANT_MODES[mode].groups[0]):
+        notes.append(_("The sidebar quantises with {mode}'s default bits and group size; the config's {bits}-bit, "
+                       "group {group} applies in the CLI (--quant-bits, --quant-group).").format(
+            mode=mode, bits=s.get("quant_bits"), group=s.get("quant_group")))
+    if imported.stack == MLX_STACK:
+        device = _current_device()
+        if device is not None and device.kind != "unified":
+            notes.append(_("An mlx-lm config: {device} runs MLX's CUDA backend (mlx[cuda]) or not at all; choose "
+                           "your Mac in Device to price it on Metal.").format(device=device.name))
+
+
+def _current_device() -> Device | None:
+    """The sidebar's device as it stands (a catalog entry; a custom one by its kind)."""
+    choice = st.session_state.get("device", TABLE["device"].default)
+    if choice == CUSTOM:
+        kind = st.session_state.get("kind", TABLE["kind"].default)
+        return custom_device(float(st.session_state.get("capacity", TABLE["capacity"].default)), str(kind))
+    try:
+        return get_device(str(choice))
+    except ValueError:
+        return None
 
 
 def _set_trainer(imported: Any, notes: list[str]) -> None:
@@ -237,8 +278,8 @@ def draw_config_box(sb: Any) -> None:
     """The sidebar's import box: upload or paste, torchtune overrides, and the last import's three lists."""
     state = st.session_state.get(STATE)
     with sb.expander(_("Import a training config"), expanded=bool(state)):
-        st.caption(_("Axolotl, TRL (trl … --config) or TrainingArguments, torchtune or LitGPT, YAML or JSON: it sets "
-                     "the settings below, and the link then shares them."))
+        st.caption(_("Axolotl, TRL (trl … --config) or TrainingArguments, torchtune, LitGPT or mlx-lm (mlx_lm.lora "
+                     "--config), YAML or JSON: it sets the settings below, and the link then shares them."))
         st.file_uploader(_("Config file (and its DeepSpeed JSON)"), type=["yaml", "yml", "json"], key=CONFIG_FILES,
                          accept_multiple_files=True, on_change=_apply_upload,
                          help=_("At most 1 MB. A DeepSpeed file the config names (deepspeed: zero3.json) can be "

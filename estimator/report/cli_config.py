@@ -1,4 +1,4 @@
-"""The CLI's training-config flags: `--from-config PATH` (an Axolotl, TRL, torchtune or LitGPT file; the flags
+"""The CLI's training-config flags: `--from-config PATH` (an Axolotl, TRL, torchtune, LitGPT or mlx-lm file; the flags
 given beside it win), `--override KEY=VALUE` (torchtune's command-line overrides) and `--export-config PATH`
 (the stack's config file for the estimate; '-' prints it instead of the report).
 
@@ -33,15 +33,17 @@ FLAG_DEFAULTS: dict[str, Any] = {
 # Settings a flag carries (resolve_setup's name = the flag's dest); the others go to resolve_setup as they are.
 _SETUP_FLAGS = ("method", "precision", "optimizer", "batch", "seq_len", "grad_ckpt", "offload_activations",
                 "attention", "loss", "lora_rank", "lora_targets", "gpus", "sharding", "offload_optimizer",
-                "grad_accum", "compile", "optimizer_in_bwd", "offload_params")
-_LORA_FLAGS = ("lora_rank", "lora_targets")
+                "grad_accum", "compile", "optimizer_in_bwd", "offload_params", "lora_layers", "dora", "quant_mode",
+                "quant_bits", "quant_group")
+_FLAG_DEST = {"quant_mode": "quant"}  # settings whose flag has another dest (--quant)
+_LORA_FLAGS = ("lora_rank", "lora_targets", "dora")
 _TRAINER_FLAGS = ("trainer", "beta", "precompute_ref", "num_generations", "prompt_len", "completion_len",
                   "generation", "vllm_gpu_util", "vllm_sleep")
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training configs (Axolotl 0.19.0, TRL 1.16.0 / transformers 5.24, torchtune 0.6.1, "
-                             "LitGPT 0.5.13)")
+                             "LitGPT 0.5.13, mlx-lm 0.32.2)")
     g.add_argument("--from-config", metavar="PATH",
                    help="read the setup from a training config (YAML or JSON); flags given beside it win")
     g.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
@@ -129,12 +131,13 @@ def apply_config(args: argparse.Namespace) -> None:
     method = args.method or settings.get("method", FLAG_DEFAULTS["method"])
     generates = (args.trainer or "sft") == "grpo"
     for name in _SETUP_FLAGS:
-        if name not in settings or getattr(args, name) not in (None, False):
+        dest = _FLAG_DEST.get(name, name)
+        if name not in settings or getattr(args, dest) not in (None, False):
             continue
         if (name in _LORA_FLAGS and method == "full") or (name == "seq_len" and generates):
             continue
         value = settings[name]
-        setattr(args, name, ",".join(value) if name == "lora_targets" else value)
+        setattr(args, dest, ",".join(value) if name == "lora_targets" else value)
     args.config_extra = {k: v for k, v in settings.items() if k not in _SETUP_FLAGS}
     _model(args, imported, notes)
     args.config_notes = notes

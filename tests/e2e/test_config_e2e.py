@@ -12,9 +12,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import Page, expect
 
-from estimator import estimate, get_device, load_preset, verdict
+from estimator import estimate, get_device, load_preset, to_gb, verdict
 from estimator.job.configs import import_config
-from tests.e2e.helpers import open_app, verdict_text, wait_for_app_run
+from tests.e2e.helpers import chart_total_gb, open_app, verdict_text, wait_for_app_run
 
 pytestmark = pytest.mark.e2e
 
@@ -111,3 +111,33 @@ def test_paste_a_config_then_a_bad_one_keeps_the_page(page: Page, app_url: str):
     text = Path(info.value.path()).read_text()
     assert text.startswith("# will-it-fit: stack=axolotl trainer=kto gpus=1")
     assert import_config(text).trainer_kwargs["trainer"] == "kto"
+
+
+MLX_LM = DATA / "mlx_lm" / "lora_config.yaml"  # mlx-community/Llama-3.2-1B-Instruct-bf16: the preset llama-3.2-1b
+
+
+def test_paste_an_mlx_lm_config_on_the_laptop_prices_it_on_metal(page: Page, app_url: str):
+    """mlx-lm's shipped lora_config.yaml pasted on the 36 GB laptop: the stack, batch, rank, trained blocks and
+    length are mlx-lm's file's, and the verdict is the estimator's for MLX-LM on Metal."""
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    open_app(page, app_url + "/?device=laptop-36gb")
+    open_box(page)
+    area = page.locator(".st-key-config_text textarea")
+    area.fill(MLX_LM.read_text())
+    area.press("Control+Enter")
+    wait_for_app_run(page)
+    page.locator(".st-key-config_read button").click()
+    wait_for_app_run(page)
+    page.wait_for_function("() => location.search.includes('stack=mlx')", timeout=30_000)
+    q = query(page)
+    assert {"stack": "mlx", "model": "llama-3.2-1b", "device": "laptop-36gb", "batch": "4",
+            "rank": "8", "lora_layers": "16", "optimizer": "adamw"}.items() <= q.items()
+    expect(page.locator(".st-key-lora_layers input")).to_have_value("16")
+    imp = import_config(MLX_LM.read_text(), name=MLX_LM.name)
+    est = estimate(load_preset(imp.model.preset), imp.setup(), device_capacity=get_device("laptop-36gb").capacity_bytes)
+    assert verdict_text(page) == verdict(est.total_bytes, get_device("laptop-36gb"), est.high_bytes,
+                                          est.low_bytes).headline
+    assert chart_total_gb(page) == pytest.approx(to_gb(est.total_bytes), abs=1e-6)
+    expect(page.get_by_text("MLX trains attention unfused", exact=False).first).to_be_visible()
+    page.wait_for_timeout(1_000)  # the bars glide to their new lengths
+    shot(page, "config-import-mlx")

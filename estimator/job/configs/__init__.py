@@ -1,11 +1,10 @@
-"""Import a training config: an Axolotl, TRL (and transformers TrainingArguments), torchtune or LitGPT file → the
+"""Import a training config: an Axolotl, TRL (and transformers TrainingArguments), torchtune, LitGPT or mlx-lm file → the
 user's job as the estimate takes it: the model it names, the stack (which follows from the format), the settings
 for `resolve_setup`, the trainer's settings, and three lists: what was read (key → value → our setting), what was
 ignored because it changes no memory, and what could not be honoured, with the reason.
 
-One module per format (axolotl.py, trl.py, torchtune.py, litgpt.py), each mapped from that project's own config
-schema at the version the stack models; a new format is one more module in FORMATS (mlx-lm's LoRA YAML, once the
-MLX stack exists). Reading is safe: at most 1 MB, PyYAML's safe loader or json, limits on depth and size (_read.py).
+One module per format (axolotl.py, trl.py, torchtune.py, litgpt.py, mlx_lm.py), each mapped from that project's own
+config schema at the version the stack models; a new format is one more module in FORMATS. Reading is safe: at most 1 MB, PyYAML's safe loader or json, limits on depth and size (_read.py).
 
 Pure Python; no network: a model named by Hub id is returned as a reference (ModelRef) for the caller to read
 through estimator.models.hub (`model_choice`)."""
@@ -23,7 +22,7 @@ from ...options.trainers import GENERATION_MODES, TRAINERS
 from ..setup import MAX_SEQ_LEN
 from ..stack import resolve_setup
 from ..trainer import TrainerSetup
-from . import axolotl, litgpt, torchtune, trl
+from . import axolotl, litgpt, mlx_lm, torchtune, trl
 from ._fields import MISSING, Entry, ReadContext, Reader
 from ._models import ModelRef, fit_targets, ref_from_name
 from ._read import MAX_CONFIG_BYTES, ConfigError, decode, marker, parse_text, printable
@@ -37,16 +36,16 @@ if TYPE_CHECKING:
 __all__ = ["FORMATS", "MAX_CONFIG_BYTES", "ConfigError", "Entry", "ImportedConfig", "ModelRef", "fit_targets",
            "import_config", "model_choice"]
 
-FORMATS: tuple[ModuleType, ...] = (axolotl, trl, torchtune, litgpt)
+FORMATS: tuple[ModuleType, ...] = (axolotl, trl, torchtune, litgpt, mlx_lm)
 FORMAT_IDS: tuple[str, ...] = tuple(f.ID for f in FORMATS)
 _MODEL_KEYS = {"axolotl": "base_model", "trl": "model_name_or_path", "torchtune": "model._component_",
-               "litgpt": "checkpoint_dir"}
+               "litgpt": "checkpoint_dir", "mlx_lm": "model"}
+# Formats whose reader may take the model from the export's marker over the file's own key (torchtune's template
+# config, mlx-lm's converted folder).
+_MARKER_MODEL = ("torchtune", "mlx_lm")
 
 # Files of other tools, recognised so the message can say what they are (key sets that identify each).
 _OTHER_TOOLS: tuple[tuple[Callable[[dict[str, Any]], bool], str], ...] = (
-    (lambda d: sum(k in d for k in ("fine_tune_type", "lora_parameters", "num_layers", "iters", "adapter_path",
-                                    "grad_checkpoint")) >= 2,
-     N_("an mlx-lm LoRA config (mlx_lm.lora --config): the MLX stack is not modelled yet, so it cannot be imported")),
     (lambda d: "zero_optimization" in d or "train_micro_batch_size_per_gpu" in d,
      N_("a DeepSpeed config: import the training config that names it (Axolotl's or TRL's deepspeed key) and give "
         "this file with it")),
@@ -120,8 +119,8 @@ def _detect(doc: dict[str, Any], mark: dict[str, str]) -> tuple[ModuleType, str]
     scores = sorted(((f.score(doc), i) for i, f in enumerate(FORMATS)), reverse=True)
     (best, i), (second, j) = scores[0], scores[1]
     if best < 2:
-        raise ConfigError(Text(N_("not a training config of Axolotl, TRL (or transformers), torchtune or LitGPT: "
-                                  "none of their keys is in it")))
+        raise ConfigError(Text(N_("not a training config of Axolotl, TRL (or transformers), torchtune, LitGPT or "
+                                  "mlx-lm: none of their keys is in it")))
     if best == second:
         raise ConfigError(Text(N_("the keys fit both {a} and {b}; add the export's marker line (# will-it-fit: "
                                   "stack=…) to say which"), a=FORMATS[i].TOOL, b=FORMATS[j].TOOL))
@@ -129,10 +128,16 @@ def _detect(doc: dict[str, Any], mark: dict[str, str]) -> tuple[ModuleType, str]
 
 
 def _model_entry(r: Reader, fmt: ModuleType, model: ModelRef) -> None:
-    key = _MODEL_KEYS[fmt.ID] if r.has(_MODEL_KEYS[fmt.ID]) and not (
-        fmt is torchtune and "# will-it-fit: model" in r.used) else "# will-it-fit: model"
+    own_key = _MODEL_KEYS[fmt.ID]
+    marked = fmt.ID in _MARKER_MODEL and "# will-it-fit: model" in r.used
+    key = own_key if r.has(own_key) and not marked else "# will-it-fit: model"
+    tool_default = getattr(fmt, "DEFAULT_MODEL", None)  # mlx-lm names a model when the file does not (lora.py:46)
+    if tool_default and not marked and not r.given(own_key):
+        key = own_key
     r.ignored = [e for e in r.ignored if e.key != key]  # listed as the model below, not as "read, nothing set"
-    if model.kind == "preset":
+    if tool_default and key == own_key and not r.given(own_key) and model.kind == "preset":
+        r.default("model", model.preset, key, Text(N_("{tool}'s default {name}"), tool=fmt.TOOL, name=tool_default))
+    elif model.kind == "preset":
         own = {p.hf_repo.lower() for p in list_presets() if p.id == model.preset} | {str(model.preset)}
         why = "" if model.name.lower() in own or model.name == model.preset else Text(
             N_("same architecture as the preset"))
@@ -270,6 +275,8 @@ def import_config(data: bytes | str, *, name: str = "", overrides: tuple[str, ..
     if model.kind == "none" and mark.get("model") and fmt is not torchtune:
         model = ref_from_name(mark["model"])
     _marker_trainer(r, mark)
+    if fmt is mlx_lm:
+        mlx_lm.sft_only(r)
     _model_entry(r, fmt, model)
     r.read.insert(1, r.read.pop())  # the model right after the stack
     for key, value in applied:

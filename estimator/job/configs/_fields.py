@@ -33,6 +33,9 @@ SETTING_NAMES: dict[str, str] = {
     "num_generations": N_("generations per prompt"), "prompt_len": N_("prompt length"),
     "completion_len": N_("max completion length"), "generation": N_("generation"),
     "vllm_gpu_util": N_("vLLM memory share"), "vllm_sleep": N_("vLLM sleep mode"),
+    "lora_layers": N_("trained blocks (the last N; 0 = all)"), "dora": N_("DoRA"),
+    "quant_mode": N_("QLoRA quantisation"), "quant_bits": N_("quantisation bits"),
+    "quant_group": N_("quantisation group size"),
 }
 TRAINER_FIELDS = frozenset({"trainer", "beta", "precompute_ref", "num_generations", "prompt_len", "completion_len",
                             "generation", "vllm_gpu_util", "vllm_sleep"})

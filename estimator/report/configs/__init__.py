@@ -6,6 +6,9 @@
 - LitGPT: the finetune YAML (config_hub's layout) for `litgpt finetune_lora|finetune_full --config FILE`;
 - TRL: the YAML `trl sft|dpo|kto|grpo|reward --config FILE` reads (the trainer's config, ModelConfig and
   accelerate's num_processes); ORPO and SimPO have no command in TRL 1.16, so theirs is for TrlParser in a script;
+- MLX-LM: mlx-lm's lora_config.yaml for `mlx_lm.lora --config FILE` (SFT only: the stack refuses the other
+  trainers); a base to quantise or cast is converted first with mlx_lm.convert (the command in the header, the model
+  and conversion in the marker), and the file trains on the converted folder;
 - HF Trainer, plain PyTorch loop, Unsloth: these have no config file of their own. Theirs is the same YAML under
   transformers TrainingArguments' and TRL ModelConfig's names, which a script reads with HfArgumentParser; the
   first line, a comment every tool ignores, names the stack, so importing it gives back the same stack.
@@ -25,8 +28,9 @@ import yaml
 
 from ...job.setup import ALL_LINEAR
 from ...job.stack import attention_impl, loss_impl_id
-from ...job.trainer import TrainerSetup
+from ...job.trainer import TrainerSetup, check
 from ...models.hub import parse_model_id
+from ...models.spec import LM_HEAD
 from ...options.optimizers import OPTIMIZERS, SGD_MOMENTUM
 from ...options.precisions import PRECISIONS
 from ...options.stacks import STACKS
@@ -48,6 +52,8 @@ from ..snippets.common import (
     _stack_id,
 )
 from ..snippets.litgpt import _litgpt_notes, _litgpt_precision
+from ..snippets.mlx import _line as mlx_line
+from ..snippets.mlx import config_pairs, convert_args
 from ..snippets.torchtune import _torchtune_notes
 from ..snippets.unsloth import _unsloth_notes
 
@@ -451,16 +457,57 @@ def _export_litgpt(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> E
     return ExportedConfig("litgpt", filename, _text(lines), run, tuple(notes))
 
 
-def _export_mlx(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> ExportedConfig:
-    """mlx-lm's lora_config.yaml (report/snippets/mlx.py writes its keys, mlx_lm/lora.py CONFIG_DEFAULTS 0.32.2),
-    behind the marker line."""
-    from ..snippets.mlx import _mlx
+# ---- MLX-LM --------------------------------------------------------------------------------------------------------
 
+def _mlx_notes(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> None:
+    """What mlx-lm's LoRA YAML cannot hold for this setup."""
+    if setup.method != "full" and LM_HEAD in setup.lora_targets:
+        notes.append("LoRA target lm_head: left out of lora_parameters.keys; the estimate prices adapters inside the "
+                     "trained blocks only (mlx-lm 0.32.2 would adapt a top-level lm_head named there, "
+                     "tuner/utils.py:118-120).")
+    if setup.backend == "cuda":
+        notes.append("MLX's CUDA backend: install mlx[cuda] (pip install \"mlx[cuda]\" mlx-lm); the file is the "
+                     "same.")
+    if 0 < spec.num_layers < setup.lora_layers:
+        notes.append(f"num_layers -1: {spec.num_layers} blocks, fewer than the {setup.lora_layers} asked for (mlx-lm "
+                     "refuses more than the model has, lora.py:234-238).")
+
+
+def _export_mlx(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup) -> ExportedConfig:
+    """mlx-lm's lora_config.yaml (mlx_lm/lora.py CONFIG_DEFAULTS' keys, 0.32.2) for `mlx_lm.lora --config`. A base
+    to quantise or cast is converted first (mlx_lm.convert: the command in the header); the file then trains on the
+    converted folder, and the marker names the model and the conversion, which the file has no key for."""
+    check(setup, tr)  # mlx-lm trains SFT only (mlx_lm lora): the stack refuses another trainer (job/trainer.py)
     notes: list[str] = []
-    body = _mlx(spec, setup, notes)
-    run = "mlx_lm.lora --config lora_config.yaml"
-    lines = [_marker(setup, tr), *_header(spec, setup, notes), *body]
-    return ExportedConfig("mlx", "lora_config.yaml", _text(lines), run, tuple(notes))
+    _mlx_notes(spec, setup, notes)
+    model_id = _model_id(spec)
+    convert = convert_args(spec, setup)
+    extra: dict[str, object] = {}
+    if convert:
+        extra = {"model": model_id, "dtype": convert[convert.index("--dtype") + 1]}
+        if "-q" in convert:
+            extra |= {"q_mode": setup.quant_mode, "q_bits": setup.quant_bits, "q_group": setup.quant_group}
+    filename = "lora_config.yaml"
+    run = f"mlx_lm.lora --config {filename}"
+    lines = [_marker(setup, tr, extra), *_header(spec, setup, notes), f"# Run with: {run}"]
+    if convert:
+        lines += ["# First convert the checkpoint to the base the estimate prices (the marker above names it):",
+                  f"#   mlx_lm.convert {' '.join(convert)}"]
+    elif spec.quantization:
+        mode, bits, group = spec.quantization
+        lines += _comment(f"The checkpoint is already MLX-quantised ({mode} {bits}-bit, group {group}, its "
+                          "config.json): it trains as it is.")
+    else:
+        lines += _comment(f"mlx-lm trains in the checkpoint's own dtype (mlx_lm/utils.py load() casts nothing): this "
+                          "assumes a bfloat16 checkpoint; for another, convert it first (mlx_lm.convert --hf-path "
+                          f"{model_id} --mlx-path ./mlx_model --dtype bfloat16) and set model: ./mlx_model.")
+    if model_id == PLACEHOLDER_MODEL_ID:
+        lines.append("# model: the Hub id (or local folder) of the model you estimated.")
+    if setup.method == "full":
+        lines += _comment("fine_tune_type full trains the last num_layers blocks in full (lora.py:240-244); "
+                          "embeddings, the final norm and the head stay frozen.")
+    lines += [mlx_line(k, v) for k, v in config_pairs(spec, setup, "./mlx_model" if convert else model_id)]
+    return ExportedConfig("mlx", filename, _text(lines), run, tuple(notes))
 
 
 _WRITERS = {"axolotl": _export_axolotl, "mlx": _export_mlx, "torchtune": _export_torchtune, "litgpt": _export_litgpt,
