@@ -45,7 +45,7 @@ from .activations.unsloth import (
     staging_bytes,
 )
 from .adapters import adapted_modules
-from .allocator import AllocatorConfig, stack_allocator
+from .allocator import Allocations, AllocatorConfig, stack_allocator
 from .allocator import config as allocator_config
 from .precision import optimizer_state_bytes, trainable_bytes, weight_bytes
 from .result import DetailItem, Phase
@@ -180,11 +180,8 @@ def embedding_offloaded(spec: ModelSpec, setup: TrainingSetup, usable_after_load
     return usable_after_load < reserve_bytes(spec, setup.seq_len, trainable)
 
 
-Allocations = tuple[tuple[float, int], ...]  # (bytes of one request, how many): what the caching allocator is asked
-
-
 class Moment(NamedTuple):
-    """One moment of Unsloth's step: which gradients exist (a _Gradients field name of estimator/memory/step.py, or
+    """One moment of Unsloth's step: which gradients exist (a Gradients field name of estimator/memory/states.py, or
     "all_but_first"), the activation items alive and the same bytes as the allocator's requests (each tensor, for
     the per-request rounding of estimator/memory/allocator.py)."""
 
