@@ -1,6 +1,6 @@
 """Adapters on the last N decoder layers only (`--lora-layers`, PEFT's layers_to_transform) on the PyTorch stacks:
 what the layers before them keep, the note that says so, and the check PEFT makes (docs/formulas.md §3.9; the
-MLX-LM stack's own rules are in memory/mlx_step.py)."""
+MLX-LM stack's own rules are in memory/mlx_model.py and memory/mlx_step.py)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,8 @@ from .activations.common import ActivationContext, context
 from .host import host_ram
 from .litgpt_model import stack_spec
 from .lora_layers import check_lora_layers, last_layers_only, lora_layers_note
-from .mlx_step import check_mlx_model, mlx_estimate, uses_mlx_model
+from .mlx_model import check_mlx_model, uses_mlx_model
+from .mlx_step import mlx_estimate
 from .phases import checkpointed_phases, closing_phases, peak_and_band, stored_phases
 from .result import Estimate, Phase
 from .states import States, model_states
