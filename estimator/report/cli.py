@@ -1,12 +1,13 @@
 """`python -m estimator`: the same estimate() and advise() as the app's calculator, for scripts and checks.
 
 Bad flags exit 2 with one clear line on stderr (argparse's own convention); a flag the setup cannot use is such an
-error, or a note in the output, never silence."""
+error, or a note in the output, never silence. The flags are declared in cli_flags.py and read into the model,
+device, setup and trainer in cli_args.py (a training config's in cli_config.py); this module computes what they ask
+for (the estimate, the exact trace, the advice, the host verdict, an OOM message's diagnosis) and prints it."""
 
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 from pathlib import Path
@@ -15,31 +16,25 @@ from typing import TYPE_CHECKING, NamedTuple
 from .. import exact as exact
 from ..advice.advise import advise
 from ..advice.oom import diagnose_oom
-from ..job.setup import parse_targets
-from ..job.stack import resolve_setup, setup_json
+from ..job.stack import setup_json
 from ..job.trainer import TrainerSetup, trainer_json
 from ..memory.price import estimate
 from ..memory.result import component_keys
 from ..memory.verdict import verdict
-from ..models.config import parse_config_text
-from ..models.hub import HubConfigRefused, HubError, fetch_model
-from ..models.presets import generic_spec, list_presets, load_preset, preset_ids
-from ..oom_message import MAX_TEXT_CHARS, parse_oom
-from ..options.backends import BACKENDS, device_backend
-from ..options.devices import (
-    CATALOG,
-    CUSTOM_MAX_GB,
-    CUSTOM_MIN_GB,
-    custom_device,
-    device_ids,
-    get_device,
-    lookup_devices,
-    nearest_device_ids,
-)
-from ..options.stacks import MLX_STACK, default_stack
-from ..options.trainers import TRL_VERSION
+from ..models.presets import list_presets, load_preset
+from ..options.devices import CATALOG
 from ..units import fmt_both
 from . import cli_config
+from .cli_args import (
+    flag_notes,
+    hub_config_refused,
+    read_device,
+    read_host_ram,
+    read_model,
+    read_oom_log,
+    read_setup,
+    read_trainer,
+)
 from .cli_flags import build_parser
 from .document import _device_json, advice_json, estimate_host, estimate_json
 from .text import advice_lines, band_line, host_lines, note_lines, oom_lines
@@ -55,112 +50,7 @@ if TYPE_CHECKING:
     from ..memory.result import Estimate
     from ..models.hub import HubModel
     from ..models.spec import ModelSpec
-    from ..oom_message import OomReading
     from ..options.devices import Device
-
-
-def _nearest(value: str, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(value, list(choices), n=3)
-    return f"; did you mean {', '.join(close)}?" if close else ""
-
-
-def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
-    if args.config:
-        path = Path(args.config)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ValueError(f"cannot read {args.config}: {exc.strerror}") from None
-        return parse_config_text(data, name=path.name), None
-    if args.size is not None:
-        return generic_spec(args.size), None
-    if args.model and "/" in args.model:  # a Hugging Face model id (presets have no slash)
-        try:
-            return fetch_model(args.model)
-        except HubError as exc:
-            if args.model != getattr(args, "config_model", None):
-                raise
-            raise ValueError(f"the config's model {args.model[:80]}: {exc}; give --model or --config (the rest of "
-                             "the config applies)") from None
-    pid = args.model or "llama-3.1-8b"
-    if pid not in preset_ids():  # the nearest presets, not all of them on one line
-        raise ValueError(f"unknown model preset '{pid[:60]}'{_nearest(pid, preset_ids())} (see --list-presets); "
-                         f"or a Hugging Face model id ORG/NAME[@REVISION]")
-    return load_preset(pid), None
-
-
-def _device(args: argparse.Namespace) -> Device | None:
-    """The device the flags name: custom (--capacity), a catalog id, or a name that means exactly one device."""
-    if args.device == "custom" or (args.device is None and args.capacity is not None):
-        if args.capacity is None:
-            raise ValueError("--device custom needs --capacity GB")
-        return custom_device(args.capacity, "unified" if args.unified else "discrete")
-    if args.capacity is not None:
-        raise ValueError(f"--capacity describes a custom device; '{args.device[:60]}' has its own memory "
-                         "(drop --capacity, or use --device custom)")
-    if args.unified:
-        raise ValueError("--unified describes a custom device: use it with --device custom --capacity GB")
-    if not args.device:
-        return None
-    if args.device in device_ids():
-        return get_device(args.device)
-    found = lookup_devices(args.device)  # a name or nickname ("4080", "A6000", "T4") finds its catalog entry
-    if len(found) == 1:
-        return found[0]
-    if found:
-        raise ValueError(f"--device '{args.device[:60]}' matches several devices: {', '.join(d.id for d in found)}; "
-                         "give one of these ids")
-    near = nearest_device_ids(args.device)
-    hint = f"; did you mean {', '.join(near)}?" if near else ""
-    raise ValueError(f"unknown device '{args.device[:60]}'{hint} (see --list-devices)")
-
-
-def _host_ram(args: argparse.Namespace) -> float | None:
-    """--host-ram GB in bytes (decimal GB, like --capacity), or None."""
-    if args.host_ram is None:
-        return None
-    gb = args.host_ram
-    if not (CUSTOM_MIN_GB <= gb <= CUSTOM_MAX_GB):  # also refuses nan and inf
-        raise ValueError(f"--host-ram must be between {CUSTOM_MIN_GB:g} and {CUSTOM_MAX_GB:g} GB, got {gb:g}")
-    return gb * 1e9
-
-
-def _oom_reading(args: argparse.Namespace) -> OomReading | None:
-    """--oom-log's message, read; every failure (missing file, too large, no message in it) is one line."""
-    if not args.oom_log:
-        return None
-    path = Path(args.oom_log)
-    try:
-        size = path.stat().st_size
-        if size > MAX_TEXT_CHARS:
-            raise ValueError(f"--oom-log {args.oom_log[:60]}: the file is {size:,} bytes; the limit is "
-                             f"{MAX_TEXT_CHARS:,} (keep the error's last lines)")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"cannot read --oom-log {args.oom_log[:60]}: {exc.strerror}") from None
-    try:
-        return parse_oom(data.decode("utf-8", errors="replace"))
-    except ValueError as exc:
-        raise ValueError(f"--oom-log {args.oom_log[:60]}: {exc}") from None
-
-
-def _flag_notes(args: argparse.Namespace, device: Device | None = None) -> list[str]:
-    """Flags this setup accepts but that change nothing here: said, not ignored."""
-    notes = []
-    if args.sharding != "none" and args.gpus == 1 and not args.offload_params:  # valid: a note, not an error
-        notes.append(f"--sharding {args.sharding} over 1 GPU changes nothing: one GPU keeps every weight, "
-                     "gradient and optimizer state (give --gpus N to shard)")
-    if args.method == "full" and (args.lora_rank is not None or args.lora_targets is not None):
-        notes.append("--lora-rank and --lora-targets shape LoRA adapters; full fine-tuning has none")
-    if args.host_ram is not None and device is not None and device.kind == "unified":
-        notes.append(f"--host-ram {args.host_ram:g} is not used: on {device.id} the device's RAM is the machine's "
-                     "RAM, so the GPU and the host add up against it")
-    return notes
-
-
-def _hub_config_refused(args: argparse.Namespace, exc: Exception) -> bool:
-    """A Hub id whose config.json was read but that the fast estimator cannot use (hub.HubConfigRefused)."""
-    return bool(args.model and "/" in args.model and isinstance(exc, HubConfigRefused))
 
 
 def _exact_config(args: argparse.Namespace, hub: HubModel | None) -> dict[str, Any]:
@@ -232,57 +122,6 @@ def _print_list(args: argparse.Namespace) -> bool:
     return False
 
 
-def _backend(args: argparse.Namespace, device: Device | None) -> str | None:
-    """The runtime: --backend, or the device's (device_backend); without either, None (the stack's: Metal for
-    mlx-lm, CUDA otherwise). A --backend the device does not run is refused."""
-    derived = device_backend(device)
-    if args.backend is None:
-        return derived if device is not None else None
-    if device is not None and args.backend not in (derived, "cpu"):
-        raise ValueError(f"--backend {args.backend} does not match {device.id}, which runs "
-                         f"{BACKENDS[derived].runtime}; drop --backend")
-    return args.backend
-
-
-def _stack_id(args: argparse.Namespace, device: Device | None) -> str:
-    """--stack, else MLX-LM on a unified-memory Apple device (its default stack) and TRL elsewhere."""
-    if args.stack is not None:
-        return args.stack
-    return default_stack(device is not None and device.kind == "unified", args.trainer)
-
-
-def _setup(args: argparse.Namespace, device: Device | None = None) -> TrainingSetup:
-    """The training setup the flags describe, the stack's defaults filling the rest (batch, length, rank, trained
-    blocks and quantisation included; a preference/RL trainer's own batch default wins)."""
-    stack = _stack_id(args, device)
-    if stack == MLX_STACK and args.trainer != "sft":
-        raise ValueError(f"mlx-lm trains SFT only (mlx_lm lora); the {args.trainer} trainer is {TRL_VERSION}'s: "
-                         "choose another --stack")
-    return resolve_setup(
-        stack, trainer=args.trainer, method=args.method, precision=args.precision, optimizer=args.optimizer,
-        batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
-        offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
-        lora_rank=args.lora_rank,
-        lora_targets=parse_targets("all-linear" if args.lora_targets is None else args.lora_targets),
-        gpus=args.gpus,
-        sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
-        offload_params=args.offload_params or None,
-        compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
-        image_tokens=args.image_tokens, train_tower=args.train_tower, lora_layers=args.lora_layers,
-        dora=args.dora or None, quant_mode=args.quant, quant_bits=args.quant_bits, quant_group=args.quant_group,
-        backend=_backend(args, device), **args.config_extra,
-    )
-
-
-def _trainer(args: argparse.Namespace) -> TrainerSetup:
-    """The trainer the flags describe (SFT unless --trainer)."""
-    return TrainerSetup(
-        args.trainer, beta=args.beta, precompute_ref=args.precompute_ref, num_generations=args.num_generations,
-        prompt_len=args.prompt_len, completion_len=args.completion_len, generation=args.generation,
-        vllm_gpu_util=args.vllm_gpu_util, vllm_sleep=args.vllm_sleep,
-    )
-
-
 class _Run(NamedTuple):
     """Everything one CLI run computed."""
 
@@ -302,9 +141,9 @@ class _Run(NamedTuple):
 def _spec(args: argparse.Namespace) -> tuple[ModelSpec | None, HubModel | None, str | None]:
     """The model, its Hub record, and (with --exact) why the fast estimator refused it instead of an error."""
     try:
-        spec, hub = _model(args)
+        spec, hub = read_model(args)
     except ValueError as exc:
-        if not (args.exact and (args.config or _hub_config_refused(args, exc))):
+        if not (args.exact and (args.config or hub_config_refused(args, exc))):
             raise  # a Hub id the fast estimator refused (its config.json was read) may still be traced
         return None, None, str(exc)  # the exact trace may still know this model_type
     return spec, hub, None
@@ -315,15 +154,15 @@ def _compute(args: argparse.Namespace) -> _Run:
     if args.trainer == "grpo" and args.seq_len is not None:
         raise ValueError("GRPO's sequences are --prompt-len + --completion-len tokens; drop --seq-len")
     spec, hub, fast_error = _spec(args)
-    device = _device(args)
-    setup = cli_config.fit_config_targets(args, spec, _setup(args, device))
-    trainer = _trainer(args)
+    device = read_device(args)
+    setup = cli_config.fit_config_targets(args, spec, read_setup(args, device))
+    trainer = read_trainer(args)
     if args.advice and device is None:
         raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
                          "memory (see --list-devices)")
     capacity = device.capacity_bytes if device is not None else None
-    host_ram = _host_ram(args)
-    reading = _oom_reading(args)  # a bad file stops here, before any pricing
+    host_ram = read_host_ram(args)
+    reading = read_oom_log(args)  # a bad file stops here, before any pricing
     est = estimate(spec, setup, rule=args.rule, trainer=trainer, device_capacity=capacity) \
         if spec is not None else None
     if args.exact and trainer.trainer != "sft":
@@ -449,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--export-config needs a model the fast estimate reads (this one is traced only)")
         _print_exact_only(args, run)
         return 0
-    notes = [*est.notes, *_flag_notes(args, run.device)]
+    notes = [*est.notes, *flag_notes(args, run.device)]
     try:
         if cli_config.write_export(args, run.spec, run.setup, run.trainer):
             return 0

@@ -1,6 +1,6 @@
 """The CLI's flags: the parser (one clear line and exit 2 on a bad flag, the nearest choice named) and the flag groups
 in the order --help lists them (the model, the training setup, scale-out, the trainers, the training configs, the
-device and the output). What the flags name is read in cli.py."""
+device and the output). What the flags name is read in cli_args.py."""
 
 from __future__ import annotations
 
