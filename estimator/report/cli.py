@@ -17,7 +17,7 @@ from .. import exact as exact
 from ..advice.advise import advise
 from ..advice.oom import diagnose_oom
 from ..job.stack import setup_json
-from ..job.trainer import TrainerSetup, trainer_json
+from ..job.trainer import TrainerSetup
 from ..memory.price import estimate
 from ..memory.result import component_keys
 from ..memory.verdict import verdict
@@ -37,7 +37,7 @@ from .cli_args import (
 )
 from .cli_flags import build_parser
 from .document import _device_json, advice_json, estimate_host, estimate_json
-from .text import advice_lines, band_line, host_lines, note_lines, oom_lines
+from .text import advice_lines, band_line, exact_lines, heading_lines, host_lines, note_lines, oom_lines
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -82,23 +82,6 @@ def _run_exact(args: argparse.Namespace, hub: HubModel | None, setup: TrainingSe
         raise ValueError(str(exc)) from None
     finally:
         pool.shutdown()
-
-
-def _exact_text(res: exact.ExactResult, est: Estimate | None) -> list[str]:
-    added = ", ".join(f"{a.label} {'+' if a.bytes >= 0 else '−'}{fmt_both(abs(a.bytes))}" for a in res.added)
-    lines = [f"  {'exact':<12} {fmt_both(res.total_bytes)}  (traced {fmt_both(res.peak_bytes)}; added: {added})",
-             f"  {'':<12} peak: {res.peak_phase}/{res.peak_region}, {res.peak_op}; {res.versions_label}; "
-             f"{res.seconds:.0f} s"]
-    if res.depth_line:
-        lines.append(f"  {'':<12} depth: {res.depth_line}")
-    if est is not None:
-        diff = est.total_bytes - res.total_bytes
-        lines.append(f"  {'difference':<12} fast − exact = {'+' if diff >= 0 else '−'}{fmt_both(abs(diff))} "
-                     f"({100 * diff / res.total_bytes:+.1f} %)")
-    else:
-        lines.append(f"  {'difference':<12} none: the fast estimate is missing for this model")
-    lines.extend(f"  note: {n}" for n in res.notes)
-    return lines
 
 
 def _print_list(args: argparse.Namespace) -> bool:
@@ -197,7 +180,7 @@ def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
         print(f"{name} · {setup.method} · {setup.precision} · batch {setup.batch} × "
               f"{setup.seq_len} tokens")
         print(f"  fast estimate missing: {fast_error}")
-        print("\n".join(_exact_text(exact_res, None)))
+        print("\n".join(exact_lines(exact_res, None)))
 
 
 def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[str]) -> dict[str, Any]:
@@ -219,26 +202,12 @@ def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[st
     return doc
 
 
-def _heading(est: Estimate, setup: TrainingSetup, trainer: TrainerSetup) -> list[str]:
-    """The text's first lines: the model and setup, then the stack's defaults in use."""
-    head = f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} × {setup.seq_len} tokens"
-    if trainer.option.generates:
-        head = (f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} completions × "
-                f"({trainer.prompt_length:,} + {trainer.completion_length:,}) tokens")
-    if trainer.trainer != "sft":
-        head += f" · {trainer.option.label} ({trainer_json(trainer)['trainer_version']})"
-    ckpt = "offloaded checkpointing" if setup.offload_activations else (
-        "checkpointing" if setup.grad_ckpt else "no checkpointing")
-    return [head, f"  stack {setup.stack} ({setup_json(setup)['stack_version']}): {ckpt}, loss {setup.loss}, "
-                  f"optimizer {setup.optimizer}"]
-
-
 def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[str]) -> None:
     """The human-readable report: heading, components, total and band, verdict, notes, exact trace, advice."""
     setup, device = run.setup, run.device
     if run.hub is not None:
         print(run.hub.label)
-    print("\n".join(cli_config.config_lines(args) + _heading(est, setup, run.trainer)))
+    print("\n".join(cli_config.config_lines(args) + heading_lines(est, setup, run.trainer)))
     for key in component_keys(est):
         print(f"  {key:<12} {fmt_both(est.components_bytes[key])}")
     print(f"  {'total':<12} {fmt_both(est.total_bytes)}  (band {fmt_both(est.low_bytes)} – "
@@ -252,7 +221,7 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
     for line in note_lines(notes):
         print(line)
     if run.exact_res is not None:
-        print("\n".join(_exact_text(run.exact_res, est)))
+        print("\n".join(exact_lines(run.exact_res, est)))
     if run.advice is not None and device is not None:
         print("\n".join(advice_lines(run.advice, est, setup, run.trainer, device, args.rule)))
     if run.oom is not None:
