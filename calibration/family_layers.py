@@ -69,15 +69,15 @@ def estimated_layer_bytes(model: str, method: str) -> float:
     from estimator.memory.activations.common import context
     from estimator.memory.activations.layers import dense_layer
     from estimator.memory.adapters import lora_params
-    from estimator.memory.step import _casts
+    from estimator.memory.step_activations import autocast_copies
 
     family, spec = RWD_MODELS[model]
     est_spec = spec_from_config(full_config(family, _shape(spec, 3)))
     setup = TrainingSetup(method=method, precision="bf16", batch=1, seq_len=T)
     ctx = context(est_spec, setup)
     # + the layer's autocast copies of its fp32 LoRA weights, which the tracer counts with the activations
-    # (estimator.memory.step._casts: 2 B per adapter parameter of the layer)
-    casts = _casts(est_spec, setup, lora_params(est_spec, setup, ctx.adapted))[1]
+    # (estimator.memory.step_activations.autocast_copies: 2 B per adapter parameter of the layer)
+    casts = autocast_copies(est_spec, setup, lora_params(est_spec, setup, ctx.adapted))[1]
     return dense_layer(est_spec, ctx).total * T + casts
 
 

@@ -1,4 +1,5 @@
-"""Re-derive the measured constants of the MLX step model (estimator/memory/mlx_step.py) from the fixtures.
+"""Re-derive the measured constants of the MLX step model (estimator/memory/mlx_step.py, on the model of
+estimator/memory/mlx_model.py) from the fixtures.
 
 Every constant in mlx_step.py that is not read from mlx/mlx-lm's source is fixed here, from
 validation/data/mlx_fixtures.json (calibration/mlx_trace.py's measurements), and this script prints what the data
@@ -28,6 +29,7 @@ import sys
 from pathlib import Path
 
 from estimator import spec_from_config
+from estimator.memory import mlx_model as model
 from estimator.memory import mlx_step as M
 from validation.mlx import MLX_FIXTURES, PROBES, fixture_setup
 
@@ -46,10 +48,10 @@ def _terms(fx: dict) -> dict[str, float]:
     """The structural terms the model computes for one fixture (bytes)."""
     spec = spec_from_config(fx["config"])
     setup = fixture_setup(fx)
-    dm = M._dims(spec, setup)
-    roles = M._adapted_roles(spec, setup)
-    b = M._float_bytes(setup)
-    T = setup.batch * M.positions(setup)
+    dm = model.dims(spec, setup)
+    roles = model.adapted_roles(spec, setup)
+    b = model.float_bytes(setup)
+    T = setup.batch * model.positions(setup)
     saved = M._saved_per_token(spec, setup, dm, roles, b)
     probs = M._probs_per_block(spec, setup, dm, b)
     rb = b if setup.method == "full" else 4
@@ -153,8 +155,8 @@ def main() -> int:
             if twin:
                 spec = spec_from_config(f["config"])
                 setup = fixture_setup(f)
-                dm = M._dims(spec, setup)
-                block = M._resident(spec, setup, dm, frozenset()).block_trainable_bytes
+                dm = model.dims(spec, setup)
+                block = model.resident(spec, setup, dm, frozenset()).block_trainable_bytes
                 t = _terms(twin)
                 extra = _pa(f) - _pa(twin)
                 if t["loss"] > 0.5 * t["n"] * t["block"]:
@@ -208,7 +210,7 @@ def main() -> int:
             if twin:
                 spec = spec_from_config(f["config"])
                 setup = fixture_setup(f)
-                roles = M._adapted_roles(spec, setup)
+                roles = model.adapted_roles(spec, setup)
                 t = _terms(f)
                 outs = sum(m.out_features * m.count for m in spec.linears if m.role in roles)
                 largest = max(m.in_features * m.out_features for m in spec.linears if m.role in roles)
@@ -228,7 +230,7 @@ def main() -> int:
 def _resident_block(fx: dict) -> float:
     spec = spec_from_config(fx["config"])
     setup = fixture_setup(fx)
-    return M._resident(spec, setup, M._dims(spec, setup), frozenset()).block_trainable_bytes
+    return model.resident(spec, setup, model.dims(spec, setup), frozenset()).block_trainable_bytes
 
 
 if __name__ == "__main__":

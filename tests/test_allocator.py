@@ -22,7 +22,7 @@ from estimator.memory.allocator import (
     step_slack,
 )
 from estimator.memory.overhead import ALLOCATOR_SLACK, CUDA_CONTEXT_HIGH, MODEL_ERROR_HIGH
-from estimator.memory.step import estimate, estimate_for_path
+from estimator.memory.step import estimate
 from estimator.memory.unsloth_model import (
     ALLOCATOR_2024,
     phase_requests,
@@ -31,6 +31,7 @@ from estimator.memory.unsloth_model import (
     unsloth_moments,
     unsloth_path,
 )
+from estimator.memory.unsloth_step import estimate_for_path
 from validation.unsloth import replay_rows
 
 MiB = 1 << 20

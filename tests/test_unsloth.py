@@ -17,13 +17,14 @@ from estimator.memory.activations.unsloth import (
     rope_cache_bytes,
 )
 from estimator.memory.price import estimate as price
-from estimator.memory.step import estimate, estimate_for_path
+from estimator.memory.step import estimate
 from estimator.memory.unsloth_model import (
     needs_capacity,
     published_tables_path,
     unsloth_path,
     uses_unsloth_model,
 )
+from estimator.memory.unsloth_step import estimate_for_path
 from estimator.options.devices import get_device
 from estimator.units import GiB
 from validation.unsloth import KNOWN_MISSES, TRACE_TARGET_PCT, context_rows, trace_rows

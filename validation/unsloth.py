@@ -22,7 +22,7 @@ from estimator import load_preset, spec_from_config
 from estimator.advice.solvers import max_seq_len
 from estimator.job.stack import resolve_setup
 from estimator.memory.allocator import step_slack
-from estimator.memory.step import estimate, estimate_for_path
+from estimator.memory.step import estimate
 from estimator.memory.unsloth_model import (
     ALLOCATOR_2024,
     allocator_for,
@@ -30,6 +30,7 @@ from estimator.memory.unsloth_model import (
     published_tables_path,
     unsloth_path,
 )
+from estimator.memory.unsloth_step import estimate_for_path
 from estimator.options.devices import get_device
 from estimator.units import GiB
 

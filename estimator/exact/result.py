@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 # The How page shows these (one description of the feature; README.md says the same in prose).
-WHAT_EXACT_MEANS = N_(  # N_: translated where shown (pages/how.py)
+WHAT_EXACT_MEANS = N_(  # N_: translated where shown (the How page: ui/how_accuracy.py)
     "**Exact** is PyTorch's own count, not a formula: two real Hugging Face training steps of your model and "
     "setup — transformers builds the model from its config.json, PEFT adds the adapters, the HF Trainer's "
     "AdamW (fused), gradient clipping and autocast — run on the server's CPU under `FakeTensorMode` (shapes and "

@@ -18,6 +18,7 @@ from ..options.stacks import get_stack
 from .overhead import ALLOCATOR_SLACK
 
 MiB = 1 << 20
+Allocations = tuple[tuple[float, int], ...]  # (bytes of one request, how many): what the caching allocator is asked
 
 # torch/include/c10/core/AllocatorConfig.h (2.13)
 MIN_BLOCK = 512  # :19 kMinBlockSize — every request is rounded up to a multiple of 512 B

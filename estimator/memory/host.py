@@ -121,6 +121,67 @@ def _load_item(spec: ModelSpec, setup: TrainingSetup, weights_bytes: float) -> D
              "processes × largest tensor in 16-bit")
 
 
+def _process_items(spec: ModelSpec, setup: TrainingSetup, weights_bytes: float) -> list[DetailItem]:
+    """What every setup holds in CPU RAM: the training processes themselves, the CUDA runtime's host side and the
+    model's load."""
+    n = setup.gpus
+    mlx = get_stack(setup.stack).model_code == "mlx" if setup.stack else False
+    imports = MLX_IMPORT_BYTES if mlx else HOST_IMPORT_BYTES  # an mlx-lm process imports no torch
+    # the CUDA runtime's host side: PyTorch on a CUDA/ROCm device, MLX only on its CUDA backend (a unified-memory
+    # device drops the term in host_verdict)
+    cuda = CUDA_INIT_HOST_BYTES if (not mlx or setup.backend == "cuda") else 0
+    return [
+        d("host.process_baseline", N_("Training processes (Python and the training libraries)"),
+          n * imports, f"{n} × {imports / 2**20:.0f} MiB (measured import peak)"),
+        d(CUDA_RUNTIME_KEY, N_("CUDA runtime's host side (libraries, context)"), n * cuda,
+          f"{n} × 1,203.5 MiB (first CUDA use)"),
+        _load_item(spec, setup, weights_bytes),
+    ]
+
+
+def _zero_offload(setup: TrainingSetup, trainable: int, optimizer_cpu_bytes: float
+                  ) -> tuple[list[DetailItem], float]:
+    """ZeRO-Offload's CPU side (the optimizer state, fp32 master weights and gradients, the staging buffer) and the
+    pinned rounding of each process's master partition."""
+    n = setup.gpus
+    # DeepSpeed ZeRO-Offload (0.18.2 runtime/zero/stage_1_and_2.py): the optimizer steps on fp32 master
+    # partitions on the CPU (:437-462, always pinned at :445), their fp32 gradients on the CPU (:758-761, pinned
+    # only with offload_optimizer.pin_memory, default false) and a 16-bit staging buffer (:446-455); the
+    # optimizer state is fp32 like its parameters.
+    option = OPTIMIZERS[setup.optimizer]
+    state = (optimizer_state_bytes(setup.optimizer, FP32) * trainable if option.state_dtype != "factored"
+             else optimizer_cpu_bytes)
+    items = [
+        d("host.optimizer_offload", N_("Optimizer state in CPU RAM (fp32, ZeRO-Offload)"), state,
+          f"{option.states} fp32 states × {trainable:,} trainable params"),
+        d("host.master_weights", N_("fp32 master weights in CPU RAM (ZeRO-Offload)"), FP32 * trainable,
+          f"4 B × {trainable:,}"),
+        d("host.offload_gradients", N_("fp32 gradients in CPU RAM (ZeRO-Offload)"), FP32 * trainable,
+          f"4 B × {trainable:,}"),
+        d("host.offload_staging", N_("16-bit staging buffer (ZeRO-Offload)"), HALF * trainable,
+          f"2 B × {trainable:,}"),
+    ]
+    part = FP32 * trainable / max(n if setup.sharding != "none" else 1, 1)
+    parts = n if setup.sharding != "none" else 1
+    return items, parts * (pinned_size(part) - part)  # each process's master partition, pinned
+
+
+def _checkpoint_offload(spec: ModelSpec, setup: TrainingSetup, checkpoint_cpu_bytes: float,
+                        checkpoint_blocks: int | None, checkpoint_slots_bytes: float) -> tuple[DetailItem, float]:
+    """The checkpointed layer inputs in pinned CPU RAM (all processes), and the pinned rounding of their blocks."""
+    n = setup.gpus
+    # transformers activation_checkpointing_enable(offload=True) wraps the forward in
+    # torch.autograd.graph.save_on_cpu(pin_memory=True) (modeling_utils.py:3166): every saved layer input is a
+    # pinned CPU copy (torch/autograd/graph.py:405-413); Unsloth keeps one pinned buffer per layer.
+    blocks = checkpoint_blocks or spec.num_layers
+    layers = "L" if blocks == spec.num_layers else f"{blocks}"
+    slots = f" + {checkpoint_slots_bytes / 2**20:.0f} MiB of initial slots" if checkpoint_slots_bytes else ""
+    item = d("host.checkpoint_offload", N_("Checkpointed layer inputs in CPU RAM"),
+             n * (checkpoint_cpu_bytes + checkpoint_slots_bytes), f"{n} × (T × {layers} × h{slots}) (pinned)")
+    per_layer = checkpoint_cpu_bytes / max(blocks, 1)
+    return item, n * blocks * (pinned_size(per_layer) - per_layer)
+
+
 def host_ram(spec: ModelSpec, setup: TrainingSetup, *, trainable: int, weights_bytes: float,
              optimizer_cpu_bytes: float, checkpoint_cpu_bytes: float, checkpoint_blocks: int | None = None,
              checkpoint_slots_bytes: float = 0.0, embedding_cpu_bytes: float = 0.0) -> HostRam:
@@ -130,56 +191,22 @@ def host_ram(spec: ModelSpec, setup: TrainingSetup, *, trainable: int, weights_b
     pinned blocks (default one per layer), plus `checkpoint_slots_bytes` of pinned slots made up front (Unsloth's
     200 initial ones); `embedding_cpu_bytes`: an input embedding moved to CPU RAM (Unsloth's offload_embedding)."""
     n = setup.gpus
-    mlx = get_stack(setup.stack).model_code == "mlx" if setup.stack else False
-    imports = MLX_IMPORT_BYTES if mlx else HOST_IMPORT_BYTES  # an mlx-lm process imports no torch
-    # the CUDA runtime's host side: PyTorch on a CUDA/ROCm device, MLX only on its CUDA backend (a unified-memory
-    # device drops the term in host_verdict)
-    cuda = CUDA_INIT_HOST_BYTES if (not mlx or setup.backend == "cuda") else 0
-    items = [
-        d("host.process_baseline", N_("Training processes (Python and the training libraries)"),
-          n * imports, f"{n} × {imports / 2**20:.0f} MiB (measured import peak)"),
-        d(CUDA_RUNTIME_KEY, N_("CUDA runtime's host side (libraries, context)"), n * cuda,
-          f"{n} × 1,203.5 MiB (first CUDA use)"),
-        _load_item(spec, setup, weights_bytes),
-    ]
+    items = _process_items(spec, setup, weights_bytes)
     rounding = 0.0
     if setup.offload_optimizer:
-        # DeepSpeed ZeRO-Offload (0.18.2 runtime/zero/stage_1_and_2.py): the optimizer steps on fp32 master
-        # partitions on the CPU (:437-462, always pinned at :445), their fp32 gradients on the CPU (:758-761, pinned
-        # only with offload_optimizer.pin_memory, default false) and a 16-bit staging buffer (:446-455); the
-        # optimizer state is fp32 like its parameters.
-        option = OPTIMIZERS[setup.optimizer]
-        state = (optimizer_state_bytes(setup.optimizer, FP32) * trainable if option.state_dtype != "factored"
-                 else optimizer_cpu_bytes)
-        items += [
-            d("host.optimizer_offload", N_("Optimizer state in CPU RAM (fp32, ZeRO-Offload)"), state,
-              f"{option.states} fp32 states × {trainable:,} trainable params"),
-            d("host.master_weights", N_("fp32 master weights in CPU RAM (ZeRO-Offload)"), FP32 * trainable,
-              f"4 B × {trainable:,}"),
-            d("host.offload_gradients", N_("fp32 gradients in CPU RAM (ZeRO-Offload)"), FP32 * trainable,
-              f"4 B × {trainable:,}"),
-            d("host.offload_staging", N_("16-bit staging buffer (ZeRO-Offload)"), HALF * trainable,
-              f"2 B × {trainable:,}"),
-        ]
-        part = FP32 * trainable / max(n if setup.sharding != "none" else 1, 1)
-        parts = n if setup.sharding != "none" else 1
-        rounding += parts * (pinned_size(part) - part)  # each process's master partition, pinned
+        offloaded, pinned = _zero_offload(setup, trainable, optimizer_cpu_bytes)
+        items += offloaded
+        rounding += pinned
     if setup.offload_params:
         # DeepSpeed ZeRO-3 offload_param: every parameter partition lives in CPU RAM (stage3.py:664-674), the whole
         # model across the processes
         items.append(d("host.param_offload", N_("Parameters in CPU RAM (ZeRO-3 parameter offload)"), weights_bytes,
                        "weights as loaded, partitioned over the processes"))
     if checkpoint_cpu_bytes:
-        # transformers activation_checkpointing_enable(offload=True) wraps the forward in
-        # torch.autograd.graph.save_on_cpu(pin_memory=True) (modeling_utils.py:3166): every saved layer input is a
-        # pinned CPU copy (torch/autograd/graph.py:405-413); Unsloth keeps one pinned buffer per layer.
-        blocks = checkpoint_blocks or spec.num_layers
-        layers = "L" if blocks == spec.num_layers else f"{blocks}"
-        slots = f" + {checkpoint_slots_bytes / 2**20:.0f} MiB of initial slots" if checkpoint_slots_bytes else ""
-        items.append(d("host.checkpoint_offload", N_("Checkpointed layer inputs in CPU RAM"),
-                       n * (checkpoint_cpu_bytes + checkpoint_slots_bytes), f"{n} × (T × {layers} × h{slots}) (pinned)"))
-        per_layer = checkpoint_cpu_bytes / max(blocks, 1)
-        rounding += n * blocks * (pinned_size(per_layer) - per_layer)
+        item, pinned = _checkpoint_offload(spec, setup, checkpoint_cpu_bytes, checkpoint_blocks,
+                                           checkpoint_slots_bytes)
+        items.append(item)
+        rounding += pinned
     if embedding_cpu_bytes:
         items.append(d("host.embedding_offload", N_("Input embedding in CPU RAM (Unsloth's offload_embedding)"),
                        n * embedding_cpu_bytes, f"{n} × V × h × 2 B"))

@@ -17,20 +17,30 @@ docs/formulas.md §12):
 
 The estimate prices the backend in `setup.backend`: "metal" (a Mac: the app's default on Apple devices), "cpu" (how
 the fixtures were measured) or "cuda" (MLX's CUDA backend, cuDNN attention). Every difference between them is a term
-below, named where it applies."""
+below, named where it applies. The model itself (which models it trains, the block's widths, the resident weights,
+adapters and optimizer state) is memory/mlx_model.py."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..i18n import N_, Text
-from ..job.setup import ALL_LINEAR
 from ..job.stack import check_stack_setup
 from ..models.spec import LM_HEAD
-from ..options.optimizers import OPTIMIZERS
-from ..options.quantization import mlx_bytes_per_weight
-from ..options.stacks import MLX_STACK
 from .host import host_ram
+from .mlx_model import (
+    Dims,
+    Resident,
+    adapted_roles,
+    base_quant,
+    check_mlx_model,
+    dims,
+    float_bytes,
+    fused_mlp,
+    positions,
+    quant_label,
+    resident,
+)
 from .overhead import CUDA_CONTEXT_BYTES
 from .precision import FP32
 from .result import CONTEXT_KEY, CONTEXT_LABEL, Estimate, Phase
@@ -99,205 +109,8 @@ FUSED_MLP_REST = 1.75
 MLX_ERROR_LOW = 0.05
 MLX_ERROR_HIGH = 0.05
 
-SUPPORTED_NOTE = N_("The MLX model is measured for dense decoders with a gated MLP (Llama, Mistral, Qwen 2/2.5/3, "
-                    "Gemma 1/2/3 text, Phi-3, Granite, SmolLM3); {family} {why}, which it does not model")
 
-
-class _Dims(NamedTuple):
-    """The block's widths as mlx-lm builds it."""
-
-    h: int
-    q: int  # query width (heads × head_dim)
-    kv: int  # key/value width
-    inter: int  # MLP intermediate size
-    heads: int
-    layers: int  # decoder blocks in the model
-    trained: int  # blocks that train (the last `trained` ones)
-
-
-def positions(setup: TrainingSetup) -> int:
-    """The positions the model runs on when every example is as long as max_seq_length (the estimate's worst batch):
-    iterate_batches pads to min(1 + 32·⌈longest/32⌉, max_seq_length) tokens (tuner/trainer.py:158-161) and
-    default_loss feeds batch[:, :-1] (:89), so max_seq_length − 1."""
-    return max(1, setup.seq_len - 1)
-
-
-def uses_mlx_model(setup: TrainingSetup) -> bool:
-    """Does the setup's stack run mlx-lm (Stack.model_code == "mlx")?"""
-    return setup.stack == MLX_STACK
-
-
-def check_mlx_model(spec: ModelSpec, setup: TrainingSetup) -> None:
-    """ValueError with the reason when mlx-lm cannot train this model this way, or the model is not modelled."""
-    why = ""
-    if spec.moe_layers:
-        why = N_("has mixture-of-experts layers (mlx-lm's SwitchGLU gathers experts per token)")
-    elif spec.mla_kv_rank:
-        why = N_("uses multi-head latent attention")
-    elif any(k.split(":")[0] not in ("full", "sliding") or not k.endswith(":dense") for k in spec.layer_pattern):
-        why = N_("has linear-attention, shared-KV or per-layer-embedding layers")
-    elif not spec.gated_mlp or spec.parallel_block:
-        why = N_("has a non-gated MLP or a parallel block")
-    elif spec.family.startswith(("gemma4", "gemma3n")):
-        why = N_("has per-layer-kind head sizes, shared KV or per-layer embeddings (mlx_lm/models/gemma4_text.py, "
-                 "gemma3n.py)")
-    if why:
-        raise ValueError(Text(SUPPORTED_NOTE, family=spec.family, why=Text(why)))
-    if setup.method != "full" and set(setup.lora_targets) == {LM_HEAD}:
-        raise ValueError(Text(N_("mlx-lm adds adapters to the linears inside the trained blocks only "
-                                 "(tuner/utils.py:95-111, lora_parameters keys); '{head}' is not one, so nothing "
-                                 "would train: name a block's linears or all-linear"), head=LM_HEAD))
-    if setup.lora_layers > spec.num_layers and "lora_layers" not in setup.from_stack:
-        raise ValueError(Text(N_("--lora-layers {n} is more than {model}'s {layers} decoder layers (mlx-lm raises: "
-                                 "'Requested to train {n} layers but the model only has {layers} layers', "
-                                 "mlx_lm/lora.py:234-238)"), n=setup.lora_layers, model=spec.name,
-                              layers=spec.num_layers))
-    if spec.quantization and setup.method == "full":
-        raise ValueError(Text(N_("{model} is quantised ({quant}); MLX's quantised layers are frozen "
-                                 "(mlx/nn/layers/quantized.py QuantizedLinear freezes itself), so a quantised base "
-                                 "trains adapters only: choose lora or qlora"), model=spec.name,
-                              quant=quant_label(*spec.quantization)))
-
-
-def quant_label(mode: str, bits: int, group: int) -> str:
-    """'affine 4-bit, group 64'."""
-    return f"{mode} {bits}-bit, group {group}"
-
-
-def _dims(spec: ModelSpec, setup: TrainingSetup) -> _Dims:
-    trained = setup.lora_layers or spec.num_layers  # 0 = every block (mlx-lm's -1)
-    return _Dims(spec.hidden_size, spec.q_dim, spec.kv_dim, spec.intermediate_size, spec.num_heads,
-                 spec.num_layers, min(trained, spec.num_layers))
-
-
-def _adapted_roles(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
-    """The roles of the linears that carry adapters in a trained block: mlx-lm wraps every linear of the block
-    (tuner/utils.py:95-111) unless the config names keys; a PEFT-style name list maps to those linears."""
-    if setup.method == "full":
-        return frozenset()
-    if setup.lora_targets == (ALL_LINEAR,):
-        return frozenset(m.role for m in spec.linears)
-    names = set(setup.lora_targets) - {LM_HEAD}  # outside the blocks: mlx-lm never adapts it (check_mlx_model)
-    unknown = names - set(spec.linear_names())
-    if unknown:
-        raise ValueError(Text(N_("LoRA target {target} is not a linear module of {family}; its modules are: "
-                                 "{names}"), target=repr(sorted(unknown)[0]), family=spec.family,
-                              names=", ".join(spec.linear_names())))
-    return frozenset(m.role for m in spec.linears if m.name in names)
-
-
-def _quant(spec: ModelSpec, setup: TrainingSetup) -> tuple[str, int, int] | None:
-    """The base's MLX quantisation: a pre-quantised checkpoint's own (config.json 'quantization'), else the
-    setup's for QLoRA; None for a float base."""
-    if spec.quantization:
-        return spec.quantization
-    if setup.method == "qlora":
-        return setup.quant_mode, setup.quant_bits, setup.quant_group
-    return None
-
-
-def _float_bytes(setup: TrainingSetup) -> int:
-    """The checkpoint's float dtype, which mlx-lm trains in (no cast in mlx_lm/utils.py load): fp32 or 16-bit."""
-    return FP32 if setup.precision == "fp32" else 2
-
-
-class _Model(NamedTuple):
-    """The resident part: weights, adapters, optimizer state, and the trainable bytes of one trained block."""
-
-    weights: float
-    adapters: float
-    opt: float
-    grad_accum: float
-    trainable_params: int
-    block_trainable_bytes: float  # one trained block's trainable bytes (full: its weights; LoRA: its adapters)
-    trained_linear_params: int  # weights of the trained blocks' adapted linears (DoRA's copies)
-    items: tuple[DetailItem, ...]
-
-
-def _lora_block_params(spec: ModelSpec, roles: frozenset[str], r: int, dora: bool) -> int:
-    """Adapter parameters of one block: lora_a (in × r) and lora_b (r × out) per adapted linear (tuner/lora.py:88-93),
-    plus DoRA's magnitude m (out, tuner/dora.py:90)."""
-    total = 0
-    for m in spec.linears:
-        if m.role in roles:
-            total += (r * (m.in_features + m.out_features) + (m.out_features if dora else 0)) * m.count
-    return total
-
-
-def _adafactor_state(spec: ModelSpec, roles: frozenset[str], setup: TrainingSetup, trained: int, b: int) -> float:
-    """mlx Adafactor (beta_1 None): a row (shape[:-1]) and a column (shape[:-2] + shape[-1:]) vector per matrix in the
-    parameter's dtype, a full second moment for 1-D parameters (mlx/optimizers/optimizers.py:785-796)."""
-    r = setup.lora_rank
-    if setup.method != "full":
-        per = sum(((m.in_features + r) + (r + m.out_features)) * m.count for m in spec.linears if m.role in roles)
-        if setup.dora:
-            per += sum(m.out_features * m.count for m in spec.linears if m.role in roles)
-        return FP32 * per * trained
-    per = sum((m.in_features + m.out_features + (m.out_features if m.bias else 0)) * m.count for m in spec.linears)
-    per += spec.norms_per_layer * spec.hidden_size  # the blocks' norm weights (1-D: a full second moment)
-    return float(b * per * trained)
-
-
-def _resident(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, roles: frozenset[str]) -> _Model:
-    b = _float_bytes(setup)
-    text_params = spec.params_total - spec.params_tower  # mlx-lm drops a wrapper's vision tower (gemma3.py sanitize)
-    quant = _quant(spec, setup)
-    if quant is None:
-        weights = float(text_params * b)
-        w_formula = f"{b} B × {text_params:,} params"
-    else:
-        mode, bits, group = quant
-        bpw = mlx_bytes_per_weight(mode, bits, group, b)
-        # mlx_lm/utils.py quantize_model:1057-1060: every Linear and Embedding whose input is a multiple of the
-        # group (the decoder linears, the embedding, an untied head); norms stay in the float dtype.
-        quantised = spec.params_quantizable + spec.params_embedding
-        weights = quantised * bpw + (text_params - quantised) * b
-        w_formula = f"{bpw:.4f} B × {quantised:,} quantised + {b} B × {text_params - quantised:,} float"
-    per_block_linear = sum(m.params_per_copy * m.count for m in spec.linears)
-    if setup.method == "full":
-        block_params = per_block_linear + spec.norms_per_layer * spec.hidden_size  # mlx_lm/lora.py:240-244
-        trainable = block_params * dm.trained
-        adapters = 0.0
-        block_bytes = float(block_params * b)
-        t_formula = f"{b} B × {trainable:,} params of the last {dm.trained} blocks"
-    else:
-        block_params = _lora_block_params(spec, roles, setup.lora_rank, setup.dora)
-        trainable = block_params * dm.trained
-        adapters = float(FP32 * trainable)  # fp32 adapters (tuner/lora.py:88-93)
-        block_bytes = float(FP32 * block_params)
-        t_formula = f"4 B × {trainable:,} adapter params on the last {dm.trained} blocks"
-    tb = b if setup.method == "full" else FP32
-    opt_id = setup.optimizer
-    if OPTIMIZERS[opt_id].state_dtype == "factored":
-        opt = _adafactor_state(spec, roles, setup, dm.trained, b)
-    else:
-        opt = float(trainable * tb * OPTIMIZERS[opt_id].states)  # zeros_like(parameter): the parameter's dtype
-    accum = float(trainable * tb) if setup.grad_accum > 1 else 0.0  # the summed gradient tree (trainer.py:251-252)
-    adapted_linear = sum(m.in_features * m.out_features * m.count for m in spec.linears if m.role in roles)
-    items = (
-        d("weights.base", N_("Frozen base weights"), weights - (trainable * b if setup.method == "full" else 0),
-          w_formula),
-        d("weights.trainable", N_("Trainable weights"), adapters if setup.method != "full" else trainable * b,
-          t_formula),
-        d("optimizer.state", N_("Optimizer state"), opt, f"{opt_id} state × {trainable:,} trainable params "
-                                                          f"(the parameter's dtype)"),
-    )
-    if accum:
-        items += (d("gradients.accumulated", N_("Gradients (accumulated)"), accum,
-                    "the summed gradient tree kept between micro-steps (trainer.py:251-252)"),)
-    return _Model(weights + adapters, adapters, opt, accum, trainable, block_bytes, adapted_linear * dm.trained,
-                  items)
-
-
-class _Block(NamedTuple):
-    """Bytes one trained block keeps for its backward, split for display, and its B·H·L² probabilities."""
-
-    saved: float  # per token
-    probs: float  # per block, the whole micro-batch
-    formula: str
-
-
-def _saved_per_token(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, roles: frozenset[str], b: int) -> float:
+def _saved_per_token(spec: ModelSpec, setup: TrainingSetup, dm: Dims, roles: frozenset[str], b: int) -> float:
     """What one trained block keeps per token (fixtures w-*, gqa-*, qdim1024-*, bf16-*: n = 4 vs n = 1 blocks,
     calibration/mlx_fit.py): in the model dtype b the block input, the residual after attention, the scaled query,
     one more query-sized copy, the keys and values, and the MLP's gate, sigmoid, SiLU and up; each linear's input
@@ -325,12 +138,8 @@ def _saved_per_token(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, roles: fr
     return base + inputs + r_terms
 
 
-def fused_mlp(spec: ModelSpec) -> bool:
-    """Is gate/up one fused 2I-wide linear (Phi-3's gate_up_proj)?"""
-    return any(m.role == "mlp_in" and m.out_features == 2 * spec.intermediate_size for m in spec.linears)
 
-
-def _probs_per_block(spec: ModelSpec, setup: TrainingSetup, dm: _Dims, b: int) -> float:
+def _probs_per_block(spec: ModelSpec, setup: TrainingSetup, dm: Dims, b: int) -> float:
     """The B×H×L×L attention probabilities one block keeps for the backward (softmax's vjp reads its output): MLX's
     training attention is unfused on Metal (scaled_dot_product_attention.cpp:739-743, 'faster for training on Metal
     to use the unfused SDPA') and on the CPU (no_gpu/primitives.cpp), so fast.cpp's fallback builds scores and
@@ -359,59 +168,103 @@ def _cudnn_vjp(spec: ModelSpec, setup: TrainingSetup) -> bool:
     return _cudnn_attention(spec, setup) and positions(setup) % 128 == 0
 
 
-def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
-    """Peak memory of one steady-state mlx-lm training step (docs/formulas.md §12)."""
-    check_stack_setup(setup)
-    check_mlx_model(spec, setup)
-    dm = _dims(spec, setup)
-    roles = _adapted_roles(spec, setup)
-    b = _float_bytes(setup)
-    res = _resident(spec, setup, dm, roles)
-    L, n = positions(setup), dm.trained
-    T = setup.batch * L
-    full = setup.method == "full"
-    # the rest terms' bytes: the model dtype for full fine-tuning (full bf16 halves), mostly fp32 for LoRA
-    rb = b if full else b + LORA_REST_FP32_SHARE * (FP32 - b)
 
-    saved_tok = _saved_per_token(spec, setup, dm, roles, b)
-    probs = _probs_per_block(spec, setup, dm, b)
-    one_probs = float(setup.batch * dm.heads * L * L * b)  # one block's probabilities (its backward's buffers)
+class _Shape(NamedTuple):
+    """One step's sizes, as every stage below reads them."""
+
+    dm: Dims
+    roles: frozenset[str]  # the roles of the adapted linears
+    b: int  # the model's float bytes
+    rb: float  # the rest terms' bytes: the model dtype for full fine-tuning (full bf16 halves), mostly fp32 for LoRA
+    L: int  # positions
+    n: int  # trained blocks
+    T: int  # tokens
+    full: bool
+    quant: tuple[str, int, int] | None
+
+
+def _shape(spec: ModelSpec, setup: TrainingSetup) -> _Shape:
+    dm = dims(spec, setup)
+    b = float_bytes(setup)
+    L, full = positions(setup), setup.method == "full"
+    return _Shape(dm, adapted_roles(spec, setup), b, b if full else b + LORA_REST_FP32_SHARE * (FP32 - b), L,
+                  dm.trained, setup.batch * L, full, base_quant(spec, setup))
+
+
+class _Acts(NamedTuple):
+    """The activation terms of the step's moments, bytes (docs/formulas.md §12.2, §12.3)."""
+
+    saved_tok: float  # one trained block's saved tensors per token
+    probs: float  # one trained block's kept B·H·L² probabilities
+    kept_blocks: float  # what the trained blocks keep (with checkpointing: their inputs)
+    recomputed: float  # the block being recomputed (checkpointing)
+    ckpt_formula: str
+    q_extra: float  # a quantised base's schedule: more probabilities held at the loss backward
+    dora: float
+    loss: float  # the logits' copies
+    loss_rest: float
+    block_rest: float
+
+
+def _kept(spec: ModelSpec, setup: TrainingSetup, s: _Shape) -> tuple[float, float, float, float, str]:
+    """What the trained blocks keep for the backward: (saved per token, one block's probabilities, the blocks' kept
+    bytes, the recomputed block's, the formula)."""
+    saved_tok = _saved_per_token(spec, setup, s.dm, s.roles, s.b)
+    probs = _probs_per_block(spec, setup, s.dm, s.b)
     if setup.grad_ckpt:
         # mx.checkpoint per block (trainer.py:27-40): only the block input survives the forward; the block being
         # differentiated is recomputed, so one block's saved tensors exist at a time. The last block's recompute is
         # already there at the loss backward (fixtures *-gc: loss + inputs + one block's saved tensors).
-        kept_blocks = n * T * h_bytes(dm, b)
-        recomputed = T * saved_tok + probs
-        ckpt_formula = "trained blocks × T × h (block inputs)"
-    else:
-        kept_blocks = n * (T * saved_tok + probs)
-        recomputed = 0.0
-        ckpt_formula = "trained blocks × (T × saved per token + B·H·L² probabilities)"
-    quant = _quant(spec, setup)
+        return (saved_tok, probs, s.n * s.T * h_bytes(s.dm, s.b), s.T * saved_tok + probs,
+                "trained blocks × T × h (block inputs)")
+    return (saved_tok, probs, s.n * (s.T * saved_tok + probs), 0.0,
+            "trained blocks × (T × saved per token + B·H·L² probabilities)")
+
+
+def _extras(spec: ModelSpec, setup: TrainingSetup, s: _Shape, probs: float) -> tuple[float, float]:
+    """A quantised base's extra probabilities at the loss backward and DoRA's outputs and adapted weights."""
     # at the loss backward only (a block's backward with a quantised base measured as without: llama_wide q4lora)
-    q_extra = QUANT_EXTRA_PROBS * n * probs if quant is not None and not setup.grad_ckpt else 0.0
+    q_extra = QUANT_EXTRA_PROBS * s.n * probs if s.quant is not None and not setup.grad_ckpt else 0.0
     dora = 0.0
     if setup.dora:
-        outs = sum(m.out_features * m.count for m in spec.linears if m.role in roles)
-        largest = max((m.in_features * m.out_features for m in spec.linears if m.role in roles), default=0)
-        dora = n * T * outs * b + DORA_ADAPTED_COPIES * FP32 * largest
-        if quant is not None:  # one dequantised weight in flight (tuner/dora.py:113-114; llama_a-q4dora − q4lora:
-            dora += b * largest  # 25 MB = the outputs' 22 + one weight, not all 12.9 MB of them)
-    logits = float(T * spec.vocab_size * b)
+        outs = sum(m.out_features * m.count for m in spec.linears if m.role in s.roles)
+        largest = max((m.in_features * m.out_features for m in spec.linears if m.role in s.roles), default=0)
+        dora = s.n * s.T * outs * s.b + DORA_ADAPTED_COPIES * FP32 * largest
+        if s.quant is not None:  # one dequantised weight in flight (tuner/dora.py:113-114; llama_a-q4dora − q4lora:
+            dora += s.b * largest  # 25 MB = the outputs' 22 + one weight, not all 12.9 MB of them)
+    return q_extra, dora
+
+
+def _rests(spec: ModelSpec, setup: TrainingSetup, s: _Shape) -> tuple[float, float, float]:
+    """(the loss's logit copies, the rest of the loss backward, one block's backward buffers)."""
+    T, dm = s.T, s.dm
+    one_probs = float(setup.batch * dm.heads * s.L * s.L * s.b)  # one block's probabilities (its backward's buffers)
+    logits = float(T * spec.vocab_size * s.b)
     loss = LOSS_LOGIT_COPIES * logits
     fused = FUSED_MLP_REST * dm.inter if fused_mlp(spec) else 0.0
-    loss_rest = T * rb * (LOSS_REST_H * dm.h + LOSS_REST_I * dm.inter + fused)
-    token_rest = T * rb * (BLOCK_REST_H * dm.h + BLOCK_REST_I * dm.inter + BLOCK_REST_Q * dm.q + fused)
+    loss_rest = T * s.rb * (LOSS_REST_H * dm.h + LOSS_REST_I * dm.inter + fused)
+    token_rest = T * s.rb * (BLOCK_REST_H * dm.h + BLOCK_REST_I * dm.inter + BLOCK_REST_Q * dm.q + fused)
     probs_rest = BLOCK_REST_PROBS * one_probs
     if setup.backend == "cuda" and _cudnn_vjp(spec, setup):
         probs_rest = 0.0  # cuDNN's VJP computes the score gradients tile by tile
     elif setup.backend == "cuda" and _cudnn_attention(spec, setup):
         probs_rest += one_probs  # the fallback VJP rebuilds this block's probabilities (fast.cpp Custom::vjp)
-    if n == 2 and not full and not setup.grad_ckpt:  # measured on LoRA without checkpointing
+    if s.n == 2 and not s.full and not setup.grad_ckpt:  # measured on LoRA without checkpointing
         token_rest *= BLOCK_REST_TWO_BLOCKS
         probs_rest *= BLOCK_REST_TWO_BLOCKS_PROBS
-    block_rest = token_rest + probs_rest
+    return loss, loss_rest, token_rest + probs_rest
 
+
+def _activations(spec: ModelSpec, setup: TrainingSetup, s: _Shape) -> _Acts:
+    saved_tok, probs, kept_blocks, recomputed, ckpt_formula = _kept(spec, setup, s)
+    return _Acts(saved_tok, probs, kept_blocks, recomputed, ckpt_formula, *_extras(spec, setup, s, probs),
+                 *_rests(spec, setup, s))
+
+
+def _in_flight(setup: TrainingSetup, s: _Shape, res: Resident) -> tuple[float, float, float, float]:
+    """Full fine-tuning's gradients and updates in flight: (at the loss backward, at a block's backward, the
+    update's arrays per block's trainable bytes, the update's bytes); none for LoRA."""
+    n, full = s.n, s.full
     # with checkpointing the recompute comes first and no gradient is in flight yet at the loss backward (fixtures
     # llama_a/qwen2_gqa full-gc peak with their LoRA-gc twins)
     g_loss = FULL_GRAD_LOSS * res.block_trainable_bytes if full and not setup.grad_ckpt else 0.0
@@ -419,40 +272,52 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     upd_arrays = UPDATE_ARRAYS.get(setup.optimizer, 4.2)
     update = (upd_arrays * res.block_trainable_bytes * (min(n, UPDATE_BLOCKS) + UPDATE_PER_EXTRA_BLOCK *
                                                            max(n - UPDATE_BLOCKS, 0))) if full else 0.0
+    return g_loss, g_block, upd_arrays, update
 
-    weight_items = res.items
+
+def _items(spec: ModelSpec, setup: TrainingSetup, s: _Shape, a: _Acts
+           ) -> tuple[list[DetailItem], list[DetailItem], list[DetailItem], list[DetailItem]]:
+    """The activation items: (the trained blocks', the extras, the loss's, a block's backward's)."""
+    n, T, b, rb = s.n, s.T, s.b, s.rb
     if setup.grad_ckpt:
-        acts_common = [d("activations.checkpoints", N_("Checkpointed block inputs"), kept_blocks, ckpt_formula)]
+        acts_common = [d("activations.checkpoints", N_("Checkpointed block inputs"), a.kept_blocks, a.ckpt_formula)]
     else:
         acts_common = [
-            d("activations.layers", N_("Trained blocks' saved tensors"), n * T * saved_tok,
+            d("activations.layers", N_("Trained blocks' saved tensors"), n * T * a.saved_tok,
               "trained blocks × T × saved per token (§12.2)"),
             d("activations.attention_scores", N_("Attention probabilities (B·H·L² per trained block, unfused)"),
-              n * probs, f"{n} × B × H × L² × {b} B" + (" × 2 (soft-capping)" if spec.attn_softcap else "")),
+              n * a.probs, f"{n} × B × H × L² × {b} B" + (" × 2 (soft-capping)" if spec.attn_softcap else "")),
         ]
     extras = []
-    if q_extra:
-        extras.append(d("activations.quantized_schedule", N_("Quantised base: more probabilities held"), q_extra,
+    if a.q_extra:
+        extras.append(d("activations.quantized_schedule", N_("Quantised base: more probabilities held"), a.q_extra,
                         f"{QUANT_EXTRA_PROBS} × trained blocks × B·H·L² (fixtures q4lora vs lora)"))
-    if dora:
-        extras.append(d("activations.dora_weights", N_("DoRA outputs and adapted weights"), dora,
+    if a.dora:
+        extras.append(d("activations.dora_weights", N_("DoRA outputs and adapted weights"), a.dora,
                         f"blocks × T × Σ out × {b} B + {DORA_ADAPTED_COPIES} × 4 B × the largest adapted weight "
                         "(tuner/dora.py:120-123)"
-                        + (" + dequantised weights" if quant is not None else "")))
+                        + (" + dequantised weights" if s.quant is not None else "")))
     loss_items = [
-        d("activations.loss", N_("Logits and cross-entropy buffers"), loss,
+        d("activations.loss", N_("Logits and cross-entropy buffers"), a.loss,
           f"{LOSS_LOGIT_COPIES} × T × V × {b} B ({'unfused, measured' if setup.backend == 'cpu' else 'see docs/formulas.md §12.3'})"),
-        d("activations.loss_backward", N_("Head and last block's backward buffers"), loss_rest,
+        d("activations.loss_backward", N_("Head and last block's backward buffers"), a.loss_rest,
           f"T × {rb} B × ({LOSS_REST_H}·h + {LOSS_REST_I}·I)"),
     ]
     block_items = [
-        d("activations.recomputed_layer", N_("Recomputed block"), recomputed, "T × saved per token + B·H·L²"),
-        d("activations.backward_temporaries", N_("One block's backward buffers"), block_rest,
+        d("activations.recomputed_layer", N_("Recomputed block"), a.recomputed, "T × saved per token + B·H·L²"),
+        d("activations.backward_temporaries", N_("One block's backward buffers"), a.block_rest,
           f"T × {rb} B × ({BLOCK_REST_H}·h + {BLOCK_REST_I}·I) + {BLOCK_REST_PROBS} × B·H·L² × {b} B"),
     ]
+    return acts_common, extras, loss_items, block_items
+
+
+def _phases(spec: ModelSpec, setup: TrainingSetup, s: _Shape, res: Resident, a: _Acts) -> list[Phase]:
+    """The loss backward, one block's backward and (full fine-tuning) the optimizer update (§12.3, §12.4)."""
+    g_loss, g_block, upd_arrays, update = _in_flight(setup, s, res)
+    acts_common, extras, loss_items, block_items = _items(spec, setup, s, a)
 
     def phase(key: str, name: str, grads: float, acts: list[DetailItem], grad_label: str, temp: float = 0.0) -> Phase:
-        items = list(weight_items)
+        items = list(res.items)
         items.append(d("gradients.in_flight", grad_label, grads, "blocks' trainable bytes × measured factor"))
         if temp:
             items.append(d("optimizer.update_arrays", N_("Optimizer update's new arrays"), temp,
@@ -460,7 +325,7 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
                            f"per further block)"))
         items.extend(acts)
         return Phase(key, name, res.weights, grads + res.grad_accum, res.opt + temp,
-                     sum(a.bytes for a in acts), tuple(items))
+                     sum(x.bytes for x in acts), tuple(items))
 
     recompute_at_loss = [block_items[0]] if setup.grad_ckpt else []
     block_extras = [x for x in extras if x.key != "activations.quantized_schedule"]
@@ -470,17 +335,27 @@ def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
         phase("backward.block", N_("backward, one block"), g_block, [*acts_common, *block_extras, *block_items],
               N_("Gradients in flight")),
     ]
-    if full:
+    if s.full:
         phases.append(phase("optimizer_step", N_("optimizer update"), 0.0, [], N_("Gradients in flight"), update))
-    return _finish(spec, setup, res, phases)
+    return phases
 
 
-def h_bytes(dm: _Dims, b: int) -> float:
+def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
+    """Peak memory of one steady-state mlx-lm training step (docs/formulas.md §12): the resident part
+    (memory/mlx_model.py), what the trained blocks keep and the backward's buffers, the moments priced, the peak."""
+    check_stack_setup(setup)
+    check_mlx_model(spec, setup)
+    s = _shape(spec, setup)
+    res = resident(spec, setup, s.dm, s.roles)
+    return _finish(spec, setup, res, _phases(spec, setup, s, res, _activations(spec, setup, s)))
+
+
+def h_bytes(dm: Dims, b: int) -> float:
     """One block input per token (what mx.checkpoint keeps)."""
     return float(dm.h * b)
 
 
-def _finish(spec: ModelSpec, setup: TrainingSetup, res: _Model, phases: list[Phase]) -> Estimate:
+def _finish(spec: ModelSpec, setup: TrainingSetup, res: Resident, phases: list[Phase]) -> Estimate:
     """The peak phase, the runtime's context (CUDA's on MLX-CUDA; Metal and the CPU have none to count: MLX's
     peak is its allocator's active bytes, mx.get_peak_memory), the band and the notes."""
     peak = max(phases, key=lambda p: p.total)

@@ -3,6 +3,11 @@ measured error band (docs/formulas.md §5)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from ..job.setup import TrainingSetup
+
 # CUDA context + cuBLAS workspaces, invisible to torch.cuda.memory_allocated (docs/formulas.md §5):
 # 287 MB measured with lazy module loading (pytorch PR #86509), 1.3–2 GB on old stacks (HF docs).
 CUDA_CONTEXT_BYTES = 500_000_000  # expected: CUDA 12 with lazy loading
@@ -15,3 +20,23 @@ ALLOCATOR_SLACK = 0.05
 # the published measurements (validation.derived_band; tests/test_accuracy.py re-derives and checks them).
 MODEL_ERROR_LOW = 0.07
 MODEL_ERROR_HIGH = 0.08
+
+
+class RuntimeContext(NamedTuple):
+    """The runtime's memory outside the tensors on one GPU: expected, low and high, the NCCL part, the formula."""
+
+    expected: float  # the context, plus NCCL's buffers over several GPUs
+    low: float  # the context's low end (NCCL is added to the band apart)
+    high: float
+    nccl: float
+    formula: str
+
+
+def runtime_context(setup: TrainingSetup) -> RuntimeContext:
+    """The CUDA context (and NCCL's buffers with more than one GPU) of a PyTorch step. PyTorch on MPS has none (torch/mps:
+    the Metal device and MPSAllocator); NCCL is CUDA's."""
+    if setup.backend == "metal":
+        return RuntimeContext(0.0, 0.0, 0.0, 0.0, "none on MPS (no CUDA context)")
+    nccl = NCCL_BYTES if setup.gpus > 1 else 0
+    return RuntimeContext(CUDA_CONTEXT_BYTES + nccl, CUDA_CONTEXT_LOW, CUDA_CONTEXT_HIGH, nccl,
+                          "0.3–1.0 GB (lazy module loading)")

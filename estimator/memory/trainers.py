@@ -210,8 +210,8 @@ def _reward_model_states(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSetu
         phases = [replace(p, gradients=p.gradients - embed_grad) if p.key == "backward.first_layer" else p
                   for p in phases]
     if setup.sharding == "zero3" and setup.gpus > 1:
-        # ZeRO-3 gathers one FSDP unit at a time; memory._shard sizes the largest as max(layer, V × H) from the
-        # spec's head, but reward_spec's head is 1 × H while the input embedding keeps its V × H: gather that.
+        # ZeRO-3 gathers one FSDP unit at a time; memory/states.py _shard sizes the largest as max(layer, V × H) from
+        # the spec's head, but reward_spec's head is 1 × H while the input embedding keeps its V × H: gather that.
         layer = spec.layer_linear_params
         gathered = (max(layer, spec.vocab_size * spec.hidden_size) - max(layer, spec.hidden_size)) * weight_bytes(ps)
         if gathered > 0:

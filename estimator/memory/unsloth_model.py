@@ -45,7 +45,7 @@ from .activations.unsloth import (
     staging_bytes,
 )
 from .adapters import adapted_modules
-from .allocator import AllocatorConfig, stack_allocator
+from .allocator import Allocations, AllocatorConfig, stack_allocator
 from .allocator import config as allocator_config
 from .precision import optimizer_state_bytes, trainable_bytes, weight_bytes
 from .result import DetailItem, Phase
@@ -180,11 +180,8 @@ def embedding_offloaded(spec: ModelSpec, setup: TrainingSetup, usable_after_load
     return usable_after_load < reserve_bytes(spec, setup.seq_len, trainable)
 
 
-Allocations = tuple[tuple[float, int], ...]  # (bytes of one request, how many): what the caching allocator is asked
-
-
 class Moment(NamedTuple):
-    """One moment of Unsloth's step: which gradients exist (a _Gradients field name of estimator/memory/step.py, or
+    """One moment of Unsloth's step: which gradients exist (a Gradients field name of estimator/memory/states.py, or
     "all_but_first"), the activation items alive and the same bytes as the allocator's requests (each tensor, for
     the per-request rounding of estimator/memory/allocator.py)."""
 
@@ -200,17 +197,27 @@ def _per_token(tokens: int, widths) -> list[tuple[float, int]]:
     return [(float(tokens * w), 1) for w in widths]
 
 
-def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> list[Moment]:
-    """The moments where Unsloth's step can peak: the loss forward, the last decoder layer's backward (its input kept
-    on the GPU) and the first layer's backward (every later layer's LoRA gradients made)."""
-    tokens, h, L = setup.tokens, spec.hidden_size, spec.num_layers
-    layer_peak, layer_fixed, saved, where = layer_backward_peak(spec, p, tokens)
-    peak_tensors = layer_backward_peak_tensors(spec, p, tokens)[0]
-    saved_tensors = [w for group in layer_tensors(spec, p) for w in group]
-    x = float(tokens * C * h)  # one [T, h] bf16 tensor: a layer input, the embedding output, a gradient
-    per_layer = saved + C * h  # a layer's saved tensors and its own input, when the layers are not recomputed
+class _Inputs(NamedTuple):
+    """The layer inputs Unsloth's checkpointing keeps on the GPU (at the loss and the last layer's backward; at the
+    first layer's), the recomputed output a checkpoint's backward holds, and the same as the allocator's requests."""
+
+    kept: float  # at the loss and at the last layer's backward
+    label: str
+    formula: str
+    first: float  # at the first layer's backward
+    recompute_output: float
+    kept_allocs: list[tuple[float, int]]
+    first_allocs: list[tuple[float, int]]
+    loss_kept_allocs: list[tuple[float, int]]  # at the loss (without checkpointing: every layer's saved tensors too)
+
+
+def _persistent(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath
+                ) -> tuple[list[DetailItem], list[tuple[float, int]]]:
+    """What every moment holds: the token ids and Unsloth's RoPE cache, QLoRA's kept dequantisation scratch and the
+    offload staging buffers; as items and as the allocator's requests."""
+    tokens = setup.tokens
     scratch, staging = dequant_scratch_bytes(spec, p), staging_bytes(spec, p, tokens)
-    persistent = [
+    items = [
         d("activations.ids_rope", N_("Token ids, RoPE cos/sin cache"),
           tokens * ids_per_token(p) + rope_cache_bytes(spec, p, setup.lm_seq_len),
           "T × (8 + 8 + 4) + 2 × rows × d (Unsloth's RoPE cache)"),
@@ -219,122 +226,140 @@ def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> li
         d("activations.offload_staging", N_("Offload staging buffers"), staging,
           f"{2 if p.double_buffer else 1} × c × T × h"),
     ]
-    persistent_allocs = _per_token(tokens, ids_tensors(p)) + [
+    allocs = _per_token(tokens, ids_tensors(p)) + [
         (float(b), n) for b, n in rope_cache_tensors(spec, p, setup.lm_seq_len)]
-    persistent_allocs += [(scratch, 1)] if scratch else []
-    persistent_allocs += [(staging / (2 if p.double_buffer else 1), 2 if p.double_buffer else 1)] if staging else []
+    allocs += [(scratch, 1)] if scratch else []
+    allocs += [(staging / (2 if p.double_buffer else 1), 2 if p.double_buffer else 1)] if staging else []
+    return items, allocs
+
+
+def _layer_inputs(spec: ModelSpec, p: UnslothPath, tokens: int, saved: float) -> _Inputs:
+    """The layer inputs kept under the path's checkpointing (`saved`: one layer's saved bytes per token)."""
+    h, L = spec.hidden_size, spec.num_layers
+    x = float(tokens * C * h)  # one [T, h] bf16 tensor: a layer input, the embedding output, a gradient
     # enable_input_require_grads makes the embedding output a leaf that requires grad (unsloth_zoo
     # training_utils.py:512-520): its AccumulateGrad node holds it until the first layer's backward.
     embed_out = tokens * C * h
     if p.checkpointing == "none":
-        kept_inputs = spec.num_layers * tokens * per_layer
-        inputs_label, inputs_formula = N_("Layer activations"), "L × T × (one layer's saved tensors + its input)"
-        first_inputs = tokens * per_layer
-        recompute_output = 0.0
+        per_layer = saved + C * h  # a layer's saved tensors and its own input, when the layers are not recomputed
+        saved_tensors = [w for group in layer_tensors(spec, p) for w in group]
         # every layer but the one in its backward keeps its saved tensors and input; that one its moment's tensors
-        kept_allocs = [(b, n * (L - 1)) for b, n in _per_token(tokens, saved_tensors)] + [(x, L)]
-        first_allocs = [(x, 1)]
-        loss_kept_allocs = [(b, n * L) for b, n in _per_token(tokens, saved_tensors)] + [(x, L)]
-    elif p.checkpointing == "reload":
+        return _Inputs(spec.num_layers * tokens * per_layer, N_("Layer activations"),
+                       "L × T × (one layer's saved tensors + its input)", tokens * per_layer, 0.0,
+                       [(b, n * (L - 1)) for b, n in _per_token(tokens, saved_tensors)] + [(x, L)], [(x, 1)],
+                       [(b, n * L) for b, n in _per_token(tokens, saved_tensors)] + [(x, L)])
+    if p.checkpointing == "reload":
         # 2024.12.4 Unsloth_Offloaded_Gradient_Checkpointer (unsloth_zoo 2024.12.1 gradient_checkpointing.py:145-174):
         # every input .to("cpu"); the backward copies it back to a new GPU tensor (:167) and holds the output (:170)
-        kept_inputs = embed_out + tokens * C * h
-        inputs_label, inputs_formula = N_("Embedding output, reloaded layer input"), "2 × c × T × h"
-        first_inputs = embed_out + tokens * C * h
-        recompute_output = tokens * C * h
-        kept_allocs, first_allocs = [(x, 2)], [(x, 2)]
-        loss_kept_allocs = kept_allocs
-    elif p.offloaded:
-        kept_inputs = embed_out + tokens * C * h  # the embedding output + the last layer's input (LAST_GC_INDEX)
-        inputs_label, inputs_formula = N_("Embedding output, last layer's input"), "2 × c × T × h"
-        first_inputs = embed_out
-        recompute_output = tokens * C * h  # the recomputed layer's output, held by the checkpoint's backward
-        kept_allocs, first_allocs = [(x, 2)], [(x, 1)]
-        loss_kept_allocs = kept_allocs
-    elif p.checkpointing == "plain":
+        return _Inputs(embed_out + tokens * C * h, N_("Embedding output, reloaded layer input"), "2 × c × T × h",
+                       embed_out + tokens * C * h, tokens * C * h, [(x, 2)], [(x, 2)], [(x, 2)])
+    if p.offloaded:
+        # the embedding output + the last layer's input (LAST_GC_INDEX); the recomputed layer's output is held by the
+        # checkpoint's backward
+        return _Inputs(embed_out + tokens * C * h, N_("Embedding output, last layer's input"), "2 × c × T × h",
+                       embed_out, tokens * C * h, [(x, 2)], [(x, 1)], [(x, 2)])
+    if p.checkpointing == "plain":
         # use_gradient_checkpointing=True: transformers' non-reentrant checkpoint (5.17 gradient_checkpointing_enable
         # default use_reentrant=False) keeps every layer's input; its recompute stops after the last tensor the
         # backward needs (torch.utils.checkpoint early stop), so no recomputed output is held.
-        kept_inputs = spec.num_layers * tokens * C * h
-        inputs_label, inputs_formula = N_("Checkpointed layer inputs"), "L × c × T × h"
-        first_inputs = tokens * C * h
-        recompute_output = 0.0
-        kept_allocs, first_allocs = [(x, L)], [(x, 1)]
-        loss_kept_allocs = kept_allocs
-    else:
-        # "unsloth" with inputs ≤ 2 MiB: UnslothCheckpointFunction keeps every input on the GPU
-        # (gradient_checkpointing.py:1529-1540) and holds the recomputed output through the layer's backward
-        kept_inputs = spec.num_layers * tokens * C * h
-        inputs_label, inputs_formula = N_("Checkpointed layer inputs"), "L × c × T × h"
-        first_inputs = tokens * C * h
-        recompute_output = tokens * C * h
-        kept_allocs, first_allocs = [(x, L)], [(x, 1)]
-        loss_kept_allocs = kept_allocs
-    fresh = d("activations.qlora_dequant_backward", N_("QLoRA weight dequantised in backward"), layer_fixed,
-              "one [i, h] bf16 weight at a time")
+        return _Inputs(spec.num_layers * tokens * C * h, N_("Checkpointed layer inputs"), "L × c × T × h",
+                       tokens * C * h, 0.0, [(x, L)], [(x, 1)], [(x, L)])
+    # "unsloth" with inputs ≤ 2 MiB: UnslothCheckpointFunction keeps every input on the GPU
+    # (gradient_checkpointing.py:1529-1540) and holds the recomputed output through the layer's backward
+    return _Inputs(spec.num_layers * tokens * C * h, N_("Checkpointed layer inputs"), "L × c × T × h",
+                   tokens * C * h, tokens * C * h, [(x, L)], [(x, 1)], [(x, L)])
+
+
+def _loss_moment(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath, inp: _Inputs
+                 ) -> tuple[str, str, list[DetailItem], list[tuple[float, int]]]:
+    """The loss's moment as the release and the loss implementation run it: (key, label, items, requests)."""
+    tokens, h = setup.tokens, spec.hidden_size
+    x = float(tokens * C * h)
+    kept = d("activations.checkpoints", inp.label, inp.kept, inp.formula)
     if p.release == RELEASE_2024:
         per_token, fixed = cce_2024_backward(spec, tokens)
         cce_tokens, cce_fixed = cce_2024_tensors(spec)
         loss = [
-            d("activations.checkpoints", inputs_label, kept_inputs - (tokens * C * h if p.checkpointing == "reload"
-                                                                     else 0.0), inputs_formula),
+            d("activations.checkpoints", inp.label, inp.kept - (tokens * C * h if p.checkpointing == "reload"
+                                                                 else 0.0), inp.formula),
             d("activations.loss", N_("Cut Cross-Entropy: final norm, saved input, gradient"), tokens * per_token,
               "T × (3·c·h + 16)"),
             d("activations.loss_backward", N_("Cut Cross-Entropy head gradient buffer"), fixed, "c·V·h zeros + V stats"),
         ]
-        loss_allocs = ([(x, 1)] if p.checkpointing == "reload" else loss_kept_allocs) + _per_token(tokens, cce_tokens) + [
-            (float(b), 1) for b in cce_fixed]
-        loss_key, loss_label = "loss_backward", N_("loss backward")
-    elif loss_impl_id(setup) == "unsloth_ce":
+        allocs = ([(x, 1)] if p.checkpointing == "reload" else inp.loss_kept_allocs) + _per_token(
+            tokens, cce_tokens) + [(float(b), 1) for b in cce_fixed]
+        return "loss_backward", N_("loss backward"), loss, allocs
+    if loss_impl_id(setup) == "unsloth_ce":
         # UNSLOTH_RETURN_LOGITS=1 (llama.py:2141-2178): lm_head's bf16 logits [T, V] and the final norm's input are
         # kept; Fast_CrossEntropyLoss keeps the logits, an fp32 logsumexp and losses and the labels
         # (cross_entropy_loss.py:482) and its backward writes a new bf16 [T, V] gradient (:494).
         v = spec.vocab_size
         loss = [
-            d("activations.checkpoints", inputs_label, kept_inputs, inputs_formula),
+            kept,
             d("activations.loss", N_("Logits and loss (saved)"), tokens * (C * v + C * h + 2 * 4 + 2 * 8),
               "T × (c·V logits + c·h final norm input + fp32 logsumexp and loss + labels)"),
             d("activations.loss_backward", N_("Loss backward buffers"), tokens * C * v, "c·T·V logits gradient"),
         ]
-        loss_allocs = loss_kept_allocs + _per_token(tokens, (C * v, C * h, 4, 4, 8, 8, C * v))
-        loss_key, loss_label = "loss_backward", N_("loss backward")
-    else:
-        loss_bytes, loss_formula = loss_pass_bytes(spec, p, labelled_rows(setup))
-        loss = [
-            d("activations.checkpoints", inputs_label, kept_inputs, inputs_formula),
-            d("activations.loss", N_("Fused loss: final norm, input gradient, log-probs"),
-              tokens * loss_kept_per_token(spec), "T × (3·c·h + 12 + 16)"),
-            d("activations.loss_backward", N_("Fused loss buffers"), loss_bytes, loss_formula),
-        ]
-        loss_allocs = loss_kept_allocs + _per_token(tokens, loss_kept_tensors(spec)) + [
-            (float(b), 1) for b in loss_pass_tensors(spec, p, labelled_rows(setup))[0]]
-        loss_key, loss_label = "loss", N_("loss forward")
-    grad_in = d("activations.backward_temporaries", N_("Backward temporaries"), tokens * (C * h) + recompute_output,
+        return "loss_backward", N_("loss backward"), loss, inp.loss_kept_allocs + _per_token(
+            tokens, (C * v, C * h, 4, 4, 8, 8, C * v))
+    loss_bytes, loss_formula = loss_pass_bytes(spec, p, labelled_rows(setup))
+    loss = [
+        kept,
+        d("activations.loss", N_("Fused loss: final norm, input gradient, log-probs"),
+          tokens * loss_kept_per_token(spec), "T × (3·c·h + 12 + 16)"),
+        d("activations.loss_backward", N_("Fused loss buffers"), loss_bytes, loss_formula),
+    ]
+    allocs = inp.loss_kept_allocs + _per_token(tokens, loss_kept_tensors(spec)) + [
+        (float(b), 1) for b in loss_pass_tensors(spec, p, labelled_rows(setup))[0]]
+    return "loss", N_("loss forward"), loss, allocs
+
+
+def _layer_backwards(spec: ModelSpec, p: UnslothPath, tokens: int, inp: _Inputs
+                     ) -> tuple[list[DetailItem], list[DetailItem], list[DetailItem], list[tuple[float, int]]]:
+    """The last and the first decoder layer's backward: (the last's items, the first's, the items both add, the
+    requests both add)."""
+    layer_peak, layer_fixed, saved, where = layer_backward_peak(spec, p, tokens)
+    peak_tensors = layer_backward_peak_tensors(spec, p, tokens)[0]
+    h = spec.hidden_size
+    x = float(tokens * C * h)
+    fresh = d("activations.qlora_dequant_backward", N_("QLoRA weight dequantised in backward"), layer_fixed,
+              "one [i, h] bf16 weight at a time")
+    grad_in = d("activations.backward_temporaries", N_("Backward temporaries"), tokens * (C * h) + inp.recompute_output,
                 "incoming gradient c·T·h + the recomputed output c·T·h")
-    backward_allocs = [(x, 1)] + ([(recompute_output, 1)] if recompute_output else []) + (
+    allocs = [(x, 1)] + ([(inp.recompute_output, 1)] if inp.recompute_output else []) + (
         [(layer_fixed, 1)] if layer_fixed else []) + _per_token(tokens, peak_tensors)
-    layer_label = N_("Recomputed layer (at its MLP backward)") if where == "mlp" else N_(
-        "Recomputed layer (at its attention backward)")
+    kept = d("activations.checkpoints", inp.label, inp.kept, inp.formula)
     if p.checkpointing == "none":
-        last_layer = [d("activations.checkpoints", inputs_label, kept_inputs, inputs_formula),
-                      d("activations.recomputed_layer", N_("Last layer's backward buffers"),
-                        tokens * (layer_peak - saved), "T × the backward's extra buffers")]
-        first_layer = [d("activations.first_layer", N_("First layer's activations"), first_inputs, "T × one layer"),
+        last_layer = [kept, d("activations.recomputed_layer", N_("Last layer's backward buffers"),
+                              tokens * (layer_peak - saved), "T × the backward's extra buffers")]
+        first_layer = [d("activations.first_layer", N_("First layer's activations"), inp.first, "T × one layer"),
                        d("activations.recomputed_layer", N_("First layer's backward buffers"),
                          tokens * (layer_peak - saved), "T × the backward's extra buffers")]
     else:
+        layer_label = N_("Recomputed layer (at its MLP backward)") if where == "mlp" else N_(
+            "Recomputed layer (at its attention backward)")
         one = d("activations.recomputed_layer", layer_label, tokens * layer_peak,
                 "T × the layer's saved tensors and its backward buffers (§3.8)")
-        last_layer = [d("activations.checkpoints", inputs_label, kept_inputs, inputs_formula), one]
-        first_layer = [d("activations.checkpoints", N_("Embedding output"), first_inputs, "c × T × h"), one]
+        last_layer = [kept, one]
+        first_layer = [d("activations.checkpoints", N_("Embedding output"), inp.first, "c × T × h"), one]
+    return last_layer, first_layer, [grad_in, fresh], allocs
+
+
+def unsloth_moments(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> list[Moment]:
+    """The moments where Unsloth's step can peak: the loss forward, the last decoder layer's backward (its input kept
+    on the GPU) and the first layer's backward (every later layer's LoRA gradients made)."""
+    persistent, persistent_allocs = _persistent(spec, setup, p)
+    inp = _layer_inputs(spec, p, setup.tokens, layer_saved(spec, p).total)
+    loss_key, loss_label, loss, loss_allocs = _loss_moment(spec, setup, p, inp)
+    last_layer, first_layer, backward, backward_allocs = _layer_backwards(spec, p, setup.tokens, inp)
     return [
         Moment(loss_key, loss_label, "persist", tuple(persistent + loss), tuple(persistent_allocs + loss_allocs)),
         Moment("backward.last_layer", N_("backward, last layer"), "persist",
-               tuple(persistent + last_layer + [grad_in, fresh]),
-               tuple(persistent_allocs + kept_allocs + backward_allocs)),
+               tuple(persistent + last_layer + backward),
+               tuple(persistent_allocs + inp.kept_allocs + backward_allocs)),
         Moment("backward.first_layer", N_("backward, first layer"), "all_but_first",
-               tuple(persistent + first_layer + [grad_in, fresh]),
-               tuple(persistent_allocs + first_allocs + backward_allocs)),
+               tuple(persistent + first_layer + backward),
+               tuple(persistent_allocs + inp.first_allocs + backward_allocs)),
     ]
 
 

@@ -1,12 +1,13 @@
 """`python -m estimator`: the same estimate() and advise() as the app's calculator, for scripts and checks.
 
 Bad flags exit 2 with one clear line on stderr (argparse's own convention); a flag the setup cannot use is such an
-error, or a note in the output, never silence."""
+error, or a note in the output, never silence. The flags are declared in cli_flags.py and read into the model,
+device, setup and trainer in cli_args.py (a training config's in cli_config.py); this module computes what they ask
+for (the estimate, the exact trace, the advice, the host verdict, an OOM message's diagnosis) and prints it."""
 
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 from pathlib import Path
@@ -15,38 +16,28 @@ from typing import TYPE_CHECKING, NamedTuple
 from .. import exact as exact
 from ..advice.advise import advise
 from ..advice.oom import diagnose_oom
-from ..job.setup import parse_targets
-from ..job.stack import resolve_setup, setup_json
-from ..job.trainer import TrainerSetup, trainer_json
+from ..job.stack import setup_json
+from ..job.trainer import TrainerSetup
 from ..memory.price import estimate
 from ..memory.result import component_keys
 from ..memory.verdict import verdict
-from ..models.config import parse_config_text
-from ..models.hub import HubConfigRefused, HubError, fetch_model
-from ..models.presets import generic_spec, list_presets, load_preset, preset_ids
-from ..oom_message import MAX_TEXT_CHARS, parse_oom
-from ..options.backends import BACKEND_IDS, BACKENDS, device_backend
-from ..options.devices import (
-    CATALOG,
-    CUSTOM_MAX_GB,
-    CUSTOM_MIN_GB,
-    custom_device,
-    device_ids,
-    get_device,
-    lookup_devices,
-    nearest_device_ids,
-)
-from ..options.losses import LOSS_IDS
-from ..options.methods import ATTENTIONS, METHODS, SHARDINGS
-from ..options.optimizers import OPTIMIZER_IDS
-from ..options.precisions import PRECISION_IDS
-from ..options.quantization import QUANT_MODE_IDS
-from ..options.stacks import DEFAULT_STACK, MLX_STACK, STACK_IDS, default_stack
-from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRL_VERSION
+from ..models.presets import list_presets, load_preset
+from ..options.devices import CATALOG
 from ..units import fmt_both
 from . import cli_config
+from .cli_args import (
+    flag_notes,
+    hub_config_refused,
+    read_device,
+    read_host_ram,
+    read_model,
+    read_oom_log,
+    read_setup,
+    read_trainer,
+)
+from .cli_flags import build_parser
 from .document import _device_json, advice_json, estimate_host, estimate_json
-from .text import advice_lines, band_line, host_lines, note_lines, oom_lines
+from .text import advice_lines, band_line, exact_lines, heading_lines, host_lines, note_lines, oom_lines
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -59,267 +50,7 @@ if TYPE_CHECKING:
     from ..memory.result import Estimate
     from ..models.hub import HubModel
     from ..models.spec import ModelSpec
-    from ..oom_message import OomReading
     from ..options.devices import Device
-
-EPILOG = """examples:
-  python -m estimator --model llama-3.1-8b --batch 8 --seq-len 4096 --device rtx-4090 --advice
-  python -m estimator --model qwen2.5-7b --trainer grpo --generation vllm-colocate --device h100-80gb --json
-  python -m estimator --size 7 --method qlora --rule seed --device laptop-36gb --advice
-"""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one clear line, exit 2
-        sys.stderr.write(f"estimator: error: {message}\n")
-        raise SystemExit(2)
-
-    def _check_value(self, action: argparse.Action, value: Any) -> None:  # the nearest choice, not only the list
-        if action.choices is not None and value not in action.choices:
-            choices = [str(c) for c in action.choices]
-            close = difflib.get_close_matches(str(value), choices, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise argparse.ArgumentError(action, f"invalid choice: '{str(value)[:60]}'{hint} (choose from "
-                                                 f"{', '.join(choices)})")
-
-
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """The epilog's examples as written; every option's default shown where its help does not say it."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if (not action.option_strings or "default" in text or action.default is None or action.default is False
-                or action.default == argparse.SUPPRESS):
-            return text
-        return f"{text} (default: %(default)s)".strip()
-
-
-def _nearest(value: str, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(value, list(choices), n=3)
-    return f"; did you mean {', '.join(close)}?" if close else ""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The CLI's flags, in the order --help lists them."""
-    p = _Parser(prog="python -m estimator", description="Peak GPU memory of one fine-tuning step.",
-                formatter_class=_HelpFormatter, epilog=EPILOG)
-    _model_flags(p)
-    _setup_flags(p)
-    _scale_flags(p)
-    _trainer_flags(p)
-    cli_config.add_flags(p)
-    _output_flags(p)
-    return p
-
-
-def _model_flags(p: argparse.ArgumentParser) -> None:
-    """Where the model comes from: a preset or Hub id, a config.json, or a size (one of them)."""
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--model", help="preset id (see --list-presets), or a Hugging Face model id ORG/NAME[@REVISION] "
-                                      "(HF_TOKEN for gated or private models); default: llama-3.1-8b")
-    src.add_argument("--config", help="path to a Hugging Face config.json")
-    src.add_argument("--size", type=float, help="model size in billions of parameters (generic decoder)")
-
-
-def _setup_flags(p: argparse.ArgumentParser) -> None:
-    """The training setup: stack, method, precision, optimizer, batch and length, checkpointing, loss, LoRA."""
-    p.add_argument("--stack", choices=STACK_IDS, default=None,
-                   help=f"training stack whose defaults fill every setting not given (default: {MLX_STACK} for SFT "
-                        f"on a unified-memory Apple device, {DEFAULT_STACK} otherwise)")
-    p.add_argument("--method", choices=METHODS, default=None, help="full fine-tuning, LoRA or QLoRA (default: lora)")
-    p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate "
-                                                      "(SFT only; default: the detailed estimate)")
-    p.add_argument("--precision", choices=PRECISION_IDS, default=None, help="weights' precision (default: bf16)")
-    p.add_argument("--optimizer", choices=OPTIMIZER_IDS, default=None, help="default: the stack's")
-    p.add_argument("--batch", type=int, default=None,
-                   help="per-device batch (default: the stack's: 1, mlx 4; GRPO 8, TRL's per_device_train_batch_size, "
-                        "counted in completions)")
-    p.add_argument("--seq-len", type=int, default=None, help="max length in tokens (default: the stack's, 2048; "
-                                                             "GRPO: --prompt-len + --completion-len)")
-    p.add_argument("--image-tokens", type=int, default=None,
-                   help="image tokens per example, for a multimodal model trained on images (Gemma 3: 256 per "
-                        "image); they lengthen the language model's sequence (default: 0)")
-    p.add_argument("--train-tower", action="store_true", default=None,
-                   help="train the multimodal model's vision tower and projector too (full: all their weights; "
-                        "LoRA: adapters on their linears); default: frozen")
-    p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None,
-                   help="gradient checkpointing on/off (default: the stack's)")
-    p.add_argument("--offload-activations", action=argparse.BooleanOptionalAction, default=None,
-                   help="offload the checkpointed layer inputs to CPU RAM (default: the stack's)")
-    p.add_argument("--attention", choices=ATTENTIONS, default=None, help="attention implementation (default: sdpa)")
-    p.add_argument("--loss", choices=LOSS_IDS, default=None, help="default: the stack's")
-    p.add_argument("--lora-rank", type=int, default=None,
-                   help="LoRA/QLoRA adapter rank (default: the stack's: 16, mlx 8)")
-    p.add_argument("--lora-targets", default=None,
-                   help="LoRA/QLoRA target modules, comma-separated (default: all-linear)")
-    p.add_argument("--lora-layers", type=int, default=None,
-                   help="adapters on the last N decoder blocks only (mlx-lm --num-layers, PEFT layers_to_transform; "
-                        "on mlx, full fine-tuning trains those N blocks; default: the stack's: every block, mlx 16)")
-    p.add_argument("--dora", action="store_true", help="weight-decomposed LoRA (DoRA; the mlx stack)")
-    p.add_argument("--quant", choices=QUANT_MODE_IDS, default=None,
-                   help="how a QLoRA base is quantised (default: the stack's: nf4 = bitsandbytes; mlx: affine)")
-    p.add_argument("--quant-bits", type=int, default=None, help="bits per weight of --quant (default: the mode's)")
-    p.add_argument("--quant-group", type=int, default=None, help="group size of --quant (default: the mode's)")
-    p.add_argument("--backend", choices=BACKEND_IDS, default=None,
-                   help="the runtime (default: the device's: metal on an Apple device, rocm on AMD, cuda otherwise; "
-                        "cpu: MLX's CPU backend)")
-
-
-def _scale_flags(p: argparse.ArgumentParser) -> None:
-    """GPUs and sharding, optimizer offload, gradient accumulation and torchtune's memory switches."""
-    p.add_argument("--gpus", type=int, default=None, help="GPUs of this kind the run spreads over (default: 1)")
-    p.add_argument("--sharding", choices=SHARDINGS, default=None,
-                   help="ZeRO stage / FSDP sharding over --gpus (over 1 GPU it changes nothing: a note says so; "
-                        "default: none)")
-    p.add_argument("--offload-optimizer", action="store_true", default=None,
-                   help="keep the optimizer state in CPU RAM")
-    p.add_argument("--offload-params", action="store_true", default=None,
-                   help="ZeRO-3 parameter offload (DeepSpeed offload_param): the parameters live in CPU RAM and the "
-                        "GPU gathers one layer at a time (needs --sharding zero3; on one GPU too)")
-    p.add_argument("--grad-accum", type=int, default=None,
-                   help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation; default: 1)")
-    p.add_argument("--compile", action="store_true", default=None,
-                   help="torchtune compile=True: its compiled cross-entropy keeps 16-bit logits (torchtune stack)")
-    p.add_argument("--optimizer-in-bwd", action="store_true", default=None,
-                   help="torchtune optimizer_in_bwd=True: each gradient is applied and freed in backward "
-                        "(torchtune stack, full fine-tuning)")
-
-
-def _trainer_flags(p: argparse.ArgumentParser) -> None:
-    """The preference and RL trainers (TRL)."""
-    tg = p.add_argument_group(f"preference and RL trainers ({TRL_VERSION})")
-    tg.add_argument("--trainer", choices=TRAINER_IDS, default=None, help="(default: sft)")
-    tg.add_argument("--precompute-ref", action="store_true", default=None,
-                    help="DPO/KTO: precompute_ref_log_probs=True")
-    tg.add_argument("--beta", type=float, help="DPO/ORPO/SimPO/KTO/GRPO beta (GRPO: > 0 loads a reference)")
-    tg.add_argument("--num-generations", type=int, help="GRPO: completions per prompt (default 8)")
-    tg.add_argument("--prompt-len", type=int, help="GRPO: prompt tokens (default 512)")
-    tg.add_argument("--completion-len", type=int, help="GRPO: max_completion_length (default 512)")
-    tg.add_argument("--generation", choices=GENERATION_IDS, help="GRPO: where completions are generated (default hf)")
-    tg.add_argument("--vllm-gpu-util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
-    tg.add_argument("--vllm-sleep", action="store_true", default=None,
-                    help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
-
-
-def _output_flags(p: argparse.ArgumentParser) -> None:
-    """The device, what to add (advice, the exact trace) and how to print (JSON, lists)."""
-    p.add_argument("--device", help="device id, or a name that means one device ('4090', 'A6000'; see "
-                                     "--list-devices), or custom; default: none (no verdict)")
-    p.add_argument("--capacity", type=float, help="custom device capacity in GB (with --device custom)")
-    p.add_argument("--unified", action="store_true", help="custom device shares RAM (75 %% usable)")
-    p.add_argument("--host-ram", type=float, metavar="GB",
-                   help="the machine's RAM in GB: adds the host verdict (the CPU RAM the setup needs: processes, "
-                        "model load, offloaded state); on unified memory the device's RAM is the machine's")
-    p.add_argument("--oom-log", metavar="PATH",
-                   help="a file holding an out-of-memory message (PyTorch CUDA/MPS, MLX): what it says in bytes, "
-                        "the device it names, why it failed, and this job priced on that device (at most 1 MB)")
-    p.add_argument("--advice", action="store_true",
-                   help="add what to change: the remedies with what each saves, the largest batch, the longest "
-                        "length and the smallest catalog device that fit (needs --device)")
-    p.add_argument("--exact", action="store_true",
-                   help="also trace the step with PyTorch (needs requirements-exact.txt; minutes on a CPU)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--list-presets", action="store_true", help="list the model presets and exit")
-    p.add_argument("--list-devices", action="store_true", help="list the catalog devices and exit")
-
-
-def _model(args: argparse.Namespace) -> tuple[ModelSpec, HubModel | None]:
-    if args.config:
-        path = Path(args.config)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ValueError(f"cannot read {args.config}: {exc.strerror}") from None
-        return parse_config_text(data, name=path.name), None
-    if args.size is not None:
-        return generic_spec(args.size), None
-    if args.model and "/" in args.model:  # a Hugging Face model id (presets have no slash)
-        try:
-            return fetch_model(args.model)
-        except HubError as exc:
-            if args.model != getattr(args, "config_model", None):
-                raise
-            raise ValueError(f"the config's model {args.model[:80]}: {exc}; give --model or --config (the rest of "
-                             "the config applies)") from None
-    pid = args.model or "llama-3.1-8b"
-    if pid not in preset_ids():  # the nearest presets, not all of them on one line
-        raise ValueError(f"unknown model preset '{pid[:60]}'{_nearest(pid, preset_ids())} (see --list-presets); "
-                         f"or a Hugging Face model id ORG/NAME[@REVISION]")
-    return load_preset(pid), None
-
-
-def _device(args: argparse.Namespace) -> Device | None:
-    """The device the flags name: custom (--capacity), a catalog id, or a name that means exactly one device."""
-    if args.device == "custom" or (args.device is None and args.capacity is not None):
-        if args.capacity is None:
-            raise ValueError("--device custom needs --capacity GB")
-        return custom_device(args.capacity, "unified" if args.unified else "discrete")
-    if args.capacity is not None:
-        raise ValueError(f"--capacity describes a custom device; '{args.device[:60]}' has its own memory "
-                         "(drop --capacity, or use --device custom)")
-    if args.unified:
-        raise ValueError("--unified describes a custom device: use it with --device custom --capacity GB")
-    if not args.device:
-        return None
-    if args.device in device_ids():
-        return get_device(args.device)
-    found = lookup_devices(args.device)  # a name or nickname ("4080", "A6000", "T4") finds its catalog entry
-    if len(found) == 1:
-        return found[0]
-    if found:
-        raise ValueError(f"--device '{args.device[:60]}' matches several devices: {', '.join(d.id for d in found)}; "
-                         "give one of these ids")
-    near = nearest_device_ids(args.device)
-    hint = f"; did you mean {', '.join(near)}?" if near else ""
-    raise ValueError(f"unknown device '{args.device[:60]}'{hint} (see --list-devices)")
-
-
-def _host_ram(args: argparse.Namespace) -> float | None:
-    """--host-ram GB in bytes (decimal GB, like --capacity), or None."""
-    if args.host_ram is None:
-        return None
-    gb = args.host_ram
-    if not (CUSTOM_MIN_GB <= gb <= CUSTOM_MAX_GB):  # also refuses nan and inf
-        raise ValueError(f"--host-ram must be between {CUSTOM_MIN_GB:g} and {CUSTOM_MAX_GB:g} GB, got {gb:g}")
-    return gb * 1e9
-
-
-def _oom_reading(args: argparse.Namespace) -> OomReading | None:
-    """--oom-log's message, read; every failure (missing file, too large, no message in it) is one line."""
-    if not args.oom_log:
-        return None
-    path = Path(args.oom_log)
-    try:
-        size = path.stat().st_size
-        if size > MAX_TEXT_CHARS:
-            raise ValueError(f"--oom-log {args.oom_log[:60]}: the file is {size:,} bytes; the limit is "
-                             f"{MAX_TEXT_CHARS:,} (keep the error's last lines)")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"cannot read --oom-log {args.oom_log[:60]}: {exc.strerror}") from None
-    try:
-        return parse_oom(data.decode("utf-8", errors="replace"))
-    except ValueError as exc:
-        raise ValueError(f"--oom-log {args.oom_log[:60]}: {exc}") from None
-
-
-def _flag_notes(args: argparse.Namespace, device: Device | None = None) -> list[str]:
-    """Flags this setup accepts but that change nothing here: said, not ignored."""
-    notes = []
-    if args.sharding != "none" and args.gpus == 1 and not args.offload_params:  # valid: a note, not an error
-        notes.append(f"--sharding {args.sharding} over 1 GPU changes nothing: one GPU keeps every weight, "
-                     "gradient and optimizer state (give --gpus N to shard)")
-    if args.method == "full" and (args.lora_rank is not None or args.lora_targets is not None):
-        notes.append("--lora-rank and --lora-targets shape LoRA adapters; full fine-tuning has none")
-    if args.host_ram is not None and device is not None and device.kind == "unified":
-        notes.append(f"--host-ram {args.host_ram:g} is not used: on {device.id} the device's RAM is the machine's "
-                     "RAM, so the GPU and the host add up against it")
-    return notes
-
-
-def _hub_config_refused(args: argparse.Namespace, exc: Exception) -> bool:
-    """A Hub id whose config.json was read but that the fast estimator cannot use (hub.HubConfigRefused)."""
-    return bool(args.model and "/" in args.model and isinstance(exc, HubConfigRefused))
 
 
 def _exact_config(args: argparse.Namespace, hub: HubModel | None) -> dict[str, Any]:
@@ -353,23 +84,6 @@ def _run_exact(args: argparse.Namespace, hub: HubModel | None, setup: TrainingSe
         pool.shutdown()
 
 
-def _exact_text(res: exact.ExactResult, est: Estimate | None) -> list[str]:
-    added = ", ".join(f"{a.label} {'+' if a.bytes >= 0 else '−'}{fmt_both(abs(a.bytes))}" for a in res.added)
-    lines = [f"  {'exact':<12} {fmt_both(res.total_bytes)}  (traced {fmt_both(res.peak_bytes)}; added: {added})",
-             f"  {'':<12} peak: {res.peak_phase}/{res.peak_region}, {res.peak_op}; {res.versions_label}; "
-             f"{res.seconds:.0f} s"]
-    if res.depth_line:
-        lines.append(f"  {'':<12} depth: {res.depth_line}")
-    if est is not None:
-        diff = est.total_bytes - res.total_bytes
-        lines.append(f"  {'difference':<12} fast − exact = {'+' if diff >= 0 else '−'}{fmt_both(abs(diff))} "
-                     f"({100 * diff / res.total_bytes:+.1f} %)")
-    else:
-        lines.append(f"  {'difference':<12} none: the fast estimate is missing for this model")
-    lines.extend(f"  note: {n}" for n in res.notes)
-    return lines
-
-
 def _print_list(args: argparse.Namespace) -> bool:
     """--list-presets / --list-devices: print the list; False when neither was asked."""
     if args.list_presets:
@@ -391,57 +105,6 @@ def _print_list(args: argparse.Namespace) -> bool:
     return False
 
 
-def _backend(args: argparse.Namespace, device: Device | None) -> str | None:
-    """The runtime: --backend, or the device's (device_backend); without either, None (the stack's: Metal for
-    mlx-lm, CUDA otherwise). A --backend the device does not run is refused."""
-    derived = device_backend(device)
-    if args.backend is None:
-        return derived if device is not None else None
-    if device is not None and args.backend not in (derived, "cpu"):
-        raise ValueError(f"--backend {args.backend} does not match {device.id}, which runs "
-                         f"{BACKENDS[derived].runtime}; drop --backend")
-    return args.backend
-
-
-def _stack_id(args: argparse.Namespace, device: Device | None) -> str:
-    """--stack, else MLX-LM on a unified-memory Apple device (its default stack) and TRL elsewhere."""
-    if args.stack is not None:
-        return args.stack
-    return default_stack(device is not None and device.kind == "unified", args.trainer)
-
-
-def _setup(args: argparse.Namespace, device: Device | None = None) -> TrainingSetup:
-    """The training setup the flags describe, the stack's defaults filling the rest (batch, length, rank, trained
-    blocks and quantisation included; a preference/RL trainer's own batch default wins)."""
-    stack = _stack_id(args, device)
-    if stack == MLX_STACK and args.trainer != "sft":
-        raise ValueError(f"mlx-lm trains SFT only (mlx_lm lora); the {args.trainer} trainer is {TRL_VERSION}'s: "
-                         "choose another --stack")
-    return resolve_setup(
-        stack, trainer=args.trainer, method=args.method, precision=args.precision, optimizer=args.optimizer,
-        batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
-        offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
-        lora_rank=args.lora_rank,
-        lora_targets=parse_targets("all-linear" if args.lora_targets is None else args.lora_targets),
-        gpus=args.gpus,
-        sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
-        offload_params=args.offload_params or None,
-        compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
-        image_tokens=args.image_tokens, train_tower=args.train_tower, lora_layers=args.lora_layers,
-        dora=args.dora or None, quant_mode=args.quant, quant_bits=args.quant_bits, quant_group=args.quant_group,
-        backend=_backend(args, device), **args.config_extra,
-    )
-
-
-def _trainer(args: argparse.Namespace) -> TrainerSetup:
-    """The trainer the flags describe (SFT unless --trainer)."""
-    return TrainerSetup(
-        args.trainer, beta=args.beta, precompute_ref=args.precompute_ref, num_generations=args.num_generations,
-        prompt_len=args.prompt_len, completion_len=args.completion_len, generation=args.generation,
-        vllm_gpu_util=args.vllm_gpu_util, vllm_sleep=args.vllm_sleep,
-    )
-
-
 class _Run(NamedTuple):
     """Everything one CLI run computed."""
 
@@ -461,9 +124,9 @@ class _Run(NamedTuple):
 def _spec(args: argparse.Namespace) -> tuple[ModelSpec | None, HubModel | None, str | None]:
     """The model, its Hub record, and (with --exact) why the fast estimator refused it instead of an error."""
     try:
-        spec, hub = _model(args)
+        spec, hub = read_model(args)
     except ValueError as exc:
-        if not (args.exact and (args.config or _hub_config_refused(args, exc))):
+        if not (args.exact and (args.config or hub_config_refused(args, exc))):
             raise  # a Hub id the fast estimator refused (its config.json was read) may still be traced
         return None, None, str(exc)  # the exact trace may still know this model_type
     return spec, hub, None
@@ -474,15 +137,15 @@ def _compute(args: argparse.Namespace) -> _Run:
     if args.trainer == "grpo" and args.seq_len is not None:
         raise ValueError("GRPO's sequences are --prompt-len + --completion-len tokens; drop --seq-len")
     spec, hub, fast_error = _spec(args)
-    device = _device(args)
-    setup = cli_config.fit_config_targets(args, spec, _setup(args, device))
-    trainer = _trainer(args)
+    device = read_device(args)
+    setup = cli_config.fit_config_targets(args, spec, read_setup(args, device))
+    trainer = read_trainer(args)
     if args.advice and device is None:
         raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
                          "memory (see --list-devices)")
     capacity = device.capacity_bytes if device is not None else None
-    host_ram = _host_ram(args)
-    reading = _oom_reading(args)  # a bad file stops here, before any pricing
+    host_ram = read_host_ram(args)
+    reading = read_oom_log(args)  # a bad file stops here, before any pricing
     est = estimate(spec, setup, rule=args.rule, trainer=trainer, device_capacity=capacity) \
         if spec is not None else None
     if args.exact and trainer.trainer != "sft":
@@ -517,7 +180,7 @@ def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
         print(f"{name} · {setup.method} · {setup.precision} · batch {setup.batch} × "
               f"{setup.seq_len} tokens")
         print(f"  fast estimate missing: {fast_error}")
-        print("\n".join(_exact_text(exact_res, None)))
+        print("\n".join(exact_lines(exact_res, None)))
 
 
 def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[str]) -> dict[str, Any]:
@@ -539,26 +202,12 @@ def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[st
     return doc
 
 
-def _heading(est: Estimate, setup: TrainingSetup, trainer: TrainerSetup) -> list[str]:
-    """The text's first lines: the model and setup, then the stack's defaults in use."""
-    head = f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} × {setup.seq_len} tokens"
-    if trainer.option.generates:
-        head = (f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} completions × "
-                f"({trainer.prompt_length:,} + {trainer.completion_length:,}) tokens")
-    if trainer.trainer != "sft":
-        head += f" · {trainer.option.label} ({trainer_json(trainer)['trainer_version']})"
-    ckpt = "offloaded checkpointing" if setup.offload_activations else (
-        "checkpointing" if setup.grad_ckpt else "no checkpointing")
-    return [head, f"  stack {setup.stack} ({setup_json(setup)['stack_version']}): {ckpt}, loss {setup.loss}, "
-                  f"optimizer {setup.optimizer}"]
-
-
 def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[str]) -> None:
     """The human-readable report: heading, components, total and band, verdict, notes, exact trace, advice."""
     setup, device = run.setup, run.device
     if run.hub is not None:
         print(run.hub.label)
-    print("\n".join(cli_config.config_lines(args) + _heading(est, setup, run.trainer)))
+    print("\n".join(cli_config.config_lines(args) + heading_lines(est, setup, run.trainer)))
     for key in component_keys(est):
         print(f"  {key:<12} {fmt_both(est.components_bytes[key])}")
     print(f"  {'total':<12} {fmt_both(est.total_bytes)}  (band {fmt_both(est.low_bytes)} – "
@@ -572,7 +221,7 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
     for line in note_lines(notes):
         print(line)
     if run.exact_res is not None:
-        print("\n".join(_exact_text(run.exact_res, est)))
+        print("\n".join(exact_lines(run.exact_res, est)))
     if run.advice is not None and device is not None:
         print("\n".join(advice_lines(run.advice, est, setup, run.trainer, device, args.rule)))
     if run.oom is not None:
@@ -608,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--export-config needs a model the fast estimate reads (this one is traced only)")
         _print_exact_only(args, run)
         return 0
-    notes = [*est.notes, *_flag_notes(args, run.device)]
+    notes = [*est.notes, *flag_notes(args, run.device)]
     try:
         if cli_config.write_export(args, run.spec, run.setup, run.trainer):
             return 0

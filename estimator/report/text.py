@@ -1,6 +1,7 @@
-"""The CLI's text lines for what the calculator page shows beside the breakdown: the verdict's band, the estimate's
-notes, and the advice (the remedies with what each saves, then the solvers' answers), worded like the page
-(pages/calculator.py, ui/report.py) in plain English."""
+"""The CLI's text lines: the heading (the model, the setup, the stack's defaults in use), and what the calculator
+page shows beside the breakdown: the verdict's band, the estimate's notes, the advice (the remedies with what each
+saves, then the solvers' answers), the host RAM, an out-of-memory message read, and the exact trace; worded like the
+page (pages/calculator.py, ui/report.py) in plain English."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from ..i18n import format_int
 from ..job.setup import MAX_BATCH, MAX_SEQ_LEN
+from ..job.stack import setup_json
+from ..job.trainer import trainer_json
 from ..oom_message import FIGURES
 from ..units import fmt_both, fmt_gb
 
@@ -15,6 +18,7 @@ if TYPE_CHECKING:
     from ..advice.advise import Advice
     from ..advice.oom import OomDiagnosis
     from ..advice.remedies import Remedy
+    from ..exact.result import ExactResult
     from ..job.setup import TrainingSetup
     from ..job.trainer import TrainerSetup
     from ..memory.host import HostVerdict
@@ -23,6 +27,20 @@ if TYPE_CHECKING:
     from ..options.devices import Device
 
 NEGLIGIBLE_BYTES = 0.05e9  # below what one decimal of GB shows: "saves nothing", not "saves 0.0 GB" (as the page)
+
+
+def heading_lines(est: Estimate, setup: TrainingSetup, trainer: TrainerSetup) -> list[str]:
+    """The text's first lines: the model and setup, then the stack's defaults in use."""
+    head = f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} × {setup.seq_len} tokens"
+    if trainer.option.generates:
+        head = (f"{est.model.name} · {setup.method} · {setup.precision} · batch {setup.batch} completions × "
+                f"({trainer.prompt_length:,} + {trainer.completion_length:,}) tokens")
+    if trainer.trainer != "sft":
+        head += f" · {trainer.option.label} ({trainer_json(trainer)['trainer_version']})"
+    ckpt = "offloaded checkpointing" if setup.offload_activations else (
+        "checkpointing" if setup.grad_ckpt else "no checkpointing")
+    return [head, f"  stack {setup.stack} ({setup_json(setup)['stack_version']}): {ckpt}, loss {setup.loss}, "
+                  f"optimizer {setup.optimizer}"]
 
 
 def band_line(est: Estimate, v: Verdict) -> str:
@@ -141,4 +159,23 @@ def oom_lines(diag: OomDiagnosis) -> list[str]:
     if diag.comparison:
         lines.append(f"  {diag.comparison}")
     lines += [f"  note: {n}" for n in (*r.notes, *diag.notes)]
+    return lines
+
+
+def exact_lines(res: ExactResult, est: Estimate | None) -> list[str]:
+    """The exact trace's lines: its total, what was traced and added, its peak, the difference from the fast
+    estimate (or why there is none) and its notes."""
+    added = ", ".join(f"{a.label} {'+' if a.bytes >= 0 else '−'}{fmt_both(abs(a.bytes))}" for a in res.added)
+    lines = [f"  {'exact':<12} {fmt_both(res.total_bytes)}  (traced {fmt_both(res.peak_bytes)}; added: {added})",
+             f"  {'':<12} peak: {res.peak_phase}/{res.peak_region}, {res.peak_op}; {res.versions_label}; "
+             f"{res.seconds:.0f} s"]
+    if res.depth_line:
+        lines.append(f"  {'':<12} depth: {res.depth_line}")
+    if est is not None:
+        diff = est.total_bytes - res.total_bytes
+        lines.append(f"  {'difference':<12} fast − exact = {'+' if diff >= 0 else '−'}{fmt_both(abs(diff))} "
+                     f"({100 * diff / res.total_bytes:+.1f} %)")
+    else:
+        lines.append(f"  {'difference':<12} none: the fast estimate is missing for this model")
+    lines.extend(f"  note: {n}" for n in res.notes)
     return lines
