@@ -332,7 +332,12 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     # Unsloth's section: its per-token terms (summing to the layer's saved bytes) and every published point
     from validation.unsloth import context_rows
 
-    assert len(dataframe(at, "unsloth_published")) == len(context_rows())
+    published = dataframe(at, "unsloth_published")
+    assert len(published) == len(context_rows())
+    rows = {r["Point"]: r for r in published.to_dict("records")}
+    assert (rows["uns-8b-08"]["Modelled"], rows["uns-8b-08"]["Error %"]) == ("4,742", "+59.6")
+    assert (rows["hf-8b-12"]["Current release"], rows["mis-7b-08"]["Modelled"], rows["mis-7b-08"]["Error %"]) == (
+        "—", "—", "—")  # no answer there: a dash, never "None"
     assert len(dataframe(at, "unsloth_terms")) >= 10
 
 

@@ -120,11 +120,21 @@ def unsloth(spec: ModelSpec, setup: TrainingSetup) -> None:
         ok=context["within_target"], checked=context["checked"]))
     table = table_per_language("how.unsloth_published", lambda: [{  # built once per language (ui/once.py)
         _("Point"): r["id"], _("GPU (GB)"): r["gpu_gb"], _("Published"): r["published"],
-        _("Modelled"): r["modelled"], _("Error %"): r["error_pct"], _("Current release"): r["current"],
+        _("Modelled"): _tokens(r["modelled"]), _("Error %"): _signed(r["error_pct"]),
+        _("Current release"): _tokens(r["current"]),
         _("Why it differs"): r["explanation"] or (r["note"] if r["check"] == "not_comparable" else ""),
         _("Source"): r["source"]} for r in context["rows"]])
-    st.dataframe(table, hide_index=True, key="unsloth_published",
-                 column_config={_("Error %"): st.column_config.NumberColumn(format="%+.1f")})
+    st.dataframe(table, hide_index=True, key="unsloth_published")
+
+
+def _tokens(value: int | None) -> str:
+    """A length in tokens, or a dash where the point has none (not comparable, or no current-release answer)."""
+    return "—" if value is None else format_number(value, 0)
+
+
+def _signed(value: float | None) -> str:
+    """An error in % with its sign (+ over, − under), or a dash."""
+    return "—" if value is None else ("+" if value > 0 else "") + format_number(value, 1)
 
 
 MLX_LENGTHS = (256, 512, 1024, 2048, 4096, 8192)  # the s² figure's max lengths
