@@ -371,6 +371,16 @@ def test_litgpt_devices_shard_and_checkpoint():
     assert (s["gpus"], s["sharding"], s["grad_ckpt"], s["grad_accum"]) == (4, "zero3", True, 2)  # 8 // 4 // 1
 
 
+def test_litgpt_num_nodes_without_devices_lists_the_key_it_read():
+    """num_nodes alone: LitGPT's devices default of 1 per node; the read list names num_nodes and its value (it once
+    showed the reader's internal 'missing' marker under devices)."""
+    base = "checkpoint_dir: checkpoints/meta-llama/Llama-3.2-1B\nlora_r: 8\nnum_nodes: 2\n"
+    imp = import_config(base)
+    gpus = [(e.key, e.value) for e in imp.read if e.setting == "gpus"]
+    assert gpus == [("num_nodes", "2")] and imp.setup_kwargs["gpus"] == 2
+    assert "object at" not in repr(imp.as_json())
+
+
 def test_litgpt_quantize_spellings():
     base = "checkpoint_dir: checkpoints/meta-llama/Llama-3.2-1B\nlora_r: 8\n"
     assert import_config(base + "quantize: bnb.nf4-dq\n").setup_kwargs["nf4_double_quant"] is True

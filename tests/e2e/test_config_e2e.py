@@ -50,6 +50,16 @@ def open_box(page: Page) -> None:
     expect(box.locator(".st-key-config_read")).to_be_visible()
 
 
+def paste(page: Page, text: str) -> None:
+    """Paste a config's text into the box and read it."""
+    area = page.locator(".st-key-config_text textarea")
+    area.fill(text)
+    area.press("Control+Enter")
+    wait_for_app_run(page)
+    page.locator(".st-key-config_read button").click()
+    wait_for_app_run(page)
+
+
 def test_upload_a_config_fills_the_sidebar_and_lists_what_was_read(page: Page, app_url: str):
     page.set_viewport_size({"width": 1400, "height": 1000})
     open_app(page, app_url)
@@ -77,12 +87,7 @@ def test_paste_a_config_then_a_bad_one_keeps_the_page(page: Page, app_url: str):
     page.set_viewport_size({"width": 1400, "height": 1000})
     open_app(page, app_url)
     open_box(page)
-    area = page.locator(".st-key-config_text textarea")
-    area.fill(AXOLOTL.read_text())
-    area.press("Control+Enter")
-    wait_for_app_run(page)
-    page.locator(".st-key-config_read button").click()
-    wait_for_app_run(page)
+    paste(page, AXOLOTL.read_text())
     page.wait_for_function("() => location.search.includes('stack=axolotl')", timeout=30_000)
     q = query(page)
     assert {"stack": "axolotl", "method": "qlora", "trainer": "kto", "beta": "0.5", "rank": "32", "batch": "2",
@@ -92,11 +97,7 @@ def test_paste_a_config_then_a_bad_one_keeps_the_page(page: Page, app_url: str):
     assert headline == expected_headline(AXOLOTL.read_text(), AXOLOTL.name)
     shot(page, "config-import-paste")
 
-    area.fill("base_model: x\nlora_target_modules: [q_proj\n<script>alert(1)</script>")
-    area.press("Control+Enter")
-    wait_for_app_run(page)
-    page.locator(".st-key-config_read button").click()
-    wait_for_app_run(page)
+    paste(page, "base_model: x\nlora_target_modules: [q_proj\n<script>alert(1)</script>")
     sidebar = page.locator("[data-testid='stSidebar']")
     expect(sidebar.get_by_text("could not be read: not valid YAML", exact=False)).to_be_visible()
     assert page.evaluate("() => document.querySelectorAll('script').length") == page.evaluate(
@@ -122,12 +123,7 @@ def test_paste_an_mlx_lm_config_on_the_laptop_prices_it_on_metal(page: Page, app
     page.set_viewport_size({"width": 1400, "height": 1000})
     open_app(page, app_url + "/?device=laptop-36gb")
     open_box(page)
-    area = page.locator(".st-key-config_text textarea")
-    area.fill(MLX_LM.read_text())
-    area.press("Control+Enter")
-    wait_for_app_run(page)
-    page.locator(".st-key-config_read button").click()
-    wait_for_app_run(page)
+    paste(page, MLX_LM.read_text())
     page.wait_for_function("() => location.search.includes('stack=mlx')", timeout=30_000)
     q = query(page)
     assert {"stack": "mlx", "model": "llama-3.2-1b", "device": "laptop-36gb", "batch": "4",

@@ -134,7 +134,8 @@ class Reader:
         self.used.add(key)
         self._store(name, value)
         written = self.lookup(key) if raw is MISSING else raw
-        self.read.append(Entry(printable(key, 100), shown(written), _detail(name, value, why), setting=name))
+        self.read.append(Entry(printable(key, 100), "" if written is MISSING else shown(written),
+                               _detail(name, value, why), setting=name))
 
     def default(self, name: str, value: Any, key: str, source: str) -> None:
         """A setting the file leaves to the tool: the tool's default, with where it is written."""

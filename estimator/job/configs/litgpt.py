@@ -128,6 +128,27 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
     method = _method(r)
     if method != "full":
         _lora(r)
+    _precision(r, method)
+    gpus = _devices(r, ctx, method)
+    _batches(r, gpus)
+    if not r.take_int("seq_len", "train.max_seq_length", 1, MAX_SEQ_LEN):
+        r.refuse("train.max_seq_length", Text(N_("null: LitGPT uses the longest example (up to the model's block "
+                                                 "size); the estimate uses 2,048 tokens (set max length)")),
+                 raw=r.lookup("train.max_seq_length"))
+    if r.given("train.max_norm"):  # finetune/*.py validate_args: 'max_norm' is not supported in finetuning
+        r.refuse("train.max_norm", Text(N_("LitGPT's finetune scripts refuse train.max_norm (validate_args)")))
+    if r.given("train.tie_embeddings") and r.boolean("train.tie_embeddings"):
+        r.refuse("train.tie_embeddings", Text(N_("LitGPT's finetune scripts refuse tie_embeddings (validate_args)")))
+    if r.given("optimizer"):
+        _optimizer(r, method)
+    _rest_of_train(r)
+    extra = {k: Text(v) for k, v in _NO_MEMORY.items()}
+    r.finish(list(doc), SCHEMA, lambda key: no_memory(key, extra))
+    return model
+
+
+def _precision(r: Reader, method: str) -> None:
+    """precision (lora.py: precision or get_default_supported_precision(training=True))."""
     precision = r.get("precision") if r.given("precision") else None
     if precision is None:  # lora.py: precision or get_default_supported_precision(training=True)
         r.default("precision", "bf16", "precision", Text(N_("bf16-true on a GPU with bf16 (utils.py "
@@ -142,24 +163,34 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
     else:
         r.refuse("precision", Text(N_("precision {name} is not modelled; bf16-true assumed"),
                                    name=printable(precision, 30)))
+
+
+def _devices(r: Reader, ctx: ReadContext, method: str) -> int:
+    """devices × num_nodes → GPUs (else the marker's); several: FSDP with checkpointing. Returns the GPU count."""
     devices = r.get("devices", 1)
     nodes = r.get("num_nodes", 1)
     d = r.integer("devices", 1, MAX_GPUS, value=devices) if r.has("devices") else 1
     n = r.integer("num_nodes", 1, MAX_GPUS, value=nodes) if r.has("num_nodes") else 1
     gpus = (d or 1) * (n or 1)
+    key = "devices" if r.has("devices") or not r.has("num_nodes") else "num_nodes"  # num_nodes alone: 1 device each
     if r.has("devices") or r.has("num_nodes"):
         if gpus > MAX_GPUS:
-            r.refuse("devices", Text(N_("more than {n} GPUs"), n=MAX_GPUS))
+            r.refuse(key, Text(N_("more than {n} GPUs"), n=MAX_GPUS))
             gpus = 1
-        r.set("gpus", gpus, "devices", why=Text(N_("devices × num_nodes")) if n and n > 1 else "")
+        r.set("gpus", gpus, key, why=Text(N_("devices × num_nodes")) if n and n > 1 else "")
     else:
         gpus_from_marker(r, ctx.marker)
         gpus = r.settings.get("gpus", 1)
     if gpus > 1:  # lora.py / full.py: FSDP (ModelParallelStrategy) with activation checkpointing on several devices
-        r.set("sharding", "zero3", "devices", why=Text(N_("LitGPT shards fully on several devices")))
-        r.set("grad_ckpt", True, "devices", why=Text(N_("LitGPT checkpoints each block under FSDP")))
+        r.set("sharding", "zero3", key, why=Text(N_("LitGPT shards fully on several devices")))
+        r.set("grad_ckpt", True, key, why=Text(N_("LitGPT checkpoints each block under FSDP")))
         if method == "qlora":
-            r.refuse("devices", Text(N_("LitGPT refuses quantize on more than one device")))
+            r.refuse(key, Text(N_("LitGPT refuses quantize on more than one device")))
+    return gpus
+
+
+def _batches(r: Reader, gpus: int) -> None:
+    """train.micro_batch_size → batch; train.global_batch_size → accumulation."""
     micro = r.integer("train.micro_batch_size", 1, MAX_BATCH) if r.given("train.micro_batch_size") else None
     if micro is not None:
         r.set("batch", micro, "train.micro_batch_size")
@@ -176,16 +207,10 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
         else:
             r.default("grad_accum", accum, "train.global_batch_size",
                       Text(N_("{src} global_batch_size 16 ÷ (GPUs × micro-batch)"), src=_F))
-    if not r.take_int("seq_len", "train.max_seq_length", 1, MAX_SEQ_LEN):
-        r.refuse("train.max_seq_length", Text(N_("null: LitGPT uses the longest example (up to the model's block "
-                                                 "size); the estimate uses 2,048 tokens (set max length)")),
-                 raw=r.lookup("train.max_seq_length"))
-    if r.given("train.max_norm"):  # finetune/*.py validate_args: 'max_norm' is not supported in finetuning
-        r.refuse("train.max_norm", Text(N_("LitGPT's finetune scripts refuse train.max_norm (validate_args)")))
-    if r.given("train.tie_embeddings") and r.boolean("train.tie_embeddings"):
-        r.refuse("train.tie_embeddings", Text(N_("LitGPT's finetune scripts refuse tie_embeddings (validate_args)")))
-    if r.given("optimizer"):
-        _optimizer(r, method)
+
+
+def _rest_of_train(r: Reader) -> None:
+    """The train block's other keys: a known one changes no memory, an unknown one is listed."""
     train = r.lookup("train")
     if isinstance(train, dict):
         for key in train:
@@ -196,6 +221,3 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
                 else:
                     r.refuse(dotted, Text(N_("unknown key: not in {tool}'s config schema (a typo?)"), tool=TOOL))
     r.used.add("train")
-    extra = {k: Text(v) for k, v in _NO_MEMORY.items()}
-    r.finish(list(doc), SCHEMA, lambda key: no_memory(key, extra))
-    return model

@@ -237,6 +237,27 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
     else:
         _switch(r, "enable_activation_offloading", "offload_activations", False)
     _switch(r, "compile", "compile", False)
+    _optimizer_in_bwd(r, method)
+    _dtype(r)
+    _optimizer(r, method)
+    _loss_and_clipping(r)
+    r.used.add("tokenizer")
+    _parallel(r, ctx)
+    gpus_from_marker(r, ctx.marker)
+    gpus_note(r)
+    block = r.lookup("model")
+    model_keys = [f"model.{k}" for k in block] if isinstance(block, dict) else []
+    for key in model_keys:
+        if key not in r.used:
+            r.refuse(key, Text(N_("a model builder argument the estimate does not read")))
+    extra = {k: Text(v) for k, v in _NO_MEMORY.items()}
+    r.finish(list(doc), SCHEMA, lambda key: no_memory(key, extra),
+             lambda key: Text(_NOT_MODELLED[key]) if key in _NOT_MODELLED else None)
+    return model
+
+
+def _optimizer_in_bwd(r: Reader, method: str) -> None:
+    """optimizer_in_bwd: the full recipes only, and not with gradient accumulation."""
     if method == "full":
         if r.has("optimizer_in_bwd"):
             in_bwd = r.boolean("optimizer_in_bwd")
@@ -247,6 +268,10 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
                 r.set("optimizer_in_bwd", in_bwd, "optimizer_in_bwd")
     elif r.has("optimizer_in_bwd"):
         r.refuse("optimizer_in_bwd", Text(N_("the LoRA recipes have no optimizer_in_bwd")))
+
+
+def _dtype(r: Reader) -> None:
+    """dtype → precision (bf16 or fp32; the recipes require it)."""
     dtype = str(r.get("dtype", "bf16")).lower() if r.given("dtype") else None
     if dtype in ("bf16", "fp32"):
         r.set("precision", dtype, "dtype")
@@ -255,7 +280,10 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
     else:  # training/precision.py get_dtype: the single-device recipes refuse fp16 training
         r.refuse("dtype", Text(N_("torchtune trains in bf16 or fp32; bf16 assumed")))
         r.settings["precision"] = "bf16"
-    _optimizer(r, method)
+
+
+def _loss_and_clipping(r: Reader) -> None:
+    """loss._component_ → the loss; clip_grad_norm → the clipping norm (null: none)."""
     loss = r.get("loss._component_") if r.given("loss._component_") else None
     if isinstance(loss, str) and loss in _LOSSES:
         r.set("loss", _LOSSES[loss], "loss._component_")
@@ -271,16 +299,3 @@ def read(doc: dict[str, Any], r: Reader, ctx: ReadContext) -> ModelRef:
             norm = r.number("clip_grad_norm", 0.0, 1e6)
             if norm is not None:
                 r.set("max_grad_norm", norm, "clip_grad_norm")
-    r.used.add("tokenizer")
-    _parallel(r, ctx)
-    gpus_from_marker(r, ctx.marker)
-    gpus_note(r)
-    block = r.lookup("model")
-    model_keys = [f"model.{k}" for k in block] if isinstance(block, dict) else []
-    for key in model_keys:
-        if key not in r.used:
-            r.refuse(key, Text(N_("a model builder argument the estimate does not read")))
-    extra = {k: Text(v) for k, v in _NO_MEMORY.items()}
-    r.finish(list(doc), SCHEMA, lambda key: no_memory(key, extra),
-             lambda key: Text(_NOT_MODELLED[key]) if key in _NOT_MODELLED else None)
-    return model
