@@ -338,6 +338,8 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     assert (rows["uns-8b-08"]["Modelled"], rows["uns-8b-08"]["Error %"]) == ("4,742", "+59.6")
     assert (rows["hf-8b-12"]["Current release"], rows["mis-7b-08"]["Modelled"], rows["mis-7b-08"]["Error %"]) == (
         "—", "—", "—")  # no answer there: a dash, never "None"
+    lines = [m.value for m in at.markdown if "The published columns are straight lines" in m.value]
+    assert len(lines) == 1 and "4,719 for Unsloth from 8 to 80 GB, 405 for transformers" in lines[0]
     assert len(dataframe(at, "unsloth_terms")) >= 10
 
 

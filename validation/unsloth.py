@@ -15,6 +15,7 @@ import json
 import statistics
 from dataclasses import replace
 from functools import lru_cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -49,18 +50,22 @@ KNOWN_MISSES: dict[str, str] = {
     "uns-8b-08": "an 8 GB card is almost all fixed memory with the 2024.12 code (5.7 GB of weights, 0.55 GB of "
                  "per-layer RoPE caches, Cut Cross-Entropy's 1.05 GB head-gradient buffer at the loss backward): at "
                  "the published 2,972 tokens the model leaves 0.14 GB of the 8.59 GB unused, and the loss backward "
-                 "adds only 81 kB per token, so 1.7 % of the card is 1,770 tokens (+60 %)",
+                 "adds only 81 kB per token, so 1.7 % of the card is 1,770 tokens (+60 %); and its column is a straight "
+                 "line in the cards' nominal sizes (4,719 tokens per GB between every pair, published_lines): this "
+                 "length is the line's value at 8 GB, not a run on an 8 GB card",
     "uns-8b-12": "at the published 21,848 tokens the model leaves 0.74 GB of the 12.9 GB unused, 3,775 tokens at "
                  "0.2 MB per token (every Unsloth point leaves 0.7-2.4 GB: memory the model does not see, such as "
                  "a CUDA context near its 1.0 GB high end rather than 0.5 GB, which gives +5.5 % here); the GPU "
-                 "model is not published",
+                 "model is not published, and the column is a straight line (see uns-8b-08): the line's value at "
+                 "12 GB",
     "uns-70b-48": "the 48 GB row of a run tested on an A100 80GB (how it was obtained is not published), priced on "
                   "an RTX A6000 (51.5 GB): the 70B step is 42 GB of weights and states plus 1.4 GB of per-layer RoPE "
                   "caches, so 1.0 GB left unused at the published 12,106 tokens is 2,429 tokens at 0.4 MB per token "
                   "(+20 %; a 1.0 GB CUDA context gives +9.5 %)",
     "hf-8b-12": "nearly all fixed memory (7.8 GB of weights after PEFT's fp32 upcast of embeddings and head): the "
                 "GPU model is not published; read as 12 × 10⁹ bytes the model gives 825 tokens (−11 %), as an RTX "
-                "4070 (12,282 MiB) 1,148",
+                "4070 (12,282 MiB) 1,148; its column too is a straight line in the cards' nominal sizes (404.75 "
+                "tokens per GB between every pair, published_lines): the line's value at 12 GB",
 }
 
 
@@ -203,6 +208,48 @@ def context_rows() -> tuple[dict[str, Any], ...]:
     return tuple(rows)
 
 
+# Successive slopes (tokens per nominal GB between neighbouring card sizes) that agree to within this: the column is a
+# straight line in the cards' nominal sizes, which runs on real cards cannot give: their memory is not proportional
+# to the name (an 8 GB RTX 4060 has 8,188 MiB, a 40 GB A100 40,960 MiB, an 80 GB H100 81,559 MiB), and each run's
+# longest length moves with the allocator's blocks. Unsloth's April 2024 table, which says "Numbers are extrapolated
+# based on experiments" (unsloth.ai/blog/long-context), is such a line.
+LINE_SPREAD_PCT = 0.05
+
+
+def published_lines() -> tuple[dict[str, Any], ...]:
+    """Each published column of three or more card sizes (one model, framework and check), with the tokens it gains
+    per GB between neighbouring sizes. A column whose slopes agree to within LINE_SPREAD_PCT is one line drawn
+    through fewer runs: its points at the small cards are the line's, not runs on those cards. For a checked column,
+    the model's gains between the same cards beside it."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in context_rows():
+        groups.setdefault((r["model"], r["framework"], r["check"]), []).append(r)
+    lines = []
+    for (model, framework, check), rows in groups.items():
+        rows = sorted(rows, key=lambda r: r["gpu_gb"])
+        sizes = [r["gpu_gb"] for r in rows]
+        if len(rows) < 3 or len(set(sizes)) < len(sizes):
+            continue
+        pairs = list(pairwise(rows))
+        slopes = [(b["published"] - a["published"]) / (b["gpu_gb"] - a["gpu_gb"]) for a, b in pairs]
+        mean = statistics.mean(slopes)
+        spread = 100.0 * (max(slopes) - min(slopes)) / mean
+        modelled = None
+        if all(r["modelled"] for r in rows):
+            modelled = [(b["modelled"] - a["modelled"]) / (b["gpu_gb"] - a["gpu_gb"]) for a, b in pairs]
+        lines.append({
+            "model": model, "framework": framework, "check": check, "ids": [r["id"] for r in rows],
+            "sizes_gb": sizes, "slopes": slopes, "slope": mean, "spread_pct": spread,
+            "is_line": spread <= LINE_SPREAD_PCT,
+            # the card size (nominal GB) where the line reaches 0 tokens: the fixed memory the line implies
+            "zero_at_gb": rows[0]["gpu_gb"] - rows[0]["published"] / mean,
+            "modelled_slopes": modelled,
+            "modelled_slope": (rows[-1]["modelled"] - rows[0]["modelled"]) / (sizes[-1] - sizes[0])
+            if modelled else None,
+        })
+    return tuple(lines)
+
+
 def unsloth_report() -> dict[str, Any]:
     """The traces' summary and rows, and the published points with their checks."""
     traces = trace_rows()
@@ -215,6 +262,7 @@ def unsloth_report() -> dict[str, Any]:
         "context": {"checked": len(checked), "within_target": sum(r["within_target"] for r in checked),
                     "target_pct": TARGET_PCT, "rows": context},
         "allocator": {"rows": replay_rows()},
+        "lines": list(published_lines()),
     }
 
 
@@ -246,4 +294,13 @@ def format_unsloth_report(report: dict[str, Any] | None = None) -> str:
             "  (not checked: " + row["note"] + ")" if row["check"] == "not_comparable" else "")
         lines.append(f"    {row['id']:<11} {row['gpu_gb']:>3} GB  published {row['published']:>7,}  modelled "
                      f"{modelled}  {err}{current}{flag}")
+    for line in report.get("lines", []):
+        shape = "a straight line (one fit, not separate runs)" if line["is_line"] else "not a line"
+        model = (f"; the model between the same cards {min(line['modelled_slopes']):,.0f}–"
+                 f"{max(line['modelled_slopes']):,.0f} (end to end {line['modelled_slope']:,.0f})"
+                 if line["modelled_slopes"] else "")
+        lines.append(f"  published column {line['model']} / {line['framework']} ({line['sizes_gb'][0]}–"
+                     f"{line['sizes_gb'][-1]} GB, {len(line['ids'])} sizes): {min(line['slopes']):,.2f}–"
+                     f"{max(line['slopes']):,.2f} tokens per GB (spread {line['spread_pct']:.3f} %): {shape}, 0 tokens "
+                     f"at {line['zero_at_gb']:.2f} GB{model}")
     return "\n".join(lines)
