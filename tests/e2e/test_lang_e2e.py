@@ -83,3 +83,22 @@ def test_a_bare_address_follows_the_browser_language(browser: Browser, app_url: 
             assert "lang" not in params(page), page.url  # the browser decides; the address stays bare
         finally:
             context.close()
+
+
+NAV = {"en": ("Calculator", "Compare", "What fits", "Sizes", "Scale out", "Out of memory?", "How it works"),
+       "es": ("Cálculo", "Comparar", "Qué cabe", "Tamaños", "Escalar", "¿Sin memoria?", "Cómo funciona")}
+
+
+@pytest.mark.parametrize("lang", sorted(NAV))
+def test_all_seven_pages_fit_the_top_navigation_at_1280_px(browser: Browser, app_url: str, lang: str):
+    """At a laptop's 1,280 px, with the sidebar open and the widest link active (How it works), every page is a
+    visible link in the top bar: none folds into Streamlit's "N more" menu, whose label is not translated."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        open_app(page, app_url + f"/how?lang={lang}")
+        links = page.get_by_test_id("stTopNavLink")
+        expect(links).to_have_count(len(NAV[lang]))
+        for title in NAV[lang]:
+            expect(page.get_by_role("link", name=title, exact=True).first).to_be_visible()
+    finally:
+        page.close()
