@@ -14,17 +14,16 @@ from typing import Any
 
 import streamlit as st
 
-from estimator import Device, ModelSpec, get_device, load_preset
+from estimator import Device, ModelSpec, load_preset
 from estimator.i18n import _, localised_error, shown
 from estimator.job.configs import MAX_CONFIG_BYTES, ConfigError, fit_targets, import_config, model_choice
 from estimator.job.configs._read import printable
 from estimator.models.hub import HubError, fetch_model
-from estimator.options.devices import custom_device
 from estimator.options.quantization import QUANT_MODES
 from estimator.options.stacks import MLX_STACK
 from estimator.report.configs import export_config
 from ui.model_box import HUB_BOX, hub_token
-from ui.params import AUTO, CUSTOM, TABLE, UPLOAD
+from ui.params import AUTO, TABLE, UPLOAD, device_for
 from ui.text import plain, warn_notes
 from ui.url_state import is_hub_choice
 
@@ -143,9 +142,9 @@ def _set_mlx(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
     ss["dora"] = bool(s.get("dora", False))
     mode = s.get("quant_mode")
     ss["quant"] = mode if mode in QUANT_MODES else AUTO
-    if mode in QUANT_MODES and (s.get("quant_bits", QUANT_MODES[mode].bits[0]),
-                                s.get("quant_group", QUANT_MODES[mode].groups[0])) != (QUANT_MODES[mode].bits[0],
-                                                                                       QUANT_MODES[mode].groups[0]):
+    option = QUANT_MODES.get(mode)
+    if option is not None and (s.get("quant_bits", option.bits[0]), s.get("quant_group", option.groups[0])) != (
+            option.bits[0], option.groups[0]):
         notes.append(_("The sidebar quantises with {mode}'s default bits and group size; the config's {bits}-bit, "
                        "group {group} applies in the CLI (--quant-bits, --quant-group).").format(
             mode=mode, bits=s.get("quant_bits"), group=s.get("quant_group")))
@@ -157,13 +156,11 @@ def _set_mlx(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
 
 
 def _current_device() -> Device | None:
-    """The sidebar's device as it stands (a catalog entry; a custom one by its kind)."""
-    choice = st.session_state.get("device", TABLE["device"].default)
-    if choice == CUSTOM:
-        kind = st.session_state.get("kind", TABLE["kind"].default)
-        return custom_device(float(st.session_state.get("capacity", TABLE["capacity"].default)), str(kind))
+    """The sidebar's device as it stands (read before its widgets run: from the session state)."""
+    ss = st.session_state
     try:
-        return get_device(str(choice))
+        return device_for(ss.get("device", TABLE["device"].default), ss.get("capacity", TABLE["capacity"].default),
+                          ss.get("kind", TABLE["kind"].default))
     except ValueError:
         return None
 

@@ -20,7 +20,6 @@ from estimator import (
     Device,
     ModelSpec,
     TrainingSetup,
-    custom_device,
     find_devices,
     generic_spec,
     get_device,
@@ -37,7 +36,7 @@ from ui.config_box import draw_config_box
 from ui.lang import language_switch
 from ui.model_box import DEFAULT_MODEL, draw_model_section
 from ui.model_box import model_options as model_options  # re-exported: tests read it here
-from ui.params import AUTO, CUSTOM, TABLE, widget
+from ui.params import AUTO, CUSTOM, TABLE, device_for, widget
 from ui.params import CKPT_CHOICES as CKPT_CHOICES  # re-exported: pages and tests read it here
 from ui.sliders import MAX_LEN_MAX as MAX_LEN_MAX  # re-exported: pages and tests read them here
 from ui.sliders import POW2_LENGTHS as POW2_LENGTHS
@@ -237,7 +236,7 @@ def _draw_device_section(sb: Any) -> tuple[Device, float | None]:
     sb.caption(plain(_("Custom capacity") if device_choice == CUSTOM else get_device(device_choice).name))
     capacity = widget("capacity", sb, disabled=device_choice != CUSTOM)
     kind = widget("kind", sb, disabled=device_choice != CUSTOM)
-    device = custom_device(float(capacity), str(kind)) if device_choice == CUSTOM else get_device(device_choice)
+    device = device_for(device_choice, capacity, kind)
     unified = device.kind == "unified"
     ram = widget("host_ram", sb, disabled=unified)
     if unified:

@@ -18,7 +18,7 @@ from estimator import CATALOG, MAX_SIZE_B, MIN_SIZE_B, TrainerSetup, TrainingSet
 from estimator.i18n import N_, Text, _
 from estimator.job.setup import MAX_BATCH, MAX_GPUS, MAX_GRAD_ACCUM, MAX_LORA_LAYERS, MAX_RANK, MAX_SEQ_LEN
 from estimator.memory.rule import rule_sentence
-from estimator.options.devices import CUSTOM_MAX_GB, CUSTOM_MIN_GB, DEVICE_KINDS
+from estimator.options.devices import CUSTOM_MAX_GB, CUSTOM_MIN_GB, DEVICE_KINDS, Device, custom_device, get_device
 from estimator.options.losses import LOSSES
 from estimator.options.methods import ATTENTIONS, METHODS, SHARDING_LABELS, SHARDINGS
 from estimator.options.optimizers import OPTIMIZER_LABELS, OPTIMIZERS
@@ -45,6 +45,11 @@ BY_SIZE = "by-size"
 UPLOAD = "upload"
 CUSTOM = "custom"
 CKPT_CHOICES: tuple[str, ...] = (AUTO, "true", "false", "offload")  # offload = on, inputs in CPU RAM
+
+
+def device_for(choice: str, capacity: float, kind: str) -> Device:
+    """The Device picker's device: a catalog entry, or with CUSTOM one of the given capacity (GB) and kind."""
+    return custom_device(float(capacity), str(kind)) if choice == CUSTOM else get_device(str(choice))
 
 
 def setup_default(cls: type, name: str) -> Any:
