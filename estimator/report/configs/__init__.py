@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ...job.trainer import TrainerSetup
 from ..snippets.common import _stack_id
-from ._common import TRL_COMMANDS, ExportedConfig
+from ._common import ExportedConfig
 from .axolotl import _export_axolotl
 from .hf import _export_hf
 from .litgpt import _export_litgpt
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ...job.setup import TrainingSetup
     from ...models.spec import ModelSpec
 
-__all__ = ["TRL_COMMANDS", "ExportedConfig", "export_config"]
+__all__ = ["ExportedConfig", "export_config"]
 
 _WRITERS = {"axolotl": _export_axolotl, "mlx": _export_mlx, "torchtune": _export_torchtune, "litgpt": _export_litgpt,
             "trl": _export_hf, "trainer": _export_hf, "unsloth": _export_hf, "plain": _export_hf}

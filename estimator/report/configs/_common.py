@@ -14,11 +14,6 @@ if TYPE_CHECKING:
     from ...job.setup import TrainingSetup
     from ...models.spec import ModelSpec
 
-# TRL 1.16's commands (trl/cli/commands/__init__.py); ORPO and SimPO (CPOConfig) have none.
-TRL_COMMANDS = {"sft": "sft", "dpo": "dpo", "kto": "kto", "grpo": "grpo", "reward": "reward"}
-_TRL_OFFLOAD_FIELD = frozenset({"sft", "dpo", "kto", "reward"})  # *_config.py with activation_offloading
-_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "mixed": "float32", "fp32": "float32"}
-
 
 @dataclass(frozen=True)
 class ExportedConfig:

@@ -25,9 +25,6 @@ from ..snippets.common import (
 )
 from ..snippets.unsloth import _unsloth_notes
 from ._common import (
-    _DTYPES,
-    _TRL_OFFLOAD_FIELD,
-    TRL_COMMANDS,
     ExportedConfig,
     _hub_revision,
     _marker,
@@ -39,6 +36,11 @@ from ._common import (
 if TYPE_CHECKING:
     from ...job.setup import TrainingSetup
     from ...models.spec import ModelSpec
+
+# TRL 1.16's commands (trl/cli/commands/__init__.py); ORPO and SimPO (CPOConfig) have none.
+TRL_COMMANDS = {"sft": "sft", "dpo": "dpo", "kto": "kto", "grpo": "grpo", "reward": "reward"}
+_TRL_OFFLOAD_FIELD = frozenset({"sft", "dpo", "kto", "reward"})  # *_config.py with activation_offloading
+_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "mixed": "float32", "fp32": "float32"}
 
 
 def _model_lines(spec: ModelSpec, setup: TrainingSetup, stack: str) -> list[tuple[str, object]]:
