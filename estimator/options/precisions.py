@@ -31,6 +31,8 @@ PRECISIONS: dict[str, PrecisionOption] = {o.id: o for o in (
 )}
 PRECISION_IDS: tuple[str, ...] = tuple(PRECISIONS)
 PRECISION_LABELS = {k: o.label for k, o in PRECISIONS.items()}
+# precision → mlx_lm.convert --dtype (mlx_lm/convert.py:82 MODEL_CONVERSION_DTYPES, 0.32.2)
+MLX_CONVERT_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 @dataclass(frozen=True)

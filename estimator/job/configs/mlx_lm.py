@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...i18n import N_, Text
 from ...options.optimizers import OPTIMIZERS
+from ...options.precisions import MLX_CONVERT_DTYPES
 from ...options.quantization import QUANT_MODES, check_quant
 from ...options.stacks import STACKS as STACK_TABLE
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GRAD_ACCUM, MAX_LORA_LAYERS, MAX_RANK, MAX_SEQ_LEN
@@ -46,7 +47,6 @@ _OPTIMIZERS = {o.mlx_name: k for k, o in OPTIMIZERS.items() if o.mlx_name}
 # mlx_lm.convert --dtype (MODEL_CONVERSION_DTYPES) and the checkpoint dtypes a repo's name says → precision.
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32",
           "f16": "fp16", "f32": "fp32"}
-CONVERT_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # precision → mlx_lm.convert --dtype
 # mlx-community's repo names end in the conversion: -4bit, -8bit (mlx_lm.convert -q: affine, group 64), -mxfp4,
 # -bf16, optionally with -mlx / -MLX or a -DWQ/-AWQ distillation of the same affine layout.
 _QUANT_NAME = re.compile(r"(?i)-(?:mlx-)?(?:(\d)bit|(mxfp4|nvfp4|mxfp8))(?:-(?:dwq|awq|gptq|mlx))*$")
@@ -149,7 +149,7 @@ def _precision(r: Reader, ctx: ReadContext, dtype: str | None, key: str) -> None
     """mlx-lm has no dtype key: the model trains in its checkpoint's dtype (mlx_lm/utils.py load() casts nothing)."""
     marked = ctx.marker.get("dtype")
     if marked is not None:
-        if marked in CONVERT_DTYPES.values():
+        if marked in MLX_CONVERT_DTYPES.values():
             r.set("precision", DTYPES[marked], "# will-it-fit: dtype", raw=marked,
                   why=Text(N_("mlx_lm.convert --dtype, the marker's")))
         else:

@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 # TRL 1.16's commands (trl/cli/commands/__init__.py); ORPO and SimPO (CPOConfig) have none.
 TRL_COMMANDS = {"sft": "sft", "dpo": "dpo", "kto": "kto", "grpo": "grpo", "reward": "reward"}
 _TRL_OFFLOAD_FIELD = frozenset({"sft", "dpo", "kto", "reward"})  # *_config.py with activation_offloading
-_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "mixed": "float32", "fp32": "float32"}
 
 
 def _model_lines(spec: ModelSpec, setup: TrainingSetup, stack: str) -> list[tuple[str, object]]:
@@ -49,7 +48,7 @@ def _model_lines(spec: ModelSpec, setup: TrainingSetup, stack: str) -> list[tupl
     revision = _hub_revision(spec)
     if revision:
         pairs.append(("model_revision", revision))
-    pairs += [("dtype", _DTYPES[setup.precision]), ("attn_implementation", attention_impl(setup, spec.family))]
+    pairs += [("dtype", PRECISIONS[setup.precision].model_dtype), ("attn_implementation", attention_impl(setup, spec.family))]
     if setup.method == "full":
         return pairs + [("use_peft", False)]
     targets: object = ALL_LINEAR if setup.lora_targets == (ALL_LINEAR,) else list(setup.lora_targets)

@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING
 from ...job.setup import ALL_LINEAR
 from ...models.spec import LM_HEAD
 from ...options.optimizers import OPTIMIZERS
+from ...options.precisions import MLX_CONVERT_DTYPES
 from .common import _model_id
 
 if TYPE_CHECKING:
     from ...job.setup import TrainingSetup
     from ...models.spec import ModelSpec
-
-_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # mlx_lm.convert --dtype
 
 
 def _line(key: str, value: object) -> str:
@@ -43,7 +42,7 @@ def convert_args(spec: ModelSpec, setup: TrainingSetup) -> list[str]:
     quantise = setup.method == "qlora" and not spec.quantization
     if not quantise and setup.precision == "bf16":
         return []
-    args = ["--hf-path", _model_id(spec), "--mlx-path", "./mlx_model", "--dtype", _DTYPES.get(setup.precision,
+    args = ["--hf-path", _model_id(spec), "--mlx-path", "./mlx_model", "--dtype", MLX_CONVERT_DTYPES.get(setup.precision,
                                                                                              "bfloat16")]
     if quantise:
         args += ["-q", "--q-bits", str(setup.quant_bits), "--q-group-size", str(setup.quant_group)]
