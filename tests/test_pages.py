@@ -340,6 +340,7 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
         "—", "—", "—")  # no answer there: a dash, never "None"
     lines = [m.value for m in at.markdown if "The published columns are straight lines" in m.value]
     assert len(lines) == 1 and "4,719 for Unsloth from 8 to 80 GB, 405 for transformers" in lines[0]
+    assert "RTX 4060 has 8,188 MiB, an 80 GB H100 81,559 MiB" in lines[0]  # the catalog's capacities
     assert len(dataframe(at, "unsloth_terms")) >= 10
 
 

@@ -15,7 +15,7 @@ from estimator.i18n import _, format_number
 from estimator.job.stack import resolve_setup, setup_summary
 from estimator.memory.unsloth_model import per_token_terms, unsloth_path, uses_unsloth_model
 from estimator.options.checkpointing import CHECKPOINTING
-from estimator.options.devices import CATALOG
+from estimator.options.devices import CATALOG, get_device
 from estimator.options.losses import LOSS_IMPLS
 from estimator.options.optimizers import OPTIMIZERS
 from estimator.options.precisions import QLORA_PREPS
@@ -124,15 +124,17 @@ def unsloth(spec: ModelSpec, setup: TrainingSetup) -> None:
         st.markdown(_(
             "**The published columns are straight lines.** Each gains the same number of tokens per GB between every "
             "pair of card sizes ({model}: {unsloth} for Unsloth from {low} to {high} GB, {hf} for transformers + "
-            "FlashAttention 2). Real cards' memory is not proportional to their names (an 8 GB RTX 4060 has 8,188 "
-            "MiB, an 80 GB H100 81,559 MiB), so each column is one line drawn through fewer runs: the shape of "
+            "FlashAttention 2). Real cards' memory is not proportional to their names (an 8 GB RTX 4060 has "
+            "{small_mib} MiB, an 80 GB H100 {large_mib} MiB), so each column is one line drawn through fewer runs: the shape of "
             "Unsloth's April 2024 table, which it says is \"extrapolated based on experiments\". At the small cards a length is the line's "
             "value where almost the whole card is fixed memory, so a few hundred MB where the line was anchored "
             "moves it by tens of percent; the line's slope is the memory per token, and the model's lengths gain "
             "{model_unsloth} and {model_hf} tokens per GB over the same cards.").format(
             model=u["model"], unsloth=format_number(u["slope"], 0), hf=format_number(h["slope"], 0),
             low=u["sizes_gb"][0], high=u["sizes_gb"][-1], model_unsloth=format_number(u["modelled_slope"], 0),
-            model_hf=format_number(h["modelled_slope"], 0)))
+            model_hf=format_number(h["modelled_slope"], 0),
+            small_mib=format_number(get_device("rtx-4060").capacity_bytes / 2**20, 0),
+            large_mib=format_number(get_device("h100-80gb").capacity_bytes / 2**20, 0)))
     table = table_per_language("how.unsloth_published", lambda: [{  # built once per language (ui/once.py)
         _("Point"): r["id"], _("GPU (GB)"): r["gpu_gb"], _("Published"): format_number(r["published"], 0),
         _("Modelled"): _tokens(r["modelled"]), _("Error %"): _signed(r["error_pct"]),
