@@ -41,9 +41,10 @@ from .mlx_model import (
     quant_label,
     resident,
 )
-from .overhead import CUDA_CONTEXT_BYTES
+from .overhead import CUDA_CONTEXT_BYTES, RuntimeContext
+from .parts import StepParts
 from .precision import FP32
-from .result import CONTEXT_KEY, CONTEXT_LABEL, Estimate, Phase
+from .result import Phase
 from .result import detail as d
 
 if TYPE_CHECKING:
@@ -340,9 +341,9 @@ def _phases(spec: ModelSpec, setup: TrainingSetup, s: _Shape, res: Resident, a: 
     return phases
 
 
-def mlx_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
-    """Peak memory of one steady-state mlx-lm training step (docs/formulas.md §12): the resident part
-    (memory/mlx_model.py), what the trained blocks keep and the backward's buffers, the moments priced, the peak."""
+def mlx_parts(spec: ModelSpec, setup: TrainingSetup) -> StepParts:
+    """The parts of one steady-state mlx-lm training step (docs/formulas.md §12): the resident part
+    (memory/mlx_model.py), what the trained blocks keep and the backward's buffers, the moments priced."""
     check_stack_setup(setup)
     check_mlx_model(spec, setup)
     s = _shape(spec, setup)
@@ -355,16 +356,11 @@ def h_bytes(dm: Dims, b: int) -> float:
     return float(dm.h * b)
 
 
-def _finish(spec: ModelSpec, setup: TrainingSetup, res: Resident, phases: list[Phase]) -> Estimate:
-    """The peak phase, the runtime's context (CUDA's on MLX-CUDA; Metal and the CPU have none to count: MLX's
-    peak is its allocator's active bytes, mx.get_peak_memory), the band and the notes."""
-    peak = max(phases, key=lambda p: p.total)
+def _finish(spec: ModelSpec, setup: TrainingSetup, res: Resident, phases: list[Phase]) -> StepParts:
+    """The parts with the runtime's context (CUDA's on MLX-CUDA; Metal and the CPU have none to count: MLX's peak is
+    its allocator's active bytes, mx.get_peak_memory, so no allocator slack), the band and the notes."""
     ctx = CUDA_CONTEXT_BYTES if setup.backend == "cuda" else 0.0
-    components = {"weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
-                  "activations": peak.activations, "overhead": float(ctx)}
-    details = tuple(x for x in peak.details if x.bytes > 0) + (
-        d(CONTEXT_KEY, CONTEXT_LABEL, ctx, "CUDA context (MLX-CUDA)" if ctx else "none: Metal/CPU"),)
-    total = peak.total + ctx
+    context = RuntimeContext(ctx, ctx, ctx, 0, "CUDA context (MLX-CUDA)" if ctx else "none: Metal/CPU")
     notes = list(spec.notes)
     if setup.backend == "cuda" and _cudnn_attention(spec, setup):
         notes.append(N_("MLX-CUDA trains attention with cuDNN's fused kernels here: no L² probabilities are kept."))
@@ -386,11 +382,10 @@ def _finish(spec: ModelSpec, setup: TrainingSetup, res: Resident, phases: list[P
         notes.append(Text(N_("mlx-lm's default of {n} trained blocks is more than {model}'s {layers}; mlx_lm lora "
                              "refuses that (lora.py:234-238), so pass --num-layers {layers} (or -1): priced with all "
                              "{layers} blocks."), n=setup.lora_layers, model=spec.name, layers=spec.num_layers))
-    return Estimate(
-        model=spec, setup=setup, mode="detailed", params_total=spec.params_total - spec.params_tower,
-        params_trainable=res.trainable_params, components_bytes=components, details=details, total_bytes=total,
-        low_bytes=peak.total * (1 - MLX_ERROR_LOW) + ctx, high_bytes=peak.total * (1 + MLX_ERROR_HIGH) + ctx,
-        peak_phase=peak.name, phases=tuple(phases), cpu_offload_bytes=0.0, notes=tuple(notes),
+    return StepParts(
+        model=spec, setup=setup, phases=tuple(phases), context=context, allocator=None,
+        params_total=spec.params_total - spec.params_tower, params_trainable=res.trainable_params,
+        error=(MLX_ERROR_LOW, MLX_ERROR_HIGH), notes=tuple(notes),
         # the host's side (memory/host.py): the mlx-lm process and mlx_lm.load's one-tensor-at-a-time read; on a
         # Mac it adds up with the arrays above in one pool (host_verdict)
         host=host_ram(spec, setup, trainable=res.trainable_params, weights_bytes=res.weights,

@@ -5,14 +5,11 @@ with the overhead beside the tensors and the low/high band (§5)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..i18n import N_
 from .activations.depth import recompute_extra_per_token
-from .allocator import Allocations, AllocatorConfig, stack_allocator, step_slack
-from .overhead import ALLOCATOR_SLACK, MODEL_ERROR_HIGH, MODEL_ERROR_LOW, runtime_context
-from .result import CONTEXT_LABEL, DetailItem, Phase
+from .result import DetailItem, Phase
 from .result import detail as d
 
 if TYPE_CHECKING:
@@ -95,33 +92,3 @@ def closing_phases(spec: ModelSpec, setup: TrainingSetup, st: States) -> list[Ph
         phases.append(Phase("model_load", N_("model load (16-bit before quantising)"), load, 0.0, 0.0, 0.0, (
             d("weights.load_16bit", N_("16-bit checkpoint before quantisation"), load, "2 B × params"),)))
     return phases
-
-
-def peak_and_band(setup: TrainingSetup, phases: list[Phase], requests: Callable[[Phase], Allocations] | None = None,
-                  allocator: AllocatorConfig | None = None
-                  ) -> tuple[Phase, dict[str, float], tuple[DetailItem, ...], float, float]:
-    """The peak phase, its components with the overhead (runtime context + allocator slack), its details and the
-    low/high band. The slack follows the allocator the stack runs under (memory/allocator.py step_slack; `allocator`
-    overrides it) and, with expandable segments, the peak's requests (`requests`, when the model knows them)."""
-    peak = max(phases, key=lambda p: p.total)
-    tensor_peak = peak.total
-    rc = runtime_context(setup)  # the caching allocator's slack stays on MPS, which has no CUDA context
-    cfg = allocator or stack_allocator(setup.stack)
-    # the high band's stranded blocks are bounded by one backward's gradients, whenever the peak comes
-    gradients = max(p.gradients for p in phases)
-    slack = step_slack(cfg, tensor_peak, requests(peak) if requests else (), gradients)
-    overhead = rc.expected + slack.expected
-    components = {
-        "weights": peak.weights, "gradients": peak.gradients, "optimizer": peak.optimizer,
-        "activations": peak.activations, "overhead": overhead,
-    }
-    details = tuple(x for x in peak.details if x.bytes > 0) + (
-        d("overhead.cuda_context", CONTEXT_LABEL, rc.expected, rc.formula),
-        d("overhead.allocator_slack", N_("Allocator slack"), slack.expected, slack.formula),
-    )
-    low = tensor_peak * (1 - MODEL_ERROR_LOW) + rc.low + rc.nccl
-    if cfg.expandable:  # the slack's own high bound, on the tensors' high
-        high = (tensor_peak + slack.high) * (1 + MODEL_ERROR_HIGH) + rc.high + rc.nccl
-    else:
-        high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + rc.high + rc.nccl
-    return peak, components, details, low, high

@@ -82,7 +82,8 @@ def detail_bytes(items: Iterable[DetailItem], key: str) -> float:
 @dataclass(frozen=True)
 class Phase:
     """Memory at one moment of the step (bytes, per GPU), before overhead. `key` is the phase's stable id
-    ("backward.first_layer", "optimizer_step", …); `name` is its label, only shown."""
+    ("backward.first_layer", "optimizer_step", …); `name` is its label, only shown. A preference/RL trainer's phases
+    (memory/trainers.py) also hold its reference model and its generation (KV cache or vLLM's pool); 0 otherwise."""
 
     key: str
     name: str
@@ -91,15 +92,18 @@ class Phase:
     optimizer: float
     activations: float
     details: tuple[DetailItem, ...] = ()
+    reference: float = 0.0
+    generation: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations
+        return self.weights + self.gradients + self.optimizer + self.activations + self.reference + self.generation
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """Peak memory per GPU of one training step, in bytes."""
+    """Peak memory per GPU of one training step, in bytes. Built in one place only, memory/assemble.py, from the
+    parts of a step a runtime returns (memory/parts.py)."""
 
     model: ModelSpec
     setup: TrainingSetup
@@ -120,6 +124,10 @@ class Estimate:
     host: Any = None
     # every weight as loaded, before any sharding (ZeRO-3 gathers this whole model for GRPO's generate)
     weights_full_bytes: float = 0.0
+    # a preference/RL trainer's step (memory/trainers.py): its TrainerSetup and the SFT-equivalent setup of its
+    # training forward (2 × batch sequences for DPO, GRPO's prompt + completion, the trainer's loss); None for SFT
+    trainer: Any = None
+    policy_setup: Any = None
 
     @property
     def tensor_bytes(self) -> float:

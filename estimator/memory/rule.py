@@ -9,7 +9,10 @@ from ..i18n import N_, Text
 from ..job.setup import TrainingSetup
 from ..units import GB
 from .adapters import lora_params
-from .result import COMPONENT_KEYS, Estimate, detail
+from .assemble import assemble
+from .overhead import RuntimeContext
+from .parts import StepParts
+from .result import COMPONENT_KEYS, Estimate, Phase, detail
 
 if TYPE_CHECKING:
     from ..models.spec import ModelSpec
@@ -91,21 +94,27 @@ def seed_figure_gb(spec: ModelSpec, method: str, lora_rank: int = 16) -> dict[st
 
 def seed_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     """An Estimate in the seed's rule-of-thumb mode. `precision='mixed'` selects the master-copy variant.
-    The rule ignores batch, length, optimizer and sharding, as the page does."""
+    The rule ignores batch, length, optimizer and sharding, as the page does. Assembled like every estimate
+    (memory/assemble.py): one phase holding the rule's per-weight bytes, its fixed margin as the runtime's context,
+    no allocator and no error band, and no phases shown (the rule has none)."""
     size_b = spec.params_total / 1e9
     master = setup.precision == "mixed"
     comps_gb = rule_components_gb(size_b, setup.method, master)
     comps = {k: v * GB for k, v in comps_gb.items()}
-    total = sum(comps.values())
     trainable = spec.params_total if setup.method == "full" else lora_params(spec, setup)
     labels = {"weights": N_("16-bit weights") if setup.method != "qlora" else N_("4-bit base"),
               "gradients": N_("16-bit gradients"),
-              "optimizer": N_("Adam moments (fp32) + master copy") if master else N_("Adam moments (fp32)"),
-              "overhead": N_("Fixed margin (activations at moderate length, adapter, framework)")}
-    details = tuple(detail(f"{k}.rule", labels.get(k, k), v, "rule of thumb") for k, v in comps.items() if v > 0)
-    return Estimate(
-        model=spec, setup=setup, mode="seed", params_total=spec.params_total, params_trainable=trainable,
-        components_bytes=comps, details=details, total_bytes=total, low_bytes=total, high_bytes=total,
-        peak_phase=N_("rule of thumb (no phases)"),  # N_: translated where shown
+              "optimizer": N_("Adam moments (fp32) + master copy") if master else N_("Adam moments (fp32)")}
+    details = tuple(detail(f"{k}.rule", labels.get(k, k), v, "rule of thumb") for k, v in comps.items()
+                    if v > 0 and k != "overhead")
+    peak_phase = N_("rule of thumb (no phases)")  # N_: translated where shown
+    rule = Phase("rule", peak_phase, comps["weights"], comps["gradients"], comps["optimizer"], comps["activations"],
+                 details)
+    margin = comps["overhead"]
+    return assemble(StepParts(
+        model=spec, setup=setup, phases=(rule,), context=RuntimeContext(margin, margin, margin, 0, "rule of thumb"),
+        allocator=None, error=(0.0, 0.0), params_total=spec.params_total, params_trainable=trainable, mode="seed",
         notes=(N_("Rule of thumb: ignores batch size, max length, optimizer and architecture."),),
-    )
+        context_key="overhead.rule",
+        context_label=N_("Fixed margin (activations at moderate length, adapter, framework)"),
+        report_phases=False))

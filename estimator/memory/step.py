@@ -22,12 +22,16 @@ from ..options.backends import MPS_ATTENTION
 from ..options.optimizers import OPTIMIZERS
 from ..options.stacks import NO_SDPA_FAMILIES
 from .activations.common import ActivationContext, context
+from .allocator import stack_allocator
+from .assemble import assemble
 from .host import host_ram
 from .litgpt_model import stack_spec
 from .lora_layers import check_lora_layers, last_layers_only, lora_layers_note
 from .mlx_model import check_mlx_model, uses_mlx_model
-from .mlx_step import mlx_estimate
-from .phases import checkpointed_phases, closing_phases, peak_and_band, stored_phases
+from .mlx_step import mlx_parts
+from .overhead import runtime_context
+from .parts import StepParts
+from .phases import checkpointed_phases, closing_phases, stored_phases
 from .result import Estimate, Phase
 from .states import States, model_states
 from .step_activations import activation_items, activation_sizes, weight_casts
@@ -108,17 +112,16 @@ def _sft_phases(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, s
     return phases, {"checkpoint_cpu_bytes": sz.offloaded}
 
 
-@lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
-def estimate(spec: ModelSpec, setup: TrainingSetup, device_capacity: float | None = None) -> Estimate:
-    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase.
-    `device_capacity` (bytes) is read only where the stack decides by the card's memory (Unsloth; callers pass it
-    when unsloth_model.needs_capacity says so)."""
+def sft_parts(spec: ModelSpec, setup: TrainingSetup, device_capacity: float | None = None) -> StepParts:
+    """The parts of one steady-state SFT step on the setup's stack: its phases with the model states, the runtime's
+    context, the allocator, the host RAM and the notes (memory/assemble.py adds them up). `device_capacity` (bytes)
+    is read only where the stack decides by the card's memory (Unsloth)."""
     if setup.image_tokens and not spec.tower_kind:
         raise ValueError(Text(N_("image tokens per example need a multimodal model; {model} has no vision tower"),
                               model=spec.name))
     check_tower(spec, setup)
     if uses_mlx_model(setup):  # the MLX-LM stack: mlx-lm's own step (memory/mlx_step.py)
-        return mlx_estimate(spec, setup)
+        return mlx_parts(spec, setup)
     _check_torch_model(spec, setup)
     spec = stack_spec(spec, setup)  # the model as the stack builds it (LitGPT: untied, 4-bit head)
     ctx = context(spec, setup)
@@ -135,17 +138,23 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, device_capacity: float | Non
         extra_notes = [note] if note else []
     phases += closing_phases(spec, setup, st)
 
-    peak, components, details, low, high = peak_and_band(setup, phases, requests, allocator)
     notes = _notes(spec, setup, st.learns, st.shard_note) + extra_notes
     cpu_params = st.weights_full if setup.offload_params else 0.0
     host = host_ram(spec, setup, trainable=st.trainable, weights_bytes=st.weights_full,
                     optimizer_cpu_bytes=st.cpu_bytes, **host_kw)
     offloaded = host_kw["checkpoint_cpu_bytes"] + host_kw.get("checkpoint_slots_bytes", 0.0) + host_kw.get(
         "embedding_cpu_bytes", 0.0)
-    return Estimate(
-        model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=st.trainable,
-        components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
-        low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
-        cpu_offload_bytes=st.cpu_bytes + offloaded + cpu_params, notes=tuple(notes), host=host,
-        weights_full_bytes=st.weights_full,
+    return StepParts(
+        model=spec, setup=setup, phases=tuple(phases), context=runtime_context(setup),
+        allocator=allocator or stack_allocator(setup.stack), requests=requests, params_total=spec.params_total,
+        params_trainable=st.trainable, cpu_offload_bytes=st.cpu_bytes + offloaded + cpu_params, notes=tuple(notes),
+        host=host, weights_full_bytes=st.weights_full,
     )
+
+
+@lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
+def estimate(spec: ModelSpec, setup: TrainingSetup, device_capacity: float | None = None) -> Estimate:
+    """Peak per-GPU memory of one steady-state training step, broken into components at the peak phase.
+    `device_capacity` (bytes) is read only where the stack decides by the card's memory (Unsloth; callers pass it
+    when unsloth_model.needs_capacity says so)."""
+    return assemble(sft_parts(spec, setup, device_capacity))

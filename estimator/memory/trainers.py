@@ -21,20 +21,20 @@ from ..i18n import N_, Text, _, format_int
 from ..job.trainer import check, policy_setup
 from ..options.trainers import DEFAULT_PROMPT_LEN, GENERATION_MODES, TRL_VERSION
 from .activations.loss import TRL_TOKEN_TILE, TRL_VOCAB_TILE
-from .allocator import stack_allocator, step_slack
+from .allocator import stack_allocator
+from .assemble import assemble
 from .overhead import (
-    ALLOCATOR_SLACK,
     CUDA_CONTEXT_BYTES,
     CUDA_CONTEXT_HIGH,
     CUDA_CONTEXT_LOW,
-    MODEL_ERROR_HIGH,
-    MODEL_ERROR_LOW,
     NCCL_BYTES,
+    RuntimeContext,
 )
 from .precision import FP32, compute_bytes, trainable_bytes, weight_bytes
-from .result import CONTEXT_LABEL, DetailItem, Estimate, Phase, detail_bytes
+from .result import DetailItem, Estimate, Phase, detail_bytes
 from .result import detail as d
 from .step import estimate as sft_estimate
+from .step import sft_parts
 
 if TYPE_CHECKING:
     from ..job.setup import TrainingSetup
@@ -121,26 +121,6 @@ def kv_cache_bytes(spec: ModelSpec, setup: TrainingSetup, sequences: int, length
     return float(2 * spec.num_layers * spec.num_kv_heads * spec.head_dim * compute_bytes(setup) * sequences * length)
 
 
-@dataclass(frozen=True)
-class TrainerPhase(Phase):
-    """A phase with the trainer's two components on top of the SFT ones."""
-
-    reference: float = 0.0
-    generation: float = 0.0
-
-    @property
-    def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations + self.reference + self.generation
-
-
-@dataclass(frozen=True)
-class TrainerEstimate(Estimate):
-    """An estimate of a preference/RL step: components_bytes may also hold 'reference' and 'generation'."""
-
-    trainer: TrainerSetup | None = None
-    policy_setup: TrainingSetup | None = None
-
-
 def _loss_swap(spec: ModelSpec, ps: TrainingSetup, opt: TrainerOption
                ) -> tuple[dict[str, DetailItem], tuple[str, ...]]:
     """The SFT loss items a trainer's head replaces (ORPO/SimPO's own logits) and those it drops (a score head)."""
@@ -172,7 +152,7 @@ class _Lift:
     dropped: tuple[str, ...]
 
     def phase(self, p: Phase, extra_acts: tuple[DetailItem, ...] = (), drop: tuple[str, ...] | None = None,
-              key: str | None = None, name: str | None = None) -> TrainerPhase:
+              key: str | None = None, name: str | None = None) -> Phase:
         """The SFT phase `p` with the loss items swapped or dropped, `extra_acts`, the reference and vLLM."""
         drop = self.dropped if drop is None else drop
         gen = self.vllm_always
@@ -182,7 +162,7 @@ class _Lift:
             items.append(self.ref_item)
         if gen:
             items.append(self.vllm_item if self.vllm else d("generation.other", N_("Generation"), gen, ""))
-        return TrainerPhase(key or p.key, name or p.name, p.weights, p.gradients, p.optimizer, acts, tuple(items),
+        return Phase(key or p.key, name or p.name, p.weights, p.gradients, p.optimizer, acts, tuple(items),
                             reference=self.ref, generation=gen)
 
 
@@ -200,7 +180,7 @@ def _lift(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, ps: TrainingS
 
 
 def _reward_model_states(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSetup,
-                         phases: list[TrainerPhase]) -> list[TrainerPhase]:
+                         phases: list[Phase]) -> list[Phase]:
     """A reward model's input embedding, which keeps its V × H though reward_spec's head has one row."""
     if setup.method == "full" and setup.grad_accum == 1:
         # The reward model's input embedding (V × H, dense) gets its gradient last, after the first layer's
@@ -222,7 +202,7 @@ def _reward_model_states(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSetu
 
 
 def _logits_gradient_phase(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSetup, opt: TrainerOption,
-                           lift: _Lift, loss_bwd: Phase) -> TrainerPhase:
+                           lift: _Lift, loss_bwd: Phase) -> Phase:
     """ORPO/SimPO's backward through their own logits: the logits, their gradient, the chosen-half log-softmax."""
     c = compute_bytes(ps)
     tv = ps.tokens * spec.vocab_size
@@ -240,7 +220,7 @@ def _logits_gradient_phase(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSe
 
 
 def _reference_forward_phase(spec: ModelSpec, setup: TrainingSetup, lift: _Lift, loss_bwd: Phase, tokens: int,
-                             fused: bool) -> TrainerPhase:
+                             fused: bool) -> Phase:
     """DPO/KTO's reference forward, on top of the policy's saved activations."""
     # DPO/KTO: the reference forward runs after the policy forward, while the policy's saved activations
     # (checkpointed inputs, head input, the fused head's saved tensors) are alive (dpo_trainer.py l. 1299 →
@@ -299,7 +279,7 @@ def _hf_generation(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup
 
 
 def _generation_phases(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, mode: str | None, lift: _Lift,
-                       opt_step: Phase, tokens: int, fused: bool, weights_full: float) -> list[TrainerPhase]:
+                       opt_step: Phase, tokens: int, fused: bool, weights_full: float) -> list[Phase]:
     """GRPO's generation and, with a reference or vLLM, its no_grad scoring forward."""
     keep, weights, optimizer = _generation_states(setup, mode, opt_step, weights_full)
     items: list[DetailItem] = list(keep)
@@ -313,7 +293,7 @@ def _generation_phases(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, 
         items.append(lift.vllm_item)
     if lift.ref:
         items.append(lift.ref_item)
-    phases = [TrainerPhase("generation", "generation", weights, 0.0, optimizer, acts, tuple(items),
+    phases = [Phase("generation", "generation", weights, 0.0, optimizer, acts, tuple(items),
                            reference=lift.ref, generation=gen)]
     if tr.uses_reference() or mode in ("vllm-colocate", "vllm-server"):
         # The reference forward (beta > 0) and, with vLLM, the old-policy log-prob forward (importance
@@ -328,42 +308,11 @@ def _generation_phases(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, 
             s_items.append(lift.vllm_item)
         scoring = ("reference_forward", "reference forward") if tr.uses_reference() else (
             "old_logprob_forward", "old log-prob forward")
-        phases.append(TrainerPhase(*scoring,
+        phases.append(Phase(*scoring,
                                    weights if mode == "hf" else opt_step.weights, 0.0,
                                    optimizer, score, tuple(s_items),
                                    reference=lift.ref, generation=lift.vllm_always))
     return phases
-
-
-def _trainer_peak_and_band(setup: TrainingSetup, mode: str | None, phases: list[TrainerPhase]
-                           ) -> tuple[TrainerPhase, dict[str, float], tuple[DetailItem, ...], float, float]:
-    """The peak phase, its components with the overhead, its details and the low/high band (vLLM's pool is
-    counted as it is, without allocator slack or model error)."""
-    peak = max(phases, key=lambda p: p.total)
-    fixed = peak.generation if mode == "vllm-colocate" else 0.0  # vLLM's pool: no allocator slack on it
-    tensor_peak = peak.total - fixed
-    nccl = NCCL_BYTES if setup.gpus > 1 else 0
-    ctx_bytes = CUDA_CONTEXT_BYTES + nccl
-    cfg = stack_allocator(setup.stack)  # the allocator the stack runs under (memory/allocator.py)
-    allocator = step_slack(cfg, tensor_peak, (), max(p.gradients for p in phases))
-    slack = allocator.expected
-    components = {"weights": peak.weights}
-    if peak.reference:
-        components["reference"] = peak.reference
-    components.update(gradients=peak.gradients, optimizer=peak.optimizer, activations=peak.activations)
-    if peak.generation:
-        components["generation"] = peak.generation
-    components["overhead"] = ctx_bytes + slack
-    details = tuple(x for x in peak.details if x.bytes > 0) + (
-        d("overhead.cuda_context", CONTEXT_LABEL, ctx_bytes, "0.3–1.0 GB (lazy module loading)"),
-        d("overhead.allocator_slack", N_("Allocator slack"), slack, allocator.formula),
-    )
-    low = tensor_peak * (1 - MODEL_ERROR_LOW) + CUDA_CONTEXT_LOW + nccl + fixed
-    if cfg.expandable:
-        high = (tensor_peak + allocator.high) * (1 + MODEL_ERROR_HIGH) + CUDA_CONTEXT_HIGH + nccl + fixed
-    else:
-        high = tensor_peak * (1 + MODEL_ERROR_HIGH) * (1 + ALLOCATOR_SLACK) + CUDA_CONTEXT_HIGH + nccl + fixed
-    return peak, components, details, low, high
 
 
 @lru_cache(maxsize=1024)  # pure in frozen dataclasses, like memory.estimate
@@ -378,13 +327,13 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         return sft_estimate(spec, setup)
     ps = policy_setup(setup, tr)
     pspec = reward_spec(spec) if opt.head == "score" else spec
-    base = sft_estimate(pspec, ps)
+    base = sft_parts(pspec, ps)
     mode = tr.generation_mode if opt.generates else None
     if mode == "vllm-colocate" and not device_capacity:
         raise ValueError(Text(N_("vLLM colocate mode reserves a fraction of the device's memory: choose a device")))
 
     lift = _lift(spec, setup, tr, ps, mode, device_capacity)
-    phases: list[TrainerPhase] = [lift.phase(p) for p in base.phases]
+    phases: list[Phase] = [lift.phase(p) for p in base.phases]
     if opt.head == "score":
         phases = _reward_model_states(spec, setup, ps, phases)
     loss_bwd = base.phases[0]  # "loss backward": the policy's saved activations + the loss's backward buffers
@@ -398,16 +347,16 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
         phases.extend(_generation_phases(spec, setup, tr, mode, lift, opt_step, ps.tokens, fused,
                                          base.weights_full_bytes))
 
-    peak, components, details, low, high = _trainer_peak_and_band(setup, mode, phases)
     notes = [n for n in base.notes if n != REWARD_SPEC_NOTE] + list(trainer_notes(setup, tr))
-    return TrainerEstimate(
-        model=spec, setup=setup, mode="detailed", params_total=pspec.params_total,
-        params_trainable=base.params_trainable, components_bytes=components, details=details,
-        total_bytes=peak.total + components["overhead"], low_bytes=low, high_bytes=high, peak_phase=peak.name,
-        phases=tuple(phases), cpu_offload_bytes=base.cpu_offload_bytes, notes=tuple(notes), host=base.host,
-        weights_full_bytes=base.weights_full_bytes,
-        trainer=tr, policy_setup=ps,
-    )
+    # The trainer's phases are lifted SFT moments and its own: no per-request list (requests=None), the stack's
+    # allocator; vLLM's colocated pool is counted as it is (fixed_generation).
+    return assemble(replace(
+        base, model=spec, setup=setup, phases=tuple(phases), allocator=stack_allocator(setup.stack), requests=None,
+        params_total=pspec.params_total, notes=tuple(notes), trainer=tr, policy_setup=ps,
+        fixed_generation=mode == "vllm-colocate",
+        context=RuntimeContext(CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0), CUDA_CONTEXT_LOW,
+                               CUDA_CONTEXT_HIGH, NCCL_BYTES if setup.gpus > 1 else 0,
+                               "0.3–1.0 GB (lazy module loading)")))
 
 
 def trainer_notes(setup: TrainingSetup, tr: TrainerSetup) -> tuple[str, ...]:

@@ -11,9 +11,11 @@ from ..i18n import N_
 from .activations.common import context
 from .activations.unsloth import DOUBLE_BUFFER_HEADROOM, UnslothPath
 from .allocator import step_slack
+from .assemble import assemble
 from .litgpt_model import stack_spec
-from .overhead import CUDA_CONTEXT_BYTES
-from .phases import closing_phases, peak_and_band, phase
+from .overhead import CUDA_CONTEXT_BYTES, runtime_context
+from .parts import StepParts
+from .phases import closing_phases, phase
 from .result import Estimate, Phase
 from .result import detail as d
 from .states import States, model_states
@@ -117,11 +119,7 @@ def estimate_for_path(spec: ModelSpec, setup: TrainingSetup, path: UnslothPath) 
     spec = stack_spec(spec, setup)
     st = model_states(spec, setup, context(spec, setup).adapted)
     phases = priced_moments(spec, setup, st, path) + closing_phases(spec, setup, st)
-    peak, components, details, low, high = peak_and_band(setup, phases, phase_requests(spec, setup, path),
-                                                         allocator_for(path))
-    return Estimate(
-        model=spec, setup=setup, mode="detailed", params_total=spec.params_total, params_trainable=st.trainable,
-        components_bytes=components, details=details, total_bytes=peak.total + components["overhead"],
-        low_bytes=low, high_bytes=high, peak_phase=peak.name, phases=tuple(phases),
-        cpu_offload_bytes=st.cpu_bytes + host_offload_bytes(spec, setup, path), notes=(),
-    )
+    return assemble(StepParts(
+        model=spec, setup=setup, phases=tuple(phases), context=runtime_context(setup), allocator=allocator_for(path),
+        requests=phase_requests(spec, setup, path), params_total=spec.params_total, params_trainable=st.trainable,
+        cpu_offload_bytes=st.cpu_bytes + host_offload_bytes(spec, setup, path)))
