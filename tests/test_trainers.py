@@ -328,3 +328,19 @@ def test_grpo_zero3_generation_gathers_the_whole_model_plus_its_own_partition(of
         assert generation.weights == pytest.approx(full + (0 if offload else full / gpus))
         gathered.append(generation.weights)
     assert gathered == sorted(gathered, reverse=True)
+
+
+def test_a_trainers_runtime_context_is_the_backends_whatever_the_trainer():
+    """Issue 27: on Apple silicon (PyTorch MPS, no CUDA context) the TRL DPO estimate of Llama-3.1-8B had a 500 MB
+    CUDA context while the SFT estimate of the same setup had none; both take the backend's context now."""
+    spec = load_preset("llama-3.1-8b")
+    mac = trl(backend="metal")
+    sft = estimate(spec, mac)
+    for trainer in ("dpo", "orpo", "kto", "grpo"):
+        setup = replace(mac, batch=8) if trainer in ("kto", "grpo") else mac
+        est = estimate(spec, setup, trainer=TrainerSetup(trainer))
+        context = next(x for x in est.details if x.key == "overhead.cuda_context")
+        assert context.bytes == 0.0 == next(x for x in sft.details if x.key == "overhead.cuda_context").bytes
+        assert context.formula == "none on MPS (no CUDA context)"
+    cuda = estimate(spec, trl(gpus=2, sharding="zero2"), trainer=TrainerSetup("dpo"))
+    assert next(x for x in cuda.details if x.key == "overhead.cuda_context").bytes == 500_000_000 + 250_000_000

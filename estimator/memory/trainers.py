@@ -23,13 +23,6 @@ from ..options.trainers import DEFAULT_PROMPT_LEN, GENERATION_MODES, TRL_VERSION
 from .activations.loss import TRL_TOKEN_TILE, TRL_VOCAB_TILE
 from .allocator import stack_allocator
 from .assemble import assemble
-from .overhead import (
-    CUDA_CONTEXT_BYTES,
-    CUDA_CONTEXT_HIGH,
-    CUDA_CONTEXT_LOW,
-    NCCL_BYTES,
-    RuntimeContext,
-)
 from .precision import FP32, compute_bytes, trainable_bytes, weight_bytes
 from .result import DetailItem, Estimate, Phase, detail_bytes
 from .result import detail as d
@@ -353,10 +346,7 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     return assemble(replace(
         base, model=spec, setup=setup, phases=tuple(phases), allocator=stack_allocator(setup.stack), requests=None,
         params_total=pspec.params_total, notes=tuple(notes), trainer=tr, policy_setup=ps,
-        fixed_generation=mode == "vllm-colocate",
-        context=RuntimeContext(CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.gpus > 1 else 0), CUDA_CONTEXT_LOW,
-                               CUDA_CONTEXT_HIGH, NCCL_BYTES if setup.gpus > 1 else 0,
-                               "0.3–1.0 GB (lazy module loading)")))
+        fixed_generation=mode == "vllm-colocate"))  # the runtime's context is the policy step's: the backend's
 
 
 def trainer_notes(setup: TrainingSetup, tr: TrainerSetup) -> tuple[str, ...]:
