@@ -118,7 +118,7 @@ def _verdict(lay: Layouts) -> None:
                            "above it.").format(layout=line, high=fmt_both(est.high_bytes)) + then, limit=1000),
                    icon=":material/warning:")
     if est.cpu_offload_bytes:
-        st.caption(plain(_("Optimizer state in CPU RAM, all GPUs together: {amount}.").format(
+        st.caption(plain(_("Kept in CPU RAM while training (offloaded state, checkpoints, pinned buffers), all GPUs together: {amount}.").format(
             amount=fmt_both(est.cpu_offload_bytes))))
 
 

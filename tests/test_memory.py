@@ -109,7 +109,16 @@ def test_ddp_bucket_doubles_gradients():
 def test_offload_moves_optimizer_to_cpu():
     est = estimate(LLAMA8, TrainingSetup(method="full", gpus=4, sharding="zero2", offload_optimizer=True))
     assert est.components_bytes["optimizer"] == 0
-    assert est.cpu_offload_bytes == pytest.approx(8_030_261_248 * 4)  # bf16 AdamW: two 2-byte states
+    params = 8_030_261_248
+    terms = {x.key: x.bytes for x in est.host.details}
+    # ZeRO-Offload's CPU side: fp32 Adam state (8 B), fp32 master weights (4 B), fp32 gradients (4 B), a 16-bit
+    # staging buffer (2 B); each of the 4 processes' pinned master partition rounded up to a power of two
+    assert [terms[k] for k in ("host.optimizer_offload", "host.master_weights", "host.offload_gradients",
+                               "host.offload_staging")] == [8 * params, 4 * params, 4 * params, 2 * params]
+    part = 4 * params / 4
+    assert terms["host.pinned_rounding"] == 4 * ((1 << (int(part) - 1).bit_length()) - part)
+    # the estimate's CPU RAM is the host's own terms, counted once (issue 27)
+    assert est.cpu_offload_bytes == 18 * params + terms["host.pinned_rounding"] == est.host.offloaded_bytes
 
 
 @pytest.mark.parametrize(("optimizer", "per_param"), [

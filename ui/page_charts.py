@@ -93,7 +93,7 @@ def scale_out_chart_spec(curves: Mapping[str, Sequence[Estimate]], gpu_counts: S
             text = (f"<b>{_esc(name)}</b> · " + ngettext("{n} GPU", "{n} GPUs", n).format(n=n) + "<br>"
                     + _("{amount} per GPU").format(amount=both_units(est.total_bytes)))
             if est.cpu_offload_bytes:
-                text += "<br>" + _("optimizer state in CPU RAM: {amount}").format(
+                text += "<br>" + _("kept in CPU RAM while training: {amount}").format(
                     amount=both_units(est.cpu_offload_bytes))
             hovers.append(text)
         traces.append(dict(type="scatter", x=list(gpu_counts), y=[to_gb(e.total_bytes) for e in ests], name=name,

@@ -52,7 +52,7 @@ def assemble(parts: StepParts) -> Estimate:
         model=parts.model, setup=parts.setup, mode=parts.mode, params_total=parts.params_total,
         params_trainable=parts.params_trainable, components_bytes=components, details=details,
         total_bytes=peak.total + overhead, low_bytes=low, high_bytes=high, peak_phase=peak.name,
-        phases=tuple(phases) if parts.report_phases else (), cpu_offload_bytes=parts.cpu_offload_bytes,
+        phases=tuple(phases) if parts.report_phases else (),
         notes=tuple(parts.notes), host=parts.host, weights_full_bytes=parts.weights_full_bytes,
         trainer=parts.trainer, policy_setup=parts.policy_setup,
     )

@@ -167,8 +167,10 @@ def _zero_offload(setup: TrainingSetup, trainable: int, optimizer_cpu_bytes: flo
 
 
 def _checkpoint_offload(spec: ModelSpec, setup: TrainingSetup, checkpoint_cpu_bytes: float,
-                        checkpoint_blocks: int | None, checkpoint_slots_bytes: float) -> tuple[DetailItem, float]:
-    """The checkpointed layer inputs in pinned CPU RAM (all processes), and the pinned rounding of their blocks."""
+                        checkpoint_blocks: int | None, checkpoint_slots_bytes: float, pinned: bool = True
+                        ) -> tuple[DetailItem, float]:
+    """The checkpointed layer inputs in CPU RAM (all processes), and the pinned rounding of their blocks (none for
+    pageable copies)."""
     n = setup.gpus
     # transformers activation_checkpointing_enable(offload=True) wraps the forward in
     # torch.autograd.graph.save_on_cpu(pin_memory=True) (modeling_utils.py:3166): every saved layer input is a
@@ -177,19 +179,21 @@ def _checkpoint_offload(spec: ModelSpec, setup: TrainingSetup, checkpoint_cpu_by
     layers = "L" if blocks == spec.num_layers else f"{blocks}"
     slots = f" + {checkpoint_slots_bytes / 2**20:.0f} MiB of initial slots" if checkpoint_slots_bytes else ""
     item = d("host.checkpoint_offload", N_("Checkpointed layer inputs in CPU RAM"),
-             n * (checkpoint_cpu_bytes + checkpoint_slots_bytes), f"{n} × (T × {layers} × h{slots}) (pinned)")
+             n * (checkpoint_cpu_bytes + checkpoint_slots_bytes),
+             f"{n} × (T × {layers} × h{slots})" + (" (pinned)" if pinned else " (pageable)"))
     per_layer = checkpoint_cpu_bytes / max(blocks, 1)
-    return item, n * blocks * (pinned_size(per_layer) - per_layer)
+    return item, (n * blocks * (pinned_size(per_layer) - per_layer) if pinned else 0.0)
 
 
 def host_ram(spec: ModelSpec, setup: TrainingSetup, *, trainable: int, weights_bytes: float,
              optimizer_cpu_bytes: float, checkpoint_cpu_bytes: float, checkpoint_blocks: int | None = None,
-             checkpoint_slots_bytes: float = 0.0, embedding_cpu_bytes: float = 0.0) -> HostRam:
+             checkpoint_slots_bytes: float = 0.0, embedding_cpu_bytes: float = 0.0,
+             checkpoint_pinned: bool = True) -> HostRam:
     """The host's terms for one estimate. `trainable`: trainable parameters; `weights_bytes`: every weight as
     loaded (unsharded); `optimizer_cpu_bytes`: the optimizer state the GPU side moved to CPU RAM (all processes);
     `checkpoint_cpu_bytes`: the checkpointed layer inputs kept in CPU RAM by one process, in `checkpoint_blocks`
-    pinned blocks (default one per layer), plus `checkpoint_slots_bytes` of pinned slots made up front (Unsloth's
-    200 initial ones); `embedding_cpu_bytes`: an input embedding moved to CPU RAM (Unsloth's offload_embedding)."""
+    pinned blocks (default one per layer; pageable with checkpoint_pinned=False), plus `checkpoint_slots_bytes` of
+    pinned slots made up front (Unsloth's 200 initial ones); `embedding_cpu_bytes`: an input embedding moved to CPU RAM (Unsloth's offload_embedding)."""
     n = setup.gpus
     items = _process_items(spec, setup, weights_bytes)
     rounding = 0.0
@@ -204,7 +208,7 @@ def host_ram(spec: ModelSpec, setup: TrainingSetup, *, trainable: int, weights_b
                        "weights as loaded, partitioned over the processes"))
     if checkpoint_cpu_bytes:
         item, pinned = _checkpoint_offload(spec, setup, checkpoint_cpu_bytes, checkpoint_blocks,
-                                           checkpoint_slots_bytes)
+                                           checkpoint_slots_bytes, checkpoint_pinned)
         items.append(item)
         rounding += pinned
     if embedding_cpu_bytes:

@@ -34,7 +34,6 @@ class StepParts:
     # the requests alive at a phase, for the expandable-segment allocator's per-request rounding (None: not known)
     requests: Callable[[Phase], Allocations] | None = None
     error: tuple[float, float] = (MODEL_ERROR_LOW, MODEL_ERROR_HIGH)  # the tensors' measured error band, low/high
-    cpu_offload_bytes: float = 0.0
     notes: tuple[str, ...] = ()
     host: Any = None  # memory/host.py HostRam; None for the rule of thumb
     weights_full_bytes: float = 0.0  # every weight as loaded, before any sharding

@@ -117,7 +117,6 @@ class Estimate:
     high_bytes: float
     peak_phase: str  # the peak phase's label (Phase.name)
     phases: tuple[Phase, ...] = ()
-    cpu_offload_bytes: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
     # the host RAM the setup needs: a memory/host.py HostRam (host imports this module, so not named here);
     # None for the rule of thumb
@@ -128,6 +127,14 @@ class Estimate:
     # training forward (2 × batch sequences for DPO, GRPO's prompt + completion, the trainer's loss); None for SFT
     trainer: Any = None
     policy_setup: Any = None
+
+    @property
+    def cpu_offload_bytes(self) -> float:
+        """What the setup keeps in CPU RAM while it trains, all processes together (offloaded optimizer state with
+        ZeRO-Offload's master weights and gradients, offloaded checkpoints, ZeRO-3's parameters, Unsloth's embedding,
+        the pinned rounding): the host RAM's own terms (memory/host.py HostRam.offloaded_bytes), counted once; 0 for
+        the rule of thumb, which has no host side."""
+        return self.host.offloaded_bytes if self.host is not None else 0.0
 
     @property
     def tensor_bytes(self) -> float:

@@ -139,15 +139,12 @@ def sft_parts(spec: ModelSpec, setup: TrainingSetup, device_capacity: float | No
     phases += closing_phases(spec, setup, st)
 
     notes = _notes(spec, setup, st.learns, st.shard_note) + extra_notes
-    cpu_params = st.weights_full if setup.offload_params else 0.0
     host = host_ram(spec, setup, trainable=st.trainable, weights_bytes=st.weights_full,
                     optimizer_cpu_bytes=st.cpu_bytes, **host_kw)
-    offloaded = host_kw["checkpoint_cpu_bytes"] + host_kw.get("checkpoint_slots_bytes", 0.0) + host_kw.get(
-        "embedding_cpu_bytes", 0.0)
     return StepParts(
         model=spec, setup=setup, phases=tuple(phases), context=runtime_context(setup),
         allocator=allocator or stack_allocator(setup.stack), requests=requests, params_total=spec.params_total,
-        params_trainable=st.trainable, cpu_offload_bytes=st.cpu_bytes + offloaded + cpu_params, notes=tuple(notes),
+        params_trainable=st.trainable, notes=tuple(notes),
         host=host, weights_full_bytes=st.weights_full,
     )
 

@@ -28,7 +28,6 @@ from .activations.unsloth import (
     cce_2024_backward,
     cce_2024_tensors,
     dequant_scratch_bytes,
-    host_bytes,
     ids_per_token,
     ids_tensors,
     layer_backward_peak,
@@ -428,15 +427,15 @@ def phase_requests(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> Cal
     return requests
 
 
-def host_offload_bytes(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> float:
-    """Host RAM the offloaded checkpoints take (pinned, power-of-two blocks; activations.unsloth.host_bytes)."""
-    return host_bytes(spec, p, setup.tokens)
-
-
 def host_terms(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> dict[str, float | int]:
     """The offloaded checkpoints for memory/host.py host_ram: the layer inputs (all layers but the last, each in its
     own pinned block, which host_ram rounds up to a power of two) and the 200 initial 256 KiB slots
-    (gradient_checkpointing.py:64-66, :1296-1298); together activations.unsloth.host_bytes."""
+    (gradient_checkpointing.py:64-66, :1296-1298): torch's caching host allocator rounds each pinned block up to a power
+    of two and keeps freed blocks cached (:195-201), so the initial slots stay too. The 2024.12.4 release copied every
+    layer's input to pageable host RAM (.to("cpu")): no pinned blocks, no slots."""
+    if p.checkpointing == "reload":
+        return {"checkpoint_cpu_bytes": float(spec.num_layers * C * spec.hidden_size * setup.tokens),
+                "checkpoint_pinned": False}
     if not p.offloaded:
         return {"checkpoint_cpu_bytes": 0.0}
     blocks = spec.num_layers - 1

@@ -12,6 +12,7 @@ from .activations.common import context
 from .activations.unsloth import DOUBLE_BUFFER_HEADROOM, UnslothPath
 from .allocator import step_slack
 from .assemble import assemble
+from .host import host_ram
 from .litgpt_model import stack_spec
 from .overhead import CUDA_CONTEXT_BYTES, runtime_context
 from .parts import StepParts
@@ -22,7 +23,6 @@ from .states import States, model_states
 from .unsloth_model import (
     allocator_for,
     embedding_offloaded,
-    host_offload_bytes,
     host_terms,
     phase_requests,
     unsloth_moments,
@@ -122,4 +122,5 @@ def estimate_for_path(spec: ModelSpec, setup: TrainingSetup, path: UnslothPath) 
     return assemble(StepParts(
         model=spec, setup=setup, phases=tuple(phases), context=runtime_context(setup), allocator=allocator_for(path),
         requests=phase_requests(spec, setup, path), params_total=spec.params_total, params_trainable=st.trainable,
-        cpu_offload_bytes=st.cpu_bytes + host_offload_bytes(spec, setup, path)))
+        host=host_ram(spec, setup, trainable=st.trainable, weights_bytes=st.weights_full,
+                      optimizer_cpu_bytes=st.cpu_bytes, **host_terms(spec, setup, path))))

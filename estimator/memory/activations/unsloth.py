@@ -247,18 +247,6 @@ def staging_bytes(spec: ModelSpec, p: UnslothPath, tokens: int) -> float:
     return one * (2 if p.double_buffer else 1)
 
 
-def host_bytes(spec: ModelSpec, p: UnslothPath, tokens: int) -> float:
-    """Pinned host RAM of the offloaded checkpoints: one slot per offloaded layer (all but the last,
-    gradient_checkpointing.py:1408) grown to the input's bytes; torch's caching host allocator rounds each pinned
-    block up to a power of two and keeps freed blocks cached (:195-201), so the 200 initial 256 KiB slots stay too."""
-    if p.checkpointing == "reload":  # 2024.12.4: every layer's input copied to pageable host RAM (.to("cpu"))
-        return float(spec.num_layers * C * spec.hidden_size * tokens)
-    if not p.offloaded:
-        return 0.0
-    block = 1 << max(int(C * spec.hidden_size * tokens) - 1, 0).bit_length()
-    return (spec.num_layers - 1) * block + INITIAL_CPU_BUFFERS * INITIAL_CPU_BUFFER
-
-
 def rope_cache_bytes(spec: ModelSpec, p: UnslothPath, seq_len: int) -> float:
     """RoPE cos and sin caches, bytes (rope_cache_tensors, summed)."""
     return float(sum(b * n for b, n in rope_cache_tensors(spec, p, seq_len)))
