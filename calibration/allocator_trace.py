@@ -28,7 +28,7 @@ from typing import Any
 from calibration import unsloth_trace as ut
 from calibration.allocator_sim import peak_requested, replay, smallest_capacity
 from estimator.memory.allocator import TORCH_DEFAULT, stack_allocator
-from estimator.memory.unsloth_model import ALLOCATOR_2024
+from estimator.memory.unsloth.model import ALLOCATOR_2024
 
 MiB = 1 << 20
 

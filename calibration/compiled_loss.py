@@ -5,7 +5,7 @@ torchtune 0.6.1 ``compile=True`` compiles ``CEWithChunkedOutputLoss.compute_cros
 joint graph with ``min_cut_rematerialization_partition`` after its own decompositions; the forward graph's extra
 outputs are exactly the tensors saved for backward. This script compiles the same function with those two pieces
 (and eager kernels, so no C++ compiler is needed) and prints the saved tensors' shapes and dtypes, which the
-estimator's compiled torchtune losses count (estimator/memory/activations/ loss_memory, docs/formulas.md §4.1).
+estimator's compiled torchtune losses count (estimator/memory/hf/activations/ loss_memory, docs/formulas.md §4.1).
 
     .venv-cal/bin/python -m calibration.compiled_loss
 """

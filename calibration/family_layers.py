@@ -3,7 +3,7 @@
 The few-layer real-width cases (calibration/cases.py ``rwd-``) are dominated by the loss at these vocabularies, so
 they check the layers only loosely. Here each family's real-width shape (``RWD_MODELS``, vocabulary cut to 1000)
 is traced with 2 and 3 decoder layers at b=1, T=512, bf16, no checkpointing; the difference of the activations
-alive after forward is one decoder layer's saved tensors, compared with ``estimator.memory.activations.layers.dense_layer``.
+alive after forward is one decoder layer's saved tensors, compared with ``estimator.memory.hf.activations.layers.dense_layer``.
 
     HF_HUB_OFFLINE=1 .venv-cal/bin/python -m calibration.family_layers [--json calibration/findings_dense_families.json]
 
@@ -66,17 +66,17 @@ def estimated_layer_bytes(model: str, method: str) -> float:
     """The estimator's bytes of one decoder layer of this real-width shape at b=1, T=512, bf16."""
     from calibration.cases import RWD_MODELS, full_config
     from estimator import TrainingSetup, spec_from_config
-    from estimator.memory.activations.common import context
-    from estimator.memory.activations.layers import dense_layer
     from estimator.memory.adapters import lora_params
-    from estimator.memory.step_activations import autocast_copies
+    from estimator.memory.hf.activations.common import context
+    from estimator.memory.hf.activations.layers import dense_layer
+    from estimator.memory.hf.step_activations import autocast_copies
 
     family, spec = RWD_MODELS[model]
     est_spec = spec_from_config(full_config(family, _shape(spec, 3)))
     setup = TrainingSetup(method=method, precision="bf16", batch=1, seq_len=T)
     ctx = context(est_spec, setup)
     # + the layer's autocast copies of its fp32 LoRA weights, which the tracer counts with the activations
-    # (estimator.memory.step_activations.autocast_copies: 2 B per adapter parameter of the layer)
+    # (estimator.memory.hf.step_activations.autocast_copies: 2 B per adapter parameter of the layer)
     casts = autocast_copies(est_spec, setup, lora_params(est_spec, setup, ctx.adapted))[1]
     return dense_layer(est_spec, ctx).total * T + casts
 

@@ -484,11 +484,11 @@ def layer_bytes_per_token(cfg: dict[str, Any], method: str, flags: dict[str, boo
 def estimator_view(row: dict[str, str], grad_accum: int = 1) -> dict[str, Any]:
     from estimator import estimate
     from estimator.job.stack import resolve_setup
-    from estimator.memory.activations.common import context
-    from estimator.memory.activations.depth import final_per_token, layer_sizes, layers_per_token, rope_per_token
-    from estimator.memory.activations.layers import dense_layer
-    from estimator.memory.activations.loss import loss_memory
-    from estimator.memory.litgpt_model import stack_spec
+    from estimator.memory.hf.activations.common import context
+    from estimator.memory.hf.activations.depth import final_per_token, layer_sizes, layers_per_token, rope_per_token
+    from estimator.memory.hf.activations.layers import dense_layer
+    from estimator.memory.hf.activations.loss import loss_memory
+    from estimator.memory.litgpt.model import stack_spec
     from estimator.memory.overhead import ALLOCATOR_SLACK
     from estimator.units import GB as EGB
     from estimator.units import GiB

@@ -1,5 +1,5 @@
-"""Re-derive the measured constants of the MLX step model (estimator/memory/mlx_step.py, on the model of
-estimator/memory/mlx_model.py) from the fixtures.
+"""Re-derive the measured constants of the MLX step model (estimator/memory/mlx/step.py, on the model of
+estimator/memory/mlx/model.py) from the fixtures.
 
 Every constant in mlx_step.py that is not read from mlx/mlx-lm's source is fixed here, from
 validation/data/mlx_fixtures.json (calibration/mlx_trace.py's measurements), and this script prints what the data

@@ -16,7 +16,7 @@ from .advice.solvers import max_batch, max_seq_len, min_gpus, min_gpus_for_devic
 from .job.setup import TrainingSetup, parse_targets
 from .job.trainer import TrainerSetup
 from .job.trainer import check as check_trainer
-from .memory.price import estimate
+from .memory.price import detailed_estimate, estimate, estimate_trainer
 from .memory.result import (
     ALL_COMPONENT_KEYS,
     COMPONENT_KEYS,
@@ -27,8 +27,6 @@ from .memory.result import (
     component_keys,
 )
 from .memory.rule import rule_gb, seed_estimate, seed_figure_gb
-from .memory.step import estimate as detailed_estimate
-from .memory.trainers import estimate_trainer
 from .memory.verdict import Verdict, verdict
 from .models.config import parse_config_text, spec_from_config
 from .models.presets import (

@@ -11,7 +11,7 @@ from estimator.advice.solvers import best_layout, fewest_gpus, sharded, what_wou
 from estimator.i18n import _, format_number, ngettext
 from estimator.job.stack import resolve_setup
 from estimator.options.methods import SHARDING_LABELS, SHARDINGS
-from estimator.options.stacks import DEFAULT_STACK, MLX_STACK
+from estimator.options.stacks import DEFAULT_STACK, get_stack
 from ui.answers import ScaleLayouts as Layouts
 from ui.grids import (
     GPU_COUNTS,
@@ -57,7 +57,7 @@ def answer(inputs: Inputs) -> Layouts:
     trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every GPU count priced for its step
     spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
     st.title(_("Scale out"))
-    if setup.stack == MLX_STACK:  # mlx-lm is priced on one device: the lines are a data-parallel PyTorch run's
+    if not get_stack(setup.stack).multi_gpu:  # mlx-lm is priced on one device: the lines are a PyTorch run's
         st.info(_("MLX-LM is priced on one device; the lines show the same job under TRL on GPUs."),
                 icon=":material/info:")
         setup = resolve_setup(DEFAULT_STACK, method=setup.method, batch=setup.batch, seq_len=setup.seq_len,

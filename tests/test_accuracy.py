@@ -226,7 +226,7 @@ def test_mlx_fixtures_cover_issue_21s_matrix():
 
 def test_mlx_band_covers_the_measured_error():
     """The MLX estimate's low/high band (mlx_step.MLX_ERROR_LOW/HIGH) covers the validation fixtures' errors."""
-    from estimator.memory.mlx_step import MLX_ERROR_HIGH, MLX_ERROR_LOW
+    from estimator.memory.mlx.step import MLX_ERROR_HIGH, MLX_ERROR_LOW
     from validation.mlx import mlx_report
 
     errors = [r["error_pct"] / 100 for r in mlx_report()["rows"]]

@@ -22,8 +22,8 @@ from estimator.memory.allocator import (
     step_slack,
 )
 from estimator.memory.overhead import ALLOCATOR_SLACK, CUDA_CONTEXT_HIGH, MODEL_ERROR_HIGH
-from estimator.memory.step import estimate
-from estimator.memory.unsloth_model import (
+from estimator.memory.price import detailed_estimate as estimate
+from estimator.memory.unsloth.model import (
     ALLOCATOR_2024,
     phase_requests,
     published_tables_path,
@@ -31,7 +31,7 @@ from estimator.memory.unsloth_model import (
     unsloth_moments,
     unsloth_path,
 )
-from estimator.memory.unsloth_step import estimate_for_path
+from estimator.memory.unsloth.step import estimate_for_path
 from validation.unsloth import replay_rows
 
 MiB = 1 << 20

@@ -80,8 +80,8 @@ def test_image_tokens_lengthen_the_language_models_sequence(method):
 
 
 def test_trl_scores_only_the_labelled_positions():
-    from estimator.memory.activations.common import context
-    from estimator.memory.activations.loss import loss_memory
+    from estimator.memory.hf.activations.common import context
+    from estimator.memory.hf.activations.loss import loss_memory
 
     spec = load_preset("gemma-3-4b")
     text = resolve_setup("trl", batch=2, seq_len=1280)

@@ -16,7 +16,7 @@ from estimator.memory.host import (
     host_verdict,
     pinned_size,
 )
-from estimator.memory.step import estimate
+from estimator.memory.price import detailed_estimate as estimate
 from estimator.models.presets import load_preset
 from estimator.options.devices import get_device
 from estimator.report.cli import main

@@ -17,7 +17,7 @@ from estimator import exact
 from estimator.i18n import Text, error_message, language, localised_error
 from estimator.job.stack import resolve_setup
 from estimator.job.trainer import TrainerSetup
-from estimator.memory.step import estimate
+from estimator.memory.price import detailed_estimate as estimate
 from estimator.models.config import parse_config_text
 from estimator.models.hub import HubError, fetch_model, parse_model_id
 from estimator.models.presets import load_preset

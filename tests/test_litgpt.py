@@ -1,4 +1,4 @@
-"""The LitGPT stack counts what LitGPT 0.5.13's own model saves (estimator.memory.activations.litgpt): exact bytes from
+"""The LitGPT stack counts what LitGPT 0.5.13's own model saves (estimator.memory.litgpt.activations): exact bytes from
 the closed form that matched FakeTensor traces of LitGPT's GPT (calibration/litgpt_trace.py) byte for byte."""
 
 import pytest
@@ -6,12 +6,11 @@ import pytest
 import validation
 from estimator import estimate
 from estimator.job.stack import resolve_setup
-from estimator.memory.activations.common import context
-from estimator.memory.activations.depth import rope_per_token
-from estimator.memory.activations.litgpt import litgpt_layer
-from estimator.memory.activations.loss import loss_memory
-from estimator.memory.adapters import lora_params
-from estimator.memory.litgpt_model import stack_spec
+from estimator.memory.hf.activations.depth import rope_per_token
+from estimator.memory.hf.activations.loss import loss_memory
+from estimator.memory.hf.build import stack_spec
+from estimator.memory.litgpt.activations import litgpt_layer
+from estimator.memory.runtimes import RUNTIMES, runtime_for
 from estimator.options.stacks import STACKS
 
 ROWS = {r["id"]: r for r in validation._published()}
@@ -23,7 +22,7 @@ def _row(row_id: str):
                           lora_rank=int(r["lora_rank"] or 16), lora_targets=validation._targets(r["lora_targets"]),
                           grad_accum=int(r["grad_accum"] or 1))
     spec = stack_spec(validation._published_spec(r["config_id"]), setup)
-    return spec, setup, context(spec, setup)
+    return spec, setup, RUNTIMES["litgpt"].context(spec, setup)
 
 
 def test_tinyllama_lora_all_linear_and_head_layer_bytes():
@@ -71,7 +70,7 @@ def test_untied_head_and_quantised_head():
     """gemma-2b ties its embedding in transformers; LitGPT trains a separate head: 3,042,330,624 parameters as traced
     (11,870,208 of them LoRA). With --quantize the head is 4-bit too (every nn.Linear)."""
     spec, setup, ctx = _row("litgpt-hub-05")
-    assert lora_params(spec, setup) == 11_870_208
+    assert RUNTIMES["litgpt"].lora_params(spec, setup) == 11_870_208
     assert spec.params_total + 11_870_208 == 3_042_330_624 and not spec.tie_embeddings
     base = validation._published_spec("gemma-2b")
     qlora = stack_spec(base, resolve_setup("litgpt", method="qlora"))
@@ -84,7 +83,7 @@ def test_untied_head_and_quantised_head():
 def test_lora_parameters_of_litgpts_modules(row_id, traced):
     """LoRAQKVLinear, LoRALinear on proj, fc_1, fc_2, mlp.proj and the head: the traced trainable counts."""
     spec, setup, _ = _row(row_id)
-    assert lora_params(spec, setup) == traced
+    assert RUNTIMES["litgpt"].lora_params(spec, setup) == traced
 
 
 def test_rope_none_and_q_v_switches_on_a_fused_qkv_model():
@@ -93,7 +92,7 @@ def test_rope_none_and_q_v_switches_on_a_fused_qkv_model():
     assert rope_per_token(spec, ctx) == 0
     assert ctx.litgpt is not None and (ctx.litgpt.query, ctx.litgpt.key, ctx.litgpt.value) == (True, False, True)
     r, h = 32, spec.hidden_size
-    assert lora_params(spec, setup) == spec.num_layers * (r * 2 * h + r * (h + h))
+    assert RUNTIMES["litgpt"].lora_params(spec, setup) == spec.num_layers * (r * 2 * h + r * (h + h))
 
 
 def test_published_litgpt_rows_match_the_traces():
@@ -109,4 +108,5 @@ def test_published_litgpt_rows_match_the_traces():
 def test_other_stacks_do_not_use_litgpt_code():
     assert [s.id for s in STACKS.values() if s.model_code == "litgpt"] == ["litgpt"]
     spec = validation._published_spec("tinyllama-1.1b")
-    assert context(spec, resolve_setup("trl")).litgpt is None
+    trl = resolve_setup("trl")
+    assert runtime_for(trl).context(spec, trl).litgpt is None

@@ -3,9 +3,9 @@
 import pytest
 
 from estimator import COMPONENT_KEYS, TrainingSetup, estimate, load_preset
-from estimator.memory.activations.common import context
-from estimator.memory.activations.layers import dense_layer, sliding_mask_per_token
 from estimator.memory.adapters import lora_params
+from estimator.memory.hf.activations.common import context
+from estimator.memory.hf.activations.layers import dense_layer, sliding_mask_per_token
 
 LLAMA8 = load_preset("llama-3.1-8b")
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from estimator import COMPONENT_KEYS, TrainingSetup, estimate, generic_spec, list_presets, load_preset, spec_from_config
 from estimator.job.stack import check_stack_setup
-from estimator.memory.mlx_model import check_mlx_model
+from estimator.memory.mlx.model import check_mlx_model
 from estimator.options.losses import LOSS_IDS
 from estimator.options.methods import ATTENTIONS, METHODS, SHARDINGS
 from estimator.options.optimizers import OPTIMIZER_IDS

@@ -18,8 +18,7 @@ from estimator.advice.search import _smallest_int, bisect_last
 from estimator.advice.solvers import fewest_gpus, max_completion_len, sharded
 from estimator.job.stack import resolve_setup
 from estimator.memory.adapters import lora_targets
-from estimator.memory.step import estimate as detailed_estimate
-from estimator.memory.trainers import estimate_trainer
+from estimator.memory.price import detailed_estimate, estimate_trainer
 from tests.test_calculator_page import APP, TIMEOUT, markdown_text
 
 RTX = get_device("rtx-4090")

@@ -6,8 +6,8 @@ import pytest
 
 from estimator import estimate, load_preset
 from estimator.job.stack import resolve_setup
-from estimator.memory.activations.common import context
-from estimator.memory.activations.loss import loss_memory
+from estimator.memory.hf.activations.common import context
+from estimator.memory.hf.activations.loss import loss_memory
 from estimator.report.snippets import training_snippet
 
 SPEC = load_preset("llama-3.2-3b")

@@ -8,28 +8,34 @@ import pytest
 from estimator import load_preset
 from estimator.advice.solvers import max_seq_len
 from estimator.job.stack import resolve_setup
-from estimator.memory.activations.unsloth import (
+from estimator.memory.price import detailed_estimate as estimate
+from estimator.memory.price import estimate as price
+from estimator.memory.price import needs_capacity
+from estimator.memory.runtimes import runtime_for
+from estimator.memory.unsloth.kernels import (
     RELEASE_2024,
     fused_linear_rows,
     layer_saved,
     reserve_bytes,
     rope_cache_bytes,
 )
-from estimator.memory.price import estimate as price
-from estimator.memory.step import estimate
-from estimator.memory.unsloth_model import (
-    needs_capacity,
+from estimator.memory.unsloth.model import (
     published_tables_path,
     unsloth_path,
-    uses_unsloth_model,
 )
-from estimator.memory.unsloth_step import estimate_for_path
+from estimator.memory.unsloth.step import estimate_for_path
 from estimator.options.devices import get_device
 from estimator.units import GiB
 from validation.unsloth import KNOWN_MISSES, TRACE_TARGET_PCT, context_rows, published_lines, trace_rows
 
 L8 = load_preset("llama-3.1-8b")
 L70 = load_preset("llama-3.1-70b")
+
+
+def uses_unsloth_model(spec, setup) -> bool:
+    """Unsloth's runtime runs its own kernels for this job."""
+    runtime = runtime_for(setup)
+    return runtime.id == "unsloth" and runtime.own_model_code(spec, setup)
 
 
 def qlora(**kw):

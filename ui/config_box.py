@@ -20,7 +20,7 @@ from estimator.job.configs import MAX_CONFIG_BYTES, ConfigError, fit_targets, im
 from estimator.job.configs._read import printable
 from estimator.models.hub import HubError, fetch_model
 from estimator.options.quantization import QUANT_MODES
-from estimator.options.stacks import MLX_STACK
+from estimator.options.stacks import get_stack
 from estimator.report.configs import export_config
 from ui.model_box import HUB_BOX, hub_token
 from ui.params import AUTO, TABLE, UPLOAD, device_for
@@ -136,7 +136,7 @@ def _set_mlx(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
     is the model's own depth; the quantisation's bits and group size have no control (the mode's are used)."""
     ss, s = st.session_state, imported.setup_kwargs
     layers = s.get("lora_layers", 0)
-    if layers == 0 and imported.stack == MLX_STACK:
+    if layers == 0 and get_stack(imported.stack).lora_layers:  # the stack's own count of trained blocks
         layers = spec.num_layers if spec is not None else TABLE["lora_layers"].high
     ss["lora_layers"] = _clamped("lora_layers", layers)
     ss["dora"] = bool(s.get("dora", False))
@@ -148,7 +148,7 @@ def _set_mlx(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
         notes.append(_("The sidebar quantises with {mode}'s default bits and group size; the config's {bits}-bit, "
                        "group {group} applies in the CLI (--quant-bits, --quant-group).").format(
             mode=mode, bits=s.get("quant_bits"), group=s.get("quant_group")))
-    if imported.stack == MLX_STACK:
+    if get_stack(imported.stack).framework == "mlx":
         device = _current_device()
         if device is not None and device.kind != "unified":
             notes.append(_("An mlx-lm config: {device} runs MLX's CUDA backend (mlx[cuda]) or not at all; choose "

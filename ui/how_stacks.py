@@ -13,13 +13,14 @@ import streamlit as st
 from estimator import estimate, load_preset
 from estimator.i18n import _, format_number
 from estimator.job.stack import resolve_setup, setup_summary
-from estimator.memory.unsloth_model import per_token_terms, unsloth_path, uses_unsloth_model
+from estimator.memory.runtimes import RUNTIMES, runtime_for
+from estimator.memory.unsloth.model import per_token_terms, unsloth_path
 from estimator.options.checkpointing import CHECKPOINTING
 from estimator.options.devices import CATALOG, get_device
 from estimator.options.losses import LOSS_IMPLS
 from estimator.options.optimizers import OPTIMIZERS
 from estimator.options.precisions import QLORA_PREPS
-from estimator.options.stacks import MLX_STACK, STACK_FACTS, STACK_FIELDS, STACKS
+from estimator.options.stacks import MLX_STACK, STACK_FACTS, STACK_FIELDS, STACKS, get_stack
 
 from .how_accuracy import accuracy_report
 from .live_chart import live_plotly_chart
@@ -96,8 +97,10 @@ def unsloth(spec: ModelSpec, setup: TrainingSetup) -> None:
         "- **Defaults**: 8-bit AdamW, fp32 adapters, LoRA dropout 0. Full fine-tuning and families other than "
         "Llama, Mistral and Qwen2 load through FastModel and are estimated with transformers' modules.").format(
         version=STACKS["unsloth"].version.split(" ")[1]))
-    example = spec if uses_unsloth_model(spec, setup) else load_preset("llama-3.1-8b")
-    if not uses_unsloth_model(spec, setup):
+    kernels = RUNTIMES["unsloth"]  # this section is about Unsloth's runtime: the user's model when it runs there
+    own = runtime_for(setup) is kernels and kernels.own_model_code(spec, setup)
+    example = spec if own else load_preset("llama-3.1-8b")
+    if not own:
         setup = resolve_setup("unsloth", method="qlora", lora_rank=16)
     rows = [{_("Kept per token"): _(label), _("Bytes per token"): round(value), _("Source"): source}
             for label, value, source in per_token_terms(example, unsloth_path(example, setup))]
@@ -159,7 +162,7 @@ MLX_LENGTHS = (256, 512, 1024, 2048, 4096, 8192)  # the s² figure's max lengths
 def _mlx_setup(setup: TrainingSetup, spec: ModelSpec) -> TrainingSetup | None:
     """The sidebar's setup on MLX-LM (its own defaults when another stack is chosen), or None when mlx-lm cannot
     train this model (the section then says why)."""
-    if setup.stack == MLX_STACK:
+    if setup.stack and get_stack(setup.stack).framework == "mlx":
         return setup
     try:
         mlx = resolve_setup(MLX_STACK, method=setup.method, batch=setup.batch, seq_len=setup.seq_len,

@@ -29,9 +29,9 @@ from estimator.i18n import _, localised_error, set_language
 from estimator.job.stack import resolve_setup, setup_summary
 from estimator.job.tower import check_tower
 from estimator.memory.adapters import lora_targets
-from estimator.memory.step import check_model
+from estimator.memory.price import check_model
 from estimator.options.backends import device_backend
-from estimator.options.stacks import MLX_STACK, STACKS, default_stack, get_stack
+from estimator.options.stacks import DEFAULT_STACK, STACKS, UNIFIED_STACK, default_stack, get_stack
 from ui.config_box import draw_config_box
 from ui.lang import language_switch
 from ui.model_box import DEFAULT_MODEL, draw_model_section
@@ -180,9 +180,11 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         dora = widget("dora", disabled=lora_off)
         quant = widget("quant", disabled=method != "qlora")
         dq = widget("dq", disabled=method != "qlora")
-        torchtune = stack_id == "torchtune"
-        compile_ = widget("compile", disabled=not torchtune)
-        in_bwd = widget("in_bwd", disabled=not torchtune or method != "full")
+        caps = STACKS.get(str(stack_id))  # the switches the chosen stack has (Stack.compile, optimizer_in_bwd)
+        can_compile = caps is not None and caps.compile
+        can_step_in_bwd = caps is not None and caps.optimizer_in_bwd
+        compile_ = widget("compile", disabled=not can_compile)
+        in_bwd = widget("in_bwd", disabled=not can_step_in_bwd or method != "full")
     with sb.expander(_("GPUs and sharding")):
         gpus = widget("gpus")
         sharding = widget("sharding")
@@ -203,8 +205,8 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
         quant_mode=None if quant == AUTO else str(quant),
         grad_accum=int(accum), offload_optimizer=bool(opt_offload),
         nf4_double_quant={"true": True, "false": False}.get(str(dq)) if method == "qlora" else None,
-        compile=bool(compile_) if torchtune else None,
-        optimizer_in_bwd=bool(in_bwd) if torchtune and method == "full" else None,
+        compile=bool(compile_) if can_compile else None,
+        optimizer_in_bwd=bool(in_bwd) if can_step_in_bwd and method == "full" else None,
         offload_params=bool(offload_params),
     )
     _settle_scale(settings, notes)
@@ -307,7 +309,7 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
         notes.append(_("{error}. Using the stack's own settings for it.").format(error=localised_error(exc)))
         keep = {k: settings[k] for k in ("method", "precision", "batch", "seq_len", "lora_rank", "lora_targets",
                                           "lora_layers", "backend")}
-        if stack_id == MLX_STACK and keep["precision"] == "mixed":
+        if not get_stack(stack_id).mixed_precision and keep["precision"] == "mixed":
             keep["precision"] = "bf16"
         try:
             setup = resolve_setup(stack_id, **keep)
@@ -337,7 +339,8 @@ def _fit_to_model(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> tu
         check_model(spec, setup)
         return spec, setup
     except ValueError as exc:
-        other = "trl" if setup.stack == MLX_STACK else MLX_STACK
+        # the other framework's default: TRL for a model MLX-LM cannot train, MLX-LM for an MLX-quantised checkpoint
+        other = DEFAULT_STACK if get_stack(setup.stack).framework == "mlx" else UNIFIED_STACK
         keep = {k: getattr(setup, k) for k in ("method", "batch", "seq_len", "lora_rank", "lora_targets", "backend")}
         try:
             alt = resolve_setup(other, **keep)

@@ -62,7 +62,7 @@ def table_per_language(name: str, rows: Callable[[], list[dict[str, Any]] | pd.D
 
 def remembered(name: str, subject: object, build: Callable[[], T], *key: Hashable, size: int = 32) -> T:
     """build() for this subject, remembered for the last `size` subjects of this name. The subject is an object
-    the estimator hands back again for the same inputs (an Estimate: estimator.memory.step.estimate keeps an
+    the estimator hands back again for the same inputs (an Estimate: estimator.memory.price.detailed_estimate keeps an
     lru_cache), so a rerun that changed nothing the result shows gets the one built before. Keyed on the
     subject's identity, held with the result so that its id is not reused while remembered, and on `key` (what
     else build() reads: the device, the language, a host verdict)."""

@@ -1,4 +1,4 @@
-"""Accuracy of the MLX-LM stack's model (estimator/memory/mlx_step.py) against real mlx-lm training steps measured
+"""Accuracy of the MLX-LM stack's model (estimator/memory/mlx/step.py) against real mlx-lm training steps measured
 by calibration/mlx_trace.py (validation/data/mlx_fixtures.json: mx.get_peak_memory() around steady-state steps of
 mlx-lm's own model classes and trainer step, CPU backend). Pure Python: no mlx needed to read them.
 

@@ -5,7 +5,7 @@ Unsloth published, with the transformers + FlashAttention 2 columns of the same 
 
 Pure Python (no torch). The published tables measured unsloth 2024.12 with Apple's Cut Cross-Entropy; the estimate
 prices the current release (2026.10.9), whose kernels keep less. So each published Unsloth point is checked with the
-same model on the 2024.12 code path (estimator.memory.unsloth_model.published_tables_path), and the current release's
+same model on the 2024.12 code path (estimator.memory.unsloth.model.published_tables_path), and the current release's
 answer is reported beside it; the HF + FA2 points are checked with the HF Trainer stack and checkpointing."""
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from estimator import load_preset, spec_from_config
 from estimator.advice.solvers import max_seq_len
 from estimator.job.stack import resolve_setup
 from estimator.memory.allocator import step_slack
-from estimator.memory.step import estimate
-from estimator.memory.unsloth_model import (
+from estimator.memory.price import detailed_estimate as estimate
+from estimator.memory.unsloth.model import (
     ALLOCATOR_2024,
     allocator_for,
     phase_requests,
     published_tables_path,
     unsloth_path,
 )
-from estimator.memory.unsloth_step import estimate_for_path
+from estimator.memory.unsloth.step import estimate_for_path
 from estimator.options.devices import get_device
 from estimator.units import GiB
 

@@ -39,8 +39,8 @@ def advise(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: Train
     halves are computed once and the solvers start from them. Raises ValueError when a changed setup is
     refused."""
     from ..job.trainer import TrainerSetup as _TrainerSetup
+    from ..memory.price import needs_capacity
     from ..memory.rule import seed_estimate
-    from ..memory.unsloth_model import needs_capacity
     from .remedies import all_remedies
     from .search import solver_estimate_fn
     from .solvers import max_completion_len

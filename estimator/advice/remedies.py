@@ -12,7 +12,7 @@ from ..job.stack import with_method
 from ..job.tower import setup_for_model
 from ..memory.trainers import reference_bytes
 from ..models.presets import generic_spec, list_presets, load_preset
-from ..options.stacks import MLX_STACK
+from ..options.stacks import get_stack
 from .search import _default_estimate, solver_estimate_fn
 from .solvers import fewest_gpus, sharded
 
@@ -61,8 +61,8 @@ def shard_remedy(spec: ModelSpec, setup: TrainingSetup, device: Device, order: i
                  estimate_fn: EstimateFn = _default_estimate) -> Remedy | None:
     """Spread the run over more GPUs of this kind with ZeRO-3 / FSDP full shard: the fewest that fit. None
     on a unified-memory machine (it does not scale out) or when the setup already shards fully."""
-    if device.kind != "discrete" or setup.sharding == "zero3" or setup.stack == MLX_STACK:
-        return None  # a Mac does not scale out; mlx-lm is priced on one device
+    if device.kind != "discrete" or setup.sharding == "zero3" or not (setup.stack and get_stack(setup.stack).multi_gpu):
+        return None  # a Mac does not scale out; mlx-lm is priced on one device (Stack.multi_gpu)
     base = estimate_fn(spec, setup).total_bytes
     if base <= device.usable_bytes:
         return None  # it fits on the GPUs it has (and full sharding never needs more of them)
@@ -145,7 +145,8 @@ def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _d
     add(4, "checkpointing", _("Use gradient checkpointing"), _("checkpointing off → on"), spec,
         replace(setup, grad_ckpt=True) if not setup.grad_ckpt else None,
         _("20–30 % slower: activations are recomputed in backward."), _("already on"))
-    if setup.stack == MLX_STACK:  # mlx-lm trains the last num_layers blocks: fewer of them keep activations
+    if setup.stack and get_stack(setup.stack).lora_layers:  # the stack trains the last N blocks (mlx-lm's
+        # num_layers): fewer of them keep activations
         trained = min(setup.lora_layers or spec.num_layers, spec.num_layers)
         fewer = max(1, trained // 2)
         add(4, "fewer_layers", _("Train fewer layers"),

@@ -23,7 +23,7 @@ T = TypeVar("T", int, float)
 
 
 def _default_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
-    from ..memory.step import estimate
+    from ..memory.price import detailed_estimate as estimate
 
     return estimate(spec, setup)
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text, error_message
 from ..job.setup import ALL_LINEAR
-from ..options.stacks import MLX_STACK
+from ..options.stacks import get_stack
 
 if TYPE_CHECKING:
     from typing import Any
@@ -127,7 +127,7 @@ def check_config(cfg: Any) -> dict[str, Any]:
 def tracer_setup(setup: TrainingSetup) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The tracer's setup dict for `setup`, and notes on what is traced differently. ExactRefused when the
     setup has something a one-device CPU trace cannot represent."""
-    if setup.stack == MLX_STACK:
+    if setup.stack and get_stack(setup.stack).framework != "torch":
         raise ExactRefused(Text(N_("the exact trace runs PyTorch's model code; the MLX-LM stack is measured against real "
                                    "mlx-lm steps instead (calibration/mlx_trace.py, How it works: accuracy)")))
     if setup.lora_layers or setup.dora or setup.backend != "cuda":

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text, _
 from ..options.backends import (
+    DEFAULT_BACKEND,
     MPS_NO_8BIT_OPTIMIZER,
     MPS_NO_PAGED,
     MPS_NO_TRITON,
@@ -17,7 +18,7 @@ from ..options.losses import LOSS_IMPLS, LOSSES
 from ..options.optimizers import OPTIMIZERS
 from ..options.precisions import QLORA_PREPS
 from ..options.quantization import QUANT_MODES
-from ..options.stacks import DEFAULT_STACK, MLX_STACK, NO_SDPA_FAMILIES, STACK_FIELDS, STACK_SIZE_FIELDS, get_stack
+from ..options.stacks import DEFAULT_STACK, NO_SDPA_FAMILIES, STACK_FIELDS, STACK_SIZE_FIELDS, get_stack
 from ..options.trainers import TRAINERS
 from .setup import TrainingSetup
 
@@ -43,15 +44,6 @@ def default_batch(stack: Stack, trainer: str = "sft") -> int:
     return stack.batch
 
 
-# Stacks whose LoRA can target the last N blocks: mlx-lm (--num-layers) and the PEFT stacks (layers_to_transform).
-_NO_LAYER_SELECTION = {
-    "torchtune": N_("torchtune's LoRA builders (lora_llama3_1 and the others, torchtune 0.6.1) adapt every layer; "
-                    "their configs have no per-layer switch"),
-    "litgpt": N_("LitGPT's LoRA Config (litgpt/lora.py 0.5.13) has lora_query/key/value/projection/mlp/head "
-                 "switches that apply to every block, no per-layer selection"),
-}
-
-
 def check_stack_setup(setup: TrainingSetup) -> None:
     """ValueError with the reason when the setup asks the stack for something it cannot do: run on this backend,
     a quantisation of another framework, DoRA, adapters on the last N blocks, an optimizer it lacks, or (on MLX)
@@ -59,25 +51,24 @@ def check_stack_setup(setup: TrainingSetup) -> None:
     if setup.stack is None:
         return
     stack = get_stack(setup.stack)
-    check_stack_backend(stack.id, stack.label, setup.backend)
+    check_stack_backend(stack.backend_refusals, stack.label, setup.backend)
     mode = QUANT_MODES[setup.quant_mode]
     opt = OPTIMIZERS[setup.optimizer]
-    if stack.id == MLX_STACK:
+    if stack.framework == "mlx":
         _check_mlx(setup, stack)
     else:
-        if mode.framework != "bitsandbytes":
+        if mode.framework != stack.quantizer:
             raise ValueError(Text(N_("{mode} is an MLX quantisation; the {stack} stack quantises with bitsandbytes "
                                      "NF4 (choose --quant nf4, or the MLX-LM stack)"), mode=mode.id, stack=stack.label))
         if opt.mlx_only:
             raise ValueError(Text(N_("{optimizer} is mlx-lm's optimizer; the {stack} stack builds torch or "
                                      "bitsandbytes optimizers"), optimizer=Text(opt.label), stack=stack.label))
-        if setup.dora:
+        if setup.dora and not stack.dora:
             raise ValueError(Text(N_("DoRA is modelled for the MLX-LM stack only: PEFT's use_dora adds per-layer "
                                      "weight-norm terms this estimate does not count for {stack}"), stack=stack.label))
-        if setup.lora_layers and stack.id in _NO_LAYER_SELECTION:
-            raise ValueError(Text(N_("--lora-layers needs per-layer LoRA: {why}"),
-                                  why=Text(_NO_LAYER_SELECTION[stack.id])))
-        if setup.lora_layers and setup.method == "full":
+        if setup.lora_layers and stack.no_layer_selection:
+            raise ValueError(Text(N_("--lora-layers needs per-layer LoRA: {why}"), why=Text(stack.no_layer_selection)))
+        if setup.lora_layers and setup.method == "full" and not stack.full_trains_last_layers:
             raise ValueError(Text(N_("--lora-layers selects the blocks that carry adapters; full fine-tuning on the "
                                      "{stack} stack trains every layer"), stack=stack.label))
         if setup.backend == "metal":
@@ -101,10 +92,10 @@ def _check_mlx(setup: TrainingSetup, stack: Stack) -> None:
     if not opt.mlx_name:
         raise ValueError(Text(N_("mlx-lm's --optimizer offers adam, adamw, muon, sgd and adafactor "
                                  "(mlx_lm/lora.py:49-56); {optimizer} is not one of them"), optimizer=Text(opt.label)))
-    if setup.method == "qlora" and QUANT_MODES[setup.quant_mode].framework != "mlx":
+    if setup.method == "qlora" and QUANT_MODES[setup.quant_mode].framework != stack.quantizer:
         raise ValueError(Text(N_("bitsandbytes NF4 does not run under MLX: an MLX QLoRA base is quantised by MLX "
                                  "(--quant affine, mxfp4, nvfp4 or mxfp8)")))
-    if setup.precision == "mixed":
+    if setup.precision == "mixed" and not stack.mixed_precision:
         raise ValueError(Text(N_("mlx-lm has no mixed precision: the model trains in its checkpoint's dtype "
                                  "(choose bf16, fp16 or fp32)")))
     if setup.attention != "sdpa":
@@ -148,10 +139,11 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, trainer: str = "sft", **setting
             continue
         values[name] = default_batch(stack, trainer) if name == "batch" else getattr(stack, name)
         from_stack.append(name)
-    if "backend" not in given and stack.id == MLX_STACK:
-        # MLX is "an array framework for machine learning on Apple silicon" (ml-explore/mlx README): with no device
-        # named, an mlx-lm run is a Mac's (Metal); its CUDA backend needs an NVIDIA device or --backend cuda
-        values["backend"] = "metal"
+    if "backend" not in given and stack.backend != DEFAULT_BACKEND:
+        # the stack's own backend when no device names one (Stack.backend): MLX is "an array framework for machine
+        # learning on Apple silicon" (ml-explore/mlx README), so an mlx-lm run is a Mac's (Metal); its CUDA backend
+        # needs an NVIDIA device or --backend cuda
+        values["backend"] = stack.backend
     quant = QUANT_MODES.get(values["quant_mode"])
     if quant is not None:  # bits and group size follow the mode unless given (TrainingSetup checks them)
         values.setdefault("quant_bits", quant.bits[0])
@@ -163,7 +155,7 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, trainer: str = "sft", **setting
     if values.get("dora") and method == "full":
         raise ValueError(Text(N_("DoRA decomposes LoRA adapters; full fine-tuning has none (use lora or qlora)")))
     for name in ("compile", "optimizer_in_bwd"):
-        if values.get(name) and stack.id != "torchtune":
+        if values.get(name) and not getattr(stack, name):  # Stack.compile, Stack.optimizer_in_bwd
             raise ValueError(Text(N_("'{name}' is modelled for the torchtune stack only (its recipes' compile and "
                                      "optimizer_in_bwd switches); choose --stack torchtune or leave it off"),
                                   name=name))
@@ -182,7 +174,7 @@ def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
              if f.name not in setup.from_stack and f.name not in ("stack", "from_stack")}
     if method == "full":  # the adapters' own choices do not carry over: full fine-tuning has no adapters (the
         given.pop("dora", None)  # MLX-LM stack keeps --num-layers: it trains the last N blocks in full too)
-        if setup.stack != MLX_STACK:
+        if not get_stack(setup.stack).full_trains_last_layers:
             given.pop("lora_layers", None)
     if method != "full":  # torchtune's LoRA recipes have no optimizer_in_bwd (lora_finetune_single_device.py)
         given["optimizer_in_bwd"] = False
@@ -244,7 +236,7 @@ def setup_summary(setup: TrainingSetup) -> str:
         parts.append(mark("adapter_dtype", _("{dtype} adapters").format(dtype=setup.adapter_dtype)))
     if setup.lora_layers:
         parts.append(mark("lora_layers", _("last {n} layers").format(n=setup.lora_layers)))
-    if setup.method == "qlora" and setup.stack == MLX_STACK:
+    if setup.method == "qlora" and get_stack(setup.stack).quantizer == "mlx":
         parts.append(mark("quant_mode", f"{setup.quant_mode} {setup.quant_bits}-bit, group {setup.quant_group}"))
     elif setup.method == "qlora":
         parts.append(mark("qlora_prep", _(QLORA_PREPS[setup.qlora_prep].label)))

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text, _
-from ..options.stacks import MLX_STACK
+from ..options.stacks import get_stack
 from ..options.trainers import (
     DEFAULT_PROMPT_LEN,
     GENERATION_IDS,
@@ -148,9 +148,9 @@ def check(setup: TrainingSetup, tr: TrainerSetup, strict: bool = True) -> None:
     """The checks TRL makes that depend on the batch and the stack. ValueError with a clear message.
     strict=False skips the batch-shape rules the memory does not depend on (for the solvers)."""
     opt = tr.option
-    if setup.stack == MLX_STACK and opt.id != "sft":
-        raise ValueError(Text(N_("mlx-lm trains supervised fine-tuning only (mlx_lm lora); the {trainer} trainer is "
-                                 "TRL's: choose a PyTorch stack for it"), trainer=Text(opt.label)))
+    stack = get_stack(setup.stack) if setup.stack else None
+    if stack is not None and opt.id not in stack.trainers:  # Stack.trainers: the trainers the stack has
+        raise ValueError(Text(stack.trainers_refusal, trainer=Text(opt.label)))
     if strict and setup.batch < opt.min_batch:
         raise ValueError(Text(N_("{trainer} needs a per-device batch of at least {batch} (TRL: 'Actual (not "
                                  "effective) batch size must be > 1', kto_trainer.py)"), trainer=Text(opt.label),
@@ -166,7 +166,7 @@ def check(setup: TrainingSetup, tr: TrainerSetup, strict: bool = True) -> None:
                                      "TRL raises the same (grpo_config.py)"), batch=str(setup.batch),
                                   gpus=str(setup.gpus), accum=str(setup.grad_accum), total=str(gb),
                                   gens=str(tr.gens)))
-    if setup.stack == "trl" and opt.id != "sft" and "loss" not in setup.from_stack:
+    if stack is not None and stack.trainer_decides_loss and opt.id != "sft" and "loss" not in setup.from_stack:
         wanted = trainer_loss(setup, tr)
         if wanted != setup.loss:
             why = (Text(N_("it always scores through the fused chunked head (fused_lm_head=True)"))
@@ -181,7 +181,7 @@ def trainer_loss(setup: TrainingSetup, tr: TrainerSetup) -> str:
     through the fused chunked head (loss 'chunked'), ORPO and SimPO build full logits ('standard'). Other
     stacks (Unsloth patches TRL's trainers with its own losses) keep the stack's loss."""
     opt = tr.option
-    if setup.stack != "trl" or opt.head == "score" or opt.id == "sft":
+    if not (setup.stack and get_stack(setup.stack).trainer_decides_loss) or opt.head == "score" or opt.id == "sft":
         return setup.loss  # SFT: the stack's (or the user's) loss
     return "standard" if opt.head == "logits" else "chunked"
 

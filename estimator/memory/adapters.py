@@ -1,4 +1,5 @@
-"""LoRA adapters: which modules a target list wraps and how many adapter parameters that makes."""
+"""LoRA adapters as PEFT builds them: which modules a target list wraps and how many adapter parameters that makes (a
+runtime with its own LoRA layers overrides both: memory/litgpt/runtime.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import TYPE_CHECKING
 from ..i18n import N_, Text
 from ..job.setup import ALL_LINEAR, TrainingSetup
 from ..models.spec import LM_HEAD
-from .litgpt_model import _litgpt_fused_targets, litgpt_lora, litgpt_lora_params, litgpt_stack, uses_litgpt_model
 
 if TYPE_CHECKING:
     from ..models.spec import ModelSpec
@@ -17,8 +17,6 @@ def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
     """Names PEFT would wrap. 'all-linear' = every nn.Linear of the decoder layers (PEFT excludes the
     output head). Named targets must exist in this architecture, or PEFT raises; so do we."""
     names = set(spec.linear_names())
-    if litgpt_stack(setup) and setup.lora_targets != (ALL_LINEAR,):
-        setup = _litgpt_fused_targets(spec, setup)
     if setup.lora_targets == (ALL_LINEAR,):
         if spec.all_linear_targets:  # families_moe: what PEFT 0.21.2 really wraps (meta-device check)
             return frozenset(spec.all_linear_targets)
@@ -57,8 +55,6 @@ def lora_params(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] |
         head = setup.lora_rank * (spec.hidden_size + spec.vocab_size) if LM_HEAD in (
             adapted if adapted is not None else adapted_modules(spec, setup)) else 0
         return head + round((every - head) * setup.lora_layers / spec.num_layers)
-    if uses_litgpt_model(spec, setup):
-        return litgpt_lora_params(spec, litgpt_lora(spec, setup), setup.lora_rank)
     targets = adapted if adapted is not None else adapted_modules(spec, setup)
     r = setup.lora_rank
     head = r * (spec.hidden_size + spec.vocab_size) if LM_HEAD in targets else 0

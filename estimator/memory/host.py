@@ -125,7 +125,7 @@ def _process_items(spec: ModelSpec, setup: TrainingSetup, weights_bytes: float) 
     """What every setup holds in CPU RAM: the training processes themselves, the CUDA runtime's host side and the
     model's load."""
     n = setup.gpus
-    mlx = get_stack(setup.stack).model_code == "mlx" if setup.stack else False
+    mlx = get_stack(setup.stack).framework == "mlx" if setup.stack else False
     imports = MLX_IMPORT_BYTES if mlx else HOST_IMPORT_BYTES  # an mlx-lm process imports no torch
     # the CUDA runtime's host side: PyTorch on a CUDA/ROCm device, MLX only on its CUDA backend (a unified-memory
     # device drops the term in host_verdict)

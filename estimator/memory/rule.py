@@ -13,6 +13,7 @@ from .assemble import assemble
 from .overhead import RuntimeContext
 from .parts import StepParts
 from .result import COMPONENT_KEYS, Estimate, Phase, detail
+from .runtimes import runtime_for
 
 if TYPE_CHECKING:
     from ..models.spec import ModelSpec
@@ -101,7 +102,8 @@ def seed_estimate(spec: ModelSpec, setup: TrainingSetup) -> Estimate:
     master = setup.precision == "mixed"
     comps_gb = rule_components_gb(size_b, setup.method, master)
     comps = {k: v * GB for k, v in comps_gb.items()}
-    trainable = spec.params_total if setup.method == "full" else lora_params(spec, setup)
+    # the adapters as the stack's runtime builds them (LitGPT's fused QKV switches make other counts)
+    trainable = spec.params_total if setup.method == "full" else runtime_for(setup).lora_params(spec, setup)
     labels = {"weights": N_("16-bit weights") if setup.method != "qlora" else N_("4-bit base"),
               "gradients": N_("16-bit gradients"),
               "optimizer": N_("Adam moments (fp32) + master copy") if master else N_("Adam moments (fp32)")}

@@ -14,26 +14,24 @@ Pure Python: no Streamlit, Plotly or torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text, _, format_int
-from ..job.trainer import check, policy_setup
+from ..job.trainer import policy_setup
 from ..options.trainers import DEFAULT_PROMPT_LEN, GENERATION_MODES, TRL_VERSION
-from .activations.loss import TRL_TOKEN_TILE, TRL_VOCAB_TILE
 from .allocator import stack_allocator
-from .assemble import assemble
+from .hf.activations.loss import TRL_TOKEN_TILE, TRL_VOCAB_TILE
 from .precision import FP32, compute_bytes, trainable_bytes, weight_bytes
-from .result import DetailItem, Estimate, Phase, detail_bytes
+from .result import DetailItem, Phase, detail_bytes
 from .result import detail as d
-from .step import estimate as sft_estimate
-from .step import sft_parts
+from .runtimes import runtime_for
 
 if TYPE_CHECKING:
     from ..job.setup import TrainingSetup
     from ..job.trainer import TrainerSetup
     from ..models.spec import ModelSpec
     from ..options.trainers import TrainerOption
+    from .parts import StepParts
 
 
 REWARD_SPEC_NOTE = "Reward model: the output head is a 1-output score layer."  # reward_spec's; trainer_notes says it
@@ -183,7 +181,7 @@ def _reward_model_states(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSetu
         phases = [replace(p, gradients=p.gradients - embed_grad) if p.key == "backward.first_layer" else p
                   for p in phases]
     if setup.sharding == "zero3" and setup.gpus > 1:
-        # ZeRO-3 gathers one FSDP unit at a time; memory/states.py _shard sizes the largest as max(layer, V × H) from
+        # ZeRO-3 gathers one FSDP unit at a time; memory/hf/states.py _shard sizes the largest as max(layer, V × H) from
         # the spec's head, but reward_spec's head is 1 × H while the input embedding keeps its V × H: gather that.
         layer = spec.layer_linear_params
         gathered = (max(layer, spec.vocab_size * spec.hidden_size) - max(layer, spec.hidden_size)) * weight_bytes(ps)
@@ -308,19 +306,16 @@ def _generation_phases(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, 
     return phases
 
 
-@lru_cache(maxsize=1024)  # pure in frozen dataclasses, like memory.estimate
-def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
-                     device_capacity: float | None = None, strict: bool = True) -> Estimate:
-    """Peak per-GPU memory of one step of the trainer (docs/formulas.md §9). `device_capacity` (bytes, the
-    device's total memory) is needed for vLLM colocate mode, which reserves a fraction of it. strict=False
-    prices batches TRL would refuse (KTO batch 1, num_generations not dividing the batch): the solvers' use."""
-    check(setup, tr, strict)
+def trainer_parts(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
+                  device_capacity: float | None = None) -> StepParts:
+    """The parts of one step of a preference/RL trainer (docs/formulas.md §9): its policy's SFT-equivalent step as
+    the stack's runtime prices it, with the trainer's phases added. `device_capacity` (bytes, the device's total
+    memory) is needed for vLLM colocate mode, which reserves a fraction of it. The caller has checked the trainer
+    (job.trainer.check)."""
     opt = tr.option
-    if opt.id == "sft":
-        return sft_estimate(spec, setup)
     ps = policy_setup(setup, tr)
     pspec = reward_spec(spec) if opt.head == "score" else spec
-    base = sft_parts(pspec, ps)
+    base = runtime_for(ps).parts(pspec, ps)
     mode = tr.generation_mode if opt.generates else None
     if mode == "vllm-colocate" and not device_capacity:
         raise ValueError(Text(N_("vLLM colocate mode reserves a fraction of the device's memory: choose a device")))
@@ -343,10 +338,10 @@ def estimate_trainer(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     notes = [n for n in base.notes if n != REWARD_SPEC_NOTE] + list(trainer_notes(setup, tr))
     # The trainer's phases are lifted SFT moments and its own: no per-request list (requests=None), the stack's
     # allocator; vLLM's colocated pool is counted as it is (fixed_generation).
-    return assemble(replace(
+    return replace(
         base, model=spec, setup=setup, phases=tuple(phases), allocator=stack_allocator(setup.stack), requests=None,
         params_total=pspec.params_total, notes=tuple(notes), trainer=tr, policy_setup=ps,
-        fixed_generation=mode == "vllm-colocate"))  # the runtime's context is the policy step's: the backend's
+        fixed_generation=mode == "vllm-colocate")  # the runtime's context is the policy step's: the backend's
 
 
 def trainer_notes(setup: TrainingSetup, tr: TrainerSetup) -> tuple[str, ...]:

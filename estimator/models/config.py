@@ -50,7 +50,7 @@ DROPOUT_FIELDS = ("attention_dropout", "residual_dropout", "embedding_dropout", 
                   "embd_pdrop", "attn_pdrop", "mlp_dropout")
 
 
-# The wrapper's note that the tower is counted as frozen weights, one msgid per variant; memory.step drops it (by
+# The wrapper's note that the tower is counted as frozen weights, one msgid per variant; memory.hf.runtime drops it (by
 # its template, never by its words) when the tower trains, and the trained tower's own note follows.
 FROZEN_TOWER_NOTE = N_("multimodal model{wrapper}: the {tower} and projector ({millions} M parameters) are counted "
                        "as frozen weights; the language model ({family}) trains; image tokens per example lengthen "

@@ -108,7 +108,7 @@ class ModelSpec:
     # models/config.py reads it): () for a float checkpoint.
     quantization: tuple[str, int, int] | tuple[()] = ()
     # config max_position_embeddings (0 = not stated): Unsloth sizes its RoPE cos/sin cache from it
-    # (estimator/memory/activations/unsloth.py rope_cache_bytes)
+    # (estimator/memory/unsloth/kernels.py rope_cache_bytes)
     max_position_embeddings: int = 0
 
     @property

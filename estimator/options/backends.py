@@ -38,20 +38,14 @@ BACKENDS: dict[str, Backend] = {b.id: b for b in (
 BACKEND_IDS: tuple[str, ...] = tuple(BACKENDS)
 DEFAULT_BACKEND = "cuda"
 
-# Where each stack cannot run, with the reason (stack id → backend id → why). A stack not listed for a backend runs
-# there. PyTorch stacks on "metal" are PyTorch MPS runs; MLX on "cuda" is MLX's CUDA backend.
-_PYTORCH_CPU = N_("the PyTorch stacks are priced on a GPU (CUDA, ROCm or Apple's MPS), not on the CPU")
-STACK_REFUSALS: dict[str, dict[str, str]] = {
-    "mlx": {"rocm": N_("MLX has Metal, CUDA and CPU backends only (mlx/backend/metal, cuda, cpu in mlx 0.32); "
-                       "there is no ROCm backend")},
-    "unsloth": {
-        "metal": N_("on Apple silicon unsloth 2026.10.9 does not train through PyTorch's MPS: unsloth/__init__.py "
+# Why a stack cannot run on a backend (the stacks' rows carry them: options.stacks Stack.backend_refusals). PyTorch
+# stacks on "metal" are PyTorch MPS runs; MLX on "cuda" is MLX's CUDA backend.
+PYTORCH_NO_CPU = N_("the PyTorch stacks are priced on a GPU (CUDA, ROCm or Apple's MPS), not on the CPU")
+MLX_NO_ROCM = N_("MLX has Metal, CUDA and CPU backends only (mlx/backend/metal, cuda, cpu in mlx 0.32); there is no "
+                 "ROCm backend")
+UNSLOTH_NO_MPS = N_("on Apple silicon unsloth 2026.10.9 does not train through PyTorch's MPS: unsloth/__init__.py "
                     "(l. 140-160, _is_mlx_available) switches to its MLX path (unsloth_zoo.mlx); choose the MLX-LM "
-                    "stack to price an MLX run"),
-        "cpu": _PYTORCH_CPU,
-    },
-    **{s: {"cpu": _PYTORCH_CPU} for s in ("trl", "trainer", "axolotl", "torchtune", "litgpt", "plain")},
-}
+                    "stack to price an MLX run")
 
 # What PyTorch's MPS backend lacks that a CUDA run has (each refused on "metal" with its reason).
 MPS_NO_8BIT_OPTIMIZER = N_("bitsandbytes 0.50.2 registers its 8-bit optimizer kernel (optimizer_update_8bit_blockwise) "
@@ -89,14 +83,9 @@ def same_runtime(device_backend_id: str, setup_backend: str) -> bool:
     return device_backend_id == setup_backend or (device_backend_id in gpus and setup_backend in gpus)
 
 
-def stack_refusal(stack_id: str, backend: str) -> str | None:
-    """Why this stack cannot run on this backend (a message id to translate), or None when it can."""
-    return STACK_REFUSALS.get(stack_id, {}).get(backend)
-
-
-def check_stack_backend(stack_id: str, stack_label: str, backend: str) -> None:
-    """ValueError with the reason when the stack cannot run on the backend."""
-    why = stack_refusal(stack_id, backend)
+def check_stack_backend(refusals: dict[str, str], stack_label: str, backend: str) -> None:
+    """ValueError with the reason when the stack (its Stack.backend_refusals) cannot run on the backend."""
+    why = refusals.get(backend)
     if why:
         raise ValueError(Text(N_("the {stack} stack cannot run on {backend}: {why}"), stack=stack_label,
                               backend=Text(BACKENDS[backend].label), why=Text(why)))

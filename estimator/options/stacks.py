@@ -7,10 +7,11 @@ the version read. Pure data; the resolver is estimator/job/stack.py: no Streamli
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..i18n import N_, Text
-from .trainers import TRL_SERIES, TRL_VERSION
+from .backends import MLX_NO_ROCM, PYTORCH_NO_CPU, UNSLOTH_NO_MPS
+from .trainers import TRAINER_IDS, TRL_SERIES, TRL_VERSION
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,8 @@ class Stack:
     unavailable: dict[str, str]  # loss kind → why this stack cannot do it (shown instead of guessing)
     qlora_optimizer: str | None = None  # the optimizer on a 4-bit base when it differs (LitGPT --quantize)
     # Whose model code saves the activations: "hf" (transformers modules + PEFT), "litgpt" (LitGPT's own GPT and
-    # LoRA layers, estimator.memory.activations.litgpt) or "unsloth" (Unsloth's fused kernels,
-    # estimator.memory.unsloth_model). LitGPT's and Unsloth's own decoders only; other architectures use "hf".
+    # LoRA layers, estimator.memory.litgpt.activations) or "unsloth" (Unsloth's fused kernels,
+    # estimator.memory.unsloth.model). LitGPT's and Unsloth's own decoders only; other architectures use "hf".
     model_code: str = "hf"
     lora_dropout: float = 0.0  # LoRA dropout the stack's scripts use (HF snippets set 0.0: no masks to count)
     untied_head: bool = False  # the stack trains a separate output head even where the HF config ties it
@@ -62,6 +63,27 @@ class Stack:
     # The PYTORCH_ALLOC_CONF the framework sets when it is imported, as the caching allocator reads it
     # (estimator/memory/allocator.py); "" = PyTorch's defaults (no expandable segments, no power-of-two rounding).
     allocator_conf: str = ""
+    # --- What the stack can do (its capabilities): the estimator reads these, never the stack's id. ---------------
+    # The array framework it trains with: "torch" (PyTorch: CUDA, ROCm, MPS) or "mlx" (MLX: Metal, CUDA, the CPU).
+    framework: str = "torch"
+    # The families its own model code runs (family → the source that says so); None: every family the transformers
+    # path builds. Unsloth's and LitGPT's runtimes run their own code on these and transformers' modules on the others.
+    families: dict[str, str] | None = None
+    trainers: tuple[str, ...] = TRAINER_IDS  # the trainers it has (options.trainers ids)
+    trainers_refusal: str = ""  # why it has no other trainer ({trainer}: the one asked for)
+    # Its preference/RL trainers choose their loss head themselves (TRL: DPO/KTO/GRPO score through the fused chunked
+    # head, ORPO/SimPO build the full logits): job.trainer.trainer_loss
+    trainer_decides_loss: bool = False
+    compile: bool = False  # a torch.compile switch modelled for it (torchtune's recipes' compile)
+    optimizer_in_bwd: bool = False  # the optimizer step inside backward (torchtune's optimizer_in_bwd)
+    dora: bool = False  # DoRA's per-layer weight-norm terms modelled for it (mlx-lm's fine_tune_type dora)
+    no_layer_selection: str = ""  # why its LoRA cannot target the last N blocks ("" = it can)
+    full_trains_last_layers: bool = False  # with --lora-layers N, full fine-tuning trains only the last N blocks
+    quantizer: str = "bitsandbytes"  # who quantises a QLoRA base: bitsandbytes (NF4) or MLX (affine, mxfp4, …)
+    multi_gpu: bool = True  # data parallelism and ZeRO/FSDP sharding over several GPUs modelled for it
+    mixed_precision: bool = True  # fp32 master weights under bf16 autocast (precision "mixed")
+    backend: str = "cuda"  # the backend when no device names one (options.backends)
+    backend_refusals: dict[str, str] = field(default_factory=dict)  # backend id → why it cannot run there
 
     def loss_impl(self, kind: str) -> str:
         """The implementation of a loss kind in this stack; ValueError when the stack does not offer it."""
@@ -87,8 +109,30 @@ HOST_LOADS: dict[str, str] = {
 _HF_LOAD = ("transformers 5.24 modeling_utils.py:4557-4586 _load_pretrained_model: the safetensors shards are opened "
             "with safe_open(backend='mmap') and each tensor materialised on its device_map entry")
 
+# model_type → the class FastLanguageModel dispatches to (unsloth/models/loader.py:1796-1858, 2026.10.9) whose decoder
+# layer is LlamaDecoderLayer_fast_forward with the SwiGLU LoRA kernels (llama.py:5253-5258; mistral.py:467-473,
+# qwen2.py:48-54). Other families go through FastModel (transformers' modules, compiled): the transformers estimate.
+UNSLOTH_FAMILIES: dict[str, str] = {
+    "llama": "unsloth/models/loader.py:1796-1811 → FastLlamaModel",
+    "mistral": "unsloth/models/loader.py:1813-1814 → FastMistralModel (mistral.py:467-473)",
+    "qwen2": "unsloth/models/loader.py:1848-1849 → FastQwen2Model (qwen2.py:48-54)",
+}
+# The families whose LitGPT 0.5.13 Block (litgpt/model.py: CausalSelfAttention, LLaMAMLP / GptNeoxMLP, RMSNorm or
+# LayerNorm) saves the tensors memory/litgpt/activations.py counts: traced with calibration/litgpt_trace.py, or the
+# same Block with another config.
+LITGPT_FAMILIES: dict[str, str] = {
+    "llama": "litgpt/config.py Llama 2/3 configs: LLaMAMLP block (traced: Llama-2-7B, Llama-3.1-8B, TinyLlama)",
+    "mistral": "litgpt/config.py Mistral configs: LLaMAMLP block (traced: Mistral-7B-v0.1)",
+    "qwen2": "litgpt/config.py Qwen2.5 configs: the LLaMAMLP block with a QKV bias",
+    "gemma": "litgpt/config.py Gemma configs: GemmaMLP block (traced: gemma-2b)",
+    "phi3": "litgpt/config.py Phi-3 configs: LLaMAMLP block (traced: Phi-3-mini)",
+    "phi": "litgpt/config.py phi-2: GptNeoxMLP parallel block (traced: phi-2)",
+    "gpt_neox": "litgpt/config.py Pythia / StableLM configs: GptNeoxMLP block",
+}
+
 STACKS: dict[str, Stack] = {s.id: s for s in (
     Stack(
+        trainer_decides_loss=True, backend_refusals={"cpu": PYTORCH_NO_CPU},
         id="trl", label="TRL", version=f"{TRL_VERSION} (transformers 5.24, PEFT 0.21)",
         summary=N_("TRL's SFTTrainer: checkpointing on, the loss through a fused chunked LM head (no full logits), "
                 "fused AdamW, fp32 LoRA adapters (bf16 on a 4-bit base), no fp32 upcast for QLoRA."),
@@ -119,6 +163,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                                       "'chunked'"), trl=TRL_SERIES)},
     ),
     Stack(
+        backend_refusals={"cpu": PYTORCH_NO_CPU},
         id="trainer", label="HF Trainer", version="transformers 5.24.0 Trainer + PEFT 0.21",
         summary=N_("The plain transformers Trainer: no checkpointing, the standard loss on fp32-upcast logits "
                 "(Liger's fused kernel with use_liger_kernel=True), fused AdamW, fp32 adapters, and PEFT's "
@@ -146,6 +191,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                                    "(use_liger_kernel=True)")},
     ),
     Stack(
+        families=UNSLOTH_FAMILIES, backend_refusals={"metal": UNSLOTH_NO_MPS, "cpu": PYTORCH_NO_CPU},
         id="unsloth", label="Unsloth", version="unsloth 2026.10.9 (unsloth_zoo 2026.10.9, transformers ≤ 5.17)",
         transformers_attention=False,
         summary=N_("Unsloth: its own fused LoRA kernels (MLP, QKV, O) that keep only what their backward needs, "
@@ -191,6 +237,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         model_code="unsloth",
     ),
     Stack(
+        backend_refusals={"cpu": PYTORCH_NO_CPU},
         id="axolotl", label="Axolotl", version="axolotl 0.19.0 (transformers Trainer)",
         summary=N_("Axolotl: checkpointing off unless the YAML turns it on, the Trainer's standard loss (Liger "
                 "plugin: fused), fused AdamW; for QLoRA the norms, embeddings and head end in the model dtype."),
@@ -219,6 +266,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                                    "'standard' or 'fused' (Liger plugin)")},
     ),
     Stack(
+        compile=True, optimizer_in_bwd=True, backend_refusals={"cpu": PYTORCH_NO_CPU},
+        no_layer_selection=N_("torchtune's LoRA builders (lora_llama3_1 and the others, torchtune 0.6.1) adapt every "
+                              "layer; their configs have no per-layer switch"),
         id="torchtune", label="torchtune", version="torchtune 0.6.1 (lora/full single-device recipes)",
         transformers_attention=False,
         summary=N_("torchtune's recipes: activation checkpointing on, the whole model and adapters in bf16 (no "
@@ -250,6 +300,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         unavailable={"fused": N_("torchtune has no fused linear cross-entropy; choose 'chunked'")},
     ),
     Stack(
+        families=LITGPT_FAMILIES, backend_refusals={"cpu": PYTORCH_NO_CPU},
+        no_layer_selection=N_("LitGPT's LoRA Config (litgpt/lora.py 0.5.13) has lora_query/key/value/projection/mlp/"
+                              "head switches that apply to every block, no per-layer selection"),
         id="litgpt", label="LitGPT", version="litgpt 0.5.13 (finetune lora/full)",
         transformers_attention=False,
         summary=N_("LitGPT: bf16-true (weights and adapters in bf16, no autocast), cross-entropy on bf16 logits "
@@ -293,6 +346,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         quantize_head=True,
     ),
     Stack(
+        backend_refusals={"cpu": PYTORCH_NO_CPU},
         id="plain", label="Plain PyTorch loop", version="torch 2.x hand-written loop",
         summary=N_("A hand-written loop: model(input_ids, labels=labels).loss under bf16 autocast, loss.backward(), "
                 "torch.optim.AdamW with its defaults (foreach), no checkpointing, the standard loss, the logits "
@@ -318,6 +372,11 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                      "fused": N_("a plain loop computes the model's own loss; choose 'standard'")},
     ),
     Stack(
+        framework="mlx", trainers=("sft",), dora=True, full_trains_last_layers=True, quantizer="mlx", backend="metal",
+        multi_gpu=False, mixed_precision=False,
+        backend_refusals={"rocm": MLX_NO_ROCM},
+        trainers_refusal=N_("mlx-lm trains supervised fine-tuning only (mlx_lm lora); the {trainer} trainer is TRL's: "
+                            "choose a PyTorch stack for it"),
         id="mlx", label="MLX-LM", version="mlx 0.32.4, mlx-lm 0.32.2",
         transformers_attention=False, model_code="mlx",
         summary=N_("mlx_lm lora: LoRA on the last 16 blocks (rank 8, scale 20), batch 4, max length 2048, no "
@@ -364,14 +423,14 @@ STACK_IDS: tuple[str, ...] = tuple(STACKS)
 # What a stack's own code does that is no user setting (shown on the How page with their sources).
 STACK_FACTS: tuple[str, ...] = ("model_code", "lora_dropout", "untied_head", "quantize_head", "host_load",
                                 "allocator_conf")
-MLX_STACK = "mlx"
+MLX_STACK = "mlx"  # the MLX-LM stack's id (the pages and tests that are about it name it)
+UNIFIED_STACK = MLX_STACK  # the default on a unified-memory Apple device: mlx_lm lora is how people fine-tune on a Mac
 
 
 def default_stack(unified: bool, trainer: str = "sft") -> str:
-    """The stack a run gets when the user names none: MLX-LM for supervised fine-tuning on a unified-memory Apple
-    device (mlx_lm lora is how people fine-tune on a Mac), TRL otherwise (a preference/RL trainer is TRL's, priced
-    as a PyTorch MPS run on a Mac)."""
-    return MLX_STACK if unified and trainer == "sft" else DEFAULT_STACK
+    """The stack a run gets when the user names none: MLX-LM (UNIFIED_STACK) for a trainer it has on a unified-memory
+    Apple device, TRL otherwise (a preference/RL trainer is TRL's, priced as a PyTorch MPS run on a Mac)."""
+    return UNIFIED_STACK if unified and trainer in STACKS[UNIFIED_STACK].trainers else DEFAULT_STACK
 
 # TrainingSetup fields a stack fills when the user leaves them open.
 STACK_FIELDS: tuple[str, ...] = ("grad_ckpt", "offload_activations", "loss", "optimizer", "adapter_dtype",

@@ -26,7 +26,7 @@ from ..options.devices import (
     lookup_devices,
     nearest_device_ids,
 )
-from ..options.stacks import MLX_STACK, default_stack
+from ..options.stacks import default_stack, get_stack
 from ..options.trainers import TRL_VERSION
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def read_setup(args: argparse.Namespace, device: Device | None = None) -> Traini
     """The training setup the flags describe, the stack's defaults filling the rest (batch, length, rank, trained
     blocks and quantisation included; a preference/RL trainer's own batch default wins)."""
     stack = _stack_id(args, device)
-    if stack == MLX_STACK and args.trainer != "sft":
+    if args.trainer not in get_stack(stack).trainers:  # Stack.trainers: mlx-lm has SFT only
         raise ValueError(f"mlx-lm trains SFT only (mlx_lm lora); the {args.trainer} trainer is {TRL_VERSION}'s: "
                          "choose another --stack")
     return resolve_setup(

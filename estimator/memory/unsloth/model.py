@@ -1,6 +1,6 @@
 """Unsloth's model as the estimate sees it: when Unsloth's own code runs (FastLlamaModel and its Mistral / Qwen2
 variants), the code path it takes for a setup, and the activations alive at each moment of its step
-(docs/formulas.md §3.8; the per-token terms are in estimator/memory/activations/unsloth.py)."""
+(docs/formulas.md §3.8; the per-token terms are in estimator/memory/unsloth/kernels.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,18 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..i18n import N_
-from ..job.stack import loss_impl_id
-from ..models.spec import LM_HEAD
-from ..options.optimizers import BNB_8BIT_BLOCKSIZE, OPTIMIZERS
-from ..options.stacks import get_stack
-from .activations.unsloth import (
+from ...i18n import N_
+from ...job.stack import loss_impl_id
+from ...models.spec import LM_HEAD
+from ...options.optimizers import BNB_8BIT_BLOCKSIZE, OPTIMIZERS
+from ...options.stacks import get_stack
+from ..adapters import adapted_modules
+from ..allocator import Allocations, AllocatorConfig, stack_allocator
+from ..allocator import config as allocator_config
+from ..precision import optimizer_state_bytes, trainable_bytes, weight_bytes
+from ..result import DetailItem, Phase
+from ..result import detail as d
+from .kernels import (
     CHUNK_GB,
     FLASH_MIN_ROWS_LARGE,
     INITIAL_CPU_BUFFER,
@@ -43,26 +49,10 @@ from .activations.unsloth import (
     rope_cache_tensors,
     staging_bytes,
 )
-from .adapters import adapted_modules
-from .allocator import Allocations, AllocatorConfig, stack_allocator
-from .allocator import config as allocator_config
-from .precision import optimizer_state_bytes, trainable_bytes, weight_bytes
-from .result import DetailItem, Phase
-from .result import detail as d
 
 if TYPE_CHECKING:
-    from ..job.setup import TrainingSetup
-    from ..models.spec import ModelSpec
-
-# model_type → the class FastLanguageModel dispatches to (unsloth/models/loader.py:1796-1858) whose decoder layer is
-# LlamaDecoderLayer_fast_forward with the SwiGLU LoRA kernels (llama.py:5253-5258; mistral.py:467-473,
-# qwen2.py:48-54). Other families go through FastModel (transformers' modules, compiled): the HF-module estimate.
-UNSLOTH_FAMILIES: dict[str, str] = {
-    "llama": "unsloth/models/loader.py:1796-1811 → FastLlamaModel",
-    "mistral": "unsloth/models/loader.py:1813-1814 → FastMistralModel (mistral.py:467-473)",
-    "qwen2": "unsloth/models/loader.py:1848-1849 → FastQwen2Model (qwen2.py:48-54)",
-}
-
+    from ...job.setup import TrainingSetup
+    from ...models.spec import ModelSpec
 
 # The allocator settings the 2024.12.4 release set when imported: PYTORCH_CUDA_ALLOC_CONF (unsloth/__init__.py:58),
 # read by the torch 2.5 of its day (CUDAAllocatorConfig's parser: ">" fills from the last limit's interval). The
@@ -72,37 +62,22 @@ ALLOCATOR_2024 = allocator_config(
     "unsloth/__init__.py:58 (2024.12.4), torch 2.5", parser="torch2.5")
 
 
-def unsloth_stack(setup: TrainingSetup) -> bool:
-    """Does the setup's stack run Unsloth's model code (Stack.model_code "unsloth")?"""
-    return setup.stack is not None and get_stack(setup.stack).model_code == "unsloth"
-
-
-def uses_unsloth_model(spec: ModelSpec, setup: TrainingSetup) -> bool:
-    """Unsloth's own kernels apply: the Unsloth stack, LoRA or QLoRA (full fine-tuning loads through FastModel,
-    loader.py:1330-1339), a dense Llama-like decoder of a FastLlamaModel family without a sliding window (packed
-    SDPA then builds a dense mask per run, attention_dispatch.py:968-974), text only, no LoRA on the head (the fused
-    loss reads lm_head.weight, llama.py:2064-2067), no ZeRO/FSDP sharding (FSDP1 declines the fused kernels,
-    llama.py:5330-5333)."""
-    return (unsloth_stack(setup) and setup.method in ("lora", "qlora") and spec.family in UNSLOTH_FAMILIES
+def kernels_apply(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """Unsloth's own kernels run this job (its stack's Stack.families: the FastLlamaModel families): LoRA or QLoRA
+    (full fine-tuning loads through FastModel, loader.py:1330-1339), a dense Llama-like decoder without a sliding
+    window (packed SDPA then builds a dense mask per run, attention_dispatch.py:968-974), text only, no LoRA on the
+    head (the fused loss reads lm_head.weight, llama.py:2064-2067), no ZeRO/FSDP sharding (FSDP1 declines the fused
+    kernels, llama.py:5330-5333)."""
+    families = get_stack(setup.stack).families or {} if setup.stack else {}
+    return (setup.method in ("lora", "qlora") and spec.family in families
             and not spec.moe_layers and not spec.qk_norm and not spec.parallel_block and spec.gated_mlp
             and spec.norm_kind == "rms" and not (spec.sliding_window and spec.sliding_layers)
             and not spec.layer_pattern and not spec.tower_kind and setup.image_tokens == 0
             and setup.sharding == "none" and LM_HEAD not in setup.lora_targets)
 
 
-def needs_capacity(spec: ModelSpec, setup: TrainingSetup) -> bool:
-    """Does the estimate read the card's memory? Unsloth decides three things by it (the embedding offload, double
-    buffering, the loss pass); every other stack prices the same step on any card."""
-    from .litgpt_model import stack_spec
-
-    return unsloth_stack(setup) and uses_unsloth_model(stack_spec(spec, setup), setup)
-
-
-def not_modelled_note(spec: ModelSpec, setup: TrainingSetup) -> str | None:
-    """Why an Unsloth setup is estimated with transformers' modules instead (None when Unsloth's kernels apply or
-    the stack is another)."""
-    if not unsloth_stack(setup) or uses_unsloth_model(spec, setup):
-        return None
+def not_modelled_note(setup: TrainingSetup) -> str:
+    """Why an Unsloth setup is estimated with transformers' modules instead (its kernels do not apply)."""
     if setup.method == "full":
         return N_("Unsloth runs full fine-tuning through FastModel (transformers' modules, compiled; loader.py: "
                   "full_finetuning → FastModel): estimated with transformers' modules, offloaded checkpointing and "
@@ -180,7 +155,7 @@ def embedding_offloaded(spec: ModelSpec, setup: TrainingSetup, usable_after_load
 
 
 class Moment(NamedTuple):
-    """One moment of Unsloth's step: which gradients exist (a Gradients field name of estimator/memory/states.py, or
+    """One moment of Unsloth's step: which gradients exist (a Gradients field name of estimator/memory/hf/states.py, or
     "all_but_first"), the activation items alive and the same bytes as the allocator's requests (each tensor, for
     the per-request rounding of estimator/memory/allocator.py)."""
 

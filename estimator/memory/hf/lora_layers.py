@@ -1,18 +1,18 @@
 """Adapters on the last N decoder layers only (`--lora-layers`, PEFT's layers_to_transform) on the PyTorch stacks:
 what the layers before them keep, the note that says so, and the check PEFT makes (docs/formulas.md §3.9; the
-MLX-LM stack's own rules are in memory/mlx_model.py and memory/mlx_step.py)."""
+MLX-LM stack's own rules are in memory/mlx/model.py and memory/mlx/step.py)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..i18n import N_, Text
+from ...i18n import N_, Text
 from .activations.depth import layer_sizes, layers_per_token
 
 if TYPE_CHECKING:
-    from ..job.setup import TrainingSetup
-    from ..models.spec import ModelSpec
+    from ...job.setup import TrainingSetup
+    from ...models.spec import ModelSpec
     from .activations.common import ActivationContext
 
 

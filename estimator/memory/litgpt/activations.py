@@ -1,17 +1,16 @@
-"""LitGPT's own model code (litgpt/model.py, litgpt/lora.py): its layer's saved tensors, first layer, final
-norm and chunked loss."""
+"""LitGPT's own model code (litgpt/model.py, litgpt/lora.py): its layer's saved tensors, first layer and final norm
+(its chunked loss is a loss implementation like the others: memory/hf/activations/loss.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..hf.activations.common import LayerActivations
 from ..precision import FP32, INT64
-from .common import LayerActivations, LossMemory
 
 if TYPE_CHECKING:
-    from ...job.setup import TrainingSetup
     from ...models.spec import ModelSpec
-    from .common import ActivationContext
+    from ..hf.activations.common import ActivationContext
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -19,7 +18,6 @@ if TYPE_CHECKING:
 # backward under bf16-true with SDPA. Closed form from FakeTensor + MemTracker traces of LitGPT's model on 14
 # published rows (calibration/litgpt_trace.py; byte-exact per layer), docs/formulas.md §3.6.
 # --------------------------------------------------------------------------------------------------------------
-LITGPT_HEAD_CHUNK = 128  # litgpt/finetune/lora.py (0.5.13): model(input_ids, lm_head_chunk_size=128)
 BOOL = 1  # CUDA native_dropout keeps a bool mask: 1 byte per element
 
 
@@ -115,22 +113,3 @@ def litgpt_final_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     elif lit.head:
         saved += _lora_input(h, ctx, lit.dropout > 0) + ctx.c * ctx.rank  # per 128-token chunk, all chunks kept
     return saved
-
-
-def litgpt_loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> LossMemory:
-    """LitGPT's chunked_cross_entropy (litgpt/utils.py 0.5.13) on bf16 logits, as each finetune script calls it.
-
-    finetune/lora.py: model(ids, lm_head_chunk_size=128) returns the logits as 128-token chunks; each chunk's
-    log-softmax output (16-bit, no upcast) is kept: 2·c·T·V until backward (the end of the forward holds the same:
-    the previous step's logits live until model() returns). In backward one chunk's nll grad and log-softmax grad
-    are alive at a time: 2·c·B·128·V. finetune/full.py: model(ids) without head chunking, then
-    chunked_cross_entropy(logits[..., :-1, :]): logits + the shifted reshape copy (or the log-softmax outputs) kept,
-    and in backward the concatenated chunk gradients and slice_backward's zero-filled gradient: 3·c·T·V in all."""
-    tokens, vocab, c = setup.tokens, spec.vocab_size, ctx.c
-    kept = 2.0 * c * tokens * vocab
-    if setup.method == "full":
-        return LossMemory(kept, float(c * tokens * vocab), "litgpt", "2·c·T·V logits + log-softmax (16-bit)",
-                          "c·T·V chunk gradients")
-    chunk = setup.batch * min(LITGPT_HEAD_CHUNK, setup.seq_len) * vocab
-    return LossMemory(kept, float(2 * c * chunk), "litgpt", "2·c·T·V logits chunks + log-softmax (16-bit)",
-                      "2·c·B·128·V one chunk's gradients")

@@ -4,18 +4,16 @@ dtypes) and the per-layer and loss result types every model code fills in."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ...job.stack import attention_impl, loss_impl_id
-from ...options.losses import FULL_LOGITS_IMPLS
-from ..adapters import adapted_modules
-from ..litgpt_model import litgpt_lora, uses_litgpt_model
-from ..precision import FP32, adapter_bytes, compute_bytes
+from ....job.stack import attention_impl, loss_impl_id
+from ....options.losses import FULL_LOGITS_IMPLS
+from ...adapters import adapted_modules
+from ...precision import FP32, adapter_bytes, compute_bytes
 
 if TYPE_CHECKING:
-    from ...job.setup import TrainingSetup
-    from ...models.spec import ModelSpec
-    from ..litgpt_model import LitgptLora
+    from ....job.setup import TrainingSetup
+    from ....models.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -34,11 +32,15 @@ class ActivationContext:
     seq_len: int
     qlora_upcast: bool
     head_module: bool  # does the lm_head module run on all tokens (and save its input when it trains)?
-    litgpt: LitgptLora | None = None  # LitGPT's own model saves the activations (litgpt_* functions below)
+    # LitGPT's own model saves the activations: its LoRA switches with what its layers keep (memory/litgpt/model.py
+    # LitgptLora, set by LitGPT's runtime); None on transformers' modules
+    litgpt: Any = None
     autocast: bool = False  # the step runs under bf16 autocast: matmuls save bf16 copies of fp32 inputs
 
 
-def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
+def context(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] | None = None) -> ActivationContext:
+    """The context of transformers' modules; `adapted` are the linears that carry adapters as the runtime names them
+    (PEFT's by default). LitGPT's runtime adds its own model's switches (`litgpt`)."""
     c = compute_bytes(setup)
     # Residual stream dtype = dtype of the loaded model: fp32 for mixed/fp32, and for QLoRA after
     # prepare_model_for_kbit_training (embeddings and norms upcast to fp32, docs/formulas.md §3.3 Qp).
@@ -53,12 +55,12 @@ def context(spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
         # PEFT casts x to the fp32 adapter dtype, then autocast casts it back to bf16: a new tensor per module.
         adapter_copies=setup.autocast and adapter_bytes(setup) == FP32,
         base_trainable=setup.method == "full",
-        adapted=adapted_modules(spec, setup) if setup.method != "full" else frozenset(),
+        adapted=(adapted if adapted is not None else adapted_modules(spec, setup)) if setup.method != "full"
+        else frozenset(),
         rank=setup.lora_rank, eager=attention_impl(setup, spec.family) == "eager", seq_len=setup.lm_seq_len,
         qlora_upcast=setup.method == "qlora" and setup.qlora_fp32_upcast,
         # TRL's fused head and the fused kernels read lm_head.weight directly: the module never runs.
         head_module=loss_impl_id(setup) in FULL_LOGITS_IMPLS,
-        litgpt=litgpt_lora(spec, setup) if uses_litgpt_model(spec, setup) else None,
         autocast=setup.autocast,
     )
 

@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..hf.activations.common import LayerActivations
 from ..precision import FP32, INT64
-from .common import LayerActivations
 
 if TYPE_CHECKING:
     from ...models.spec import ModelSpec
@@ -61,7 +61,7 @@ RELEASE_2024 = "2024.12.4"
 
 @dataclass(frozen=True)
 class UnslothPath:
-    """The code path Unsloth takes for one setup (resolved in estimator/memory/unsloth_model.py): which fused kernels
+    """The code path Unsloth takes for one setup (resolved in estimator/memory/unsloth/model.py): which fused kernels
     run, the attention backend, how the layer inputs are checkpointed and which loss pass runs."""
 
     fused_qkv: bool  # LoRA_QKV: q, k and v all adapted, no base bias (llama.py:5376-5390)

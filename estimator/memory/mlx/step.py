@@ -18,22 +18,25 @@ docs/formulas.md §12):
 The estimate prices the backend in `setup.backend`: "metal" (a Mac: the app's default on Apple devices), "cpu" (how
 the fixtures were measured) or "cuda" (MLX's CUDA backend, cuDNN attention). Every difference between them is a term
 below, named where it applies. The model itself (which models it trains, the block's widths, the resident weights,
-adapters and optimizer state) is memory/mlx_model.py."""
+adapters and optimizer state) is memory/mlx/model.py."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..i18n import N_, Text
-from ..job.stack import check_stack_setup
-from ..models.spec import LM_HEAD
-from .host import host_ram
-from .mlx_model import (
+from ...i18n import N_, Text
+from ...models.spec import LM_HEAD
+from ..host import host_ram
+from ..overhead import CUDA_CONTEXT_BYTES, RuntimeContext
+from ..parts import StepParts
+from ..precision import FP32
+from ..result import Phase
+from ..result import detail as d
+from .model import (
     Dims,
     Resident,
     adapted_roles,
     base_quant,
-    check_mlx_model,
     dims,
     float_bytes,
     fused_mlp,
@@ -41,16 +44,11 @@ from .mlx_model import (
     quant_label,
     resident,
 )
-from .overhead import CUDA_CONTEXT_BYTES, RuntimeContext
-from .parts import StepParts
-from .precision import FP32
-from .result import Phase
-from .result import detail as d
 
 if TYPE_CHECKING:
-    from ..job.setup import TrainingSetup
-    from ..models.spec import ModelSpec
-    from .result import DetailItem
+    from ...job.setup import TrainingSetup
+    from ...models.spec import ModelSpec
+    from ..result import DetailItem
 
 
 # --- measured coefficients (calibration/mlx_fit.py re-derives each from validation/data/mlx_fixtures.json) ------
@@ -343,9 +341,8 @@ def _phases(spec: ModelSpec, setup: TrainingSetup, s: _Shape, res: Resident, a: 
 
 def mlx_parts(spec: ModelSpec, setup: TrainingSetup) -> StepParts:
     """The parts of one steady-state mlx-lm training step (docs/formulas.md §12): the resident part
-    (memory/mlx_model.py), what the trained blocks keep and the backward's buffers, the moments priced."""
-    check_stack_setup(setup)
-    check_mlx_model(spec, setup)
+    (memory/mlx/model.py), what the trained blocks keep and the backward's buffers, the moments priced. The
+    runtime (memory/mlx/runtime.py) has checked the job."""
     s = _shape(spec, setup)
     res = resident(spec, setup, s.dm, s.roles)
     return _finish(spec, setup, res, _phases(spec, setup, s, res, _activations(spec, setup, s)))

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..precision import FP32
+from ...precision import FP32
 from .common import LayerActivations
 
 if TYPE_CHECKING:
-    from ...models.spec import LinearModule, ModelSpec
+    from ....models.spec import LinearModule, ModelSpec
     from .common import ActivationContext
 
 

@@ -1,5 +1,5 @@
 """The phases of one training step and its peak (docs/formulas.md §0): each moment where the high-water mark can
-occur priced as the model states (memory/states.py), the autocast copies, the gradients alive and the activations
+occur priced as the model states (memory/hf/states.py), the autocast copies, the gradients alive and the activations
 alive; the moments of a backward with and without checkpointing, the ones that close the step, and the peak phase
 with the overhead beside the tensors and the low/high band (§5)."""
 
@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..i18n import N_
+from ...i18n import N_
+from ..result import DetailItem, Phase
+from ..result import detail as d
 from .activations.depth import recompute_extra_per_token
-from .result import DetailItem, Phase
-from .result import detail as d
 
 if TYPE_CHECKING:
-    from ..job.setup import TrainingSetup
-    from ..models.spec import ModelSpec
+    from ...job.setup import TrainingSetup
+    from ...models.spec import ModelSpec
     from .activations.common import ActivationContext
     from .states import States
     from .step_activations import Casts, Items, Sizes

@@ -1,12 +1,16 @@
 """The activations of one PyTorch training step (transformers' modules, LitGPT's; Unsloth's own step is in
-memory/unsloth_model.py): the autocast weight copies, the saved and transient activation sizes per GPU, and the
-detail items the phases of memory/phases.py list (docs/formulas.md §3, §4)."""
+memory/unsloth/model.py): the autocast weight copies, the saved and transient activation sizes per GPU, and the
+detail items the phases of memory/hf/phases.py list (docs/formulas.md §3, §4)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..i18n import N_
+from ...i18n import N_
+from ..precision import FP32, INT64, compute_bytes, trainable_bytes
+from ..result import DetailItem
+from ..result import detail as d
+from ..towers import tower_activation_bytes
 from .activations.depth import (
     backward_extra_per_token,
     checkpoint_alias_per_token,
@@ -20,15 +24,11 @@ from .activations.depth import (
 from .activations.layers import moe_lora_delta_bytes, moe_lora_delta_grad_bytes
 from .activations.loss import LossMemory, loss_memory
 from .lora_layers import frozen_prefix_bytes, last_layers_only
-from .precision import FP32, INT64, compute_bytes, trainable_bytes
-from .result import DetailItem
-from .result import detail as d
 from .states import quantizes_every_linear
-from .towers import tower_activation_bytes
 
 if TYPE_CHECKING:
-    from ..job.setup import TrainingSetup
-    from ..models.spec import ModelSpec
+    from ...job.setup import TrainingSetup
+    from ...models.spec import ModelSpec
     from .activations.common import ActivationContext
 
 

@@ -1,22 +1,23 @@
-"""LitGPT's model as the estimate sees it: its fused QKV linear, which linears its `lora_*` switches adapt, and
-the spec of a model under the LitGPT stack."""
+"""LitGPT's model as the estimate sees it: its fused QKV linear, which linears its `lora_*` switches adapt and how
+many parameters they make, and which models its closed form covers."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..job.setup import ALL_LINEAR
-from ..job.stack import attention_impl
-from ..models.spec import LM_HEAD
-from ..options.stacks import get_stack
+from ...job.setup import ALL_LINEAR
+from ...job.stack import attention_impl
+from ...models.spec import LM_HEAD
+from ...options.stacks import get_stack
+from .activations import litgpt_final_per_token, litgpt_first_layer_unsaved, litgpt_layer
 
 if TYPE_CHECKING:
-    from ..job.setup import TrainingSetup
-    from ..models.spec import ModelSpec
+    from ...job.setup import TrainingSetup
+    from ...models.spec import ModelSpec
+    from ..hf.activations.common import ActivationContext, LayerActivations
 
 
-LITGPT_FAMILIES = frozenset({"llama", "mistral", "qwen2", "gemma", "phi3", "phi", "gpt_neox"})  # traced/same blocks
 
 
 @dataclass(frozen=True)
@@ -37,21 +38,28 @@ class LitgptLora:
     def qkv(self) -> int:
         return self.query + self.key + self.value
 
+    # What LitGPT's own model saves, where the transformers-module estimate asks (memory/hf/activations/depth.py
+    # reads these through the activation context, ActivationContext.litgpt; docs/formulas.md §3.6).
+    def layer(self, spec: ModelSpec, ctx: ActivationContext) -> LayerActivations:
+        return litgpt_layer(spec, ctx)
 
-def litgpt_stack(setup: TrainingSetup) -> bool:
-    """Does the setup's stack run LitGPT's own model code (estimator.options.stacks Stack.model_code)?"""
-    return setup.stack is not None and get_stack(setup.stack).model_code == "litgpt"
+    def first_layer_unsaved(self, spec: ModelSpec, ctx: ActivationContext) -> float:
+        return litgpt_first_layer_unsaved(spec, ctx)
+
+    def final_per_token(self, spec: ModelSpec, ctx: ActivationContext) -> float:
+        return litgpt_final_per_token(spec, ctx)
 
 
-def uses_litgpt_model(spec: ModelSpec, setup: TrainingSetup) -> bool:
-    """LitGPT's closed form applies: the LitGPT stack, a dense decoder of a family whose LitGPT block was traced
-    (or is the same LLaMA/GPT-NeoX block), SDPA. Everything else (MoE, Gemma-2/3 post-norms and soft-capping,
-    qk-norms, eager attention) keeps the transformers-module estimate."""
-    return (litgpt_stack(setup) and spec.family in LITGPT_FAMILIES and not spec.moe_layers and not spec.qk_norm
+def closed_form_applies(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """LitGPT's closed form applies: a dense decoder of a family whose LitGPT block was traced or is the same block
+    (its stack's Stack.families), SDPA. Everything else (MoE, Gemma-2/3 post-norms and soft-capping, qk-norms, eager
+    attention) keeps the transformers-module estimate."""
+    families = get_stack(setup.stack).families or {} if setup.stack else {}
+    return (spec.family in families and not spec.moe_layers and not spec.qk_norm
             and attention_impl(setup, spec.family) == "sdpa")
 
 
-def _litgpt_fused_targets(spec: ModelSpec, setup: TrainingSetup) -> TrainingSetup:
+def fused_targets(spec: ModelSpec, setup: TrainingSetup) -> TrainingSetup:
     """LitGPT has lora_query/key/value switches on every model (one fused qkv linear): on a model whose
     transformers config fuses q, k, v (GPT-NeoX query_key_value, Phi-3 qkv_proj) the names q_proj/k_proj/v_proj
     select that module."""
@@ -97,22 +105,3 @@ def litgpt_lora_params(spec: ModelSpec, lit: LitgptLora, r: int) -> int:
         per_layer += (3 if spec.gated_mlp else 2) * r * (h + inter)  # LLaMAMLP fc_1, fc_2, proj; GptNeoxMLP fc, proj
     head = r * (h + spec.vocab_size) if lit.head else 0
     return per_layer * spec.num_layers + head
-
-
-def stack_spec(spec: ModelSpec, setup: TrainingSetup) -> ModelSpec:
-    """The model as the setup's stack builds it. LitGPT (Stack.untied_head) trains a separate output head even
-    where the transformers config ties it (+V·h parameters); with --quantize its bnb precision plugin replaces
-    every nn.Linear, the head included, by a 4-bit one (Stack.quantize_head)."""
-    from dataclasses import replace
-
-    if setup.stack is None:
-        return spec
-    stack = get_stack(setup.stack)
-    head = spec.vocab_size * spec.hidden_size
-    if stack.untied_head and spec.tie_embeddings:
-        spec = replace(spec, tie_embeddings=False, params_total=spec.params_total + head,
-                       params_embedding=spec.params_embedding + head, params_active=spec.params_active + head,
-                       notes=(*spec.notes, f"{stack.label} trains an untied output head: +{head:,} parameters"))
-    if stack.quantize_head and setup.method == "qlora":
-        spec = replace(spec, params_quantizable=spec.params_quantizable + head)
-    return spec

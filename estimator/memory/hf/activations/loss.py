@@ -6,20 +6,20 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ...job.stack import loss_impl_id
-from ..precision import FP32, INT64
+from ....job.stack import loss_impl_id
+from ...precision import FP32, INT64
 from .common import LossMemory
-from .litgpt import litgpt_loss_memory
 
 if TYPE_CHECKING:
-    from ...job.setup import TrainingSetup
-    from ...models.spec import ModelSpec
+    from ....job.setup import TrainingSetup
+    from ....models.spec import ModelSpec
     from .common import ActivationContext
 
 
 TRL_TOKEN_TILE = 4096  # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE (TRL 1.16.0)
 TRL_VOCAB_TILE = 32768  # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE (TRL 1.16.0)
 TORCHTUNE_CHUNKS = 8  # torchtune 0.6.1 CEWithChunkedOutputLoss(num_output_chunks=8)
+LITGPT_HEAD_CHUNK = 128  # litgpt/finetune/lora.py (0.5.13): model(input_ids, lm_head_chunk_size=128)
 
 
 def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> LossMemory:
@@ -27,7 +27,7 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
     H = hidden size, c = compute dtype bytes."""
     impl = loss_impl_id(setup)
     if impl == "litgpt":
-        return litgpt_loss_memory(spec, setup, ctx)
+        return _litgpt_loss(spec, setup, ctx)
     if impl == "trl":
         return _trl_loss(spec, setup, ctx)
     if impl in ("liger", "cce"):
@@ -131,3 +131,22 @@ def _full_logits_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationCont
                           f"{ce} B × T × V gradient (fused backward)")
     return LossMemory(float(kept), float(2 * ce * tokens * vocab), impl, f"{ce} B × T × V log-softmax",
                       f"{2 * ce} B × T × V (grad out + grad in)")
+
+
+def _litgpt_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> LossMemory:
+    """LitGPT's chunked_cross_entropy (litgpt/utils.py 0.5.13) on bf16 logits, as each finetune script calls it.
+
+    finetune/lora.py: model(ids, lm_head_chunk_size=128) returns the logits as 128-token chunks; each chunk's
+    log-softmax output (16-bit, no upcast) is kept: 2·c·T·V until backward (the end of the forward holds the same:
+    the previous step's logits live until model() returns). In backward one chunk's nll grad and log-softmax grad
+    are alive at a time: 2·c·B·128·V. finetune/full.py: model(ids) without head chunking, then
+    chunked_cross_entropy(logits[..., :-1, :]): logits + the shifted reshape copy (or the log-softmax outputs) kept,
+    and in backward the concatenated chunk gradients and slice_backward's zero-filled gradient: 3·c·T·V in all."""
+    tokens, vocab, c = setup.tokens, spec.vocab_size, ctx.c
+    kept = 2.0 * c * tokens * vocab
+    if setup.method == "full":
+        return LossMemory(kept, float(c * tokens * vocab), "litgpt", "2·c·T·V logits + log-softmax (16-bit)",
+                          "c·T·V chunk gradients")
+    chunk = setup.batch * min(LITGPT_HEAD_CHUNK, setup.seq_len) * vocab
+    return LossMemory(kept, float(2 * c * chunk), "litgpt", "2·c·T·V logits chunks + log-softmax (16-bit)",
+                      "2·c·B·128·V one chunk's gradients")

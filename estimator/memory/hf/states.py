@@ -1,16 +1,16 @@
 """The model states of one training step, per GPU: the weights (frozen and trainable), one gradient per trainable
 weight and the gradients alive at each moment of backward, the optimizer's state and step temporaries, and how
-data parallelism and ZeRO shard them (docs/formulas.md §2, §5). memory/step.py prices the phases with them."""
+data parallelism and ZeRO shard them (docs/formulas.md §2, §5). memory/hf/runtime.py prices the phases with them."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..i18n import N_
-from ..options.optimizers import OPTIMIZERS
-from ..options.stacks import get_stack
-from .adapters import adapted_modules, lora_params
-from .precision import (
+from ...i18n import N_
+from ...options.optimizers import OPTIMIZERS
+from ...options.stacks import get_stack
+from ..adapters import lora_params
+from ..precision import (
     FP32,
     NF4_BYTES,
     NF4_DQ_BYTES,
@@ -18,13 +18,13 @@ from .precision import (
     trainable_bytes,
     weight_bytes,
 )
-from .result import DetailItem
-from .result import detail as d
-from .towers import tower_learns, tower_lora_params
+from ..result import DetailItem
+from ..result import detail as d
+from ..towers import tower_learns, tower_lora_params
 
 if TYPE_CHECKING:
-    from ..job.setup import TrainingSetup
-    from ..models.spec import ModelSpec
+    from ...job.setup import TrainingSetup
+    from ...models.spec import ModelSpec
 
 
 def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, float, str]:
@@ -58,12 +58,12 @@ def quantizes_every_linear(setup: TrainingSetup) -> bool:
     return bool(setup.stack) and get_stack(setup.stack).quantize_head
 
 
-def _adafactor_state(spec: ModelSpec, setup: TrainingSetup) -> float:
+def _adafactor_state(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str]) -> float:
     """Adafactor (HF, beta1=None) keeps fp32 row and column factors per matrix, 4·(R + C) bytes, and a full
-    fp32 second moment for 1-D tensors (transformers optimization.py)."""
+    fp32 second moment for 1-D tensors (transformers optimization.py). `adapted`: the linears with adapters."""
     if setup.method != "full":
         r = setup.lora_rank
-        targets = adapted_modules(spec, setup)
+        targets = adapted
         tower = sum(FP32 * ((r + i) + (o + r)) * n for i, o, n in spec.tower_linears) if tower_learns(setup) else 0
         return tower + sum(FP32 * ((r + m.in_features) + (m.out_features + r)) * m.count * (m.layers or spec.num_layers)
                            for m in spec.linears if m.name in targets)
@@ -111,11 +111,12 @@ def _shard(setup: TrainingSetup, spec: ModelSpec, weights: float, grads: float, 
     return weights, grads, opt, cpu, note
 
 
-def _optimizer(spec: ModelSpec, setup: TrainingSetup, trainable: int, gb: float) -> tuple[float, float]:
+def _optimizer(spec: ModelSpec, setup: TrainingSetup, trainable: int, gb: float, adapted: frozenset[str]
+               ) -> tuple[float, float]:
     """(optimizer state, optimizer-step temporaries) before sharding, bytes."""
     factored = OPTIMIZERS[setup.optimizer].state_dtype == "factored"  # Adafactor
     if factored:
-        opt = _adafactor_state(spec, setup)
+        opt = _adafactor_state(spec, setup, adapted)
     else:
         opt = trainable * optimizer_state_bytes(setup.optimizer, gb)
     # Optimizer-step temporaries: fused AdamW and bnb 8-bit kernels allocate none; torch's foreach path
@@ -187,9 +188,11 @@ class States(NamedTuple):
     weights_full: float  # every weight as loaded, before sharding (the host's model load and parameter offload)
 
 
-def model_states(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str]) -> States:
-    """The weights, gradients and optimizer state per GPU, from the trainable parameters."""
-    lora = lora_params(spec, setup, adapted)
+def model_states(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str], lora: int | None = None) -> States:
+    """The weights, gradients and optimizer state per GPU, from the trainable parameters: `lora` adapter parameters
+    as the runtime builds them (PEFT's count of the `adapted` linears by default)."""
+    if lora is None:
+        lora = lora_params(spec, setup, adapted)
     # adapters on the tower's and projector's linears: stored whenever the tower is trained, but they get gradients
     # and optimizer state only when images run through it (towers.tower_learns)
     lora_tower = tower_lora_params(spec, setup.lora_rank) if setup.train_tower and setup.method != "full" else 0
@@ -204,7 +207,7 @@ def model_states(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str])
     w_frozen, w_train, w_formula = _weights(spec, setup, stored_lora)
     gb = trainable_bytes(setup)
     grads = float(trainable * gb)  # one gradient per trainable parameter, in its dtype
-    opt, opt_temp = _optimizer(spec, setup, trainable, gb)
+    opt, opt_temp = _optimizer(spec, setup, trainable, gb, adapted)
 
     weights, grads, opt, cpu_bytes, shard_note = _shard(setup, spec, w_frozen + w_train, grads, opt)
     opt_temp = opt_temp / (setup.gpus if setup.sharding != "none" else 1)

@@ -5,21 +5,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...models.spec import LM_HEAD, LinearModule
-from ..precision import FP32, INT64
+from ....models.spec import LM_HEAD, LinearModule
+from ...precision import FP32, INT64
 from .families import GEMMA_PLE_FAMILIES, family_layer_sizes, gemma_model_level_per_token
 from .layers import _down_saved, _linear_inputs, _norm_saved, dense_layer, moe_layer, sliding_mask_per_token
-from .litgpt import litgpt_final_per_token, litgpt_first_layer_unsaved, litgpt_layer
 
 if TYPE_CHECKING:
-    from ...models.spec import ModelSpec
+    from ....models.spec import ModelSpec
     from .common import ActivationContext, LayerActivations
 
 
 def layer_sizes(spec: ModelSpec, ctx: ActivationContext) -> tuple[LayerActivations | None, LayerActivations | None]:
     """(dense layer, MoE layer) bytes per token, each computed once; None where the model has none."""
     if ctx.litgpt is not None:
-        return litgpt_layer(spec, ctx), None
+        return ctx.litgpt.layer(spec, ctx), None
     dense = dense_layer(spec, ctx) if spec.num_layers > spec.moe_layers else None
     moe = moe_layer(spec, ctx) if spec.moe_layers else None
     return dense, moe
@@ -38,7 +37,7 @@ def layers_per_token(spec: ModelSpec, ctx: ActivationContext,
         if moe_size:
             total += spec.moe_layers * moe_size.total
         if ctx.litgpt is not None:
-            return total - (0.0 if ctx.base_trainable else litgpt_first_layer_unsaved(spec, ctx))
+            return total - (0.0 if ctx.base_trainable else ctx.litgpt.first_layer_unsaved(spec, ctx))
     total += spec.sliding_layers * sliding_mask_per_token(spec, ctx)  # masked SDPA on sliding-window layers
     if not ctx.base_trainable and not spec.norm_after:  # OLMo 2's norms read sublayer outputs, which need grad
         first_norms = 2 if (spec.parallel_block and spec.family == "gpt_neox") else 1
@@ -73,7 +72,7 @@ def rope_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
 def final_per_token(spec: ModelSpec, ctx: ActivationContext) -> float:
     """Final norm + lm_head input (when the head is trainable) + input ids and labels (int64)."""
     if ctx.litgpt is not None:
-        return litgpt_final_per_token(spec, ctx)
+        return ctx.litgpt.final_per_token(spec, ctx)
     saved = _norm_saved(spec, ctx) + 2 * INT64
     if ctx.base_trainable and ctx.head_module:
         saved += ctx.c * spec.hidden_size  # lm_head saves its input for its weight grad

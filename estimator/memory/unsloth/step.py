@@ -1,26 +1,26 @@
-"""Unsloth's step priced (docs/formulas.md §3.8): the moments of its own model (memory/unsloth_model.py) with the
+"""Unsloth's step priced (docs/formulas.md §3.8): the moments of its own model (memory/unsloth/model.py) with the
 model states and the gradients alive, the two decisions Unsloth takes from the card's free memory (the input
-embedding in CPU RAM, double buffering), the host RAM it uses and its notes. memory/step.py dispatches here when
-unsloth_model.uses_unsloth_model says Unsloth's kernels run."""
+embedding in CPU RAM, double buffering), the host RAM it uses and its notes. memory/unsloth/runtime.py dispatches here
+when Unsloth's kernels run (model.kernels_apply)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..i18n import N_
-from .activations.common import context
-from .activations.unsloth import DOUBLE_BUFFER_HEADROOM, UnslothPath
-from .allocator import step_slack
-from .assemble import assemble
-from .host import host_ram
-from .litgpt_model import stack_spec
-from .overhead import CUDA_CONTEXT_BYTES, runtime_context
-from .parts import StepParts
-from .phases import closing_phases, phase
-from .result import Estimate, Phase
-from .result import detail as d
-from .states import States, model_states
-from .unsloth_model import (
+from ...i18n import N_
+from ..allocator import step_slack
+from ..assemble import assemble
+from ..hf.activations.common import context
+from ..hf.build import stack_spec
+from ..hf.phases import closing_phases, phase
+from ..hf.states import States, model_states
+from ..host import host_ram
+from ..overhead import CUDA_CONTEXT_BYTES, runtime_context
+from ..parts import StepParts
+from ..result import Estimate, Phase
+from ..result import detail as d
+from .kernels import DOUBLE_BUFFER_HEADROOM, UnslothPath
+from .model import (
     allocator_for,
     embedding_offloaded,
     host_terms,
@@ -31,8 +31,8 @@ from .unsloth_model import (
 )
 
 if TYPE_CHECKING:
-    from ..job.setup import TrainingSetup
-    from ..models.spec import ModelSpec
+    from ...job.setup import TrainingSetup
+    from ...models.spec import ModelSpec
 
 
 class UnslothStep(NamedTuple):
@@ -79,7 +79,7 @@ def _double_buffer_kept(spec: ModelSpec, setup: TrainingSetup, st: States, capac
 
 
 def unsloth_step(spec: ModelSpec, setup: TrainingSetup, st: States, capacity: float | None) -> UnslothStep:
-    """Unsloth's own step (estimator/memory/unsloth_model.py, docs/formulas.md §3.8): its moments priced with the
+    """Unsloth's own step (estimator/memory/unsloth/model.py, docs/formulas.md §3.8): its moments priced with the
     model states, the two decisions Unsloth takes from the card's free memory, and the host RAM it uses."""
     notes: list[str] = []
     st, embed_host = _embedding_placed(spec, setup, st, capacity)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..precision import FP32
+from ...precision import FP32
 from .common import LayerActivations
 from .layers import _attention, _linear_inputs, _mlp, _norm_saved, moe_layer
 
 if TYPE_CHECKING:
-    from ...models.spec import LinearModule, ModelSpec
+    from ....models.spec import LinearModule, ModelSpec
     from .common import ActivationContext
 
 

@@ -1,25 +1,24 @@
 """mlx-lm's model as the MLX-LM stack's estimate sees it (mlx 0.32.4, mlx-lm 0.32.2): which models and setups
 `mlx_lm lora` trains and this estimate models, the block's widths and the positions it runs on, the linears that
 carry adapters, the base's quantisation, and the resident part of a step, the weights, adapters and optimizer state
-(docs/formulas.md §12.1). memory/mlx_step.py prices the step on it."""
+(docs/formulas.md §12.1). memory/mlx/step.py prices the step on it."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..i18n import N_, Text
-from ..job.setup import ALL_LINEAR
-from ..models.spec import LM_HEAD
-from ..options.optimizers import OPTIMIZERS
-from ..options.quantization import mlx_bytes_per_weight
-from ..options.stacks import MLX_STACK
-from .precision import FP32
-from .result import detail as d
+from ...i18n import N_, Text
+from ...job.setup import ALL_LINEAR
+from ...models.spec import LM_HEAD
+from ...options.optimizers import OPTIMIZERS
+from ...options.quantization import mlx_bytes_per_weight
+from ..precision import FP32
+from ..result import detail as d
 
 if TYPE_CHECKING:
-    from ..job.setup import TrainingSetup
-    from ..models.spec import ModelSpec
-    from .result import DetailItem
+    from ...job.setup import TrainingSetup
+    from ...models.spec import ModelSpec
+    from ..result import DetailItem
 
 
 SUPPORTED_NOTE = N_("The MLX model is measured for dense decoders with a gated MLP (Llama, Mistral, Qwen 2/2.5/3, "
@@ -43,11 +42,6 @@ def positions(setup: TrainingSetup) -> int:
     iterate_batches pads to min(1 + 32·⌈longest/32⌉, max_seq_length) tokens (tuner/trainer.py:158-161) and
     default_loss feeds batch[:, :-1] (:89), so max_seq_length − 1."""
     return max(1, setup.seq_len - 1)
-
-
-def uses_mlx_model(setup: TrainingSetup) -> bool:
-    """Does the setup's stack run mlx-lm (Stack.model_code == "mlx")?"""
-    return setup.stack == MLX_STACK
 
 
 def check_mlx_model(spec: ModelSpec, setup: TrainingSetup) -> None:
