@@ -179,8 +179,9 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "the standard (full-logits) loss of the HF stacks: Trainer, plain loop, Axolotl, TRL before 1.7",
        "transformers loss/loss_utils.py:36-39 (4.48.0: logits.float(); shift_logits = logits[..., :-1, :]"
        ".contiguous()) → :36-39 (4.49.0: labels = nn.functional.pad(labels, (0, 1), …)); transformers PR #35646",
-       "Qwen2.5-0.5B LoRA on the HF Trainer, batch 8 × 1,024: 4·T·V = 4.98 GB more at the loss forward, on a 30.0 GB "
-       "estimate (+17 % where the loss forward is the peak)",
+       "Qwen2.5-0.5B LoRA on the HF Trainer, batch 8 × 1,024 (T·V = 1.24 × 10⁹): the loss forward holds 14·T·V "
+       "(bf16 logits, fp32 upcast, its shifted copy, the log-softmax) instead of 10·T·V, above the backward's 12·T·V: "
+       "+2·T·V = 2.49 GB on the 30.0 GB estimate (+8.3 %)",
        ("trainer", "plain", "axolotl", "trl")),
     _f("transformers_fused_adamw_default", "transformers", "4.54.0", "4.53.3",
        N_("transformers 4.54 made the Trainer's default optimizer torch's fused AdamW (with torch 2.8 or newer); "
@@ -321,9 +322,11 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "trl/kernels/chunked_logprob.py:22 TOKEN_CHUNK_SIZE (1.15.0; absent in 1.14.0); trl/trainer/dpo_trainer.py:"
        "1347 (1.14.0: shift_logits = outputs.logits[..., :-1, :]) → :1275 (1.15.0: model(..., fused_lm_head=True)); "
        "tracking issue trl #7063 (the commit is not in the stored snapshot, which ends at 1.9.0)",
-       "Qwen2.5-0.5B DPO full fine-tuning, fp32, batch 8 × 1,024, no checkpointing (TRL 0.16's defaults): 55.2 GB "
-       "with the fused head → 86.0 GB with the logits head (an 80 GB card runs out of memory, as the real run "
-       "did); bf16 with checkpointing 7.0 GB → 21.8 GB",
+       "Qwen2.5-0.5B DPO full fine-tuning, fp32, batch 8 × 1,024, no checkpointing (TRL 0.16's defaults; T·V = "
+       "2.49 × 10⁹): 55.2 GB with the fused head; TRL 0.16's path at the loss backward: 51.5 − 1.1 (fused head) + "
+       "4·T·V kept (9.96) + two fp32 logits gradients (19.9) = 80.3 GB of tensors, 83.4 GB with the context (the "
+       "real run ran out of memory on 80 GB); ORPO's logits head as the estimator prices it gives 86.0 GB. bf16 "
+       "with checkpointing (1.6–1.14's layout): 7.0 GB → 21.8 GB",
        ("trl",)),
     # ---- Unsloth -----------------------------------------------------------------------------------------------
     _f("unsloth_dequant_scratch", "unsloth", "2025.2.2", "2024.12.12",
@@ -387,8 +390,9 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "mlx commit e5d35aa18 'no sdpa in grad (#2054)'; mlx/fast.cpp:775 (0.24.2: if (implementation_supports_use_"
        "case)) → :773 (0.25.0: if (!detail::in_grad_tracing() && …)); Custom::vjp (fast.cpp:15-28, 0.24.2) "
        "differentiates the fallback",
-       "Llama-3.2-1B LoRA on the last 16 blocks, batch 4 × 2,048: B·H·L²·2 B = 4 × 32 × 2,048² × 2 = 1.07 GB per "
-       "block, 17.2 GB over 16 blocks kept on 0.25+, about 1 GB transient on 0.24",
+       "Llama-3.2-1B LoRA on the last 16 blocks, batch 4 × 2,048, Metal: B·H·L²·2 B = 4 × 32 × 2,048² × 2 = 1.07 GB "
+       "per block; today's 48.5 GB (loss backward) holds 17.2 GB of them; on 0.24 about 31.3 GB (−35 %), one "
+       "block's probabilities rebuilt at a time in backward",
        ("mlx",)),
     _f("mlx_cuda_cudnn_attention", "mlx", "0.30.0", "0.29.4",
        N_("mlx 0.30 runs training attention through cuDNN on CUDA (forward and backward): no attention "
