@@ -300,3 +300,13 @@ def test_arbitrary_text_raises_only_value_error(lines, newline, stack, stack_giv
         return
     assert set(v) == {r.package for r in STACK_PACKAGES[stack]}
     json.dumps(v.as_json())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400), st.text(max_size=60))
+def test_any_text_or_pin_raises_only_value_error(text, pin):
+    for fn, arg in ((parse_installed, text), (parse_pin, pin)):
+        try:
+            fn(arg)
+        except ValueError:
+            pass

@@ -140,13 +140,9 @@ MOE_UNFUSED_IN_4 = frozenset({"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3"
                               "ernie4_5_moe", "olmoe"})
 
 
-def _f(*args: object, **kw: object) -> Fork:
-    return Fork(*args, **kw)  # type: ignore[arg-type]
-
-
 FORKS: dict[str, Fork] = {f.id: f for f in (
     # ---- transformers ------------------------------------------------------------------------------------------
-    _f("transformers_fused_moe_experts", "transformers", "5.0.0", "4.57.6",
+    Fork("transformers_fused_moe_experts", "transformers", "5.0.0", "4.57.6",
        N_("transformers 5 stores a mixture-of-experts layer's routed experts as fused 3-D parameters, which "
           "bitsandbytes does not quantise: on a 4-bit base they stay 16-bit (fp32 after PEFT's k-bit preparation). "
           "On transformers 4 each expert is an nn.Linear, quantised to 4 bits."),
@@ -161,7 +157,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Mixtral-8x7B QLoRA, batch 1 × 2,048: 45,097,156,608 expert params; TRL stack 103.5 GB → 36.5 GB on 4.57 "
        "(−64.7 %), Trainer stack (PEFT fp32 upcast) 329.2 GB → 172.1 GB (−47.7 %)",
        _HF_UNSLOTH),
-    _f("transformers_dtype_auto", "transformers", "5.0.0", "4.57.6",
+    Fork("transformers_dtype_auto", "transformers", "5.0.0", "4.57.6",
        N_("transformers 5 loads a checkpoint in its own dtype when from_pretrained is given none (dtype='auto'); "
           "transformers 4 loaded it in fp32."),
        "weights (and, for full fine-tuning, gradients and optimizer state) at 4 B instead of 2 B per param; "
@@ -172,7 +168,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Llama-3.1-8B LoRA on the HF Trainer, batch 1 × 2,048: 36.3 GB (bf16 weights) → 68.9 GB (fp32 weights under "
        "bf16 autocast, 'mixed') (+90 %)",
        _HF),
-    _f("transformers_loss_no_logits_copy", "transformers", "4.49.0", "4.48.3",
+    Fork("transformers_loss_no_logits_copy", "transformers", "4.49.0", "4.48.3",
        N_("transformers 4.49 stopped copying the fp32 logits to shift them in the causal-LM loss (it pads the "
           "labels instead): before it, the loss's forward held one more fp32 [tokens × vocabulary] tensor."),
        "loss forward transient: + 4·T·V bytes (the shifted contiguous copy of the fp32 logits)",
@@ -183,7 +179,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "(bf16 logits, fp32 upcast, its shifted copy, the log-softmax) instead of 10·T·V, above the backward's 12·T·V: "
        "+2·T·V = 2.49 GB on the 30.0 GB estimate (+8.3 %)",
        ("trainer", "plain", "axolotl", "trl")),
-    _f("transformers_fused_adamw_default", "transformers", "4.54.0", "4.53.3",
+    Fork("transformers_fused_adamw_default", "transformers", "4.54.0", "4.53.3",
        N_("transformers 4.54 made the Trainer's default optimizer torch's fused AdamW (with torch 2.8 or newer); "
           "before, it was the foreach AdamW, which allocates a parameter-sized temporary at each step."),
        "optimizer step: + one trainable-parameter-sized temporary (OPTIMIZERS['adamw_foreach'].step_temporaries)",
@@ -193,7 +189,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Llama-3.2-1B full fine-tuning on the HF Trainer, batch 1 × 1,024: 12.0 GB (fused) → 13.5 GB (foreach) "
        "(+12.4 %)",
        ("trainer", "trl"), requires=(("torch", "2.8.0"),)),
-    _f("transformers_model_level_rope", "transformers", "4.48.0", "4.47.1",
+    Fork("transformers_model_level_rope", "transformers", "4.48.0", "4.47.1",
        N_("transformers 4.48 moved the rotary embedding from each attention layer to the model: Unsloth's 2024 "
           "releases kept a RoPE cache per layer on transformers 4.46–4.47."),
        "Unsloth: RoPE cos/sin caches × layers (activations/unsloth.py rope_cache_tensors, RELEASE_2024 branch)",
@@ -204,7 +200,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "134 MB of caches",
        ("unsloth",)),
     # ---- TRL ---------------------------------------------------------------------------------------------------
-    _f("trl_bf16_default", "trl", "0.19.0", "0.18.2",
+    Fork("trl_bf16_default", "trl", "0.19.0", "0.18.2",
        N_("TRL 0.19 turned bf16 on by default in every trainer config; before it, a config without bf16 trained "
           "without autocast (in fp32 when the weights are fp32)."),
        "activations, logits and loss at 4 B instead of 2 B per value when the weights are fp32 (precision 'fp32' "
@@ -216,7 +212,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Qwen2.5-0.5B DPO full fine-tuning, batch 8 × 1,024, checkpointing off: 55.2 GB in fp32 (TRL 0.16 "
        "defaults) with today's fused head",
        ("trl",)),
-    _f("trl_gradient_checkpointing_default", "trl", "0.22.0", "0.21.0",
+    Fork("trl_gradient_checkpointing_default", "trl", "0.22.0", "0.21.0",
        N_("TRL 0.22 turned gradient checkpointing on by default in every trainer config; before it, checkpointing "
           "was off unless asked for."),
        "saved activations: every layer's activations (grad_ckpt False) instead of each layer's input",
@@ -225,7 +221,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "116 (0.22.0), base_config.py:62 (1.16.0); 0.21.0 inherits TrainingArguments (False)",
        "Llama-3.1-8B LoRA on TRL, batch 1 × 2,048: 19.2 GB (on) → 33.2 GB (off) (+72.7 %)",
        ("trl",)),
-    _f("trl_model_dtype_auto", "trl", "0.26.0", "0.25.1",
+    Fork("trl_model_dtype_auto", "trl", "0.26.0", "0.25.1",
        N_("TRL 0.26 loads a model named by its id in the checkpoint's dtype ('auto'); before it, TRL left the "
           "dtype to transformers (fp32 on transformers 4)."),
        "weights (and full fine-tuning's gradients and optimizer state): 2 B instead of 4 B per param",
@@ -234,7 +230,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "(0.26.0: kwargs.get('dtype', 'auto'))",
        "as transformers_dtype_auto: Llama-3.1-8B LoRA 36.3 GB (bf16) vs 68.9 GB (fp32 weights under autocast)",
        ("trl",)),
-    _f("trl_model_dtype_float32", "trl", "0.27.0", "0.26.2",
+    Fork("trl_model_dtype_float32", "trl", "0.27.0", "0.26.2",
        N_("TRL 0.27 loads a model named by its id in fp32 by default (mixed precision with bf16 autocast); 0.26 "
           "loaded it in the checkpoint's dtype."),
        "weights (and full fine-tuning's states): 4 B instead of 2 B per param",
@@ -243,7 +239,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        ":1154 (0.27.0), :1332 (1.16.0: kwargs.get('dtype', 'float32'))",
        "the reverse of trl_model_dtype_auto: 36.3 GB → 68.9 GB for Llama-3.1-8B LoRA",
        ("trl",)),
-    _f("trl_kbit_prep_norms_only", "trl", "0.22.0", "0.21.0",
+    Fork("trl_kbit_prep_norms_only", "trl", "0.22.0", "0.21.0",
        N_("TRL 0.22 replaced PEFT's k-bit preparation in SFT, GRPO and reward training with its own, which casts "
           "only the norms to fp32; before it, the embeddings and the output head were cast to fp32 too."),
        "QLoRA frozen non-4-bit weights: embeddings and head 2 B instead of 4 B per param, fp32 logits kept "
@@ -253,7 +249,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "kbit_training) → trl/models/utils.py:475-516, 584 (0.25.0: norms only)",
        "Llama-3.1-8B QLoRA on TRL, batch 1 × 2,048: 11.0 GB ('peft') → 8.7 GB ('norms') (−20 %)",
        ("trl",)),
-    _f("trl_no_kbit_prep", "trl", "0.26.0", "0.25.1",
+    Fork("trl_no_kbit_prep", "trl", "0.26.0", "0.25.1",
        N_("TRL 0.26 stopped preparing a k-bit model in SFT, GRPO and reward training: the norms, embeddings and "
           "head stay 16-bit."),
        "QLoRA: norms (and the residual stream after them) stay 16-bit (QLORA_PREPS 'none' instead of 'norms')",
@@ -262,7 +258,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "no call in 0.26.0",
        "Llama-3.1-8B QLoRA on TRL, batch 1 × 2,048: 8.7 GB ('norms') → 8.0 GB ('none') (−8.8 %)",
        ("trl",)),
-    _f("trl_dpo_no_kbit_prep", "trl", "0.29.0", "0.28.0",
+    Fork("trl_dpo_no_kbit_prep", "trl", "0.29.0", "0.28.0",
        N_("TRL 0.29's rewritten DPO trainer no longer calls PEFT's k-bit preparation; before it, a 4-bit DPO model "
           "had its embeddings, head and norms cast to fp32."),
        "QLoRA DPO: QLORA_PREPS 'peft' before 0.29, 'none' from 0.29",
@@ -271,7 +267,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Llama-3.1-8B QLoRA: the SFT figures above, 11.0 GB ('peft') → 8.0 GB ('none') (−27 %), DPO adds its own "
        "phases on top",
        ("trl",)),
-    _f("trl_kto_no_kbit_prep", "trl", "1.4.0", "1.3.0",
+    Fork("trl_kto_no_kbit_prep", "trl", "1.4.0", "1.3.0",
        N_("TRL 1.4's KTO trainer no longer calls PEFT's k-bit preparation; before it, a 4-bit KTO model had its "
           "embeddings, head and norms cast to fp32."),
        "QLoRA KTO: QLORA_PREPS 'peft' before 1.4, 'none' from 1.4",
@@ -280,7 +276,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "kto_trainer.py:328 (1.3.0) → no call (1.4.0)",
        "as trl_dpo_no_kbit_prep: Llama-3.1-8B QLoRA 11.0 GB → 8.0 GB",
        ("trl",)),
-    _f("trl_dpo_rewrite", "trl", "0.29.0", "0.28.0",
+    Fork("trl_dpo_rewrite", "trl", "0.29.0", "0.28.0",
        N_("TRL 0.29 rewrote the DPO trainer: the model's outputs (the full logits) stay alive through the loss, and "
           "the shifted logits of the policy and of the reference are copied."),
        "DPO logits head before 1.15: ≤ 0.28 keeps one c·T·V (bf16: the rows' log-softmax; fp32: the logits, saved by "
@@ -293,7 +289,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Qwen2.5-0.5B DPO, batch 8 × 1,024 (T = 16,384, V = 151,936): c·T·V = 4.98 GB in bf16; each extra copy is "
        "one more",
        ("trl",)),
-    _f("trl_dpo_no_contiguous", "trl", "1.6.0", "1.5.1",
+    Fork("trl_dpo_no_contiguous", "trl", "1.6.0", "1.5.1",
        N_("TRL 1.6 stopped copying the shifted logits in DPO (policy and reference)."),
        "DPO logits head: − c·T·V for the policy and − c·T·V for the reference forward",
        "trainer dpo from 0.29 to 1.14",
@@ -301,7 +297,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "(#5926)'; trl/trainer/dpo_trainer.py:1121, 1158 (0.29.0, .contiguous()) → :1079, 1195, 1232 (1.6.0)",
        "Qwen2.5-0.5B DPO bf16, batch 8 × 1,024: 2 × 4.98 GB less (the PR measured 15 %)",
        ("trl",)),
-    _f("trl_sft_chunked_nll_default", "trl", "1.7.0", "1.6.0",
+    Fork("trl_sft_chunked_nll_default", "trl", "1.7.0", "1.6.0",
        N_("TRL 1.7 made SFT's default loss the chunked cross-entropy (256 tokens at a time, no full logits); "
           "before it, SFT built the full logits and the transformers loss upcast them to fp32."),
        "SFT loss: full fp32 logits (loss 'standard', impl 'hf': 12·T·V at the peak, plus TRL's token-accuracy and "
@@ -312,7 +308,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Llama-3.1-8B LoRA on TRL, batch 1 × 4,096: 20.5 GB (chunked) → 25.7 GB (full logits) (+25 %); Qwen2.5-0.5B "
        "LoRA, batch 8 × 1,024: 2.9 GB → 17.7 GB",
        ("trl",)),
-    _f("trl_fused_logprob_head", "trl", "1.15.0", "1.14.0",
+    Fork("trl_fused_logprob_head", "trl", "1.15.0", "1.14.0",
        N_("TRL 1.15 computes DPO, KTO and GRPO log-probabilities (and SFT's loss) in a fused chunked head, without "
           "the full logits; before it, these trainers built the [tokens × vocabulary] logits of the policy and of "
           "the reference."),
@@ -329,7 +325,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "with checkpointing (1.6–1.14's layout): 7.0 GB → 21.8 GB",
        ("trl",)),
     # ---- Unsloth -----------------------------------------------------------------------------------------------
-    _f("unsloth_dequant_scratch", "unsloth", "2025.2.2", "2024.12.12",
+    Fork("unsloth_dequant_scratch", "unsloth", "2025.2.2", "2024.12.12",
        N_("Unsloth 2025.2 dequantises 4-bit weights in its forward into one reused scratch buffer; 2024 releases "
           "made a fresh tensor each time."),
        "QLoRA: dequant_scratch_bytes (one largest weight in bf16, kept) instead of a fresh weight per matmul",
@@ -338,7 +334,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "absent in 2024.12.12, kernels/utils.py:119-160 fresh tensor)",
        "part of the 2024.12 path (see unsloth_fused_ce)",
        ("unsloth",)),
-    _f("unsloth_lora_inplace", "unsloth", "2025.3.1", "2025.2.15",
+    Fork("unsloth_lora_inplace", "unsloth", "2025.3.1", "2025.2.15",
        N_("Unsloth 2025.3 adds the LoRA term in place (addmm_); before it, matmul_lora built the LoRA product out of "
           "place, one more [tokens × width] tensor in the MLP backward."),
        "Unsloth MLP backward: + one c·T·i product (activations/unsloth.py mlp_backward_tensors, RELEASE_2024 branch)",
@@ -347,7 +343,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "out.addmm_(XA, B, alpha=s) (2025.3.1)",
        "part of the 2024.12 path (see unsloth_fused_ce)",
        ("unsloth",)),
-    _f("unsloth_fused_ce", "unsloth", "2025.8.5", "2025.8.4",
+    Fork("unsloth_fused_ce", "unsloth", "2025.8.5", "2025.8.4",
        N_("Unsloth 2025.8.5 replaced Apple's Cut Cross-Entropy with its own fused linear cross-entropy."),
        "Unsloth loss: cce_2024_tensors (Cut Cross-Entropy's kept and backward buffers) → loss_pass_bytes (tiled or "
        "chunked pass)",
@@ -358,7 +354,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "7.30 GB at 2,048 tokens (+11.8 %), 8.88 GB vs 8.41 GB at 8,192 (+5.5 %); the release-keyed parts (Cut "
        "Cross-Entropy, per-layer RoPE caches, fresh dequantisation) make +12.4 % and +5.9 %",
        ("unsloth",)),
-    _f("unsloth_zoo_moe_4bit_experts", "unsloth-zoo", "2026.6.2", "2026.6.1",
+    Fork("unsloth_zoo_moe_4bit_experts", "unsloth-zoo", "2026.6.2", "2026.6.1",
        N_("unsloth_zoo 2026.6.2 quantises transformers 5's fused mixture-of-experts tensors to 4 bits; before it, "
           "Unsloth on transformers 5 left them 16-bit like bitsandbytes does."),
        "QLoRA frozen weights: routed experts at NF4 bytes again on transformers 5 (undoes transformers_fused_moe_"
@@ -370,7 +366,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "(experts NF4) (−60 %)",
        ("unsloth",), requires=(("transformers", "5.0.0"),)),
     # ---- MLX ---------------------------------------------------------------------------------------------------
-    _f("mlx_sdpa_fused_masked", "mlx", "0.24.0", "0.23.2",
+    Fork("mlx_sdpa_fused_masked", "mlx", "0.24.0", "0.23.2",
        N_("mlx 0.24 ran masked attention through the fused kernel on Metal, training included: the attention "
           "probabilities were not kept for backward."),
        "MLX attention probabilities: B·H·L² per trained block kept (unfused) or 0 kept and one block's rebuilt in "
@@ -381,7 +377,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "full needs !mask) → :724-733 (0.24.0: array or causal masks, head dims 64/80/128)",
        "see mlx_no_sdpa_in_grad",
        ("mlx",)),
-    _f("mlx_no_sdpa_in_grad", "mlx", "0.25.0", "0.24.2",
+    Fork("mlx_no_sdpa_in_grad", "mlx", "0.25.0", "0.24.2",
        N_("mlx 0.25 trains attention unfused: each trained block keeps its attention probabilities (batch × heads "
           "× length²) for backward; on 0.24 the fused kernel kept none and backward rebuilt one block's at a time."),
        "MLX attention probabilities: 0.24.x → _probs_per_block = 0 and BLOCK_REST_PROBS once (as the CUDA "
@@ -394,7 +390,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "per block; today's 48.5 GB (loss backward) holds 17.2 GB of them; on 0.24 about 31.3 GB (−35 %), one "
        "block's probabilities rebuilt at a time in backward",
        ("mlx",)),
-    _f("mlx_cuda_cudnn_attention", "mlx", "0.30.0", "0.29.4",
+    Fork("mlx_cuda_cudnn_attention", "mlx", "0.30.0", "0.29.4",
        N_("mlx 0.30 runs training attention through cuDNN on CUDA (forward and backward): no attention "
           "probabilities are kept; before it, the CUDA backend kept them like Metal."),
        "MLX on CUDA: _cudnn_attention/_cudnn_vjp (mlx_step.py) only from 0.30; before: B·H·L²·b per trained block",
