@@ -8,7 +8,7 @@ A custom device has none (the time is unknown unless the user gives its TFLOPS a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..i18n import N_, Text, short_number
 
@@ -18,6 +18,7 @@ from ..i18n import N_, Text, short_number
 # (torch.backends.cuda.matmul.allow_tf32 = False since torch 1.12, docs/source/notes/cuda.rst "TensorFloat-32").
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8")
 GPU_CLASSES = ("datacenter", "workstation", "consumer", "apple")
+ARCHS = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "apple")
 
 # PCIe per direction, GB/s (PCI-SIG: 8 GT/s × 128b/130b = 0.985 GB/s per lane for 3.0, doubling per generation).
 PCIE = {"3.0 x16": 15.75, "4.0 x8": 15.75, "4.0 x16": 31.5, "5.0 x16": 63.0}
@@ -39,6 +40,7 @@ class Compute:
     interconnect_gbps: float
     gpu_class: str
     source: str
+    arch: str = ""  # the architecture generation (ARCHS): volta, turing, ampere, ada, hopper, blackwell, cdna3, apple
 
     def tflops_for(self, dtype: str) -> float | None:
         """The dense TFLOPS for a compute dtype, or None when the device has no published figure for it."""
@@ -62,6 +64,16 @@ def _c(tflops: dict[str, float], memory_gbps: float, host: str, interconnect: st
        gpu_class: str, source: str, host_gbps: float | None = None) -> Compute:
     return Compute(tuple(tflops.items()), memory_gbps, f"PCIe {host}" if host in PCIE else host,
                    PCIE.get(host, host_gbps or 0.0), interconnect, interconnect_gbps, gpu_class, source)
+
+
+# Each GPU's architecture generation (NVIDIA's and AMD's product pages name it).
+_ARCH = {**dict.fromkeys(("rtx-4060", "rtx-4070", "rtx-4060-ti", "rtx-4080", "rtx-4090", "rtx-6000-ada", "l4",
+                          "l40s"), "ada"),
+         **dict.fromkeys(("rtx-3080", "rtx-3060", "rtx-3090", "rtx-a6000", "a10g", "a10", "a100-40gb", "a100-80gb"),
+                         "ampere"),
+         **dict.fromkeys(("h100-80gb", "h100-pcie", "h100-nvl", "h200"), "hopper"),
+         **dict.fromkeys(("rtx-5090", "b200"), "blackwell"),
+         "t4": "turing", "v100-16gb": "volta", "v100-32gb": "volta", "mi300x": "cdna3"}
 
 
 # Sources (vendor datasheets and whitepapers).
@@ -168,6 +180,7 @@ GPU_COMPUTE: dict[str, Compute] = {
                  "dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf): BF16 1,307.4 "
                  "TF dense, FP32 163.4 TF, 5.3 TB/s, 896 GB/s peak aggregate Infinity Fabric (÷ 2 per direction)"),
 }
+GPU_COMPUTE = {k: replace(v, arch=_ARCH[k]) for k, v in GPU_COMPUTE.items()}
 # The generic 16 GB card carries the RTX 4080's memory figure (devices.py) and so its compute figures; an RTX 4060 Ti
 # 16 GB computes 2.2 × slower (GPU_COMPUTE["rtx-4060-ti"]).
 GPU_COMPUTE["gpu-16gb"] = GPU_COMPUTE["rtx-4080"]
@@ -188,7 +201,7 @@ class AppleChip:
     @property
     def compute(self) -> Compute:
         return Compute((("bf16", self.tflops), ("fp16", self.tflops), ("fp32", self.tflops)), self.memory_gbps,
-                       "unified memory", self.memory_gbps, "", 0.0, "apple", self.source)
+                       "unified memory", self.memory_gbps, "", 0.0, "apple", self.source, "apple")
 
 
 # Apple's figures: GPU TFLOPS Apple states for M1 and M2 chips; for M3 and M4 (Apple states none) cores × 128 FP32 ALUs
