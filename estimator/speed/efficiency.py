@@ -48,8 +48,10 @@ class Calibration:
         """The matmul efficiency of a stack family on a platform; a data-centre Hopper or Blackwell GPU sustains a
         smaller share of its peak (`hopper`); Unsloth's kernels UNSLOTH_SPEEDUP times more, capped."""
         factor = self.hopper if arch in HIGH_PEAK_ARCHS and gpu_class == "datacenter" else 1.0
-        if family == "mlx":
-            return factor * (self.mlx_apple if platform == "apple" else self.pytorch)
+        if platform == "apple":
+            # every stack on an Apple GPU: MLX's figure; a PyTorch stack runs through MPS, for which no throughput
+            # with a token count was found: MLX's is an optimistic bound for it (an assumption)
+            return self.mlx_apple
         base = factor * self.pytorch
         return min(MAX_EFFICIENCY, base * UNSLOTH_SPEEDUP) if family == "unsloth" else base
 

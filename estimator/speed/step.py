@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text
 from ..job.trainer import policy_setup
-from ..options.stacks import MLX_STACK
 from .efficiency import (
     CALIBRATION,
     COLLECTIVE_EFFICIENCY,
@@ -138,7 +137,7 @@ def device_compute(device: Device, compute: Compute | None = None) -> Compute:
     """The figures to time on: the user's (compute) or the device's; ValueError when there are none."""
     figures = compute or device.compute
     if figures is None:
-        raise ValueError(Text(NO_COMPUTE, device=device.name))
+        raise ValueError(Text(NO_COMPUTE, device=device.title))
     return figures
 
 
@@ -196,9 +195,9 @@ def step_time(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: Tr
     dtype = COMPUTE_DTYPE[setup.precision]
     peak = figures.tflops_for(dtype)
     if peak is None:
-        raise ValueError(Text(NO_DTYPE, device=device.name, dtype=dtype, precision=setup.precision))
+        raise ValueError(Text(NO_DTYPE, device=device.title, dtype=dtype, precision=setup.precision))
     family = stack_family(setup)
-    mlx = family == "mlx" or setup.stack == MLX_STACK
+    mlx = family == "mlx"
     eff = calibration.efficiency(family, platform(figures), figures.arch, figures.gpu_class)
     if setup.compile and family == "torchtune":
         eff *= calibration.compile_speedup
