@@ -3,7 +3,7 @@ throughputs (validation/data/throughput.csv, rows marked `fit`; validation/speed
 and the fixed assumptions beside them, each with its source.
 
 A matmul-heavy pass runs at peak TFLOPS × the stack's efficiency on its platform; bandwidth-bound kernels at the
-memory bandwidth × BANDWIDTH_EFFICIENCY; every layer a pass crosses costs a fixed launch overhead (the Python and
+memory bandwidth × Calibration.bandwidth; every layer a pass crosses costs a fixed launch overhead (the Python and
 kernel-launch time of an eager framework, which dominates small micro-batches: PyTorch's own performance guide
 names it, https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html "CUDA graphs ... reduce the CPU
 overhead of launching kernels")."""
