@@ -231,14 +231,16 @@ def published_rows() -> list[dict[str, Any]]:
 def accuracy_report() -> dict[str, Any]:
     """Both sets: overall median/p90/worst |error| %, by family/framework and method, and every row; the MLX-LM
     stack against real mlx-lm steps (validation/mlx.py); and Unsloth's traces and published longest lengths
-    (validation/unsloth.py)."""
+    (validation/unsloth.py); the time model against published throughputs (validation/speed.py)."""
     from .mlx import mlx_report
+    from .speed import speed_report
     from .unsloth import unsloth_report
 
     tracer = tracer_rows()
     published = published_rows()
     mlx = mlx_report()
     return {
+        "speed": speed_report(),
         "unsloth": unsloth_report(),
         "tracer": {**summarize([r["error_pct"] for r in tracer]), "by_family": _group(tracer, "family"),
                    "by_method": _group(tracer, "method"), "by_precision": _group(tracer, "precision"),
@@ -282,6 +284,10 @@ def format_report(report: dict[str, Any]) -> str:
         from .unsloth import format_unsloth_report
 
         lines.append(format_unsloth_report(report["unsloth"]))
+    if "speed" in report:
+        from .speed import format_speed_report
+
+        lines.append(format_speed_report(report["speed"]))
     return "\n".join(lines)
 
 

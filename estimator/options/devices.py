@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..i18n import N_, Text, format_int, format_number, short_number, shown
 from ..units import GB, GiB, to_gb, to_gib
+from .compute import APPLE_CHIPS, GPU_COMPUTE, Compute
 
 MiB = 1 << 20  # nvidia-smi and rocm-smi print memory.total in MiB (2^20 B)
 
@@ -61,6 +62,10 @@ class Device:
     # none: the seed's three quarters), and where the usable figure comes from.
     working_set_bytes: int = 0
     usable_source: str = ""
+    # What the device computes per second (options/compute.py), for the time model; None for a custom device (the
+    # time is unknown unless the user gives the figures). A Mac's figures are its chip's (`chip`, an APPLE_CHIPS id).
+    compute: Compute | None = None
+    chip: str = ""
 
     @property
     def name(self) -> str:
@@ -106,7 +111,7 @@ def _gpu(id_: str, model: str, mib: int, source: str, aliases: tuple[str, ...], 
     """A discrete GPU whose driver reports `mib` MiB of total memory."""
     title = name or Text("{model} ({mib} MiB)", model=model, mib=mib)  # figures in the reader's language
     return Device(id_, title, "discrete", mib * MiB, reported_mib=mib, source=source,
-                  aliases=aliases, model=model)
+                  aliases=aliases, model=model, compute=GPU_COMPUTE[id_])
 
 
 # macOS reports RAM in whole GiB: hw.memsize of a "36 GB" Mac is 36 × 2^30 B (Apple's "GB" for RAM is GiB).
@@ -135,10 +140,19 @@ def _mac(id_: str, gib: int, name: str | None = None, extra: tuple[str, ...] = (
     model = Text(N_("Apple silicon {gb} GB unified"), gb=gib)
     aliases = (f"mac {gib}gb", f"apple silicon {gib}gb", *(f"{chip} {gib}gb" for chip in _MAC_CHIPS[gib]), *extra)
     working_set, usable_source = MAC_WORKING_SETS.get(gib, (0, _SEED_USABLE_SOURCE))
+    chip = default_chip(gib)
     return Device(id_, name or Text("{model} ({gib} GiB)", model=model, gib=gib), "unified", gib * GiB,
                   reported_mib=gib * 1024,
                   source=_MACOS_SOURCE.format(gb=gib), aliases=aliases, model=model, working_set_bytes=working_set,
-                  usable_source=usable_source)
+                  usable_source=usable_source, compute=APPLE_CHIPS[chip].compute, chip=chip)
+
+
+def default_chip(gib: int) -> str:
+    """The chip a Mac of this RAM size is timed with when the user names none: the slowest chip sold with it (lowest
+    memory bandwidth, then fewest TFLOPS, each chip in its smallest GPU configuration), so the time is an upper bound
+    for that RAM size; `with_chip` times another."""
+    chips = [APPLE_CHIPS[name.replace(" ", "-")] for name in _MAC_CHIPS[gib]]
+    return min(chips, key=lambda c: (c.memory_gbps, c.tflops)).id
 
 
 # Public outputs the figures below are read from (GitHub issues and PRs; "code search" = the exact nvidia-smi
@@ -372,6 +386,19 @@ def nearest_device_ids(query: str, n: int = 3) -> tuple[str, ...]:
             names.setdefault(key.lower(), device.id)
     close = difflib.get_close_matches(str(query).lower(), list(names), n=3 * n, cutoff=0.6)
     return tuple(dict.fromkeys(names[c] for c in close))[:n]
+
+
+def with_chip(device: Device, chip_id: str) -> Device:
+    """A unified-memory Mac timed with a named chip (an APPLE_CHIPS id: 'm3-max-40c'); its memory figures stay."""
+    if device.kind != "unified":
+        raise ValueError(Text(N_("only an Apple silicon Mac has a chip to choose; {device} is a discrete GPU"),
+                              device=device.id))
+    if chip_id not in APPLE_CHIPS:
+        raise ValueError(Text(N_("unknown Apple chip '{chip}'; choose one of: {choices}"), chip=str(chip_id)[:40],
+                              choices=", ".join(APPLE_CHIPS)))
+    from dataclasses import replace
+
+    return replace(device, compute=APPLE_CHIPS[chip_id].compute, chip=chip_id)
 
 
 def device_label(device: Device) -> str:
