@@ -49,6 +49,9 @@ _NO_LAYER_SELECTION = {
                     "their configs have no per-layer switch"),
     "litgpt": N_("LitGPT's LoRA Config (litgpt/lora.py 0.5.13) has lora_query/key/value/projection/mlp/head "
                  "switches that apply to every block, no per-layer selection"),
+    "llamafactory": N_("LLaMA-Factory's lora_target names modules, which get adapters in every layer "
+                       "(model/adapter.py:204-213, 0.9.5); its per-layer switch, freeze_trainable_layers, trains whole "
+                       "layers without adapters (finetuning_type: freeze)"),
 }
 
 

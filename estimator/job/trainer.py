@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text, _
-from ..options.stacks import MLX_STACK
+from ..options.stacks import MLX_STACK, TRAINER_REFUSALS
 from ..options.trainers import (
     DEFAULT_PROMPT_LEN,
     GENERATION_IDS,
@@ -151,6 +151,8 @@ def check(setup: TrainingSetup, tr: TrainerSetup, strict: bool = True) -> None:
     if setup.stack == MLX_STACK and opt.id != "sft":
         raise ValueError(Text(N_("mlx-lm trains supervised fine-tuning only (mlx_lm lora); the {trainer} trainer is "
                                  "TRL's: choose a PyTorch stack for it"), trainer=Text(opt.label)))
+    if setup.stack in TRAINER_REFUSALS and opt.id != "sft":
+        raise ValueError(Text(TRAINER_REFUSALS[setup.stack], trainer=Text(opt.label)))
     if strict and setup.batch < opt.min_batch:
         raise ValueError(Text(N_("{trainer} needs a per-device batch of at least {batch} (TRL: 'Actual (not "
                                  "effective) batch size must be > 1', kto_trainer.py)"), trainer=Text(opt.label),

@@ -50,7 +50,8 @@ STACK_REFUSALS: dict[str, dict[str, str]] = {
                     "stack to price an MLX run"),
         "cpu": _PYTORCH_CPU,
     },
-    **{s: {"cpu": _PYTORCH_CPU} for s in ("trl", "trainer", "axolotl", "torchtune", "litgpt", "plain")},
+    **{s: {"cpu": _PYTORCH_CPU} for s in ("trl", "trainer", "axolotl", "torchtune", "litgpt", "plain",
+                                                "llamafactory")},
 }
 
 # What PyTorch's MPS backend lacks that a CUDA run has (each refused on "metal" with its reason).
