@@ -54,7 +54,7 @@ def test_the_nasty_corpus(name, data):
     ("many-keys", "more than"), ("long-key", "longer than"), ("complex-key", "unhashable key"),
     ("binary-png", "binary"), ("latin1", "UTF-8"), ("binary-utf16", "binary"), ("oversize", "1 MB"),
     ("oversize-one-line", "1 MB"), ("other-deepspeed", "DeepSpeed config"), ("other-accelerate", "accelerate"),
-    ("other-hf-config", "config.json"), ("other-llamafactory", "LLaMA-Factory"),
+    ("other-hf-config", "config.json"),
     ("unknown-format", "not a training config"), ("ambiguous", "fit both"),
 ])
 def test_each_refusal_says_why(name, expected):
@@ -89,6 +89,21 @@ def test_bad_mlx_lm_values_are_listed_and_the_rest_applies():
     assert old.setup_kwargs["lora_layers"] == 16 and "dora" not in old.setup_kwargs
     marker = attempt(dict(CORPUS)["mlx-bad-marker"])
     assert marker.trainer_kwargs == {} and marker.setup_kwargs["method"] == "lora"
+
+
+def test_bad_llamafactory_values_are_listed_and_the_rest_applies():
+    bad = attempt(dict(CORPUS)["llamafactory-bad"])
+    assert isinstance(bad, ImportedConfig) and bad.stack == "llamafactory"
+    assert {"model_name_or_path", "stage", "finetuning_type", "cutoff_len", "lora_rank", "lora_target",
+            "quantization_bit", "pure_bf16", "bf16", "flash_attn", "disable_gradient_checkpointing", "use_unsloth_gc",
+            "optim", "deepspeed", "per_device_train_batch_size", "freeze_vision_tower"} <= {
+        e.key for e in bad.not_honoured}
+    assert bad.setup_kwargs["method"] == "lora" and bad.trainer_kwargs == {}
+    none = attempt(dict(CORPUS)["llamafactory-no-model"])
+    assert none.model.kind == "none" and none.setup_kwargs["seq_len"] == 1024
+    missing = attempt(dict(CORPUS)["llamafactory-deepspeed-missing"])
+    assert "sharding" not in missing.setup_kwargs
+    assert any(e.key == "deepspeed" and "was not given" in e.detail for e in missing.not_honoured)
 
 
 def test_bad_values_are_listed_and_the_rest_applies():
