@@ -20,7 +20,7 @@ from estimator.job.configs import MAX_CONFIG_BYTES, ConfigError, fit_targets, im
 from estimator.job.configs._read import printable
 from estimator.models.hub import HubError, fetch_model
 from estimator.options.quantization import QUANT_MODES
-from estimator.options.stacks import MLX_STACK
+from estimator.options.stacks import MLX_STACK, get_stack
 from estimator.report.configs import export_config
 from ui.model_box import HUB_BOX, hub_token
 from ui.params import AUTO, TABLE, UPLOAD, device_for
@@ -108,7 +108,8 @@ def _set_setup(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
     ss["attn"] = s.get("attention", TABLE["attn"].default)
     ss["batch"] = _clamped("batch", s.get("batch", TABLE["batch"].default))
     ss["max_len"] = _clamped("max_len", s.get("seq_len", TABLE["max_len"].default))
-    ss["rank"] = _ladder("rank", s.get("lora_rank", TABLE["rank"].default), _("LoRA rank"), notes)
+    # a rank the config leaves out is the stack's, as picking the stack by hand sets it (ui/inputs.py _stack_chosen)
+    ss["rank"] = _ladder("rank", s.get("lora_rank", get_stack(imported.stack).lora_rank), _("LoRA rank"), notes)
     targets = s.get("lora_targets", ("all-linear",))
     if spec is not None:
         targets, note = fit_targets(spec, tuple(targets))
