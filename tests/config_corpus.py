@@ -64,6 +64,8 @@ def nasty() -> list[tuple[str, bytes]]:
                              "double_quantization: maybe\npure_bf16: sometimes\nbf16: 2\nflash_attn: fa9\n"
                              "disable_gradient_checkpointing: perhaps\nuse_unsloth_gc: 3\noptim: evil\n"
                              "deepspeed: 42\nper_device_train_batch_size: 0\nfreeze_vision_tower: no-thanks\n"),
+        ("llamafactory-tower", "model_name_or_path: x/y\nstage: sft\nfreeze_vision_tower: false\n"
+                               "freeze_multi_modal_projector: false\n"),
         ("llamafactory-deepspeed-missing", "model_name_or_path: x/y\nstage: sft\nfinetuning_type: full\n"
                                            "deepspeed: my/ds_custom.json\nbf16: true\n"),
         ("mlx-missing-scale", "model: x\nfine_tune_type: lora\nnum_layers: 16\nlora_parameters: {rank: 8}\n"),

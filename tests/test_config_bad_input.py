@@ -255,3 +255,29 @@ def test_cli_file_problems(tmp_path):
     good = Path(DATA / "trl" / "sft_config.yaml")
     rc, _, err = run_cli(["--from-config", str(good), "--override", "batch_size=4"])
     assert rc == 2 and "overrides are torchtune's" in err
+
+
+def test_cli_llamafactory_config(tmp_path):
+    """A LLaMA-Factory file through the CLI: its shipped DeepSpeed name read, its settings, the export's command; a
+    config that trains the vision tower on a text model changes nothing there (LLaMA-Factory unfreezes towers of
+    multimodal models only), as the note says."""
+    path = tmp_path / "qwen3_full_sft.yaml"
+    path.write_bytes((DATA / "llamafactory" / "train_full" / "qwen3_full_sft.yaml").read_bytes())
+    rc, out, err = run_cli(["--from-config", str(path), "--model", "qwen3-4b", "--gpus", "4", "--json"])
+    assert rc == 0, err
+    s = json.loads(out)["setup"]
+    assert (s["stack"], s["method"], s["precision"], s["sharding"], s["gpus"], s["grad_ckpt"]) == (
+        "llamafactory", "full", "mixed", "zero3", 4, True)
+    rc, out, err = run_cli(["--from-config", str(path), "--model", "qwen3-4b", "--gpus", "4", "--export-config", "-"])
+    assert rc == 0 and out.startswith("# will-it-fit: stack=llamafactory trainer=sft gpus=4\n")
+    assert "# Run with: NPROC_PER_NODE=4 llamafactory-cli train llamafactory_config.yaml" in out
+    tower = tmp_path / "tower.yaml"
+    tower.write_text(dict(CORPUS)["llamafactory-tower"].decode())
+    rc, out, err = run_cli(["--from-config", str(tower), "--model", "llama-3.2-1b", "--json"])
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["setup"]["train_tower"] is False and "no vision tower" in doc["config_import"]["notes"][0]
+    rc, out, err = run_cli(["--from-config", str(tower), "--model", "gemma-3-4b", "--json"])
+    assert rc == 0 and json.loads(out)["setup"]["train_tower"] is True
+    rc, out, err = run_cli(["--from-config", str(path), "--model", "qwen3-4b", "--trainer", "dpo"])
+    assert rc == 2 and "LLaMA-Factory runs its own DPO step" in err and err.count("\n") == 1

@@ -125,6 +125,8 @@ def _set_setup(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
     ss["in_bwd"] = bool(s.get("optimizer_in_bwd", False))
     dq = s.get("nf4_double_quant")
     ss["dq"] = AUTO if dq is None else ("true" if dq else "false")
+    if spec is not None and spec.tower_kind:  # the toggle exists for multimodal models only (ui/inputs.py)
+        ss["tower"] = bool(s.get("train_tower", False))
     _set_mlx(imported, spec, notes)
     left = [_(label) for key, label in _NOT_IN_SIDEBAR.items() if key in s]
     if left:
