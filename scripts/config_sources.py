@@ -4,7 +4,8 @@ schema knows, so a key it deliberately ignores or cannot model is told from a ty
 single-device recipe configs the torchtune export starts from (estimator/report/configs/torchtune_bases.json).
 Read from the released sources, not from docs:
 
-    python scripts/config_sources.py --axolotl DIR --torchtune DIR --litgpt DIR --trl-python PY --mlx-lm DIR
+    python scripts/config_sources.py --axolotl DIR --torchtune DIR --litgpt DIR --trl-python PY --mlx-lm DIR \
+        --llamafactory DIR --llamafactory-transformers DIR
 
 - Axolotl 0.19.0 (DIR = the unpacked wheel): the fields (and aliases) of AxolotlInputConfig and its bases in
   axolotl/utils/schemas/*.py, plus the plugin arguments in axolotl/integrations/*/args.py (plugins merge them into
@@ -24,6 +25,13 @@ Read from the released sources, not from docs:
   nested blocks: lora_parameters (tuner/utils.py linear_to_lora_layers config["<key>"] / config.get), lr_schedule
   (tuner/utils.py build_schedule), optimizer_config's optimizer names (CONFIG_DEFAULTS) and hf_dataset's records
   (tuner/datasets.py load_custom_hf_dataset ds["<key>"] / ds.get).
+- LLaMA-Factory 0.9.5 (DIR = the repository at tag v0.9.5, e.g. `git archive v0.9.5 src | tar -x`; the transformers
+  DIR = the unpacked transformers 5.6.0 wheel, the newest release its pyproject.toml allows): the init fields of the
+  dataclasses `llamafactory-cli train` parses (hparams/parser.py _TRAIN_ARGS: ModelArguments, DataArguments,
+  TrainingArguments, FinetuningArguments, GeneratingArguments, with their bases in hparams/*.py), TrainingArguments'
+  bases being transformers' Seq2SeqTrainingArguments and TrainingArguments (training_args_seq2seq.py,
+  training_args.py). `init=False` fields (ModelArguments.compute_dtype, device_map, model_max_length,
+  block_diag_attn) are derived, not keys of the YAML.
 """
 
 from __future__ import annotations
@@ -223,6 +231,64 @@ def mlx_lm(root: Path) -> None:
                      "(tuner/utils.py,\ntuner/datasets.py). Written by scripts/config_sources.py.", keys)
 
 
+def _dataclass_fields(paths: list[Path]) -> dict[str, tuple[list[str], set[str]]]:
+    """class name → (base names, its init fields): the annotated class-body names, less `field(init=False)` ones and
+    ClassVar annotations (what HfArgumentParser turns into arguments)."""
+    out: dict[str, tuple[list[str], set[str]]] = {}
+    for path in paths:
+        for node in ast.parse(path.read_text()).body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            names: set[str] = set()
+            for item in node.body:
+                if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
+                    continue
+                if "ClassVar" in ast.unparse(item.annotation):
+                    continue
+                init = not (isinstance(item.value, ast.Call) and any(
+                    kw.arg == "init" and isinstance(kw.value, ast.Constant) and kw.value.value is False
+                    for kw in item.value.keywords))
+                if init:
+                    names.add(item.target.id)
+            out[node.name] = ([b.id for b in node.bases if isinstance(b, ast.Name)], names)
+    return out
+
+
+# hparams/parser.py _TRAIN_ARGS (LLaMA-Factory 0.9.5) and the base its TrainingArguments takes without USE_MCA
+# (hparams/training_args.py: BaseTrainingArguments = transformers' Seq2SeqTrainingArguments).
+LLAMAFACTORY_TRAIN_ARGS = ("ModelArguments", "DataArguments", "TrainingArguments", "FinetuningArguments",
+                           "GeneratingArguments")
+
+
+def llamafactory(root: Path, transformers_root: Path) -> None:
+    hparams = root / "src" / "llamafactory" / "hparams"
+    ours = _dataclass_fields(sorted(hparams.glob("*.py")))
+    theirs = _dataclass_fields([transformers_root / "transformers" / "training_args.py",
+                                transformers_root / "transformers" / "training_args_seq2seq.py"])
+    keys: set[str] = set()
+    # (namespace, class): LLaMA-Factory's classes, then transformers' from BaseTrainingArguments on (both name a
+    # TrainingArguments)
+    todo, seen = [("lf", name) for name in LLAMAFACTORY_TRAIN_ARGS], set()
+    while todo:
+        where, name = todo.pop()
+        if (where, name) in seen:
+            continue
+        seen.add((where, name))
+        if where == "lf" and name == "BaseTrainingArguments":
+            where, name = "tf", "Seq2SeqTrainingArguments"
+        bases, fields = (ours if where == "lf" else theirs).get(name, ([], set()))
+        keys |= fields
+        todo += [(where, b) for b in bases]
+    version = re.search(r"VERSION = ['\"]([^'\"]+)", (root / "src" / "llamafactory" / "extras" / "env.py").read_text())
+    tf_version = re.search(r"__version__ = ['\"]([^'\"]+)", (transformers_root / "transformers" / "__init__.py")
+                           .read_text())
+    _write("llamafactory", f"LLaMA-Factory {version.group(1) if version else '?'}: the init fields of the dataclasses "
+                           "llamafactory-cli train parses\n(hparams/parser.py _TRAIN_ARGS, their bases in hparams/*.py) "
+                           "and transformers "
+                           f"{tf_version.group(1) if tf_version else '?'}'s\nSeq2SeqTrainingArguments / "
+                           "TrainingArguments (training_args*.py). Written by scripts/config_sources.py.", keys)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--axolotl", type=Path)
@@ -230,6 +296,8 @@ def main() -> None:
     p.add_argument("--litgpt", type=Path)
     p.add_argument("--trl-python")
     p.add_argument("--mlx-lm", type=Path)
+    p.add_argument("--llamafactory", type=Path)
+    p.add_argument("--llamafactory-transformers", type=Path)
     args = p.parse_args()
     if args.axolotl:
         axolotl(args.axolotl)
@@ -241,6 +309,10 @@ def main() -> None:
         trl(args.trl_python)
     if args.mlx_lm:
         mlx_lm(args.mlx_lm)
+    if args.llamafactory:
+        if not args.llamafactory_transformers:
+            p.error("--llamafactory needs --llamafactory-transformers (the unpacked transformers wheel)")
+        llamafactory(args.llamafactory, args.llamafactory_transformers)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,16 @@ def nasty() -> list[tuple[str, bytes]]:
         ("other-deepspeed", '{"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 4}'),
         ("other-accelerate", "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"),
         ("other-hf-config", '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32}'),
-        ("other-llamafactory", "stage: sft\nfinetuning_type: lora\ncutoff_len: 1024\n"),
+        ("llamafactory-no-model", "stage: sft\nfinetuning_type: lora\ncutoff_len: 1024\n"),
+        ("llamafactory-bad", "model_name_or_path: [1, 2]\nstage: grpo\nfinetuning_type: 7\ncutoff_len: -5\n"
+                             "lora_rank: 0\nlora_target: [1, '']\nquantization_bit: 99\nquantization_method: evil\n"
+                             "double_quantization: maybe\npure_bf16: sometimes\nbf16: 2\nflash_attn: fa9\n"
+                             "disable_gradient_checkpointing: perhaps\nuse_unsloth_gc: 3\noptim: evil\n"
+                             "deepspeed: 42\nper_device_train_batch_size: 0\nfreeze_vision_tower: no-thanks\n"),
+        ("llamafactory-tower", "model_name_or_path: x/y\nstage: sft\nfreeze_vision_tower: false\n"
+                               "freeze_multi_modal_projector: false\n"),
+        ("llamafactory-deepspeed-missing", "model_name_or_path: x/y\nstage: sft\nfinetuning_type: full\n"
+                                           "deepspeed: my/ds_custom.json\nbf16: true\n"),
         ("mlx-missing-scale", "model: x\nfine_tune_type: lora\nnum_layers: 16\nlora_parameters: {rank: 8}\n"),
         ("mlx-bad", "model: [1, 2]\nfine_tune_type: 7\nnum_layers: 1e9\nbatch_size: -3\nmax_seq_length: x\n"
                     "grad_checkpoint: maybe\ngrad_accumulation_steps: 0\noptimizer: {adam: 1}\n"
@@ -107,6 +116,9 @@ def nasty() -> list[tuple[str, bytes]]:
                                 f'"{text.replace(chr(92), "/")}": 2, "per_device_train_batch_size": 1}}'),
             (f"inject-litgpt-{i}", f"checkpoint_dir: 'checkpoints/{text}'\nprecision: '{text}'\n"
                                    f"train:\n  micro_batch_size: 1\n  '{text}': 3\n"),
+            (f"inject-llamafactory-{i}", f"model_name_or_path: '{text}'\nstage: '{text}'\nfinetuning_type: '{text}'\n"
+                                         f"lora_target: '{text}'\nflash_attn: '{text}'\noptim: '{text}'\n"
+                                         f"deepspeed: '{text}'\n'{text}': 1\ncutoff_len: 64\n"),
             (f"inject-mlx-{i}", f"model: '{text}'\nfine_tune_type: '{text}'\noptimizer: '{text}'\n"
                                 f"lora_parameters: {{rank: 8, scale: 20.0, dropout: 0.0, keys: ['{text}'], '{text}': 1}}"
                                 f"\noptimizer_config: {{'{text}': {{}}}}\n'{text}': 2\n"),

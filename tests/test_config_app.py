@@ -186,3 +186,15 @@ def test_an_mlx_config_sets_its_own_controls_and_says_where_it_runs():
     w = widgets(at)
     assert (w["stack"].value, w["dora"].value, w["lora_layers"].value, w["quant"].value) == ("axolotl", False, 0,
                                                                                              "auto")
+
+
+def test_a_llamafactory_config_that_trains_the_tower_sets_the_toggle():
+    """LLaMA-Factory's freeze_vision_tower and freeze_multi_modal_projector false train the tower and projector:
+    the sidebar's tower toggle on a multimodal model, priced as by hand."""
+    text = ("model_name_or_path: google/gemma-3-4b-pt\nstage: sft\nfinetuning_type: lora\nbf16: true\n"
+            "freeze_vision_tower: false\nfreeze_multi_modal_projector: false\n")
+    imported = paste(start(), text)
+    w = widgets(imported)
+    assert (w["stack"].value, w["model"].value, w["tower"].value) == ("llamafactory", "gemma-3-4b", True)
+    values = {key: widgets(imported)[key].value for key in (*SIDEBAR_KEYS, "tower")}
+    assert verdict(imported) == verdict(by_hand(values))

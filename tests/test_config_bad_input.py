@@ -54,7 +54,7 @@ def test_the_nasty_corpus(name, data):
     ("many-keys", "more than"), ("long-key", "longer than"), ("complex-key", "unhashable key"),
     ("binary-png", "binary"), ("latin1", "UTF-8"), ("binary-utf16", "binary"), ("oversize", "1 MB"),
     ("oversize-one-line", "1 MB"), ("other-deepspeed", "DeepSpeed config"), ("other-accelerate", "accelerate"),
-    ("other-hf-config", "config.json"), ("other-llamafactory", "LLaMA-Factory"),
+    ("other-hf-config", "config.json"),
     ("unknown-format", "not a training config"), ("ambiguous", "fit both"),
 ])
 def test_each_refusal_says_why(name, expected):
@@ -89,6 +89,21 @@ def test_bad_mlx_lm_values_are_listed_and_the_rest_applies():
     assert old.setup_kwargs["lora_layers"] == 16 and "dora" not in old.setup_kwargs
     marker = attempt(dict(CORPUS)["mlx-bad-marker"])
     assert marker.trainer_kwargs == {} and marker.setup_kwargs["method"] == "lora"
+
+
+def test_bad_llamafactory_values_are_listed_and_the_rest_applies():
+    bad = attempt(dict(CORPUS)["llamafactory-bad"])
+    assert isinstance(bad, ImportedConfig) and bad.stack == "llamafactory"
+    assert {"model_name_or_path", "stage", "finetuning_type", "cutoff_len", "lora_rank", "lora_target",
+            "quantization_bit", "pure_bf16", "bf16", "flash_attn", "disable_gradient_checkpointing", "use_unsloth_gc",
+            "optim", "deepspeed", "per_device_train_batch_size", "freeze_vision_tower"} <= {
+        e.key for e in bad.not_honoured}
+    assert bad.setup_kwargs["method"] == "lora" and bad.trainer_kwargs == {}
+    none = attempt(dict(CORPUS)["llamafactory-no-model"])
+    assert none.model.kind == "none" and none.setup_kwargs["seq_len"] == 1024
+    missing = attempt(dict(CORPUS)["llamafactory-deepspeed-missing"])
+    assert "sharding" not in missing.setup_kwargs
+    assert any(e.key == "deepspeed" and "was not given" in e.detail for e in missing.not_honoured)
 
 
 def test_bad_values_are_listed_and_the_rest_applies():
@@ -240,3 +255,29 @@ def test_cli_file_problems(tmp_path):
     good = Path(DATA / "trl" / "sft_config.yaml")
     rc, _, err = run_cli(["--from-config", str(good), "--override", "batch_size=4"])
     assert rc == 2 and "overrides are torchtune's" in err
+
+
+def test_cli_llamafactory_config(tmp_path):
+    """A LLaMA-Factory file through the CLI: its shipped DeepSpeed name read, its settings, the export's command; a
+    config that trains the vision tower on a text model changes nothing there (LLaMA-Factory unfreezes towers of
+    multimodal models only), as the note says."""
+    path = tmp_path / "qwen3_full_sft.yaml"
+    path.write_bytes((DATA / "llamafactory" / "train_full" / "qwen3_full_sft.yaml").read_bytes())
+    rc, out, err = run_cli(["--from-config", str(path), "--model", "qwen3-4b", "--gpus", "4", "--json"])
+    assert rc == 0, err
+    s = json.loads(out)["setup"]
+    assert (s["stack"], s["method"], s["precision"], s["sharding"], s["gpus"], s["grad_ckpt"]) == (
+        "llamafactory", "full", "mixed", "zero3", 4, True)
+    rc, out, err = run_cli(["--from-config", str(path), "--model", "qwen3-4b", "--gpus", "4", "--export-config", "-"])
+    assert rc == 0 and out.startswith("# will-it-fit: stack=llamafactory trainer=sft gpus=4\n")
+    assert "# Run with: NPROC_PER_NODE=4 llamafactory-cli train llamafactory_config.yaml" in out
+    tower = tmp_path / "tower.yaml"
+    tower.write_text(dict(CORPUS)["llamafactory-tower"].decode())
+    rc, out, err = run_cli(["--from-config", str(tower), "--model", "llama-3.2-1b", "--json"])
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["setup"]["train_tower"] is False and "no vision tower" in doc["config_import"]["notes"][0]
+    rc, out, err = run_cli(["--from-config", str(tower), "--model", "gemma-3-4b", "--json"])
+    assert rc == 0 and json.loads(out)["setup"]["train_tower"] is True
+    rc, out, err = run_cli(["--from-config", str(path), "--model", "qwen3-4b", "--trainer", "dpo"])
+    assert rc == 2 and "LLaMA-Factory runs its own DPO step" in err and err.count("\n") == 1

@@ -50,6 +50,10 @@ def round_trip(spec, setup, tr):
     return exported, imported, back, imported.trainer_setup()
 
 
+# The stacks priced for SFT only, and the words of their refusal (job/trainer.py check).
+SFT_ONLY = {MLX_STACK: "mlx-lm trains supervised fine-tuning only", "llamafactory": "LLaMA-Factory runs its own"}
+
+
 def trainer_batch(trainer: str) -> int:
     return max(TRAINERS[trainer].default_batch, TRAINERS[trainer].min_batch)
 
@@ -58,18 +62,18 @@ def trainer_batch(trainer: str) -> int:
 @pytest.mark.parametrize("stack", STACK_IDS)
 def test_round_trip_every_stack_method_trainer(model, stack):
     """Every stack × method × trainer: exported, imported back, the same setup, trainer and estimate. mlx-lm trains
-    SFT only (mlx_lm lora): there the other trainers are the stack's own refusal, in the check, the estimate and the
-    export alike (counted, never skipped)."""
+    SFT only (mlx_lm lora), and LLaMA-Factory's other stages are its own trainers: there the other trainers are the
+    stack's own refusal, in the check, the estimate and the export alike (counted, never skipped)."""
     spec = load_preset(model)
     refused = 0
     for method in ("full", "lora", "qlora"):
         for trainer in TRAINER_IDS:
             setup = resolve_setup(stack, method=method, batch=trainer_batch(trainer))
             tr = TrainerSetup(trainer)
-            if stack == MLX_STACK and trainer != "sft":
+            if stack in SFT_ONLY and trainer != "sft":
                 for call, args, kw in ((check, (setup, tr), {}), (estimate, (spec, setup), {"trainer": tr}),
                                        (export_config, (spec, setup, tr), {})):
-                    with pytest.raises(ValueError, match="mlx-lm trains supervised fine-tuning only"):
+                    with pytest.raises(ValueError, match=SFT_ONLY[stack]):
                         call(*args, **kw)
                 refused += 1
                 continue
@@ -80,7 +84,7 @@ def test_round_trip_every_stack_method_trainer(model, stack):
             assert same_setup(setup, back, spec.family) == {}, case
             assert trainer_json(tr_back) == trainer_json(tr), case
             assert estimate(spec, back, trainer=tr_back).total_bytes == estimate(spec, setup, trainer=tr).total_bytes
-    assert refused == (3 * (len(TRAINER_IDS) - 1) if stack == MLX_STACK else 0)
+    assert refused == (3 * (len(TRAINER_IDS) - 1) if stack in SFT_ONLY else 0)
 
 
 @st.composite
@@ -145,9 +149,9 @@ def test_round_trip_is_exact_where_the_file_can_say_it(case):
 
 
 SCHEMAS = {"axolotl": load_keys("axolotl"), "trl": load_keys("trl"), "torchtune": load_keys("torchtune"),
-           "litgpt": load_keys("litgpt"), "mlx_lm": load_keys("mlx_lm")}
+           "litgpt": load_keys("litgpt"), "mlx_lm": load_keys("mlx_lm"), "llamafactory": load_keys("llamafactory")}
 _FORMAT = {"axolotl": "axolotl", "torchtune": "torchtune", "litgpt": "litgpt", "trl": "trl", "trainer": "trl",
-           "unsloth": "trl", "plain": "trl", "mlx": "mlx_lm"}
+           "unsloth": "trl", "plain": "trl", "mlx": "mlx_lm", "llamafactory": "llamafactory"}
 
 
 @pytest.mark.parametrize("stack", STACK_IDS)
@@ -162,6 +166,10 @@ def test_every_export_is_yaml_the_tools_schema_knows(stack, trainer):
             return
     else:
         setup = resolve_setup(stack, method="qlora", batch=8, gpus=4, sharding="zero3")
+    if stack == "llamafactory" and trainer != "sft":  # its own DPO/KTO/RM steps: refused (SFT_ONLY)
+        with pytest.raises(ValueError, match=SFT_ONLY[stack]):
+            export_config(spec, setup, TrainerSetup(trainer))
+        return
     exported = export_config(spec, setup, TrainerSetup(trainer))
     doc = yaml.safe_load(exported.text)
     assert isinstance(doc, dict)
@@ -180,7 +188,8 @@ def test_every_export_is_yaml_the_tools_schema_knows(stack, trainer):
                "--q-bits 4 --q-group-size 64" in exported.text and doc["model"] == "./mlx_model"
         return
     assert exported.text.splitlines()[0] == f"# will-it-fit: stack={stack} trainer={trainer} gpus=4" + (
-        "" if stack in ("axolotl",) or (stack in ("trl", "trainer", "unsloth", "plain") and trainer != "grpo") else
+        "" if stack in ("axolotl", "llamafactory") or (stack in ("trl", "trainer", "unsloth", "plain") and
+                                                     trainer != "grpo") else
         exported.text.splitlines()[0].split("gpus=4", 1)[1])
 
 
@@ -272,3 +281,51 @@ def test_cli_reads_an_mlx_config_and_its_flags_win(tmp_path):
                                                        lora_rank=16, lora_targets=("q_proj",), precision="bf16",
                                                        optimizer="adam", seq_len=2048, grad_ckpt=False, grad_accum=1,
                                                        quant_mode="affine", quant_bits=4, quant_group=64)
+
+
+# ---- LLaMA-Factory: its YAML, its command, and what it cannot say ---------------------------------------------------
+
+def test_llamafactory_export_is_its_yaml_and_command():
+    spec = load_preset("llama-3.1-8b")
+    setup = resolve_setup("llamafactory", method="qlora", batch=4, seq_len=4096, lora_rank=16,
+                          lora_targets=("q_proj", "v_proj"), grad_ckpt=True, offload_activations=True, loss="fused",
+                          nf4_double_quant=False, qlora_prep="norms", gpus=2, sharding="zero3")
+    exported = export_config(spec, setup)
+    doc = yaml.safe_load(exported.text)
+    assert exported.text.splitlines()[0] == "# will-it-fit: stack=llamafactory trainer=sft gpus=2"
+    assert exported.command == "NPROC_PER_NODE=2 llamafactory-cli train llamafactory_config.yaml"
+    assert {k: doc[k] for k in ("model_name_or_path", "stage", "finetuning_type", "lora_rank", "lora_target",
+                                "quantization_bit", "quantization_method", "double_quantization", "upcast_layernorm",
+                                "disable_gradient_checkpointing", "use_unsloth_gc", "enable_liger_kernel",
+                                "cutoff_len", "per_device_train_batch_size", "bf16", "optim", "flash_attn")} == {
+        "model_name_or_path": "meta-llama/Llama-3.1-8B", "stage": "sft", "finetuning_type": "lora", "lora_rank": 16,
+        "lora_target": "q_proj,v_proj", "quantization_bit": 4, "quantization_method": "bnb",
+        "double_quantization": False, "upcast_layernorm": True, "disable_gradient_checkpointing": False,
+        "use_unsloth_gc": True, "enable_liger_kernel": True, "cutoff_len": 4096, "per_device_train_batch_size": 4,
+        "bf16": True, "optim": "adamw_torch_fused", "flash_attn": "sdpa"}
+    assert doc["deepspeed"]["zero_optimization"] == {"stage": 3}
+    assert not exported.notes
+    back = import_config(exported.text, name=exported.filename)
+    assert not back.not_honoured and same_setup(setup, back.setup()) == {}
+    one = export_config(spec, resolve_setup("llamafactory", method="full", sharding="zero2"))
+    assert one.command == "FORCE_TORCHRUN=1 llamafactory-cli train llamafactory_config.yaml"
+
+
+@pytest.mark.parametrize(("kwargs", "note", "back"), [
+    (dict(method="full", precision="bf16"), None, "bf16"),  # pure_bf16: true
+    (dict(method="full", precision="mixed"), None, "mixed"),  # bf16: true, fp32 trained weights
+    (dict(method="full", precision="fp32"), None, "fp32"),
+    (dict(method="full", precision="fp16"), "no pure fp16", "mixed"),
+    (dict(method="full", precision="bf16", gpus=2, sharding="zero3"), "refuses pure_bf16", "mixed"),
+    (dict(method="lora", precision="mixed"), "checkpoint's dtype", "bf16"),
+    (dict(method="lora", adapter_dtype="bf16"), "keeps them fp32", "bf16"),
+    (dict(method="qlora", qlora_prep="peft"), "never calls prepare_model_for_kbit_training", "bf16"),
+])
+def test_llamafactory_precision_export(kwargs, note, back):
+    spec = load_preset("llama-3.1-8b")
+    setup = resolve_setup("llamafactory", **kwargs)
+    exported = export_config(spec, setup)
+    assert (note is None) == (not exported.notes)
+    if note:
+        assert note in " ".join(exported.notes) and "Not expressible in LLaMA-Factory" in exported.text
+    assert import_config(exported.text).setup().precision == back

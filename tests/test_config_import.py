@@ -148,6 +148,33 @@ REAL = [
     ("trl/sft_config.yaml", "trl", "preset", "qwen2.5-0.5b",
      {"batch": 8, "method": "full", "precision": "mixed", "seq_len": 1024}, {"trainer": "sft"}, []),
 ]
+_LF_LORA = {"attention": "sdpa", "batch": 1, "grad_accum": 8, "grad_ckpt": True, "lora_rank": 8,
+            "lora_targets": ("all-linear",), "method": "lora", "optimizer": "adamw", "precision": "bf16",
+            "seq_len": 2048}
+_LF_FULL = {"attention": "sdpa", "batch": 1, "grad_accum": 2, "grad_ckpt": True, "method": "full",
+            "optimizer": "adamw", "precision": "mixed", "seq_len": 2048}
+_QWEN3 = ("hub", None)  # Qwen/Qwen3-4B-Instruct-2507: no preset of that name (Qwen3-4B's config, another RoPE)
+REAL += [  # LLaMA-Factory 0.9.5's examples: bf16 LoRA with fp32 adapters, fp32 trained weights for full ('mixed')
+    ("llamafactory/train_lora/qwen3_lora_sft.yaml", "llamafactory", *_QWEN3, _LF_LORA, {"trainer": "sft"}, []),
+    ("llamafactory/train_lora/qwen3_lora_pretrain.yaml", "llamafactory", *_QWEN3, _LF_LORA, {"trainer": "sft"}, []),
+    ("llamafactory/train_lora/qwen3_lora_dpo.yaml", "llamafactory", *_QWEN3, _LF_LORA, {}, ["stage"]),
+    ("llamafactory/train_lora/qwen3_lora_kto.yaml", "llamafactory", *_QWEN3, _LF_LORA, {}, ["stage"]),
+    ("llamafactory/train_lora/qwen3_lora_reward.yaml", "llamafactory", *_QWEN3, _LF_LORA, {}, ["stage"]),
+    ("llamafactory/train_lora/qwen3_lora_sft_ds3.yaml", "llamafactory", *_QWEN3,
+     _LF_LORA | {"grad_accum": 2, "sharding": "zero3"}, {"trainer": "sft"}, ["gpus"]),
+    ("llamafactory/train_qlora/qwen3_lora_sft_otfq.yaml", "llamafactory", *_QWEN3,
+     _LF_LORA | {"method": "qlora", "nf4_double_quant": True}, {"trainer": "sft"}, []),
+    ("llamafactory/train_qlora/qwen3_lora_sft_bnb_npu.yaml", "llamafactory", *_QWEN3,
+     _LF_LORA | {"method": "qlora", "nf4_double_quant": False}, {"trainer": "sft"}, []),
+    ("llamafactory/train_full/qwen3_full_sft.yaml", "llamafactory", *_QWEN3, _LF_FULL | {"sharding": "zero3"},
+     {"trainer": "sft"}, ["gpus"]),
+    ("llamafactory/extras/llama_pro/llama3_freeze_sft.yaml", "llamafactory", "hub", None,
+     _LF_FULL | {"grad_accum": 8}, {"trainer": "sft"}, ["finetuning_type", "use_llama_pro"]),
+    ("llamafactory/extras/fsdp_qlora/llama3_lora_sft.yaml", "llamafactory", "hub", None,
+     _LF_LORA | {"method": "qlora", "nf4_double_quant": True}, {"trainer": "sft"}, []),
+    ("llamafactory/extras/asft/qwen2_full_asft.yaml", "llamafactory", "hub", "qwen2.5-7b",
+     _LF_FULL | {"batch": 4, "grad_accum": 8, "sharding": "none"}, {"trainer": "sft"}, ["use_asft_loss"]),
+]
 
 
 def read(rel: str):
@@ -159,7 +186,7 @@ def test_every_shipped_config_is_in_the_table():
     files = {str(p.relative_to(DATA)) for p in DATA.rglob("*.y*ml")}
     assert files == {row[0] for row in REAL}
     assert len(files) >= 20
-    assert {row[1] for row in REAL} == {"axolotl", "trl", "torchtune", "litgpt", "mlx"}  # the five formats
+    assert {row[1] for row in REAL} == {"axolotl", "trl", "torchtune", "litgpt", "mlx", "llamafactory"}  # six formats
     readme = (DATA / "README.md").read_text(encoding="utf-8")
     assert all(f"`{name}`" in readme for name in files)
 
@@ -326,6 +353,144 @@ def test_hf_trainer_marker_reads_trainingarguments_names():
     assert imp.stack == "trainer"
     s = imp.setup_kwargs
     assert (s["grad_ckpt"], s["offload_activations"], s["loss"]) == (True, True, "fused")
+
+
+# ---- LLaMA-Factory ----------------------------------------------------------------------------------------------------
+
+def lf(text: str, **kw):
+    return import_config("model_name_or_path: Qwen/Qwen2.5-0.5B\nstage: sft\n" + text, **kw)
+
+
+def test_llamafactory_defaults_are_its_releases():
+    """A file naming only the model and the stage: LLaMA-Factory 0.9.5's dataclass defaults (LoRA rank 8 on every
+    linear, cutoff_len 2048, checkpointing on, SDPA) and transformers 5.6's (batch 8, fused AdamW, bf16 off: no
+    autocast, the base in the checkpoint's dtype)."""
+    imp = lf("")
+    assert imp.stack == "llamafactory" and imp.format == "llamafactory"
+    assert imp.setup_kwargs == {"method": "lora", "lora_rank": 8, "lora_targets": ("all-linear",), "batch": 8,
+                                "seq_len": 2048, "grad_ckpt": True, "optimizer": "adamw", "precision": "bf16",
+                                "attention": "sdpa"}
+    assert imp.trainer_kwargs == {"trainer": "sft"} and not imp.not_honoured
+    assert {e.key for e in imp.read if e.default} == {"finetuning_type", "lora_rank", "lora_target",
+                                                      "per_device_train_batch_size", "cutoff_len", "bf16",
+                                                      "disable_gradient_checkpointing", "optim", "flash_attn",
+                                                      "(format)"}
+    assert import_config("model_name_or_path: Qwen/Qwen2.5-0.5B\ncutoff_len: 512\n").stack == "llamafactory"
+
+
+@pytest.mark.parametrize(("text", "precision", "adapters"), [
+    ("finetuning_type: full\nbf16: true\n", "mixed", None),  # fp32 trained weights under autocast
+    ("finetuning_type: full\nfp16: true\n", "mixed", None),
+    ("finetuning_type: full\n", "fp32", None),  # bf16/fp16 false: fp32 weights, no autocast
+    ("finetuning_type: full\npure_bf16: true\nbf16: true\n", "bf16", None),
+    ("finetuning_type: lora\nbf16: true\n", "bf16", "fp32"),
+    ("finetuning_type: lora\nfp16: true\n", "fp16", "fp32"),
+    ("finetuning_type: lora\npure_bf16: true\n", "bf16", "fp32"),  # PEFT keeps the adapters fp32 anyway
+])
+def test_llamafactory_precision_follows_its_fp32_cast(text, precision, adapters):
+    imp = lf(text)
+    assert imp.setup_kwargs["precision"] == precision
+    assert imp.setup().adapter_dtype == "fp32" or adapters is None
+
+
+def test_llamafactory_pure_bf16_under_zero3_is_refused_as_llamafactory_does():
+    imp = lf("finetuning_type: full\npure_bf16: true\nbf16: true\ndeepspeed: examples/deepspeed/ds_z3_config.json\n")
+    assert imp.setup_kwargs["precision"] == "mixed" and imp.setup_kwargs["sharding"] == "zero3"
+    assert any(e.key == "pure_bf16" and "384-385" in e.detail for e in imp.not_honoured)
+
+
+@pytest.mark.parametrize(("ds", "sharding", "offload", "params", "refused"), [
+    ("examples/deepspeed/ds_z0_config.json", "none", False, False, False),
+    ("examples/deepspeed/ds_z2_config.json", "zero2", False, False, False),
+    ("examples/deepspeed/ds_z2_offload_config.json", "zero2", True, False, False),
+    ("examples/deepspeed/ds_z3_config.json", "zero3", False, False, False),
+    ("examples/deepspeed/ds_z3_offload_config.json", "zero3", True, True, False),
+    ("examples/deepspeed/ds_z2_autotp_config.json", "zero2", False, False, True),  # tensor parallelism: said
+    ("examples/deepspeed/ds_z3_fp8_config.json", "zero3", True, False, True),
+])
+def test_llamafactory_shipped_deepspeed_configs_by_name(ds, sharding, offload, params, refused):
+    imp = lf(f"finetuning_type: full\nbf16: true\ndeepspeed: {ds}\n")
+    s = imp.setup_kwargs
+    assert (s["sharding"], s.get("offload_optimizer", False), s.get("offload_params", False)) == (
+        sharding, offload, params)
+    assert any(e.key == "deepspeed" for e in imp.not_honoured) is refused
+    imp.setup()
+
+
+def test_llamafactory_attached_deepspeed_wins_over_the_shipped_name():
+    imp = lf("deepspeed: examples/deepspeed/ds_z3_config.json\n",
+             attachments={"ds_z3_config.json": b'{"zero_optimization": {"stage": 2}}'})
+    assert imp.setup_kwargs["sharding"] == "zero2"
+
+
+@pytest.mark.parametrize(("text", "settings", "refused"), [
+    ("disable_gradient_checkpointing: true\n", {"grad_ckpt": False}, set()),
+    ("use_unsloth_gc: true\n", {"grad_ckpt": True, "offload_activations": True}, set()),
+    ("disable_gradient_checkpointing: true\nuse_unsloth_gc: true\n", {"grad_ckpt": False}, {"use_unsloth_gc"}),
+    ("disable_gradient_checkpointing: true\ngradient_checkpointing: true\n", {"grad_ckpt": True}, set()),
+    ("flash_attn: disabled\n", {"attention": "eager"}, set()),
+    ("flash_attn: fa2\n", {"attention": "sdpa"}, set()),
+    ("enable_liger_kernel: true\n", {"loss": "fused"}, set()),
+    ("lora_target: q_proj, v_proj\nlora_rank: 64\n", {"lora_targets": ("q_proj", "v_proj"), "lora_rank": 64},
+     set()),
+    ("lora_target: [q_proj, all]\n", {"lora_targets": None}, {"lora_target"}),
+    ("quantization_bit: 4\ndouble_quantization: false\n", {"method": "qlora", "nf4_double_quant": False}, set()),
+    ("quantization_bit: 4\nupcast_layernorm: true\n", {"method": "qlora", "qlora_prep": "norms"}, set()),
+    ("quantization_bit: 8\n", {"method": "lora"}, {"quantization_bit"}),
+    ("quantization_bit: 4\nquantization_method: hqq\n", {"method": "qlora"}, {"quantization_method"}),
+    ("finetuning_type: full\nquantization_bit: 4\n", {"method": "full"}, {"quantization_bit"}),
+    ("finetuning_type: freeze\nfreeze_trainable_layers: 4\n", {"method": "full"}, {"finetuning_type"}),
+    ("finetuning_type: oft\n", {"method": "lora"}, {"finetuning_type"}),
+    ("optim: adamw_8bit\nmax_grad_norm: 0.5\n", {"optimizer": "adamw_8bit", "max_grad_norm": 0.5}, set()),
+    ("use_galore: true\ngalore_rank: 8\n", {"optimizer": "adamw"}, {"use_galore"}),
+    ("use_unsloth: true\nuse_dora: true\nupcast_lmhead_output: true\n", {}, {"use_unsloth", "use_dora",
+                                                                                "upcast_lmhead_output"}),
+    ("neat_packing: true\n", {}, {"neat_packing"}),
+    ("neat_packing: true\nflash_attn: fa2\n", {}, set()),
+    ("freeze_vision_tower: false\nfreeze_multi_modal_projector: false\n", {"train_tower": True}, set()),
+    ("freeze_vision_tower: false\n", {"train_tower": None}, {"freeze_vision_tower"}),
+    ("stage: pt\n", {}, set()),
+    ("stage: ppo\nreward_model: x/y\n", {}, {"stage"}),
+    ("fsdp: full_shard auto_wrap offload\n", {"sharding": "zero3", "offload_optimizer": True, "offload_params": True},
+     {"fsdp", "gpus"}),
+])
+def test_llamafactory_keys(text, settings, refused):
+    imp = import_config("model_name_or_path: Qwen/Qwen2.5-0.5B\ncutoff_len: 1024\n" + text)
+    assert imp.stack == "llamafactory"
+    for name, value in settings.items():
+        assert imp.setup_kwargs.get(name) == value, (name, imp.setup_kwargs)
+    assert {e.key for e in imp.not_honoured} == refused
+    imp.setup()
+
+
+def test_llamafactory_stage_decides_the_trainer_and_its_own_stages_are_refused():
+    assert lf("").trainer_kwargs == {"trainer": "sft"}
+    pt = import_config("model_name_or_path: x/y\nstage: pt\n")
+    assert pt.trainer_kwargs == {"trainer": "sft"} and any("pre-training" in e.detail for e in pt.read)
+    dpo = import_config("model_name_or_path: x/y\nstage: dpo\npref_beta: 0.2\npref_loss: sigmoid\n")
+    assert dpo.trainer_kwargs == {} and {e.key for e in dpo.not_honoured} == {"stage"}
+    assert {e.key for e in dpo.ignored} >= {"pref_beta", "pref_loss"}
+    rm = import_config("model_name_or_path: x/y\nstage: rm\n")
+    assert "value-head" in next(e.detail for e in rm.not_honoured if e.key == "stage")
+    marked = import_config("# will-it-fit: stack=llamafactory trainer=dpo gpus=2\nmodel_name_or_path: x/y\n"
+                           "stage: sft\n")
+    assert marked.trainer_kwargs == {"trainer": "sft"} and marked.setup_kwargs["gpus"] == 2
+
+
+def test_llamafactory_does_not_take_other_formats():
+    """Its fingerprint keys are in no other format's schema; a TRL file stays TRL's, an Axolotl file Axolotl's."""
+    from estimator.job.configs import llamafactory
+    from estimator.job.configs._fields import load_keys
+
+    others = set().union(*(load_keys(n) for n in ("axolotl", "trl", "torchtune", "litgpt", "mlx_lm")))
+    assert not (set(llamafactory._STRONG) | set(llamafactory._OWN_KEYS)) & others
+    assert set(llamafactory._STRONG) | set(llamafactory._OWN_KEYS) <= llamafactory.SCHEMA
+    assert trl_cfg("per_device_train_batch_size: 2\nbf16: true\n").format == "trl"
+    from estimator.job.configs import trl
+
+    assert {k: 2 if k in ("model_name_or_path", "per_device_train_batch_size") else 1
+            for k in llamafactory._SHARED_KEYS} == llamafactory._SHARED_KEYS  # trl.score's weights
+    assert set(llamafactory._SHARED_KEYS) <= set(trl._OWN_KEYS) & llamafactory.SCHEMA
 
 
 # ---- torchtune ----------------------------------------------------------------------------------------------------

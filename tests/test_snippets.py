@@ -27,7 +27,7 @@ LLAMA_REPO = "meta-llama/Llama-3.1-8B"
 PYTHON_STACKS = ("trl", "trainer", "unsloth", "plain")
 # The PyTorch stacks, whose scripts this file reads back; mlx_lm lora's YAML is read back in tests/test_mlx.py.
 TORCH_STACKS = tuple(s for s in STACKS if s != MLX_STACK)
-HF_OPTIM_STACKS = ("trl", "trainer", "unsloth", "axolotl")  # optimizer named by transformers' optim
+HF_OPTIM_STACKS = ("trl", "trainer", "unsloth", "axolotl", "llamafactory")  # optimizer named by transformers' optim
 ALL_LINEAR_NAMES = frozenset({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
 
 # The stacks that build the optimizer themselves name it by class (stated here, not read from the module).
@@ -288,6 +288,32 @@ def extract(stack: str, text: str) -> dict[str, object]:
         else:
             assert doc.get("adapter") in (None, "lora") and "bnb_config_kwargs" not in doc
             s["qlora"] = None
+    if stack == "llamafactory":
+        doc = yaml_doc(text)
+        s["doc"] = doc
+        s["batch"], s["max_len"], s["accum"] = doc["per_device_train_batch_size"], doc["cutoff_len"], \
+            doc["gradient_accumulation_steps"]
+        assert (doc["stage"], doc["do_train"]) == ("sft", True)
+        s["ckpt"] = not doc["disable_gradient_checkpointing"]
+        s["offload"] = doc.get("use_unsloth_gc", False)
+        s["optimizer"] = (doc["optim"], doc.get("optim_args"))
+        s["flags"] = (doc["bf16"], doc["fp16"], doc.get("pure_bf16", False))
+        s["clip"] = doc["max_grad_norm"]
+        s["attention"] = {"sdpa": "sdpa", "disabled": "eager"}[doc["flash_attn"]]
+        s["loss"] = "liger" if doc.get("enable_liger_kernel") else "hf"
+        if doc["finetuning_type"] == "lora":
+            assert doc["lora_dropout"] == 0.0
+            targets = "all-linear" if doc["lora_target"] == "all" else doc["lora_target"].split(",")
+            s["lora"] = (doc["lora_rank"], doc["lora_alpha"], targets)
+        else:
+            assert doc["finetuning_type"] == "full" and "lora_rank" not in doc
+            s["lora"] = None
+        if "quantization_bit" in doc:
+            assert (doc["quantization_bit"], doc["quantization_method"], doc["quantization_type"]) == (4, "bnb", "nf4")
+            s["qlora"] = {"double_quant": doc["double_quantization"], "compute": None}
+        else:
+            s["qlora"] = None
+        s["prep"] = "norms" if doc.get("upcast_layernorm") else "none"
     if stack == "torchtune":
         recipe, config, ov, removed = torchtune_overrides(words(text))
         s["recipe"], s["config"], s["removed"] = recipe, config, removed
@@ -413,6 +439,12 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
     elif stack == "axolotl":
         assert s["flags"] == (precision.bf16_flag, precision.fp16_flag)
         assert ("Axolotl loads the model in bf16" in notes) == (setup.precision == "mixed")
+    elif stack == "llamafactory":  # fp32 trained weights unless pure_bf16 (model/adapter.py:313-325)
+        pure = setup.method == "full" and setup.precision == "bf16" and setup.sharding != "zero3"
+        assert s["flags"] == (setup.precision in ("bf16", "mixed"), setup.precision == "fp16", pure)
+        assert ("no pure fp16" in notes) == (setup.method == "full" and setup.precision == "fp16")
+        assert ("loads the base in the checkpoint's dtype" in notes) == (lora and setup.precision in ("mixed",
+                                                                                                       "fp32"))
     elif stack == "torchtune":
         assert s["dtype"] == TORCHTUNE_DTYPE[setup.precision]
         assert ("torchtune has no autocast" in notes) == (setup.precision == "mixed")
@@ -420,7 +452,7 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
         mixed_qlora = qlora and setup.precision == "mixed"
         assert s["precision"] == ("bf16-true" if mixed_qlora else LITGPT_PRECISION[setup.precision])
         assert ("LitGPT refuses the combination" in notes) == mixed_qlora
-    if stack in ("trl", "trainer", "plain", "axolotl"):
+    if stack in ("trl", "trainer", "plain", "axolotl", "llamafactory"):
         assert s["attention"] == setup.attention
 
     # LoRA.
@@ -430,9 +462,11 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
         assert s["lora"] is None
     if stack in ("trainer", "plain"):
         assert s["adapter_cast"] == (lora and setup.adapter_dtype == "bf16")
+    if stack == "llamafactory":  # PEFT keeps LoRA adapters fp32 and no LLaMA-Factory key casts them
+        assert ("keeps them fp32" in notes) == (lora and setup.adapter_dtype == "bf16")
 
     # QLoRA: 4-bit, double quantisation, compute dtype, preparation.
-    if stack in ("trl", "trainer", "plain", "axolotl", "litgpt"):
+    if stack in ("trl", "trainer", "plain", "axolotl", "litgpt", "llamafactory"):
         assert (s["qlora"] is not None) == qlora
     if qlora:
         if stack in ("trl", "trainer", "plain"):
@@ -446,6 +480,10 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
             assert ("no key keeps them fp32" in notes) == (setup.qlora_prep != "none")
         elif stack == "litgpt":
             assert s["qlora"] == {"quantize": "bnb.nf4-dq" if setup.nf4_double_quant else "bnb.nf4"}
+        elif stack == "llamafactory":
+            assert s["qlora"]["double_quant"] == setup.nf4_double_quant
+            assert s["prep"] == ("norms" if setup.qlora_prep == "norms" else "none")
+            assert ("never calls prepare_model_for_kbit_training" in notes) == (setup.qlora_prep == "peft")
         elif stack == "unsloth":
             assert ("Unsloth keeps embeddings and norms in 16-bit" in notes) == (setup.qlora_prep != "none")
             assert ("always double-quantises" in notes) == (not setup.nf4_double_quant)
@@ -539,6 +577,11 @@ def test_multi_gpu_sharding(stack):
         assert "deepspeed" not in yaml_doc(training_snippet(LLAMA, resolve_setup(stack)))
     elif stack == "litgpt":
         assert "--devices" in words(text) and "optimizer offload" in comments(text)
+    elif stack == "llamafactory":
+        zero = yaml_doc(text)["deepspeed"]["zero_optimization"]
+        assert zero == {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True}}
+        assert "Run with: NPROC_PER_NODE=8 llamafactory-cli train" in comments(text)
+        assert "deepspeed" not in yaml_doc(training_snippet(LLAMA, resolve_setup(stack)))
     else:  # the stack has no ZeRO setting: said, not dropped
         assert "8 GPUs" in comments(text) and "Not expressible" in comments(text)
 
@@ -636,7 +679,7 @@ def test_sgd_gets_the_momentum_buffer_the_estimate_counts(stack):
     momentum = {"trl": ("sgd", "momentum=0.9"), "trainer": ("sgd", "momentum=0.9"),
                 "unsloth": ("sgd", "momentum=0.9"), "axolotl": ("sgd", "momentum=0.9"),
                 "torchtune": ("torch.optim.SGD", {"momentum": "0.9"}), "litgpt": ("torch.optim.SGD", {"momentum": 0.9}),
-                "plain": ("torch.optim.SGD", {"momentum": 0.9})}
+                "plain": ("torch.optim.SGD", {"momentum": 0.9}), "llamafactory": ("sgd", "momentum=0.9")}
     assert s["optimizer"] == momentum[stack]
 
 
@@ -648,7 +691,7 @@ def test_stack_none_is_the_trainer_script_and_languages():
     assert "per_device_train_batch_size=4" in text and "max_length=4096" in text
     assert {stack: snippet_language(resolve_setup(stack)) for stack in STACKS} == {
         "trl": "python", "trainer": "python", "unsloth": "python", "axolotl": "yaml", "torchtune": "bash",
-        "litgpt": "bash", "plain": "python", "mlx": "yaml"}
+        "litgpt": "bash", "plain": "python", "mlx": "yaml", "llamafactory": "yaml"}
 
 
 @pytest.mark.parametrize("stack", list(TORCH_STACKS))

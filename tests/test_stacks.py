@@ -28,6 +28,8 @@ DEFAULTS = [
     ("litgpt", "lora", (False, False, "chunked", "litgpt", "adamw_foreach", "bf16", "none")),
     ("litgpt", "qlora", (False, False, "chunked", "litgpt", "paged_adamw", "bf16", "none")),
     ("plain", "full", (False, False, "standard", "hf", "adamw_foreach", "fp32", "none")),
+    ("llamafactory", "lora", (True, False, "standard", "hf", "adamw", "fp32", "none")),
+    ("llamafactory", "qlora", (True, False, "standard", "hf", "adamw", "fp32", "none")),
 ]
 
 
@@ -77,6 +79,7 @@ def test_checkpointing_off_takes_the_stacks_offloading_with_it():
 @pytest.mark.parametrize(("stack", "loss", "why"), [
     ("trl", "fused", "TRL 1.16 raises"), ("torchtune", "fused", "no fused"), ("litgpt", "standard", "always"),
     ("plain", "chunked", "own loss"), ("trainer", "chunked", "no chunked loss"),
+    ("llamafactory", "chunked", "Trainer's loss on the full logits"),
 ])
 def test_a_loss_the_stack_cannot_do_is_refused_with_the_reason(stack, loss, why):
     with pytest.raises(ValueError, match=why):
@@ -181,3 +184,54 @@ def test_with_method_drops_the_optimizer_step_in_backward_for_adapters():
     assert with_method(full, "lora").optimizer_in_bwd is False
     assert with_method(with_method(full, "lora"), "full").optimizer_in_bwd is False  # not remembered: a new choice
     assert with_method(full, "full").optimizer_in_bwd is True
+
+
+def test_llamafactory_defaults_are_its_releases():
+    """LLaMA-Factory 0.9.5's own defaults (options/stacks.py cites each): LoRA rank 8 on every linear, cutoff_len
+    2048, reentrant checkpointing on, NF4 with double quantisation, fp32 adapters on a 16-bit or 4-bit base."""
+    from estimator.options.stacks import LLAMAFACTORY_VERSION
+
+    s = resolve_setup("llamafactory", method="qlora")
+    assert (s.lora_rank, s.seq_len, s.batch, s.lora_layers, s.quant_mode, s.nf4_double_quant) == (8, 2048, 1, 0, "nf4",
+                                                                                                  True)
+    assert s.lora_targets == ("all-linear",) and s.max_grad_norm == 1.0 and not s.load_16bit_first
+    assert LLAMAFACTORY_VERSION == "llamafactory 0.9.5 (transformers ≤ 5.6.0, PEFT 0.18.1, TRL ≤ 0.24.0)"
+    assert get_stack("llamafactory").loss_impl("fused") == "liger"
+    # the fused loss (enable_liger_kernel) keeps no logits: less than the standard loss at a long length
+    long = resolve_setup("llamafactory", method="lora", seq_len=8192)
+    assert estimate(LLAMA, replace_loss(long, "fused")).total_bytes < estimate(LLAMA, long).total_bytes
+
+
+def replace_loss(setup, loss):
+    return resolve_setup(setup.stack, method=setup.method, seq_len=setup.seq_len, loss=loss)
+
+
+@pytest.mark.parametrize("trainer", ["dpo", "orpo", "simpo", "kto", "grpo", "reward"])
+def test_llamafactory_prices_sft_only_and_says_why(trainer):
+    """Its DPO/KTO/RM steps are its own (full fp32 logits, a value head), not TRL 1.16's: refused with the reason in
+    the check, the estimate and the CLI alike."""
+    from estimator.job.trainer import TrainerSetup, check
+
+    setup = resolve_setup("llamafactory", method="lora", batch=2)
+    for call in (lambda: check(setup, TrainerSetup(trainer)), lambda: estimate(LLAMA, setup,
+                                                                              trainer=TrainerSetup(trainer))):
+        with pytest.raises(ValueError, match="LLaMA-Factory runs its own"):
+            call()
+    check(setup, TrainerSetup("sft"))
+
+
+def test_llamafactory_refuses_adapters_on_the_last_layers():
+    with pytest.raises(ValueError, match="lora_target names modules"):
+        resolve_setup("llamafactory", method="lora", lora_layers=4)
+
+
+def test_cli_llamafactory_stack(capsys):
+    assert main(["--json", "--stack", "llamafactory", "--method", "qlora"]) == 0
+    doc = json.loads(capsys.readouterr().out)["setup"]
+    assert (doc["stack"], doc["lora_rank"], doc["grad_ckpt"], doc["loss_impl"], doc["adapter_dtype"]) == (
+        "llamafactory", 8, True, "hf", "fp32")
+    with pytest.raises(SystemExit) as exc:
+        main(["--stack", "llamafactory", "--trainer", "dpo"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "LLaMA-Factory runs its own DPO step" in err and "\n" not in err

@@ -13,7 +13,7 @@ from estimator.job.stack import resolve_setup
 from estimator.job.trainer import fix_generations, policy_setup, trainer_json
 from estimator.memory.result import component_keys
 from estimator.memory.trainers import kv_cache_bytes
-from estimator.options.stacks import STACK_IDS
+from estimator.options.stacks import STACK_IDS, STACKS
 from estimator.options.trainers import (
     GRPO_MAX_COMPLETION_LENGTH,
     GRPO_NUM_GENERATIONS,
@@ -200,7 +200,8 @@ PROPERTY_MODELS = ("qwen2.5-0.5b", "llama-3.2-1b", "gemma-2-2b", "phi-3-mini", "
 @SETTINGS
 @given(model=st.sampled_from(PROPERTY_MODELS), method=st.sampled_from(["full", "lora", "qlora"]),
        precision=st.sampled_from(["bf16", "mixed", "fp32"]), batch=st.integers(1, 16), seq_len=st.integers(16, 8192),
-       grad_ckpt=st.booleans(), stack=st.sampled_from([s for s in STACK_IDS if s != "mlx"]),  # mlx-lm: SFT only
+       grad_ckpt=st.booleans(),  # mlx-lm and LLaMA-Factory are priced for SFT only
+       stack=st.sampled_from([s for s in STACK_IDS if "dpo" in STACKS[s].trainers]),
        precompute=st.booleans(),
        layout=st.sampled_from([(1, "none"), (4, "none"), (8, "zero2"), (8, "zero3")]))
 def test_dpo_never_below_sft(model, method, precision, batch, seq_len, grad_ckpt, stack, precompute, layout):

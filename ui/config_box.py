@@ -108,7 +108,8 @@ def _set_setup(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
     ss["attn"] = s.get("attention", TABLE["attn"].default)
     ss["batch"] = _clamped("batch", s.get("batch", TABLE["batch"].default))
     ss["max_len"] = _clamped("max_len", s.get("seq_len", TABLE["max_len"].default))
-    ss["rank"] = _ladder("rank", s.get("lora_rank", TABLE["rank"].default), _("LoRA rank"), notes)
+    # a rank the config leaves out is the stack's, as picking the stack by hand sets it (ui/inputs.py _stack_chosen)
+    ss["rank"] = _ladder("rank", s.get("lora_rank", get_stack(imported.stack).lora_rank), _("LoRA rank"), notes)
     targets = s.get("lora_targets", ("all-linear",))
     if spec is not None:
         targets, note = fit_targets(spec, tuple(targets))
@@ -124,6 +125,8 @@ def _set_setup(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
     ss["in_bwd"] = bool(s.get("optimizer_in_bwd", False))
     dq = s.get("nf4_double_quant")
     ss["dq"] = AUTO if dq is None else ("true" if dq else "false")
+    if spec is not None and spec.tower_kind:  # the toggle exists for multimodal models only (ui/inputs.py)
+        ss["tower"] = bool(s.get("train_tower", False))
     _set_mlx(imported, spec, notes)
     left = [_(label) for key, label in _NOT_IN_SIDEBAR.items() if key in s]
     if left:

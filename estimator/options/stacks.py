@@ -106,6 +106,11 @@ HOST_LOADS: dict[str, str] = {
     "state_dict": N_("the whole checkpoint read into a CPU state dict, then copied into the model on the GPU"),
     "direct": N_("one tensor at a time, read from the memory-mapped file straight to the GPU"),
 }
+# LLaMA-Factory: the release read (tag v0.9.5, 30 May 2026, commit 7af9095) and the transformers, PEFT and TRL
+# versions its pyproject.toml allows (transformers>=4.55.0,<=5.6.0; peft>=0.18.0,<=0.18.1; trl>=0.18.0,<=0.24.0).
+LLAMAFACTORY_RELEASE = "0.9.5"
+LLAMAFACTORY_VERSION = f"llamafactory {LLAMAFACTORY_RELEASE} (transformers ≤ 5.6.0, PEFT 0.18.1, TRL ≤ 0.24.0)"
+_LF = f"llamafactory {LLAMAFACTORY_RELEASE} src/llamafactory/"
 _HF_LOAD = ("transformers 5.24 modeling_utils.py:4557-4586 _load_pretrained_model: the safetensors shards are opened "
             "with safe_open(backend='mmap') and each tensor materialised on its device_map entry")
 
@@ -370,6 +375,77 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         },
         unavailable={"chunked": N_("a plain loop computes the model's own loss; choose 'standard'"),
                      "fused": N_("a plain loop computes the model's own loss; choose 'standard'")},
+    ),
+    Stack(
+        trainers=("sft",), backend_refusals={"cpu": PYTORCH_NO_CPU},
+        no_layer_selection=N_("LLaMA-Factory's lora_target names modules, which get adapters in every layer "
+                              "(model/adapter.py:204-213, 0.9.5); its per-layer switch, freeze_trainable_layers, "
+                              "trains whole layers without adapters (finetuning_type: freeze)"),
+        trainers_refusal=N_("LLaMA-Factory runs its own {trainer} step, not TRL 1.16's: its DPO, ORPO, SimPO and KTO "
+                            "trainers build the full-vocabulary logits, upcast them to fp32 and keep their log-softmax "
+                            "(train/dpo/trainer.py:219-252, train/kto/trainer.py:179), its reward model is TRL's "
+                            "value-head model, which upcasts the full logits too (train/rm/trainer.py:98), and it has "
+                            "no GRPO stage; only stage sft (and pt, the same step) is modelled for this stack"),
+        id="llamafactory", label="LLaMA-Factory", version=LLAMAFACTORY_VERSION,
+        summary=N_("LLaMA-Factory's llamafactory-cli train (SFT): checkpointing on (reentrant), the Trainer's standard "
+                "loss on fp32-upcast logits (enable_liger_kernel: fused), fused AdamW, LoRA rank 8 on every linear but "
+                "the head, fp32 adapters; QLoRA quantises on load (NF4, double quantisation) with no fp32 upcast. Full "
+                "fine-tuning casts the trained weights to fp32 under bf16 autocast unless pure_bf16 (choose "
+                "'mixed' precision; 'bf16' is pure_bf16)."),
+        grad_ckpt=True, offload_activations=False, loss="standard",
+        loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
+        adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
+        load_16bit_first=False, max_grad_norm=1.0,
+        batch=1, seq_len=2048, lora_rank=8, lora_dropout=0.0, host_load="direct",
+        sources={
+            "host_load": f"{_LF}hparams/model_args.py:109-112 low_cpu_mem_usage=True and hparams/parser.py:517 "
+                         "device_map={'': the current device}, kept by model/patcher.py:370-376 except under ZeRO-3 or "
+                         "FSDP; model/loader.py:155 torch_dtype='auto' (the checkpoint's dtype): " + _HF_LOAD,
+            "grad_ckpt": f"{_LF}hparams/model_args.py:145-152 disable_gradient_checkpointing=False, "
+                         "use_reentrant_gc=True; model/patcher.py:413-420 and model/model_utils/checkpointing.py:164-178 "
+                         "enable it on every trainable model (gradient_checkpointing_kwargs={'use_reentrant': True}); "
+                         "checkpointing.py:80-103 checkpoints only the layers with trainable parameters",
+            "offload_activations": f"{_LF}hparams/model_args.py:133-136 use_unsloth_gc=False; when true, "
+                                   "model/model_utils/checkpointing.py:43-77 UnslothGradientCheckpointing moves each "
+                                   "checkpointed layer's input to CPU RAM",
+            "loss": f"{_LF}train/sft/trainer.py:150-162 CustomSeq2SeqTrainer.compute_loss = the Trainer's: the model's "
+                    "ForCausalLMLoss (transformers 5.6 loss/loss_utils.py:45-67, logits.float()); "
+                    "hparams/model_args.py:137-140 enable_liger_kernel=False, when true model/loader.py:142 and "
+                    "model/model_utils/liger_kernel.py apply Liger with its fused linear cross-entropy for stage pt/sft",
+            "optimizer": f"{_LF}train/trainer_utils.py:527-548 create_custom_optimizer builds none unless GaLore, "
+                         "APOLLO, LoRA+, BAdam, Adam-mini or Muon is asked for, so transformers 5.6 training_args.py:"
+                         "811-820 optim='adamw_torch_fused' (torch ≥ 2.8) applies",
+            "adapter_dtype": f"{_LF}model/adapter.py:313-325 cast_trainable_params_to_fp32 (not under pure_bf16, BAdam "
+                             "or ZeRO-3 without quantisation) and :286-288 cast the adapters to fp32; PEFT 0.18 "
+                             "get_peft_model(autocast_adapter_dtype=True) keeps them fp32 in every case",
+            "qlora_adapter_dtype": f"{_LF}model/adapter.py:313-325: a quantised model's trainable parameters are cast "
+                                   "to fp32 (:286-288)",
+            "qlora_prep": f"{_LF}: no prepare_model_for_kbit_training anywhere in src/llamafactory; embeddings, norms "
+                          "and head stay in the checkpoint's dtype (model/loader.py:155 torch_dtype='auto'); "
+                          "hparams/model_args.py:153-156 upcast_layernorm=False (true: the norms in fp32, "
+                          "model/model_utils/checkpointing.py:151-155)",
+            "nf4_double_quant": f"{_LF}hparams/model_args.py:287-294 quantization_type='nf4', double_quantization=True;"
+                                " model/model_utils/quantization.py:171-179 BitsAndBytesConfig(load_in_4bit=True, "
+                                "bnb_4bit_use_double_quant=..., bnb_4bit_quant_storage=compute dtype)",
+            "load_16bit_first": f"{_LF}model/model_utils/quantization.py:166-192: quantization_config goes to "
+                                "from_pretrained with device_map {'': current device}: quantised while loading",
+            "max_grad_norm": "transformers 5.6 training_args.py:871-873 max_grad_norm=1.0 (LLaMA-Factory keeps it)",
+            "batch": "transformers 5.6 training_args.py:782 per_device_train_batch_size=8 when a config leaves it out "
+                     "(the importer's default); the stack's baseline is one example, like the other PyTorch stacks",
+            "seq_len": f"{_LF}hparams/data_args.py:46-49 cutoff_len=2048 (:185-189: packing trains cutoff_len - 1)",
+            "lora_rank": f"{_LF}hparams/finetuning_args.py:77-80 lora_rank=8; :81-90 lora_target='all': "
+                         "model/adapter.py:205-206 find_all_linear_modules (model/model_utils/misc.py:28-52: every "
+                         "Linear but lm_head, and not the vision tower while freeze_vision_tower)",
+            "lora_dropout": f"{_LF}hparams/finetuning_args.py:73-76 lora_dropout=0.0",
+            "quant_mode": f"{_LF}hparams/model_args.py:279-290 quantization_method='bnb', quantization_type='nf4'",
+            "allocator_conf": f"{_LF}launcher.py:80-83: on several GPUs llamafactory-cli launches torchrun with "
+                              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (OPTIM_TORCH, on by default); one GPU "
+                              "runs in-process with PyTorch's defaults, which the estimate counts",
+            "model_code": f"{_LF}model/loader.py:152-172: transformers' AutoModelForCausalLM (use_unsloth: Unsloth's "
+                          "FastLanguageModel, model/model_utils/unsloth.py, which the unsloth stack prices)",
+        },
+        unavailable={"chunked": N_("LLaMA-Factory's SFT computes the Trainer's loss on the full logits (train/sft/"
+                                   "trainer.py); choose 'standard' or 'fused' (enable_liger_kernel)")},
     ),
     Stack(
         framework="mlx", trainers=("sft",), dora=True, full_trains_last_layers=True, quantizer="mlx", backend="metal",

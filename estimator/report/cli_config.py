@@ -1,5 +1,5 @@
-"""The CLI's training-config flags: `--from-config PATH` (an Axolotl, TRL, torchtune, LitGPT or mlx-lm file; the flags
-given beside it win), `--override KEY=VALUE` (torchtune's command-line overrides) and `--export-config PATH`
+"""The CLI's training-config flags: `--from-config PATH` (an Axolotl, TRL, torchtune, LitGPT, mlx-lm or LLaMA-Factory
+file; the flags given beside it win), `--override KEY=VALUE` (torchtune's command-line overrides) and `--export-config PATH`
 (the stack's config file for the estimate; '-' prints it instead of the report).
 
 Flags given beside the config win: every setup and trainer flag defaults to None, so a flag the user typed is told
@@ -34,7 +34,7 @@ FLAG_DEFAULTS: dict[str, Any] = {
 _SETUP_FLAGS = ("method", "precision", "optimizer", "batch", "seq_len", "grad_ckpt", "offload_activations",
                 "attention", "loss", "lora_rank", "lora_targets", "gpus", "sharding", "offload_optimizer",
                 "grad_accum", "compile", "optimizer_in_bwd", "offload_params", "lora_layers", "dora", "quant_mode",
-                "quant_bits", "quant_group")
+                "quant_bits", "quant_group", "train_tower")
 _FLAG_DEST = {"quant_mode": "quant"}  # settings whose flag has another dest (--quant)
 _LORA_FLAGS = ("lora_rank", "lora_targets", "dora")
 _TRAINER_FLAGS = ("trainer", "beta", "precompute_ref", "num_generations", "prompt_len", "completion_len",
@@ -43,7 +43,7 @@ _TRAINER_FLAGS = ("trainer", "beta", "precompute_ref", "num_generations", "promp
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training configs (Axolotl 0.19.0, TRL 1.16.0 / transformers 5.24, torchtune 0.6.1, "
-                             "LitGPT 0.5.13, mlx-lm 0.32.2)")
+                             "LitGPT 0.5.13, mlx-lm 0.32.2, LLaMA-Factory 0.9.5)")
     g.add_argument("--from-config", metavar="PATH",
                    help="read the setup from a training config (YAML or JSON); flags given beside it win")
     g.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
@@ -150,8 +150,17 @@ def fill_defaults(args: argparse.Namespace) -> None:
 
 
 def fit_config_targets(args: argparse.Namespace, spec: ModelSpec | None, setup: TrainingSetup) -> TrainingSetup:
-    """torchtune's and LitGPT's LoRA switches name Llama's modules: on another model they become its own."""
-    if spec is None or args.config_import is None or "lora_targets" not in dict(args.config_import.settings):
+    """torchtune's and LitGPT's LoRA switches name Llama's modules: on another model they become its own. A config
+    that trains the vision tower (LLaMA-Factory's freeze_vision_tower: false) names a model without one: the tool
+    has nothing to unfreeze (model/model_utils/visual.py:173-193 acts on multimodal models only), so neither does
+    the estimate."""
+    if spec is None or args.config_import is None:
+        return setup
+    settings = dict(args.config_import.settings)
+    if settings.get("train_tower") and setup.train_tower and not spec.tower_kind:
+        args.config_notes.append(f"{spec.name[:80]} has no vision tower: the config's tower training changes nothing")
+        setup = replace(setup, train_tower=False)
+    if "lora_targets" not in settings:
         return setup
     fitted, note = fit_targets(spec, setup.lora_targets)
     if note:

@@ -1,10 +1,10 @@
-"""Import a training config: an Axolotl, TRL (and transformers TrainingArguments), torchtune, LitGPT or mlx-lm file → the
-user's job as the estimate takes it: the model it names, the stack (which follows from the format), the settings
-for `resolve_setup`, the trainer's settings, and three lists: what was read (key → value → our setting), what was
-ignored because it changes no memory, and what could not be honoured, with the reason.
+"""Import a training config: an Axolotl, TRL (and transformers TrainingArguments), torchtune, LitGPT, mlx-lm or
+LLaMA-Factory file → the user's job as the estimate takes it: the model it names, the stack (which follows from the
+format), the settings for `resolve_setup`, the trainer's settings, and three lists: what was read (key → value → our
+setting), what was ignored because it changes no memory, and what could not be honoured, with the reason.
 
-One module per format (axolotl.py, trl.py, torchtune.py, litgpt.py, mlx_lm.py), each mapped from that project's own
-config schema at the version the stack models; a new format is one more module in FORMATS. Reading is safe: at most 1 MB, PyYAML's safe loader or json, limits on depth and size (_read.py).
+One module per format (axolotl.py, trl.py, torchtune.py, litgpt.py, mlx_lm.py, llamafactory.py), each mapped from
+that project's own config schema at the version the stack models; a new format is one more module in FORMATS. Reading is safe: at most 1 MB, PyYAML's safe loader or json, limits on depth and size (_read.py).
 
 Pure Python; no network: a model named by Hub id is returned as a reference (ModelRef) for the caller to read
 through estimator.models.hub (`model_choice`)."""
@@ -22,7 +22,7 @@ from ...options.trainers import GENERATION_MODES, TRAINERS
 from ..setup import MAX_SEQ_LEN
 from ..stack import resolve_setup
 from ..trainer import TrainerSetup
-from . import axolotl, litgpt, mlx_lm, torchtune, trl
+from . import axolotl, litgpt, llamafactory, mlx_lm, torchtune, trl
 from ._fields import MISSING, Entry, ReadContext, Reader
 from ._models import ModelRef, fit_targets, ref_from_name
 from ._read import MAX_CONFIG_BYTES, ConfigError, decode, marker, parse_text, printable
@@ -36,10 +36,10 @@ if TYPE_CHECKING:
 __all__ = ["FORMATS", "MAX_CONFIG_BYTES", "ConfigError", "Entry", "ImportedConfig", "ModelRef", "fit_targets",
            "import_config", "model_choice"]
 
-FORMATS: tuple[ModuleType, ...] = (axolotl, trl, torchtune, litgpt, mlx_lm)
+FORMATS: tuple[ModuleType, ...] = (axolotl, trl, torchtune, litgpt, mlx_lm, llamafactory)
 FORMAT_IDS: tuple[str, ...] = tuple(f.ID for f in FORMATS)
 _MODEL_KEYS = {"axolotl": "base_model", "trl": "model_name_or_path", "torchtune": "model._component_",
-               "litgpt": "checkpoint_dir", "mlx_lm": "model"}
+               "litgpt": "checkpoint_dir", "mlx_lm": "model", "llamafactory": "model_name_or_path"}
 # Formats whose reader may take the model from the export's marker over the file's own key (torchtune's template
 # config, mlx-lm's converted folder).
 _MARKER_MODEL = ("torchtune", "mlx_lm")
@@ -54,8 +54,6 @@ _OTHER_TOOLS: tuple[tuple[Callable[[dict[str, Any]], bool], str], ...] = (
     (lambda d: "model_type" in d and any(k in d for k in ("hidden_size", "architectures", "num_hidden_layers",
                                                           "text_config")),
      N_("a model's config.json, not a training config: choose it in the Model section (upload) or pass --config")),
-    (lambda d: "finetuning_type" in d or ("stage" in d and "cutoff_len" in d),
-     N_("a LLaMA-Factory config: that tool is not one of the stacks modelled")),
 )
 
 
@@ -119,8 +117,8 @@ def _detect(doc: dict[str, Any], mark: dict[str, str]) -> tuple[ModuleType, str]
     scores = sorted(((f.score(doc), i) for i, f in enumerate(FORMATS)), reverse=True)
     (best, i), (second, j) = scores[0], scores[1]
     if best < 2:
-        raise ConfigError(Text(N_("not a training config of Axolotl, TRL (or transformers), torchtune, LitGPT or "
-                                  "mlx-lm: none of their keys is in it")))
+        raise ConfigError(Text(N_("not a training config of Axolotl, TRL (or transformers), torchtune, LitGPT, "
+                                  "mlx-lm or LLaMA-Factory: none of their keys is in it")))
     if best == second:
         raise ConfigError(Text(N_("the keys fit both {a} and {b}; add the export's marker line (# will-it-fit: "
                                   "stack=…) to say which"), a=FORMATS[i].TOOL, b=FORMATS[j].TOOL))

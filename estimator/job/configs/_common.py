@@ -119,9 +119,12 @@ def _zero_block(doc: Any) -> tuple[int, bool, bool] | None:
     return stage, offloaded("offload_optimizer"), offloaded("offload_param")
 
 
-def deepspeed(reader: Reader, key: str, attachment: Callable[[str], bytes | None]) -> None:
-    """A `deepspeed:` value: the name of a shipped config, a path to a JSON file attached with the config, or the
-    config itself inline → sharding, optimizer offload; parameter offload is said, not modelled."""
+def deepspeed(reader: Reader, key: str, attachment: Callable[[str], bytes | None],
+              shipped: dict[str, tuple[int, bool, bool]] | None = None,
+              shipped_label: str = N_("Axolotl's deepspeed_configs/{name}")) -> None:
+    """A `deepspeed:` value: the name of a shipped config (`shipped`, by file name: Axolotl's unless told), a path to
+    a JSON file attached with the config, or the config itself inline → sharding, optimizer and parameter offload."""
+    shipped = SHIPPED_DEEPSPEED if shipped is None else shipped
     value = reader.get(key)
     block = None
     if isinstance(value, dict):
@@ -137,9 +140,9 @@ def deepspeed(reader: Reader, key: str, attachment: Callable[[str], bytes | None
                 reader.refuse(key, Text(N_("the attached {name} is not a DeepSpeed JSON config"), name=name))
                 return
             where = Text(N_("the attached {name}"), name=name)
-        elif name in SHIPPED_DEEPSPEED:
-            block = SHIPPED_DEEPSPEED[name]
-            where = Text(N_("Axolotl's deepspeed_configs/{name}"), name=name)
+        elif name in shipped:
+            block = shipped[name]
+            where = Text(shipped_label, name=name)
         else:
             reader.refuse(key, Text(N_("the DeepSpeed file {name} was not given: upload it with the config (CLI: "
                                        "keep it beside the config) to read its ZeRO stage and offload"),

@@ -35,7 +35,8 @@ SETTING_NAMES: dict[str, str] = {
     "vllm_gpu_util": N_("vLLM memory share"), "vllm_sleep": N_("vLLM sleep mode"),
     "lora_layers": N_("trained blocks (the last N; 0 = all)"), "dora": N_("DoRA"),
     "quant_mode": N_("QLoRA quantisation"), "quant_bits": N_("quantisation bits"),
-    "quant_group": N_("quantisation group size"),
+    "quant_group": N_("quantisation group size"), "train_tower": N_("vision tower trained"),
+    "qlora_prep": N_("QLoRA preparation"),
 }
 TRAINER_FIELDS = frozenset({"trainer", "beta", "precompute_ref", "num_generations", "prompt_len", "completion_len",
                             "generation", "vllm_gpu_util", "vllm_sleep"})

@@ -9,6 +9,8 @@
 - MLX-LM: mlx-lm's lora_config.yaml for `mlx_lm.lora --config FILE` (SFT only: the stack refuses the other
   trainers); a base to quantise or cast is converted first with mlx_lm.convert (the command in the header, the model
   and conversion in the marker), and the file trains on the converted folder;
+- LLaMA-Factory: the YAML `llamafactory-cli train FILE` reads (its hparams dataclasses' keys and transformers'
+  TrainingArguments'), SFT only (its DPO, KTO and reward steps are its own, which the estimate does not price);
 - HF Trainer, plain PyTorch loop, Unsloth: these have no config file of their own. Theirs is the same YAML under
   transformers TrainingArguments' and TRL ModelConfig's names, which a script reads with HfArgumentParser; the
   first line, a comment every tool ignores, names the stack, so importing it gives back the same stack.
@@ -27,6 +29,7 @@ from ._common import ExportedConfig
 from .axolotl import _export_axolotl
 from .hf import _export_hf
 from .litgpt import _export_litgpt
+from .llamafactory import _export_llamafactory
 from .mlx_lm import _export_mlx
 from .torchtune import _export_torchtune
 
@@ -37,7 +40,8 @@ if TYPE_CHECKING:
 __all__ = ["ExportedConfig", "export_config"]
 
 _WRITERS = {"axolotl": _export_axolotl, "mlx": _export_mlx, "torchtune": _export_torchtune, "litgpt": _export_litgpt,
-            "trl": _export_hf, "trainer": _export_hf, "unsloth": _export_hf, "plain": _export_hf}
+            "trl": _export_hf, "trainer": _export_hf, "unsloth": _export_hf, "plain": _export_hf,
+            "llamafactory": _export_llamafactory}
 
 
 def export_config(spec: ModelSpec, setup: TrainingSetup, trainer: TrainerSetup | None = None) -> ExportedConfig:

@@ -1,8 +1,9 @@
 """A copyable training script, config or command for the setup's training stack (TRL, the HF Trainer, Unsloth,
-Axolotl, torchtune, LitGPT, a plain PyTorch loop or mlx_lm lora) that runs what the estimate describes: the same micro-batch,
-max length, checkpointing and offloading, dtypes, optimizer, loss, LoRA rank and targets, QLoRA settings and
-sharding. Every fact about an option is read from estimator.options (its stacks too); a setting the stack's
-tool cannot express is said in a comment, never dropped. Pure text generation: no imports beyond the estimator."""
+Axolotl, torchtune, LitGPT, a plain PyTorch loop, mlx_lm lora or LLaMA-Factory) that runs what the estimate
+describes: the same micro-batch, max length, checkpointing and offloading, dtypes, optimizer, loss, LoRA rank and
+targets, QLoRA settings and sharding. Every fact about an option is read from estimator.options (its stacks too); a
+setting the stack's tool cannot express is said in a comment, never dropped. Pure text generation: no imports beyond
+the estimator."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from .axolotl import _axolotl
 from .common import _header, _stack_id
 from .hf_trainer import _trainer
 from .litgpt import _litgpt
+from .llamafactory import _llamafactory
 from .mlx import _mlx
 from .plain import _plain
 from .torchtune import _torchtune
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 
 _WRITERS: dict[str, Callable[[ModelSpec, TrainingSetup, list[str]], list[str]]] = {
     "trl": _trl, "trainer": _trainer, "unsloth": _unsloth, "axolotl": _axolotl, "torchtune": _torchtune,
-    "litgpt": _litgpt, "plain": _plain, "mlx": _mlx,
+    "litgpt": _litgpt, "plain": _plain, "mlx": _mlx, "llamafactory": _llamafactory,
 }
 
 
