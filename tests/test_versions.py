@@ -183,14 +183,14 @@ def test_package_the_stack_does_not_use_is_ignored_quietly():
 
 
 def test_stack_the_file_implies_but_we_do_not_model():
-    text = "llamafactory==0.9.5\ntransformers==5.2.0\npeft==0.17.1\ntorch==2.8.0\n"
+    text = "ms_swift==3.4.0\ntransformers==5.2.0\npeft==0.17.1\ntorch==2.8.0\n"
     assert _error(resolve_versions, "trl", text, stack_given=False) == (
-        "the package list names LLaMA-Factory (llamafactory 0.9.5), a stack this estimate does not model, and not "
+        "the package list names ms-swift (ms-swift 3.4.0), a stack this estimate does not model, and not "
         "trl (TRL): choose the stack you run")
-    assert _error(resolve_versions, "trl", "ms_swift==3.4.0\n", stack_given=False).startswith(
-        "the package list names ms-swift (ms-swift 3.4.0)")
+    assert _error(resolve_versions, "trl", "xtuner==0.2.0\n", stack_given=False).startswith(
+        "the package list names XTuner (xtuner 0.2.0)")
     chosen = resolve_versions("trainer", text)  # the user chose the Trainer stack: recorded, not refused
-    assert chosen.unmodelled == ("LLaMA-Factory",) and chosen.as_json()["unmodelled_frameworks"] == ["LLaMA-Factory"]
+    assert chosen.unmodelled == ("ms-swift",) and chosen.as_json()["unmodelled_frameworks"] == ["ms-swift"]
     assert resolve_versions("trl", text + "trl==0.24.0\n", stack_given=False)["trl"] == Version("0.24.0")
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from ..i18n import N_
+from ..i18n import N_, Text
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -78,6 +78,8 @@ PACKAGES: dict[str, PackageRange] = {r.package: r for r in (
     _r("litgpt", "0.5.4", "0.5.13", "0.5.4 (2024-12-23): the first release in the window; newest: stacks.py"),
     _r("mlx", "0.21.0", "0.32.4", f"{_WINDOW}; newest: stacks.py"),
     _r("mlx-lm", "0.20.0", "0.32.2", f"{_WINDOW}; newest: stacks.py"),
+    _r("llamafactory", "0.9.5", "0.9.5", "the release the stack's sources were read at (stacks.py); older releases "
+                                        "were not read"),
 )}
 
 # The stacks' packages. A stack whose newest framework release pins or caps a dependency below its global newest takes
@@ -86,6 +88,12 @@ _OVERRIDES: dict[str, dict[str, PackageRange]] = {
     "unsloth": {
         "transformers": _r("transformers", "4.46.0", "5.17.0", "unsloth 2026.10.9 METADATA: transformers<=5.17.0"),
         "trl": _r("trl", "0.12.0", "1.15.0", "unsloth 2026.10.9 METADATA: trl<=1.15.0"),
+    },
+    "llamafactory": {
+        "transformers": _r("transformers", "4.55.0", "5.6.0", "llamafactory 0.9.5 pyproject.toml: "
+                                                            "transformers>=4.55.0,<=5.6.0"),
+        "peft": _r("peft", "0.18.0", "0.18.1", "llamafactory 0.9.5 pyproject.toml: peft>=0.18.0,<=0.18.1"),
+        "trl": _r("trl", "0.18.0", "0.24.0", "llamafactory 0.9.5 pyproject.toml: trl>=0.18.0,<=0.24.0"),
     },
     "axolotl": {
         "transformers": _r("transformers", "4.46.0", "5.16.1", "axolotl 0.19.0 METADATA: transformers==5.16.1"),
@@ -102,6 +110,7 @@ _STACK_PACKAGE_NAMES: dict[str, tuple[str, ...]] = {
     "litgpt": ("litgpt", "bitsandbytes", "torch"),
     "plain": ("torch", "transformers", "peft", "bitsandbytes"),
     "mlx": ("mlx", "mlx-lm"),
+    "llamafactory": ("llamafactory", "transformers", "peft", "trl", "bitsandbytes", "torch"),
 }
 STACK_PACKAGES: dict[str, tuple[PackageRange, ...]] = {
     stack: tuple(_OVERRIDES.get(stack, {}).get(name, PACKAGES[name]) for name in names)
@@ -112,10 +121,10 @@ STACK_PACKAGES: dict[str, tuple[PackageRange, ...]] = {
 # that names one of those and not the chosen stack's own is a stack the estimate does not model.
 STACK_FRAMEWORK: dict[str, str] = {
     "trl": "trl", "trainer": "transformers", "unsloth": "unsloth", "axolotl": "axolotl", "torchtune": "torchtune",
-    "litgpt": "litgpt", "plain": "torch", "mlx": "mlx-lm",
+    "litgpt": "litgpt", "plain": "torch", "mlx": "mlx-lm", "llamafactory": "llamafactory",
 }
 UNMODELLED_FRAMEWORKS: dict[str, str] = {
-    "llamafactory": "LLaMA-Factory", "ms-swift": "ms-swift", "xtuner": "XTuner", "openrlhf": "OpenRLHF",
+    "ms-swift": "ms-swift", "xtuner": "XTuner", "openrlhf": "OpenRLHF",
     "verl": "verl", "torchtitan": "torchtitan",
 }
 
@@ -408,7 +417,7 @@ def _key(version: object) -> tuple[int, ...]:
     try:
         release = (version if isinstance(version, Version) else Version(str(version))).release
     except InvalidVersion as exc:
-        raise ValueError(f"not a PEP 440 version: {str(version)[:40]!r}") from exc
+        raise ValueError(Text(N_("not a PEP 440 version: {version}"), version=repr(str(version)[:40]))) from exc
     parts = list(release)
     while len(parts) > 1 and parts[-1] == 0:
         parts.pop()
@@ -428,7 +437,7 @@ def in_range(version: object, r: PackageRange) -> bool:
 def get_fork(fork_id: str) -> Fork:
     """A fork by id; ValueError listing none (the ids are code's, not the user's)."""
     if fork_id not in FORKS:
-        raise ValueError(f"unknown fork {fork_id!r}")
+        raise ValueError(Text(N_("unknown version fork {fork}"), fork=repr(str(fork_id)[:40])))
     return FORKS[fork_id]
 
 
@@ -448,7 +457,8 @@ def fork_applies(fork_id: str, versions: Mapping[str, object]) -> bool:
 def stack_packages(stack: str) -> tuple[PackageRange, ...]:
     """The packages whose releases move this stack's estimate, with the range modelled for each."""
     if stack not in STACK_PACKAGES:
-        raise ValueError(f"unknown stack {stack!r}")
+        raise ValueError(Text(N_("unknown stack '{stack}'; choose one of: {choices}"), stack=str(stack)[:40],
+                              choices=", ".join(STACK_PACKAGES)))
     return STACK_PACKAGES[stack]
 
 

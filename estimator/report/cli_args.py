@@ -9,6 +9,7 @@ import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..i18n import Text
 from ..job.setup import parse_targets
 from ..job.stack import resolve_setup
 from ..job.trainer import TrainerSetup
@@ -27,7 +28,7 @@ from ..options.devices import (
     nearest_device_ids,
 )
 from ..options.stacks import default_stack, get_stack
-from ..options.trainers import TRL_VERSION
+from ..options.trainers import TRAINERS
 
 if TYPE_CHECKING:
     import argparse
@@ -167,9 +168,9 @@ def read_setup(args: argparse.Namespace, device: Device | None = None) -> Traini
     """The training setup the flags describe, the stack's defaults filling the rest (batch, length, rank, trained
     blocks and quantisation included; a preference/RL trainer's own batch default wins)."""
     stack = _stack_id(args, device)
-    if args.trainer not in get_stack(stack).trainers:  # Stack.trainers: mlx-lm has SFT only
-        raise ValueError(f"mlx-lm trains SFT only (mlx_lm lora); the {args.trainer} trainer is {TRL_VERSION}'s: "
-                         "choose another --stack")
+    caps = get_stack(stack)
+    if args.trainer not in caps.trainers:  # the trainers the stack has (mlx-lm and LLaMA-Factory: SFT only)
+        raise ValueError(Text(caps.trainers_refusal, trainer=Text(TRAINERS[args.trainer].label)))
     return resolve_setup(
         stack, trainer=args.trainer, method=args.method, precision=args.precision, optimizer=args.optimizer,
         batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
