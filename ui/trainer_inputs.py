@@ -27,6 +27,7 @@ from estimator.options.trainers import (
     TRL_VERSION,
     VLLM_GPU_MEMORY_UTILIZATION,
 )
+from ui.accuracy import trainer_traces
 from ui.params import AUTO, TABLE, TRAINER_PARAMS, typed, widget
 from ui.text import warn_notes
 from ui.url_state import TRAINER_DEFAULTS, remember_values
@@ -239,9 +240,7 @@ def how_section_markdown() -> str:
         rows.append(f"| {_(o.label)} | {seqs} | {ref} | {head} | {cell(_(o.formula))} | {cell(o.source)} |")
     gen = "\n".join(f"- **{_(m.label)}** (`{m.id}`): {_(m.summary)} " + _("Source: {source}.").format(source=m.source)
                     for m in modes.values())
-    from validation.trainers import trainer_trace_summary
-
-    acc = trainer_trace_summary()
+    acc = trainer_traces()
     return (
         _("Modelled as in **{version}** (the newest release). A trainer changes what one training forward runs "
           "on, adds a reference model, and (GRPO) a generation phase; the SFT formulas above then apply to the "
