@@ -1,9 +1,10 @@
 """One table of the link parameters: each parameter's name, default, limits or choices, widget, label and help,
 written once. Defaults and limits come from the estimator's own setup: TrainingSetup's and TrainerSetup's field
-defaults, the limits their checks enforce (estimator/job/setup.py, estimator/memory/trainers.py, estimator/models/config.py,
-estimator/options/devices.py) and the option descriptions' ids (estimator/options/, estimator/options/stacks.py). The sidebar
-(ui/inputs.py), the trainer box (ui/trainer_inputs.py) and the pages' own controls draw their widgets from it with
-`widget()`, and the link notes check a link's values against it with `Param.accepts`;
+defaults (the settings table, estimator/job/settings.py, names the field behind each key: max_len is seq_len), the
+limits their checks enforce (estimator/job/setup.py, estimator/memory/trainers.py, estimator/models/config.py,
+estimator/options/devices.py) and the option descriptions' ids (estimator/options/, estimator/options/stacks.py). The
+sidebar (ui/inputs.py), the trainer box (ui/trainer_inputs.py) and the pages' own controls draw their widgets from it
+with `widget()`, and the link notes check a link's values against it with `Param.accepts`;
 tests/test_params.py checks the table against the estimator, so neither can drift."""
 
 from __future__ import annotations

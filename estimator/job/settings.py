@@ -31,10 +31,10 @@ _CKPT: dict[str, tuple[bool | None, bool | None]] = {AUTO: (None, None), "true":
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting and its names. `convert` says how the widget's value becomes the field's value:
-    same (as it is), auto (AUTO → None), ckpt (one control for grad_ckpt and offload_activations), tristate
-    (auto/true/false → None/True/False), targets (comma-separated text → tuple), zero_auto (0 → None: the stack's),
-    auto_text (a text box where AUTO → None; the text is parsed where it is read, with its own note)."""
+    """One setting and its names. `convert` says how the widget's value becomes the field's value: same (as it
+    is), auto (AUTO → None), ckpt (one control for grad_ckpt and offload_activations), tristate (auto/true/false →
+    None/True/False), targets (comma-separated text → tuple), zero_auto (0 → None: the stack's), auto_text (a text
+    box where AUTO → None; the text is parsed where it is read, with its own note)."""
 
     name: str  # the dataclass field
     owner: str  # "setup" (TrainingSetup, resolve_setup's keyword) or "trainer" (TrainerSetup)
