@@ -23,6 +23,7 @@ from ..options.trainers import (
     TRL_VERSION,
     VLLM_GPU_MEMORY_UTILIZATION,
 )
+from .settings import BY_NAME
 from .setup import MAX_BATCH, MAX_SEQ_LEN
 
 if TYPE_CHECKING:
@@ -220,11 +221,12 @@ def trainer_json(tr: TrainerSetup) -> dict[str, object]:
                               "sequences_per_example": opt.sequences, "reference_model": tr.uses_reference()}
     if opt.beta_default is not None:
         doc["beta"] = tr.beta_value
+    effective: dict[str, object] = {}  # by setting name; the JSON keys come from the settings table
     if opt.can_precompute:
-        doc["precompute_ref_log_probs"] = tr.precompute_ref
+        effective["precompute_ref"] = tr.precompute_ref
     if opt.generates:
-        doc.update(num_generations=tr.gens, prompt_len=tr.prompt_length, completion_len=tr.completion_length,
-                   generation=tr.generation_mode)
+        effective.update(num_generations=tr.gens, prompt_len=tr.prompt_length, completion_len=tr.completion_length,
+                         generation=tr.generation_mode)
         if tr.generation_mode == "vllm-colocate":
-            doc.update(vllm_gpu_memory_utilization=tr.vllm_util, vllm_enable_sleep_mode=tr.vllm_sleep)
-    return doc
+            effective.update(vllm_gpu_util=tr.vllm_util, vllm_sleep=tr.vllm_sleep)
+    return doc | {BY_NAME[name].json_key: value for name, value in effective.items()}

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..i18n import Text
-from ..job.setup import parse_targets
+from ..job.configs import merge
+from ..job.settings import SETTINGS, from_flag
 from ..job.stack import resolve_setup
 from ..job.trainer import TrainerSetup
 from ..models.config import parse_config_text
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
+    from ..job.configs import Merged
     from ..job.setup import TrainingSetup
     from ..models.hub import HubModel
     from ..models.spec import ModelSpec
@@ -126,13 +128,13 @@ def read_oom_log(args: argparse.Namespace) -> OomReading | None:
         raise ValueError(f"--oom-log {args.oom_log[:60]}: {exc}") from None
 
 
-def flag_notes(args: argparse.Namespace, device: Device | None = None) -> list[str]:
+def flag_notes(args: argparse.Namespace, setup: TrainingSetup, device: Device | None = None) -> list[str]:
     """Flags this setup accepts but that change nothing here: said, not ignored."""
     notes = []
-    if args.sharding != "none" and args.gpus == 1 and not args.offload_params:  # valid: a note, not an error
-        notes.append(f"--sharding {args.sharding} over 1 GPU changes nothing: one GPU keeps every weight, "
+    if setup.sharding != "none" and setup.gpus == 1 and not setup.offload_params:  # valid: a note, not an error
+        notes.append(f"--sharding {setup.sharding} over 1 GPU changes nothing: one GPU keeps every weight, "
                      "gradient and optimizer state (give --gpus N to shard)")
-    if args.method == "full" and (args.lora_rank is not None or args.lora_targets is not None):
+    if setup.method == "full" and (args.lora_rank is not None or args.lora_targets is not None):
         notes.append("--lora-rank and --lora-targets shape LoRA adapters; full fine-tuning has none")
     if args.host_ram is not None and device is not None and device.kind == "unified":
         notes.append(f"--host-ram {args.host_ram:g} is not used: on {device.id} the device's RAM is the machine's "
@@ -145,52 +147,44 @@ def hub_config_refused(args: argparse.Namespace, exc: Exception) -> bool:
     return bool(args.model and "/" in args.model and isinstance(exc, HubConfigRefused))
 
 
-def _backend(args: argparse.Namespace, device: Device | None) -> str | None:
+def _backend(flag: str | None, device: Device | None) -> str | None:
     """The runtime: --backend, or the device's (device_backend); without either, None (the stack's: Metal for
     mlx-lm, CUDA otherwise). A --backend the device does not run is refused."""
     derived = device_backend(device)
-    if args.backend is None:
+    if flag is None:
         return derived if device is not None else None
-    if device is not None and args.backend not in (derived, "cpu"):
-        raise ValueError(f"--backend {args.backend} does not match {device.id}, which runs "
+    if device is not None and flag not in (derived, "cpu"):
+        raise ValueError(f"--backend {flag} does not match {device.id}, which runs "
                          f"{BACKENDS[derived].runtime}; drop --backend")
-    return args.backend
+    return flag
 
 
-def _stack_id(args: argparse.Namespace, device: Device | None) -> str:
-    """--stack, else MLX-LM on a unified-memory Apple device (its default stack) and TRL elsewhere."""
-    if args.stack is not None:
-        return args.stack
-    return default_stack(device is not None and device.kind == "unified", args.trainer)
+def read_job(args: argparse.Namespace) -> Merged:
+    """The settings the flags give, by their settings' names (estimator/job/settings.py names each flag; None: not
+    given), merged with --from-config's: the flags win (estimator.job.configs.merge). A malformed --lora-targets is a
+    ValueError."""
+    flags = {s.name: from_flag(s.name, getattr(args, s.name)) for s in SETTINGS if s.flag is not None}
+    return merge(args.config_import, flags)
 
 
-def read_setup(args: argparse.Namespace, device: Device | None = None) -> TrainingSetup:
-    """The training setup the flags describe, the stack's defaults filling the rest (batch, length, rank, trained
-    blocks and quantisation included; a preference/RL trainer's own batch default wins)."""
-    stack = _stack_id(args, device)
+def job_trainer(job: Merged) -> str:
+    """The trainer's id: the flag's, else the config's, else SFT (TrainerSetup's default)."""
+    return str(job.trainer.get("trainer", TrainerSetup().trainer))
+
+
+def read_setup(job: Merged, device: Device | None = None) -> TrainingSetup:
+    """The training setup the flags (and a config) describe, the stack's defaults filling the rest (batch, length,
+    rank, trained blocks and quantisation included; a preference/RL trainer's own batch default wins). The stack:
+    --stack or the config's, else MLX-LM for SFT on a unified-memory Apple device and TRL elsewhere."""
+    trainer = job_trainer(job)
+    stack = job.stack or default_stack(device is not None and device.kind == "unified", trainer)
     caps = get_stack(stack)
-    if args.trainer not in caps.trainers:  # the trainers the stack has (mlx-lm and LLaMA-Factory: SFT only)
-        raise ValueError(Text(caps.trainers_refusal, trainer=Text(TRAINERS[args.trainer].label)))
-    return resolve_setup(
-        stack, trainer=args.trainer, method=args.method, precision=args.precision, optimizer=args.optimizer,
-        batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
-        offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
-        lora_rank=args.lora_rank,
-        lora_targets=parse_targets("all-linear" if args.lora_targets is None else args.lora_targets),
-        gpus=args.gpus,
-        sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
-        offload_params=args.offload_params or None,
-        compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
-        image_tokens=args.image_tokens, train_tower=args.train_tower, lora_layers=args.lora_layers,
-        dora=args.dora or None, quant_mode=args.quant, quant_bits=args.quant_bits, quant_group=args.quant_group,
-        backend=_backend(args, device), **args.config_extra,
-    )
+    if trainer not in caps.trainers:  # the trainers the stack has (mlx-lm and LLaMA-Factory: SFT only)
+        raise ValueError(Text(caps.trainers_refusal, trainer=Text(TRAINERS[trainer].label)))
+    return resolve_setup(stack, trainer=trainer, **{**job.setup, "backend": _backend(job.setup.get("backend"),
+                                                                                     device)})
 
 
-def read_trainer(args: argparse.Namespace) -> TrainerSetup:
-    """The trainer the flags describe (SFT unless --trainer)."""
-    return TrainerSetup(
-        args.trainer, beta=args.beta, precompute_ref=args.precompute_ref, num_generations=args.num_generations,
-        prompt_len=args.prompt_len, completion_len=args.completion_len, generation=args.generation,
-        vllm_gpu_util=args.vllm_gpu_util, vllm_sleep=args.vllm_sleep,
-    )
+def read_trainer(job: Merged) -> TrainerSetup:
+    """The trainer the flags (and a config) describe (SFT unless --trainer or the config's)."""
+    return TrainerSetup(**job.trainer)
