@@ -86,6 +86,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("qlora_prep", "setup", label=N_("QLoRA preparation")),
     Setting("load_16bit_first", "setup"),
     Setting("max_grad_norm", "setup", label=N_("gradient clipping")),
+    # the releases installed (issue 28): resolve_setup's `versions`, from a package list and pins, not one value (the
+    # CLI's --installed and --installed-from, report/cli_args.py read_installed; no sidebar control yet)
+    Setting("versions", "setup"),
     # --- TrainerSetup ---
     Setting("trainer", "trainer", "trainer", "--trainer", label=N_("trainer")),
     Setting("beta", "trainer", "beta", "--beta", "auto_text", N_("beta")),
