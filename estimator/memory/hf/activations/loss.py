@@ -129,6 +129,15 @@ def _full_logits_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationCont
         # (the model's upcast logits) and row statistics; one fused kernel writes the fp32 gradient.
         return LossMemory(float(kept), float(ce * tokens * vocab), impl, "fp32 logits (compiled cross-entropy)",
                           f"{ce} B × T × V gradient (fused backward)")
+    if impl == "hf" and ctx.c != FP32 and setup.older("transformers_loss_no_logits_copy"):
+        # transformers < 4.49 ForCausalLMLoss upcasts, then copies the shifted fp32 logits (loss/loss_utils.py:36-39,
+        # 4.48.0: shift_logits = logits[..., :-1, :].contiguous()): at the cross-entropy call the 16-bit logits, the
+        # fp32 upcast, its shifted copy and the log-softmax, 14·T·V with bf16 logits, above the backward's 12·T·V
+        # (4.49.0 pads the labels instead, PR #35646). Under fp32 logits .float() makes no copy: no change.
+        return LossMemory(float(kept), float((2 * ce + ctx.c) * tokens * vocab), impl,
+                          f"{ce} B × T × V log-softmax",
+                          f"16-bit logits + fp32 upcast + its shifted copy at the cross-entropy call ((8 + {ctx.c}) B "
+                          "× T × V, transformers < 4.49)")
     return LossMemory(float(kept), float(2 * ce * tokens * vocab), impl, f"{ce} B × T × V log-softmax",
                       f"{2 * ce} B × T × V (grad out + grad in)")
 
