@@ -18,6 +18,7 @@ from ..advice.advise import advise
 from ..advice.oom import diagnose_oom
 from ..job.stack import setup_json
 from ..job.trainer import TrainerSetup
+from ..memory.forks import version_notes
 from ..memory.price import estimate
 from ..memory.result import component_keys
 from ..memory.verdict import verdict
@@ -31,6 +32,7 @@ from .cli_args import (
     job_trainer,
     read_device,
     read_host_ram,
+    read_installed,
     read_job,
     read_model,
     read_oom_log,
@@ -141,7 +143,7 @@ def _compute(args: argparse.Namespace) -> _Run:
         raise ValueError("GRPO's sequences are --prompt-len + --completion-len tokens; drop --seq-len")
     spec, hub, fast_error = _spec(args)
     device = read_device(args)
-    setup = cli_config.fit_config_targets(args, spec, read_setup(job, device))
+    setup = cli_config.fit_config_targets(args, spec, read_setup(job, device, read_installed(args)))
     trainer = read_trainer(job)
     if args.advice and device is None:
         raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
@@ -260,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_exact_only(args, run)
         return 0
     notes = [*est.notes, *flag_notes(args, run.setup, run.device)]
+    if run.setup.versions is not None:  # the releases given, and the forks that move this estimate (issue 28)
+        capacity = run.device.capacity_bytes if run.device is not None else None
+        notes += version_notes(run.spec, run.setup, est, run.trainer, capacity, args.rule)
     try:
         if cli_config.write_export(args, run.spec, run.setup, run.trainer):
             return 0

@@ -6,14 +6,16 @@ change nothing, said as notes. Every refusal is a ValueError with one line (cli.
 from __future__ import annotations
 
 import difflib
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..i18n import Text
 from ..job.configs import merge
 from ..job.settings import SETTINGS, from_flag
 from ..job.stack import resolve_setup
 from ..job.trainer import TrainerSetup
+from ..job.versions import MAX_CHARS, parse_installed, resolve_versions
 from ..models.config import parse_config_text
 from ..models.hub import HubConfigRefused, HubError, fetch_model
 from ..models.presets import generic_spec, load_preset, preset_ids
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 
     from ..job.configs import Merged
     from ..job.setup import TrainingSetup
+    from ..job.versions import Installed, Versions
     from ..models.hub import HubModel
     from ..models.spec import ModelSpec
     from ..oom_message import OomReading
@@ -167,22 +170,74 @@ def read_job(args: argparse.Namespace) -> Merged:
     return merge(args.config_import, flags)
 
 
+def _package_list(name: str) -> str:
+    """--installed-from's text: the file (or stdin for '-'), at most MAX_CHARS; UTF-8, or UTF-16 with its byte-order
+    mark (what `pip freeze > FILE` writes in Windows PowerShell)."""
+    try:
+        if name == "-":
+            data = sys.stdin.buffer.read(4 * MAX_CHARS + 1)
+        else:
+            with Path(name).open("rb") as fh:
+                data = fh.read(4 * MAX_CHARS + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read --installed-from {name[:80]}: {exc.strerror}") from None
+    try:
+        return data.decode("utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"--installed-from {name[:80]}: not a text file (pip freeze writes UTF-8 text)") from None
+
+
+class InstalledFlags(NamedTuple):
+    """--installed (repeated) and --installed-from as read, before the stack is known: the parsed list (None without
+    --installed-from), its name, and the pins."""
+
+    installed: Installed | None
+    name: str | None
+    pins: tuple[str, ...]
+
+    def versions(self, stack: str, stack_given: bool) -> Versions:
+        """Resolved against the stack (job.versions.resolve_versions). The list's own faults name the file; a list of
+        a framework no stack models is refused only when the stack was not given (stack_given)."""
+        if self.installed is not None:
+            try:
+                resolve_versions(stack, self.installed)  # the list alone: its faults are the file's
+            except ValueError as exc:
+                raise ValueError(f"--installed-from {str(self.name)[:80]}: {exc}") from None
+        return resolve_versions(stack, self.installed, self.pins, stack_given=stack_given)
+
+
+def read_installed(args: argparse.Namespace) -> InstalledFlags | None:
+    """--installed and --installed-from (cli_flags._installed_flags): None when neither is given; a file that cannot
+    be read or is not a package list is a ValueError naming it (and its line)."""
+    pins = tuple(args.installed or ())
+    if args.installed_from is None:
+        return InstalledFlags(None, None, pins) if pins else None
+    name = args.installed_from
+    text = _package_list(name)
+    try:
+        return InstalledFlags(parse_installed(text), name, pins)
+    except ValueError as exc:
+        raise ValueError(f"--installed-from {name[:80]}: {exc}") from None
+
+
 def job_trainer(job: Merged) -> str:
     """The trainer's id: the flag's, else the config's, else SFT (TrainerSetup's default)."""
     return str(job.trainer.get("trainer", TrainerSetup().trainer))
 
 
-def read_setup(job: Merged, device: Device | None = None) -> TrainingSetup:
+def read_setup(job: Merged, device: Device | None = None, installed: InstalledFlags | None = None) -> TrainingSetup:
     """The training setup the flags (and a config) describe, the stack's defaults filling the rest (batch, length,
     rank, trained blocks and quantisation included; a preference/RL trainer's own batch default wins). The stack:
-    --stack or the config's, else MLX-LM for SFT on a unified-memory Apple device and TRL elsewhere."""
+    --stack or the config's, else MLX-LM for SFT on a unified-memory Apple device and TRL elsewhere. `installed`: the
+    releases installed (read_installed), resolved against that stack."""
     trainer = job_trainer(job)
     stack = job.stack or default_stack(device is not None and device.kind == "unified", trainer)
     caps = get_stack(stack)
     if trainer not in caps.trainers:  # the trainers the stack has (mlx-lm and LLaMA-Factory: SFT only)
         raise ValueError(Text(caps.trainers_refusal, trainer=Text(TRAINERS[trainer].label)))
-    return resolve_setup(stack, trainer=trainer, **{**job.setup, "backend": _backend(job.setup.get("backend"),
-                                                                                     device)})
+    versions = installed.versions(stack, job.stack is not None) if installed is not None else None
+    return resolve_setup(stack, trainer=trainer, versions=versions,
+                         **{**job.setup, "backend": _backend(job.setup.get("backend"), device)})
 
 
 def read_trainer(job: Merged) -> TrainerSetup:

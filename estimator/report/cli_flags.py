@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     _setup_flags(p)
     _scale_flags(p)
     _trainer_flags(p)
+    _installed_flags(p)
     cli_config.add_flags(p)
     _output_flags(p)
     return p
@@ -158,6 +159,17 @@ def _trainer_flags(p: argparse.ArgumentParser) -> None:
     _setting(tg, "vllm_gpu_util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
     _setting(tg, "vllm_sleep", action="store_true", default=None,
                     help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
+
+
+def _installed_flags(p: argparse.ArgumentParser) -> None:
+    """The releases installed (issue 28; read in cli_args.read_versions): the estimate prices a release's own behaviour
+    where it differs from the newest's (docs/versions.md)."""
+    g = p.add_argument_group("installed versions (default: each stack's newest modelled releases; docs/versions.md)")
+    g.add_argument("--installed", metavar="PKG==VERSION", action="append", default=None,
+                   help="a package's installed release, e.g. trl==0.16.1 (repeat the flag; wins over --installed-from)")
+    g.add_argument("--installed-from", metavar="FILE",
+                   help="the output of `pip freeze` or `pip list` (its table, --format=freeze or --format=json); "
+                        "'-' reads it from stdin; packages the stack does not use are ignored")
 
 
 def _output_flags(p: argparse.ArgumentParser) -> None:
