@@ -148,7 +148,7 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, trainer: str = "sft", *, versio
     stack = get_stack(stack_id)
     if installed is not None or pins:
         if versions is not None:
-            raise ValueError("give resolve_setup the versions or a package list and pins, not both")
+            raise TypeError("give resolve_setup the versions or a package list and pins, not both")
         versions = resolve_versions(stack.id, installed, pins, stack_given=stack_given)
     elif versions is not None and versions.stack != stack.id:
         raise ValueError(Text(N_("the installed versions were read for the {other} stack; read them again for the "

@@ -13,6 +13,7 @@ from ..i18n import N_, Text
 from ..job.stack import with_versions
 from ..job.versions import default_versions, older
 from ..options.versions import stack_forks
+from ..units import to_gb
 from .price import estimate
 
 if TYPE_CHECKING:
@@ -41,14 +42,13 @@ def other_side_estimate(spec: ModelSpec, setup: TrainingSetup, fork: Fork, train
 
 def fork_note(fork: Fork, versions: Versions, total_bytes: float) -> Text:
     """The note naming a fork: what changed, and this estimate on the other side."""
-    from ..units import fmt_gb
-
+    total = (to_gb(total_bytes), 1)  # shown in the reader's language (Text)
     if older(fork.id, versions):
-        return Text(N_("{change} From {package} {since} on, this estimate would be {total}."),
-                    change=Text(fork.description), package=fork.package, since=fork.since, total=fmt_gb(total_bytes))
-    return Text(N_("{change} Before {package} {since} (e.g. {last}), this estimate would be {total}."),
+        return Text(N_("{change} From {package} {since} on, this estimate would be {total} GB."),
+                    change=Text(fork.description), package=fork.package, since=fork.since, total=total)
+    return Text(N_("{change} Before {package} {since} (e.g. {last}), this estimate would be {total} GB."),
                 change=Text(fork.description), package=fork.package, since=fork.since, last=fork.last_without,
-                total=fmt_gb(total_bytes))
+                total=total)
 
 
 def modelled_note(versions: Versions) -> Text:
