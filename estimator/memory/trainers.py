@@ -396,8 +396,9 @@ def trainer_parts(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
 def trainer_notes(setup: TrainingSetup, tr: TrainerSetup) -> tuple[str, ...]:
     """What the user should know about this trainer's estimate, in plain words."""
     opt = tr.option
+    installed = setup.versions["trl"] if setup.versions is not None and "trl" in setup.versions else None
     out = [_("{trainer} as in {version} ({trainer_class}).").format(
-        trainer=_(opt.label), version=TRL_VERSION, trainer_class=opt.trainer_class)]
+        trainer=_(opt.label), version=f"TRL {installed}" if installed else TRL_VERSION, trainer_class=opt.trainer_class)]
     if opt.sequences == 2:
         out.append(_("Chosen and rejected run together: each forward sees {n} sequences.").format(n=2 * setup.batch))
     if opt.reference != "none":
