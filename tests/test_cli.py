@@ -61,10 +61,14 @@ def test_advice(capsys):
     doc = run_json(capsys, "--model", "llama-3.1-8b", "--method", "lora", "--batch", "8", "--seq-len", "4096",
                    "--device", "rtx-4090", "--advice")
     assert not doc["device"]["fits"] and doc["device"]["band"] == "too big"
-    # the page's list (estimator.advise): the seed's five, then sharding over more GPUs of this kind
-    assert [r["order"] for r in doc["advice"]["remedies"]] == [1, 2, 3, 4, 5, 6]
+    # the page's list (estimator.advise): the seed's five with an 8-bit optimizer and optimizer offload beside
+    # checkpointing, then sharding over more GPUs of this kind
+    assert [r["order"] for r in doc["advice"]["remedies"]] == [1, 2, 3, 4, 4, 4, 5, 8]
     assert [r["key"] for r in doc["advice"]["remedies"]] == ["shorter_length", "smaller_batch", "qlora",
-                                                            "checkpointing", "smaller_model", "sharding"]
+                                                            "checkpointing", "optimizer_8bit", "offload_optimizer",
+                                                            "smaller_model", "sharding"]
+    halved = doc["advice"]["remedies"][1]  # the effective batch kept: 8 × 1 = 4 × 2 examples per optimizer step
+    assert halved["change"] == "batch 8 → 4, gradient accumulation 1 → 2" and halved["applicable"]
     assert doc["advice"]["max_batch"] is None or doc["advice"]["max_batch"] < 8
     assert doc["advice"]["smallest_device"] == "a100-40gb"
 
