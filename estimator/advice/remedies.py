@@ -208,7 +208,7 @@ def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _d
         offload, why_not = _changed(lambda: without_stack_choice(setup, offload_optimizer=True), check=True)
         if offload is not None:
             add(4, "offload_optimizer", _("Offload the optimizer state to CPU RAM"),
-                _("optimizer state on the GPU → in CPU RAM (ZeRO-Offload)"), spec, offload,
+                _("optimizer state → CPU RAM (ZeRO-Offload)"), spec, offload,
                 _("DeepSpeed's ZeRO-Offload or FSDP's CPU offload: the optimizer steps on the CPU; needs CPU RAM "
                   "for the state and a fast PCIe link."))
     if setup.method == "full":
