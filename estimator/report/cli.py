@@ -25,7 +25,7 @@ from ..memory.verdict import verdict
 from ..models.presets import list_presets, load_preset
 from ..options.devices import CATALOG
 from ..units import fmt_both
-from . import cli_config
+from . import cli_config, cli_time
 from .cli_args import (
     flag_notes,
     hub_config_refused,
@@ -40,8 +40,17 @@ from .cli_args import (
     read_trainer,
 )
 from .cli_flags import build_parser
-from .document import _device_json, advice_json, estimate_host, estimate_json
-from .text import advice_lines, band_line, exact_lines, heading_lines, host_lines, note_lines, oom_lines
+from .document import _device_json, advice_json, cost_json, estimate_host, estimate_json, time_json
+from .text import (
+    advice_lines,
+    band_line,
+    exact_lines,
+    heading_lines,
+    host_lines,
+    note_lines,
+    oom_lines,
+    time_lines,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -123,6 +132,7 @@ class _Run(NamedTuple):
     fast_error: str | None
     host: HostVerdict | None = None
     oom: OomDiagnosis | None = None
+    time: cli_time.TimeAnswer | None = None  # the step time on the device (and the run, the cost) when there is one
 
 
 def _spec(args: argparse.Namespace) -> tuple[ModelSpec | None, HubModel | None, str | None]:
@@ -148,6 +158,7 @@ def _compute(args: argparse.Namespace) -> _Run:
     if args.advice and device is None:
         raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
                          "memory (see --list-devices)")
+    request = cli_time.read_time_request(args, device)  # a bad dataset size or price stops here, before pricing
     capacity = device.capacity_bytes if device is not None else None
     host_ram = read_host_ram(args)
     reading = read_oom_log(args)  # a bad file stops here, before any pricing
@@ -155,11 +166,13 @@ def _compute(args: argparse.Namespace) -> _Run:
         if spec is not None else None
     if args.exact and trainer.trainer != "sft":
         raise ValueError(f"--exact traces a supervised (SFT) step; the {trainer.trainer} trainer is not traced")
+    timing = cli_time.price_time(request, spec, setup, device, trainer) if spec is not None else None
     exact_res = _run_exact(args, hub, setup, est) if args.exact else None
     advice = None
     if args.advice and est is not None and device is not None:  # the calculator's own call
         try:
-            advice = advise(spec, setup, device, trainer, rule=args.rule)
+            advice = advise(spec, setup, device, trainer, rule=args.rule, compute=request.compute,
+                            fastest=request.constraints)
         except ValueError as exc:
             raise ValueError(f"the changes could not be priced for this model: {exc}") from None
     host = None
@@ -169,7 +182,7 @@ def _compute(args: argparse.Namespace) -> _Run:
     oom = None
     if reading is not None:
         oom = diagnose_oom(reading, spec, setup, trainer, device=device)
-    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error, host, oom)
+    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error, host, oom, timing)
 
 
 def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
@@ -192,6 +205,10 @@ def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[st
     """The JSON document: the estimate, the notes, and the exact trace, Hub record and advice when present."""
     doc = estimate_json(est, run.device, run.host)
     doc["notes"] = notes
+    if run.time is not None and run.time.step is not None:
+        doc["time"] = time_json(run.time)
+        if run.time.cost is not None:
+            doc["cost"] = cost_json(run.time.cost)
     if run_config := cli_config.config_json(args):
         doc["config_import"] = run_config
     if run.exact_res is not None:
@@ -199,11 +216,11 @@ def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[st
     if run.hub is not None:
         doc["hub"] = run.hub.as_json()
     if run.advice is not None:
-        doc["advice"] = advice_json(run.advice, run.trainer)
+        doc["advice"] = advice_json(run.advice, run.trainer, run.setup)
     if run.oom is not None:
         doc["oom"] = run.oom.as_json()
         if run.oom.advice is not None:
-            doc["oom"]["diagnosis"]["advice"] = advice_json(run.oom.advice, run.trainer)
+            doc["oom"]["diagnosis"]["advice"] = advice_json(run.oom.advice, run.trainer, run.setup)
     return doc
 
 
@@ -221,6 +238,8 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
         v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
         print(f"  {device.name}: {v.headline}")
         print(band_line(est, v))
+    if run.time is not None and run.time.step is not None:
+        print("\n".join(time_lines(run.time)))
     if run.host is not None:
         print("\n".join(host_lines(run.host, device)))
     for line in note_lines(notes):
@@ -265,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run.setup.versions is not None:  # the releases given, and the forks that move this estimate (issue 28)
         capacity = run.device.capacity_bytes if run.device is not None else None
         notes += version_notes(run.spec, run.setup, est, run.trainer, capacity, args.rule)
+    if run.time is not None and run.time.unknown:
+        notes.append(f"time unknown: {run.time.unknown}")
     try:
         if cli_config.write_export(args, run.spec, run.setup, run.trainer):
             return 0
