@@ -492,7 +492,8 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                     "is labelled (the worst batch the estimate prices); trainers/arguments.py:155 "
                     "use_liger_kernel=False (true: Liger's fused linear cross-entropy)",
             "optimizer": f"{_SW}trainers/arguments.py:170 optimizer=None → optimizers/base.py:51-53 the Trainer's "
-                         "create_optimizer: " + _TRANSFORMERS_OPTIM,
+                         "create_optimizer: transformers 5.19 training_args.py:804-811 optim='adamw_torch_fused' "
+                         "(torch ≥ 2.8)",
             "adapter_dtype": f"{_SW}arguments/tuner_args.py:137 lora_dtype=None → tuners/peft.py:147-160 PEFT's "
                              "autocast_adapter_dtype=True: LoRA weights in fp32 (pipelines/train/tuner.py:404-407 "
                              "also casts fp16 trainable weights to fp32)",
@@ -503,7 +504,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                                 "bnb_4bit_use_double_quant=True (:61-68 BitsAndBytesConfig)",
             "load_16bit_first": f"{_SW}model/register.py:635-639: quantization_config goes to from_pretrained with "
                                 "the device map: quantised while loading",
-            "max_grad_norm": "transformers 5.19 training_args.py max_grad_norm=1.0 (ms-swift keeps it)",
+            "max_grad_norm": "transformers 5.19 training_args.py:864-866 max_grad_norm=1.0 (ms-swift keeps it)",
             "batch": f"{_SW}trainers/arguments.py:130 per_device_train_batch_size=1",
             "grad_accum": f"{_SW}trainers/arguments.py:132 gradient_accumulation_steps=None → :289-291 "
                           "max(1, ceil(16 / batch / world size)); the estimate takes the accumulation given (1 "
