@@ -47,7 +47,7 @@ SCHEMA = SFT_KEYS | RLHF_KEYS | MEGATRON_KEYS
 _STRONG = ("tuner_type", "target_modules", "attn_impl", "rlhf_type", "quant_bits")
 _OWN_KEYS = ("torch_dtype", "quant_method", "freeze_vit", "freeze_aligner", "freeze_llm", "model_author", "model_name",
              "split_dataset_ratio", "system", "loss_scale", "tuner_backend", "bnb_4bit_use_double_quant",
-             "lora_dtype", "sequence_parallel_size", "padding_free", "ENV")
+             "lora_dtype", "sequence_parallel_size", "ENV")
 # Keys it shares with a TRL or LLaMA-Factory config, with trl.score's weights.
 _SHARED_KEYS = {"model": 2, "per_device_train_batch_size": 2, "max_length": 1, "gradient_checkpointing": 1,
                 "optim": 1, "num_train_epochs": 1, "report_to": 1, "logging_steps": 1}
