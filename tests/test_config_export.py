@@ -353,7 +353,7 @@ def test_swift_export_is_its_yaml_and_env():
                                 "max_length", "per_device_train_batch_size", "gradient_accumulation_steps", "optim",
                                 "deepspeed", "attn_impl")} == {
         "model": "meta-llama/Llama-3.1-8B", "torch_dtype": "bfloat16", "bf16": True, "tuner_type": "lora",
-        "lora_rank": 16, "lora_dropout": 0.0, "target_modules": ["q_proj", "v_proj"], "lora_dtype": "bfloat16",
+        "lora_rank": 16, "lora_dropout": 0.05, "target_modules": ["q_proj", "v_proj"], "lora_dtype": "bfloat16",
         "quant_method": "bnb", "quant_bits": 4, "bnb_4bit_use_double_quant": False, "gradient_checkpointing": True,
         "use_liger_kernel": True, "max_length": 4096, "per_device_train_batch_size": 4,
         "gradient_accumulation_steps": 2, "optim": "adamw_torch_fused", "deepspeed": "zero3", "attn_impl": "sdpa"}

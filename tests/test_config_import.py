@@ -179,20 +179,20 @@ _SW_LORA = {"attention": "sdpa", "batch": 1, "grad_accum": 8, "grad_ckpt": True,
             "lora_targets": ("all-linear",), "method": "lora", "optimizer": "adamw", "precision": "bf16",
             "seq_len": 2048}
 _MEGATRON = ["attention_backend", "cross_entropy_loss_fusion", "expert_model_parallel_size", "finetune",
-             "global_batch_size", "lora_dropout", "merge_lora", "micro_batch_size", "moe_aux_loss_coeff",
+             "global_batch_size", "merge_lora", "micro_batch_size", "moe_aux_loss_coeff",
              "moe_grouped_gemm", "moe_permute_fusion", "moe_shared_expert_overlap", "recompute_granularity",
              "recompute_method", "recompute_num_layers", "sequence_parallel"]
-REAL += [  # ms-swift's examples: bf16 LoRA rank 8, its default dropout 0.05 not counted (listed)
+REAL += [  # ms-swift's examples: bf16 LoRA rank 8, its default dropout 0.05 (counted: read)
     ("swift/yaml/deepspeed/sft.yaml", "swift", "hub", "qwen2.5-7b", _SW_LORA | {"sharding": "zero2"},
-     {"trainer": "sft"}, ["gpus", "lora_dropout"]),
+     {"trainer": "sft"}, ["gpus"]),
     ("swift/yaml/deepspeed/sft.json", "swift", "hub", "qwen2.5-7b", _SW_LORA | {"sharding": "zero2"},
-     {"trainer": "sft"}, ["gpus", "lora_dropout"]),
+     {"trainer": "sft"}, ["gpus"]),
     ("swift/yaml/megatron/sft.yaml", "swift", "preset", "qwen3.5-35b-a3b",  # Megatron's accumulation: not read
      {k: v for k, v in _SW_LORA.items() if k != "grad_accum"}, {"trainer": "sft"}, _MEGATRON),
     ("swift/train/multi-node/ray/sft.yaml", "swift", "hub", "qwen2.5-7b",  # no max_length: the model's max_model_len
      {k: v for k, v in _SW_LORA.items() if k != "seq_len"} | {"lora_targets": ("q_proj", "k_proj", "v_proj", "o_proj"),
                                                              "sharding": "zero3"},
-     {"trainer": "sft"}, ["gpus", "lora_dropout", "max_length", "use_ray"]),
+     {"trainer": "sft"}, ["gpus", "max_length", "use_ray"]),
 ]
 
 
@@ -528,7 +528,7 @@ def test_swift_defaults_are_its_releases():
     assert imp.setup_kwargs == {"method": "lora", "lora_rank": 8, "lora_targets": ("all-linear",), "batch": 1,
                                 "grad_accum": 16, "precision": "bf16", "grad_ckpt": True, "optimizer": "adamw",
                                 "attention": "sdpa"}
-    assert sorted(e.key for e in imp.not_honoured) == ["lora_dropout", "max_length"]
+    assert sorted(e.key for e in imp.not_honoured) == ["max_length"]
     assert {e.key for e in imp.read if e.default} >= {"gradient_accumulation_steps", "lora_rank", "torch_dtype"}
     assert imp.setup().seq_len == 2048  # the stack's own length
     four = swift_cfg("per_device_train_batch_size: 2\nENV: {NPROC_PER_NODE: 4, CUDA_VISIBLE_DEVICES: '0,1,2,3'}\n")
@@ -557,7 +557,7 @@ def test_swift_precision_is_the_weights_dtype_and_its_autocast(text, precision):
     ("quant_bits: 4\n", {"method": "lora"}, ["quant_bits"]),
     ("tuner_type: full\nquant_method: bnb\nquant_bits: 4\n", {"method": "full"}, ["quant_bits"]),
     ("lora_rank: 64\ntarget_modules: [q_proj, v_proj]\nlora_dropout: 0.0\nlora_dtype: bfloat16\n",
-     {"lora_rank": 64, "lora_targets": ("q_proj", "v_proj"), "adapter_dtype": "bf16"}, []),
+     {"lora_rank": 64, "lora_targets": ("q_proj", "v_proj"), "adapter_dtype": "bf16"}, ["lora_dropout"]),
     ("target_modules: all-linear all-embedding\n", {"lora_targets": ("all-linear",)}, ["target_modules"]),
     ("tuner_type: adalora\n", {"method": "lora"}, ["tuner_type"]),
     ("tuner_backend: unsloth\n", {"method": "lora"}, ["tuner_backend"]),
@@ -576,7 +576,7 @@ def test_swift_precision_is_the_weights_dtype_and_its_autocast(text, precision):
     ("packing: true\npadding_free: true\nuse_logits_to_keep: false\n", {}, []),
 ])
 def test_swift_keys(text, settings, refused):
-    imp = swift_cfg("max_length: 1024\nlora_dropout: 0.0\n" + text if "lora_dropout" not in text else
+    imp = swift_cfg("max_length: 1024\nlora_dropout: 0.05\n" + text if "lora_dropout" not in text else
                     "max_length: 1024\n" + text)
     assert imp.stack == "swift"
     assert {k: imp.setup_kwargs.get(k) for k in settings} == settings

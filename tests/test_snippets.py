@@ -344,7 +344,7 @@ def extract(stack: str, text: str) -> dict[str, object]:
         s["attention"] = one_["attn_impl"]
         s["loss"] = "liger" if one_.get("use_liger_kernel") == "true" else "hf"
         if one_["tuner_type"] == "lora":
-            assert float(one_["lora_dropout"]) == STACKS["swift"].lora_dropout == 0.0  # no masks: as counted
+            assert float(one_["lora_dropout"]) == STACKS["swift"].lora_dropout == 0.05  # its default, counted
             targets = opts["target_modules"]
             s["lora"] = (int(one_["lora_rank"]), int(one_["lora_alpha"]),
                          "all-linear" if targets == ["all-linear"] else targets)
@@ -738,7 +738,7 @@ def test_swift_defaults_concretely():
     assert env == {"CUDA_VISIBLE_DEVICES": "0"}
     assert {k: v for k, v in opts.items() if k not in ("dataset", "learning_rate", "output_dir")} == {
         "model": [LLAMA_REPO], "torch_dtype": ["bfloat16"], "bf16": ["true"], "fp16": ["false"], "attn_impl": ["sdpa"],
-        "tuner_type": ["lora"], "lora_rank": ["8"], "lora_alpha": ["16"], "lora_dropout": ["0.0"],
+        "tuner_type": ["lora"], "lora_rank": ["8"], "lora_alpha": ["16"], "lora_dropout": ["0.05"],
         "target_modules": ["all-linear"], "quant_method": ["bnb"], "quant_bits": ["4"], "bnb_4bit_quant_type": ["nf4"],
         "bnb_4bit_use_double_quant": ["true"], "bnb_4bit_compute_dtype": ["bfloat16"],
         "gradient_checkpointing": ["true"], "max_length": ["4096"], "per_device_train_batch_size": ["2"],

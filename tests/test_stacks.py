@@ -253,7 +253,7 @@ def test_swift_defaults_are_its_releases():
     assert s.lora_targets == ("all-linear",) and s.max_grad_norm == 1.0 and not s.load_16bit_first
     assert SWIFT_VERSION == "ms-swift 4.6.0 (transformers ≤ 5.19.0, PEFT ≤ 0.20.0, TRL < 1.0)"
     stack = get_stack("swift")
-    assert stack.loss_impl("fused") == "liger" and stack.lora_dropout == 0.0 and stack.host_load == "direct"
+    assert stack.loss_impl("fused") == "liger" and stack.lora_dropout == 0.05 and stack.host_load == "direct"
     assert (stack.framework, stack.model_code, stack.quantizer, stack.multi_gpu, stack.mixed_precision) == (
         "torch", "hf", "bitsandbytes", True, True)
     assert "tuner_args.py:135 lora_dropout=0.05" in stack.sources["lora_dropout"]
@@ -290,3 +290,24 @@ def test_cli_swift_stack(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "ms-swift runs its own GRPO step" in err and "\n" not in err
+
+
+def test_pefts_lora_dropout_is_counted_where_the_stack_uses_one():
+    """ms-swift's default lora_dropout 0.05 (arguments/tuner_args.py:135): each adapted module's nn.Dropout keeps a
+    bool mask (1 B per input element) and hands lora_A a dropped copy of its input. With fp32 adapters under bf16
+    autocast that copy replaces the per-module cast copy already counted, so one layer keeps 1 B more per input element
+    of every adapted linear; the TRL stack (no dropout) keeps none of it."""
+    from dataclasses import replace
+
+    from estimator.memory.hf.activations.layers import dense_layer
+    from estimator.memory.runtimes import runtime_for
+
+    spec = load_preset("llama-3.2-1b")
+    setup = resolve_setup("swift", method="lora", grad_ckpt=False)
+    ctx = runtime_for(setup).context(spec, setup)
+    assert ctx.lora_dropout and ctx.adapter_copies
+    without = replace(ctx, lora_dropout=False)
+    inputs = sum(m.in_features for m in spec.linears if m.name in ctx.adapted)  # q, k, v, o, gate, up, down
+    assert dense_layer(spec, ctx).total - dense_layer(spec, without).total == inputs
+    trl = resolve_setup("trl", method="lora")
+    assert not runtime_for(trl).context(spec, trl).lora_dropout

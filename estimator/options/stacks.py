@@ -499,7 +499,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
         adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
         load_16bit_first=False, max_grad_norm=1.0,
-        batch=1, seq_len=2048, lora_rank=8, lora_dropout=0.0, host_load="direct",
+        batch=1, seq_len=2048, lora_rank=8, lora_dropout=0.05, host_load="direct",
         sources={
             "host_load": f"{_SW}model/register.py:635-637 device_map=None → model/utils.py:229-242 "
                          "get_default_device_map: 'cuda:<local rank>' when every process has one GPU (None under "
@@ -540,9 +540,9 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                          "pipelines/train/tuner.py:92-107 find_all_linears (utils/transformers_utils.py:178-190: every "
                          "Linear but lm_head; a multimodal model's tower and aligner only when freeze_vit / "
                          "freeze_aligner are false, tuner_args.py:122-124)",
-            "lora_dropout": f"{_SW}arguments/tuner_args.py:135 lora_dropout=0.05 (a mask and a dropped copy of each "
-                            "adapter input, which the transformers runtime does not count): the snippet and export "
-                            "set 0.0, and an imported 0.05 is listed as not honoured",
+            "lora_dropout": f"{_SW}arguments/tuner_args.py:135 lora_dropout=0.05: PEFT's nn.Dropout keeps a bool mask "
+                            "and hands lora_A a dropped copy of each adapted module's input (memory/hf/activations/"
+                            "layers.py _linear_inputs)",
             "quant_mode": f"{_SW}arguments/base_args/quant_args.py:33-36 quant_method and quant_bits None (no "
                           "quantisation unless quant_method bnb, quant_bits 4), :41 nf4",
             "precision": f"{_SW}arguments/base_args/model_args.py:74 torch_dtype=None → model/model_meta.py:296 "

@@ -237,15 +237,21 @@ def attention_from_impl(value: Any) -> str | None:
 
 
 def lora_dropout(reader: Reader, key: str, default: float, source: str, counted: float = 0.0) -> None:
-    """LoRA dropout > 0 keeps a mask and a dropped copy of each adapter input; the HF stacks' estimate assumes none
-    (report/snippets set lora_dropout=0.0). A value equal to what the stack counts is read."""
+    """LoRA dropout > 0 keeps a mask and a dropped copy of each adapter input, whatever p is; the estimate counts them
+    where the stack's scripts use a dropout (Stack.lora_dropout, `counted`) and assumes none elsewhere (the snippets
+    then set lora_dropout=0.0). A value that keeps the same tensors as the stack's is read."""
     value = reader.get(key) if reader.given(key) else default
     number = reader.number(key, 0.0, 1.0, value=value)
     if number is None:
         return
-    if number == counted:
+    if (number > 0) == (counted > 0):  # the same tensors: masks and copies, or neither
         if reader.given(key):
             reader.ignore(key, Text(N_("LoRA dropout {p}: as the estimate counts"), p=str(number)))
+        return
+    if counted > 0:  # no dropout where the stack's default has one: the estimate's masks are an upper bound
+        reader.refuse(key, Text(N_("LoRA dropout {p}: no masks, but the estimate counts the stack's dropout "
+                                   "({counted}): an upper bound; {source}"),
+                                p=str(number), counted=str(counted), source=source), raw=value)
         return
     reader.refuse(key, Text(N_("LoRA dropout {p} keeps a mask and a copy of each adapter input, which this "
                                "stack's estimate does not count (it assumes {counted}); {source}"),

@@ -12,6 +12,7 @@ Unsloth's kernels (unsloth_step.py). The host RAM beside the GPU is host.py's.""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ...i18n import N_, Text
@@ -19,7 +20,7 @@ from ...job.stack import attention_impl
 from ...models.config import is_frozen_tower_note
 from ...options.backends import MPS_ATTENTION
 from ...options.optimizers import OPTIMIZERS
-from ...options.stacks import NO_SDPA_FAMILIES
+from ...options.stacks import NO_SDPA_FAMILIES, get_stack
 from ..allocator import stack_allocator
 from ..host import host_ram
 from ..overhead import runtime_context
@@ -104,8 +105,11 @@ class HfRuntime(Runtime):
         return unquantised_experts(spec, setup)
 
     def context(self, spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
-        """Dtypes, adapted linears and the attention and loss code that decide what autograd saves."""
-        return context(spec, setup, self.adapted(spec, setup))
+        """Dtypes, adapted linears and the attention and loss code that decide what autograd saves; PEFT's LoRA
+        dropout when the stack's scripts use one (Stack.lora_dropout)."""
+        ctx = context(spec, setup, self.adapted(spec, setup))
+        dropout = bool(setup.stack) and get_stack(setup.stack).lora_dropout > 0 and setup.method != "full"
+        return replace(ctx, lora_dropout=True) if dropout else ctx
 
     def step(self, spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, st: States,
              device_capacity: float | None) -> Step:

@@ -109,7 +109,7 @@ def config_pairs(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> lis
     pairs.append(("tuner_type", "full" if setup.method == "full" else "lora"))
     if setup.method != "full":
         pairs += [("lora_rank", setup.lora_rank), ("lora_alpha", 2 * setup.lora_rank),
-                  ("lora_dropout", STACKS["swift"].lora_dropout),  # no masks: the dropout the estimate counts
+                  ("lora_dropout", STACKS["swift"].lora_dropout),  # ms-swift's default, which the estimate counts
                   ("target_modules", ALL_LINEAR if setup.lora_targets == (ALL_LINEAR,) else list(setup.lora_targets))]
         if setup.adapter_dtype != "fp32":
             pairs.append(("lora_dtype", "bfloat16"))  # tuners/peft.py:147-160: no fp32 upcast when set
@@ -139,11 +139,9 @@ def explanation(spec: ModelSpec, setup: TrainingSetup) -> list[str]:
     if _model_id(spec) == PLACEHOLDER_MODEL_ID:
         out.append("# your-org/your-model: the Hub id (or local folder) of the model you estimated.")
     out.append(f"# Loss: {LOSS_IMPLS[loss_impl_id(setup)].label} (the model's own, on the labelled tokens' logits).")
-    dropout = "lora_dropout 0 and " if setup.method != "full" else ""
-    defaults = "0.05, and ceil(16 / (batch × GPUs))" if dropout else "ceil(16 / (batch × GPUs))"
-    out += _comment(f"{dropout}gradient_accumulation_steps are written out: ms-swift's defaults ({defaults}) would keep "
-                    "what the estimate does not count. max_length caps each example (left out, it is the model's "
-                    "max_model_len).")
+    out += _comment("gradient_accumulation_steps is written out: ms-swift's default (ceil(16 / (batch × GPUs))) would "
+                    "keep the gradients alive through more forwards than the estimate counts. max_length caps each "
+                    "example (left out, it is the model's max_model_len).")
     return out
 
 

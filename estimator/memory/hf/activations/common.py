@@ -37,6 +37,9 @@ class ActivationContext:
     litgpt: Any = None
     autocast: bool = False  # the step runs under bf16 autocast: matmuls save bf16 copies of fp32 inputs
     tokens: int = 0  # tokens the language model runs on per micro-batch (TrainingSetup.tokens, read once here)
+    # PEFT's lora_dropout > 0 (the stack's Stack.lora_dropout): each adapted module's nn.Dropout keeps a bool mask and
+    # hands lora_A a new, dropped copy of its input (peft/tuners/lora/layer.py Linear.forward: lora_A(dropout(x)))
+    lora_dropout: bool = False
 
 
 def context(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] | None = None) -> ActivationContext:

@@ -39,6 +39,9 @@ def _norm_saved(spec: ModelSpec, ctx: ActivationContext) -> float:
     return FP32 * h + 4 + trainable
 
 
+BOOL_BYTES = 1  # a torch.bool mask element (native_dropout's mask)
+
+
 def _linear_inputs(mods: list[LinearModule], in_features: int, in_bytes: int, ctx: ActivationContext,
                    already_saved: bool = False) -> float:
     """Inputs saved by linears reading one shared tensor of dtype size in_bytes.
@@ -56,7 +59,11 @@ def _linear_inputs(mods: list[LinearModule], in_features: int, in_bytes: int, ct
     adapted = [m for m in mods if m.name in ctx.adapted]
     if adapted:
         copies = ctx.adapter_copies or in_bytes != ctx.adapter_in
-        if copies:
+        if ctx.lora_dropout:
+            # nn.Dropout per module (torch native_dropout): its bool mask (1 B) and its output, which lora_A saves, in
+            # the adapter's input dtype; the (cast) input itself is not kept for the adapter
+            saved += sum((ctx.adapter_in + BOOL_BYTES) * m.in_features for m in adapted)
+        elif copies:
             saved += sum(ctx.adapter_in * m.in_features for m in adapted)
         elif not already_saved:
             saved += in_bytes * in_features
