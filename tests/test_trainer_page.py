@@ -180,7 +180,11 @@ def test_dpo_full_link_shows_the_reference_segment():
 
 
 def test_bad_trainer_links_fall_back_with_notes():
-    at = run({"trainer": "grpo", "gens": "abc", "completion_len": "300", "vllm_util": "7"})
+    # a GRPO link without a batch gets TRL's 8 (job.stack.default_settings, as the CLI): no note
+    at = run({"trainer": "grpo"})
+    assert at.sidebar.slider(key="batch").value == 8
+    assert not any("divisible by num_generations" in unescape(w.value) for w in at.warning)
+    at = run({"trainer": "grpo", "batch": "1", "gens": "abc", "completion_len": "300", "vllm_util": "7"})
     warnings = [unescape(w.value) for w in at.warning]
     assert any("'gens' was not valid; using the default (8)" in w for w in warnings)
     assert any("'completion_len' was not valid; using the default (512)" in w for w in warnings)

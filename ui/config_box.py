@@ -18,6 +18,7 @@ from estimator import Device, ModelSpec, load_preset
 from estimator.i18n import _, localised_error, shown
 from estimator.job.configs import MAX_CONFIG_BYTES, ConfigError, fit_targets, import_config, model_choice
 from estimator.job.configs._read import printable
+from estimator.job.stack import default_settings
 from estimator.models.hub import HubError, fetch_model
 from estimator.options.quantization import QUANT_MODES
 from estimator.options.stacks import get_stack
@@ -25,7 +26,7 @@ from estimator.report.configs import export_config
 from ui.model_box import HUB_BOX, hub_token
 from ui.params import AUTO, TABLE, UPLOAD, device_for
 from ui.text import plain, warn_notes
-from ui.url_state import is_hub_choice
+from ui.url_state import RUN_DEFAULTS, is_hub_choice
 
 CONFIG_FILES = "config_files"  # the uploader (a config and, optionally, the DeepSpeed JSON it names)
 CONFIG_TEXT = "config_text"  # the paste box
@@ -106,10 +107,13 @@ def _set_setup(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
     ss["loss"] = s.get("loss", AUTO)
     ss["ckpt"] = _ckpt(s)
     ss["attn"] = s.get("attention", TABLE["attn"].default)
-    ss["batch"] = _clamped("batch", s.get("batch", TABLE["batch"].default))
-    ss["max_len"] = _clamped("max_len", s.get("seq_len", TABLE["max_len"].default))
-    # a rank the config leaves out is the stack's, as picking the stack by hand sets it (ui/inputs.py _stack_chosen)
-    ss["rank"] = _ladder("rank", s.get("lora_rank", get_stack(imported.stack).lora_rank), _("LoRA rank"), notes)
+    # a batch or rank the config leaves out is the run's default for its stack and trainer (job.stack.
+    # default_settings, as the CLI reads it and picking the stack by hand sets it: ui/inputs.py _stack_chosen)
+    run = default_settings(imported.stack, trainer=imported.trainer_kwargs.get("trainer", TABLE["trainer"].default))
+    ss[RUN_DEFAULTS] = {"batch": run.batch, "rank": run.lora_rank}
+    ss["batch"] = _clamped("batch", s.get("batch", run.batch))
+    ss["max_len"] = _clamped("max_len", s.get("seq_len", run.seq_len))
+    ss["rank"] = _ladder("rank", s.get("lora_rank", run.lora_rank), _("LoRA rank"), notes)
     targets = s.get("lora_targets", ("all-linear",))
     if spec is not None:
         targets, note = fit_targets(spec, tuple(targets))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..i18n import Text
 from ..job.setup import parse_targets
-from ..job.stack import resolve_setup
+from ..job.stack import default_settings, resolve_setup
 from ..job.trainer import TrainerSetup
 from ..models.config import parse_config_text
 from ..models.hub import HubConfigRefused, HubError, fetch_model
@@ -27,7 +27,7 @@ from ..options.devices import (
     lookup_devices,
     nearest_device_ids,
 )
-from ..options.stacks import default_stack, get_stack
+from ..options.stacks import get_stack
 from ..options.trainers import TRAINERS
 
 if TYPE_CHECKING:
@@ -158,10 +158,11 @@ def _backend(args: argparse.Namespace, device: Device | None) -> str | None:
 
 
 def _stack_id(args: argparse.Namespace, device: Device | None) -> str:
-    """--stack, else MLX-LM on a unified-memory Apple device (its default stack) and TRL elsewhere."""
+    """--stack, else the device's default stack (job.stack.default_settings, which the app reads too: MLX-LM on a
+    unified-memory Apple device, TRL elsewhere)."""
     if args.stack is not None:
         return args.stack
-    return default_stack(device is not None and device.kind == "unified", args.trainer)
+    return default_settings(None, device, args.trainer).stack
 
 
 def read_setup(args: argparse.Namespace, device: Device | None = None) -> TrainingSetup:
