@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import exact as exact
 from ..advice.advise import advise
+from ..advice.explain import explain
 from ..advice.oom import diagnose_oom
 from ..job.stack import setup_json
 from ..job.trainer import TrainerSetup
@@ -37,13 +38,26 @@ from .cli_args import (
 )
 from .cli_flags import build_parser
 from .document import _device_json, advice_json, estimate_host, estimate_json
-from .text import advice_lines, band_line, exact_lines, heading_lines, host_lines, note_lines, oom_lines
+from .text import (
+    advice_lines,
+    assumption_lines,
+    band_line,
+    condition_lines,
+    exact_lines,
+    heading_lines,
+    host_lines,
+    measured_lines,
+    note_lines,
+    oom_lines,
+    why_lines,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
     from ..advice.advise import Advice
+    from ..advice.explain import Explanation
     from ..advice.oom import OomDiagnosis
     from ..job.setup import TrainingSetup
     from ..memory.host import HostVerdict
@@ -119,6 +133,7 @@ class _Run(NamedTuple):
     fast_error: str | None
     host: HostVerdict | None = None
     oom: OomDiagnosis | None = None
+    explanation: Explanation | None = None  # why this number (advice.explain), for the text and the JSON
 
 
 def _spec(args: argparse.Namespace) -> tuple[ModelSpec | None, HubModel | None, str | None]:
@@ -164,7 +179,8 @@ def _compute(args: argparse.Namespace) -> _Run:
     oom = None
     if reading is not None:
         oom = diagnose_oom(reading, spec, setup, trainer, device=device)
-    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error, host, oom)
+    explanation = explain(spec, est, device) if est is not None and spec is not None else None
+    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error, host, oom, explanation)
 
 
 def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
@@ -185,7 +201,7 @@ def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
 
 def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[str]) -> dict[str, Any]:
     """The JSON document: the estimate, the notes, and the exact trace, Hub record and advice when present."""
-    doc = estimate_json(est, run.device, run.host)
+    doc = estimate_json(est, run.device, run.host, run.explanation)
     doc["notes"] = notes
     if run_config := cli_config.config_json(args):
         doc["config_import"] = run_config
@@ -216,6 +232,11 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
         v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
         print(f"  {device.name}: {v.headline}")
         print(band_line(est, v))
+        if run.explanation is not None:
+            print("\n".join(condition_lines(run.explanation)))
+    if run.explanation is not None:
+        print("\n".join(why_lines(run.explanation) + assumption_lines(run.explanation)
+                        + measured_lines(run.explanation)))
     if run.host is not None:
         print("\n".join(host_lines(run.host, device)))
     for line in note_lines(notes):
