@@ -42,6 +42,7 @@ def test_default_settings_is_the_stacks_and_the_trainers():
     assert default_settings(None).stack == "trl"  # no device: TRL, as the CLI without --device
     grpo = default_settings(None, laptop, "grpo")  # mlx-lm has no GRPO: TRL on the Mac, TRL's batch of 8
     assert (grpo.stack, grpo.batch, grpo.batch_from) == ("trl", TRAINERS["grpo"].default_batch, "trainer")
+    assert default_settings(None, gpu, "kto").batch == TRAINERS["kto"].min_batch == 2  # TRL refuses KTO at 1
     for stack in STACK_IDS:
         run = default_settings(stack, gpu)
         assert (run.batch, run.lora_rank, run.seq_len) == (STACKS[stack].batch, STACKS[stack].lora_rank,
@@ -98,3 +99,15 @@ def test_a_device_change_moves_a_batch_left_at_its_default_and_keeps_a_chosen_on
 def test_a_link_without_a_batch_on_a_mac_is_mlx_lms_batch_and_one_with_a_batch_keeps_it():
     assert _app({"device": "laptop-36gb"}).sidebar.slider(key="batch").value == 4
     assert _app({"device": "laptop-36gb", "batch": "1"}).sidebar.slider(key="batch").value == 1
+
+
+def test_a_method_switch_keeps_a_trainers_default_batch():
+    """The remedies and Compare switch the method with job.stack.with_method: GRPO's default batch of 8 stays 8 (it
+    was re-resolved to the stack's 1), still marked as the default; a stack's default batch is unchanged."""
+    from estimator.job.stack import with_method
+
+    grpo = resolve_setup("trl", trainer="grpo")
+    switched = with_method(grpo, "qlora")
+    assert switched.batch == 8 and "batch" in switched.from_stack
+    assert with_method(resolve_setup("mlx"), "qlora") == resolve_setup("mlx", method="qlora")
+    assert with_method(resolve_setup("trl"), "full") == resolve_setup("trl", method="full")

@@ -199,7 +199,8 @@ def test_bad_trainer_links_fall_back_with_notes():
 
 
 def test_kto_batch_one_and_rule_fall_back():
-    at = run({"trainer": "kto", "rule": "true"})
+    assert run({"trainer": "kto"}).sidebar.slider(key="batch").value == 2  # KTO's smallest batch: the run's default
+    at = run({"trainer": "kto", "batch": "1", "rule": "true"})
     warnings = [unescape(w.value) for w in at.warning]
     assert any("KTO needs a per-device batch of at least 2" in w for w in warnings)
     assert any("rule of thumb covers SFT only" in w for w in warnings)
@@ -305,7 +306,7 @@ def test_bad_trainer_link_on_another_page_notes_and_keeps_working():
     from estimator.advice.solvers import min_gpus, sharded
     from tests.test_pages import dataframe, open_page
 
-    at = open_page("pages/scale.py", trainer="kto", gens="4", vllm_util="0.5", model="qwen2.5-0.5b",
+    at = open_page("pages/scale.py", trainer="kto", batch="1", gens="4", vllm_util="0.5", model="qwen2.5-0.5b",
                    device="rtx-4090")
     warnings = [unescape(w.value) for w in at.warning]
     assert any("KTO needs a per-device batch of at least 2" in w for w in warnings)

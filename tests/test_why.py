@@ -169,3 +169,19 @@ def test_every_label_has_a_spanish_translation():
         with language("es"):
             for label in (why.rule_label, *(s.label for s in why.steps)):
                 assert label.translated() != str(label), str(label)
+
+
+def test_every_stack_and_every_trainer_it_has_at_its_defaults():
+    """Deterministically, beside the random setups: each stack at its own defaults with each trainer it runs, on one
+    GPU and sharded over eight, on the stack's own backend."""
+    from estimator.options.stacks import STACKS
+
+    for stack_id, stack in STACKS.items():
+        for trainer in stack.trainers:
+            tr = TrainerSetup(trainer)
+            for extra in ({}, {"gpus": 8, "sharding": "zero3"} if stack.multi_gpu else {}):
+                setup = resolve_setup(stack_id, trainer=trainer, **extra)
+                est = estimate(LLAMA, setup, trainer=tr, device_capacity=80e9)
+                why = why_not_rule(LLAMA, est, 80e9)
+                check_identity(LLAMA, est, why)
+                assert ("sharding" in {s.key for s in why.steps}) == bool(extra), (stack_id, trainer, extra)

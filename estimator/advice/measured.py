@@ -342,6 +342,7 @@ def measured_runs() -> tuple[MeasuredRun, ...]:
 
 # ---- comparing ----------------------------------------------------------------------------------------------------
 
+@lru_cache(maxsize=512)  # a run's own answer does not depend on the setup it is shown beside
 def ours_for(run: MeasuredRun) -> float | None:
     """The estimator's answer for the run's own settings, in the figure's measure: the tensors' peak for
     max_allocated; for max_reserved the tensors with the allocator's slack (published_measurements.csv, as the
@@ -397,6 +398,7 @@ def similarity(run: MeasuredRun, spec: ModelSpec, setup: TrainingSetup, trainer:
     return score
 
 
+@lru_cache(maxsize=256)  # the page asks again for the setup it shows (a rerun that changed nothing else)
 def closest_measured(spec: ModelSpec, setup: TrainingSetup, trainer: TrainerSetup | None = None, count: int = 3,
                      runs: tuple[MeasuredRun, ...] | None = None) -> tuple[Comparison, ...]:
     """The `count` measured runs closest to this setup (most similar first; ties by id), each with the estimate

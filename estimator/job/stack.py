@@ -46,9 +46,10 @@ def _stack_value(stack: Stack, name: str, method: str) -> Any:
 
 def default_batch(stack: Stack, trainer: str = "sft") -> int:
     """The micro-batch a run gets when the user gives none: a preference/RL trainer's own default (GRPO: TRL's 8
-    completions), else the stack's (mlx-lm: 4; the PyTorch stacks: 1, the calculator's smallest run)."""
+    completions), never below the smallest it accepts (KTO: 2, kto_trainer.py), else the stack's (mlx-lm: 4; the
+    PyTorch stacks: 1, the calculator's smallest run)."""
     if trainer != "sft" and trainer in TRAINERS:
-        return TRAINERS[trainer].default_batch
+        return max(TRAINERS[trainer].default_batch, TRAINERS[trainer].min_batch)
     return stack.batch
 
 
@@ -221,7 +222,14 @@ def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
             given.pop("lora_layers", None)
     if method != "full":  # torchtune's LoRA recipes have no optimizer_in_bwd (lora_finetune_single_device.py)
         given["optimizer_in_bwd"] = False
-    return resolve_setup(setup.stack, **{**given, "method": method})
+    # the batch does not depend on the method: a default one stays (a trainer's own, GRPO's 8, included), still
+    # marked as the default
+    kept = {"batch": setup.batch} if "batch" in setup.from_stack else {}
+    changed = resolve_setup(setup.stack, **{**given, **kept, "method": method})
+    if not kept:
+        return changed
+    order = STACK_FIELDS + STACK_SIZE_FIELDS
+    return replace(changed, from_stack=tuple(f for f in order if f in changed.from_stack or f in kept))
 
 
 def attention_impl(setup: TrainingSetup, family: str) -> str:
