@@ -88,7 +88,7 @@ def _setup_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizer", choices=OPTIMIZER_IDS, default=None, help="default: the stack's")
     p.add_argument("--batch", type=int, default=None,
                    help="per-device batch (default: the stack's: 1, mlx 4; GRPO 8, TRL's per_device_train_batch_size, "
-                        "counted in completions)")
+                        "counted in completions; KTO 2, the least TRL accepts)")
     p.add_argument("--seq-len", type=int, default=None, help="max length in tokens (default: the stack's, 2048; "
                                                              "GRPO: --prompt-len + --completion-len)")
     p.add_argument("--image-tokens", type=int, default=None,
