@@ -123,10 +123,11 @@ def _labels(spec: ModelSpec, base: Estimate, margin: float) -> dict[str, Text]:
     o = optimizer_state_bytes(setup.optimizer, g)
     rule_states = "2 + 2 + 12" if master else "2 + 2 + 8"
     labels: dict[str, Text] = {
-        "precision": Text(N_("The trained weights, their gradients and {optimizer} state in {precision}: {w} + {g} + "
-                             "{o} B per weight, against the rule's {rule} B"),
-                          optimizer=Text(opt.label), precision=Text(PRECISIONS[setup.precision].label), w=_per(w),
-                          g=_per(g), o=_per(o), rule=rule_states),
+        "precision": Text(N_("The {n} trained weights, their gradients and {optimizer} state in {precision}: {w} + "
+                             "{g} + {o} B per weight, against the rule's {rule} B for every weight"),
+                          n=base.params_trainable, optimizer=Text(opt.label),
+                          precision=Text(PRECISIONS[setup.precision].label), w=_per(w), g=_per(g), o=_per(o),
+                          rule=rule_states),
         "adapters": Text(N_("The adapters ({n} parameters, {dtype}), their gradients and {optimizer} state, which the "
                             "rule counts in its margin"),
                          n=base.params_trainable, dtype="fp32" if g == 4 else "16-bit", optimizer=Text(opt.label)),
