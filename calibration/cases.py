@@ -3,7 +3,7 @@
 Nothing here is random: ``get_cases()`` always returns the same list in the same order, so
 validation/data/fixtures.json can be regenerated bit-for-bit (see calibration/run_matrix.py).
 
-Case schema (input to calibration.trace.trace_case)::
+Case schema (input to exact.trace.trace_case)::
 
     {
       "id": "llama-a-full-bf16-b1s2048",      # unique, stable
@@ -22,7 +22,7 @@ Case schema (input to calibration.trace.trace_case)::
         "lora_dropout": 0.0,
         "loss": "standard" | "chunked" | "fused",  # standard: HF ForCausalLMLoss (logits.float() + cross_entropy);
                                                  # chunked: TRL 1.16 SFT fused chunked LM head; fused: Liger FLCE
-                                                 # (calibration/losses.py).  Missing (older fixtures) = "standard"
+                                                 # (exact/losses.py).  Missing (older fixtures) = "standard"
         "offload_activations": bool              # only with grad_ckpt: transformers activation_checkpointing_enable(
                                                  # offload=True).  Only the "rw-" cases carry the key; missing = false
       },
@@ -501,7 +501,7 @@ def _rwd_cases() -> list[dict]:
 
 # Gemma 3 with image inputs (prefix "rwi-"; fixtures in validation/data/fixtures_image_inputs.json): the rwd- Gemma 3
 # 4B shape with its 896-px SigLIP tower (2 layers) and one image per example, whose 256 placeholder tokens come on
-# top of seq_len text tokens (calibration/trace.py _train_step). The fake trace used to fail on the placeholder
+# top of seq_len text tokens (exact/trace.py _train_step). The fake trace used to fail on the placeholder
 # check and fall back to a real CPU run that never finished; it takes about a minute since the check is skipped
 # under fake mode. LoRA all-linear (the tower stays frozen, without adapters), with and without checkpointing.
 def _rwi_cases() -> list[dict]:

@@ -22,7 +22,7 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from calibration.count_params import build_meta_model
-from calibration.trace import all_linear_exclude
+from exact.trace import all_linear_exclude
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "families_moe_counts.json"

@@ -249,8 +249,8 @@ def count(preset_id: str) -> dict:
             warnings.simplefilter("ignore")
             # multimodal wrappers: adapters on the language model only, as the estimator and the tracer count them
             # (plain "all-linear" would also adapt every linear of the vision tower); Llama 4's router is left out
-            # as well (calibration/trace.py all_linear_exclude: PEFT's wrapper cannot run its tuple output)
-            from calibration.trace import all_linear_exclude
+            # as well (exact/trace.py all_linear_exclude: PEFT's wrapper cannot run its tuple output)
+            from exact.trace import all_linear_exclude
 
             exclude = all_linear_exclude(model, getattr(cfg, "vision_config", None) is not None)
             pm = get_peft_model(model, LoraConfig(r=LORA_R, lora_alpha=32, target_modules="all-linear",

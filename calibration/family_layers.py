@@ -44,7 +44,7 @@ def _shape(spec: dict, layers: int) -> dict:
 
 def layer_row(model: str, method: str) -> dict:
     from calibration.cases import RWD_MODELS, full_config
-    from calibration.trace import trace_case
+    from exact.trace import trace_case
 
     family, spec = RWD_MODELS[model]
     after = {}
@@ -99,7 +99,7 @@ def _estimated_layers(config: dict, method: str) -> float:
 
 
 def hybrid_rows(model: str, method: str = "lora") -> list[dict]:
-    from calibration.trace import trace_case
+    from exact.trace import trace_case
 
     base = ["linear_attention", "full_attention"]
     shapes = {"base": base, "linear": ["linear_attention"] + base, "full": base + ["full_attention"]}

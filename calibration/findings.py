@@ -23,7 +23,7 @@ import json
 import sys
 
 from calibration.cases import full_config
-from calibration.trace import trace_case
+from exact.trace import trace_case
 
 H, A, K, D, I_ = 512, 8, 2, 64, 1792
 QD, KVD = A * D, K * D

@@ -1,7 +1,7 @@
 """Trace the tensor-level memory peak of LitGPT 0.5.13 training steps (LitGPT's own GPT, not HF modules).
 
-Developer tool, companion of calibration/trace.py: same method (FakeTensorMode + the frozen-parameter-safe
-MemTracker subclass of calibration.trace; model built on meta, then ``to_empty``; a warm-up cycle, then the
+Developer tool, companion of exact/trace.py (the tracer): same method (FakeTensorMode + the frozen-parameter-safe
+MemTracker subclass of exact.trace; model built on meta, then ``to_empty``; a warm-up cycle, then the
 steady-state cycle is measured), but the model and the step are LitGPT's:
 
 * model: ``litgpt.lora.GPT(Config.from_name(name, lora_r=..., lora_query=..., ...))`` +
@@ -52,7 +52,7 @@ from typing import Any
 
 import torch
 
-from calibration.trace import _categories, _Tracker
+from exact.trace import Tracker, categories
 
 warnings.filterwarnings("ignore")
 logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
@@ -112,9 +112,9 @@ def lora_flags(row: dict[str, str]) -> dict[str, bool]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Tracker: calibration.trace._Tracker with LitGPT's module names (transformer.h.N) for the regions
+# Tracker: exact.trace.Tracker with LitGPT's module names (transformer.h.N) for the regions
 # --------------------------------------------------------------------------------------------------
-class _LitTracker(_Tracker):
+class _LitTracker(Tracker):
     layer_pattern = ".h."  # LitGPT's decoder blocks: transformer.h.N
 
 
@@ -268,7 +268,7 @@ def _run(row: dict[str, str], n_layer: int | None, dropout: float, accum: int, i
         def _snap_hook(name):
             def hook(*_a):
                 if record["on"]:
-                    snaps[name] = _categories(tracker._curr_mem_snap)
+                    snaps[name] = categories(tracker._curr_mem_snap)
             return hook
 
         record = {"on": False}
@@ -295,20 +295,20 @@ def _run(row: dict[str, str], n_layer: int | None, dropout: float, accum: int, i
                 targets = torch.randint(0, vocab, (b, s), dtype=torch.long)
                 tracker.phase_override = None
                 if record["on"]:
-                    snaps["before_forward"] = _categories(tracker._curr_mem_snap)
+                    snaps["before_forward"] = categories(tracker._curr_mem_snap)
                 if method == "lora":
                     logits = model(input_ids, lm_head_chunk_size=128)
                     if record["on"]:
-                        snaps["after_model"] = _categories(tracker._curr_mem_snap)
+                        snaps["after_model"] = categories(tracker._curr_mem_snap)
                     logits[-1] = logits[-1][..., :-1, :]
                     loss = chunked_cross_entropy(logits, targets[..., 1:])
                 else:
                     logits = model(input_ids)
                     if record["on"]:
-                        snaps["after_model"] = _categories(tracker._curr_mem_snap)
+                        snaps["after_model"] = categories(tracker._curr_mem_snap)
                     loss = chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])
                 if record["on"]:
-                    snaps["after_loss"] = _categories(tracker._curr_mem_snap)
+                    snaps["after_loss"] = categories(tracker._curr_mem_snap)
                     if items:
                         exclude = {id(p.untyped_storage()) for p in model.parameters()}
                         exclude |= {id(bf.untyped_storage()) for bf in model.buffers()}
@@ -317,14 +317,14 @@ def _run(row: dict[str, str], n_layer: int | None, dropout: float, accum: int, i
                     block_io.clear()
                 (loss / accum).backward()
                 if record["on"]:
-                    snaps["after_backward"] = _categories(tracker._curr_mem_snap)
+                    snaps["after_backward"] = categories(tracker._curr_mem_snap)
                 if (it + 1) % accum == 0:
                     tracker.phase_override = "optimizer_step"
                     opt.step()
                     opt.zero_grad()
                     tracker.phase_override = None
             peak = tracker.peak_total()
-            peak_snap = _categories(tracker.get_tracker_snapshot("peak"))
+            peak_snap = categories(tracker.get_tracker_snapshot("peak"))
             where = dict(tracker.peak_where)
             phase_peaks = dict(tracker.phase_peaks)
             region_peaks = dict(tracker.region_peaks)

@@ -16,7 +16,7 @@ The .venv-cal environment: ``python3 -m venv .venv-cal && .venv-cal/bin/pip inst
 requirements-calibration.txt`` (torch 2.13.0 CPU build, transformers, peft, accelerate).
 
 The output is a JSON list of the case dicts from calibration/cases.py, each with ``measured`` (see
-calibration/trace.py and calibration/README.md) and ``tool`` (torch/transformers/peft versions) added.  Apart
+exact/trace.py and calibration/README.md) and ``tool`` (torch/transformers/peft versions) added.  Apart
 from the tool versions it is deterministic: timings are printed, not stored.
 """
 
@@ -45,7 +45,7 @@ def _worker(case: dict) -> tuple[dict | None, str | None, float]:
     import torch
 
     torch.set_num_threads(1)
-    from calibration.trace import trace_case
+    from exact.trace import trace_case
 
     t0 = time.perf_counter()
     try:

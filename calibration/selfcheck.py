@@ -18,7 +18,7 @@ import copy
 import sys
 
 from calibration.cases import full_config, get_cases
-from calibration.trace import trace_case
+from exact.trace import trace_case
 
 _KEYS = ("peak_bytes", "first_step_peak_bytes", "params_total", "params_trainable", "optimizer_state_bytes")
 

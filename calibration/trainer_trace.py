@@ -1,4 +1,4 @@
-"""Trace one training step of TRL 1.16's preference/RL trainers with the calibration tracer (calibration/trace.py)
+"""Trace one training step of TRL 1.16's preference/RL trainers with the tracer (exact/trace.py)
 and check GRPO's KV cache against a real CPU ``generate``.
 
 Each step runs TRL's own functions where they run under FakeTensorMode (the fused chunked head
@@ -41,8 +41,8 @@ import time  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from calibration import trace as tr  # noqa: E402
 from calibration.trainer_cases import KV_CONFIG, KV_FAMILY, KV_RUNS, estimate_case, kv_estimate, matrix  # noqa: E402
+from exact import trace as tr  # noqa: E402
 
 BETA = 0.1
 
@@ -156,7 +156,7 @@ def run_case(case: dict) -> dict:
     vocab = int(case["config"]["vocab_size"])
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    with tr._loss_and_offload_ctx(setup):
+    with tr.loss_and_offload_ctx(setup):
         if trainer == "reward":
             model = _build_reward(full)
         else:
@@ -168,16 +168,16 @@ def run_case(case: dict) -> dict:
             ref.eval()
             for p in ref.parameters():
                 p.requires_grad_(False)
-        groups = tr._tie_groups(model)
-        ref_groups = tr._tie_groups(ref) if ref is not None else []
-        with tr._real_mode_mask_decisions(), FakeTensorMode(allow_non_fake_inputs=True):
+        groups = tr.tie_groups(model)
+        ref_groups = tr.tie_groups(ref) if ref is not None else []
+        with tr.real_mode_mask_decisions(), FakeTensorMode(allow_non_fake_inputs=True):
             model.to_empty(device="cpu")
-            tr._retie(groups)
+            tr.retie(groups)
             if ref is not None:
                 ref.to_empty(device="cpu")
-                tr._retie(ref_groups)
-            opt = tr._make_optimizer(model, setup)
-            tracker = tr._Tracker()
+                tr.retie(ref_groups)
+            opt = tr.make_optimizer(model, setup)
+            tracker = tr.Tracker()
             tracker.track_external(model, opt, *([ref] if ref is not None else []))
             b = case["batch"] * (2 if trainer in ("dpo", "orpo", "reward") else 1)
             with tracker:
@@ -189,7 +189,7 @@ def run_case(case: dict) -> dict:
                     tracker.new_step()
                     ids = torch.randint(0, vocab, (b, case["seq_len"]), dtype=torch.long)
                     labels = ids.clone()
-                    with tr._autocast_ctx(setup):
+                    with tr.autocast_ctx(setup):
                         if trainer == "dpo":
                             loss = _dpo_loss(model, ref, ids, labels)
                         elif trainer == "kto":
@@ -217,18 +217,18 @@ def _build_reward(full: dict):
     from transformers import AutoModelForSequenceClassification
 
     setup = full["setup"]
-    cfg = tr._hf_config(full)
+    cfg = tr.hf_config(full)
     cfg.num_labels = 1
     cfg.pad_token_id = 0
     with torch.device("meta"):
-        model = AutoModelForSequenceClassification.from_config(cfg, dtype=tr._PRECISION_DTYPE[setup["precision"]],
+        model = AutoModelForSequenceClassification.from_config(cfg, dtype=tr.PRECISION_DTYPE[setup["precision"]],
                                                                 attn_implementation="sdpa")
     if setup["method"] == "lora":
         from peft import LoraConfig, get_peft_model
 
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
                                                  lora_dropout=0.0, task_type="SEQ_CLS"))
-    tr._enable_grad_ckpt(model)
+    tr.enable_grad_ckpt(model)
     model.train()
     return model
 
@@ -237,7 +237,7 @@ def kv_check(family: str, config: dict, sequences: int, prompt: int, completion:
     """Real CPU generate on a tiny random-weight model: the DynamicCache's bytes at the end vs kv_cache_bytes."""
     from transformers import AutoModelForCausalLM
 
-    cfg = tr._hf_config({"family": family, "config": config})
+    cfg = tr.hf_config({"family": family, "config": config})
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
     ids = torch.randint(0, config["vocab_size"], (sequences, prompt))

@@ -4,7 +4,7 @@ Unsloth (unsloth / unsloth_zoo 2026.10.9) needs CUDA and Triton, so its training
 decided by Python code, though: which tensors each ``torch.autograd.Function`` saves, what its backward allocates,
 where the offloaded checkpoint copies the layer input and what the fused loss keeps.  This tracer executes that code
 -- the functions and classes are read from the released wheels (``calibration/unsloth_src.py``) and run line for
-line -- under ``FakeTensorMode`` and the calibration tracker (``calibration/trace.py``), with stand-ins only where the
+line -- under ``FakeTensorMode`` and the tracer's tracker (``exact/trace.py``), with stand-ins only where the
 CUDA path launches a Triton kernel or talks to the CUDA runtime.  Each stand-in allocates what the CUDA path
 allocates (the output tensors the Python code creates) and nothing else; the source line is cited beside it.
 
@@ -54,8 +54,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from calibration.trace import _categories, _Tracker
 from calibration.unsloth_src import UNSLOTH_VERSION, load
+from exact.trace import Tracker, categories
 
 GiB = 1 << 30
 
@@ -719,7 +719,7 @@ def train_step(model, opt, u, case, rope, tracker, snaps=None) -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss = forward_loss(model, u, case, rope)
     if snaps is not None:
-        snaps["after_forward"] = _categories(tracker.get_tracker_snapshot("current"))
+        snaps["after_forward"] = categories(tracker.get_tracker_snapshot("current"))
         snaps["after_forward_host_bytes"] = u.host_ram()
     loss.backward()
     del loss
@@ -729,7 +729,7 @@ def train_step(model, opt, u, case, rope, tracker, snaps=None) -> None:
     opt.step()
     opt.zero_grad(set_to_none=True)
     if snaps is not None:
-        snaps["after_step"] = _categories(tracker.get_tracker_snapshot("current"))
+        snaps["after_step"] = categories(tracker.get_tracker_snapshot("current"))
 
 
 class _AdamW8bit(torch.optim.Optimizer):
@@ -758,7 +758,7 @@ class _AdamW8bit(torch.optim.Optimizer):
                         st["state2"] = torch.empty(p.shape, dtype=torch.float32)
 
 
-class _HostlessTracker(_Tracker):
+class _HostlessTracker(Tracker):
     """The calibration tracker, blind to the meta device: pinned host buffers are not device memory."""
 
     def _update_and_maybe_create_winfos(self, t, reftype, update_existing=False):
@@ -809,7 +809,7 @@ def trace_case(case: dict) -> dict:
             snaps: dict[str, Any] = {}
             train_step(model, opt, u, case, rope, tracker, snaps)
             peak = tracker.peak_total()
-            peak_snap = _categories(tracker.get_tracker_snapshot("peak"))
+            peak_snap = categories(tracker.get_tracker_snapshot("peak"))
             where = dict(tracker.peak_where)
             phase_peaks = dict(tracker.phase_peaks)
             region_peaks = dict(tracker.region_peaks)

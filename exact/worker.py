@@ -1,8 +1,8 @@
 """Worker side of the exact trace: one (config dict, tracer setup dict) → the traced peak, by category.
 
-It reuses the calibration tracer (calibration/trace.py: a real transformers model built from the config dict,
-PEFT LoRA, HF-Trainer steps under FakeTensorMode counted by PyTorch's MemTracker) and adds only what a user
-feature needs: input checks (never trust_remote_code, never a path, never eval), a host-memory limit on the
+It runs the tracer (exact/trace.py, the one the calibration fixtures come from: a real transformers model built
+from the config dict, PEFT LoRA, HF-Trainer steps under FakeTensorMode counted by PyTorch's MemTracker) and adds only
+what a user feature needs: input checks (never trust_remote_code, never a path, never eval), a host-memory limit on the
 worker, the fake mode only (the calibration's real-CPU fallback would allocate real memory), and the byte count
 of the weights bitsandbytes would store in 4-bit (for QLoRA, traced as its 16-bit equivalent).
 """
@@ -62,12 +62,12 @@ def _hf_config_class(model_type: str):
 
 
 def model_class(case: dict):
-    """The transformers class the tracer builds for this config (calibration/trace.py build_model)."""
+    """The transformers class the tracer builds for this config (exact/trace.py build_model)."""
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-    from calibration.trace import _hf_config
+    from exact.trace import hf_config
 
-    cfg = _hf_config(case)
+    cfg = hf_config(case)
     auto = AutoModelForImageTextToText if getattr(cfg, "vision_config", None) is not None else AutoModelForCausalLM
     try:
         return auto._model_mapping[type(cfg)]
@@ -99,7 +99,7 @@ def quantizable_linear_bytes(case: dict) -> tuple[int, int]:
     transformers 5.24 integrations/bitsandbytes.py get_keys_to_not_convert) and the LoRA adapters."""
     import torch
 
-    from calibration.trace import build_model
+    from exact.trace import build_model
 
     model = build_model(case, "meta")
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -151,7 +151,7 @@ def _decoder_layers(model):
 def layer_signatures(case: dict) -> list[tuple]:
     """One hashable description per decoder layer of the (meta) model: every submodule's class and parameter shape,
     plus the layer's attention type. Two layers with the same signature keep the same bytes in a training step."""
-    from calibration.trace import build_model
+    from exact.trace import build_model
 
     model = build_model(case, "meta")
     layers = _decoder_layers(model)
@@ -280,7 +280,7 @@ def trace_job(job: dict[str, Any]) -> dict[str, Any]:
 def _trace_depth(case: dict, job: dict) -> tuple[dict, dict, dict]:
     """(measured, trace record, depth note): two shallow traces extrapolated when the layers repeat, else the full
     depth. depth = {"traced": [a, b] or [n], "extrapolated_to": n or None, "how": one line}."""
-    from calibration.trace import trace_case
+    from exact.trace import trace_case
 
     cfg = case["config"]
     scope = _text_scope(cfg)

@@ -231,3 +231,29 @@ def test_mlx_band_covers_the_measured_error():
 
     errors = [r["error_pct"] / 100 for r in mlx_report()["rows"]]
     assert max(errors) <= MLX_ERROR_LOW + 1e-9 and -min(errors) <= MLX_ERROR_HIGH + 1e-9
+
+
+def _same(stored, computed, path="") -> list[str]:
+    """Where two plain-JSON values differ (floats within 1e-9 relative: the same arithmetic on another machine)."""
+    if isinstance(stored, dict) and isinstance(computed, dict):
+        if list(stored) != list(computed):
+            return [f"{path}: keys {list(stored)[:5]}… ≠ {list(computed)[:5]}…"]
+        return [d for k in stored for d in _same(stored[k], computed[k], f"{path}/{k}")]
+    if isinstance(stored, list) and isinstance(computed, list):
+        if len(stored) != len(computed):
+            return [f"{path}: {len(stored)} items ≠ {len(computed)}"]
+        return [d for i, (a, b) in enumerate(zip(stored, computed, strict=True)) for d in _same(a, b, f"{path}/{i}")]
+    if isinstance(stored, float) and isinstance(computed, float):
+        return [] if stored == pytest.approx(computed, rel=1e-9, abs=1e-12) else [f"{path}: {stored} ≠ {computed}"]
+    return [] if (type(stored), stored) == (type(computed), computed) else [f"{path}: {stored!r} ≠ {computed!r}"]
+
+
+def test_the_how_page_shows_what_validation_computes():
+    """The How page reads the stored report (ui/data/accuracy_report.json: the app imports no developer tool); it is
+    exactly what validation computes now. When the estimate changes, store it again: python -m validation --write."""
+    from ui.accuracy import REPORT
+
+    stored = json.loads(REPORT.read_text(encoding="utf-8"))
+    differences = _same(stored, validation.stored_report())
+    assert not differences, differences[:10]
+    assert _same({"a": [1.0, 2]}, {"a": [1.0 + 1e-6, 2]}) and _same({"a": 1}, {"a": 1.0})  # the comparison can fail

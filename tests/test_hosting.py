@@ -26,11 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 # The app's own code: what `streamlit run app.py` imports.
-APP_SOURCES = ["app.py", "pages", "ui", "estimator", "validation"]
-# Files the running app reads besides its code.
+APP_SOURCES = ["app.py", "pages", "ui", "estimator"]
+# Files the running app reads besides its code (the How page's accuracy figures: validation/'s stored report).
 APP_DATA = ["requirements.txt", ".streamlit/config.toml", "estimator/models/presets/index.json",
-            "validation/data/published_measurements.csv", "validation/data/published_configs/llama-2-7b.json",
-            "validation/data/fixtures.json", "validation/data/trainer_findings.json"]
+            "ui/data/accuracy_report.json"]
 # Import name → distribution name in requirements.txt, where they differ.
 DISTRIBUTIONS = {"yaml": "pyyaml"}
 
@@ -158,15 +157,15 @@ def test_requirements_streamlit_supports_url_binding():
 
 
 def test_dockerignore_keeps_what_the_app_needs_and_drops_the_rest():
-    for path in [*APP_SOURCES, *APP_DATA, "app.py", "pages/compare.py", "ui/inputs.py", "validation/__init__.py"]:
+    for path in [*APP_SOURCES, *APP_DATA, "app.py", "pages/compare.py", "ui/inputs.py"]:
         assert not dockerignored(path), f"{path} is excluded from the image but the app needs it"
-    # the exact trace (exact/worker.py) runs the calibration tracer: trace.py and losses.py go in, the rest not
-    for path in ["exact/worker.py", "calibration/__init__.py", "calibration/trace.py", "calibration/losses.py",
-                 "requirements-exact.txt"]:
+    # the exact trace: the worker and its tracer (exact/), the rest of the developer tools not
+    for path in ["exact/worker.py", "exact/trace.py", "exact/losses.py", "requirements-exact.txt"]:
         assert not dockerignored(path), f"{path} is excluded from the image but the exact trace needs it"
     for path in [".git", ".venv/bin/python", "tests/test_hosting.py", "tests/data/preset_param_counts.json",
-                 "tests/e2e/conftest.py", "calibration/cases.py", "bench/load_test.py", "scripts/test.sh",
-                 "calibration/run_matrix.py",
+                 "tests/e2e/conftest.py", "calibration/cases.py", "calibration/trace.py", "bench/load_test.py",
+                 "scripts/test.sh", "calibration/run_matrix.py", "validation/__init__.py",
+                 "validation/data/fixtures.json",
                  "ui/__pycache__/inputs.cpython-311.pyc", "screenshots/x.png"]:
         assert dockerignored(path), f"{path} would be copied into the image"
 

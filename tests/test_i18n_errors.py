@@ -129,6 +129,7 @@ ENGLISH_ONLY = {
     ("estimator/memory/precision.py", "unknown optimizer"),
     ("estimator/memory/rule.py", "method must be full, lora or qlora"),
     ("estimator/job/stack.py", "unknown setting"),
+    ("estimator/job/stack.py", "give resolve_setup the versions"),  # a TypeError: two inputs for one, from code
     ("estimator/memory/allocator.py", "unknown parser"),  # a PYTORCH_ALLOC_CONF parser name: set in code only
 }
 

@@ -198,7 +198,7 @@ def test_mac_usable_memory_is_the_published_working_set():
 @pytest.mark.parametrize(("argv", "match"), [
     (("--stack", "mlx", "--method", "qlora", "--quant", "nf4"), "NF4 does not run under MLX"),
     (("--stack", "mlx", "--device", "mi300x"), "no ROCm backend"),
-    (("--stack", "mlx", "--trainer", "dpo"), "SFT only"),
+    (("--stack", "mlx", "--trainer", "dpo"), "supervised fine-tuning only"),
     (("--stack", "mlx", "--optimizer", "adamw_8bit"), "mlx-lm's --optimizer offers"),
     (("--stack", "mlx", "--precision", "mixed"), "no mixed precision"),
     (("--stack", "torchtune", "--lora-layers", "4"), "torchtune's LoRA builders"),

@@ -120,22 +120,22 @@ def test_how_section_names_every_trainer_and_source():
 # ---- resolve_trainer (the page's fallbacks, pure) ----------------------------------------------------------
 
 def test_resolve_trainer_fallbacks():
-    args = dict(beta_text="auto", precompute=False, gens=8, prompt=512, completion=512, gen="hf", util=0.3)
+    args = dict(beta="auto", precompute_ref=False, gens=8, prompt_len=512, completion_len=512, gen="hf", vllm_util=0.3)
     r = resolve_trainer(trl(batch=1), "kto", **args)
     assert r.setup.batch == 2 and "at least 2" in r.notes[0]
     r = resolve_trainer(trl(batch=12), "grpo", **args)
     assert r.trainer.gens == 6 and "shown with 6 generations" in r.notes[0]
     r = resolve_trainer(trl(batch=2, loss="standard"), "dpo", **args)
     assert r.setup.loss == "chunked" and "does not use the 'standard' loss" in r.notes[0]
-    r = resolve_trainer(trl(), "orpo", **{**args, "precompute": True, "beta_text": "-3"})
+    r = resolve_trainer(trl(), "orpo", **{**args, "precompute_ref": True, "beta": "-3"})
     assert r.trainer.precompute_ref is False and r.trainer.beta is None and "Beta must be" in r.notes[0]
     r = resolve_trainer(trl(batch=8), "dpo", **{**args, "gens": 3, "gen": "vllm-colocate"})
     assert r.trainer.num_generations is None  # GRPO-only widgets are not applied, and a note says so
     assert r.notes == ("DPO has no use for num_generations, the generation mode: not applied.",)
-    r = resolve_trainer(trl(batch=8), "grpo", **{**args, "util": 0.5, "sleep": True})
+    r = resolve_trainer(trl(batch=8), "grpo", **{**args, "vllm_util": 0.5, "vllm_sleep": True})
     assert r.trainer.vllm_gpu_util is None and r.trainer.vllm_sleep is False
     assert r.notes == ("GRPO with hf has no use for vllm_gpu_memory_utilization, vLLM sleep mode: not applied.",)
-    r = resolve_trainer(trl(batch=8), "reward", **{**args, "beta_text": "0.2", "precompute": True})
+    r = resolve_trainer(trl(batch=8), "reward", **{**args, "beta": "0.2", "precompute_ref": True})
     assert r.notes == ("Reward model has no use for beta, precompute_ref_log_probs: not applied.",)
     assert resolve_trainer(trl(batch=8), "dpo", **args).notes == ()
 
@@ -209,8 +209,8 @@ def test_kto_batch_one_and_rule_fall_back():
 
 
 def test_sft_keeps_the_users_loss():
-    r = resolve_trainer(trl(loss="standard"), "sft", beta_text="auto", precompute=False, gens=8, prompt=512,
-                        completion=512, gen="hf", util=0.3)
+    r = resolve_trainer(trl(loss="standard"), "sft", beta="auto", precompute_ref=False, gens=8, prompt_len=512,
+                        completion_len=512, gen="hf", vllm_util=0.3)
     assert r.setup.loss == "standard" and r.notes == ()
 
 

@@ -13,7 +13,6 @@ from estimator.memory.price import estimate as price
 from estimator.memory.price import needs_capacity
 from estimator.memory.runtimes import runtime_for
 from estimator.memory.unsloth.kernels import (
-    RELEASE_2024,
     fused_linear_rows,
     layer_saved,
     reserve_bytes,
@@ -203,7 +202,7 @@ def test_rope_cache_and_reserve():
     p = unsloth_path(L8, qlora())
     assert rope_cache_bytes(L8, p, 4096) == 2 * 131072 * 128 * 2  # padding-free: max_position_embeddings rows
     assert rope_cache_bytes(L8, replace(p, padding_free=False), 4096) == 2 * 32768 * 128 * 2
-    old = replace(p, release=RELEASE_2024)
+    old = replace(p, layer_rope_caches=True)  # transformers < 4.48 (fork transformers_model_level_rope)
     assert rope_cache_bytes(L8, old, 81920) == 2 * 128 * 2 * (32 * 81920 + 32768)  # one cache per layer
     # block_swap.py:573-585 at 8192 tokens, batch 1, r=32 LoRA (fp32 + 12 B per trainable parameter)
     assert reserve_bytes(L8, 8192, 83886080) == pytest.approx(
@@ -255,7 +254,9 @@ def test_solver_figures_for_the_issue():
 
 def test_published_tables_path_is_the_2024_code():
     p = published_tables_path(L8, qlora())
-    assert (p.release, p.attention, p.checkpointing, p.padding_free) == (RELEASE_2024, "xformers", "reload", False)
+    assert (p.attention, p.checkpointing, p.padding_free) == ("xformers", "reload", False)
+    assert p.fresh_dequant and p.lora_out_of_place and p.cut_cross_entropy and p.layer_rope_caches
+    assert p.published_2024 and not p.offloaded and not p.double_buffer and p.embedding_on_gpu
     e = estimate_for_path(L8, qlora(seq_len=2048), p)
     loss = next(x for x in e.phases if x.key == "loss_backward")
     assert sum(x.bytes for x in loss.details if x.key == "activations.loss_backward") >= 2 * 128256 * 4096

@@ -10,29 +10,37 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 from estimator import Device, ModelSpec, load_preset
-from estimator.i18n import _, localised_error, shown
-from estimator.job.configs import MAX_CONFIG_BYTES, ConfigError, fit_targets, import_config, model_choice
+from estimator.i18n import N_, _, localised_error, shown
+from estimator.job.configs import MAX_CONFIG_BYTES, ConfigError, Merged, fit_targets, import_config, merge, model_choice
 from estimator.job.configs._read import printable
+from estimator.job.settings import BY_KEY, widget_value
+from estimator.job.setup import ALL_LINEAR
 from estimator.job.stack import default_settings
 from estimator.models.hub import HubError, fetch_model
 from estimator.options.quantization import QUANT_MODES
 from estimator.options.stacks import get_stack
 from estimator.report.configs import export_config
 from ui.model_box import HUB_BOX, hub_token
-from ui.params import AUTO, TABLE, UPLOAD, device_for
+from ui.params import AUTO, SIDEBAR_PARAMS, TABLE, TRAINER_PARAMS, UPLOAD, device_for
 from ui.text import plain, warn_notes
 from ui.url_state import RUN_DEFAULTS, is_hub_choice
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 CONFIG_FILES = "config_files"  # the uploader (a config and, optionally, the DeepSpeed JSON it names)
 CONFIG_TEXT = "config_text"  # the paste box
 CONFIG_OVERRIDES = "config_overrides"  # torchtune's key=value overrides
 STATE = "_config_import"  # {"name", "result" (ImportedConfig) or "error", "notes"}
 MAX_LIST_LINES = 200  # rows shown per list (a hostile file can have thousands of keys)
+_IMAGE_KEYS = ("images", "tower")  # no image inputs in a training config; the tower toggle is set apart (multimodal only)
+_MLX_KEYS = ("lora_layers", "dora", "quant")  # set by _set_mlx
+_LADDER_NAMES = {"prompt_len": N_("prompt length"), "completion_len": N_("max completion length")}  # else the label
 # Settings the sidebar has no control for (the CLI applies them): named in a note when a config sets them.
 # max_grad_norm changes no memory (clip_grad_norm_ keeps per-tensor norms only), so it needs none.
 _NOT_IN_SIDEBAR = {"adapter_dtype": "adapter dtype", "qlora_prep": "QLoRA preparation",
@@ -88,47 +96,45 @@ def _set_model(imported: Any, notes: list[str]) -> ModelSpec | None:
     return _spec_for(choice)
 
 
-def _ckpt(settings: dict[str, Any]) -> str:
-    if "grad_ckpt" not in settings:
-        return "offload" if settings.get("offload_activations") else AUTO
-    if not settings["grad_ckpt"]:
-        return "false"
-    return "offload" if settings.get("offload_activations") else "true"
+def _control_value(key: str, settings: Mapping[str, Any], notes: list[str]) -> Any:
+    """A control's value for imported settings given by their names (the settings table converts them,
+    estimator/job/settings.py): the control's default where they leave it to the stack, a whole number within the
+    control's limits, a ladder's nearest step (with a note), text within its length."""
+    p = TABLE[key]
+    value = widget_value(key, settings, p.default)
+    if p.widget == "select_slider":
+        if isinstance(p.choices[0], float):
+            value = round(float(value), 2)
+        return _ladder(key, value, _(_LADDER_NAMES.get(key, p.label)), notes)
+    if p.integer:
+        return _clamped(key, value)
+    if p.max_chars:
+        return value[: p.max_chars]
+    return value
 
 
-def _set_setup(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
+def _set_setup(merged: Merged, imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
     """Every sidebar setting: the config's value, or the setting's default where the config leaves it to the
-    stack (so nothing of the previous view stays)."""
-    ss, s = st.session_state, imported.setup_kwargs
-    ss["stack"] = imported.stack
-    ss["method"] = s.get("method", TABLE["method"].default)
-    ss["precision"] = s.get("precision", TABLE["precision"].default)
-    ss["optimizer"] = s.get("optimizer", AUTO)
-    ss["loss"] = s.get("loss", AUTO)
-    ss["ckpt"] = _ckpt(s)
-    ss["attn"] = s.get("attention", TABLE["attn"].default)
+    stack (so nothing of the previous view stays). The controls also keep the config's values the job leaves
+    out (its LoRA settings under full fine-tuning, its max length under GRPO), for when the method or the trainer
+    changes back."""
+    ss, s = st.session_state, {**merged.setup, **merged.unused}
+    ss["stack"] = merged.stack
     # a batch or rank the config leaves out is the run's default for its stack and trainer (job.stack.
     # default_settings, as the CLI reads it and picking the stack by hand sets it: ui/inputs.py _stack_chosen)
-    run = default_settings(imported.stack, trainer=imported.trainer_kwargs.get("trainer", TABLE["trainer"].default))
+    run = default_settings(merged.stack, trainer=merged.trainer.get("trainer", TABLE["trainer"].default))
     ss[RUN_DEFAULTS] = {"batch": run.batch, "rank": run.lora_rank}
-    ss["batch"] = _clamped("batch", s.get("batch", run.batch))
-    ss["max_len"] = _clamped("max_len", s.get("seq_len", run.seq_len))
-    ss["rank"] = _ladder("rank", s.get("lora_rank", run.lora_rank), _("LoRA rank"), notes)
-    targets = s.get("lora_targets", ("all-linear",))
-    if spec is not None:
-        targets, note = fit_targets(spec, tuple(targets))
-        if note:
-            notes.append(shown(note))
-    ss["targets"] = ",".join(targets)[: TABLE["targets"].max_chars]
-    ss["gpus"] = _clamped("gpus", s.get("gpus", TABLE["gpus"].default))
-    ss["sharding"] = s.get("sharding", TABLE["sharding"].default)
-    ss["accum"] = _clamped("accum", s.get("grad_accum", TABLE["accum"].default))
-    ss["opt_offload"] = bool(s.get("offload_optimizer", False))
-    ss["offload_params"] = bool(s.get("offload_params", False))
-    ss["compile"] = bool(s.get("compile", False))
-    ss["in_bwd"] = bool(s.get("optimizer_in_bwd", False))
-    dq = s.get("nf4_double_quant")
-    ss["dq"] = AUTO if dq is None else ("true" if dq else "false")
+    s.setdefault("lora_rank", run.lora_rank)
+    s.setdefault("batch", run.batch)
+    for key in SIDEBAR_PARAMS:
+        if key not in BY_KEY or key in ("stack", *_IMAGE_KEYS, *_MLX_KEYS):
+            continue
+        if key == "targets" and spec is not None:  # torchtune's and LitGPT's switches name Llama's modules
+            targets, note = fit_targets(spec, tuple(s.get("lora_targets", (ALL_LINEAR,))))
+            if note:
+                notes.append(shown(note))
+            s["lora_targets"] = targets
+        ss[key] = _control_value(key, s, notes)
     if spec is not None and spec.tower_kind:  # the toggle exists for multimodal models only (ui/inputs.py)
         ss["tower"] = bool(s.get("train_tower", False))
     _set_mlx(imported, spec, notes)
@@ -148,7 +154,7 @@ def _set_mlx(imported: Any, spec: ModelSpec | None, notes: list[str]) -> None:
     ss["lora_layers"] = _clamped("lora_layers", layers)
     ss["dora"] = bool(s.get("dora", False))
     mode = s.get("quant_mode")
-    ss["quant"] = mode if mode in QUANT_MODES else AUTO
+    ss["quant"] = widget_value("quant", s, AUTO)
     option = QUANT_MODES.get(mode)
     if option is not None and (s.get("quant_bits", option.bits[0]), s.get("quant_group", option.groups[0])) != (
             option.bits[0], option.groups[0]):
@@ -172,20 +178,10 @@ def _current_device() -> Device | None:
         return None
 
 
-def _set_trainer(imported: Any, notes: list[str]) -> None:
-    ss, t = st.session_state, imported.trainer_kwargs
-    ss["trainer"] = t.get("trainer", TABLE["trainer"].default)
-    ss["beta"] = str(t["beta"]) if "beta" in t else AUTO
-    ss["precompute_ref"] = bool(t.get("precompute_ref", False))
-    ss["gens"] = _clamped("gens", t.get("num_generations", TABLE["gens"].default))
-    ss["prompt_len"] = _ladder("prompt_len", t.get("prompt_len", TABLE["prompt_len"].default), _("prompt length"),
-                               notes)
-    ss["completion_len"] = _ladder("completion_len", t.get("completion_len", TABLE["completion_len"].default),
-                                   _("max completion length"), notes)
-    ss["gen"] = t.get("generation", TABLE["gen"].default)
-    ss["vllm_util"] = _ladder("vllm_util", round(float(t.get("vllm_gpu_util", TABLE["vllm_util"].default)), 2),
-                              "vllm_gpu_memory_utilization", notes)
-    ss["vllm_sleep"] = bool(t.get("vllm_sleep", False))
+def _set_trainer(merged: Merged, notes: list[str]) -> None:
+    """Every trainer control: the config's value, or the control's default."""
+    for key in TRAINER_PARAMS:
+        st.session_state[key] = _control_value(key, merged.trainer, notes)
 
 
 def apply_config(data: bytes | str, name: str, attachments: dict[str, bytes], overrides: tuple[str, ...]) -> None:
@@ -196,9 +192,10 @@ def apply_config(data: bytes | str, name: str, attachments: dict[str, bytes], ov
         st.session_state[STATE] = {"name": name, "error": localised_error(exc)}
         return
     notes: list[str] = []
+    merged = merge(imported)  # no flags: the config's settings replace the sidebar's (the CLI's merge)
     spec = _set_model(imported, notes)
-    _set_setup(imported, spec, notes)
-    _set_trainer(imported, notes)
+    _set_setup(merged, imported, spec, notes)
+    _set_trainer(merged, notes)
     st.session_state[STATE] = {"name": name, "result": imported, "notes": notes}
 
 

@@ -1,6 +1,6 @@
 """How it works, the accuracy: the tracer's, the published runs' and MLX-LM's errors (overall, by method, run by
-run; validation/ re-estimates them), then the exact trace for when the fast estimate is not enough: what it is,
-what it leaves out, how to install it."""
+run; validation/ re-estimates them and stores the report, ui/accuracy.py reads it), then the exact trace for when the
+fast estimate is not enough: what it is, what it leaves out, how to install it."""
 
 from __future__ import annotations
 
@@ -10,17 +10,10 @@ import streamlit as st
 from estimator import exact as exact_doc
 from estimator.i18n import _, format_number
 from estimator.memory.overhead import ALLOCATOR_SLACK
-from validation import accuracy_report as _accuracy_report
 
+from .accuracy import accuracy_report
 from .lang import localised, number_columns
 from .once import arrow_table, once, table_per_language
-
-
-def accuracy_report() -> dict:
-    """The accuracy report re-estimates every fixture and published run (~25 ms): it depends on no input and no
-    language (its rows hold ids, numbers and English source notes), so it is computed once per process (ui/once.py:
-    shared, read only)."""
-    return once("how.accuracy_report", _accuracy_report)
 
 
 def accuracy() -> tuple[dict, dict]:

@@ -22,7 +22,7 @@ from estimator.options.optimizers import OPTIMIZERS
 from estimator.options.precisions import QLORA_PREPS
 from estimator.options.stacks import MLX_STACK, STACK_FACTS, STACK_FIELDS, STACKS, get_stack
 
-from .how_accuracy import accuracy_report
+from .accuracy import accuracy_report
 from .live_chart import live_plotly_chart
 from .once import table_per_language
 from .page_charts import attention_share_chart_spec

@@ -26,6 +26,7 @@ from estimator import (
     load_preset,
 )
 from estimator.i18n import _, localised_error, set_language
+from estimator.job.settings import from_widgets, key_of
 from estimator.job.stack import default_settings, resolve_setup, setup_summary
 from estimator.job.tower import check_tower
 from estimator.memory.adapters import lora_targets
@@ -36,7 +37,7 @@ from ui.config_box import draw_config_box
 from ui.lang import language_switch
 from ui.model_box import DEFAULT_MODEL, draw_model_section
 from ui.model_box import model_options as model_options  # re-exported: tests read it here
-from ui.params import AUTO, CUSTOM, TABLE, device_for, widget
+from ui.params import AUTO, CUSTOM, TABLE, device_for, typed, widget
 from ui.params import CKPT_CHOICES as CKPT_CHOICES  # re-exported: pages and tests read it here
 from ui.sliders import MAX_LEN_MAX as MAX_LEN_MAX  # re-exported: pages and tests read them here
 from ui.sliders import POW2_LENGTHS as POW2_LENGTHS
@@ -123,18 +124,18 @@ class _Drawn:
 
 # ---- the full run: the settled part of the sidebar ----------------------------------------------------------
 
-def _multimodal_inputs(sb: Any, named: ModelSpec, notes: list[str]) -> tuple[int, bool]:
-    """Image tokens and the vision tower, for multimodal wrappers only (image tokens lengthen the language
-    model's sequence); a text model notes a link's values for them instead."""
+def _multimodal_inputs(sb: Any, named: ModelSpec, notes: list[str]) -> dict[str, Any]:
+    """Image tokens and the vision tower by their keys, for multimodal wrappers only (image tokens lengthen the
+    language model's sequence); a text model notes a link's values for them instead."""
     if named.tower_kind:
-        return widget("images", sb), widget("tower", sb)
+        return {"images": widget("images", sb), "tower": widget("tower", sb)}
     if st.query_params.get("images", "0") not in ("0", ""):
         notes.append(_("Image tokens apply to multimodal models only; {model} is a text model, so the link's "
                        "'images' value is not used.").format(model=named.name))
     if st.query_params.get("tower", "false") not in ("false", ""):
         notes.append(_("Training the vision tower applies to multimodal models only; {model} is a text model, "
                        "so the link's 'tower' value is not used.").format(model=named.name))
-    return 0, False
+    return {"images": 0, "tower": False}
 
 
 @dataclass(frozen=True)
@@ -161,65 +162,68 @@ def _stack_chosen() -> None:
     change."""
     choice = st.session_state.get("stack")
     if choice in STACKS:
-        run = default_settings(choice, trainer=str(held("trainer")) if held("trainer") in TABLE["trainer"].choices
-                               else "sft")
-        st.session_state["batch"] = run.batch
-        st.session_state["rank"] = run.lora_rank
-        st.session_state[RUN_DEFAULTS] = {"batch": run.batch, "rank": run.lora_rank}
+        trainer = held("trainer")
+        run = default_settings(choice, trainer=str(trainer) if trainer in TABLE["trainer"].choices else "sft")
+        st.session_state[key_of("batch")] = run.batch
+        st.session_state[key_of("lora_rank")] = run.lora_rank
+        st.session_state[RUN_DEFAULTS] = {key_of("batch"): run.batch, key_of("lora_rank"): run.lora_rank}
 
 
 def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str], held_defaults: dict[str, Any]) -> _Training:
     """Method, stack, precision, a slot for batch and max length, images, checkpointing and the two expanders
-    (optimizer, loss, attention, LoRA; GPUs and sharding). `held_defaults`: the run's batch and rank defaults."""
-    method = widget("method", sb)
+    (optimizer, loss, attention, LoRA; GPUs and sharding). The controls' values, by their keys, become the settings
+    by their names through the settings table (estimator/job/settings.py). `held_defaults`: the run's batch and
+    rank defaults (job.stack.default_settings)."""
+    values: dict[str, Any] = {}
+
+    def draw(key: str, container: Any = None, **overrides: Any) -> Any:
+        values[key] = typed(key, widget(key, container, **overrides))
+        return values[key]
+
+    method = draw("method", sb)
     stack_id = widget("stack", sb, on_change=_stack_chosen)
     sb.caption(plain(get_stack(str(stack_id)).version if stack_id in STACKS else
                      _("auto: MLX-LM on an Apple device, TRL elsewhere")))
-    precision = widget("precision", sb)
+    draw("precision", sb)
     length_slot = sb.container()  # batch and max length (ui/sliders.py)
-    images, tower = _multimodal_inputs(sb, named, notes)
-    ckpt = widget("ckpt", sb)
+    values.update({key: typed(key, value) for key, value in _multimodal_inputs(sb, named, notes).items()})
+    draw("ckpt", sb)
+    lora_off = method == "full"
+    caps = STACKS.get(str(stack_id))  # the switches the chosen stack has (Stack.compile, Stack.optimizer_in_bwd)
+    can_compile = caps is not None and caps.compile
+    can_step_in_bwd = caps is not None and caps.optimizer_in_bwd
     with sb.expander(_("Optimizer, loss, attention, LoRA")):
-        optimizer = widget("optimizer")
-        loss = widget("loss")
-        attn = widget("attn")
-        lora_off = method == "full"
-        rank = widget("rank", disabled=lora_off, default=held_defaults["rank"])
+        for key in ("optimizer", "loss", "attn"):
+            draw(key)
+        draw("rank", disabled=lora_off, default=held_defaults["rank"])
         targets_text = widget("targets", disabled=lora_off,
                               help=_("'all-linear' or names: {names}").format(names=", ".join(named.linear_names())))
-        lora_layers = widget("lora_layers")
-        dora = widget("dora", disabled=lora_off)
-        quant = widget("quant", disabled=method != "qlora")
-        dq = widget("dq", disabled=method != "qlora")
-        caps = STACKS.get(str(stack_id))  # the switches the chosen stack has (Stack.compile, optimizer_in_bwd)
-        can_compile = caps is not None and caps.compile
-        can_step_in_bwd = caps is not None and caps.optimizer_in_bwd
-        compile_ = widget("compile", disabled=not can_compile)
-        in_bwd = widget("in_bwd", disabled=not can_step_in_bwd or method != "full")
+        draw("lora_layers")
+        draw("dora", disabled=lora_off)
+        draw("quant", disabled=method != "qlora")
+        draw("dq", disabled=method != "qlora")
+        draw("compile", disabled=not can_compile)
+        draw("in_bwd", disabled=not can_step_in_bwd or method != "full")
     with sb.expander(_("GPUs and sharding")):
-        gpus = widget("gpus")
-        sharding = widget("sharding")
-        accum = widget("accum")
-        opt_offload = widget("opt_offload")
-        offload_params = widget("offload_params", disabled=sharding != "zero3")
-    if offload_params and sharding != "zero3":
+        draw("gpus")
+        sharding = draw("sharding")
+        draw("accum")
+        draw("opt_offload")
+        draw("offload_params", disabled=sharding != "zero3")
+    settings = from_widgets(values)
+    if settings["offload_params"] and sharding != "zero3":
         notes.append(_("Parameter offload needs sharding zero3; it is off until you choose zero3."))
-        offload_params = False
-    settings = dict(
-        method=str(method), precision=str(precision),
-        attention=str(attn), lora_rank=int(rank), gpus=int(gpus), sharding=str(sharding),
-        optimizer=None if optimizer == AUTO else str(optimizer),
-        grad_ckpt={"true": True, "false": False, "offload": True}.get(str(ckpt)),
-        offload_activations={"offload": True, "false": False, "true": False}.get(str(ckpt)),
-        loss=None if loss == AUTO else str(loss), image_tokens=int(images), train_tower=bool(tower),
-        lora_layers=int(lora_layers) or None, dora=bool(dora) and not lora_off,
-        quant_mode=None if quant == AUTO else str(quant),
-        grad_accum=int(accum), offload_optimizer=bool(opt_offload),
-        nf4_double_quant={"true": True, "false": False}.get(str(dq)) if method == "qlora" else None,
-        compile=bool(compile_) if can_compile else None,
-        optimizer_in_bwd=bool(in_bwd) if can_step_in_bwd and method == "full" else None,
-        offload_params=bool(offload_params),
-    )
+        settings["offload_params"] = False
+    # what the controls that are off leave to the stack: DoRA without adapters, the NF4 base's double quantisation
+    # without QLoRA, the compile and optimizer-in-backward switches on a stack without them (Stack.compile,
+    # Stack.optimizer_in_bwd; the latter for full fine-tuning only)
+    settings["dora"] = settings["dora"] and not lora_off
+    if method != "qlora":
+        settings["nf4_double_quant"] = None
+    if not can_compile:
+        settings["compile"] = None
+    if not (can_step_in_bwd and method == "full"):
+        settings["optimizer_in_bwd"] = None
     _settle_scale(settings, notes)
     return _Training(settings, str(stack_id) if stack_id in STACKS else AUTO, str(targets_text), length_slot)
 
@@ -315,8 +319,8 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
             notes.append(_("LoRA targets: {error}. Using all-linear.").format(error=localised_error(exc)))
             targets = ("all-linear",)
     stack_id = effective_stack(drawn.stack_id, drawn.device, drawn.trainer_box.trainer)
-    settings = {**drawn.settings, "batch": int(batch), "seq_len": int(max_len), "lora_targets": targets,
-                "backend": device_backend(drawn.device)}
+    settings = {**drawn.settings, **from_widgets({"batch": int(batch), "max_len": int(max_len)}),
+                "lora_targets": targets, "backend": device_backend(drawn.device)}
     try:
         setup = resolve_setup(stack_id, **settings)
     except ValueError as exc:

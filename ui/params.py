@@ -1,9 +1,10 @@
 """One table of the link parameters: each parameter's name, default, limits or choices, widget, label and help,
 written once. Defaults and limits come from the estimator's own setup: TrainingSetup's and TrainerSetup's field
-defaults, the limits their checks enforce (estimator/job/setup.py, estimator/memory/trainers.py, estimator/models/config.py,
-estimator/options/devices.py) and the option descriptions' ids (estimator/options/, estimator/options/stacks.py). The sidebar
-(ui/inputs.py), the trainer box (ui/trainer_inputs.py) and the pages' own controls draw their widgets from it with
-`widget()`, and the link notes check a link's values against it with `Param.accepts`;
+defaults (the settings table, estimator/job/settings.py, names the field behind each key: max_len is seq_len), the
+limits their checks enforce (estimator/job/setup.py, estimator/memory/trainers.py, estimator/models/config.py,
+estimator/options/devices.py) and the option descriptions' ids (estimator/options/, estimator/options/stacks.py). The
+sidebar (ui/inputs.py), the trainer box (ui/trainer_inputs.py) and the pages' own controls draw their widgets from it
+with `widget()`, and the link notes check a link's values against it with `Param.accepts`;
 tests/test_params.py checks the table against the estimator, so neither can drift."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import streamlit as st
 
 from estimator import CATALOG, MAX_SIZE_B, MIN_SIZE_B, TrainerSetup, TrainingSetup, list_presets
 from estimator.i18n import N_, Text, _
+from estimator.job.settings import AUTO, BY_KEY, CKPT_CHOICES, widget_value
 from estimator.job.setup import MAX_BATCH, MAX_GPUS, MAX_GRAD_ACCUM, MAX_LORA_LAYERS, MAX_RANK, MAX_SEQ_LEN
 from estimator.memory.rule import rule_sentence
 from estimator.options.devices import CUSTOM_MAX_GB, CUSTOM_MIN_GB, DEVICE_KINDS, Device, custom_device, get_device
@@ -40,11 +42,9 @@ from estimator.options.trainers import (
 )
 from ui.grids import SEED_SIZES_B, VARIANT_OPTIONS, size_and_preset_options, size_label
 
-AUTO = "auto"  # "the stack's (or the trainer's) default" for the settings a training stack or trainer fills
 BY_SIZE = "by-size"
 UPLOAD = "upload"
 CUSTOM = "custom"
-CKPT_CHOICES: tuple[str, ...] = (AUTO, "true", "false", "offload")  # offload = on, inputs in CPU RAM
 
 
 def device_for(choice: str, capacity: float, kind: str) -> Device:
@@ -58,8 +58,12 @@ def setup_default(cls: type, name: str) -> Any:
     return field.default if field.default is not MISSING else field.default_factory()  # type: ignore[misc]
 
 
-def _setup(name: str) -> Any:
-    return setup_default(TrainingSetup, name)
+def _default(key: str) -> Any:
+    """A setting's link default: its dataclass field's default (the settings table, estimator/job/settings.py, names
+    the field behind the key), as the widget shows it."""
+    setting = BY_KEY[key][0]
+    owner = TrainingSetup if setting.owner == "setup" else TrainerSetup
+    return widget_value(key, {setting.name: setup_default(owner, setting.name)}, None)
 
 
 def _powers_of_two(low: int, high: int) -> tuple[int, ...]:
@@ -140,17 +144,17 @@ def _rows() -> tuple[Param, ...]:
               help_items=tuple((k, s.label) for k, s in STACKS.items()),
               source=f"estimator.options.stacks STACK_IDS (auto: {MLX_STACK} on a unified device, {DEFAULT_STACK} "
                      "otherwise)"),
-        Param("method", N_("Method"), "segmented", _setup("method"), METHODS,
+        Param("method", N_("Method"), "segmented", _default("method"), METHODS,
               help=N_("full = every weight trains; lora = frozen 16-bit base + small adapters; qlora = frozen 4-bit "
                       "base + adapters."), source=setup_src),
-        Param("precision", N_("Precision"), "selectbox", _setup("precision"), PRECISION_IDS,
+        Param("precision", N_("Precision"), "selectbox", _default("precision"), PRECISION_IDS,
               help_items=tuple(PRECISION_LABELS.items()), source=setup_src),
         Param("optimizer", N_("Optimizer"), "selectbox", AUTO, (AUTO, *OPTIMIZERS),
               help=N_("auto = the stack's default"), help_items=tuple(OPTIMIZER_LABELS.items()),
               source="estimator.options.optimizers.OPTIMIZERS (auto: the stack's)"),
-        Param("batch", N_("Batch size (per GPU)"), "slider", _setup("batch"), low=1, high=MAX_BATCH, integer=True,
+        Param("batch", N_("Batch size (per GPU)"), "slider", _default("batch"), low=1, high=MAX_BATCH, integer=True,
               step=1, source=f"{setup_src} (batch, MAX_BATCH)"),
-        Param("max_len", N_("Exact max length"), "number", _setup("seq_len"), low=1, high=MAX_SEQ_LEN, integer=True,
+        Param("max_len", N_("Exact max length"), "number", _default("max_len"), low=1, high=MAX_SEQ_LEN, integer=True,
               step=128, source=f"{setup_src} (seq_len, MAX_SEQ_LEN)"),
         Param("ckpt", N_("Gradient checkpointing"), "segmented", AUTO, CKPT_CHOICES,
               help=N_("auto = what the training stack does; true = keep only each layer's input and recompute the "
@@ -160,18 +164,18 @@ def _rows() -> tuple[Param, ...]:
         Param("loss", N_("Loss"), "selectbox", AUTO, (AUTO, *LOSSES),
               help=N_("auto = the stack's loss"), help_items=tuple((k, o.summary) for k, o in LOSSES.items()),
               source="estimator.options.losses.LOSSES (auto: the stack's)"),
-        Param("attn", N_("Attention"), "selectbox", _setup("attention"), ATTENTIONS,
+        Param("attn", N_("Attention"), "selectbox", _default("attn"), ATTENTIONS,
               help=N_("sdpa = PyTorch SDPA / flash (no s² memory); eager = materialised scores."), source=setup_src),
-        Param("rank", N_("LoRA rank"), "select_slider", _setup("lora_rank"), _powers_of_two(1, MAX_RANK),
+        Param("rank", N_("LoRA rank"), "select_slider", _default("rank"), _powers_of_two(1, MAX_RANK),
               source=f"{setup_src} (lora_rank, MAX_RANK; powers of two)"),
-        Param("targets", N_("LoRA targets"), "text", ",".join(_setup("lora_targets")), max_chars=200,
+        Param("targets", N_("LoRA targets"), "text", _default("targets"), max_chars=200,
               source=f"{setup_src} (lora_targets)"),
         Param("lora_layers", N_("LoRA layers (the last N)"), "number", 0, low=0, high=MAX_LORA_LAYERS, integer=True,
               step=1, help=N_("Adapters on the last N decoder layers only (mlx-lm's --num-layers, PEFT's "
                               "layers_to_transform); on MLX-LM, full fine-tuning trains those N. 0 = the stack's: "
                               "every layer, 16 on MLX-LM."),
               source=f"{setup_src} (lora_layers, MAX_LORA_LAYERS; 0: the stack's)"),
-        Param("dora", "DoRA", "toggle", _setup("dora"),
+        Param("dora", "DoRA", "toggle", _default("dora"),
               help=N_("Weight-decomposed LoRA (mlx-lm fine_tune_type 'dora'); modelled for MLX-LM."),
               source=f"{setup_src} (dora)"),
         Param("quant", N_("QLoRA quantisation"), "selectbox", AUTO, (AUTO, *QUANT_MODE_IDS),
@@ -179,25 +183,25 @@ def _rows() -> tuple[Param, ...]:
                       "MLX affine 4-bit on MLX-LM)."),
               help_items=tuple((k, q.label) for k, q in QUANT_MODES.items()),
               source="estimator.options.quantization.QUANT_MODES (auto: the stack's quant_mode)"),
-        Param("gpus", N_("GPUs"), "number", _setup("gpus"), low=1, high=MAX_GPUS, integer=True, step=1,
+        Param("gpus", N_("GPUs"), "number", _default("gpus"), low=1, high=MAX_GPUS, integer=True, step=1,
               source=f"{setup_src} (gpus, MAX_GPUS)"),
-        Param("sharding", N_("Sharding"), "selectbox", _setup("sharding"), SHARDINGS,
+        Param("sharding", N_("Sharding"), "selectbox", _default("sharding"), SHARDINGS,
               help_items=tuple(SHARDING_LABELS.items()), source=setup_src),
-        Param("offload_params", N_("Parameters in CPU RAM (ZeRO-3 offload)"), "toggle", _setup("offload_params"),
+        Param("offload_params", N_("Parameters in CPU RAM (ZeRO-3 offload)"), "toggle", _default("offload_params"),
               help=N_("DeepSpeed ZeRO-3 offload_param: every parameter lives in CPU RAM and the GPU gathers one layer "
                       "at a time (slower steps; the host needs the whole model). Needs sharding zero3, on one GPU or "
                       "more."), source=f"{setup_src} (offload_params)"),
-        Param("accum", N_("Gradient accumulation steps"), "number", _setup("grad_accum"), low=1, high=MAX_GRAD_ACCUM,
+        Param("accum", N_("Gradient accumulation steps"), "number", _default("accum"), low=1, high=MAX_GRAD_ACCUM,
               integer=True, step=1,
               help=N_("Micro-batches per optimizer step: above 1 the gradients stay alive through the next forward "
                       "(GRPO: steps per generation)."), source=f"{setup_src} (grad_accum, MAX_GRAD_ACCUM)"),
-        Param("opt_offload", N_("Optimizer state in CPU RAM"), "toggle", _setup("offload_optimizer"),
+        Param("opt_offload", N_("Optimizer state in CPU RAM"), "toggle", _default("opt_offload"),
               help=N_("ZeRO-Offload / FSDP CPU offload: the optimizer state and its step live in CPU RAM (one GPU, "
                       "or with ZeRO/FSDP sharding)."), source=f"{setup_src} (offload_optimizer)"),
-        Param("compile", N_("torch.compile (torchtune)"), "toggle", _setup("compile"),
+        Param("compile", N_("torch.compile (torchtune)"), "toggle", _default("compile"),
               help=N_("torchtune compile=True: its compiled cross-entropy keeps 16-bit logits. torchtune stack only."),
               source=f"{setup_src} (compile)"),
-        Param("in_bwd", N_("Optimizer step in backward (torchtune)"), "toggle", _setup("optimizer_in_bwd"),
+        Param("in_bwd", N_("Optimizer step in backward (torchtune)"), "toggle", _default("in_bwd"),
               help=N_("torchtune optimizer_in_bwd=True: each gradient is applied and freed during backward. torchtune "
                       "stack, full fine-tuning, no gradient accumulation."), source=f"{setup_src} (optimizer_in_bwd)"),
         Param("dq", N_("NF4 double quantisation"), "segmented", AUTO, (AUTO, "true", "false"),
@@ -221,17 +225,17 @@ def _rows() -> tuple[Param, ...]:
               help_args=(("rule", rule_sentence()),), source="estimator.memory.rule"),
         Param("present", N_("Presentation mode"), "toggle", False,
               help=N_("Larger verdict and fonts for meetings; still linkable."), source="the app"),
-        Param("images", N_("Image tokens per example"), "number", _setup("image_tokens"), low=0, high=MAX_SEQ_LEN,
+        Param("images", N_("Image tokens per example"), "number", _default("images"), low=0, high=MAX_SEQ_LEN,
               integer=True, step=256,
               help=N_("For training on images: the placeholder tokens each example's images add to the language "
                       "model's sequence (Gemma 3: 256 per image). 0 = text only."),
               source=f"{setup_src} (image_tokens, MAX_SEQ_LEN)"),
-        Param("tower", N_("Train the vision tower"), "toggle", _setup("train_tower"),
+        Param("tower", N_("Train the vision tower"), "toggle", _default("tower"),
               help=N_("Multimodal models: train the vision tower and projector too (full: all their weights; LoRA: "
                       "adapters on their linear layers). Off = frozen; only the language model trains."),
               source=f"{setup_src} (train_tower)"),
         # --- the trainer box (ui/trainer_inputs.py), in every page's sidebar ---
-        Param("trainer", N_("Trainer"), "selectbox", setup_default(TrainerSetup, "trainer"), TRAINER_IDS,
+        Param("trainer", N_("Trainer"), "selectbox", _default("trainer"), TRAINER_IDS,
               help_items=tuple((k, o.label) for k, o in TRAINERS.items()), group="trainer",
               source="estimator.job.trainer.TrainerSetup"),
         Param("gens", N_("Generations per prompt"), "slider", GRPO_NUM_GENERATIONS, low=MIN_GENERATIONS,
@@ -255,11 +259,10 @@ def _rows() -> tuple[Param, ...]:
               source=f"{trainer_src}: vllm_gpu_memory_utilization, between 0 and 1 exclusive"),
         Param("beta", N_("Beta"), "text", AUTO, max_chars=20, group="trainer",
               source="estimator.job.trainer TrainerSetup.beta (auto: the trainer's default), MAX_BETA"),
-        Param("precompute_ref", N_("Precompute reference log-probs"), "toggle",
-              setup_default(TrainerSetup, "precompute_ref"),
+        Param("precompute_ref", N_("Precompute reference log-probs"), "toggle", _default("precompute_ref"),
               help=N_("DPO/KTO precompute_ref_log_probs=True: no reference during training."), group="trainer",
               source="estimator.job.trainer.TrainerSetup"),
-        Param("vllm_sleep", N_("vLLM sleep mode"), "toggle", setup_default(TrainerSetup, "vllm_sleep"),
+        Param("vllm_sleep", N_("vLLM sleep mode"), "toggle", _default("vllm_sleep"),
               help=N_("vllm_enable_sleep_mode=True: vLLM discards its weights and KV cache after each generation "
                       "(sleep level 2), so the training step does not share the device with them."), group="trainer",
               source="estimator.job.trainer.TrainerSetup (GRPOConfig vllm_enable_sleep_mode)"),
@@ -291,6 +294,19 @@ TABLE: dict[str, Param] = {p.key: p for p in _rows()}
 SIDEBAR_PARAMS: tuple[str, ...] = tuple(k for k, p in TABLE.items() if p.group == "sidebar")
 TRAINER_PARAMS: tuple[str, ...] = tuple(k for k, p in TABLE.items() if p.group == "trainer")
 PAGE_ONLY_PARAMS: tuple[str, ...] = tuple(k for k, p in TABLE.items() if p.group == "page")
+
+
+def typed(key: str, value: Any) -> Any:
+    """A widget's value in its row's type (a toggle's bool, a whole number's int, a choice as its option's type):
+    what the settings take, whatever Session State held."""
+    p = TABLE[key]
+    if p.widget == "toggle":
+        return bool(value)
+    if p.integer or (p.choices and all(isinstance(c, int) and not isinstance(c, bool) for c in p.choices)):
+        return int(value)
+    if p.choices and all(isinstance(c, str) for c in p.choices):
+        return str(value)
+    return value
 
 
 def help_text(p: Param) -> str:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 import streamlit as st
 
 from estimator import TrainingSetup
 from estimator.i18n import N_, _, format_int, format_number, localised_error, ngettext
+from estimator.job.settings import from_widgets
 from estimator.job.trainer import TrainerSetup, check, fix_generations, trainer_loss
 from estimator.options.trainers import (
     DEFAULT_PROMPT_LEN,
@@ -25,9 +27,10 @@ from estimator.options.trainers import (
     TRL_VERSION,
     VLLM_GPU_MEMORY_UTILIZATION,
 )
-from ui.params import AUTO, TABLE, TRAINER_PARAMS, widget
+from ui.accuracy import trainer_traces
+from ui.params import AUTO, TABLE, TRAINER_PARAMS, typed, widget
 from ui.text import warn_notes
-from ui.url_state import remember_values
+from ui.url_state import TRAINER_DEFAULTS, remember_values
 from ui.values import Inputs, TrainerBox
 
 
@@ -68,39 +71,42 @@ def trainer_url_notes() -> list[str]:
     return notes
 
 
-def resolve_trainer(setup: TrainingSetup, trainer: str, beta_text: str, precompute: bool, gens: int, prompt: int,
-                    completion: int, gen: str, util: float, sleep: bool = False) -> TrainerInputs:
-    """The widgets' values → a TrainerSetup TRL accepts and the setup, with notes for every fallback.
+def resolve_trainer(setup: TrainingSetup, trainer: str, **values: Any) -> TrainerInputs:
+    """The trainer box's values (the trainer and its other controls by their keys; a control left out has its
+    table default) → a TrainerSetup TRL accepts and the setup, with notes for every fallback.
     Pure (no Streamlit): the options the trainer has no use for are left out, never an error. For GRPO the
     setup's max length becomes prompt + completion (the length it trains on; the max-length slider is off)."""
     notes: list[str] = []
     opt = TRAINERS.get(trainer, TRAINERS["sft"])
+    # the controls' values as TrainerSetup's settings (estimator/job/settings.py); beta stays text until parsed here
+    w = from_widgets({**TRAINER_DEFAULTS, **values})
     beta = None
-    if opt.beta_default is not None and str(beta_text).strip() != AUTO:
-        beta = parse_beta(beta_text)
+    if opt.beta_default is not None and w["beta"] is not None:
+        beta = parse_beta(w["beta"])
         if beta is None:
             notes.append(_("Beta must be a number ≥ 0; using {trainer}'s default ({default}).").format(
                 trainer=_(opt.label), default=opt.beta_default))
+    colocate = opt.generates and w["generation"] == "vllm-colocate"
     unused = [name for name, off in (
-        ("beta", opt.beta_default is None and str(beta_text).strip() != AUTO),
-        ("precompute_ref_log_probs", bool(precompute) and not opt.can_precompute),
-        ("num_generations", not opt.generates and int(gens) != GRPO_NUM_GENERATIONS),
-        (_("the prompt length"), not opt.generates and int(prompt) != DEFAULT_PROMPT_LEN),
-        ("max_completion_length", not opt.generates and int(completion) != GRPO_MAX_COMPLETION_LENGTH),
-        (_("the generation mode"), not opt.generates and str(gen) != "hf"),
-        ("vllm_gpu_memory_utilization", (not opt.generates or gen != "vllm-colocate")
-         and round(float(util), 2) != VLLM_GPU_MEMORY_UTILIZATION),
-        (_("vLLM sleep mode"), (not opt.generates or gen != "vllm-colocate") and bool(sleep))) if off]
+        ("beta", opt.beta_default is None and w["beta"] is not None),
+        ("precompute_ref_log_probs", bool(w["precompute_ref"]) and not opt.can_precompute),
+        ("num_generations", not opt.generates and int(w["num_generations"]) != GRPO_NUM_GENERATIONS),
+        (_("the prompt length"), not opt.generates and int(w["prompt_len"]) != DEFAULT_PROMPT_LEN),
+        ("max_completion_length", not opt.generates and int(w["completion_len"]) != GRPO_MAX_COMPLETION_LENGTH),
+        (_("the generation mode"), not opt.generates and str(w["generation"]) != "hf"),
+        ("vllm_gpu_memory_utilization", not colocate and round(float(w["vllm_gpu_util"]), 2)
+         != VLLM_GPU_MEMORY_UTILIZATION),
+        (_("vLLM sleep mode"), not colocate and bool(w["vllm_sleep"]))) if off]
     if unused:
-        where = (_("{trainer} with {gen}").format(trainer=_(opt.label), gen=gen) if opt.generates
+        where = (_("{trainer} with {gen}").format(trainer=_(opt.label), gen=w["generation"]) if opt.generates
                  else _(opt.label))
         notes.append(_("{where} has no use for {unused}: not applied.").format(where=where, unused=", ".join(unused)))
-    kwargs: dict[str, object] = {"beta": beta, "precompute_ref": bool(precompute) and opt.can_precompute}
+    kwargs: dict[str, object] = {"beta": beta, "precompute_ref": bool(w["precompute_ref"]) and opt.can_precompute}
     if opt.generates:
-        kwargs.update(num_generations=int(gens), prompt_len=int(prompt), completion_len=int(completion),
-                      generation=str(gen))
-        if gen == "vllm-colocate":
-            kwargs.update(vllm_gpu_util=float(util), vllm_sleep=bool(sleep))
+        kwargs.update(num_generations=int(w["num_generations"]), prompt_len=int(w["prompt_len"]),
+                      completion_len=int(w["completion_len"]), generation=str(w["generation"]))
+        if colocate:
+            kwargs.update(vllm_gpu_util=float(w["vllm_gpu_util"]), vllm_sleep=bool(w["vllm_sleep"]))
     try:
         tr = TrainerSetup(opt.id, **kwargs)  # type: ignore[arg-type]
     except ValueError as exc:
@@ -177,31 +183,33 @@ def draw_trainer_box() -> TrainerBox:
     notes = trainer_url_notes()
     chosen = st.session_state.get("trainer", st.query_params.get("trainer", "sft"))
     sb = st.sidebar
+    values: dict[str, Any] = {}
+
+    def draw(key: str, **overrides: Any) -> Any:
+        values[key] = typed(key, widget(key, **overrides))
+        return values[key]
+
     with sb.expander(_("Trainer: SFT, DPO, GRPO… ({version})").format(version=TRL_VERSION), expanded=chosen != "sft"):
-        trainer = widget("trainer")
+        trainer = draw("trainer")
         opt = TRAINERS.get(str(trainer), TRAINERS["sft"])
         st.caption(_(opt.summary))
-        beta_text = widget("beta", disabled=opt.beta_default is None,
-                           help=_("auto = the trainer's default")
-                                + (f" ({opt.beta_default})" if opt.beta_default is not None else "")
-                                + _(". GRPO: beta > 0 loads a reference model."))
-        precompute = widget("precompute_ref", disabled=not opt.can_precompute)
+        draw("beta", disabled=opt.beta_default is None,
+             help=_("auto = the trainer's default") + (f" ({opt.beta_default})" if opt.beta_default is not None else "")
+             + _(". GRPO: beta > 0 loads a reference model."))
+        draw("precompute_ref", disabled=not opt.can_precompute)
         grpo_off = not opt.generates
-        gens = widget("gens", disabled=grpo_off)
-        prompt = widget("prompt_len", disabled=grpo_off)
-        completion = widget("completion_len", disabled=grpo_off)
-        gen = widget("gen", disabled=grpo_off)
-        util = widget("vllm_util", disabled=grpo_off or gen != "vllm-colocate")
-        sleep = widget("vllm_sleep", disabled=grpo_off or gen != "vllm-colocate")
+        for key in ("gens", "prompt_len", "completion_len"):
+            draw(key, disabled=grpo_off)
+        gen = draw("gen", disabled=grpo_off)
+        draw("vllm_util", disabled=grpo_off or gen != "vllm-colocate")
+        draw("vllm_sleep", disabled=grpo_off or gen != "vllm-colocate")
     _remember_trainer()
-    return TrainerBox(str(trainer), str(beta_text), bool(precompute), int(gens), int(prompt), int(completion),
-                      str(gen), float(util), bool(sleep), tuple(notes))
+    return TrainerBox(values, tuple(notes))
 
 
 def resolve_box(setup: TrainingSetup, box: TrainerBox) -> TrainerInputs:
     """The trainer the box describes, for this setup (TRL's checks: e.g. generations must divide the batch)."""
-    result = resolve_trainer(setup, box.trainer, box.beta_text, box.precompute, box.gens, box.prompt,
-                             box.completion, box.gen, box.util, box.sleep)
+    result = resolve_trainer(setup, **box.values)
     return replace(result, notes=box.notes + result.notes)
 
 
@@ -232,9 +240,7 @@ def how_section_markdown() -> str:
         rows.append(f"| {_(o.label)} | {seqs} | {ref} | {head} | {cell(_(o.formula))} | {cell(o.source)} |")
     gen = "\n".join(f"- **{_(m.label)}** (`{m.id}`): {_(m.summary)} " + _("Source: {source}.").format(source=m.source)
                     for m in modes.values())
-    from validation.trainers import trainer_trace_summary
-
-    acc = trainer_trace_summary()
+    acc = trainer_traces()
     return (
         _("Modelled as in **{version}** (the newest release). A trainer changes what one training forward runs "
           "on, adds a reference model, and (GRPO) a generation phase; the SFT formulas above then apply to the "

@@ -5,24 +5,23 @@ so that the trainer box and the sidebar both import it and neither imports the o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from estimator import Device, ModelSpec, TrainingSetup
 
 
 @dataclass(frozen=True)
 class TrainerBox:
-    """The Trainer box's values as drawn (ui.trainer_inputs.resolve_box checks them against the setup)."""
+    """The Trainer box's values as drawn, by their keys (ui/params.py TRAINER_PARAMS; the settings table,
+    estimator/job/settings.py, names the TrainerSetup field behind each): ui.trainer_inputs.resolve_box checks them
+    against the setup."""
 
-    trainer: str
-    beta_text: str
-    precompute: bool
-    gens: int
-    prompt: int
-    completion: int
-    gen: str
-    util: float
-    sleep: bool
+    values: dict[str, Any]
     notes: tuple[str, ...]  # invalid link values
+
+    @property
+    def trainer(self) -> str:
+        return str(self.values["trainer"])
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """Accuracy of the estimator against (1) the FakeTensor tracer's fixtures and (2) published measurements.
 
 Pure Python (no torch): reads validation/data/fixtures.json and validation/data/published_measurements.csv,
-re-runs the estimator on every row and reports the errors. Used by tests/test_accuracy.py, the
-How-it-works page and `python -m validation` (prints the report).
+re-runs the estimator on every row and reports the errors. Used by tests/test_accuracy.py and `python -m
+validation` (prints the report; `--write` stores it for the How-it-works page in ui/data/accuracy_report.json, which
+the app reads as a plain file: the product never imports this developer tool, and tests/test_accuracy.py checks that
+the stored file is what this module computes).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "validation" / "data" / "fixtures.json"
 PUBLISHED = ROOT / "validation" / "data" / "published_measurements.csv"
 PUBLISHED_CONFIGS = ROOT / "validation" / "data" / "published_configs"
+STORED_REPORT = ROOT / "ui" / "data" / "accuracy_report.json"  # what the How page shows (ui/accuracy.py reads it)
 
 # The training stack each published framework ran (estimator.options.stacks): its defaults fill what a row does not
 # state. The PEFT benchmark (method_comparison/MetaMathQA/run.py) is a hand-written loop: the plain stack.
@@ -306,3 +309,15 @@ def derived_band(report: dict[str, Any] | None = None) -> tuple[float, float]:
     low = max(0.0, 1.0 - _pct(ratios, 0.10))
     high = max(0.0, _pct(ratios, 0.90) - 1.0)
     return round(low, 2), round(high, 2)
+
+
+def stored_report() -> dict[str, Any]:
+    """What the How page shows, as plain JSON types: the accuracy report and the trainer traces' summary."""
+    from .trainers import trainer_trace_summary
+
+    return json.loads(json.dumps({"accuracy": accuracy_report(), "trainer_traces": trainer_trace_summary()}))
+
+
+def write_stored_report() -> None:
+    """Store the report for the How page (ui/data/accuracy_report.json)."""
+    STORED_REPORT.write_text(json.dumps(stored_report(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -4,9 +4,10 @@ Unsloth published, with the transformers + FlashAttention 2 columns of the same 
 (validation/data/unsloth_context_lengths.csv).
 
 Pure Python (no torch). The published tables measured unsloth 2024.12 with Apple's Cut Cross-Entropy; the estimate
-prices the current release (2026.10.9), whose kernels keep less. So each published Unsloth point is checked with the
-same model on the 2024.12 code path (estimator.memory.unsloth.model.published_tables_path), and the current release's
-answer is reported beside it; the HF + FA2 points are checked with the HF Trainer stack and checkpointing."""
+prices the current release (2026.10.9) by default, whose kernels keep less. So each published Unsloth point is checked
+at the release it ran (estimator.memory.unsloth.model.published_setup: the setup installed at unsloth 2024.12.4, as
+`--installed unsloth==2024.12.4` gives it), and the current release's answer is reported beside it; the HF + FA2
+points are checked with the HF Trainer stack and checkpointing."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from estimator.memory.unsloth.model import (
     ALLOCATOR_2024,
     allocator_for,
     phase_requests,
-    published_tables_path,
+    published_setup,
     unsloth_path,
 )
 from estimator.memory.unsloth.step import estimate_for_path
@@ -174,9 +175,10 @@ def longest_unsloth(spec, setup, device) -> int | None:
 
 
 def longest_published_code(spec, setup, device) -> int | None:
-    """The same model on the 2024.12 code path the published tables measured."""
-    return max_seq_len(spec, setup, device.usable_bytes,
-                       lambda sp, st: estimate_for_path(sp, st, published_tables_path(sp, st)))
+    """The same model at the release the published tables measured (published_setup: what `--installed
+    unsloth==2024.12.4` gives), priced on this card as the calculator prices it."""
+    return max_seq_len(spec, published_setup(setup), device.usable_bytes,
+                       lambda sp, st: estimate(sp, st, device.capacity_bytes))
 
 
 @lru_cache(maxsize=1)

@@ -2,7 +2,7 @@
 
 "Exact" = PyTorch's own count of one steady-state training step of the user's model and setup: the real
 transformers model (built from the config dict), PEFT LoRA, HF-Trainer steps, run under FakeTensorMode (shapes
-only, no memory, no GPU) and counted by MemTracker (calibration/trace.py, driven by exact/worker.py). It is the
+only, no memory, no GPU) and counted by MemTracker (exact/trace.py, driven by exact/worker.py). It is the
 tensor-level peak that torch.cuda.max_memory_allocated would show. What a CPU trace cannot see is added from the
 estimator and listed (`ExactResult.added`): the CUDA context and workspaces, the caching allocator's slack,
 bitsandbytes' 4-bit storage and dequantisation buffer (QLoRA is traced as its 16-bit equivalent), optimizers
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from .result import ExactResult
 
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository: exact/ and calibration/ live here
+ROOT = Path(__file__).resolve().parents[2]  # the repository: exact/ lives here
 PYTHON_ENV = "WIF_EXACT_PYTHON"  # a Python with requirements-exact.txt installed
 TIMEOUT_ENV = "WIF_EXACT_TIMEOUT_S"
 HOST_MEMORY_ENV = "WIF_EXACT_MAX_HOST_GB"

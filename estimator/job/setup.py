@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text
 from ..options.backends import BACKEND_IDS
@@ -11,6 +13,9 @@ from ..options.methods import ADAPTER_DTYPES, ATTENTIONS, METHODS, SHARDINGS
 from ..options.optimizers import OPTIMIZER_IDS, OPTIMIZERS
 from ..options.precisions import PRECISION_IDS, QLORA_PREP_IDS, QLORA_PREPS
 from ..options.quantization import check_quant
+
+if TYPE_CHECKING:
+    from .versions import Versions
 
 MAX_BATCH = 4096
 MAX_SEQ_LEN = 1 << 21  # 2M tokens
@@ -96,6 +101,10 @@ class TrainingSetup:
     # The runtime the step runs on (options.backends): derived from the device by the CLI and the pages; the
     # estimate reads it (a PyTorch stack on "metal" is an MPS run; MLX on "cpu" is how the fixtures are measured).
     backend: str = "cuda"
+    # --- issue 28: the releases installed (estimator/job/versions.py Versions, resolved for `stack` by resolve_setup):
+    # the runtimes price the older side of a version fork where these are on it (TrainingSetup.older). None = the
+    # stack's defaults, the newest modelled releases (every fork's new side).
+    versions: Versions | None = None
 
     def __post_init__(self) -> None:
         _check_choice("method", self.method, METHODS)
@@ -152,6 +161,20 @@ class TrainingSetup:
                                      "GPU or more")))
         if self.offload_optimizer and self.sharding == "none" and self.gpus > 1:
             raise ValueError(Text(N_("optimizer offload needs ZeRO or FSDP sharding (choose zero1, zero2 or zero3)")))
+        if self.versions is not None:
+            from .versions import Versions  # versions.py reads the stacks, which read this module's constants
+
+            if not isinstance(self.versions, Versions) or self.versions.stack != self.stack:
+                raise ValueError(Text(N_("the installed versions must be resolved for the setup's stack "
+                                         "(resolve_setup does it)")))
+
+    def older(self, fork_id: str) -> bool:
+        """Does this run have the older behaviour of a version fork (options.versions.FORKS)? Only when the setup's
+        installed versions are on the fork's old side and the fork moves this stack's estimate (Fork.stacks); the
+        default (no versions given: the newest releases) is on every fork's new side."""
+        if self.versions is None:
+            return False
+        return _older(fork_id, self.versions)
 
     @property
     def fused_optimizer(self) -> bool:
@@ -184,6 +207,13 @@ class TrainingSetup:
         16-bit base too (HF Trainer bf16=True). bf16 adapters on a bf16 base need no casts."""
         return self.precision != "fp32" and (
             self.precision == "mixed" or (self.method != "full" and self.adapter_dtype == "fp32"))
+
+
+@lru_cache(maxsize=1024)
+def _older(fork_id: str, versions: Versions) -> bool:
+    from .versions import older  # versions.py reads the stacks, which import this module's siblings
+
+    return older(fork_id, versions)
 
 
 def parse_targets(text: str) -> tuple[str, ...]:

@@ -28,15 +28,34 @@ from ..options.stacks import (
 )
 from ..options.trainers import TRAINERS
 from .setup import TrainingSetup
+from .versions import older, resolve_versions
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
     from ..options.devices import Device
     from ..options.stacks import Stack
+    from .versions import Installed, Versions
 
 
-def _stack_value(stack: Stack, name: str, method: str) -> Any:
+def _version_default(stack: Stack, name: str, versions: Versions | None, trainer: str) -> tuple[bool, Any]:
+    """(True, the value) when an older release of the stack's packages had another default for this field
+    (Stack.version_defaults: the first entry whose fork these versions are on the old side of); else (False, None)."""
+    if versions is None:
+        return False, None
+    for vd in stack.version_defaults:
+        if vd.field != name or (vd.trainers and trainer not in vd.trainers):
+            continue
+        if older(vd.fork, versions):
+            return True, vd.value
+    return False, None
+
+
+def _stack_value(stack: Stack, name: str, method: str, versions: Versions | None = None, trainer: str = "sft") -> Any:
+    older, value = _version_default(stack, name, versions, trainer)
+    if older:
+        return value
     if name == "adapter_dtype":
         return stack.qlora_adapter_dtype if method == "qlora" else stack.adapter_dtype
     if name == "optimizer" and method == "qlora" and stack.qlora_optimizer:
@@ -153,15 +172,31 @@ def _check_mlx(setup: TrainingSetup, stack: Stack) -> None:
                                      "nothing offloaded)"), flag=name, stack=stack.label))
 
 
-def resolve_setup(stack_id: str = DEFAULT_STACK, trainer: str = "sft", **settings: Any) -> TrainingSetup:
+def resolve_setup(stack_id: str = DEFAULT_STACK, trainer: str = "sft", *, versions: Versions | None = None,
+                  installed: Installed | str | None = None, pins: Iterable[str] = (), stack_given: bool = True,
+                  **settings: Any) -> TrainingSetup:
     """The effective setup: every setting given (not None) wins; every other stack setting (STACK_FIELDS and the
     run's size, STACK_SIZE_FIELDS) comes from the stack, the batch from a preference/RL trainer's own default
     (`default_batch`). The result records the stack and which fields came from it (TrainingSetup.from_stack).
 
+    The releases installed (issue 28): `installed` (the text of `pip freeze` / `pip list`, or its parse) and `pins`
+    (`PKG==VERSION` strings, which win over the list) are resolved against the stack (job.versions.resolve_versions;
+    `stack_given=False` when the user did not choose the stack, so a list of a framework no stack models is refused),
+    or `versions` is such a resolution already (for this stack). A stack default an older release had otherwise
+    (Stack.version_defaults: TRL's checkpointing, loss, QLoRA preparation, the Trainer's AdamW) is that release's,
+    and the setup keeps the versions (TrainingSetup.versions; none given: None, the newest releases).
+
     Raises ValueError for an unknown stack, a loss the stack does not offer, offloading without checkpointing
-    asked for explicitly, or anything check_stack_setup refuses."""
+    asked for explicitly, a package list or pin resolve_versions refuses, or anything check_stack_setup refuses."""
     stack = get_stack(stack_id)
-    known = {f.name for f in fields(TrainingSetup)} - {"stack", "from_stack"}
+    if installed is not None or pins:
+        if versions is not None:
+            raise TypeError("give resolve_setup the versions or a package list and pins, not both")
+        versions = resolve_versions(stack.id, installed, pins, stack_given=stack_given)
+    elif versions is not None and versions.stack != stack.id:
+        raise ValueError(Text(N_("the installed versions were read for the {other} stack; read them again for the "
+                                 "{stack} stack"), other=get_stack(versions.stack).label, stack=stack.label))
+    known = {f.name for f in fields(TrainingSetup)} - {"stack", "from_stack", "versions"}
     unknown = sorted(set(settings) - known)
     if unknown:
         raise ValueError(f"unknown setting {unknown[0]!r}")
@@ -175,7 +210,7 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, trainer: str = "sft", **setting
         if name == "offload_activations" and given.get("grad_ckpt") is False:
             values[name] = False  # offloading rides on checkpointing: off with it
         else:
-            values[name] = _stack_value(stack, name, method)
+            values[name] = _stack_value(stack, name, method, versions, trainer)
         from_stack.append(name)
     run = default_settings(stack.id, trainer=trainer)  # the one source of the run's size (the app reads it too)
     for name in STACK_SIZE_FIELDS:
@@ -203,7 +238,7 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, trainer: str = "sft", **setting
             raise ValueError(Text(N_("'{name}' is modelled for the torchtune stack only (its recipes' compile and "
                                      "optimizer_in_bwd switches); choose --stack torchtune or leave it off"),
                                   name=name))
-    setup = TrainingSetup(stack=stack.id, from_stack=tuple(from_stack), **values)
+    setup = TrainingSetup(stack=stack.id, from_stack=tuple(from_stack), versions=versions, **values)
     check_stack_setup(setup)
     return setup
 
@@ -232,6 +267,17 @@ def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
     return replace(changed, from_stack=tuple(f for f in order if f in changed.from_stack or f in kept))
 
 
+def with_versions(setup: TrainingSetup, versions: Versions | None, trainer: str = "sft") -> TrainingSetup:
+    """The same setup on other installed releases (None: the newest): the values the stack chose are chosen again for
+    those releases (Stack.version_defaults), the user's own choices are kept. `trainer`: the trainer the setup runs
+    (a stack default may depend on it: TRL's QLoRA preparation for DPO and KTO)."""
+    if setup.stack is None:
+        return setup
+    given = {f.name: getattr(setup, f.name) for f in fields(setup)
+             if f.name not in setup.from_stack and f.name not in ("stack", "from_stack", "versions")}
+    return resolve_setup(setup.stack, trainer, versions=versions, **given)
+
+
 def attention_impl(setup: TrainingSetup, family: str) -> str:
     """The attention the run really uses: "sdpa" becomes "eager" for a family transformers cannot run with SDPA,
     on a stack that loads the model through transformers (Stack.transformers_attention)."""
@@ -252,8 +298,10 @@ def loss_impl_id(setup: TrainingSetup) -> str:
 
 def setup_json(setup: TrainingSetup) -> dict[str, Any]:
     """Every effective value of the setup, for the JSON echo: the user sees what was assumed."""
-    doc: dict[str, Any] = {f.name: getattr(setup, f.name) for f in fields(TrainingSetup)}
+    doc: dict[str, Any] = {f.name: getattr(setup, f.name) for f in fields(TrainingSetup) if f.name != "versions"}
     doc = {k: (list(v) if isinstance(v, tuple) else v) for k, v in doc.items()}
+    if setup.versions is not None:  # the releases the estimate modelled, when the user gave any (issue 28)
+        doc["versions"] = setup.versions.as_json()
     doc["stack_version"] = get_stack(setup.stack).version if setup.stack else None
     doc["loss_impl"] = loss_impl_id(setup)
     doc["loss_impl_label"] = LOSS_IMPLS[doc["loss_impl"]].label

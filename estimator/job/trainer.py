@@ -23,6 +23,7 @@ from ..options.trainers import (
     TRL_VERSION,
     VLLM_GPU_MEMORY_UTILIZATION,
 )
+from .settings import BY_NAME
 from .setup import MAX_BATCH, MAX_SEQ_LEN
 
 if TYPE_CHECKING:
@@ -170,10 +171,20 @@ def check(setup: TrainingSetup, tr: TrainerSetup, strict: bool = True) -> None:
         wanted = trainer_loss(setup, tr)
         if wanted != setup.loss:
             why = (Text(N_("it always scores through the fused chunked head (fused_lm_head=True)"))
-                   if opt.head == "fused" else Text(N_("it builds the full logits itself")))
+                   if trainer_head(setup, tr) == "fused" else Text(N_("it builds the full logits itself")))
             raise ValueError(Text(N_("TRL's {trainer_class} cannot use the '{loss}' loss: {why}; use '{wanted}' or "
                                      "leave the loss to the stack"), trainer_class=opt.trainer_class,
                                   loss=setup.loss, why=why, wanted=wanted))
+
+
+def trainer_head(setup: TrainingSetup, tr: TrainerSetup) -> str:
+    """How the trainer scores its tokens on the setup's TRL release (TrainerOption.head): DPO, KTO and GRPO build the
+    full-vocabulary logits before TRL 1.15 (version fork trl_fused_logprob_head: trl/trainer/dpo_trainer.py:1347,
+    1.14.0, shift_logits = outputs.logits[..., :-1, :]), the fused chunked head from it (:1275, 1.15.0)."""
+    opt = tr.option
+    if opt.head == "fused" and opt.id != "sft" and setup.older("trl_fused_logprob_head"):
+        return "logits"
+    return opt.head
 
 
 def trainer_loss(setup: TrainingSetup, tr: TrainerSetup) -> str:
@@ -183,7 +194,7 @@ def trainer_loss(setup: TrainingSetup, tr: TrainerSetup) -> str:
     opt = tr.option
     if not (setup.stack and get_stack(setup.stack).trainer_decides_loss) or opt.head == "score" or opt.id == "sft":
         return setup.loss  # SFT: the stack's (or the user's) loss
-    return "standard" if opt.head == "logits" else "chunked"
+    return "standard" if trainer_head(setup, tr) == "logits" else "chunked"
 
 
 def policy_setup(setup: TrainingSetup, tr: TrainerSetup) -> TrainingSetup:
@@ -220,11 +231,12 @@ def trainer_json(tr: TrainerSetup) -> dict[str, object]:
                               "sequences_per_example": opt.sequences, "reference_model": tr.uses_reference()}
     if opt.beta_default is not None:
         doc["beta"] = tr.beta_value
+    effective: dict[str, object] = {}  # by setting name; the JSON keys come from the settings table
     if opt.can_precompute:
-        doc["precompute_ref_log_probs"] = tr.precompute_ref
+        effective["precompute_ref"] = tr.precompute_ref
     if opt.generates:
-        doc.update(num_generations=tr.gens, prompt_len=tr.prompt_length, completion_len=tr.completion_length,
-                   generation=tr.generation_mode)
+        effective.update(num_generations=tr.gens, prompt_len=tr.prompt_length, completion_len=tr.completion_length,
+                         generation=tr.generation_mode)
         if tr.generation_mode == "vllm-colocate":
-            doc.update(vllm_gpu_memory_utilization=tr.vllm_util, vllm_enable_sleep_mode=tr.vllm_sleep)
-    return doc
+            effective.update(vllm_gpu_util=tr.vllm_util, vllm_sleep=tr.vllm_sleep)
+    return doc | {BY_NAME[name].json_key: value for name, value in effective.items()}

@@ -17,7 +17,8 @@ The rules, decided here once:
   config); two pins that disagree are an error. A pin for a package the stack does not use is ignored and listed in
   `Versions.unused_pins`.
 - a version outside the stack's modelled range is an error that names the range; a stack package nobody gives is
-  modelled at its default (the newest release) and listed as such in `Versions.sources`.
+  modelled at its default (the newest release) and listed as such in `Versions.sources`, except beside a framework
+  release that ran with an older one (options.versions.COMPANIONS: Unsloth's 2024.12 line), which gets that.
 - a list that names a framework no stack models (LLaMA-Factory, ms-swift, …) without the chosen stack's own package is
   an error when the stack was not chosen by the user (it would be a guess); otherwise the framework is only recorded
   in `Versions.unmodelled`.
@@ -40,7 +41,9 @@ from ..options.stacks import get_stack
 from ..options.versions import (
     STACK_FRAMEWORK,
     UNMODELLED_FRAMEWORKS,
+    companions,
     fork_applies,
+    get_fork,
     in_range,
     stack_forks,
     stack_packages,
@@ -259,9 +262,14 @@ class Versions(Mapping[str, Version]):
 
     stack: str
     packages: tuple[tuple[str, Version], ...]
-    sources: tuple[tuple[str, str], ...]  # package → "installed" (the list), "pin" or "default"
+    # package → "installed" (the list), "pin", "framework" (the release the given framework release ran with,
+    # options.versions.COMPANIONS) or "default" (the newest modelled release)
+    sources: tuple[tuple[str, str], ...]
     unused_pins: tuple[str, ...] = ()  # pinned packages this stack does not use (ignored)
     unmodelled: tuple[str, ...] = ()  # frameworks the list names that no stack models (their labels)
+    # forks priced on the other side than these releases are on, one change undone (memory/forks.py's notes); never
+    # given by the user
+    flipped: tuple[str, ...] = ()
 
     def __getitem__(self, name: str) -> Version:
         key = canonicalize_name(name)
@@ -279,7 +287,7 @@ class Versions(Mapping[str, Version]):
     @property
     def found(self) -> tuple[str, ...]:
         """The packages the input gave (a list or a pin)."""
-        return tuple(p for p, src in self.sources if src != "default")
+        return tuple(p for p, src in self.sources if src in ("installed", "pin"))
 
     @property
     def defaulted(self) -> tuple[str, ...]:
@@ -304,6 +312,16 @@ class Versions(Mapping[str, Version]):
         if self.unmodelled:
             out["unmodelled_frameworks"] = list(self.unmodelled)
         return out
+
+
+def older(fork_id: str, versions: Mapping[str, object]) -> bool:
+    """Do these releases have the older behaviour of a version fork (options.versions.FORKS)? Only for a fork that
+    moves the stack's estimate (Fork.stacks) of a `Versions`; a fork in `Versions.flipped` answers the other way."""
+    fork = get_fork(fork_id)
+    stack = getattr(versions, "stack", None)
+    if stack is not None and stack not in fork.stacks:
+        return False
+    return (not fork_applies(fork_id, versions)) != (fork_id in getattr(versions, "flipped", ()))
 
 
 def resolve_versions(stack: str, installed: Installed | str | None = None, pins: Iterable[str] = (), *,
@@ -343,12 +361,9 @@ def resolve_versions(stack: str, installed: Installed | str | None = None, pins:
                               framework=UNMODELLED_FRAMEWORKS[unmodelled[0]], package=unmodelled[0],
                               version=(other.version if other else None) or "?", stack_package=framework,
                               stack=label))
-    packages: list[tuple[str, Version]] = []
-    sources: list[tuple[str, str]] = []
+    resolved: dict[str, tuple[Version, str]] = {}
     for name, r in ranges.items():
         if name not in given:
-            packages.append((name, Version(r.default)))
-            sources.append((name, "default"))
             continue
         p, source = given[name]
         if p.version is None:
@@ -359,10 +374,17 @@ def resolve_versions(stack: str, installed: Installed | str | None = None, pins:
             raise ValueError(Text(N_("{package} {version} ({where}) is outside the releases the {stack} stack is "
                                      "modelled for: {oldest} to {newest}"), package=name, version=str(version),
                                   where=p.where, stack=label, oldest=r.oldest, newest=r.newest))
-        packages.append((name, version))
-        sources.append((name, source))
-    return Versions(stack, tuple(packages), tuple(sources), tuple(unused),
-                    tuple(UNMODELLED_FRAMEWORKS[n] for n in unmodelled))
+        resolved[name] = (version, source)
+    # a package nobody gives: the release the given framework release ran with (options.versions.COMPANIONS), else
+    # the newest modelled
+    along = companions(framework, resolved[framework][0]) if framework in resolved else {}
+    for name, r in ranges.items():
+        if name not in resolved:
+            resolved[name] = (Version(along[name]), "framework") if name in along else (Version(r.default),
+                                                                                      "default")
+    packages = tuple((name, resolved[name][0]) for name in ranges)
+    sources = tuple((name, resolved[name][1]) for name in ranges)
+    return Versions(stack, packages, sources, tuple(unused), tuple(UNMODELLED_FRAMEWORKS[n] for n in unmodelled))
 
 
 def default_versions(stack: str) -> Versions:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..i18n import N_, Text
 from ..job.setup import ALL_LINEAR, TrainingSetup
 from ..models.spec import LM_HEAD
+from ..options.versions import MOE_UNFUSED_IN_4
 
 if TYPE_CHECKING:
     from ..models.spec import ModelSpec
@@ -18,6 +19,8 @@ def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
     output head). Named targets must exist in this architecture, or PEFT raises; so do we."""
     names = set(spec.linear_names())
     if setup.lora_targets == (ALL_LINEAR,):
+        if per_expert_linears(spec, setup):  # transformers 4: every expert, router and shared MLP is an nn.Linear
+            return frozenset(names)
         if spec.all_linear_targets:  # families_moe: what PEFT 0.21.2 really wraps (meta-device check)
             return frozenset(spec.all_linear_targets)
         if spec.family == "qwen2_moe":
@@ -30,6 +33,13 @@ def adapted_modules(spec: ModelSpec, setup: TrainingSetup) -> frozenset[str]:
         raise ValueError(Text(N_("LoRA target {target} is not a linear module of {family}; its modules are: {names}"),
                               target=repr(unknown[0]), family=spec.family, names=", ".join(sorted(names))))
     return frozenset(setup.lora_targets)
+
+
+def per_expert_linears(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """Are the routed experts nn.Linear modules, one per expert (transformers 4's ModuleList of expert MLPs in the
+    families of MOE_UNFUSED_IN_4: the old side of the version fork transformers_fused_moe_experts), rather than
+    transformers 5's fused 3-D parameters?"""
+    return spec.family in MOE_UNFUSED_IN_4 and setup.older("transformers_fused_moe_experts")
 
 
 def lora_targets(spec: ModelSpec, text: str) -> tuple[str, ...]:
@@ -59,11 +69,12 @@ def lora_params(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] |
     r = setup.lora_rank
     head = r * (spec.hidden_size + spec.vocab_size) if LM_HEAD in targets else 0
     total = head
+    fused_experts = not per_expert_linears(spec, setup)  # transformers 4: one LoRA pair per expert nn.Linear
     for m in spec.linears:
         if m.name not in targets:
             continue
         per = r * (m.in_features + m.out_features)
-        if m.role == "expert_in":
+        if m.role == "expert_in" and fused_experts:
             # transformers 5 fuses gate and up into one 3-D gate_up_proj; PEFT wraps it with rank 2r and a
             # dense B (r·E rows per expert tensor): 2r·E·(h + 2I) for the pair instead of 2r·E·(h + I).
             per += r * m.out_features

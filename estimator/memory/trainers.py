@@ -14,10 +14,10 @@ Pure Python: no Streamlit, Plotly or torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..i18n import N_, Text, _, format_int
-from ..job.trainer import policy_setup
+from ..job.trainer import policy_setup, trainer_head
 from ..options.trainers import DEFAULT_PROMPT_LEN, GENERATION_MODES, TRL_VERSION
 from .allocator import stack_allocator
 from .hf.activations.loss import TRL_TOKEN_TILE, TRL_VOCAB_TILE
@@ -89,11 +89,12 @@ def nograd_layer_per_token(spec: ModelSpec, setup: TrainingSetup) -> float:
     return 2 * resid * h + max(attn, mlp)
 
 
-def scoring_forward_bytes(spec: ModelSpec, setup: TrainingSetup, tokens: int, fused: bool) -> float:
+def scoring_forward_bytes(spec: ModelSpec, setup: TrainingSetup, tokens: int, fused: bool,
+                          logits: float | None = None) -> float:
     """A no_grad forward that scores `tokens` tokens (a reference or old-policy forward): one layer's working
     set, one autocast copy of a layer's weights under mixed precision, and the head: TRL's fused head keeps
     the gathered hidden states and one 4096 × 32768 tile (trl/kernels/chunked_logprob.py); full logits
-    otherwise (c·T·V)."""
+    otherwise (c·T·V, or `logits` bytes: the head's own count, _Head.ref)."""
     c = compute_bytes(setup)
     out = tokens * nograd_layer_per_token(spec, setup)
     if setup.precision == "mixed" and setup.method != "qlora":
@@ -102,7 +103,7 @@ def scoring_forward_bytes(spec: ModelSpec, setup: TrainingSetup, tokens: int, fu
         out += c * tokens * spec.hidden_size + c * min(tokens, TRL_TOKEN_TILE) * min(
             spec.vocab_size, TRL_VOCAB_TILE) + 3 * FP32 * tokens
     else:
-        out += c * tokens * spec.vocab_size
+        out += c * tokens * spec.vocab_size if logits is None else logits
     return float(out)
 
 
@@ -112,20 +113,63 @@ def kv_cache_bytes(spec: ModelSpec, setup: TrainingSetup, sequences: int, length
     return float(2 * spec.num_layers * spec.num_kv_heads * spec.head_dim * compute_bytes(setup) * sequences * length)
 
 
-def _loss_swap(spec: ModelSpec, ps: TrainingSetup, opt: TrainerOption
+class _Head(NamedTuple):
+    """A trainer's full-vocabulary logits head, bytes per logit (× T·V): what the policy keeps for backward (in place
+    of the SFT loss's items), the moment of the backward through the logits, and what a no_grad scoring forward
+    (the reference's) adds; T = `tokens`, the positions whose logits are built."""
+
+    kept: float
+    kept_formula: str
+    grad: float  # the whole backward-through-the-logits moment (what is kept included)
+    grad_label: str
+    grad_formula: str
+    ref: float
+    tokens: int
+
+
+def _logits_head(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, ps: TrainingSetup) -> _Head | None:
+    """The full logits a trainer builds (job.trainer.trainer_head): ORPO and SimPO always; DPO, KTO and GRPO before
+    TRL 1.15, by release (docs/versions.md, "The DPO head before 1.15"). None: the fused head or a score head."""
+    if trainer_head(setup, tr) != "logits":
+        return None
+    opt = tr.option
+    c = compute_bytes(ps)
+    sm = FP32 if ps.autocast else c  # log_softmax autocasts to fp32
+    if opt.head == "logits":  # ORPO / SimPO (TRL 1.16's experimental trainers): the comment above ORPO_NLL_SHARE
+        nll = ORPO_NLL_SHARE[opt.id]
+        return _Head(c + sm * (1 + nll), f"c·T·V logits + {sm} B × T·V row log-softmax" + (
+            f" + {sm} B × T·V / 2 chosen-half cross-entropy" if nll else ""), (2 + nll) * c,
+            N_("Logits, their gradient, chosen-half log-softmax"), f"{2 + nll:g} × c·T·V", c, ps.tokens)
+    # GRPO scores the completion tokens only (grpo_trainer.py _get_per_token_logps, 1.14.0: logits[:, -logits_to_keep:])
+    tokens = ps.batch * tr.completion_length if opt.generates else ps.tokens
+    label = N_("Logits, log-softmax and their gradients")
+    if opt.id == "dpo" and setup.older("trl_dpo_rewrite"):
+        # TRL < 0.29 concatenated_forward (dpo_trainer.py:1105-1230, 0.16.0): the logits are freed after
+        # selective_log_softmax, which keeps the rows' log-softmax (bf16 rows) or, on fp32 logits, the logits
+        # (logsumexp saves its input); the fp32 path's backward makes the gather's and the stacked rows' gradients
+        grad = sm + (2 * FP32 if c == FP32 else c)
+        return _Head(sm, f"{sm} B × T·V row log-softmax (TRL < 0.29)", grad, label,
+                     f"{sm} B kept + {grad - sm:g} B gradients × T·V", c, tokens)
+    if opt.id == "dpo" and setup.older("trl_dpo_no_contiguous"):
+        # TRL 0.29-1.5 (dpo_trainer.py:1120-1124, 1158, 0.29.0): the outputs (logits) alive until the loss returns, a
+        # contiguous shifted copy and the log-softmax; the reference forward makes its logits and their copy
+        return _Head(2 * c + sm, f"2·c·T·V logits and shifted copy + {sm} B × T·V log-softmax (TRL 0.29–1.5)",
+                     2 * c + sm + c, label, "kept + c·T·V gradient", 2 * c, tokens)
+    # DPO on TRL 1.6-1.14 (dpo_trainer.py:1079, 1195, 1232, 1.6.0; :1347, 1.14.0), KTO and GRPO before 1.15: the
+    # logits and the rows' log-softmax, the logits' gradient in backward
+    return _Head(c + sm, f"c·T·V logits + {sm} B × T·V log-softmax (TRL < 1.15)", c + sm + c, label,
+                 "kept + c·T·V gradient", c, tokens)
+
+
+def _loss_swap(spec: ModelSpec, opt: TrainerOption, head: _Head | None
                ) -> tuple[dict[str, DetailItem], tuple[str, ...]]:
-    """The SFT loss items a trainer's head replaces (ORPO/SimPO's own logits) and those it drops (a score head)."""
+    """The SFT loss items a trainer's head replaces (its own logits) and those it drops (a score head)."""
     dropped = ("activations.loss", "activations.loss_backward") if opt.head == "score" else ()
     swap: dict[str, DetailItem] = {}
-    if opt.head == "logits":
-        c = compute_bytes(ps)
-        tv = ps.tokens * spec.vocab_size
-        sm = FP32 if ps.autocast else c  # log_softmax autocasts to fp32
-        nll = ORPO_NLL_SHARE[opt.id]
+    if head is not None:
         swap = {"activations.loss": d(
-            "activations.logits", N_("Logits and log-softmaxes (saved)"), (c + sm * (1 + nll)) * tv,
-            f"c·T·V logits + {sm} B × T·V row log-softmax" + (f" + {sm} B × T·V / 2 chosen-half cross-entropy"
-                                                                if nll else ""))}
+            "activations.logits", N_("Logits and log-softmaxes (saved)"), head.kept * head.tokens * spec.vocab_size,
+            head.kept_formula)}
         dropped = ("activations.loss_backward",)
     return swap, dropped
 
@@ -157,7 +201,7 @@ class _Lift:
                             reference=self.ref, generation=gen)
 
 
-def _lift(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, ps: TrainingSetup, mode: str | None,
+def _lift(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, mode: str | None, head: _Head | None,
           device_capacity: float | None) -> _Lift:
     """The reference model and vLLM's reservation every phase carries, and the trainer's loss items."""
     ref = reference_bytes(spec, setup, tr)
@@ -166,7 +210,7 @@ def _lift(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, ps: TrainingS
     vllm_item = d("generation.vllm", N_("vLLM reservation"), vllm,
                   f"vllm_gpu_memory_utilization {tr.vllm_util:g} × device memory")
     vllm_always = vllm if not tr.vllm_sleep else 0.0  # sleep mode (level 2) frees it during training
-    swap, dropped = _loss_swap(spec, ps, tr.option)
+    swap, dropped = _loss_swap(spec, tr.option, head)
     return _Lift(ref, ref_item, vllm, vllm_item, vllm_always, swap, dropped)
 
 
@@ -192,18 +236,17 @@ def _reward_model_states(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSetu
     return phases
 
 
-def _logits_gradient_phase(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSetup, opt: TrainerOption,
+def _logits_gradient_phase(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSetup, head: _Head,
                            lift: _Lift, loss_bwd: Phase) -> Phase:
-    """ORPO/SimPO's backward through their own logits: the logits, their gradient, the chosen-half log-softmax."""
-    c = compute_bytes(ps)
-    tv = ps.tokens * spec.vocab_size
+    """The backward through a trainer's own logits (ORPO/SimPO: the logits, their gradient, the chosen-half
+    log-softmax; _Head.grad)."""
+    tv = head.tokens * spec.vocab_size
     head_grad = 0.0
     if setup.method == "full":
         head_grad = spec.vocab_size * spec.hidden_size * trainable_bytes(ps) / (
             setup.gpus if setup.sharding in ("zero2", "zero3") else 1)
-    grad_phase = lift.phase(loss_bwd, (d("activations.logits_backward", N_("Logits, their gradient, chosen-half log-softmax"),
-                                         (2 + ORPO_NLL_SHARE[opt.id]) * c * tv,
-                                         f"{2 + ORPO_NLL_SHARE[opt.id]:g} × c·T·V"),),
+    grad_phase = lift.phase(loss_bwd, (d("activations.logits_backward", head.grad_label, head.grad * tv,
+                                         head.grad_formula),),
                             drop=("activations.loss_backward", "activations.loss"), key="backward.logits_gradient",
                             name=N_("backward, logits gradient"))
     return replace(grad_phase, gradients=grad_phase.gradients + head_grad, details=grad_phase.details + (
@@ -211,12 +254,13 @@ def _logits_gradient_phase(spec: ModelSpec, setup: TrainingSetup, ps: TrainingSe
 
 
 def _reference_forward_phase(spec: ModelSpec, setup: TrainingSetup, lift: _Lift, loss_bwd: Phase, tokens: int,
-                             fused: bool) -> Phase:
+                             head: _Head | None) -> Phase:
     """DPO/KTO's reference forward, on top of the policy's saved activations."""
     # DPO/KTO: the reference forward runs after the policy forward, while the policy's saved activations
     # (checkpointed inputs, head input, the fused head's saved tensors) are alive (dpo_trainer.py l. 1299 →
-    # 1327; kto_trainer.py KL + reference forwards). Its own working set is one layer and one head tile.
-    ref_fwd = scoring_forward_bytes(spec, setup, tokens, fused)
+    # 1327; kto_trainer.py KL + reference forwards). Its own working set is one layer and one head tile (before
+    # TRL 1.15: its logits, _Head.ref).
+    ref_fwd = scoring_forward_bytes(spec, setup, tokens, head is None, _head_logits(spec, head))
     return lift.phase(loss_bwd, (d("activations.reference_forward", N_("Reference forward (no_grad)"), ref_fwd,
                                    "T × one layer's no_grad working set + one head tile"),),
                       drop=lift.dropped + ("activations.loss_backward",), key="reference_forward",
@@ -269,8 +313,13 @@ def _hf_generation(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup
     return kv, acts, items
 
 
+def _head_logits(spec: ModelSpec, head: _Head | None) -> float | None:
+    """The logits a scoring forward makes with this head, bytes (None: the fused head's tile)."""
+    return head.ref * head.tokens * spec.vocab_size if head is not None else None
+
+
 def _generation_phases(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, mode: str | None, lift: _Lift,
-                       opt_step: Phase, tokens: int, fused: bool, weights_full: float) -> list[Phase]:
+                       opt_step: Phase, tokens: int, head: _Head | None, weights_full: float) -> list[Phase]:
     """GRPO's generation and, with a reference or vLLM, its no_grad scoring forward."""
     keep, weights, optimizer = _generation_states(setup, mode, opt_step, weights_full)
     items: list[DetailItem] = list(keep)
@@ -290,7 +339,7 @@ def _generation_phases(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, 
         # The reference forward (beta > 0) and, with vLLM, the old-policy log-prob forward (importance
         # sampling correction, default on) run under no_grad before the training forward, chunked by
         # per_device_train_batch_size: only their working set is on top of the model states.
-        score = scoring_forward_bytes(spec, setup, tokens, fused)
+        score = scoring_forward_bytes(spec, setup, tokens, head is None, _head_logits(spec, head))
         s_items = list(keep) + [d("activations.scoring_forward", N_("Scoring forward (no_grad)"), score,
                                   "T × one layer's no_grad working set + one head tile")]
         if lift.ref:
@@ -320,19 +369,19 @@ def trainer_parts(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     if mode == "vllm-colocate" and not device_capacity:
         raise ValueError(Text(N_("vLLM colocate mode reserves a fraction of the device's memory: choose a device")))
 
-    lift = _lift(spec, setup, tr, ps, mode, device_capacity)
+    head = _logits_head(spec, setup, tr, ps)
+    lift = _lift(spec, setup, tr, mode, head, device_capacity)
     phases: list[Phase] = [lift.phase(p) for p in base.phases]
     if opt.head == "score":
         phases = _reward_model_states(spec, setup, ps, phases)
     loss_bwd = base.phases[0]  # "loss backward": the policy's saved activations + the loss's backward buffers
     opt_step = next(p for p in base.phases if p.key == "optimizer_step")
-    fused = opt.head == "fused"
-    if opt.head == "logits":
-        phases.append(_logits_gradient_phase(spec, setup, ps, opt, lift, loss_bwd))
+    if head is not None:
+        phases.append(_logits_gradient_phase(spec, setup, ps, head, lift, loss_bwd))
     if opt.reference == "always" and tr.uses_reference():
-        phases.append(_reference_forward_phase(spec, setup, lift, loss_bwd, ps.tokens, fused))
+        phases.append(_reference_forward_phase(spec, setup, lift, loss_bwd, ps.tokens, head))
     if opt.generates:
-        phases.extend(_generation_phases(spec, setup, tr, mode, lift, opt_step, ps.tokens, fused,
+        phases.extend(_generation_phases(spec, setup, tr, mode, lift, opt_step, ps.tokens, head,
                                          base.weights_full_bytes))
 
     notes = [n for n in base.notes if n != REWARD_SPEC_NOTE] + list(trainer_notes(setup, tr))
@@ -347,8 +396,9 @@ def trainer_parts(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
 def trainer_notes(setup: TrainingSetup, tr: TrainerSetup) -> tuple[str, ...]:
     """What the user should know about this trainer's estimate, in plain words."""
     opt = tr.option
+    installed = setup.versions["trl"] if setup.versions is not None and "trl" in setup.versions else None
     out = [_("{trainer} as in {version} ({trainer_class}).").format(
-        trainer=_(opt.label), version=TRL_VERSION, trainer_class=opt.trainer_class)]
+        trainer=_(opt.label), version=f"TRL {installed}" if installed else TRL_VERSION, trainer_class=opt.trainer_class)]
     if opt.sequences == 2:
         out.append(_("Chosen and rejected run together: each forward sees {n} sequences.").format(n=2 * setup.batch))
     if opt.reference != "none":

@@ -15,6 +15,17 @@ from .trainers import TRAINER_IDS, TRL_SERIES, TRL_VERSION
 
 
 @dataclass(frozen=True)
+class VersionDefault:
+    """A stack default that an older release had otherwise: `field` is `value` when the run is on the old side of the
+    version fork `fork` (options.versions.FORKS, whose source cites both releases), for these trainers (() = any)."""
+
+    field: str  # a STACK_FIELDS name
+    fork: str  # a FORKS id
+    value: object
+    trainers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Stack:
     """One framework's defaults for a fine-tuning run, with the source of each."""
 
@@ -84,6 +95,9 @@ class Stack:
     mixed_precision: bool = True  # fp32 master weights under bf16 autocast (precision "mixed")
     backend: str = "cuda"  # the backend when no device names one (options.backends)
     backend_refusals: dict[str, str] = field(default_factory=dict)  # backend id → why it cannot run there
+    # Defaults an older release of its packages had (issue 28): the first entry for a field whose fork the installed
+    # versions are on the old side of wins (job.stack.resolve_setup).
+    version_defaults: tuple[VersionDefault, ...] = ()
 
     def loss_impl(self, kind: str) -> str:
         """The implementation of a loss kind in this stack; ValueError when the stack does not offer it."""
@@ -138,6 +152,15 @@ LITGPT_FAMILIES: dict[str, str] = {
 STACKS: dict[str, Stack] = {s.id: s for s in (
     Stack(
         trainer_decides_loss=True, backend_refusals={"cpu": PYTORCH_NO_CPU},
+        version_defaults=(
+            VersionDefault("grad_ckpt", "trl_gradient_checkpointing_default", False),
+            VersionDefault("loss", "trl_sft_chunked_nll_default", "standard"),
+            VersionDefault("optimizer", "transformers_fused_adamw_default", "adamw_foreach"),
+            VersionDefault("qlora_prep", "trl_kbit_prep_norms_only", "peft", ("sft", "grpo", "reward")),
+            VersionDefault("qlora_prep", "trl_no_kbit_prep", "norms", ("sft", "grpo", "reward")),
+            VersionDefault("qlora_prep", "trl_dpo_no_kbit_prep", "peft", ("dpo",)),
+            VersionDefault("qlora_prep", "trl_kto_no_kbit_prep", "peft", ("kto",)),
+        ),
         id="trl", label="TRL", version=f"{TRL_VERSION} (transformers 5.24, PEFT 0.21)",
         summary=N_("TRL's SFTTrainer: checkpointing on, the loss through a fused chunked LM head (no full logits), "
                 "fused AdamW, fp32 LoRA adapters (bf16 on a 4-bit base), no fp32 upcast for QLoRA."),
@@ -169,6 +192,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
     ),
     Stack(
         backend_refusals={"cpu": PYTORCH_NO_CPU},
+        version_defaults=(VersionDefault("optimizer", "transformers_fused_adamw_default", "adamw_foreach"),),
         id="trainer", label="HF Trainer", version="transformers 5.24.0 Trainer + PEFT 0.21",
         summary=N_("The plain transformers Trainer: no checkpointing, the standard loss on fp32-upcast logits "
                 "(Liger's fused kernel with use_liger_kernel=True), fused AdamW, fp32 adapters, and PEFT's "

@@ -165,7 +165,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "issue #1849 (open)",
        "Mixtral-8x7B QLoRA, batch 1 × 2,048: 45,097,156,608 expert params; TRL stack 103.5 GB → 36.5 GB on 4.57 "
        "(−64.7 %), Trainer stack (PEFT fp32 upcast) 329.2 GB → 172.1 GB (−47.7 %)",
-       _HF_UNSLOTH),
+       (*_HF_UNSLOTH, "llamafactory")),
     Fork("transformers_dtype_auto", "transformers", "5.0.0", "4.57.6",
        N_("transformers 5 loads a checkpoint in its own dtype when from_pretrained is given none (dtype='auto'); "
           "transformers 4 loaded it in fp32."),
@@ -363,6 +363,18 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "7.30 GB at 2,048 tokens (+11.8 %), 8.88 GB vs 8.41 GB at 8,192 (+5.5 %); the release-keyed parts (Cut "
        "Cross-Entropy, per-layer RoPE caches, fresh dequantisation) make +12.4 % and +5.9 %",
        ("unsloth",)),
+    Fork("unsloth_zoo_pinned_offload", "unsloth-zoo", "2025.1.1", "2024.12.7",
+       N_("unsloth_zoo 2025.1 offloads each checkpointed layer input into pinned CPU RAM slots and reloads it into "
+          "one kept GPU buffer; before it, every input was copied to pageable CPU RAM and back into a new GPU "
+          "tensor in its layer's backward."),
+       "Unsloth offloaded checkpointing: checkpointing 'reload' (a fresh GPU copy of the input per layer backward, "
+       "pageable host RAM, no staging buffers or pinned slots) instead of 'offload'",
+       "Unsloth stack, use_gradient_checkpointing='unsloth' (the default), its own kernels",
+       "unsloth_zoo commit 5572cc46 'January release v1 (#33)': gradient_checkpointing.py CPU_BUFFERS (2025.1.1); "
+       "2024.12.1 gradient_checkpointing.py:145-174 Unsloth_Offloaded_Gradient_Checkpointer (.to('cpu'), reloaded "
+       "at :167)",
+       "part of the 2024.12 path: −0.2 % at 2,048 tokens, −0.8 % at 8,192 (Llama-3.1-8B QLoRA batch 1)",
+       ("unsloth",)),
     Fork("unsloth_zoo_moe_4bit_experts", "unsloth-zoo", "2026.6.2", "2026.6.1",
        N_("unsloth_zoo 2026.6.2 quantises transformers 5's fused mixture-of-experts tensors to 4 bits; before it, "
           "Unsloth on transformers 5 left them 16-bit like bitsandbytes does."),
@@ -409,6 +421,45 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "as mlx_no_sdpa_in_grad: Llama-3.2-1B, 16 blocks, 4 × 2,048: 17.2 GB of probabilities on 0.29",
        ("mlx",)),
 )}
+
+
+# The Unsloth release line its published context-length tables measured (Llama 3.3 blog, 2024-12-10: unsloth 2024.12.4,
+# unsloth_zoo 2024.12.1, cut_cross_entropy 24.12.1; estimator/memory/unsloth/kernels.py RELEASE_2024). Besides the forks
+# above, the Unsloth runtime prices this line as the tables ran it: attention through xformers with K/V expanded
+# (llama.py:391-410, 2024.12.4; flash-attn not installed) on padded batches, the input embedding never moved to CPU RAM,
+# and the PYTORCH_CUDA_ALLOC_CONF unsloth/__init__.py:58 set (roundup_power2_divisions, read by the torch 2.5 parser);
+# each of those moves a step by less than 1 % and is not dated release by release (docs/versions.md).
+UNSLOTH_PUBLISHED = PackageRange(
+    "unsloth", "2024.12.1", "2024.12.12", "the release line of Unsloth's published tables (the December 2024 releases; "
+    "2025.1.1 is the first of the next line)")
+
+
+@dataclass(frozen=True)
+class Companions:
+    """The releases a framework release ran with, for the stack packages the user does not give: their newest
+    modelled release is one that framework release could not run (its METADATA caps none of them), so a package left
+    out is modelled at its companion instead (Versions.sources: "framework")."""
+
+    framework: PackageRange  # the framework's releases these companions belong to
+    packages: tuple[tuple[str, str], ...]  # canonical package name → its release
+    source: str
+
+
+COMPANIONS: tuple[Companions, ...] = (
+    Companions(UNSLOTH_PUBLISHED, (("unsloth-zoo", "2024.12.1"), ("transformers", "4.46.3"), ("torch", "2.5.1")),
+               "unsloth_zoo 2024.12.1: the published tables' (kernels.py RELEASE_2024); transformers 4.46.3: unsloth's "
+               "pyproject.toml at commit 58bcf66d27 (2024-12-20, the 2024.12 line) pins transformers>=4.46.1,<=4.46.3; "
+               "torch 2.5.1: the torch 2.5 whose allocator parser the tables ran under (memory/unsloth/model.py "
+               "ALLOCATOR_2024)"),
+)
+
+
+def companions(framework: str, version: object) -> dict[str, str]:
+    """package → release, for the stack packages a framework release ran with (COMPANIONS); {} for any other."""
+    for c in COMPANIONS:
+        if c.framework.package == framework and in_range(version, c.framework):
+            return dict(c.packages)
+    return {}
 
 
 def _key(version: object) -> tuple[int, ...]:

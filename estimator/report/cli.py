@@ -19,6 +19,7 @@ from ..advice.explain import explain
 from ..advice.oom import diagnose_oom
 from ..job.stack import setup_json
 from ..job.trainer import TrainerSetup
+from ..memory.forks import version_notes
 from ..memory.price import estimate
 from ..memory.result import component_keys
 from ..memory.verdict import verdict
@@ -29,8 +30,11 @@ from . import cli_config
 from .cli_args import (
     flag_notes,
     hub_config_refused,
+    job_trainer,
     read_device,
     read_host_ram,
+    read_installed,
+    read_job,
     read_model,
     read_oom_log,
     read_setup,
@@ -149,12 +153,13 @@ def _spec(args: argparse.Namespace) -> tuple[ModelSpec | None, HubModel | None, 
 
 def _compute(args: argparse.Namespace) -> _Run:
     """The estimate, the exact trace and the advice the flags ask for; every refusal is a ValueError."""
-    if args.trainer == "grpo" and args.seq_len is not None:
+    job = read_job(args)  # the flags' settings, merged with --from-config's
+    if job_trainer(job) == "grpo" and args.seq_len is not None:
         raise ValueError("GRPO's sequences are --prompt-len + --completion-len tokens; drop --seq-len")
     spec, hub, fast_error = _spec(args)
     device = read_device(args)
-    setup = cli_config.fit_config_targets(args, spec, read_setup(args, device))
-    trainer = read_trainer(args)
+    setup = cli_config.fit_config_targets(args, spec, read_setup(job, device, read_installed(args)))
+    trainer = read_trainer(job)
     if args.advice and device is None:
         raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
                          "memory (see --list-devices)")
@@ -164,7 +169,7 @@ def _compute(args: argparse.Namespace) -> _Run:
     est = estimate(spec, setup, rule=args.rule, trainer=trainer, device_capacity=capacity) \
         if spec is not None else None
     if args.exact and trainer.trainer != "sft":
-        raise ValueError(f"--exact traces a supervised (SFT) step; the {args.trainer} trainer is not traced")
+        raise ValueError(f"--exact traces a supervised (SFT) step; the {trainer.trainer} trainer is not traced")
     exact_res = _run_exact(args, hub, setup, est) if args.exact else None
     advice = None
     if args.advice and est is not None and device is not None:  # the calculator's own call
@@ -257,10 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        cli_config.apply_config(args)
+        cli_config.read_config(args)
     except ValueError as exc:
         parser.error(str(exc))
-    cli_config.fill_defaults(args)
     if args.exact:
         ok, why = exact.available()
         if not ok:
@@ -278,7 +282,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--export-config needs a model the fast estimate reads (this one is traced only)")
         _print_exact_only(args, run)
         return 0
-    notes = [*est.notes, *flag_notes(args, run.device)]
+    notes = [*est.notes, *flag_notes(args, run.setup, run.device)]
+    if run.setup.versions is not None:  # the releases given, and the forks that move this estimate (issue 28)
+        capacity = run.device.capacity_bytes if run.device is not None else None
+        notes += version_notes(run.spec, run.setup, est, run.trainer, capacity, args.rule)
     try:
         if cli_config.write_export(args, run.spec, run.setup, run.trainer):
             return 0

@@ -6,13 +6,16 @@ change nothing, said as notes. Every refusal is a ValueError with one line (cli.
 from __future__ import annotations
 
 import difflib
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..i18n import Text
-from ..job.setup import parse_targets
+from ..job.configs import merge
+from ..job.settings import SETTINGS, from_flag
 from ..job.stack import default_settings, resolve_setup
 from ..job.trainer import TrainerSetup
+from ..job.versions import MAX_CHARS, parse_installed, resolve_versions
 from ..models.config import parse_config_text
 from ..models.hub import HubConfigRefused, HubError, fetch_model
 from ..models.presets import generic_spec, load_preset, preset_ids
@@ -34,7 +37,9 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
+    from ..job.configs import Merged
     from ..job.setup import TrainingSetup
+    from ..job.versions import Installed, Versions
     from ..models.hub import HubModel
     from ..models.spec import ModelSpec
     from ..oom_message import OomReading
@@ -126,13 +131,13 @@ def read_oom_log(args: argparse.Namespace) -> OomReading | None:
         raise ValueError(f"--oom-log {args.oom_log[:60]}: {exc}") from None
 
 
-def flag_notes(args: argparse.Namespace, device: Device | None = None) -> list[str]:
+def flag_notes(args: argparse.Namespace, setup: TrainingSetup, device: Device | None = None) -> list[str]:
     """Flags this setup accepts but that change nothing here: said, not ignored."""
     notes = []
-    if args.sharding != "none" and args.gpus == 1 and not args.offload_params:  # valid: a note, not an error
-        notes.append(f"--sharding {args.sharding} over 1 GPU changes nothing: one GPU keeps every weight, "
+    if setup.sharding != "none" and setup.gpus == 1 and not setup.offload_params:  # valid: a note, not an error
+        notes.append(f"--sharding {setup.sharding} over 1 GPU changes nothing: one GPU keeps every weight, "
                      "gradient and optimizer state (give --gpus N to shard)")
-    if args.method == "full" and (args.lora_rank is not None or args.lora_targets is not None):
+    if setup.method == "full" and (args.lora_rank is not None or args.lora_targets is not None):
         notes.append("--lora-rank and --lora-targets shape LoRA adapters; full fine-tuning has none")
     if args.host_ram is not None and device is not None and device.kind == "unified":
         notes.append(f"--host-ram {args.host_ram:g} is not used: on {device.id} the device's RAM is the machine's "
@@ -145,53 +150,96 @@ def hub_config_refused(args: argparse.Namespace, exc: Exception) -> bool:
     return bool(args.model and "/" in args.model and isinstance(exc, HubConfigRefused))
 
 
-def _backend(args: argparse.Namespace, device: Device | None) -> str | None:
+def _backend(flag: str | None, device: Device | None) -> str | None:
     """The runtime: --backend, or the device's (device_backend); without either, None (the stack's: Metal for
     mlx-lm, CUDA otherwise). A --backend the device does not run is refused."""
     derived = device_backend(device)
-    if args.backend is None:
+    if flag is None:
         return derived if device is not None else None
-    if device is not None and args.backend not in (derived, "cpu"):
-        raise ValueError(f"--backend {args.backend} does not match {device.id}, which runs "
+    if device is not None and flag not in (derived, "cpu"):
+        raise ValueError(f"--backend {flag} does not match {device.id}, which runs "
                          f"{BACKENDS[derived].runtime}; drop --backend")
-    return args.backend
+    return flag
 
 
-def _stack_id(args: argparse.Namespace, device: Device | None) -> str:
-    """--stack, else the device's default stack (job.stack.default_settings, which the app reads too: MLX-LM on a
-    unified-memory Apple device, TRL elsewhere)."""
-    if args.stack is not None:
-        return args.stack
-    return default_settings(None, device, args.trainer).stack
+def read_job(args: argparse.Namespace) -> Merged:
+    """The settings the flags give, by their settings' names (estimator/job/settings.py names each flag; None: not
+    given), merged with --from-config's: the flags win (estimator.job.configs.merge). A malformed --lora-targets is a
+    ValueError."""
+    flags = {s.name: from_flag(s.name, getattr(args, s.name)) for s in SETTINGS if s.flag is not None}
+    return merge(args.config_import, flags)
 
 
-def read_setup(args: argparse.Namespace, device: Device | None = None) -> TrainingSetup:
-    """The training setup the flags describe, the stack's defaults filling the rest (batch, length, rank, trained
-    blocks and quantisation included; a preference/RL trainer's own batch default wins)."""
-    stack = _stack_id(args, device)
+def _package_list(name: str) -> str:
+    """--installed-from's text: the file (or stdin for '-'), at most MAX_CHARS; UTF-8, or UTF-16 with its byte-order
+    mark (what `pip freeze > FILE` writes in Windows PowerShell)."""
+    try:
+        if name == "-":
+            data = sys.stdin.buffer.read(4 * MAX_CHARS + 1)
+        else:
+            with Path(name).open("rb") as fh:
+                data = fh.read(4 * MAX_CHARS + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read --installed-from {name[:80]}: {exc.strerror}") from None
+    try:
+        return data.decode("utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"--installed-from {name[:80]}: not a text file (pip freeze writes UTF-8 text)") from None
+
+
+class InstalledFlags(NamedTuple):
+    """--installed (repeated) and --installed-from as read, before the stack is known: the parsed list (None without
+    --installed-from), its name, and the pins."""
+
+    installed: Installed | None
+    name: str | None
+    pins: tuple[str, ...]
+
+    def versions(self, stack: str, stack_given: bool) -> Versions:
+        """Resolved against the stack (job.versions.resolve_versions). The list's own faults name the file; a list of
+        a framework no stack models is refused only when the stack was not given (stack_given)."""
+        if self.installed is not None:
+            try:
+                resolve_versions(stack, self.installed)  # the list alone: its faults are the file's
+            except ValueError as exc:
+                raise ValueError(f"--installed-from {str(self.name)[:80]}: {exc}") from None
+        return resolve_versions(stack, self.installed, self.pins, stack_given=stack_given)
+
+
+def read_installed(args: argparse.Namespace) -> InstalledFlags | None:
+    """--installed and --installed-from (cli_flags._installed_flags): None when neither is given; a file that cannot
+    be read or is not a package list is a ValueError naming it (and its line)."""
+    pins = tuple(args.installed or ())
+    if args.installed_from is None:
+        return InstalledFlags(None, None, pins) if pins else None
+    name = args.installed_from
+    text = _package_list(name)
+    try:
+        return InstalledFlags(parse_installed(text), name, pins)
+    except ValueError as exc:
+        raise ValueError(f"--installed-from {name[:80]}: {exc}") from None
+
+
+def job_trainer(job: Merged) -> str:
+    """The trainer's id: the flag's, else the config's, else SFT (TrainerSetup's default)."""
+    return str(job.trainer.get("trainer", TrainerSetup().trainer))
+
+
+def read_setup(job: Merged, device: Device | None = None, installed: InstalledFlags | None = None) -> TrainingSetup:
+    """The training setup the flags (and a config) describe, the stack's defaults filling the rest (batch, length,
+    rank, trained blocks and quantisation included; a preference/RL trainer's own batch default wins). The stack:
+    --stack or the config's, else MLX-LM for SFT on a unified-memory Apple device and TRL elsewhere. `installed`: the
+    releases installed (read_installed), resolved against that stack."""
+    trainer = job_trainer(job)
+    stack = job.stack or default_settings(None, device, trainer).stack  # the device's (the app reads the same)
     caps = get_stack(stack)
-    if args.trainer not in caps.trainers:  # the trainers the stack has (mlx-lm and LLaMA-Factory: SFT only)
-        raise ValueError(Text(caps.trainers_refusal, trainer=Text(TRAINERS[args.trainer].label)))
-    return resolve_setup(
-        stack, trainer=args.trainer, method=args.method, precision=args.precision, optimizer=args.optimizer,
-        batch=args.batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
-        offload_activations=args.offload_activations, attention=args.attention, loss=args.loss,
-        lora_rank=args.lora_rank,
-        lora_targets=parse_targets("all-linear" if args.lora_targets is None else args.lora_targets),
-        gpus=args.gpus,
-        sharding=args.sharding, offload_optimizer=args.offload_optimizer, grad_accum=args.grad_accum,
-        offload_params=args.offload_params or None,
-        compile=args.compile or None, optimizer_in_bwd=args.optimizer_in_bwd or None,
-        image_tokens=args.image_tokens, train_tower=args.train_tower, lora_layers=args.lora_layers,
-        dora=args.dora or None, quant_mode=args.quant, quant_bits=args.quant_bits, quant_group=args.quant_group,
-        backend=_backend(args, device), **args.config_extra,
-    )
+    if trainer not in caps.trainers:  # the trainers the stack has (mlx-lm and LLaMA-Factory: SFT only)
+        raise ValueError(Text(caps.trainers_refusal, trainer=Text(TRAINERS[trainer].label)))
+    versions = installed.versions(stack, job.stack is not None) if installed is not None else None
+    return resolve_setup(stack, trainer=trainer, versions=versions,
+                         **{**job.setup, "backend": _backend(job.setup.get("backend"), device)})
 
 
-def read_trainer(args: argparse.Namespace) -> TrainerSetup:
-    """The trainer the flags describe (SFT unless --trainer)."""
-    return TrainerSetup(
-        args.trainer, beta=args.beta, precompute_ref=args.precompute_ref, num_generations=args.num_generations,
-        prompt_len=args.prompt_len, completion_len=args.completion_len, generation=args.generation,
-        vllm_gpu_util=args.vllm_gpu_util, vllm_sleep=args.vllm_sleep,
-    )
+def read_trainer(job: Merged) -> TrainerSetup:
+    """The trainer the flags (and a config) describe (SFT unless --trainer or the config's)."""
+    return TrainerSetup(**job.trainer)

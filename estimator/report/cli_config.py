@@ -2,9 +2,9 @@
 file; the flags given beside it win), `--override KEY=VALUE` (torchtune's command-line overrides) and `--export-config PATH`
 (the stack's config file for the estimate; '-' prints it instead of the report).
 
-Flags given beside the config win: every setup and trainer flag defaults to None, so a flag the user typed is told
-from one left out; `apply_config` fills the ones left out from the config, then `fill_defaults` the rest with the
-CLI's own defaults."""
+Flags given beside the config win: every setting's flag defaults to None, so a flag the user typed is told from one
+left out; `read_config` reads the config (and its model, where no model flag is given), and cli_args.read_job merges
+its settings with the flags' (estimator.job.configs.merge, the same merge as the app's config box)."""
 
 from __future__ import annotations
 
@@ -22,23 +22,6 @@ if TYPE_CHECKING:
     from ..job.setup import TrainingSetup
     from ..job.trainer import TrainerSetup
     from ..models.spec import ModelSpec
-
-# The CLI's defaults for the flags that default to None (so that a flag given is told from one left out).
-FLAG_DEFAULTS: dict[str, Any] = {
-    "method": "lora", "precision": "bf16", "attention": "sdpa", "gpus": 1, "sharding": "none",
-    "grad_accum": 1, "image_tokens": 0, "trainer": "sft", "offload_optimizer": False, "compile": False,
-    "optimizer_in_bwd": False, "train_tower": False, "precompute_ref": False, "vllm_sleep": False,
-    "offload_params": False,
-}
-# Settings a flag carries (resolve_setup's name = the flag's dest); the others go to resolve_setup as they are.
-_SETUP_FLAGS = ("method", "precision", "optimizer", "batch", "seq_len", "grad_ckpt", "offload_activations",
-                "attention", "loss", "lora_rank", "lora_targets", "gpus", "sharding", "offload_optimizer",
-                "grad_accum", "compile", "optimizer_in_bwd", "offload_params", "lora_layers", "dora", "quant_mode",
-                "quant_bits", "quant_group", "train_tower")
-_FLAG_DEST = {"quant_mode": "quant"}  # settings whose flag has another dest (--quant)
-_LORA_FLAGS = ("lora_rank", "lora_targets", "dora")
-_TRAINER_FLAGS = ("trainer", "beta", "precompute_ref", "num_generations", "prompt_len", "completion_len",
-                  "generation", "vllm_gpu_util", "vllm_sleep")
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -104,10 +87,11 @@ def _model(args: argparse.Namespace, imported: ImportedConfig, notes: list[str])
                      "the config applies)")
 
 
-def apply_config(args: argparse.Namespace) -> None:
-    """Read --from-config and fill every flag left out from it (and the model). Sets args.config_import (the
-    ImportedConfig, or None), args.config_extra (the settings no flag carries) and args.config_notes."""
-    args.config_import, args.config_extra, args.config_notes, args.config_model = None, {}, [], None
+def read_config(args: argparse.Namespace) -> None:
+    """Read --from-config, and take its model unless a model flag is given. Sets args.config_import (the
+    ImportedConfig, or None), args.config_model and args.config_notes; its settings are merged with the flags' by
+    cli_args.read_job."""
+    args.config_import, args.config_notes, args.config_model = None, [], None
     if not args.from_config:
         if args.override:
             raise ValueError("--override applies to --from-config (torchtune's key=value overrides)")
@@ -119,34 +103,7 @@ def apply_config(args: argparse.Namespace) -> None:
     except ConfigError as exc:
         raise ValueError(f"{str(path)[:80]}: {exc}") from None
     args.config_import = imported
-    notes: list[str] = []
-    trainer = dict(imported.trainer)
-    if args.trainer is None or args.trainer == trainer.get("trainer", "sft"):
-        for name in _TRAINER_FLAGS:
-            if getattr(args, name) in (None, False) and name in trainer:
-                setattr(args, name, trainer[name])
-    if args.stack is None:
-        args.stack = imported.stack
-    settings = dict(imported.settings)
-    method = args.method or settings.get("method", FLAG_DEFAULTS["method"])
-    generates = (args.trainer or "sft") == "grpo"
-    for name in _SETUP_FLAGS:
-        dest = _FLAG_DEST.get(name, name)
-        if name not in settings or getattr(args, dest) not in (None, False):
-            continue
-        if (name in _LORA_FLAGS and method == "full") or (name == "seq_len" and generates):
-            continue
-        value = settings[name]
-        setattr(args, dest, ",".join(value) if name == "lora_targets" else value)
-    args.config_extra = {k: v for k, v in settings.items() if k not in _SETUP_FLAGS}
-    _model(args, imported, notes)
-    args.config_notes = notes
-
-
-def fill_defaults(args: argparse.Namespace) -> None:
-    for name, value in FLAG_DEFAULTS.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    _model(args, imported, args.config_notes)
 
 
 def fit_config_targets(args: argparse.Namespace, spec: ModelSpec | None, setup: TrainingSetup) -> TrainingSetup:
@@ -204,5 +161,5 @@ def write_export(args: argparse.Namespace, spec: ModelSpec, setup: TrainingSetup
     return False
 
 
-__all__ = ["FLAG_DEFAULTS", "HubError", "add_flags", "apply_config", "config_json", "config_lines",
-           "fill_defaults", "fit_config_targets", "write_export"]
+__all__ = ["HubError", "add_flags", "config_json", "config_lines", "fit_config_targets", "read_config",
+           "write_export"]

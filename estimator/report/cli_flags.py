@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from typing import TYPE_CHECKING
+from typing import Any
 
+from ..job.settings import BY_NAME
 from ..options.backends import BACKEND_IDS
 from ..options.losses import LOSS_IDS
 from ..options.methods import ATTENTIONS, METHODS, SHARDINGS
@@ -18,9 +19,6 @@ from ..options.quantization import QUANT_MODE_IDS
 from ..options.stacks import DEFAULT_STACK, MLX_STACK, STACK_IDS
 from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRL_VERSION
 from . import cli_config
-
-if TYPE_CHECKING:
-    from typing import Any
 
 EPILOG = """examples:
   python -m estimator --model llama-3.1-8b --batch 8 --seq-len 4096 --device rtx-4090 --advice
@@ -54,6 +52,12 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)".strip()
 
 
+def _setting(group: Any, name: str, **kwargs: Any) -> None:
+    """A setting's flag, as the settings table names it (estimator/job/settings.py), stored under the setting's
+    own name: args.seq_len for --seq-len, args.quant_mode for --quant. Every one defaults to None (not given)."""
+    group.add_argument(BY_NAME[name].flag, dest=name, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's flags, in the order --help lists them."""
     p = _Parser(prog="python -m estimator", description="Peak GPU memory of one fine-tuning step.",
@@ -62,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     _setup_flags(p)
     _scale_flags(p)
     _trainer_flags(p)
+    _installed_flags(p)
     cli_config.add_flags(p)
     _output_flags(p)
     return p
@@ -78,64 +83,64 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
 
 def _setup_flags(p: argparse.ArgumentParser) -> None:
     """The training setup: stack, method, precision, optimizer, batch and length, checkpointing, loss, LoRA."""
-    p.add_argument("--stack", choices=STACK_IDS, default=None,
+    _setting(p, "stack", choices=STACK_IDS, default=None,
                    help=f"training stack whose defaults fill every setting not given (default: {MLX_STACK} for SFT "
                         f"on a unified-memory Apple device, {DEFAULT_STACK} otherwise)")
-    p.add_argument("--method", choices=METHODS, default=None, help="full fine-tuning, LoRA or QLoRA (default: lora)")
+    _setting(p, "method", choices=METHODS, default=None, help="full fine-tuning, LoRA or QLoRA (default: lora)")
     p.add_argument("--rule", choices=("seed",), help="use the rule of thumb instead of the detailed estimate "
                                                       "(SFT only; default: the detailed estimate)")
-    p.add_argument("--precision", choices=PRECISION_IDS, default=None, help="weights' precision (default: bf16)")
-    p.add_argument("--optimizer", choices=OPTIMIZER_IDS, default=None, help="default: the stack's")
-    p.add_argument("--batch", type=int, default=None,
+    _setting(p, "precision", choices=PRECISION_IDS, default=None, help="weights' precision (default: bf16)")
+    _setting(p, "optimizer", choices=OPTIMIZER_IDS, default=None, help="default: the stack's")
+    _setting(p, "batch", type=int, default=None,
                    help="per-device batch (default: the stack's: 1, mlx 4; GRPO 8, TRL's per_device_train_batch_size, "
                         "counted in completions; KTO 2, the least TRL accepts)")
-    p.add_argument("--seq-len", type=int, default=None, help="max length in tokens (default: the stack's, 2048; "
+    _setting(p, "seq_len", type=int, default=None, help="max length in tokens (default: the stack's, 2048; "
                                                              "GRPO: --prompt-len + --completion-len)")
-    p.add_argument("--image-tokens", type=int, default=None,
+    _setting(p, "image_tokens", type=int, default=None,
                    help="image tokens per example, for a multimodal model trained on images (Gemma 3: 256 per "
                         "image); they lengthen the language model's sequence (default: 0)")
-    p.add_argument("--train-tower", action="store_true", default=None,
+    _setting(p, "train_tower", action="store_true", default=None,
                    help="train the multimodal model's vision tower and projector too (full: all their weights; "
                         "LoRA: adapters on their linears); default: frozen")
-    p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None,
+    _setting(p, "grad_ckpt", action=argparse.BooleanOptionalAction, default=None,
                    help="gradient checkpointing on/off (default: the stack's)")
-    p.add_argument("--offload-activations", action=argparse.BooleanOptionalAction, default=None,
+    _setting(p, "offload_activations", action=argparse.BooleanOptionalAction, default=None,
                    help="offload the checkpointed layer inputs to CPU RAM (default: the stack's)")
-    p.add_argument("--attention", choices=ATTENTIONS, default=None, help="attention implementation (default: sdpa)")
-    p.add_argument("--loss", choices=LOSS_IDS, default=None, help="default: the stack's")
-    p.add_argument("--lora-rank", type=int, default=None,
+    _setting(p, "attention", choices=ATTENTIONS, default=None, help="attention implementation (default: sdpa)")
+    _setting(p, "loss", choices=LOSS_IDS, default=None, help="default: the stack's")
+    _setting(p, "lora_rank", type=int, default=None,
                    help="LoRA/QLoRA adapter rank (default: the stack's: 16, mlx 8)")
-    p.add_argument("--lora-targets", default=None,
+    _setting(p, "lora_targets", default=None,
                    help="LoRA/QLoRA target modules, comma-separated (default: all-linear)")
-    p.add_argument("--lora-layers", type=int, default=None,
+    _setting(p, "lora_layers", type=int, default=None,
                    help="adapters on the last N decoder blocks only (mlx-lm --num-layers, PEFT layers_to_transform; "
                         "on mlx, full fine-tuning trains those N blocks; default: the stack's: every block, mlx 16)")
-    p.add_argument("--dora", action="store_true", help="weight-decomposed LoRA (DoRA; the mlx stack)")
-    p.add_argument("--quant", choices=QUANT_MODE_IDS, default=None,
+    _setting(p, "dora", action="store_true", default=None, help="weight-decomposed LoRA (DoRA; the mlx stack)")
+    _setting(p, "quant_mode", choices=QUANT_MODE_IDS, default=None,
                    help="how a QLoRA base is quantised (default: the stack's: nf4 = bitsandbytes; mlx: affine)")
-    p.add_argument("--quant-bits", type=int, default=None, help="bits per weight of --quant (default: the mode's)")
-    p.add_argument("--quant-group", type=int, default=None, help="group size of --quant (default: the mode's)")
-    p.add_argument("--backend", choices=BACKEND_IDS, default=None,
+    _setting(p, "quant_bits", type=int, default=None, help="bits per weight of --quant (default: the mode's)")
+    _setting(p, "quant_group", type=int, default=None, help="group size of --quant (default: the mode's)")
+    _setting(p, "backend", choices=BACKEND_IDS, default=None,
                    help="the runtime (default: the device's: metal on an Apple device, rocm on AMD, cuda otherwise; "
                         "cpu: MLX's CPU backend)")
 
 
 def _scale_flags(p: argparse.ArgumentParser) -> None:
     """GPUs and sharding, optimizer offload, gradient accumulation and torchtune's memory switches."""
-    p.add_argument("--gpus", type=int, default=None, help="GPUs of this kind the run spreads over (default: 1)")
-    p.add_argument("--sharding", choices=SHARDINGS, default=None,
+    _setting(p, "gpus", type=int, default=None, help="GPUs of this kind the run spreads over (default: 1)")
+    _setting(p, "sharding", choices=SHARDINGS, default=None,
                    help="ZeRO stage / FSDP sharding over --gpus (over 1 GPU it changes nothing: a note says so; "
                         "default: none)")
-    p.add_argument("--offload-optimizer", action="store_true", default=None,
+    _setting(p, "offload_optimizer", action="store_true", default=None,
                    help="keep the optimizer state in CPU RAM")
-    p.add_argument("--offload-params", action="store_true", default=None,
+    _setting(p, "offload_params", action="store_true", default=None,
                    help="ZeRO-3 parameter offload (DeepSpeed offload_param): the parameters live in CPU RAM and the "
                         "GPU gathers one layer at a time (needs --sharding zero3; on one GPU too)")
-    p.add_argument("--grad-accum", type=int, default=None,
+    _setting(p, "grad_accum", type=int, default=None,
                    help="micro-steps per optimizer step (>1 keeps gradients; GRPO: steps per generation; default: 1)")
-    p.add_argument("--compile", action="store_true", default=None,
+    _setting(p, "compile", action="store_true", default=None,
                    help="torchtune compile=True: its compiled cross-entropy keeps 16-bit logits (torchtune stack)")
-    p.add_argument("--optimizer-in-bwd", action="store_true", default=None,
+    _setting(p, "optimizer_in_bwd", action="store_true", default=None,
                    help="torchtune optimizer_in_bwd=True: each gradient is applied and freed in backward "
                         "(torchtune stack, full fine-tuning)")
 
@@ -143,17 +148,28 @@ def _scale_flags(p: argparse.ArgumentParser) -> None:
 def _trainer_flags(p: argparse.ArgumentParser) -> None:
     """The preference and RL trainers (TRL)."""
     tg = p.add_argument_group(f"preference and RL trainers ({TRL_VERSION})")
-    tg.add_argument("--trainer", choices=TRAINER_IDS, default=None, help="(default: sft)")
-    tg.add_argument("--precompute-ref", action="store_true", default=None,
+    _setting(tg, "trainer", choices=TRAINER_IDS, default=None, help="(default: sft)")
+    _setting(tg, "precompute_ref", action="store_true", default=None,
                     help="DPO/KTO: precompute_ref_log_probs=True")
-    tg.add_argument("--beta", type=float, help="DPO/ORPO/SimPO/KTO/GRPO beta (GRPO: > 0 loads a reference)")
-    tg.add_argument("--num-generations", type=int, help="GRPO: completions per prompt (default 8)")
-    tg.add_argument("--prompt-len", type=int, help="GRPO: prompt tokens (default 512)")
-    tg.add_argument("--completion-len", type=int, help="GRPO: max_completion_length (default 512)")
-    tg.add_argument("--generation", choices=GENERATION_IDS, help="GRPO: where completions are generated (default hf)")
-    tg.add_argument("--vllm-gpu-util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
-    tg.add_argument("--vllm-sleep", action="store_true", default=None,
+    _setting(tg, "beta", type=float, help="DPO/ORPO/SimPO/KTO/GRPO beta (GRPO: > 0 loads a reference)")
+    _setting(tg, "num_generations", type=int, help="GRPO: completions per prompt (default 8)")
+    _setting(tg, "prompt_len", type=int, help="GRPO: prompt tokens (default 512)")
+    _setting(tg, "completion_len", type=int, help="GRPO: max_completion_length (default 512)")
+    _setting(tg, "generation", choices=GENERATION_IDS, help="GRPO: where completions are generated (default hf)")
+    _setting(tg, "vllm_gpu_util", type=float, help="GRPO vllm-colocate: vllm_gpu_memory_utilization (0.3)")
+    _setting(tg, "vllm_sleep", action="store_true", default=None,
                     help="GRPO vllm-colocate: vllm_enable_sleep_mode=True")
+
+
+def _installed_flags(p: argparse.ArgumentParser) -> None:
+    """The releases installed (issue 28; read in cli_args.read_versions): the estimate prices a release's own behaviour
+    where it differs from the newest's (docs/versions.md)."""
+    g = p.add_argument_group("installed versions (default: each stack's newest modelled releases; docs/versions.md)")
+    g.add_argument("--installed", metavar="PKG==VERSION", action="append", default=None,
+                   help="a package's installed release, e.g. trl==0.16.1 (repeat the flag; wins over --installed-from)")
+    g.add_argument("--installed-from", metavar="FILE",
+                   help="the output of `pip freeze` or `pip list` (its table, --format=freeze or --format=json); "
+                        "'-' reads it from stdin; packages the stack does not use are ignored")
 
 
 def _output_flags(p: argparse.ArgumentParser) -> None:

@@ -19,6 +19,7 @@ from ...i18n import N_, Text, error_message
 from ...models.presets import list_presets
 from ...options.stacks import STACK_IDS, STACKS
 from ...options.trainers import GENERATION_MODES, TRAINERS
+from ..settings import BY_NAME
 from ..setup import MAX_SEQ_LEN
 from ..stack import resolve_setup
 from ..trainer import TrainerSetup
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
 
     from ..setup import TrainingSetup
 
-__all__ = ["FORMATS", "MAX_CONFIG_BYTES", "ConfigError", "Entry", "ImportedConfig", "ModelRef", "fit_targets",
-           "import_config", "model_choice"]
+__all__ = ["FORMATS", "MAX_CONFIG_BYTES", "ConfigError", "Entry", "ImportedConfig", "Merged", "ModelRef",
+           "fit_targets", "import_config", "merge", "model_choice"]
 
 FORMATS: tuple[ModuleType, ...] = (axolotl, trl, torchtune, litgpt, mlx_lm, llamafactory)
 FORMAT_IDS: tuple[str, ...] = tuple(f.ID for f in FORMATS)
@@ -83,17 +84,14 @@ class ImportedConfig:
         return dict(self.trainer)
 
     def setup(self, stack: str | None = None, **flags: Any) -> TrainingSetup:
-        """The setup: the config's settings under its stack (or `stack`), the flags given (not None) winning."""
-        given = {k: v for k, v in flags.items() if v is not None}
-        return resolve_setup(stack or self.stack, **{**self.setup_kwargs, **given})
+        """The setup: the config's settings under its stack (or `stack`), the flags given (not None) winning
+        (`merge`)."""
+        merged = merge(self, {"stack": stack, **flags})
+        return resolve_setup(merged.stack or self.stack, **merged.setup)
 
     def trainer_setup(self, **flags: Any) -> TrainerSetup:
-        """The trainer: the config's, or the flag's trainer (then only the flags' options apply)."""
-        given = {k: v for k, v in flags.items() if v is not None and v is not False}
-        base = self.trainer_kwargs
-        if "trainer" in given and given["trainer"] != base.get("trainer", "sft"):
-            base = {}
-        return TrainerSetup(**{**base, **given})
+        """The trainer: the config's, or the flag's trainer (then only the flags' options apply; `merge`)."""
+        return TrainerSetup(**merge(self, flags).trainer)
 
     def as_json(self) -> dict[str, Any]:
         return {"format": self.format, "format_label": self.format_label, "stack": self.stack,
@@ -102,6 +100,48 @@ class ImportedConfig:
                 "trainer": dict(self.trainer), "overrides": [list(o) for o in self.overrides],
                 "read": [e.as_json() for e in self.read], "ignored": [e.as_json() for e in self.ignored],
                 "not_honoured": [e.as_json() for e in self.not_honoured]}
+
+
+@dataclass(frozen=True)
+class Merged:
+    """A job's settings by field name (estimator/job/settings.py): a training config's, the flags given winning."""
+
+    stack: str | None  # the flag's stack, else the config's; None: neither names one (the device's default)
+    setup: dict[str, Any]  # resolve_setup's keyword arguments
+    trainer: dict[str, Any]  # TrainerSetup's keyword arguments
+    # The config's settings this job leaves out: its LoRA settings under full fine-tuning, its max length under a
+    # trainer that generates (GRPO trains on prompt + completion), its checkpoint offload with checkpointing off.
+    unused: dict[str, Any] = field(default_factory=dict)
+
+
+_LORA_SETTINGS = ("lora_rank", "lora_targets", "dora")
+
+
+def merge(imported: ImportedConfig | None, flags: Mapping[str, Any] | None = None) -> Merged:
+    """The one merge of a training config with the user's own settings. `flags` are the settings the user gave
+    (CLI flags, by their dataclass names; None = not given), and they win: over the config's settings, and a flag
+    that names another trainer than the config's drops the config's trainer options. The config's LoRA settings
+    do not apply under full fine-tuning, nor its max length under a trainer that generates, nor its checkpoint
+    offload when the flags turn checkpointing off (it offloads the checkpointed inputs): they are kept in `unused`.
+    Without a config, the flags alone."""
+    given = {k: v for k, v in (flags or {}).items() if v is not None}  # a name the table lacks: KeyError
+    config_setup = dict(imported.settings) if imported is not None else {}
+    config_trainer = dict(imported.trainer) if imported is not None else {}
+    owner = {k: BY_NAME[k].owner for k in given}
+    trainer_flags = {k: v for k, v in given.items() if owner[k] == "trainer"}
+    if trainer_flags.get("trainer", config_trainer.get("trainer", "sft")) != config_trainer.get("trainer", "sft"):
+        config_trainer = {}  # another trainer than the config's: only the flags' options
+    trainer = {**config_trainer, **trainer_flags}
+    method = given.get("method", config_setup.get("method", "lora"))
+    option = TRAINERS.get(trainer.get("trainer", "sft"))
+    generates = option is not None and option.generates
+    unused = {k: v for k, v in config_setup.items() if k not in given and (
+        (k in _LORA_SETTINGS and method == "full") or (k == "seq_len" and generates)
+        or (k == "offload_activations" and v and given.get("grad_ckpt") is False))}
+    setup = {k: v for k, v in config_setup.items() if k not in unused}
+    setup.update((k, v) for k, v in given.items() if owner[k] == "setup" and k != "stack")
+    stack = given.get("stack") or (imported.stack if imported is not None else None)
+    return Merged(stack, setup, trainer, unused)
 
 
 def _detect(doc: dict[str, Any], mark: dict[str, str]) -> tuple[ModuleType, str]:

@@ -10,6 +10,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from ...i18n import N_, Text
+from ..settings import SETTINGS, TRAINER_NAMES
 from ._read import finite, printable
 
 if TYPE_CHECKING:
@@ -17,29 +18,10 @@ if TYPE_CHECKING:
 
 MISSING: Any = object()
 
-# The setup's and the trainer's settings as the lists name them (estimator.job.setup.TrainingSetup,
-# estimator.job.trainer.TrainerSetup fields), marked for translation where shown.
-SETTING_NAMES: dict[str, str] = {
-    "model": N_("model"), "stack": N_("training stack"), "method": N_("method"), "precision": N_("precision"),
-    "optimizer": N_("optimizer"), "batch": N_("batch per GPU"), "seq_len": N_("max length"),
-    "grad_ckpt": N_("gradient checkpointing"), "offload_activations": N_("checkpoint offload to CPU"),
-    "attention": N_("attention"), "loss": N_("loss"), "lora_rank": N_("LoRA rank"), "lora_targets": N_("LoRA targets"),
-    "gpus": N_("GPUs"), "sharding": N_("sharding"), "offload_optimizer": N_("optimizer state in CPU RAM"),
-    "offload_params": N_("parameters in CPU RAM"),
-    "grad_accum": N_("gradient accumulation"), "compile": N_("compile"),
-    "optimizer_in_bwd": N_("optimizer step in backward"), "nf4_double_quant": N_("NF4 double quantisation"),
-    "adapter_dtype": N_("adapter dtype"), "max_grad_norm": N_("gradient clipping"),
-    "trainer": N_("trainer"), "beta": N_("beta"), "precompute_ref": N_("precomputed reference log-probs"),
-    "num_generations": N_("generations per prompt"), "prompt_len": N_("prompt length"),
-    "completion_len": N_("max completion length"), "generation": N_("generation"),
-    "vllm_gpu_util": N_("vLLM memory share"), "vllm_sleep": N_("vLLM sleep mode"),
-    "lora_layers": N_("trained blocks (the last N; 0 = all)"), "dora": N_("DoRA"),
-    "quant_mode": N_("QLoRA quantisation"), "quant_bits": N_("quantisation bits"),
-    "quant_group": N_("quantisation group size"), "train_tower": N_("vision tower trained"),
-    "qlora_prep": N_("QLoRA preparation"),
-}
-TRAINER_FIELDS = frozenset({"trainer", "beta", "precompute_ref", "num_generations", "prompt_len", "completion_len",
-                            "generation", "vllm_gpu_util", "vllm_sleep"})
+# The setup's and the trainer's settings as the lists name them: the settings table's labels (marked for translation
+# where written, estimator/job/settings.py), and the model.
+SETTING_NAMES: dict[str, str] = {"model": N_("model"), **{s.name: s.label for s in SETTINGS if s.label}}
+TRAINER_FIELDS = frozenset(TRAINER_NAMES)
 
 
 @dataclass(frozen=True)

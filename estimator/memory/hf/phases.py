@@ -58,7 +58,7 @@ def checkpointed_phases(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationCo
     act_ckpt = d("activations.checkpoints", N_("Checkpointed layer inputs"), sz.ckpt,
                  "2 × T × h (layer inputs back from CPU)" if sz.offloaded else "T × L × h (layer inputs)")
     recompute = d("activations.recompute", N_("Recompute transients (LoRA)"),
-                  setup.tokens * recompute_extra_per_token(spec, ctx, sz.bwd_temp / setup.tokens),
+                  ctx.tokens * recompute_extra_per_token(spec, ctx, sz.bwd_temp / ctx.tokens),
                   "T × (c·I + 4·I + 5·c·h) − backward temporaries")
     return [
         phase(st, "loss_backward", N_("loss backward"), casts.head, g.persist + g_loss, "gradients.accumulated",

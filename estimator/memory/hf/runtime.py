@@ -31,7 +31,7 @@ from .activations.common import ActivationContext, context
 from .build import stack_spec
 from .lora_layers import check_lora_layers, last_layers_only, lora_layers_note
 from .phases import checkpointed_phases, closing_phases, stored_phases
-from .states import States, model_states
+from .states import States, model_states, unquantised_experts
 from .step_activations import activation_items, activation_sizes, weight_casts
 
 if TYPE_CHECKING:
@@ -98,6 +98,11 @@ class HfRuntime(Runtime):
         """The model as the stack builds it (LitGPT: an untied, 4-bit head; memory/hf/build.py)."""
         return stack_spec(spec, setup)
 
+    def experts_16bit(self, spec: ModelSpec, setup: TrainingSetup) -> int:
+        """The routed-expert parameters a 4-bit base keeps unquantised as this runtime loads the model
+        (memory/hf/states.py unquantised_experts: transformers' bitsandbytes integration)."""
+        return unquantised_experts(spec, setup)
+
     def context(self, spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
         """Dtypes, adapted linears and the attention and loss code that decide what autograd saves."""
         return context(spec, setup, self.adapted(spec, setup))
@@ -123,7 +128,8 @@ class HfRuntime(Runtime):
         self.check(spec, setup)
         spec = self.build(spec, setup)
         ctx = self.context(spec, setup)
-        st = model_states(spec, setup, ctx.adapted, self.lora_params(spec, setup, ctx.adapted))
+        st = model_states(spec, setup, ctx.adapted, self.lora_params(spec, setup, ctx.adapted),
+                          self.experts_16bit(spec, setup))
         step = self.step(spec, setup, ctx, st, device_capacity)
         st = step.states  # Unsloth may move the input embedding to CPU RAM
         phases = step.phases + closing_phases(spec, setup, st)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ...i18n import N_
 from ...options.optimizers import OPTIMIZERS
 from ...options.stacks import get_stack
+from ...options.versions import MOE_UNFUSED_IN_4
 from ..adapters import lora_params
 from ..precision import (
     FP32,
@@ -27,9 +28,10 @@ if TYPE_CHECKING:
     from ...models.spec import ModelSpec
 
 
-def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, float, str]:
+def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int, fused: int) -> tuple[float, float, str]:
     """(frozen bytes, trainable bytes, formula). QLoRA: decoder linears in NF4 + double quant; the rest
-    (embeddings, head, norms) 16-bit, or fp32 after prepare_model_for_kbit_training (docs/formulas.md §2.1)."""
+    (embeddings, head, norms, and the `fused` routed-expert parameters left unquantised) 16-bit, or fp32 after
+    prepare_model_for_kbit_training (docs/formulas.md §2.1)."""
     wb = weight_bytes(setup)
     if setup.method == "full":
         if spec.params_tower and not tower_learns(setup):  # the towers stay frozen; the language model trains
@@ -40,10 +42,6 @@ def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, f
     adapters = float(lora * trainable_bytes(setup))  # fp32 adapters (PEFT autocast_adapter_dtype)
     if setup.method == "lora":
         return float(spec.params_total * wb), adapters, f"{wb} B × base + 4 B × {lora:,} adapter params"
-    # Routed experts are fused 3-D parameters in transformers 5, which bitsandbytes does not quantise (ModelSpec.
-    # params_routed_experts); a stack that swaps every nn.Linear itself (LitGPT, Stack.quantize_head) has per-expert
-    # nn.Linear modules and quantises them.
-    fused = 0 if quantizes_every_linear(setup) else spec.params_routed_experts
     four_bit = spec.params_quantizable - fused
     other = spec.params_total - four_bit
     other_bytes = FP32 if (setup.qlora_fp32_upcast or setup.precision in ("mixed", "fp32")) else 2
@@ -51,6 +49,19 @@ def _weights(spec: ModelSpec, setup: TrainingSetup, lora: int) -> tuple[float, f
     frozen = four_bit * nf4 + other * other_bytes
     experts = f" (incl. {fused:,} routed-expert params bitsandbytes leaves unquantised)" if fused else ""
     return frozen, adapters, f"{nf4:.4f} B × {four_bit:,} 4-bit + {other_bytes} B × {other:,} other{experts}"
+
+
+def unquantised_experts(spec: ModelSpec, setup: TrainingSetup) -> int:
+    """Routed-expert parameters a 4-bit base keeps in 16 bits. transformers 5 stores them as fused 3-D parameters,
+    which bitsandbytes does not quantise (ModelSpec.params_routed_experts; bitsandbytes issue #1849); on transformers 4
+    the families of MOE_UNFUSED_IN_4 built each expert from nn.Linear modules, which it quantises (version fork
+    transformers_fused_moe_experts: models/mixtral/modeling_mixtral.py:57-65, 4.57.6); a stack that swaps every
+    nn.Linear itself (LitGPT, Stack.quantize_head) has per-expert nn.Linear modules and quantises them."""
+    if quantizes_every_linear(setup):
+        return 0
+    if spec.family in MOE_UNFUSED_IN_4 and setup.older("transformers_fused_moe_experts"):
+        return 0
+    return spec.params_routed_experts
 
 
 def quantizes_every_linear(setup: TrainingSetup) -> bool:
@@ -188,9 +199,11 @@ class States(NamedTuple):
     weights_full: float  # every weight as loaded, before sharding (the host's model load and parameter offload)
 
 
-def model_states(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str], lora: int | None = None) -> States:
+def model_states(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str], lora: int | None = None,
+                 experts_16bit: int | None = None) -> States:
     """The weights, gradients and optimizer state per GPU, from the trainable parameters: `lora` adapter parameters
-    as the runtime builds them (PEFT's count of the `adapted` linears by default)."""
+    as the runtime builds them (PEFT's count of the `adapted` linears by default); `experts_16bit`: the routed-expert
+    parameters a 4-bit base keeps unquantised, as the runtime loads them (unquantised_experts by default)."""
     if lora is None:
         lora = lora_params(spec, setup, adapted)
     # adapters on the tower's and projector's linears: stored whenever the tower is trained, but they get gradients
@@ -204,7 +217,8 @@ def model_states(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str],
     frozen_tower = 0 if learns else spec.params_tower
     trainable = spec.params_total - frozen_tower - spec.params_frozen if setup.method == "full" else lora
 
-    w_frozen, w_train, w_formula = _weights(spec, setup, stored_lora)
+    fused = unquantised_experts(spec, setup) if experts_16bit is None else experts_16bit
+    w_frozen, w_train, w_formula = _weights(spec, setup, stored_lora, fused)
     gb = trainable_bytes(setup)
     grads = float(trainable * gb)  # one gradient per trainable parameter, in its dtype
     opt, opt_temp = _optimizer(spec, setup, trainable, gb, adapted)

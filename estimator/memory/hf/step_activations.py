@@ -89,7 +89,7 @@ class Sizes(NamedTuple):
 
 def activation_sizes(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> Sizes:
     """The saved and transient activation sizes (docs/formulas.md §3, §4)."""
-    tokens = setup.tokens
+    tokens = ctx.tokens
     moe_delta = moe_lora_delta_bytes(spec, ctx)  # per MoE layer
     sizes = layer_sizes(spec, ctx)  # each layer kind computed once
     per_token = layers_per_token(spec, ctx, sizes)
@@ -133,7 +133,7 @@ class Items(NamedTuple):
 
 def activation_items(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, sz: Sizes, casts: Casts) -> Items:
     """The activation detail items shared by the stored and the checkpointed step."""
-    tokens = setup.tokens
+    tokens = ctx.tokens
     act_final = d("activations.final", N_("Final norm, head input, token ids"), sz.final, "T × (norm + head input + ids)")
     # Once backward reaches the decoder layers the final norm's and the head's saved tensors are freed: only the
     # token ids and RoPE cos/sin remain (tracer inventories at the last layer's backward).

@@ -147,8 +147,8 @@ def _probs_per_block(spec: ModelSpec, setup: TrainingSetup, dm: Dims, b: int) ->
     then the scores are rebuilt one block at a time in backward, counted with BLOCK_REST_PROBS). Gemma 2's
     soft-capped attention is written out in mlx_lm/models/gemma2.py:92-103 and keeps tanh's output too."""
     L = positions(setup)
-    if setup.backend == "cuda" and _cudnn_attention(spec, setup):
-        return 0.0  # cuDNN's forward keeps q, k, v, the output and a logsumexp per row: no probabilities
+    if _fused_forward(spec, setup):
+        return 0.0  # a fused forward keeps q, k, v, the output (cuDNN: and a logsumexp per row): no probabilities
     copies = 2 if spec.attn_softcap else 1
     return float(copies * setup.batch * dm.heads * L * L * b)
 
@@ -165,6 +165,32 @@ def _cudnn_vjp(spec: ModelSpec, setup: TrainingSetup) -> bool:
     """…and its VJP too when the length is a multiple of 128 (ScaledDotProductAttentionVJP::use_fallback); otherwise
     the VJP differentiates the unfused fallback, rebuilding one block's scores and probabilities in its backward."""
     return _cudnn_attention(spec, setup) and positions(setup) % 128 == 0
+
+
+# mlx 0.24.x ran masked attention through the fused Metal kernel in training too (version forks mlx_sdpa_fused_masked,
+# mlx_no_sdpa_in_grad): mlx/fast.cpp (0.24.0) supports_sdpa_full, :724-733 for a query length ≥ the threshold of
+# :659 and these head dims, on the GPU
+METAL_SDPA_HEAD_DIMS = frozenset({64, 80, 128})
+METAL_SDPA_MIN_LENGTH = 32
+
+
+def _fused_forward(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """Does training attention run a fused kernel forward, keeping no probabilities? On CUDA, cuDNN's
+    (_cudnn_attention) from mlx 0.30 (fork mlx_cuda_cudnn_attention: commits 3b2ffcefc, 6f35017d1; before, the CUDA
+    backend trained through the unfused fallback); on Metal only on mlx 0.24.x (fork mlx_sdpa_fused_masked: 0.24.0 took
+    causal masks, fast.cpp:724-733; fork mlx_no_sdpa_in_grad: 0.25.0 stopped under a gradient, fast.cpp:773), whose
+    VJP differentiates the fallback one block at a time (Custom::vjp, fast.cpp:15-28, 0.24.2). Gemma 2 writes its
+    soft-capped attention out (never SDPA)."""
+    if setup.backend == "cuda":
+        return _cudnn_attention(spec, setup) and not setup.older("mlx_cuda_cudnn_attention")
+    return (setup.backend == "metal" and setup.older("mlx_no_sdpa_in_grad")
+            and not setup.older("mlx_sdpa_fused_masked") and spec.head_dim in METAL_SDPA_HEAD_DIMS
+            and positions(setup) >= METAL_SDPA_MIN_LENGTH and not spec.attn_softcap)
+
+
+def _fused_vjp(spec: ModelSpec, setup: TrainingSetup) -> bool:
+    """…and a fused VJP (cuDNN's, _cudnn_vjp; Metal's fused kernel has none)."""
+    return setup.backend == "cuda" and _fused_forward(spec, setup) and _cudnn_vjp(spec, setup)
 
 
 
@@ -244,9 +270,9 @@ def _rests(spec: ModelSpec, setup: TrainingSetup, s: _Shape) -> tuple[float, flo
     loss_rest = T * s.rb * (LOSS_REST_H * dm.h + LOSS_REST_I * dm.inter + fused)
     token_rest = T * s.rb * (BLOCK_REST_H * dm.h + BLOCK_REST_I * dm.inter + BLOCK_REST_Q * dm.q + fused)
     probs_rest = BLOCK_REST_PROBS * one_probs
-    if setup.backend == "cuda" and _cudnn_vjp(spec, setup):
+    if _fused_vjp(spec, setup):
         probs_rest = 0.0  # cuDNN's VJP computes the score gradients tile by tile
-    elif setup.backend == "cuda" and _cudnn_attention(spec, setup):
+    elif _fused_forward(spec, setup):
         probs_rest += one_probs  # the fallback VJP rebuilds this block's probabilities (fast.cpp Custom::vjp)
     if s.n == 2 and not s.full and not setup.grad_ckpt:  # measured on LoRA without checkpointing
         token_rest *= BLOCK_REST_TWO_BLOCKS
@@ -359,8 +385,11 @@ def _finish(spec: ModelSpec, setup: TrainingSetup, res: Resident, phases: list[P
     ctx = CUDA_CONTEXT_BYTES if setup.backend == "cuda" else 0.0
     context = RuntimeContext(ctx, ctx, ctx, 0, "CUDA context (MLX-CUDA)" if ctx else "none: Metal/CPU")
     notes = list(spec.notes)
-    if setup.backend == "cuda" and _cudnn_attention(spec, setup):
+    if setup.backend == "cuda" and _fused_forward(spec, setup):
         notes.append(N_("MLX-CUDA trains attention with cuDNN's fused kernels here: no L² probabilities are kept."))
+    elif _fused_forward(spec, setup):
+        notes.append(N_("mlx 0.24 trains attention through its fused Metal kernel here: no L² probabilities are kept "
+                        "in the forward; its backward rebuilds one block's at a time."))
     else:
         notes.append(N_("MLX trains attention unfused: each trained block keeps B × heads × L² attention "
                         "probabilities (checkpointing recomputes them one block at a time)."))

@@ -52,10 +52,11 @@ ROPE_START = 4 * 8192  # :2609 current_rope_size = min(4 * 8192, max_position_em
 ROPE_STEP = 8192  # :2398-2399 _round_rope_size
 
 ATTENTION_BACKENDS = ("sdpa", "xformers", "flash")
-RELEASE = "2026.10.9"  # the release the estimate models
+RELEASE = "2026.10.9"  # the release the estimate models by default
 # The release Unsloth's published context-length tables measured (Llama 3.3 blog, 2024-12-10): unsloth 2024.12.4,
-# unsloth_zoo 2024.12.1, cut_cross_entropy 24.12.1, transformers 4.46-4.47. Its path is kept only to check this model
-# against those tables (validation/unsloth.py); the stack and the app price RELEASE.
+# unsloth_zoo 2024.12.1, cut_cross_entropy 24.12.1, transformers 4.46-4.47 (options.versions.UNSLOTH_PUBLISHED and
+# COMPANIONS). A run installed at it (TrainingSetup.versions) takes the 2024 pieces of UnslothPath below, each from
+# its version fork (estimator/memory/unsloth/model.py unsloth_path); validation/unsloth.py checks the tables so.
 RELEASE_2024 = "2024.12.4"
 
 
@@ -78,7 +79,13 @@ class UnslothPath:
     embedding_on_gpu: bool  # False when offload_embedding="auto" moved the frozen input embedding to host RAM
     loss_pass: str  # "tiled" (flash-style, no [rows, V] buffer) or "chunked" (one [rows, V] fp32 buffer)
     loss_budget: float  # bytes: min(2 GiB, half the free memory at the first loss call)
-    release: str = RELEASE  # RELEASE, or RELEASE_2024 for the published tables' code
+    # The older releases' pieces (docs/versions.md "Unsloth"; each True on the old side of its version fork):
+    fresh_dequant: bool = False  # unsloth < 2025.2.2: a fresh dequantised weight per forward matmul, no scratch
+    lora_out_of_place: bool = False  # unsloth < 2025.3.1: matmul_lora adds the LoRA term out of place
+    cut_cross_entropy: bool = False  # unsloth < 2025.8.5: Apple's Cut Cross-Entropy instead of the fused loss
+    layer_rope_caches: bool = False  # transformers < 4.48: Unsloth's RoPE cache per attention layer
+    # the 2024.12 release line's install and allocator settings (options.versions.UNSLOTH_PUBLISHED): ALLOCATOR_2024
+    published_2024: bool = False
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -171,7 +178,7 @@ def mlp_backward_tensors(spec: ModelSpec, p: UnslothPath) -> list[tuple[tuple[in
     dequantised weight (bitsandbytes 0.45+ MatMul4Bit.backward)."""
     i = spec.intermediate_size
     weight = dequant_fresh_bytes(spec, p)
-    if p.fused_mlp and p.release == RELEASE_2024:
+    if p.fused_mlp and p.lora_out_of_place:
         # 2024.12.4 matmul_lora adds the LoRA term out of place (kernels/utils.py:400-421: out += (X @ A) @ (s·B)):
         # computing DW leaves DW and a [T, i] product alive, its fresh weight already freed (:413)
         return [((C * i, C * i, C * p.rank), 0.0, "mlp"), ((C * i, C * p.rank, C * p.rank), weight, "mlp")]
@@ -264,7 +271,7 @@ def rope_cache_tensors(spec: ModelSpec, p: UnslothPath, seq_len: int) -> tuple[t
     d = spec.head_dim
     mpe = spec.max_position_embeddings or seq_len
     start = min(ROPE_START, mpe)
-    if p.release == RELEASE_2024:
+    if p.layer_rope_caches:
         grown = max(start, math.ceil(seq_len / ROPE_STEP) * ROPE_STEP) if seq_len > start else start
         return ((grown * d * C, 2 * spec.num_layers), (start * d * C, 2))
     wanted = mpe if p.padding_free else max(seq_len, start)
@@ -278,7 +285,7 @@ def dequant_scratch_bytes(spec: ModelSpec, p: UnslothPath) -> float:
     fast_dequantize(use_global_buffer=True), kernels/utils.py:1863-1890, :974-975), grown only when a larger weight
     comes (:649-656) and kept for the whole run: the largest matrix a fused kernel reads, in bf16. PEFT's modules
     dequantise through bitsandbytes (a fresh tensor per call, freed after it)."""
-    if not p.four_bit or p.release == RELEASE_2024:
+    if not p.four_bit or p.fresh_dequant:
         return 0.0  # 2024.12.4 fast_dequantize always made a fresh tensor (kernels/utils.py:119-160)
     groups = {"attn_in": p.fused_qkv, "attn_out": p.fused_o, "mlp_in": p.fused_mlp, "mlp_out": p.fused_mlp}
     sizes = [m.in_features * m.out_features for m in spec.linears if groups.get(m.role)]

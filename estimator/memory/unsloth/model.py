@@ -9,10 +9,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ...i18n import N_
-from ...job.stack import loss_impl_id
+from ...job.stack import loss_impl_id, with_versions
+from ...job.versions import resolve_versions
 from ...models.spec import LM_HEAD
 from ...options.optimizers import BNB_8BIT_BLOCKSIZE, OPTIMIZERS
 from ...options.stacks import get_stack
+from ...options.versions import UNSLOTH_PUBLISHED, in_range
 from ..adapters import adapted_modules
 from ..allocator import Allocations, AllocatorConfig, stack_allocator
 from ..allocator import config as allocator_config
@@ -101,9 +103,12 @@ def unsloth_path(spec: ModelSpec, setup: TrainingSetup, capacity: float | None =
         ckpt = "none"  # use_gradient_checkpointing=False
     elif not setup.offload_activations or setup.seq_len < PLAIN_CKPT_BELOW:
         ckpt = "plain"  # True, or "unsloth" below max_seq_length 512 (_utils.py:502-511): the layer inputs stay
+    elif setup.older("unsloth_zoo_pinned_offload"):
+        ckpt = "reload"  # unsloth_zoo < 2025.1.1: each input to pageable CPU RAM, a new GPU copy in its backward
     else:
         ckpt = "offload"
     offloaded = ckpt == "offload" and C * spec.hidden_size * setup.tokens > MINIMUM_SIZE
+    published = published_line(setup)
     rows = labelled_rows(setup)
     # The loss pass: cards ≤ 24.5 GiB take the tiled pass at any length, larger ones from 4,096 labelled rows on
     # (fused_linear.py:90-105, :1322-1324). Without a card: the tiled pass when it is taken on every card, else the
@@ -116,9 +121,13 @@ def unsloth_path(spec: ModelSpec, setup: TrainingSetup, capacity: float | None =
     budget = float(CHUNK_GB * GiB)
     path = UnslothPath(
         fused_qkv=fused_qkv, fused_o=fused_o, fused_mlp=fused_mlp, adapted=adapted, rank=setup.lora_rank,
-        four_bit=setup.method == "qlora", attention="sdpa", padding_free=True, checkpointing=ckpt,
-        offloaded=offloaded, double_buffer=double_buffer and offloaded, embedding_on_gpu=embedding_on_gpu,
-        loss_pass=loss_pass, loss_budget=budget)
+        four_bit=setup.method == "qlora", attention="xformers" if published else "sdpa",
+        padding_free=not published, checkpointing=ckpt, offloaded=offloaded,
+        double_buffer=double_buffer and offloaded, embedding_on_gpu=embedding_on_gpu or published,
+        loss_pass=loss_pass, loss_budget=budget,
+        fresh_dequant=setup.older("unsloth_dequant_scratch"), lora_out_of_place=setup.older("unsloth_lora_inplace"),
+        cut_cross_entropy=setup.older("unsloth_fused_ce"), layer_rope_caches=setup.older(
+            "transformers_model_level_rope"), published_2024=published)
     if capacity is None and loss_pass == "chunked":  # no card: the larger of the two passes
         tiled = replace(path, loss_pass="tiled")
         if loss_pass_bytes(spec, tiled, rows)[0] > loss_pass_bytes(spec, path, rows)[0]:
@@ -126,17 +135,28 @@ def unsloth_path(spec: ModelSpec, setup: TrainingSetup, capacity: float | None =
     return path
 
 
+def published_line(setup: TrainingSetup) -> bool:
+    """Is the run installed at the Unsloth release line its published tables measured (options.versions.
+    UNSLOTH_PUBLISHED)? That line's install ran attention through xformers with K/V expanded (llama.py
+    2024.12.4:391-410; flash-attn was not installed) on padded batches (position_ids not passed), never moved the input
+    embedding to CPU RAM (no offload_embedding) and set the allocator of ALLOCATOR_2024."""
+    v = setup.versions
+    return v is not None and "unsloth" in v and in_range(v["unsloth"], UNSLOTH_PUBLISHED)
+
+
+def published_setup(setup: TrainingSetup) -> TrainingSetup:
+    """The setup installed as Unsloth's published context-length tables ran it: unsloth 2024.12.4 with the releases
+    it ran with (options.versions.COMPANIONS: unsloth_zoo 2024.12.1, transformers 4.46.3, torch 2.5.1), what
+    `--installed unsloth==2024.12.4` gives."""
+    return with_versions(setup, resolve_versions("unsloth", pins=(f"unsloth=={RELEASE_2024}",)))
+
+
 def published_tables_path(spec: ModelSpec, setup: TrainingSetup) -> UnslothPath:
-    """The path of the code Unsloth's published context-length tables measured (unsloth 2024.12.4, unsloth_zoo
-    2024.12.1, cut_cross_entropy 24.12.1; activations.unsloth RELEASE_2024): the same fused LoRA kernels and saved
-    tensors, xformers attention with K/V expanded (llama.py 2024.12.4:391-410; flash-attn was not installed), every
-    layer input offloaded and copied back per layer, per-layer RoPE caches, fresh dequantisations, Cut
-    Cross-Entropy, padded batches (position_ids not passed), no embedding offload or double buffering. Used only to
-    check this model against those tables (validation/unsloth.py)."""
-    p = unsloth_path(spec, setup)
-    ckpt = "reload" if p.checkpointing == "offload" else p.checkpointing
-    return replace(p, release=RELEASE_2024, attention="xformers", padding_free=False, checkpointing=ckpt,
-                   offloaded=False, double_buffer=False, embedding_on_gpu=True)
+    """The path of the code Unsloth's published context-length tables measured (published_setup): the same fused LoRA
+    kernels and saved tensors, xformers attention with K/V expanded, every layer input offloaded and copied back per
+    layer, per-layer RoPE caches, fresh dequantisations, out-of-place LoRA, Cut Cross-Entropy, padded batches, no
+    embedding offload or double buffering (each from its version fork: unsloth_path)."""
+    return unsloth_path(spec, published_setup(setup))
 
 
 def labelled_rows(setup: TrainingSetup) -> int:
@@ -250,7 +270,7 @@ def _loss_moment(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath, inp: _In
     tokens, h = setup.tokens, spec.hidden_size
     x = float(tokens * C * h)
     kept = d("activations.checkpoints", inp.label, inp.kept, inp.formula)
-    if p.release == RELEASE_2024:
+    if p.cut_cross_entropy:
         per_token, fixed = cce_2024_backward(spec, tokens)
         cce_tokens, cce_fixed = cce_2024_tensors(spec)
         loss = [
@@ -385,7 +405,7 @@ def state_allocations(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath, gra
 
 def allocator_for(p: UnslothPath) -> AllocatorConfig:
     """The allocator settings the path's release runs under."""
-    return ALLOCATOR_2024 if p.release == RELEASE_2024 else stack_allocator("unsloth")
+    return ALLOCATOR_2024 if p.published_2024 else stack_allocator("unsloth")
 
 
 def phase_requests(spec: ModelSpec, setup: TrainingSetup, p: UnslothPath) -> Callable[[Phase], Allocations]:

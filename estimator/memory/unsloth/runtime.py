@@ -30,6 +30,14 @@ class UnslothRuntime(HfRuntime):
         pass) where its kernels run."""
         return kernels_apply(self.build(spec, setup), setup)
 
+    def experts_16bit(self, spec: ModelSpec, setup: TrainingSetup) -> int:
+        """unsloth_zoo quantises transformers 5's fused expert tensors to 4 bits (temporary_patches/
+        moe_utils_bnb4bit.py:1-8, 2026.10.9; version fork unsloth_zoo_moe_4bit_experts, from 2026.6.2); before it,
+        and on transformers 4, the experts load as transformers' bitsandbytes integration leaves them."""
+        if not setup.older("unsloth_zoo_moe_4bit_experts"):
+            return 0
+        return super().experts_16bit(spec, setup)
+
     def step(self, spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, st: States,
              device_capacity: float | None) -> Step:
         if not kernels_apply(spec, setup):  # FastModel: transformers' modules

@@ -25,6 +25,7 @@ from .model import (
     embedding_offloaded,
     host_terms,
     phase_requests,
+    published_line,
     unsloth_moments,
     unsloth_path,
     without_double_buffer,
@@ -82,7 +83,8 @@ def unsloth_step(spec: ModelSpec, setup: TrainingSetup, st: States, capacity: fl
     """Unsloth's own step (estimator/memory/unsloth/model.py, docs/formulas.md §3.8): its moments priced with the
     model states, the two decisions Unsloth takes from the card's free memory, and the host RAM it uses."""
     notes: list[str] = []
-    st, embed_host = _embedding_placed(spec, setup, st, capacity)
+    # offload_embedding="auto" is the current release's (the 2024.12 line had none: model.published_line)
+    st, embed_host = _embedding_placed(spec, setup, st, None if published_line(setup) else capacity)
     if embed_host:
         notes.append(N_("Unsloth's offload_embedding='auto' moves the frozen input embedding to CPU RAM on this card "
                         "(its own step reserve exceeds the memory left after loading)."))

@@ -36,12 +36,14 @@ class ActivationContext:
     # LitgptLora, set by LitGPT's runtime); None on transformers' modules
     litgpt: Any = None
     autocast: bool = False  # the step runs under bf16 autocast: matmuls save bf16 copies of fp32 inputs
+    tokens: int = 0  # tokens the language model runs on per micro-batch (TrainingSetup.tokens, read once here)
 
 
 def context(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] | None = None) -> ActivationContext:
     """The context of transformers' modules; `adapted` are the linears that carry adapters as the runtime names them
     (PEFT's by default). LitGPT's runtime adds its own model's switches (`litgpt`)."""
     c = compute_bytes(setup)
+    seq = setup.lm_seq_len  # positions the language model runs on (max length + image tokens)
     # Residual stream dtype = dtype of the loaded model: fp32 for mixed/fp32, and for QLoRA after
     # prepare_model_for_kbit_training (embeddings and norms upcast to fp32, docs/formulas.md §3.3 Qp).
     # QLoRA with fp32 norms (PEFT's preparation, or Axolotl's norms-only patch) gives an fp32 residual stream.
@@ -57,11 +59,11 @@ def context(spec: ModelSpec, setup: TrainingSetup, adapted: frozenset[str] | Non
         base_trainable=setup.method == "full",
         adapted=(adapted if adapted is not None else adapted_modules(spec, setup)) if setup.method != "full"
         else frozenset(),
-        rank=setup.lora_rank, eager=attention_impl(setup, spec.family) == "eager", seq_len=setup.lm_seq_len,
+        rank=setup.lora_rank, eager=attention_impl(setup, spec.family) == "eager", seq_len=seq,
         qlora_upcast=setup.method == "qlora" and setup.qlora_fp32_upcast,
         # TRL's fused head and the fused kernels read lm_head.weight directly: the module never runs.
         head_module=loss_impl_id(setup) in FULL_LOGITS_IMPLS,
-        autocast=setup.autocast,
+        autocast=setup.autocast, tokens=setup.batch * seq,  # TrainingSetup.tokens
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ....models import gemma
 from ...precision import FP32
 from .common import LayerActivations
 from .layers import _attention, _linear_inputs, _mlp, _norm_saved, moe_layer
@@ -155,7 +156,7 @@ def _family_mlp(spec: ModelSpec, ctx: ActivationContext, moe: bool) -> float:
     return saved
 
 
-GEMMA_PLE_FAMILIES = frozenset({"gemma4_text", "gemma3n_text"})  # estimator/models/gemma.py
+GEMMA_PLE_FAMILIES = gemma.FAMILIES  # the families models/gemma.py builds (per-layer embeddings, AltUp)
 
 
 def _gemma_norm(spec: ModelSpec, ctx: ActivationContext, width: int, scale: bool = True) -> float:

@@ -39,7 +39,7 @@ def loss_memory(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -
 
 def _trl_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> LossMemory:
     """TRL's fused chunked head: gathered hidden states and per-token statistics, one logits tile in backward."""
-    tokens = setup.tokens
+    tokens = ctx.tokens
     vocab, hidden = spec.vocab_size, spec.hidden_size
     # TRL 1.16 fused chunked head (trl/kernels/chunked_logprob.py). Positions with a label: all but the last
     # of each sequence (labels shifted by one; the estimate assumes every token counts).
@@ -66,7 +66,7 @@ def _trl_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> 
 
 def _fused_linear_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, impl: str) -> LossMemory:
     """Liger's / Cut Cross-Entropy's fused linear cross-entropy: gradients in forward, one logits tile at a time."""
-    tokens = setup.tokens
+    tokens = ctx.tokens
     vocab, hidden = spec.vocab_size, spec.hidden_size
     # Liger FLCE (liger_kernel 0.8.5 ops/fused_linear_cross_entropy.py): the gradients are computed in
     # forward, one [chunk, V] tile at a time, chunk = next_pow2(ceil(T / ceil(V / H))); grad_input [T, H]
@@ -91,7 +91,7 @@ def _fused_linear_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationCon
 
 def _torchtune_chunked_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> LossMemory:
     """torchtune's CEWithChunkedOutputLoss, eager or compiled: 8 output chunks of the logits."""
-    tokens = setup.tokens
+    tokens = ctx.tokens
     vocab = spec.vocab_size
     impl = "torchtune"
     if setup.compile:
@@ -113,7 +113,7 @@ def _torchtune_chunked_loss(spec: ModelSpec, setup: TrainingSetup, ctx: Activati
 
 def _full_logits_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, impl: str) -> LossMemory:
     """Full fp32 logits (transformers' ForCausalLMLoss, torchtune without output chunks), eager or compiled."""
-    tokens = setup.tokens
+    tokens = ctx.tokens
     vocab = spec.vocab_size
     # Full logits: HF ForCausalLMLoss (logits.float() then cross_entropy): log_softmax keeps its fp32 output
     # (4·T·V); its backward adds grad_out and grad_in (8·T·V) → 12·T·V at the peak (§4). torchtune without output
@@ -129,6 +129,15 @@ def _full_logits_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationCont
         # (the model's upcast logits) and row statistics; one fused kernel writes the fp32 gradient.
         return LossMemory(float(kept), float(ce * tokens * vocab), impl, "fp32 logits (compiled cross-entropy)",
                           f"{ce} B × T × V gradient (fused backward)")
+    if impl == "hf" and ctx.c != FP32 and setup.older("transformers_loss_no_logits_copy"):
+        # transformers < 4.49 ForCausalLMLoss upcasts, then copies the shifted fp32 logits (loss/loss_utils.py:36-39,
+        # 4.48.0: shift_logits = logits[..., :-1, :].contiguous()): at the cross-entropy call the 16-bit logits, the
+        # fp32 upcast, its shifted copy and the log-softmax, 14·T·V with bf16 logits, above the backward's 12·T·V
+        # (4.49.0 pads the labels instead, PR #35646). Under fp32 logits .float() makes no copy: no change.
+        return LossMemory(float(kept), float((2 * ce + ctx.c) * tokens * vocab), impl,
+                          f"{ce} B × T × V log-softmax",
+                          f"16-bit logits + fp32 upcast + its shifted copy at the cross-entropy call ((8 + {ctx.c}) B "
+                          "× T × V, transformers < 4.49)")
     return LossMemory(float(kept), float(2 * ce * tokens * vocab), impl, f"{ce} B × T × V log-softmax",
                       f"{2 * ce} B × T × V (grad out + grad in)")
 
@@ -142,7 +151,7 @@ def _litgpt_loss(spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) 
     are alive at a time: 2·c·B·128·V. finetune/full.py: model(ids) without head chunking, then
     chunked_cross_entropy(logits[..., :-1, :]): logits + the shifted reshape copy (or the log-softmax outputs) kept,
     and in backward the concatenated chunk gradients and slice_backward's zero-filled gradient: 3·c·T·V in all."""
-    tokens, vocab, c = setup.tokens, spec.vocab_size, ctx.c
+    tokens, vocab, c = ctx.tokens, spec.vocab_size, ctx.c
     kept = 2.0 * c * tokens * vocab
     if setup.method == "full":
         return LossMemory(kept, float(c * tokens * vocab), "litgpt", "2·c·T·V logits + log-softmax (16-bit)",
