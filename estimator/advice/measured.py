@@ -373,16 +373,17 @@ def _log_gap(a: float, b: float) -> float:
 
 
 def similarity(run: MeasuredRun, spec: ModelSpec, setup: TrainingSetup, trainer: TrainerSetup) -> float:
-    """How close a measured run is to this setup (higher is closer): the same model (or family), the same method,
-    the same stack (or its framework), the same trainer, then the model's size, the length per sequence, the batch
-    and the GPU count, each as a ratio on a log scale."""
+    """How close a measured run is to this setup (higher is closer): the same method (5), the same model (3; or
+    family, 1.5), the same stack (2; the same array framework 0.5, another −1), the same trainer (2), a peak in bytes
+    rather than a longest length (1), then the model's size, the length per sequence, the batch and the GPU count,
+    each as a ratio on a log scale (1.5, 0.5, 0.25 and 0.25 per doubling)."""
     score = 0.0
     if run.spec.name == spec.name or run.model == spec.name:
         score += 3.0
     elif run.spec.family == spec.family:
         score += 1.5
-    if run.setup.method == setup.method:
-        score += 4.0
+    if run.setup.method == setup.method:  # the method moves memory most: it outweighs the model itself
+        score += 5.0
     elif run.setup.method != "full" and setup.method != "full":
         score += 1.5  # LoRA and QLoRA share the adapters
     if run.setup.stack == setup.stack:
@@ -390,6 +391,8 @@ def similarity(run: MeasuredRun, spec: ModelSpec, setup: TrainingSetup, trainer:
     elif run.setup.stack and setup.stack:  # the same array framework (PyTorch or MLX), or not
         score += 0.5 if get_stack(run.setup.stack).framework == get_stack(setup.stack).framework else -1.0
     score += 2.0 if run.trainer.trainer == trainer.trainer else 0.0
+    if run.unit == "tokens":  # a longest length, not a peak in bytes: less direct beside a memory estimate
+        score -= 1.0
     length = trainer.prompt_length + trainer.completion_length if trainer.option.generates else setup.seq_len
     score -= 1.5 * _log_gap(run.spec.params_total, spec.params_total)
     score -= 0.5 * _log_gap(run.seq_len, length)
