@@ -61,10 +61,20 @@ def test_advice(capsys):
     doc = run_json(capsys, "--model", "llama-3.1-8b", "--method", "lora", "--batch", "8", "--seq-len", "4096",
                    "--device", "rtx-4090", "--advice")
     assert not doc["device"]["fits"] and doc["device"]["band"] == "too big"
-    # the page's list (estimator.advise): the seed's five, then sharding over more GPUs of this kind
-    assert [r["order"] for r in doc["advice"]["remedies"]] == [1, 2, 3, 4, 5, 6]
-    assert [r["key"] for r in doc["advice"]["remedies"]] == ["shorter_length", "smaller_batch", "qlora",
-                                                            "checkpointing", "smaller_model", "sharding"]
+    # the page's list (estimator.advise): the three changes that fit, cheapest in time first (QLoRA about as fast
+    # at 8 × 4,096 tokens; ZeRO-3 over 7 GPUs, more hardware; a smaller model last), then the rest in the seed's
+    # order (its number in `order`), an 8-bit optimizer and optimizer offload beside checkpointing
+    assert [r["key"] for r in doc["advice"]["remedies"]] == ["qlora", "sharding", "smaller_model", "shorter_length",
+                                                            "smaller_batch", "checkpointing", "optimizer_8bit",
+                                                            "offload_optimizer"]
+    assert [r["order"] for r in doc["advice"]["remedies"]] == [3, 8, 5, 1, 2, 4, 4, 4]
+    factors = {r["key"]: r["time_factor"] for r in doc["advice"]["remedies"]}
+    assert factors["checkpointing"] is None  # already on: nothing to price
+    assert factors["qlora"] == pytest.approx(1.004, abs=0.002) and factors["smaller_model"] < 0.5
+    sharding = doc["advice"]["remedies"][1]
+    assert sharding["gpus"] == 7 and sharding["time_factor"] * 7 == pytest.approx(sharding["gpu_hours_factor"], abs=1e-3)
+    halved = doc["advice"]["remedies"][4]  # the effective batch kept: 8 × 1 = 4 × 2 examples per optimizer step
+    assert halved["change"] == "batch 8 → 4, gradient accumulation 1 → 2" and halved["applicable"]
     assert doc["advice"]["max_batch"] is None or doc["advice"]["max_batch"] < 8
     assert doc["advice"]["smallest_device"] == "a100-40gb"
 
@@ -122,7 +132,10 @@ def test_text_prints_band_notes_and_advice(capsys):
                          "rtx-4090", "--advice")
     assert rc == 0
     assert "  band: too big" in out and "  what to change (" in out
-    assert "    1. Lower the max length (max length 4,096 → 2,048): saves " in out
+    assert ("    1. Switch to QLoRA (lora → qlora (4-bit base)): saves 14.3 GB (13.3 GiB) → 24.5 GB, fits · about as "
+            "fast\n") in out
+    assert ("    4. Lower the max length (max length 4,096 → 2,048): saves 10.4 GB (9.7 GiB) → 28.3 GB, still too big · "
+            "~4 % faster\n") in out
     assert "Shard over more GPUs" in out and "  largest batch that fits (at max length 4,096): 3" in out
     assert "  smallest catalog device that fits: NVIDIA A100 40GB" in out
     rc, out, _ = run_cli(capsys, "--model", "llama-4-scout", "--device", "h200")
@@ -167,7 +180,7 @@ def test_help_shows_defaults_and_examples(capsys):
     flat = " ".join(out.split())  # argparse wraps the help text
     assert "(default: lora)" in flat and "(default: mlx for SFT on a unified-memory Apple device, trl otherwise)" in flat
     assert "(default: the stack's: 16, mlx 8)" in flat
-    assert out.count("\n  python -m estimator ") == 3
+    assert out.count("\n  python -m estimator ") == 4
 
 
 def test_why_this_number_in_the_json(capsys):

@@ -1,5 +1,6 @@
 """The seed's five remedies in its order, each with the memory it saves for this exact setup (and a trainer's own
-remedies), plus sharding over more GPUs on a GPU."""
+remedies), an 8-bit optimizer and optimizer offload where the stack has them, plus sharding over more GPUs on a GPU.
+Each remedy keeps the setup it changes to, so advise() can price its time (advice/timing.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..i18n import _, format_int
-from ..job.stack import with_method
+from ..job.stack import check_stack_setup, with_method
 from ..job.tower import setup_for_model
 from ..memory.trainers import reference_bytes
 from ..models.presets import generic_spec, list_presets, load_preset
@@ -39,22 +40,50 @@ class Remedy:
     caveat: str  # the seed's warning that comes with it
     reason: str = ""  # why it does not apply, when it does not ("already on", "the batch is already 1")
     key: str = ""  # the stable id of the change (REMEDY_KEYS); the title is a display label
+    # What the run becomes (None where the remedy does not apply): the changed setup, another model (a smaller one;
+    # None = the same) and a trainer remedy's changed trainer (None = the same), so its time can be priced.
+    new_setup: TrainingSetup | None = None
+    new_spec: ModelSpec | None = None
+    new_trainer: TrainerSetup | None = None
+    # The step-time factor for the same tokens, changed over current (> 1: slower; speed.time_factor): priced by
+    # advise() on a device with compute figures, None otherwise.
+    time_factor: float | None = None
 
 
 # The stable id of every remedy (Remedy.key), in the seed's order then the trainers' and sharding: code, the CLI's
 # JSON and tests compare these, never the titles (which are translated).
 REMEDY_KEYS = ("shorter_length", "smaller_batch", "qlora", "checkpointing", "lora", "smaller_model",
                "precompute_ref", "fewer_generations", "shorter_completions", "vllm_sleep", "lower_vllm_util",
-               "vllm_server", "sharding", "fewer_layers")
+               "vllm_server", "sharding", "fewer_layers", "optimizer_8bit", "offload_optimizer")
+
+# The 8-bit sibling of each optimizer with 32-bit or parameter-dtype AdamW states (bitsandbytes' blockwise 8-bit
+# states: options/optimizers.py), for the "8-bit optimizer" remedy.
+EIGHT_BIT = {"adamw": "adamw_8bit", "adamw_foreach": "adamw_8bit", "paged_adamw": "paged_adamw_8bit"}
 
 
 def _priced(order: int, title: str, change: str, base: float, total: float, caveat: str, key: str,
-            nothing: str) -> Remedy:
+            nothing: str, new_setup: TrainingSetup | None = None, new_spec: ModelSpec | None = None,
+            new_trainer: TrainerSetup | None = None) -> Remedy:
     """A change priced for this setup: applicable when it changes the total; one that saves exactly nothing here
     (the rule of thumb ignores it, or the peak lies elsewhere) is not, and says so in its reason."""
     if abs(base - total) < 1:  # bytes: the same estimate
         return Remedy(order, title, change, 0.0, total, False, caveat, nothing, key=key)
-    return Remedy(order, title, change, base - total, total, True, caveat, key=key)
+    return Remedy(order, title, change, base - total, total, True, caveat, key=key, new_setup=new_setup,
+                  new_spec=new_spec, new_trainer=new_trainer)
+
+
+def without_stack_choice(setup: TrainingSetup, **changes: object) -> TrainingSetup:
+    """The setup with `changes`, which are the user's now: the changed fields leave `from_stack`."""
+    return replace(setup, **changes, from_stack=tuple(f for f in setup.from_stack if f not in changes))
+
+
+def smaller_batch(setup: TrainingSetup) -> TrainingSetup | None:
+    """Half the micro-batch (for an odd batch its largest divisor below half) and the accumulation that keeps the
+    examples per optimizer step; None at batch 1."""
+    if setup.batch <= 1:
+        return None
+    half = max(d for d in range(1, setup.batch // 2 + 1) if setup.batch % d == 0)
+    return without_stack_choice(setup, batch=half, grad_accum=setup.grad_accum * (setup.batch // half))
 
 
 def shard_remedy(spec: ModelSpec, setup: TrainingSetup, device: Device, order: int, max_gpus: int = 64,
@@ -86,7 +115,8 @@ def shard_remedy(spec: ModelSpec, setup: TrainingSetup, device: Device, order: i
                   _("{before} → {after} GPUs, ZeRO-3 / FSDP full shard").format(before=setup.gpus, after=n),
                   base - total, total, True,
                   _("Weights, gradients and optimizer state split over the GPUs; each keeps its own activations. "
-                    "Needs that many GPUs and a fast interconnect (see Scale out)."), key="sharding")
+                    "Needs that many GPUs and a fast interconnect (see Scale out)."), key="sharding",
+                  new_setup=replace(full_shard, gpus=n))
 
 
 def _smaller_model(spec: ModelSpec) -> ModelSpec | None:
@@ -103,10 +133,14 @@ def _smaller_model(spec: ModelSpec) -> ModelSpec | None:
     return generic_spec(half) if half >= 0.1 else None
 
 
-def _changed(make: Callable[[], TrainingSetup]) -> tuple[TrainingSetup | None, str]:
-    """A changed setup, or None and the reason when the stack refuses it (LitGPT's QLoRA optimizer on a Mac…)."""
+def _changed(make: Callable[[], TrainingSetup], check: bool = False) -> tuple[TrainingSetup | None, str]:
+    """A changed setup, or None and the reason when the stack refuses it (LitGPT's QLoRA optimizer on a Mac…);
+    check: also the stack's own refusals (an 8-bit optimizer on a Mac)."""
     try:
-        return make(), ""
+        made = make()
+        if check:
+            check_stack_setup(made)
+        return made, ""
     except ValueError as exc:
         return None, str(exc)
 
@@ -126,24 +160,30 @@ def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _d
             out.append(Remedy(order, title, change, 0.0, base, False, caveat, reason, key=key))
             return
         total = estimate_fn(new_spec, new_setup).total_bytes
-        out.append(_priced(order, title, change, base, total, caveat, key, nothing))
+        out.append(_priced(order, title, change, base, total, caveat, key, nothing, new_setup,
+                           new_spec if new_spec is not spec else None))
 
     half_len = max(1, setup.seq_len // 2)
     add(1, "shorter_length", _("Lower the max length"),
         _("max length {before} → {after}").format(before=format_int(setup.seq_len), after=format_int(half_len)), spec,
         replace(setup, seq_len=half_len) if setup.seq_len > 1 else None,
         _("Check typical examples still fit, or the model never sees the ends of answers."), _("already 1 token"))
-    half_batch = max(1, setup.batch // 2)
-    add(2, "smaller_batch", _("Lower the batch size"), _("batch {before} → {after}").format(before=setup.batch, after=half_batch),
-        spec, replace(setup, batch=half_batch) if setup.batch > 1 else None,
-        _("Fewer examples per step; raise gradient accumulation to keep the effective batch."),
+    halved = smaller_batch(setup)
+    add(2, "smaller_batch", _("Lower the batch size"),
+        _("batch {before} → {after}, gradient accumulation {accum} → {more}").format(
+            before=setup.batch, after=halved.batch, accum=setup.grad_accum, more=halved.grad_accum)
+        if halved is not None else _("batch {before} → {after}").format(before=setup.batch, after=setup.batch),
+        spec, halved,
+        _("The same examples per optimizer step, in more micro-steps: accumulation keeps the effective batch, and "
+          "the accumulated gradients stay in memory between micro-steps."),
         _("the batch is already 1"))
     qlora, why_not = _changed(lambda: with_method(setup, "qlora")) if setup.method != "qlora" else (
         None, _("already QLoRA"))
     add(3, "qlora", _("Switch to QLoRA"), _("{method} → qlora (4-bit base)").format(method=setup.method), spec,
-        qlora, _("A 4-bit base is about a quarter of a 16-bit one; training is somewhat slower."), why_not)
+        qlora, _("A 4-bit base is about a quarter of a 16-bit one; it is dequantised at every use, so training is "
+                 "somewhat slower."), why_not)
     add(4, "checkpointing", _("Use gradient checkpointing"), _("checkpointing off → on"), spec,
-        replace(setup, grad_ckpt=True) if not setup.grad_ckpt else None,
+        without_stack_choice(setup, grad_ckpt=True) if not setup.grad_ckpt else None,
         _("20–30 % slower: activations are recomputed in backward."), _("already on"))
     if setup.stack and get_stack(setup.stack).lora_layers:  # the stack trains the last N blocks (mlx-lm's
         # num_layers): fewer of them keep activations
@@ -155,6 +195,22 @@ def remedies(spec: ModelSpec, setup: TrainingSetup, estimate_fn: EstimateFn = _d
             if trained > 1 else None,
             _("Only the last layers adapt; the earlier ones keep no activations. Less capacity to change the model."),
             _("one layer already"))
+    eight = EIGHT_BIT.get(setup.optimizer)
+    if eight is not None and not (setup.stack and get_stack(setup.stack).framework == "mlx"):
+        eight_bit, why_not = _changed(lambda: without_stack_choice(setup, optimizer=eight), check=True)
+        if eight_bit is not None:  # a stack that cannot run bitsandbytes (a Mac) is not offered it
+            add(4, "optimizer_8bit", _("Use an 8-bit optimizer"),
+                f"{setup.optimizer} → {eight}", spec, eight_bit,
+                _("bitsandbytes keeps the optimizer states in 8 bits (blockwise); the same updates within its "
+                  "quantisation error."))
+    if (not setup.offload_optimizer and setup.backend in ("cuda", "rocm") and setup.stack
+            and get_stack(setup.stack).multi_gpu and (setup.gpus == 1 or setup.sharding != "none")):
+        offload, why_not = _changed(lambda: without_stack_choice(setup, offload_optimizer=True), check=True)
+        if offload is not None:
+            add(4, "offload_optimizer", _("Offload the optimizer state to CPU RAM"),
+                _("optimizer state → CPU RAM (ZeRO-Offload)"), spec, offload,
+                _("DeepSpeed's ZeRO-Offload or FSDP's CPU offload: the optimizer steps on the CPU; needs CPU RAM "
+                  "for the state and a fast PCIe link."))
     if setup.method == "full":
         lora, why_not = _changed(lambda: with_method(setup, "lora"))
         add(5, "lora", _("Use LoRA instead of full fine-tuning"), "full → lora", spec, lora,
@@ -174,7 +230,6 @@ def all_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, device
                  ) -> tuple:
     """The seed's remedies priced for this trainer, then the trainer's own. GRPO's length is prompt +
     completion, so the seed's 'lower the max length' gives way to 'shorter completions'."""
-    from ..job.trainer import generation_batch
     from .remedies import remedies
 
     opt = tr.option
@@ -182,17 +237,15 @@ def all_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, device
     for r in remedies(spec, setup, solver_estimate_fn(tr, device_capacity)):
         if r.key == "shorter_length" and opt.generates:
             continue  # GRPO's length is prompt + completion: see "Shorter completions"
+        # (GRPO: the accumulation that keeps the effective batch keeps the generation batch, batch × GPUs ×
+        # accumulation, so num_generations still divides it)
         if r.key == "smaller_batch" and setup.batch // 2 < opt.min_batch:
             r = replace(r, change=_("{trainer} needs a batch of at least {n}").format(trainer=_(opt.label),
                                                                                        n=opt.min_batch),
                         saves_bytes=0.0,
-                        new_total_bytes=r.new_total_bytes + r.saves_bytes, applicable=False)
-        elif (r.key == "smaller_batch" and r.applicable and opt.generates
-              and generation_batch(replace(setup, batch=setup.batch // 2)) % tr.gens):
-            # TRL refuses a generation batch num_generations does not divide: halve both (fewer generations)
-            r = replace(r, saves_bytes=0.0, new_total_bytes=r.new_total_bytes + r.saves_bytes, applicable=False,
-                        reason=_("TRL needs the generation batch divisible by num_generations ({gens}); see "
-                                 "fewer generations per prompt").format(gens=tr.gens))
+                        new_total_bytes=r.new_total_bytes + r.saves_bytes, applicable=False, new_setup=None)
+        if r.applicable:
+            r = replace(r, new_trainer=tr)
         if r.key == "lora" and setup.method == "full" and reference_bytes(spec, setup, tr):
             r = replace(r, title=_("Use LoRA: the reference becomes the adapter-off base (no copy)"))
         out.append(r)
@@ -213,7 +266,8 @@ def trainer_remedies(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
     def add(order: int, key: str, title: str, change: str, new_setup: TrainingSetup, new_tr: TrainerSetup,
             caveat: str) -> None:
         total = solver_estimate_fn(new_tr, device_capacity)(spec, new_setup).total_bytes
-        out.append(_priced(order, title, change, base, total, caveat, key, _("saves nothing here")))
+        out.append(_priced(order, title, change, base, total, caveat, key, _("saves nothing here"), new_setup,
+                           new_trainer=new_tr))
 
     if opt.can_precompute and tr.uses_reference():
         add(6, "precompute_ref", _("Precompute the reference log-probs"), "precompute_ref_log_probs False → True", setup,

@@ -26,7 +26,7 @@ from ..memory.verdict import verdict
 from ..models.presets import list_presets, load_preset
 from ..options.devices import CATALOG
 from ..units import fmt_both
-from . import cli_config
+from . import cli_config, cli_time
 from .cli_args import (
     flag_notes,
     hub_config_refused,
@@ -41,7 +41,7 @@ from .cli_args import (
     read_trainer,
 )
 from .cli_flags import build_parser
-from .document import _device_json, advice_json, estimate_host, estimate_json
+from .document import _device_json, advice_json, cost_json, estimate_host, estimate_json, time_json
 from .text import (
     advice_lines,
     assumption_lines,
@@ -53,6 +53,7 @@ from .text import (
     measured_lines,
     note_lines,
     oom_lines,
+    time_lines,
     why_lines,
 )
 
@@ -137,6 +138,7 @@ class _Run(NamedTuple):
     fast_error: str | None
     host: HostVerdict | None = None
     oom: OomDiagnosis | None = None
+    time: cli_time.TimeAnswer | None = None  # the step time on the device (and the run, the cost) when there is one
     explanation: Explanation | None = None  # why this number (advice.explain), for the text and the JSON
 
 
@@ -163,6 +165,7 @@ def _compute(args: argparse.Namespace) -> _Run:
     if args.advice and device is None:
         raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
                          "memory (see --list-devices)")
+    request = cli_time.read_time_request(args, device)  # a bad dataset size or price stops here, before pricing
     capacity = device.capacity_bytes if device is not None else None
     host_ram = read_host_ram(args)
     reading = read_oom_log(args)  # a bad file stops here, before any pricing
@@ -170,11 +173,13 @@ def _compute(args: argparse.Namespace) -> _Run:
         if spec is not None else None
     if args.exact and trainer.trainer != "sft":
         raise ValueError(f"--exact traces a supervised (SFT) step; the {trainer.trainer} trainer is not traced")
+    timing = cli_time.price_time(request, spec, setup, device, trainer) if spec is not None else None
     exact_res = _run_exact(args, hub, setup, est) if args.exact else None
     advice = None
     if args.advice and est is not None and device is not None:  # the calculator's own call
         try:
-            advice = advise(spec, setup, device, trainer, rule=args.rule)
+            advice = advise(spec, setup, device, trainer, rule=args.rule, compute=request.compute,
+                            fastest=request.constraints)
         except ValueError as exc:
             raise ValueError(f"the changes could not be priced for this model: {exc}") from None
     host = None
@@ -185,7 +190,7 @@ def _compute(args: argparse.Namespace) -> _Run:
     if reading is not None:
         oom = diagnose_oom(reading, spec, setup, trainer, device=device)
     explanation = explain(spec, est, device) if est is not None and spec is not None else None
-    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error, host, oom, explanation)
+    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error, host, oom, timing, explanation)
 
 
 def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
@@ -208,6 +213,10 @@ def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[st
     """The JSON document: the estimate, the notes, and the exact trace, Hub record and advice when present."""
     doc = estimate_json(est, run.device, run.host, run.explanation)
     doc["notes"] = notes
+    if run.time is not None and run.time.step is not None:
+        doc["time"] = time_json(run.time)
+        if run.time.cost is not None:
+            doc["cost"] = cost_json(run.time.cost)
     if run_config := cli_config.config_json(args):
         doc["config_import"] = run_config
     if run.exact_res is not None:
@@ -215,11 +224,11 @@ def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[st
     if run.hub is not None:
         doc["hub"] = run.hub.as_json()
     if run.advice is not None:
-        doc["advice"] = advice_json(run.advice, run.trainer)
+        doc["advice"] = advice_json(run.advice, run.trainer, run.setup)
     if run.oom is not None:
         doc["oom"] = run.oom.as_json()
         if run.oom.advice is not None:
-            doc["oom"]["diagnosis"]["advice"] = advice_json(run.oom.advice, run.trainer)
+            doc["oom"]["diagnosis"]["advice"] = advice_json(run.oom.advice, run.trainer, run.setup)
     return doc
 
 
@@ -239,6 +248,8 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
         print(band_line(est, v))
         if run.explanation is not None:
             print("\n".join(condition_lines(run.explanation)))
+    if run.time is not None and run.time.step is not None:
+        print("\n".join(time_lines(run.time)))
     if run.explanation is not None:
         print("\n".join(why_lines(run.explanation) + assumption_lines(run.explanation)
                         + measured_lines(run.explanation)))
@@ -286,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run.setup.versions is not None:  # the releases given, and the forks that move this estimate (issue 28)
         capacity = run.device.capacity_bytes if run.device is not None else None
         notes += version_notes(run.spec, run.setup, est, run.trainer, capacity, args.rule)
+    if run.time is not None and run.time.unknown:
+        notes.append(f"time unknown: {run.time.unknown}")
     try:
         if cli_config.write_export(args, run.spec, run.setup, run.trainer):
             return 0

@@ -1,6 +1,6 @@
 """The CLI's flags: the parser (one clear line and exit 2 on a bad flag, the nearest choice named) and the flag groups
 in the order --help lists them (the model, the training setup, scale-out, the trainers, the training configs, the
-device and the output). What the flags name is read in cli_args.py."""
+device and the output, then time and cost: cli_time.py). What the flags name is read in cli_args.py."""
 
 from __future__ import annotations
 
@@ -18,12 +18,13 @@ from ..options.precisions import PRECISION_IDS
 from ..options.quantization import QUANT_MODE_IDS
 from ..options.stacks import DEFAULT_STACK, MLX_STACK, STACK_IDS
 from ..options.trainers import GENERATION_IDS, TRAINER_IDS, TRL_VERSION
-from . import cli_config
+from . import cli_config, cli_time
 
 EPILOG = """examples:
   python -m estimator --model llama-3.1-8b --batch 8 --seq-len 4096 --device rtx-4090 --advice
   python -m estimator --model qwen2.5-7b --trainer grpo --generation vllm-colocate --device h100-80gb --json
   python -m estimator --size 7 --method qlora --rule seed --device laptop-36gb --advice
+  python -m estimator --model llama-3.1-8b --device rtx-4090 --tokens 50000000 --price-per-gpu-hour 0.7
 """
 
 
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     _installed_flags(p)
     cli_config.add_flags(p)
     _output_flags(p)
+    cli_time.add_flags(p)
     return p
 
 
@@ -185,8 +187,9 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
                    help="a file holding an out-of-memory message (PyTorch CUDA/MPS, MLX): what it says in bytes, "
                         "the device it names, why it failed, and this job priced on that device (at most 1 MB)")
     p.add_argument("--advice", action="store_true",
-                   help="add what to change: the remedies with what each saves, the largest batch, the longest "
-                        "length and the smallest catalog device that fit (needs --device)")
+                   help="add what to change: the remedies with what each saves (and its time factor), the fastest "
+                        "setup that fits, the largest batch, the longest length and the smallest catalog device that "
+                        "fit (needs --device)")
     p.add_argument("--exact", action="store_true",
                    help="also trace the step with PyTorch (needs requirements-exact.txt; minutes on a CPU)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

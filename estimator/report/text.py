@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..advice.timing import gpu_time_factor, time_phrase
 from ..i18n import format_int
 from ..job.setup import MAX_BATCH, MAX_SEQ_LEN
 from ..job.stack import setup_json
@@ -17,6 +18,7 @@ from ..units import fmt_both, fmt_gb
 if TYPE_CHECKING:
     from ..advice.advise import Advice
     from ..advice.explain import Explanation
+    from ..advice.fastest import Change, FastestFit
     from ..advice.oom import OomDiagnosis
     from ..advice.remedies import Remedy
     from ..exact.result import ExactResult
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from ..memory.result import Estimate
     from ..memory.verdict import Verdict
     from ..options.devices import Device
+    from .cli_time import TimeAnswer
 
 NEGLIGIBLE_BYTES = 0.05e9  # below what one decimal of GB shows: "saves nothing", not "saves 0.0 GB" (as the page)
 
@@ -60,11 +63,106 @@ def note_lines(notes: tuple[str, ...] | list[str]) -> list[str]:
     return [f"  note: {n}" for n in notes]
 
 
-def _saves(r: Remedy, usable: float) -> str:
+def _remedy_time(r: Remedy, gpus: int) -> str:
+    """' · ~27 % slower', or for a remedy on more GPUs ' · ~591 % faster on 7 GPUs (the same GPU-hours)'."""
+    if r.time_factor is None:
+        return ""
+    n = r.new_setup.gpus if r.new_setup is not None else gpus
+    if n == gpus:
+        return f" · {time_phrase(r.time_factor)}"
+    g = gpu_time_factor(r, gpus)
+    hours = ("the same GPU-hours" if abs(g - 1) < 0.005 else
+             f"~{100 * (g - 1):.0f} % more GPU-hours" if g > 1 else f"~{100 * (1 - g):.0f} % fewer GPU-hours")
+    return f" · {time_phrase(r.time_factor)} on {n} GPUs ({hours})"
+
+
+def _saves(r: Remedy, usable: float, gpus: int = 1) -> str:
     fits = "fits" if r.new_total_bytes <= usable else "still too big"
+    time = _remedy_time(r, gpus)
     if r.saves_bytes < 0:
-        return f"adds {fmt_both(-r.saves_bytes)} here → {fmt_gb(r.new_total_bytes)}, {fits}"
-    return f"saves {fmt_both(r.saves_bytes)} → {fmt_gb(r.new_total_bytes)}, {fits}"
+        return f"adds {fmt_both(-r.saves_bytes)} here → {fmt_gb(r.new_total_bytes)}, {fits}{time}"
+    return f"saves {fmt_both(r.saves_bytes)} → {fmt_gb(r.new_total_bytes)}, {fits}{time}"
+
+
+def _seconds(s: float) -> str:
+    """A duration: '3.4 ms', '0.84 s', '12.3 s', '4.2 min', '15.4 h', '3.2 days'."""
+    if s < 0.1:
+        return f"{s * 1000:.1f} ms"
+    if s < 10:
+        return f"{s:.2f} s"
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 2 * 3600:
+        return f"{s / 60:.1f} min"
+    if s < 72 * 3600:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
+
+
+CATEGORY_WORDS = {"compute": "compute", "memory": "memory-bound", "transfer": "host transfers",
+                  "collective": "collectives", "overhead": "launch overhead"}
+
+
+def time_lines(answer: TimeAnswer) -> list[str]:
+    """The step time on the device: tokens per second and the optimizer step's seconds, what one step holds and the
+    rate it runs at, the seconds by category; then the run and its cost when asked for."""
+    st = answer.step
+    assert st is not None
+    given = ", the figures given" if answer.figures == "given" else ""
+    lines = [f"  time: {st.tokens_per_second:,.0f} tokens/s, {_seconds(st.step_seconds)} per optimizer step "
+             f"({format_int(st.tokens_per_step)} tokens × {st.gpus} GPU{'s' if st.gpus > 1 else ''}; {st.dtype} at "
+             f"{st.peak_tflops:g} TFLOPS × {st.efficiency:.0%} efficiency{given})",
+             "    " + " · ".join(f"{CATEGORY_WORDS[k]} {_seconds(v)}" for k, v in st.seconds_by_category().items()
+                                if v > 0)]
+    run, d = answer.run, answer.dataset
+    if run is not None and d is not None:
+        size = (f"{format_int(d.tokens)} tokens" if d.tokens is not None else
+                f"{format_int(d.examples)} examples " + (f"of ~{format_int(d.typical_len)} tokens" if d.typical_len
+                                                         else "padded to the max length"))
+        epochs = f"{d.epochs:g} epoch{'' if d.epochs == 1 else 's'}"
+        lines.append(f"  run: {size} × {epochs} → {_seconds(run.seconds)} ({format_int(run.steps)} optimizer steps"
+                     + (f", {run.step.tokens_per_second:,.0f} tokens/s at that length" if run.step != st else "")
+                     + ")")
+    if answer.cost is not None:
+        c = answer.cost
+        lines.append(f"  cost: {c.gpu_hours:,.2f} GPU-hours × {c.price_per_gpu_hour:g} per GPU-hour = {c.total:,.2f} "
+                     "(in the price's currency)")
+    return lines
+
+
+CHANGE_WORDS = {"gpus": "GPUs", "method": "method", "optimizer": "optimizer", "sharding": "sharding"}
+
+
+def _change_text(c: Change) -> str:
+    """One change of the fastest fit, in the CLI's words."""
+    if c.key == "batch":
+        return f"batch × accumulation {c.before[0]} × {c.before[1]} → {c.after[0]} × {c.after[1]}"  # type: ignore[index]
+    if c.key == "grad_ckpt":
+        return f"checkpointing {'on' if c.before else 'off'} → {'on' if c.after else 'off'}"
+    if c.key == "offload_optimizer":
+        return f"optimizer offload {'on' if c.before else 'off'} → {'on' if c.after else 'off'}"
+    if c.key == "effective_batch":
+        return f"effective batch {c.before} → {c.after} (the GPUs do not divide it)"
+    return f"{CHANGE_WORDS.get(c.key, c.key)} {c.before} → {c.after}"
+
+
+def fastest_lines(advice: Advice, usable: float, base_fits: bool = True) -> list[str]:
+    """The fastest setup that fits: what changes, its tokens per second against this setup's (`base_fits`: whether
+    this setup itself fits), its memory; or why there is none."""
+    fit: FastestFit | None = advice.fastest_fit
+    if fit is None:
+        return [f"  fastest setup that fits: none ({advice.fastest_note})"] if advice.fastest_note else []
+    head = "  fastest setup that fits"
+    allowed = "batch and accumulation, checkpointing, optimizer" + (", method" if fit.constraints.change_method
+                                                                    else "") + (
+        f", sharding and up to {fit.constraints.max_gpus} GPUs" if fit.constraints.max_gpus else "")
+    if not fit.changes:
+        return [f"{head} (changing {allowed}): this one, {fit.tokens_per_second:,.0f} tokens/s"]
+    change = "; ".join(_change_text(c) for c in fit.changes)
+    return [f"{head} (changing {allowed}): {change}",
+            f"    → {fit.tokens_per_second:,.0f} tokens/s ({fit.speedup:.2f} × this setup's"
+            f"{'' if base_fits else ', which does not fit'}), "
+            f"{fmt_gb(fit.estimate.total_bytes)} of {fmt_gb(usable)} usable"]
 
 
 def _limit(value: int | None, limit: int, unit: str) -> str:
@@ -97,7 +195,7 @@ def advice_lines(advice: Advice, est: Estimate, setup: TrainingSetup, trainer: T
                                             f"saves nothing here: {fmt_gb(r.new_total_bytes)} after") + ")")
         else:
             i += 1
-            lines.append(f"    {i}. {r.title} ({r.change}): {_saves(r, usable)}")
+            lines.append(f"    {i}. {r.title} ({r.change}): {_saves(r, usable, setup.gpus)}")
     if i == 0:
         lines.append("    none helps here")
     if aside:
@@ -113,6 +211,7 @@ def advice_lines(advice: Advice, est: Estimate, setup: TrainingSetup, trainer: T
     smallest = (f"{advice.smallest_device.name} ({fmt_both(advice.smallest_device.usable_bytes)} usable)"
                 if advice.smallest_device else
                 "none in the catalog: try QLoRA, checkpointing, or sharding over several GPUs")
+    lines += fastest_lines(advice, usable, est.total_bytes <= usable)
     lines += [
         f"  largest batch that fits (at {at}){detailed}: "
         f"{_limit(advice.max_batch, MAX_BATCH // trainer.option.sequences, 'example')}",

@@ -28,6 +28,7 @@ MAX_PRICE = 1_000_000.0  # per GPU-hour, in the user's currency
 MAX_RUN_SECONDS = 365 * 24 * 3600.0
 
 BAD_NUMBER = N_("{name} must be a number above 0, got {value}")
+BAD_WHOLE = N_("{name} must be a whole number above 0, got {value}")
 TOO_LARGE = N_("{name} must be at most {limit}, got {value}")
 NEED_SIZE = N_("give the dataset size: a number of tokens, or a number of examples")
 BOTH_SIZES = N_("give the dataset size as tokens or as examples, not both")
@@ -35,11 +36,11 @@ LENGTH_WITHOUT_EXAMPLES = N_("a typical example length needs a number of example
 TOO_LONG = N_("this run would take {years} years on {gpus} GPU(s): check the dataset size and the device")
 
 
-def _number(name: str, value: object, limit: float, whole: bool = False) -> float:
+def positive_number(name: str, value: object, limit: float, whole: bool = False) -> float:
     """A positive finite number no larger than limit (a whole number where `whole`); ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0 or (
             whole and value != int(value)):
-        raise ValueError(Text(BAD_NUMBER, name=name, value=repr(str(value)[:20])))
+        raise ValueError(Text(BAD_WHOLE if whole else BAD_NUMBER, name=name, value=repr(str(value)[:20])))
     if value > limit:
         raise ValueError(Text(TOO_LARGE, name=name, limit=short_number(limit), value=short_number(float(value))))
     return float(value)
@@ -62,14 +63,14 @@ class DatasetSize:
         if self.tokens is not None and self.examples is not None:
             raise ValueError(Text(BOTH_SIZES))
         if self.tokens is not None:
-            _number("tokens", self.tokens, MAX_TOKENS, whole=True)
+            positive_number("tokens", self.tokens, MAX_TOKENS, whole=True)
         if self.examples is not None:
-            _number("examples", self.examples, MAX_EXAMPLES, whole=True)
+            positive_number("examples", self.examples, MAX_EXAMPLES, whole=True)
         if self.typical_len is not None:
             if self.examples is None:
                 raise ValueError(Text(LENGTH_WITHOUT_EXAMPLES))
-            _number("typical_len", self.typical_len, MAX_SEQ_LEN, whole=True)
-        _number("epochs", self.epochs, MAX_EPOCHS)
+            positive_number("typical_len", self.typical_len, MAX_SEQ_LEN, whole=True)
+        positive_number("epochs", self.epochs, MAX_EPOCHS)
 
 
 @dataclass(frozen=True)
@@ -127,5 +128,5 @@ def run_time(spec: ModelSpec, setup: TrainingSetup, device: Device, dataset: Dat
 def run_cost(run: RunTime, price_per_gpu_hour: float) -> Cost:
     """Cost = run hours × GPUs × the price per GPU-hour the user gives. ValueError for a zero, negative or absurd
     price."""
-    price = _number("price per GPU-hour", price_per_gpu_hour, MAX_PRICE)
+    price = positive_number("price per GPU-hour", price_per_gpu_hour, MAX_PRICE)
     return Cost(run.gpu_hours * price, run.gpu_hours, price)

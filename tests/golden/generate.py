@@ -113,6 +113,23 @@ def cases() -> list[list[str]]:
          "rtx-4090", "--json"],
         ["--model", "llama-3.1-8b", "--stack", "trl", "--device", "mac-64gb", "--method", "qlora", "--json"],
         ["--model", "llama-3.1-8b", "--stack", "mlx", "--device", "mi300x"],
+        # issue 30: the run's time and cost, a custom device's figures, the fastest fit's constraints
+        ["--model", "llama-3.1-8b", "--device", "rtx-4090", "--tokens", "50000000", "--price-per-gpu-hour", "0.7"],
+        ["--model", "llama-3.1-8b", "--device", "rtx-4090", "--tokens", "50000000", "--epochs", "2",
+         "--price-per-gpu-hour", "0.7", "--json"],
+        ["--model", "qwen2.5-7b", "--method", "full", "--gpus", "8", "--sharding", "zero3", "--device", "h100-80gb",
+         "--examples", "20000", "--typical-len", "900", "--epochs", "3", "--price-per-gpu-hour", "2.5", "--json"],
+        ["--model", "llama-3.1-8b", "--device", "custom", "--capacity", "30", "--device-tflops", "165",
+         "--device-bandwidth", "1008", "--tokens", "1000000000", "--advice", "--json"],
+        ["--model", "llama-3.1-8b", "--method", "full", "--batch", "4", "--device", "rtx-4090", "--advice",
+         "--allow-method-change"],
+        ["--model", "llama-3.1-8b", "--method", "full", "--batch", "4", "--device", "rtx-4090", "--advice",
+         "--allow-more-gpus", "8", "--json"],
+        ["--model", "llama-3.1-70b", "--method", "full", "--batch", "8", "--device", "h100-80gb", "--advice",
+         "--allow-method-change", "--allow-more-gpus", "64"],
+        ["--model", "llama-3.1-8b", "--device", "laptop-36gb", "--examples", "5000", "--advice"],
+        ["--model", "llama-3.1-8b", "--device", "rtx-4090", "--tokens", "0"],
+        ["--model", "llama-3.1-70b", "--method", "qlora", "--device", "rtx-3060", "--tokens", "1e14"],
     ]
     out.extend(extras)
     return out
