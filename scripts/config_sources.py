@@ -5,7 +5,7 @@ single-device recipe configs the torchtune export starts from (estimator/report/
 Read from the released sources, not from docs:
 
     python scripts/config_sources.py --axolotl DIR --torchtune DIR --litgpt DIR --trl-python PY --mlx-lm DIR \
-        --llamafactory DIR --llamafactory-transformers DIR
+        --llamafactory DIR --llamafactory-transformers DIR --swift DIR --swift-transformers DIR
 
 - Axolotl 0.19.0 (DIR = the unpacked wheel): the fields (and aliases) of AxolotlInputConfig and its bases in
   axolotl/utils/schemas/*.py, plus the plugin arguments in axolotl/integrations/*/args.py (plugins merge them into
@@ -32,6 +32,15 @@ Read from the released sources, not from docs:
   bases being transformers' Seq2SeqTrainingArguments and TrainingArguments (training_args_seq2seq.py,
   training_args.py). `init=False` fields (ModelArguments.compute_dtype, device_map, model_max_length,
   block_diag_attn) are derived, not keys of the YAML.
+- ms-swift 4.6.0 (DIR = the unpacked sdist or the repository at the release, holding swift/; the transformers DIR = the
+  unpacked transformers 5.19.0 wheel, the newest release its requirements/framework.txt allows): the init fields of
+  the dataclasses `swift sft` parses (swift/arguments/sft_args.py SftArguments with its bases in swift/arguments/,
+  swift/trainers/arguments.py and swift/ray_utils/arguments.py; swift's Seq2SeqTrainingArguments extends
+  transformers' Seq2SeqTrainingArguments), plus ENV (the environment block swift/cli/main.py:53 pops) →
+  keys/swift.txt; the keys only `swift rlhf` parses (rlhf_args.py RLHFArguments and its bases, swift/rlhf_trainers/
+  args_mixin.py) → keys/swift_rlhf.txt; the keys only `megatron sft` / `megatron rlhf` parse (swift/megatron/
+  arguments/ MegatronSftArguments, MegatronRLHFArguments and their bases) → keys/swift_megatron.txt, so a preference
+  or Megatron config's own keys are told from typos.
 """
 
 from __future__ import annotations
@@ -289,6 +298,62 @@ def llamafactory(root: Path, transformers_root: Path) -> None:
                            "TrainingArguments (training_args*.py). Written by scripts/config_sources.py.", keys)
 
 
+# The roots of `swift sft` (swift/cli/sft.py), `swift rlhf` (swift/cli/rlhf.py) and `megatron sft` / `megatron rlhf`
+# (swift/cli/_megatron/); a base imported under another name is transformers' class (swift/trainers/arguments.py:7-8).
+SWIFT_ROOTS = ("SftArguments",)
+SWIFT_RLHF_ROOTS = ("RLHFArguments",)
+SWIFT_MEGATRON_ROOTS = ("MegatronSftArguments", "MegatronRLHFArguments")
+SWIFT_ALIASES = {"HfSeq2SeqTrainingArguments": "Seq2SeqTrainingArguments", "HfTrainingArguments": "TrainingArguments"}
+
+
+def _swift_keys(ours: dict[str, tuple[list[str], set[str]]], theirs: dict[str, tuple[list[str], set[str]]],
+                roots: tuple[str, ...]) -> set[str]:
+    keys: set[str] = set()
+    todo, seen = [("swift", name) for name in roots], set()
+    while todo:
+        where, name = todo.pop()
+        if (where, name) in seen:
+            continue
+        seen.add((where, name))
+        if where == "swift" and name in SWIFT_ALIASES:
+            where, name = "tf", SWIFT_ALIASES[name]
+        table = ours if where == "swift" else theirs
+        if name not in table:
+            raise SystemExit(f"ms-swift: class {name} not found (a base outside the files read)")
+        bases, fields = table[name]
+        keys |= fields
+        todo += [(where, b) for b in bases]
+    return keys
+
+
+def swift(root: Path, transformers_root: Path) -> None:
+    package = root / "swift"
+    ours = _dataclass_fields(sorted([*package.glob("arguments/**/*.py"), package / "trainers" / "arguments.py",
+                                     package / "rlhf_trainers" / "args_mixin.py",
+                                     package / "ray_utils" / "arguments.py"]))
+    megatron = _dataclass_fields(sorted(package.glob("megatron/arguments/*.py"))) | ours
+    theirs = _dataclass_fields([transformers_root / "transformers" / "training_args.py",
+                                transformers_root / "transformers" / "training_args_seq2seq.py"])
+    keys = _swift_keys(ours, theirs, SWIFT_ROOTS) | {"ENV"}
+    rlhf_keys = _swift_keys(ours, theirs, SWIFT_RLHF_ROOTS) - keys
+    megatron_keys = _swift_keys(megatron, theirs, SWIFT_MEGATRON_ROOTS) - keys - rlhf_keys
+    version = re.search(r"__version__ = ['\"]([^'\"]+)", (package / "version.py").read_text())
+    tf_version = re.search(r"__version__ = ['\"]([^'\"]+)", (transformers_root / "transformers" / "__init__.py")
+                           .read_text())
+    release = version.group(1) if version else "?"
+    _write("swift", f"ms-swift {release}: the init fields of the dataclasses swift sft parses (swift/arguments/sft_args.py\n"
+                    "SftArguments and its bases, RayArguments included) and transformers "
+                    f"{tf_version.group(1) if tf_version else '?'}'s\nSeq2SeqTrainingArguments / TrainingArguments "
+                    "(training_args*.py), plus ENV (swift/cli/main.py:53).\nWritten by scripts/config_sources.py.", keys)
+    _write("swift_rlhf", f"ms-swift {release}: the keys only swift rlhf parses (swift/arguments/rlhf_args.py "
+                         "RLHFArguments and its\nbases, swift/rlhf_trainers/args_mixin.py), less keys/swift.txt. "
+                         "Written by scripts/config_sources.py.", rlhf_keys)
+    _write("swift_megatron", f"ms-swift {release}: the keys only megatron sft and megatron rlhf parse (swift/megatron/"
+                             "arguments/\nMegatronSftArguments, MegatronRLHFArguments and their bases), less "
+                             "keys/swift.txt and keys/swift_rlhf.txt.\nWritten by scripts/config_sources.py.",
+           megatron_keys)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--axolotl", type=Path)
@@ -298,6 +363,8 @@ def main() -> None:
     p.add_argument("--mlx-lm", type=Path)
     p.add_argument("--llamafactory", type=Path)
     p.add_argument("--llamafactory-transformers", type=Path)
+    p.add_argument("--swift", type=Path)
+    p.add_argument("--swift-transformers", type=Path)
     args = p.parse_args()
     if args.axolotl:
         axolotl(args.axolotl)
@@ -313,6 +380,10 @@ def main() -> None:
         if not args.llamafactory_transformers:
             p.error("--llamafactory needs --llamafactory-transformers (the unpacked transformers wheel)")
         llamafactory(args.llamafactory, args.llamafactory_transformers)
+    if args.swift:
+        if not args.swift_transformers:
+            p.error("--swift needs --swift-transformers (the unpacked transformers wheel)")
+        swift(args.swift, args.swift_transformers)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,15 @@ def nasty() -> list[tuple[str, bytes]]:
                                "freeze_multi_modal_projector: false\n"),
         ("llamafactory-deepspeed-missing", "model_name_or_path: x/y\nstage: sft\nfinetuning_type: full\n"
                                            "deepspeed: my/ds_custom.json\nbf16: true\n"),
+        ("swift-no-model", "tuner_type: lora\ntarget_modules: all-linear\nmax_length: 1024\n"),
+        ("swift-bad", "model: [1, 2]\ntuner_type: 7\nrlhf_type: evil\nlora_rank: 0\ntarget_modules: [1, '']\n"
+                      "quant_method: evil\nquant_bits: 99\ntorch_dtype: float64\nbf16: maybe\nfp16: 2\n"
+                      "gradient_checkpointing: perhaps\nuse_liger_kernel: 3\noptim: evil\ndeepspeed: 42\n"
+                      "fsdp: '{bad json'\nper_device_train_batch_size: 0\ngradient_accumulation_steps: -1\n"
+                      "max_length: x\nattn_impl: magic\nlora_dtype: int4\nfreeze_vit: no-thanks\n"
+                      "ENV: [NPROC_PER_NODE, 8]\n"),
+        ("swift-bad-env", "model: x/y\ntuner_type: full\nENV: {NPROC_PER_NODE: 0, NNODES: 99999, "
+                          "CUDA_VISIBLE_DEVICES: [0, 1]}\ndeepspeed: '{\"zero_optimization\": '\n"),
         ("mlx-missing-scale", "model: x\nfine_tune_type: lora\nnum_layers: 16\nlora_parameters: {rank: 8}\n"),
         ("mlx-bad", "model: [1, 2]\nfine_tune_type: 7\nnum_layers: 1e9\nbatch_size: -3\nmax_seq_length: x\n"
                     "grad_checkpoint: maybe\ngrad_accumulation_steps: 0\noptimizer: {adam: 1}\n"
@@ -119,6 +128,9 @@ def nasty() -> list[tuple[str, bytes]]:
             (f"inject-llamafactory-{i}", f"model_name_or_path: '{text}'\nstage: '{text}'\nfinetuning_type: '{text}'\n"
                                          f"lora_target: '{text}'\nflash_attn: '{text}'\noptim: '{text}'\n"
                                          f"deepspeed: '{text}'\n'{text}': 1\ncutoff_len: 64\n"),
+            (f"inject-swift-{i}", f"model: '{text}'\ntuner_type: '{text}'\ntarget_modules: ['{text}']\n"
+                                  f"attn_impl: '{text}'\noptim: '{text}'\ndeepspeed: '{text}'\nrlhf_type: '{text}'\n"
+                                  f"ENV: {{'{text}': '{text}'}}\n'{text}': 1\nmax_length: 64\n"),
             (f"inject-mlx-{i}", f"model: '{text}'\nfine_tune_type: '{text}'\noptimizer: '{text}'\n"
                                 f"lora_parameters: {{rank: 8, scale: 20.0, dropout: 0.0, keys: ['{text}'], '{text}': 1}}"
                                 f"\noptimizer_config: {{'{text}': {{}}}}\n'{text}': 2\n"),

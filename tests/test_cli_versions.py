@@ -131,13 +131,13 @@ def test_bad_package_lists_name_the_file_and_line(capsys, tmp_path, text, messag
 
 
 def test_a_stack_the_list_implies_but_no_stack_models(capsys, tmp_path):
-    path = tmp_path / "swift.txt"
-    path.write_text("ms_swift==3.4.0\ntransformers==5.2.0\npeft==0.17.1\ntorch==2.8.0\n")
+    path = tmp_path / "xtuner.txt"
+    path.write_text("xtuner==0.2.0\ntransformers==5.2.0\npeft==0.17.1\ntorch==2.8.0\n")
     assert _error(capsys, "--model", "llama-3.1-8b", "--installed-from", str(path)) == (
-        "the package list names ms-swift (ms-swift 3.4.0), a stack this estimate does not model, and not trl (TRL): "
+        "the package list names XTuner (xtuner 0.2.0), a stack this estimate does not model, and not trl (TRL): "
         "choose the stack you run")
     doc = _json(capsys, "--model", "llama-3.1-8b", "--stack", "trainer", "--installed-from", str(path))
-    assert doc["setup"]["versions"]["unmodelled_frameworks"] == ["ms-swift"]  # the stack chosen: recorded
+    assert doc["setup"]["versions"]["unmodelled_frameworks"] == ["XTuner"]  # the stack chosen: recorded
 
 
 def test_unreadable_and_binary_files(capsys, tmp_path):

@@ -20,7 +20,7 @@ from tests.config_corpus import INJECT, nasty
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 DATA = ROOT / "tests" / "data" / "configs"
-REAL = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.y*ml"))
+REAL = sorted(str(p.relative_to(DATA)) for p in (*DATA.rglob("*.y*ml"), *DATA.rglob("*.json")))
 MAC = "mac-32gb"  # mlx-lm's configs are pasted on a Mac (Metal), as they run
 WIDGET_KINDS = ("selectbox", "slider", "select_slider", "number_input", "toggle", "text_input", "button_group")
 SIDEBAR_KEYS = ("model", "stack", "method", "precision", "optimizer", "batch", "max_len", "ckpt", "loss", "attn",

@@ -21,7 +21,7 @@ from estimator.report.cli import main
 from tests.config_corpus import DATA, INJECT, SCRIPT, nasty
 
 CORPUS = nasty()
-REAL = sorted(p for p in DATA.rglob("*.y*ml"))
+REAL = sorted(p for p in (*DATA.rglob("*.y*ml"), *DATA.rglob("*.json")))
 
 
 def attempt(data: bytes | str, **kw) -> ImportedConfig | ConfigError:
@@ -104,6 +104,21 @@ def test_bad_llamafactory_values_are_listed_and_the_rest_applies():
     missing = attempt(dict(CORPUS)["llamafactory-deepspeed-missing"])
     assert "sharding" not in missing.setup_kwargs
     assert any(e.key == "deepspeed" and "was not given" in e.detail for e in missing.not_honoured)
+
+
+def test_bad_swift_values_are_listed_and_the_rest_applies():
+    bad = attempt(dict(CORPUS)["swift-bad"])
+    assert isinstance(bad, ImportedConfig) and bad.stack == "swift"
+    assert {"model", "tuner_type", "rlhf_type", "lora_rank", "target_modules", "quant_bits", "torch_dtype", "bf16",
+            "gradient_checkpointing", "use_liger_kernel", "optim", "deepspeed", "fsdp", "per_device_train_batch_size",
+            "gradient_accumulation_steps", "max_length", "attn_impl", "lora_dtype", "freeze_vit", "ENV"} <= {
+        e.key for e in bad.not_honoured}
+    assert bad.setup_kwargs["method"] == "lora" and bad.trainer_kwargs == {}
+    env = attempt(dict(CORPUS)["swift-bad-env"])
+    assert {"ENV.NPROC_PER_NODE", "ENV.NNODES", "deepspeed"} <= {e.key for e in env.not_honoured}
+    assert "gpus" not in env.setup_kwargs and env.setup_kwargs["method"] == "full"
+    none = attempt(dict(CORPUS)["swift-no-model"])
+    assert none.model.kind == "none" and none.setup_kwargs["seq_len"] == 1024
 
 
 def test_bad_values_are_listed_and_the_rest_applies():

@@ -51,7 +51,8 @@ def round_trip(spec, setup, tr):
 
 
 # The stacks priced for SFT only, and the words of their refusal (job/trainer.py check).
-SFT_ONLY = {MLX_STACK: "mlx-lm trains supervised fine-tuning only", "llamafactory": "LLaMA-Factory runs its own"}
+SFT_ONLY = {MLX_STACK: "mlx-lm trains supervised fine-tuning only", "llamafactory": "LLaMA-Factory runs its own",
+            "swift": "ms-swift runs its own"}
 
 
 def trainer_batch(trainer: str) -> int:
@@ -149,9 +150,10 @@ def test_round_trip_is_exact_where_the_file_can_say_it(case):
 
 
 SCHEMAS = {"axolotl": load_keys("axolotl"), "trl": load_keys("trl"), "torchtune": load_keys("torchtune"),
-           "litgpt": load_keys("litgpt"), "mlx_lm": load_keys("mlx_lm"), "llamafactory": load_keys("llamafactory")}
+           "litgpt": load_keys("litgpt"), "mlx_lm": load_keys("mlx_lm"), "llamafactory": load_keys("llamafactory"),
+           "swift": load_keys("swift")}
 _FORMAT = {"axolotl": "axolotl", "torchtune": "torchtune", "litgpt": "litgpt", "trl": "trl", "trainer": "trl",
-           "unsloth": "trl", "plain": "trl", "mlx": "mlx_lm", "llamafactory": "llamafactory"}
+           "unsloth": "trl", "plain": "trl", "mlx": "mlx_lm", "llamafactory": "llamafactory", "swift": "swift"}
 
 
 @pytest.mark.parametrize("stack", STACK_IDS)
@@ -166,7 +168,7 @@ def test_every_export_is_yaml_the_tools_schema_knows(stack, trainer):
             return
     else:
         setup = resolve_setup(stack, method="qlora", batch=8, gpus=4, sharding="zero3")
-    if stack == "llamafactory" and trainer != "sft":  # its own DPO/KTO/RM steps: refused (SFT_ONLY)
+    if stack in ("llamafactory", "swift") and trainer != "sft":  # their own DPO/KTO/RM steps: refused (SFT_ONLY)
         with pytest.raises(ValueError, match=SFT_ONLY[stack]):
             export_config(spec, setup, TrainerSetup(trainer))
         return
@@ -188,7 +190,7 @@ def test_every_export_is_yaml_the_tools_schema_knows(stack, trainer):
                "--q-bits 4 --q-group-size 64" in exported.text and doc["model"] == "./mlx_model"
         return
     assert exported.text.splitlines()[0] == f"# will-it-fit: stack={stack} trainer={trainer} gpus=4" + (
-        "" if stack in ("axolotl", "llamafactory") or (stack in ("trl", "trainer", "unsloth", "plain") and
+        "" if stack in ("axolotl", "llamafactory", "swift") or (stack in ("trl", "trainer", "unsloth", "plain") and
                                                      trainer != "grpo") else
         exported.text.splitlines()[0].split("gpus=4", 1)[1])
 
@@ -328,4 +330,55 @@ def test_llamafactory_precision_export(kwargs, note, back):
     assert (note is None) == (not exported.notes)
     if note:
         assert note in " ".join(exported.notes) and "Not expressible in LLaMA-Factory" in exported.text
+    assert import_config(exported.text).setup().precision == back
+
+
+# ---- ms-swift: its YAML, its ENV block, and what it cannot say ------------------------------------------------------
+
+def test_swift_export_is_its_yaml_and_env():
+    """swift sft FILE: the arguments as keys, the GPUs in ENV (NPROC_PER_NODE processes on as many visible GPUs:
+    swift/cli/main.py sets them before torchrun), a shipped DeepSpeed config by name; read back to the same setup."""
+    spec = load_preset("llama-3.1-8b")
+    setup = resolve_setup("swift", method="qlora", batch=4, seq_len=4096, lora_rank=16, lora_targets=("q_proj", "v_proj"),
+                          loss="fused", nf4_double_quant=False, adapter_dtype="bf16", gpus=2, sharding="zero3",
+                          grad_accum=2)
+    exported = export_config(spec, setup)
+    doc = yaml.safe_load(exported.text)
+    assert exported.text.splitlines()[0] == "# will-it-fit: stack=swift trainer=sft gpus=2"
+    assert exported.command == "swift sft swift_config.yaml" and exported.filename == "swift_config.yaml"
+    assert doc["ENV"] == {"CUDA_VISIBLE_DEVICES": "0,1", "NPROC_PER_NODE": "2"}
+    assert {k: doc[k] for k in ("model", "torch_dtype", "bf16", "tuner_type", "lora_rank", "lora_dropout",
+                                "target_modules", "lora_dtype", "quant_method", "quant_bits",
+                                "bnb_4bit_use_double_quant", "gradient_checkpointing", "use_liger_kernel",
+                                "max_length", "per_device_train_batch_size", "gradient_accumulation_steps", "optim",
+                                "deepspeed", "attn_impl")} == {
+        "model": "meta-llama/Llama-3.1-8B", "torch_dtype": "bfloat16", "bf16": True, "tuner_type": "lora",
+        "lora_rank": 16, "lora_dropout": 0.0, "target_modules": ["q_proj", "v_proj"], "lora_dtype": "bfloat16",
+        "quant_method": "bnb", "quant_bits": 4, "bnb_4bit_use_double_quant": False, "gradient_checkpointing": True,
+        "use_liger_kernel": True, "max_length": 4096, "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 2, "optim": "adamw_torch_fused", "deepspeed": "zero3", "attn_impl": "sdpa"}
+    assert not exported.notes
+    back = import_config(exported.text, name=exported.filename)
+    assert not back.not_honoured and same_setup(setup, back.setup()) == {}
+    assert dict(back.settings)["gpus"] == 2 and next(e for e in back.read if e.key == "ENV.NPROC_PER_NODE")
+    # without the marker line the ENV block still says the GPU count
+    unmarked = import_config(exported.text.split("\n", 1)[1])
+    assert unmarked.stack == "swift" and dict(unmarked.settings)["gpus"] == 2
+
+
+@pytest.mark.parametrize(("kwargs", "note", "back"), [
+    (dict(method="full", precision="bf16"), None, "bf16"),
+    (dict(method="full", precision="mixed"), None, "mixed"),  # torch_dtype float32 + bf16: true
+    (dict(method="full", precision="fp32"), None, "fp32"),  # float32 with bf16 and fp16 false (else fp16 autocast)
+    (dict(method="full", precision="fp16"), "refuses to unscale fp16 gradients", "fp16"),
+    (dict(method="lora", precision="fp16"), None, "fp16"),
+    (dict(method="qlora", qlora_prep="peft"), "never calls prepare_model_for_kbit_training", "bf16"),
+    (dict(method="lora", grad_ckpt=True, offload_activations=True), "activation_cpu_offload", "bf16"),
+])
+def test_swift_precision_and_notes(kwargs, note, back):
+    spec = load_preset("llama-3.1-8b")
+    exported = export_config(spec, resolve_setup("swift", **kwargs))
+    assert (note is None) == (not exported.notes)
+    if note:
+        assert note in " ".join(exported.notes) and "Not expressible in ms-swift" in exported.text
     assert import_config(exported.text).setup().precision == back

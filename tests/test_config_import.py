@@ -175,6 +175,25 @@ REAL += [  # LLaMA-Factory 0.9.5's examples: bf16 LoRA with fp32 adapters, fp32 
     ("llamafactory/extras/asft/qwen2_full_asft.yaml", "llamafactory", "hub", "qwen2.5-7b",
      _LF_FULL | {"batch": 4, "grad_accum": 8, "sharding": "none"}, {"trainer": "sft"}, ["use_asft_loss"]),
 ]
+_SW_LORA = {"attention": "sdpa", "batch": 1, "grad_accum": 8, "grad_ckpt": True, "lora_rank": 8,
+            "lora_targets": ("all-linear",), "method": "lora", "optimizer": "adamw", "precision": "bf16",
+            "seq_len": 2048}
+_MEGATRON = ["attention_backend", "cross_entropy_loss_fusion", "expert_model_parallel_size", "finetune",
+             "global_batch_size", "lora_dropout", "merge_lora", "micro_batch_size", "moe_aux_loss_coeff",
+             "moe_grouped_gemm", "moe_permute_fusion", "moe_shared_expert_overlap", "recompute_granularity",
+             "recompute_method", "recompute_num_layers", "sequence_parallel"]
+REAL += [  # ms-swift's examples: bf16 LoRA rank 8, its default dropout 0.05 not counted (listed)
+    ("swift/yaml/deepspeed/sft.yaml", "swift", "hub", "qwen2.5-7b", _SW_LORA | {"sharding": "zero2"},
+     {"trainer": "sft"}, ["gpus", "lora_dropout"]),
+    ("swift/yaml/deepspeed/sft.json", "swift", "hub", "qwen2.5-7b", _SW_LORA | {"sharding": "zero2"},
+     {"trainer": "sft"}, ["gpus", "lora_dropout"]),
+    ("swift/yaml/megatron/sft.yaml", "swift", "preset", "qwen3.5-35b-a3b",  # Megatron's accumulation: not read
+     {k: v for k, v in _SW_LORA.items() if k != "grad_accum"}, {"trainer": "sft"}, _MEGATRON),
+    ("swift/train/multi-node/ray/sft.yaml", "swift", "hub", "qwen2.5-7b",  # no max_length: the model's max_model_len
+     {k: v for k, v in _SW_LORA.items() if k != "seq_len"} | {"lora_targets": ("q_proj", "k_proj", "v_proj", "o_proj"),
+                                                             "sharding": "zero3"},
+     {"trainer": "sft"}, ["gpus", "lora_dropout", "max_length", "use_ray"]),
+]
 
 
 def read(rel: str):
@@ -183,10 +202,11 @@ def read(rel: str):
 
 
 def test_every_shipped_config_is_in_the_table():
-    files = {str(p.relative_to(DATA)) for p in DATA.rglob("*.y*ml")}
+    files = {str(p.relative_to(DATA)) for p in (*DATA.rglob("*.y*ml"), *DATA.rglob("*.json"))}
     assert files == {row[0] for row in REAL}
     assert len(files) >= 20
-    assert {row[1] for row in REAL} == {"axolotl", "trl", "torchtune", "litgpt", "mlx", "llamafactory"}  # six formats
+    assert {row[1] for row in REAL} == {"axolotl", "trl", "torchtune", "litgpt", "mlx", "llamafactory",
+                                        "swift"}  # seven formats
     readme = (DATA / "README.md").read_text(encoding="utf-8")
     assert all(f"`{name}`" in readme for name in files)
 
@@ -491,6 +511,105 @@ def test_llamafactory_does_not_take_other_formats():
     assert {k: 2 if k in ("model_name_or_path", "per_device_train_batch_size") else 1
             for k in llamafactory._SHARED_KEYS} == llamafactory._SHARED_KEYS  # trl.score's weights
     assert set(llamafactory._SHARED_KEYS) <= set(trl._OWN_KEYS) & llamafactory.SCHEMA
+
+
+# ---- ms-swift -------------------------------------------------------------------------------------------------------
+
+def swift_cfg(text: str, **kw):
+    return import_config("model: Qwen/Qwen2.5-0.5B\ntuner_type: lora\n" + text, **kw)
+
+
+def test_swift_defaults_are_its_releases():
+    """ms-swift 4.6.0's own defaults when the file leaves them out: batch 1 with accumulation ceil(16 / (batch × GPUs)),
+    LoRA rank 8 on every linear, checkpointing on, the checkpoint's dtype (bf16 assumed), fused AdamW; its dropout
+    0.05 and the model's max_model_len as max_length are listed, not guessed."""
+    imp = swift_cfg("")
+    assert imp.stack == "swift" and imp.format == "swift" and imp.model.preset == "qwen2.5-0.5b"
+    assert imp.setup_kwargs == {"method": "lora", "lora_rank": 8, "lora_targets": ("all-linear",), "batch": 1,
+                                "grad_accum": 16, "precision": "bf16", "grad_ckpt": True, "optimizer": "adamw",
+                                "attention": "sdpa"}
+    assert sorted(e.key for e in imp.not_honoured) == ["lora_dropout", "max_length"]
+    assert {e.key for e in imp.read if e.default} >= {"gradient_accumulation_steps", "lora_rank", "torch_dtype"}
+    assert imp.setup().seq_len == 2048  # the stack's own length
+    four = swift_cfg("per_device_train_batch_size: 2\nENV: {NPROC_PER_NODE: 4, CUDA_VISIBLE_DEVICES: '0,1,2,3'}\n")
+    assert (four.setup_kwargs["gpus"], four.setup_kwargs["grad_accum"]) == (4, 2)  # ceil(16 / 2 / 4)
+    nodes = swift_cfg("ENV: {NPROC_PER_NODE: 8, NNODES: 2}\n")
+    assert (nodes.setup_kwargs["gpus"], nodes.setup_kwargs["grad_accum"]) == (16, 1)
+
+
+@pytest.mark.parametrize(("text", "precision"), [
+    ("torch_dtype: bfloat16\n", "bf16"), ("torch_dtype: float16\n", "fp16"),
+    ("torch_dtype: float32\n", "mixed"),  # model_args.py:133-134: fp16 autocast for float32 weights
+    ("torch_dtype: float32\nbf16: true\n", "mixed"), ("torch_dtype: float32\nbf16: false\nfp16: false\n", "fp32"),
+    ("torch_dtype: bfloat16\nbf16: false\n", "bf16"),
+])
+def test_swift_precision_is_the_weights_dtype_and_its_autocast(text, precision):
+    assert swift_cfg(text).setup_kwargs["precision"] == precision
+
+
+@pytest.mark.parametrize(("text", "settings", "refused"), [
+    ("quant_method: bnb\nquant_bits: 4\n", {"method": "qlora", "nf4_double_quant": True}, []),
+    ("quant_method: bnb\nquant_bits: 4\nbnb_4bit_use_double_quant: false\n", {"method": "qlora",
+                                                                                  "nf4_double_quant": False}, []),
+    ("quant_method: bnb\nquant_bits: 8\n", {"method": "lora"}, ["quant_bits"]),
+    ("quant_method: hqq\nquant_bits: 4\n", {"method": "lora"}, ["quant_bits"]),
+    ("quant_method: bnb\n", {"method": "lora"}, ["quant_method"]),
+    ("quant_bits: 4\n", {"method": "lora"}, ["quant_bits"]),
+    ("tuner_type: full\nquant_method: bnb\nquant_bits: 4\n", {"method": "full"}, ["quant_bits"]),
+    ("lora_rank: 64\ntarget_modules: [q_proj, v_proj]\nlora_dropout: 0.0\nlora_dtype: bfloat16\n",
+     {"lora_rank": 64, "lora_targets": ("q_proj", "v_proj"), "adapter_dtype": "bf16"}, []),
+    ("target_modules: all-linear all-embedding\n", {"lora_targets": ("all-linear",)}, ["target_modules"]),
+    ("tuner_type: adalora\n", {"method": "lora"}, ["tuner_type"]),
+    ("tuner_backend: unsloth\n", {"method": "lora"}, ["tuner_backend"]),
+    ("deepspeed: zero2_offload\n", {"sharding": "zero2", "offload_optimizer": True}, ["gpus"]),
+    ("deepspeed: zero3_offload\n", {"sharding": "zero3", "offload_optimizer": True, "offload_params": True},
+     ["gpus"]),
+    ("deepspeed: '{\"zero_optimization\": {\"stage\": 1}}'\n", {"sharding": "zero1"}, ["gpus"]),
+    ("fsdp: fsdp2\n", {"sharding": "zero3"}, ["gpus"]),
+    ("ENV: {CUDA_VISIBLE_DEVICES: '0,1'}\n", {}, ["ENV.CUDA_VISIBLE_DEVICES"]),
+    ("use_liger_kernel: true\ngradient_checkpointing: false\nattn_impl: eager\n",
+     {"loss": "fused", "grad_ckpt": False, "attention": "eager"}, []),
+    ("freeze_vit: false\nfreeze_aligner: false\n", {"train_tower": True}, []),
+    ("freeze_vit: false\n", {}, ["freeze_vit"]),
+    ("sequence_parallel_size: 2\nuse_dora: true\noptimizer: galore\n", {}, ["optimizer", "sequence_parallel_size",
+                                                                             "use_dora"]),
+    ("packing: true\npadding_free: true\nuse_logits_to_keep: false\n", {}, []),
+])
+def test_swift_keys(text, settings, refused):
+    imp = swift_cfg("max_length: 1024\nlora_dropout: 0.0\n" + text if "lora_dropout" not in text else
+                    "max_length: 1024\n" + text)
+    assert imp.stack == "swift"
+    assert {k: imp.setup_kwargs.get(k) for k in settings} == settings
+    assert sorted(e.key for e in imp.not_honoured) == refused
+    imp.setup()
+
+
+def test_swift_rlhf_is_its_own_trainer_and_refused():
+    """swift rlhf's trainers subclass TRL < 1.0 on the full logits: refused with the stack's reason, estimated as SFT;
+    a file with swift rlhf's keys but no rlhf_type is its default DPO."""
+    imp = swift_cfg("rlhf_type: grpo\nnum_generations: 8\nuse_vllm: true\nbeta: 0.04\n")
+    (entry,) = [e for e in imp.not_honoured if e.key == "rlhf_type"]
+    assert "ms-swift runs its own GRPO step" in entry.detail and "estimated as SFT" in entry.detail
+    assert imp.trainer_kwargs == {} and {"num_generations", "use_vllm", "beta"} <= {e.key for e in imp.not_honoured}
+    dpo = swift_cfg("beta: 0.1\n")
+    assert "ms-swift runs its own DPO step" in next(e for e in dpo.not_honoured if e.key == "rlhf_type").detail
+    assert swift_cfg("").trainer_kwargs == {"trainer": "sft"}
+
+
+def test_swift_does_not_take_other_formats():
+    """Its fingerprint keys are in no other format's schema; a TRL or LLaMA-Factory file stays theirs."""
+    from estimator.job.configs import swift, trl
+    from estimator.job.configs._fields import load_keys
+
+    others = set().union(*(load_keys(n) for n in ("axolotl", "trl", "torchtune", "litgpt", "mlx_lm", "llamafactory")))
+    assert not (set(swift._STRONG) | set(swift._OWN_KEYS)) & others
+    assert set(swift._STRONG) | set(swift._OWN_KEYS) <= swift.SCHEMA
+    assert {k: 2 if k in ("model", "per_device_train_batch_size") else 1 for k in swift._SHARED_KEYS} == \
+        swift._SHARED_KEYS  # trl.score's weights (model: as model_name_or_path)
+    assert set(swift._SHARED_KEYS) - {"model"} <= set(trl._OWN_KEYS) & swift.SCHEMA
+    assert trl_cfg("per_device_train_batch_size: 2\nbf16: true\nmax_length: 512\n").format == "trl"
+    assert import_config("model_name_or_path: Qwen/Qwen2.5-0.5B\nstage: sft\nmax_length: 512\n").stack == "llamafactory"
+    assert import_config("model: Qwen/Qwen2.5-0.5B\nfine_tune_type: lora\nbatch_size: 2\n").stack == "mlx"
 
 
 # ---- torchtune ----------------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ LLAMA_REPO = "meta-llama/Llama-3.1-8B"
 PYTHON_STACKS = ("trl", "trainer", "unsloth", "plain")
 # The PyTorch stacks, whose scripts this file reads back; mlx_lm lora's YAML is read back in tests/test_mlx.py.
 TORCH_STACKS = tuple(s for s in STACKS if s != MLX_STACK)
-HF_OPTIM_STACKS = ("trl", "trainer", "unsloth", "axolotl", "llamafactory")  # optimizer named by transformers' optim
+HF_OPTIM_STACKS = ("trl", "trainer", "unsloth", "axolotl", "llamafactory", "swift")  # named by transformers' optim
 ALL_LINEAR_NAMES = frozenset({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
 
 # The stacks that build the optimizer themselves name it by class (stated here, not read from the module).
@@ -112,6 +112,21 @@ def words(text: str) -> list[str]:
     tokens = shlex.split(joined)
     assert not {";", "&&", "||", "|", "&"} & set(tokens)
     return tokens
+
+
+def swift_options(tokens: list[str]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """`VAR=value … swift sft --key value…`: the environment and each option's words (a list takes several)."""
+    start = tokens.index("swift")
+    env = dict(t.split("=", 1) for t in tokens[:start])
+    assert tokens[start + 1] == "sft" and all("=" in t for t in tokens[:start])
+    options: dict[str, list[str]] = {}
+    for token in tokens[start + 2:]:
+        if token.startswith("--"):
+            assert token[2:] not in options, token
+            options[token[2:]] = []
+        else:
+            options[list(options)[-1]].append(token)
+    return env, options
 
 
 def torchtune_overrides(tokens: list[str]) -> tuple[str, str, dict[str, str], set[str]]:
@@ -314,6 +329,36 @@ def extract(stack: str, text: str) -> dict[str, object]:
         else:
             s["qlora"] = None
         s["prep"] = "norms" if doc.get("upcast_layernorm") else "none"
+    if stack == "swift":
+        env, opts = swift_options(words(text))
+        one_ = {k: v[0] for k, v in opts.items() if len(v) == 1}
+        bools = {"true": True, "false": False}
+        s["env"], s["opts"] = env, opts
+        s["batch"], s["max_len"] = int(one_["per_device_train_batch_size"]), int(one_["max_length"])
+        s["accum"] = int(one_["gradient_accumulation_steps"])
+        s["ckpt"] = bools[one_["gradient_checkpointing"]]
+        s["optimizer"] = (one_["optim"], one_.get("optim_args"))
+        s["clip"] = float(one_["max_grad_norm"])
+        s["dtype"] = one_["torch_dtype"]
+        s["flags"] = (bools[one_["bf16"]], bools[one_["fp16"]])
+        s["attention"] = one_["attn_impl"]
+        s["loss"] = "liger" if one_.get("use_liger_kernel") == "true" else "hf"
+        if one_["tuner_type"] == "lora":
+            assert float(one_["lora_dropout"]) == STACKS["swift"].lora_dropout == 0.0  # no masks: as counted
+            targets = opts["target_modules"]
+            s["lora"] = (int(one_["lora_rank"]), int(one_["lora_alpha"]),
+                         "all-linear" if targets == ["all-linear"] else targets)
+            s["adapter_dtype"] = {"bfloat16": "bf16", None: "fp32"}[one_.get("lora_dtype")]
+        else:
+            assert one_["tuner_type"] == "full" and "lora_rank" not in opts
+            s["lora"] = None
+        if "quant_bits" in opts:
+            assert (one_["quant_method"], one_["quant_bits"], one_["bnb_4bit_quant_type"]) == ("bnb", "4", "nf4")
+            s["qlora"] = {"double_quant": bools[one_["bnb_4bit_use_double_quant"]],
+                          "compute": one_["bnb_4bit_compute_dtype"]}
+        else:
+            s["qlora"] = None
+        s["deepspeed"] = one_.get("deepspeed")
     if stack == "torchtune":
         recipe, config, ov, removed = torchtune_overrides(words(text))
         s["recipe"], s["config"], s["removed"] = recipe, config, removed
@@ -406,6 +451,9 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
         assert ("LitGPT's finetune scripts checkpoint only under FSDP" in notes) == (setup.grad_ckpt != (
             setup.gpus > 1))
         assert ("activation offloading: LitGPT 0.5.13 has none" in notes) == setup.offload_activations
+    elif stack == "swift":  # swift sft offloads activations only through an FSDP config's activation_cpu_offload
+        assert s["ckpt"] == setup.grad_ckpt
+        assert ("activation_cpu_offload" in notes) == setup.offload_activations
     else:
         assert (s["ckpt"], s["offload"]) == (setup.grad_ckpt, setup.offload_activations)
 
@@ -433,6 +481,10 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
     if stack in ("trl", "trainer", "unsloth"):
         assert s["dtype"] == f"torch.{precision.model_dtype}"
         assert s["flags"] == (precision.bf16_flag, precision.fp16_flag)
+    elif stack == "swift":  # torch_dtype is the weights' dtype, bf16/fp16 the autocast (model_args.py:130-142)
+        assert s["dtype"] == precision.model_dtype
+        assert s["flags"] == (precision.bf16_flag, precision.fp16_flag)
+        assert ("refuses to unscale fp16 gradients" in notes) == (setup.method == "full" and setup.precision == "fp16")
     elif stack == "plain":
         assert s["dtype"] == f"torch.{precision.model_dtype}"
         assert s["autocast"] == (f"torch.{precision.compute_dtype}", setup.autocast)
@@ -452,7 +504,7 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
         mixed_qlora = qlora and setup.precision == "mixed"
         assert s["precision"] == ("bf16-true" if mixed_qlora else LITGPT_PRECISION[setup.precision])
         assert ("LitGPT refuses the combination" in notes) == mixed_qlora
-    if stack in ("trl", "trainer", "plain", "axolotl", "llamafactory"):
+    if stack in ("trl", "trainer", "plain", "axolotl", "llamafactory", "swift"):
         assert s["attention"] == setup.attention
 
     # LoRA.
@@ -464,9 +516,11 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
         assert s["adapter_cast"] == (lora and setup.adapter_dtype == "bf16")
     if stack == "llamafactory":  # PEFT keeps LoRA adapters fp32 and no LLaMA-Factory key casts them
         assert ("keeps them fp32" in notes) == (lora and setup.adapter_dtype == "bf16")
+    if stack == "swift" and lora:  # lora_dtype bfloat16 stops PEFT's fp32 upcast (tuners/peft.py:147-160)
+        assert s["adapter_dtype"] == setup.adapter_dtype
 
     # QLoRA: 4-bit, double quantisation, compute dtype, preparation.
-    if stack in ("trl", "trainer", "plain", "axolotl", "litgpt", "llamafactory"):
+    if stack in ("trl", "trainer", "plain", "axolotl", "litgpt", "llamafactory", "swift"):
         assert (s["qlora"] is not None) == qlora
     if qlora:
         if stack in ("trl", "trainer", "plain"):
@@ -484,6 +538,9 @@ def check(stack: str, setup: TrainingSetup, text: str) -> None:
             assert s["qlora"]["double_quant"] == setup.nf4_double_quant
             assert s["prep"] == ("norms" if setup.qlora_prep == "norms" else "none")
             assert ("never calls prepare_model_for_kbit_training" in notes) == (setup.qlora_prep == "peft")
+        elif stack == "swift":
+            assert s["qlora"] == {"double_quant": setup.nf4_double_quant, "compute": precision.compute_dtype}
+            assert ("never calls prepare_model_for_kbit_training" in notes) == (setup.qlora_prep != "none")
         elif stack == "unsloth":
             assert ("Unsloth keeps embeddings and norms in 16-bit" in notes) == (setup.qlora_prep != "none")
             assert ("always double-quantises" in notes) == (not setup.nf4_double_quant)
@@ -577,6 +634,16 @@ def test_multi_gpu_sharding(stack):
         assert "deepspeed" not in yaml_doc(training_snippet(LLAMA, resolve_setup(stack)))
     elif stack == "litgpt":
         assert "--devices" in words(text) and "optimizer offload" in comments(text)
+    elif stack == "swift":  # no shipped config offloads the optimizer without the parameters: the JSON itself
+        s = extract(stack, text)
+        assert json.loads(s["deepspeed"])["zero_optimization"] == {"stage": 3, "offload_optimizer": {
+            "device": "cpu", "pin_memory": True}}
+        assert s["env"] == {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NPROC_PER_NODE": "8"}
+        assert extract(stack, training_snippet(LLAMA, resolve_setup(stack)))["env"] == {"CUDA_VISIBLE_DEVICES": "0"}
+        both = resolve_setup(stack, method="full", gpus=16, sharding="zero3", offload_optimizer=True,
+                             offload_params=True)
+        s = extract(stack, training_snippet(LLAMA, both))
+        assert s["deepspeed"] == "zero3_offload" and s["env"]["NNODES"] == "2" and s["env"]["NPROC_PER_NODE"] == "8"
     elif stack == "llamafactory":
         zero = yaml_doc(text)["deepspeed"]["zero_optimization"]
         assert zero == {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True}}
@@ -662,6 +729,25 @@ def test_litgpt_concretely():
     assert litgpt_options(words(training_snippet(LLAMA, resolve_setup("litgpt", method="full"))))[0] == "finetune_full"
 
 
+def test_swift_defaults_concretely():
+    """ms-swift's swift sft with its own defaults: rank 8 on every linear, checkpointing, fused AdamW, bf16 weights with
+    bf16 autocast; the dropout and accumulation ms-swift would pick (0.05, ceil(16 / batch)) written out as counted;
+    one visible GPU (more would split the model, device_map 'auto')."""
+    text = training_snippet(LLAMA, resolve_setup("swift", method="qlora", batch=2, seq_len=4096))
+    env, opts = swift_options(words(text))
+    assert env == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert {k: v for k, v in opts.items() if k not in ("dataset", "learning_rate", "output_dir")} == {
+        "model": [LLAMA_REPO], "torch_dtype": ["bfloat16"], "bf16": ["true"], "fp16": ["false"], "attn_impl": ["sdpa"],
+        "tuner_type": ["lora"], "lora_rank": ["8"], "lora_alpha": ["16"], "lora_dropout": ["0.0"],
+        "target_modules": ["all-linear"], "quant_method": ["bnb"], "quant_bits": ["4"], "bnb_4bit_quant_type": ["nf4"],
+        "bnb_4bit_use_double_quant": ["true"], "bnb_4bit_compute_dtype": ["bfloat16"],
+        "gradient_checkpointing": ["true"], "max_length": ["4096"], "per_device_train_batch_size": ["2"],
+        "gradient_accumulation_steps": ["1"], "optim": ["adamw_torch_fused"], "max_grad_norm": ["1.0"]}
+    assert "ceil(16 / (batch × GPUs))" in comments(text)
+    names = swift_options(words(training_snippet(LLAMA, resolve_setup("swift", lora_targets=("q_proj", "v_proj")))))
+    assert names[1]["target_modules"] == ["q_proj", "v_proj"]
+
+
 def test_partial_mlp_targets_are_noted_not_dropped():
     setup = resolve_setup("torchtune", lora_targets=("q_proj", "gate_proj"))
     text = training_snippet(LLAMA, setup)
@@ -679,7 +765,8 @@ def test_sgd_gets_the_momentum_buffer_the_estimate_counts(stack):
     momentum = {"trl": ("sgd", "momentum=0.9"), "trainer": ("sgd", "momentum=0.9"),
                 "unsloth": ("sgd", "momentum=0.9"), "axolotl": ("sgd", "momentum=0.9"),
                 "torchtune": ("torch.optim.SGD", {"momentum": "0.9"}), "litgpt": ("torch.optim.SGD", {"momentum": 0.9}),
-                "plain": ("torch.optim.SGD", {"momentum": 0.9}), "llamafactory": ("sgd", "momentum=0.9")}
+                "plain": ("torch.optim.SGD", {"momentum": 0.9}), "llamafactory": ("sgd", "momentum=0.9"),
+                "swift": ("sgd", "momentum=0.9")}
     assert s["optimizer"] == momentum[stack]
 
 
@@ -691,7 +778,7 @@ def test_stack_none_is_the_trainer_script_and_languages():
     assert "per_device_train_batch_size=4" in text and "max_length=4096" in text
     assert {stack: snippet_language(resolve_setup(stack)) for stack in STACKS} == {
         "trl": "python", "trainer": "python", "unsloth": "python", "axolotl": "yaml", "torchtune": "bash",
-        "litgpt": "bash", "plain": "python", "mlx": "yaml", "llamafactory": "yaml"}
+        "litgpt": "bash", "plain": "python", "mlx": "yaml", "llamafactory": "yaml", "swift": "bash"}
 
 
 @pytest.mark.parametrize("stack", list(TORCH_STACKS))

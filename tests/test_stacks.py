@@ -30,6 +30,9 @@ DEFAULTS = [
     ("plain", "full", (False, False, "standard", "hf", "adamw_foreach", "fp32", "none")),
     ("llamafactory", "lora", (True, False, "standard", "hf", "adamw", "fp32", "none")),
     ("llamafactory", "qlora", (True, False, "standard", "hf", "adamw", "fp32", "none")),
+    ("swift", "lora", (True, False, "standard", "hf", "adamw", "fp32", "none")),
+    ("swift", "qlora", (True, False, "standard", "hf", "adamw", "fp32", "none")),
+    ("swift", "full", (True, False, "standard", "hf", "adamw", "fp32", "none")),
 ]
 
 
@@ -80,6 +83,7 @@ def test_checkpointing_off_takes_the_stacks_offloading_with_it():
     ("trl", "fused", "TRL 1.16 raises"), ("torchtune", "fused", "no fused"), ("litgpt", "standard", "always"),
     ("plain", "chunked", "own loss"), ("trainer", "chunked", "no chunked loss"),
     ("llamafactory", "chunked", "Trainer's loss on the full logits"),
+    ("swift", "chunked", "model's own loss on the full logits of the labelled tokens"),
 ])
 def test_a_loss_the_stack_cannot_do_is_refused_with_the_reason(stack, loss, why):
     with pytest.raises(ValueError, match=why):
@@ -235,3 +239,54 @@ def test_cli_llamafactory_stack(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "LLaMA-Factory runs its own DPO step" in err and "\n" not in err
+
+
+def test_swift_defaults_are_its_releases():
+    """ms-swift 4.6.0's own defaults (options/stacks.py cites each): LoRA rank 8 on every linear, batch 1, checkpointing,
+    the model's own loss (Liger fused with use_liger_kernel), fused AdamW, NF4 with double quantisation quantised on
+    load, fp32 adapters, no kbit preparation; the dropout it would use (0.05) is not counted, and the snippet says so."""
+    from estimator.options.stacks import SWIFT_VERSION
+
+    s = resolve_setup("swift", method="qlora")
+    assert (s.lora_rank, s.seq_len, s.batch, s.grad_accum, s.lora_layers, s.quant_mode, s.nf4_double_quant) == (
+        8, 2048, 1, 1, 0, "nf4", True)
+    assert s.lora_targets == ("all-linear",) and s.max_grad_norm == 1.0 and not s.load_16bit_first
+    assert SWIFT_VERSION == "ms-swift 4.6.0 (transformers ≤ 5.19.0, PEFT ≤ 0.20.0, TRL < 1.0)"
+    stack = get_stack("swift")
+    assert stack.loss_impl("fused") == "liger" and stack.lora_dropout == 0.0 and stack.host_load == "direct"
+    assert (stack.framework, stack.model_code, stack.quantizer, stack.multi_gpu, stack.mixed_precision) == (
+        "torch", "hf", "bitsandbytes", True, True)
+    assert "tuner_args.py:135 lora_dropout=0.05" in stack.sources["lora_dropout"]
+    assert "ceil(16 / batch / world size)" in stack.sources["grad_accum"]
+    # the same step as the HF Trainer's with checkpointing and without kbit preparation: one model code, other defaults
+    trainer = resolve_setup("trainer", method="qlora", grad_ckpt=True, qlora_prep="none", lora_rank=8)
+    assert estimate(LLAMA, s).total_bytes == estimate(LLAMA, trainer).total_bytes
+    assert estimate(LLAMA, s).total_bytes < estimate(LLAMA, resolve_setup("trainer", method="qlora")).total_bytes
+
+
+@pytest.mark.parametrize("trainer", ["dpo", "orpo", "simpo", "kto", "grpo", "reward"])
+def test_swift_prices_sft_only_and_says_why(trainer):
+    """Its swift rlhf trainers subclass TRL < 1.0 on the full logits, not TRL 1.16's fused head: refused with the reason
+    in the check, the estimate and the CLI alike."""
+    from estimator.job.trainer import TrainerSetup, check
+
+    setup = resolve_setup("swift", method="lora", batch=2)
+    for call in (lambda: check(setup, TrainerSetup(trainer)), lambda: estimate(LLAMA, setup,
+                                                                              trainer=TrainerSetup(trainer))):
+        with pytest.raises(ValueError, match="ms-swift runs its own"):
+            call()
+    check(setup, TrainerSetup("sft"))
+    with pytest.raises(ValueError, match="target_regex"):
+        resolve_setup("swift", method="lora", lora_layers=4)
+
+
+def test_cli_swift_stack(capsys):
+    assert main(["--json", "--stack", "swift", "--method", "qlora"]) == 0
+    doc = json.loads(capsys.readouterr().out)["setup"]
+    assert (doc["stack"], doc["lora_rank"], doc["grad_ckpt"], doc["loss_impl"], doc["adapter_dtype"]) == (
+        "swift", 8, True, "hf", "fp32")
+    with pytest.raises(SystemExit) as exc:
+        main(["--stack", "swift", "--trainer", "grpo"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "ms-swift runs its own GRPO step" in err and "\n" not in err

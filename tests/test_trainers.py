@@ -200,7 +200,7 @@ PROPERTY_MODELS = ("qwen2.5-0.5b", "llama-3.2-1b", "gemma-2-2b", "phi-3-mini", "
 @SETTINGS
 @given(model=st.sampled_from(PROPERTY_MODELS), method=st.sampled_from(["full", "lora", "qlora"]),
        precision=st.sampled_from(["bf16", "mixed", "fp32"]), batch=st.integers(1, 16), seq_len=st.integers(16, 8192),
-       grad_ckpt=st.booleans(),  # mlx-lm and LLaMA-Factory are priced for SFT only
+       grad_ckpt=st.booleans(),  # mlx-lm, LLaMA-Factory and ms-swift are priced for SFT only
        stack=st.sampled_from([s for s in STACK_IDS if "dpo" in STACKS[s].trainers]),
        precompute=st.booleans(),
        layout=st.sampled_from([(1, "none"), (4, "none"), (8, "zero2"), (8, "zero3")]))

@@ -183,15 +183,30 @@ def test_package_the_stack_does_not_use_is_ignored_quietly():
 
 
 def test_stack_the_file_implies_but_we_do_not_model():
-    text = "ms_swift==3.4.0\ntransformers==5.2.0\npeft==0.17.1\ntorch==2.8.0\n"
+    text = "xtuner==0.2.0\ntransformers==5.2.0\npeft==0.17.1\ntorch==2.8.0\n"
     assert _error(resolve_versions, "trl", text, stack_given=False) == (
-        "the package list names ms-swift (ms-swift 3.4.0), a stack this estimate does not model, and not "
+        "the package list names XTuner (xtuner 0.2.0), a stack this estimate does not model, and not "
         "trl (TRL): choose the stack you run")
-    assert _error(resolve_versions, "trl", "xtuner==0.2.0\n", stack_given=False).startswith(
-        "the package list names XTuner (xtuner 0.2.0)")
+    assert _error(resolve_versions, "trl", "openrlhf==0.8.0\n", stack_given=False).startswith(
+        "the package list names OpenRLHF (openrlhf 0.8.0)")
     chosen = resolve_versions("trainer", text)  # the user chose the Trainer stack: recorded, not refused
-    assert chosen.unmodelled == ("ms-swift",) and chosen.as_json()["unmodelled_frameworks"] == ["ms-swift"]
+    assert chosen.unmodelled == ("XTuner",) and chosen.as_json()["unmodelled_frameworks"] == ["XTuner"]
     assert resolve_versions("trl", text + "trl==0.24.0\n", stack_given=False)["trl"] == Version("0.24.0")
+
+
+def test_ms_swift_is_a_modelled_stack_with_its_caps():
+    """ms-swift 4.6.0 is the swift stack's framework (no longer an unmodelled one); its requirements/framework.txt caps
+    transformers below 5.20, PEFT below 0.21 and TRL below 1.0, so those are its newest (and default) releases."""
+    text = "ms_swift==4.6.0\ntransformers==5.2.0\npeft==0.17.1\ntorch==2.8.0\n"
+    v = resolve_versions("swift", text, stack_given=False)
+    assert v.unmodelled == () and v["ms-swift"] == Version("4.6.0") and v["transformers"] == Version("5.2.0")
+    assert {k: str(x) for k, x in default_versions("swift").items()} == {
+        "ms-swift": "4.6.0", "transformers": "5.19.0", "peft": "0.20.0", "trl": "0.29.1", "bitsandbytes": "0.50.2",
+        "torch": "2.13.0"}
+    assert _error(resolve_versions, "swift", "ms-swift==3.4.0\n") == (
+        "ms-swift 3.4.0 (line 1) is outside the releases the ms-swift stack is modelled for: 4.6.0 to 4.6.0")
+    assert _error(resolve_versions, "swift", "transformers==5.24.0\n") == (
+        "transformers 5.24.0 (line 1) is outside the releases the ms-swift stack is modelled for: 4.46.0 to 5.19.0")
 
 
 def test_other_bad_inputs():

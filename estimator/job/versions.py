@@ -19,7 +19,7 @@ The rules, decided here once:
 - a version outside the stack's modelled range is an error that names the range; a stack package nobody gives is
   modelled at its default (the newest release) and listed as such in `Versions.sources`, except beside a framework
   release that ran with an older one (options.versions.COMPANIONS: Unsloth's 2024.12 line), which gets that.
-- a list that names a framework no stack models (LLaMA-Factory, ms-swift, …) without the chosen stack's own package is
+- a list that names a framework no stack models (XTuner, OpenRLHF, …) without the chosen stack's own package is
   an error when the stack was not chosen by the user (it would be a guess); otherwise the framework is only recorded
   in `Versions.unmodelled`.
 

@@ -125,6 +125,12 @@ HOST_LOADS: dict[str, str] = {
 LLAMAFACTORY_RELEASE = "0.9.5"
 LLAMAFACTORY_VERSION = f"llamafactory {LLAMAFACTORY_RELEASE} (transformers ≤ 5.6.0, PEFT 0.18.1, TRL ≤ 0.24.0)"
 _LF = f"llamafactory {LLAMAFACTORY_RELEASE} src/llamafactory/"
+# ms-swift: the release read (4.6.0, 14 October 2026: PyPI's sdist, whose swift/ tree the cited paths are in) and the
+# transformers, PEFT and TRL versions its requirements/framework.txt allows (transformers>=4.33,<5.20.0; peft>=0.11,<0.21;
+# trl>=0.15,<1.0).
+SWIFT_RELEASE = "4.6.0"
+SWIFT_VERSION = f"ms-swift {SWIFT_RELEASE} (transformers ≤ 5.19.0, PEFT ≤ 0.20.0, TRL < 1.0)"
+_SW = f"ms-swift {SWIFT_RELEASE} swift/"
 _HF_LOAD = ("transformers 5.24 modeling_utils.py:4557-4586 _load_pretrained_model: the safetensors shards are opened "
             "with safe_open(backend='mmap') and each tensor materialised on its device_map entry")
 
@@ -470,6 +476,87 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         },
         unavailable={"chunked": N_("LLaMA-Factory's SFT computes the Trainer's loss on the full logits (train/sft/"
                                    "trainer.py); choose 'standard' or 'fused' (enable_liger_kernel)")},
+    ),
+    Stack(
+        trainers=("sft",), backend_refusals={"cpu": PYTORCH_NO_CPU},
+        no_layer_selection=N_("ms-swift's target_modules names modules, which get adapters in every layer "
+                              "(swift/pipelines/train/tuner.py:92-112, 4.6.0); it picks layers only through a "
+                              "target_regex, which the estimate does not read"),
+        trainers_refusal=N_("ms-swift runs its own {trainer} step (swift rlhf), not TRL 1.16's: its DPO, KTO, ORPO, "
+                            "SimPO, CPO, reward, PPO, GRPO and GKD trainers subclass TRL < 1.0 (requirements/"
+                            "framework.txt) and build the full-vocabulary logits (swift/rlhf_trainers/dpo_trainer.py:"
+                            "117-137, rlhf_mixin.py:169), where TRL 1.16 scores through its fused chunked head; only "
+                            "swift sft is modelled for this stack"),
+        id="swift", label="ms-swift", version=SWIFT_VERSION,
+        summary=N_("ms-swift's swift sft: checkpointing on (reentrant unless plain DDP), the model's own loss on the "
+                "logits of the labelled tokens (every token in the worst batch; use_liger_kernel: fused), fused AdamW, "
+                "LoRA rank 8 on every linear but the head, fp32 adapters, the base in the checkpoint's dtype with "
+                "autocast to it (no fp32 master weights); QLoRA (quant_method bnb, quant_bits 4) quantises on load "
+                "with NF4 and double quantisation, no fp32 upcast. Unless set, gradient accumulation is ceil(16 / "
+                "(batch × GPUs)) and LoRA dropout 0.05: set them here (the estimate counts accumulation as given and "
+                "no dropout masks)."),
+        grad_ckpt=True, offload_activations=False, loss="standard",
+        loss_impls={"standard": "hf", "fused": "liger"}, optimizer="adamw",
+        adapter_dtype="fp32", qlora_adapter_dtype="fp32", qlora_prep="none", nf4_double_quant=True,
+        load_16bit_first=False, max_grad_norm=1.0,
+        batch=1, seq_len=2048, lora_rank=8, lora_dropout=0.0, host_load="direct",
+        sources={
+            "host_load": f"{_SW}model/register.py:635-637 device_map=None → model/utils.py:229-242 "
+                         "get_default_device_map: 'cuda:<local rank>' when every process has one GPU (None under "
+                         "ZeRO-3 or FSDP; 'auto', the model split over the GPUs, when a process sees several, "
+                         "utils/env.py:64-73 is_mp): " + _HF_LOAD,
+            "grad_ckpt": f"{_SW}trainers/arguments.py:135 gradient_checkpointing=True; trainers/mixin.py:970-980 "
+                         "gradient_checkpointing_enable on the base model; :940-955 use_reentrant=False under plain "
+                         "DDP, True otherwise (one GPU, DeepSpeed, FSDP): both keep each layer's input",
+            "offload_activations": f"{_SW}: no activation offloading in swift sft (trainers/arguments.py:264-273 "
+                                   "_init_callbacks: only FSDP's activation_cpu_offload, with an fsdp config)",
+            "loss": f"{_SW}trainers/seq2seq_trainer.py:126-158 compute_loss → template/base.py:879-881 "
+                    "model(**inputs): the model's ForCausalLMLoss (logits.float()); trainers/mixin.py:213-225 and "
+                    ":1271-1293 keep only the labelled tokens' logits (logits_to_keep), every token when every token "
+                    "is labelled (the worst batch the estimate prices); trainers/arguments.py:155 "
+                    "use_liger_kernel=False (true: Liger's fused linear cross-entropy)",
+            "optimizer": f"{_SW}trainers/arguments.py:170 optimizer=None → optimizers/base.py:51-53 the Trainer's "
+                         "create_optimizer: transformers 5.19 training_args.py:804-811 optim='adamw_torch_fused' "
+                         "(torch ≥ 2.8)",
+            "adapter_dtype": f"{_SW}arguments/tuner_args.py:137 lora_dtype=None → tuners/peft.py:147-160 PEFT's "
+                             "autocast_adapter_dtype=True: LoRA weights in fp32 (pipelines/train/tuner.py:404-407 "
+                             "also casts fp16 trainable weights to fp32)",
+            "qlora_adapter_dtype": f"{_SW}tuners/peft.py:147-160: fp32 adapters on a 4-bit base too",
+            "qlora_prep": f"{_SW}: no prepare_model_for_kbit_training anywhere in swift/; the embeddings, norms and head "
+                          "stay in the checkpoint's dtype (arguments/base_args/model_args.py:120-142)",
+            "nf4_double_quant": f"{_SW}arguments/base_args/quant_args.py:41-42 bnb_4bit_quant_type='nf4', "
+                                "bnb_4bit_use_double_quant=True (:61-68 BitsAndBytesConfig)",
+            "load_16bit_first": f"{_SW}model/register.py:635-639: quantization_config goes to from_pretrained with "
+                                "the device map: quantised while loading",
+            "max_grad_norm": "transformers 5.19 training_args.py:864-866 max_grad_norm=1.0 (ms-swift keeps it)",
+            "batch": f"{_SW}trainers/arguments.py:130 per_device_train_batch_size=1",
+            "grad_accum": f"{_SW}trainers/arguments.py:132 gradient_accumulation_steps=None → :289-291 "
+                          "max(1, ceil(16 / batch / world size)); the estimate takes the accumulation given (1 "
+                          "unless set) and its snippet writes it",
+            "seq_len": f"{_SW}arguments/base_args/template_args.py:130 max_length=None → base_args/base_args.py:"
+                       "227-228 the model's max_model_len; batches are padded to their longest example, so the "
+                       "stack's baseline is 2048 like the other PyTorch stacks'",
+            "lora_rank": f"{_SW}arguments/tuner_args.py:133 lora_rank=8; :126 target_modules=['all-linear'] → "
+                         "pipelines/train/tuner.py:92-107 find_all_linears (utils/transformers_utils.py:178-190: every "
+                         "Linear but lm_head; a multimodal model's tower and aligner only when freeze_vit / "
+                         "freeze_aligner are false, tuner_args.py:122-124)",
+            "lora_dropout": f"{_SW}arguments/tuner_args.py:135 lora_dropout=0.05 (a mask and a dropped copy of each "
+                            "adapter input, which the transformers runtime does not count): the snippet and export "
+                            "set 0.0, and an imported 0.05 is listed as not honoured",
+            "quant_mode": f"{_SW}arguments/base_args/quant_args.py:33-36 quant_method and quant_bits None (no "
+                          "quantisation unless quant_method bnb, quant_bits 4), :41 nf4",
+            "precision": f"{_SW}arguments/base_args/model_args.py:74 torch_dtype=None → model/model_meta.py:296 "
+                         "the checkpoint's dtype (config.json), :130-142 bf16 (or fp16) autocast from it: a bf16 "
+                         "checkpoint trains as 'bf16' (no fp32 master weights); torch_dtype float32 with bf16 is "
+                         "'mixed'",
+            "allocator_conf": f"{_SW}: swift sft sets no PYTORCH_CUDA_ALLOC_CONF (only rlhf_trainers/utils.py "
+                              "toggles expandable segments the user set)",
+            "model_code": f"{_SW}model/register.py: transformers' AutoModelForCausalLM through the model's loader "
+                          "(tuner_backend unsloth: Unsloth's FastLanguageModel, which the unsloth stack prices)",
+        },
+        unavailable={"chunked": N_("ms-swift's SFT computes the model's own loss on the full logits of the labelled "
+                                   "tokens (trainers/seq2seq_trainer.py); choose 'standard' or 'fused' "
+                                   "(use_liger_kernel)")},
     ),
     Stack(
         framework="mlx", trainers=("sft",), dora=True, full_trains_last_layers=True, quantizer="mlx", backend="metal",

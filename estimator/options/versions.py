@@ -80,6 +80,8 @@ PACKAGES: dict[str, PackageRange] = {r.package: r for r in (
     _r("mlx-lm", "0.20.0", "0.32.2", f"{_WINDOW}; newest: stacks.py"),
     _r("llamafactory", "0.9.5", "0.9.5", "the release the stack's sources were read at (stacks.py); older releases "
                                         "were not read"),
+    _r("ms-swift", "4.6.0", "4.6.0", "the release the stack's sources were read at (stacks.py); older releases were "
+                                  "not read"),
 )}
 
 # The stacks' packages. A stack whose newest framework release pins or caps a dependency below its global newest takes
@@ -94,6 +96,12 @@ _OVERRIDES: dict[str, dict[str, PackageRange]] = {
                                                             "transformers>=4.55.0,<=5.6.0"),
         "peft": _r("peft", "0.18.0", "0.18.1", "llamafactory 0.9.5 pyproject.toml: peft>=0.18.0,<=0.18.1"),
         "trl": _r("trl", "0.18.0", "0.24.0", "llamafactory 0.9.5 pyproject.toml: trl>=0.18.0,<=0.24.0"),
+    },
+    "swift": {
+        "transformers": _r("transformers", "4.46.0", "5.19.0", "ms-swift 4.6.0 requirements/framework.txt: "
+                                                            "transformers>=4.33,<5.20.0"),
+        "peft": _r("peft", "0.13.0", "0.20.0", "ms-swift 4.6.0 requirements/framework.txt: peft>=0.11,<0.21"),
+        "trl": _r("trl", "0.15.0", "0.29.1", "ms-swift 4.6.0 requirements/framework.txt: trl>=0.15,<1.0"),
     },
     "axolotl": {
         "transformers": _r("transformers", "4.46.0", "5.16.1", "axolotl 0.19.0 METADATA: transformers==5.16.1"),
@@ -111,6 +119,7 @@ _STACK_PACKAGE_NAMES: dict[str, tuple[str, ...]] = {
     "plain": ("torch", "transformers", "peft", "bitsandbytes"),
     "mlx": ("mlx", "mlx-lm"),
     "llamafactory": ("llamafactory", "transformers", "peft", "trl", "bitsandbytes", "torch"),
+    "swift": ("ms-swift", "transformers", "peft", "trl", "bitsandbytes", "torch"),
 }
 STACK_PACKAGES: dict[str, tuple[PackageRange, ...]] = {
     stack: tuple(_OVERRIDES.get(stack, {}).get(name, PACKAGES[name]) for name in names)
@@ -121,10 +130,10 @@ STACK_PACKAGES: dict[str, tuple[PackageRange, ...]] = {
 # that names one of those and not the chosen stack's own is a stack the estimate does not model.
 STACK_FRAMEWORK: dict[str, str] = {
     "trl": "trl", "trainer": "transformers", "unsloth": "unsloth", "axolotl": "axolotl", "torchtune": "torchtune",
-    "litgpt": "litgpt", "plain": "torch", "mlx": "mlx-lm", "llamafactory": "llamafactory",
+    "litgpt": "litgpt", "plain": "torch", "mlx": "mlx-lm", "llamafactory": "llamafactory", "swift": "ms-swift",
 }
 UNMODELLED_FRAMEWORKS: dict[str, str] = {
-    "ms-swift": "ms-swift", "xtuner": "XTuner", "openrlhf": "OpenRLHF",
+    "xtuner": "XTuner", "openrlhf": "OpenRLHF",
     "verl": "verl", "torchtitan": "torchtitan",
 }
 
@@ -165,7 +174,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "issue #1849 (open)",
        "Mixtral-8x7B QLoRA, batch 1 × 2,048: 45,097,156,608 expert params; TRL stack 103.5 GB → 36.5 GB on 4.57 "
        "(−64.7 %), Trainer stack (PEFT fp32 upcast) 329.2 GB → 172.1 GB (−47.7 %)",
-       (*_HF_UNSLOTH, "llamafactory")),
+       (*_HF_UNSLOTH, "llamafactory", "swift")),
     Fork("transformers_dtype_auto", "transformers", "5.0.0", "4.57.6",
        N_("transformers 5 loads a checkpoint in its own dtype when from_pretrained is given none (dtype='auto'); "
           "transformers 4 loaded it in fp32."),
@@ -187,7 +196,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Qwen2.5-0.5B LoRA on the HF Trainer, batch 8 × 1,024 (T·V = 1.24 × 10⁹): the loss forward holds 14·T·V "
        "(bf16 logits, fp32 upcast, its shifted copy, the log-softmax) instead of 10·T·V, above the backward's 12·T·V: "
        "+2·T·V = 2.49 GB on the 30.0 GB estimate (+8.3 %)",
-       ("trainer", "plain", "axolotl", "trl")),
+       ("trainer", "plain", "axolotl", "trl", "swift")),
     Fork("transformers_fused_adamw_default", "transformers", "4.54.0", "4.53.3",
        N_("transformers 4.54 made the Trainer's default optimizer torch's fused AdamW (with torch 2.8 or newer); "
           "before, it was the foreach AdamW, which allocates a parameter-sized temporary at each step."),
@@ -197,7 +206,7 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "commented out) → :1291 (4.54.0: 'adamw_torch_fused' if torch ≥ 2.8); transformers PR #37358",
        "Llama-3.2-1B full fine-tuning on the HF Trainer, batch 1 × 1,024: 12.0 GB (fused) → 13.5 GB (foreach) "
        "(+12.4 %)",
-       ("trainer", "trl"), requires=(("torch", "2.8.0"),)),
+       ("trainer", "trl", "swift"), requires=(("torch", "2.8.0"),)),
     Fork("transformers_model_level_rope", "transformers", "4.48.0", "4.47.1",
        N_("transformers 4.48 moved the rotary embedding from each attention layer to the model: Unsloth's 2024 "
           "releases kept a RoPE cache per layer on transformers 4.46–4.47."),

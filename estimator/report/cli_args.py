@@ -233,7 +233,7 @@ def read_setup(job: Merged, device: Device | None = None, installed: InstalledFl
     trainer = job_trainer(job)
     stack = job.stack or default_settings(None, device, trainer).stack  # the device's (the app reads the same)
     caps = get_stack(stack)
-    if trainer not in caps.trainers:  # the trainers the stack has (mlx-lm and LLaMA-Factory: SFT only)
+    if trainer not in caps.trainers:  # the trainers the stack has (mlx-lm, LLaMA-Factory, ms-swift: SFT only)
         raise ValueError(Text(caps.trainers_refusal, trainer=Text(TRAINERS[trainer].label)))
     versions = installed.versions(stack, job.stack is not None) if installed is not None else None
     return resolve_setup(stack, trainer=trainer, versions=versions,

@@ -1,6 +1,6 @@
-"""The CLI's training-config flags: `--from-config PATH` (an Axolotl, TRL, torchtune, LitGPT, mlx-lm or LLaMA-Factory
-file; the flags given beside it win), `--override KEY=VALUE` (torchtune's command-line overrides) and `--export-config PATH`
-(the stack's config file for the estimate; '-' prints it instead of the report).
+"""The CLI's training-config flags: `--from-config PATH` (an Axolotl, TRL, torchtune, LitGPT, mlx-lm, LLaMA-Factory or
+ms-swift file; the flags given beside it win), `--override KEY=VALUE` (torchtune's command-line overrides) and
+`--export-config PATH` (the stack's config file for the estimate; '-' prints it instead of the report).
 
 Flags given beside the config win: every setting's flag defaults to None, so a flag the user typed is told from one
 left out; `read_config` reads the config (and its model, where no model flag is given), and cli_args.read_job merges
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training configs (Axolotl 0.19.0, TRL 1.16.0 / transformers 5.24, torchtune 0.6.1, "
-                             "LitGPT 0.5.13, mlx-lm 0.32.2, LLaMA-Factory 0.9.5)")
+                             "LitGPT 0.5.13, mlx-lm 0.32.2, LLaMA-Factory 0.9.5, ms-swift 4.6.0)")
     g.add_argument("--from-config", metavar="PATH",
                    help="read the setup from a training config (YAML or JSON); flags given beside it win")
     g.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],

@@ -1,9 +1,9 @@
-"""Import a training config: an Axolotl, TRL (and transformers TrainingArguments), torchtune, LitGPT, mlx-lm or
-LLaMA-Factory file → the user's job as the estimate takes it: the model it names, the stack (which follows from the
+"""Import a training config: an Axolotl, TRL (and transformers TrainingArguments), torchtune, LitGPT, mlx-lm,
+LLaMA-Factory or ms-swift file → the user's job as the estimate takes it: the model it names, the stack (which follows from the
 format), the settings for `resolve_setup`, the trainer's settings, and three lists: what was read (key → value → our
 setting), what was ignored because it changes no memory, and what could not be honoured, with the reason.
 
-One module per format (axolotl.py, trl.py, torchtune.py, litgpt.py, mlx_lm.py, llamafactory.py), each mapped from
+One module per format (axolotl.py, trl.py, torchtune.py, litgpt.py, mlx_lm.py, llamafactory.py, swift.py), each mapped from
 that project's own config schema at the version the stack models; a new format is one more module in FORMATS. Reading is safe: at most 1 MB, PyYAML's safe loader or json, limits on depth and size (_read.py).
 
 Pure Python; no network: a model named by Hub id is returned as a reference (ModelRef) for the caller to read
@@ -23,7 +23,7 @@ from ..settings import BY_NAME
 from ..setup import MAX_SEQ_LEN
 from ..stack import resolve_setup
 from ..trainer import TrainerSetup
-from . import axolotl, litgpt, llamafactory, mlx_lm, torchtune, trl
+from . import axolotl, litgpt, llamafactory, mlx_lm, swift, torchtune, trl
 from ._fields import MISSING, Entry, ReadContext, Reader
 from ._models import ModelRef, fit_targets, ref_from_name
 from ._read import MAX_CONFIG_BYTES, ConfigError, decode, marker, parse_text, printable
@@ -37,10 +37,11 @@ if TYPE_CHECKING:
 __all__ = ["FORMATS", "MAX_CONFIG_BYTES", "ConfigError", "Entry", "ImportedConfig", "Merged", "ModelRef",
            "fit_targets", "import_config", "merge", "model_choice"]
 
-FORMATS: tuple[ModuleType, ...] = (axolotl, trl, torchtune, litgpt, mlx_lm, llamafactory)
+FORMATS: tuple[ModuleType, ...] = (axolotl, trl, torchtune, litgpt, mlx_lm, llamafactory, swift)
 FORMAT_IDS: tuple[str, ...] = tuple(f.ID for f in FORMATS)
 _MODEL_KEYS = {"axolotl": "base_model", "trl": "model_name_or_path", "torchtune": "model._component_",
-               "litgpt": "checkpoint_dir", "mlx_lm": "model", "llamafactory": "model_name_or_path"}
+               "litgpt": "checkpoint_dir", "mlx_lm": "model", "llamafactory": "model_name_or_path",
+               "swift": "model"}
 # Formats whose reader may take the model from the export's marker over the file's own key (torchtune's template
 # config, mlx-lm's converted folder).
 _MARKER_MODEL = ("torchtune", "mlx_lm")
@@ -158,7 +159,7 @@ def _detect(doc: dict[str, Any], mark: dict[str, str]) -> tuple[ModuleType, str]
     (best, i), (second, j) = scores[0], scores[1]
     if best < 2:
         raise ConfigError(Text(N_("not a training config of Axolotl, TRL (or transformers), torchtune, LitGPT, "
-                                  "mlx-lm or LLaMA-Factory: none of their keys is in it")))
+                                  "mlx-lm, LLaMA-Factory or ms-swift: none of their keys is in it")))
     if best == second:
         raise ConfigError(Text(N_("the keys fit both {a} and {b}; add the export's marker line (# will-it-fit: "
                                   "stack=…) to say which"), a=FORMATS[i].TOOL, b=FORMATS[j].TOOL))

@@ -11,6 +11,8 @@
   and conversion in the marker), and the file trains on the converted folder;
 - LLaMA-Factory: the YAML `llamafactory-cli train FILE` reads (its hparams dataclasses' keys and transformers'
   TrainingArguments'), SFT only (its DPO, KTO and reward steps are its own, which the estimate does not price);
+- ms-swift: the YAML `swift sft FILE` reads (SftArguments' keys, the GPUs in its ENV block), SFT only (its swift rlhf
+  trainers are its own);
 - HF Trainer, plain PyTorch loop, Unsloth: these have no config file of their own. Theirs is the same YAML under
   transformers TrainingArguments' and TRL ModelConfig's names, which a script reads with HfArgumentParser; the
   first line, a comment every tool ignores, names the stack, so importing it gives back the same stack.
@@ -31,6 +33,7 @@ from .hf import _export_hf
 from .litgpt import _export_litgpt
 from .llamafactory import _export_llamafactory
 from .mlx_lm import _export_mlx
+from .swift import _export_swift
 from .torchtune import _export_torchtune
 
 if TYPE_CHECKING:
@@ -41,7 +44,7 @@ __all__ = ["ExportedConfig", "export_config"]
 
 _WRITERS = {"axolotl": _export_axolotl, "mlx": _export_mlx, "torchtune": _export_torchtune, "litgpt": _export_litgpt,
             "trl": _export_hf, "trainer": _export_hf, "unsloth": _export_hf, "plain": _export_hf,
-            "llamafactory": _export_llamafactory}
+            "llamafactory": _export_llamafactory, "swift": _export_swift}
 
 
 def export_config(spec: ModelSpec, setup: TrainingSetup, trainer: TrainerSetup | None = None) -> ExportedConfig:

@@ -1,5 +1,5 @@
 """A copyable training script, config or command for the setup's training stack (TRL, the HF Trainer, Unsloth,
-Axolotl, torchtune, LitGPT, a plain PyTorch loop, mlx_lm lora or LLaMA-Factory) that runs what the estimate
+Axolotl, torchtune, LitGPT, a plain PyTorch loop, mlx_lm lora, LLaMA-Factory or ms-swift) that runs what the estimate
 describes: the same micro-batch, max length, checkpointing and offloading, dtypes, optimizer, loss, LoRA rank and
 targets, QLoRA settings and sharding. Every fact about an option is read from estimator.options (its stacks too); a
 setting the stack's tool cannot express is said in a comment, never dropped. Pure text generation: no imports beyond
@@ -16,6 +16,7 @@ from .litgpt import _litgpt
 from .llamafactory import _llamafactory
 from .mlx import _mlx
 from .plain import _plain
+from .swift import _swift
 from .torchtune import _torchtune
 from .trl import _trl
 from .unsloth import _unsloth
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 _WRITERS: dict[str, Callable[[ModelSpec, TrainingSetup, list[str]], list[str]]] = {
     "trl": _trl, "trainer": _trainer, "unsloth": _unsloth, "axolotl": _axolotl, "torchtune": _torchtune,
-    "litgpt": _litgpt, "plain": _plain, "mlx": _mlx, "llamafactory": _llamafactory,
+    "litgpt": _litgpt, "plain": _plain, "mlx": _mlx, "llamafactory": _llamafactory, "swift": _swift,
 }
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 PLACEHOLDER_MODEL_ID = "your-org/your-model"
 DEFAULT_SNIPPET_STACK = "trainer"  # a setup without a stack is the neutral HF Trainer + PEFT baseline
 LANGUAGES = {"axolotl": "yaml", "torchtune": "bash", "litgpt": "bash", "mlx": "yaml",
-             "llamafactory": "yaml"}  # others: "python"
+             "llamafactory": "yaml", "swift": "bash"}  # others: "python"
 
 
 # HF module names → the LoRA switches of torchtune (lora_attn_modules / apply_lora_to_*) and LitGPT (--lora_*).
