@@ -236,7 +236,7 @@ def test_a_loss_the_stack_cannot_do_names_the_stack_and_uses_its_loss(stack_id, 
     """?stack=torchtune&loss=fused and the like: a valid link value the stack cannot honour. A note naming the
     stack, and the page works on with the stack's own loss."""
     from estimator import estimate, get_device, verdict
-    from estimator.job.stack import resolve_setup, setup_summary
+    from estimator.job.stack import default_settings, resolve_setup, setup_summary
     from estimator.options.stacks import STACKS
 
     stack = STACKS[stack_id]
@@ -245,8 +245,10 @@ def test_a_loss_the_stack_cannot_do_names_the_stack_and_uses_its_loss(stack_id, 
     notes = notes_text(at)
     assert f"the {stack.label} stack cannot use the '{loss}' loss" in notes, notes
     assert "Using the stack's own settings for it." in notes
-    # the page's batch, length and rank, on its default device (an RTX 4090: CUDA)
-    setup = resolve_setup(stack_id, batch=1, seq_len=2048, lora_rank=16, backend="cuda")
+    # the stack's batch, length and rank (job.stack.default_settings, as the CLI), on the page's default device (an
+    # RTX 4090: CUDA)
+    run_ = default_settings(stack_id)
+    setup = resolve_setup(stack_id, batch=run_.batch, seq_len=run_.seq_len, lora_rank=run_.lora_rank, backend="cuda")
     assert _summary(at) == setup_summary(setup)
     est = estimate(load_preset("llama-3.1-8b"), setup)
     expected = verdict(est.total_bytes, get_device("rtx-4090"), est.high_bytes).headline

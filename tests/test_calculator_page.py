@@ -64,9 +64,9 @@ def mps(stack: str = "trl", **settings) -> TrainingSetup:
 
 
 def mac_mlx(**settings) -> TrainingSetup:
-    """What the sidebar resolves on a Mac with the stack left on auto: MLX-LM on Metal with the page's own batch
-    (1), rank (16) and length (2,048)."""
-    return resolve_setup("mlx", **{"batch": 1, "seq_len": 2048, "lora_rank": 16, "backend": "metal", **settings})
+    """What the sidebar resolves on a Mac with the stack left on auto: MLX-LM on Metal at mlx-lm's own batch (4),
+    rank (8) and length (2,048), as the CLI gives it (job.stack.default_settings)."""
+    return resolve_setup("mlx", **{"batch": 4, "seq_len": 2048, "lora_rank": 8, "backend": "metal", **settings})
 
 
 def run(params: dict[str, str] | None = None) -> AppTest:

@@ -181,3 +181,33 @@ def test_help_shows_defaults_and_examples(capsys):
     assert "(default: lora)" in flat and "(default: mlx for SFT on a unified-memory Apple device, trl otherwise)" in flat
     assert "(default: the stack's: 16, mlx 8)" in flat
     assert out.count("\n  python -m estimator ") == 4
+
+
+def test_why_this_number_in_the_json(capsys):
+    """Issue 29: the rule reconciled in steps that add up exactly, the assumptions, the closest measured runs, and on a
+    device the verdict's condition and the longest length per example that fits (the advice's own answer)."""
+    doc = run_json(capsys, "--size", "1.5", "--device", "laptop-36gb", "--advice")
+    why = doc["why"]
+    assert why["rule_bytes"] == 6_000_000_000 and why["total_bytes"] == doc["total_bytes"]
+    assert why["rule_bytes"] + sum(s["bytes"] for s in why["steps"]) == doc["total_bytes"]
+    assert {s["key"] for s in why["steps"]} >= {"activations", "attention", "loss"}
+    device = doc["device"]
+    assert device["condition"]["batch"] == 4 and device["condition"]["padded_to"] == "max_length"
+    assert device["longest_len_that_fits"] == doc["advice"]["max_seq_len"] < 2048
+    assert device["longest_len"]["status"] == "fits_up_to"
+    assert 3 <= len(doc["assumptions"]) <= 5 and len(doc["measured"]) == 3
+    assert all(a["delta_bytes"] for a in doc["assumptions"])
+    no_device = run_json(capsys, "--size", "7")
+    assert "device" not in no_device and no_device["why"]["steps"]
+    rule = run_json(capsys, "--size", "7", "--rule", "seed", "--device", "laptop-36gb")
+    assert rule["why"]["steps"] == [] and rule["why"]["rule_bytes"] == rule["total_bytes"] == 17_000_000_000
+
+
+def test_why_this_number_in_the_text(capsys):
+    assert main(["--size", "1.5", "--device", "laptop-36gb"]) == 0
+    out = capsys.readouterr().out
+    assert "  holds at: batch 4 × 2,048 tokens per example, every example padded to the max length" in out
+    assert "  longest that fits: fits up to 1,579 tokens per example at batch 4" in out
+    assert "  why not the rule of thumb:" in out and "= the rule + the steps" in out
+    assert "  assumptions that move it most" in out and "batch 4 · MLX-LM default → batch 2: −" in out
+    assert "  measured runs closest to this setup:" in out

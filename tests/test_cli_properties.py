@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from estimator import TrainerSetup, advise, get_device, load_preset, parse_targets
-from estimator.job.stack import resolve_setup
+from estimator.job.stack import default_settings, resolve_setup
 from estimator.options.backends import device_backend
 from estimator.options.devices import device_ids
 from estimator.options.losses import LOSS_IDS
@@ -157,7 +157,7 @@ def test_cli_advice_is_advise(job):
         return  # a refused combination (TRL's checks): one line, checked above
     got = json.loads(out)["advice"]
     tr = TrainerSetup(job["trainer"], num_generations=job.get("num_generations"), generation=job.get("generation"))
-    batch = job["batch"] if job["batch"] is not None else TRAINERS[job["trainer"]].default_batch
+    batch = job["batch"] if job["batch"] is not None else default_settings(job["stack"], trainer=job["trainer"]).batch
     setup = resolve_setup(job["stack"], method=job["method"], batch=batch, seq_len=job.get("seq_len") or 2048,
                           lora_rank=16, lora_targets=parse_targets("all-linear"), gpus=job["gpus"],
                           sharding=job["sharding"], backend=device_backend(get_device(job["device"])))

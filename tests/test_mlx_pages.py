@@ -40,8 +40,9 @@ def texts(at: AppTest) -> str:
 
 
 def sidebar_setup(**kw):
-    """What the sidebar resolves on the laptop with its default widgets (batch 1, rank 16, 2,048 tokens)."""
-    return resolve_setup("mlx", method="lora", precision="bf16", batch=1, seq_len=2048, lora_rank=16,
+    """What the sidebar resolves on the laptop with its default widgets: mlx-lm's run (batch 4, rank 8, 2,048
+    tokens), as the CLI gives it (job.stack.default_settings)."""
+    return resolve_setup("mlx", method="lora", precision="bf16", batch=4, seq_len=2048, lora_rank=8,
                          attention="sdpa", gpus=1, sharding="none", backend="metal", **kw)
 
 

@@ -180,7 +180,11 @@ def test_dpo_full_link_shows_the_reference_segment():
 
 
 def test_bad_trainer_links_fall_back_with_notes():
-    at = run({"trainer": "grpo", "gens": "abc", "completion_len": "300", "vllm_util": "7"})
+    # a GRPO link without a batch gets TRL's 8 (job.stack.default_settings, as the CLI): no note
+    at = run({"trainer": "grpo"})
+    assert at.sidebar.slider(key="batch").value == 8
+    assert not any("divisible by num_generations" in unescape(w.value) for w in at.warning)
+    at = run({"trainer": "grpo", "batch": "1", "gens": "abc", "completion_len": "300", "vllm_util": "7"})
     warnings = [unescape(w.value) for w in at.warning]
     assert any("'gens' was not valid; using the default (8)" in w for w in warnings)
     assert any("'completion_len' was not valid; using the default (512)" in w for w in warnings)
@@ -195,7 +199,8 @@ def test_bad_trainer_links_fall_back_with_notes():
 
 
 def test_kto_batch_one_and_rule_fall_back():
-    at = run({"trainer": "kto", "rule": "true"})
+    assert run({"trainer": "kto"}).sidebar.slider(key="batch").value == 2  # KTO's smallest batch: the run's default
+    at = run({"trainer": "kto", "batch": "1", "rule": "true"})
     warnings = [unescape(w.value) for w in at.warning]
     assert any("KTO needs a per-device batch of at least 2" in w for w in warnings)
     assert any("rule of thumb covers SFT only" in w for w in warnings)
@@ -301,7 +306,7 @@ def test_bad_trainer_link_on_another_page_notes_and_keeps_working():
     from estimator.advice.solvers import min_gpus, sharded
     from tests.test_pages import dataframe, open_page
 
-    at = open_page("pages/scale.py", trainer="kto", gens="4", vllm_util="0.5", model="qwen2.5-0.5b",
+    at = open_page("pages/scale.py", trainer="kto", batch="1", gens="4", vllm_util="0.5", model="qwen2.5-0.5b",
                    device="rtx-4090")
     warnings = [unescape(w.value) for w in at.warning]
     assert any("KTO needs a per-device batch of at least 2" in w for w in warnings)

@@ -290,7 +290,7 @@ def test_cli_text_names_the_trainer(capsys):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--trainer", "kto"], "KTO needs a per-device batch of at least 2"),
+    (["--trainer", "kto", "--batch", "1"], "KTO needs a per-device batch of at least 2"),
     (["--trainer", "grpo", "--batch", "4"], "divisible by num_generations (8)"),
     (["--trainer", "grpo", "--num-generations", "1", "--batch", "2"], "at least 2 completions"),
     (["--trainer", "dpo", "--num-generations", "4"], "num_generations is a GRPO option"),

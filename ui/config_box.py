@@ -20,6 +20,7 @@ from estimator.job.configs import MAX_CONFIG_BYTES, ConfigError, Merged, fit_tar
 from estimator.job.configs._read import printable
 from estimator.job.settings import BY_KEY, widget_value
 from estimator.job.setup import ALL_LINEAR
+from estimator.job.stack import default_settings
 from estimator.models.hub import HubError, fetch_model
 from estimator.options.quantization import QUANT_MODES
 from estimator.options.stacks import get_stack
@@ -27,7 +28,7 @@ from estimator.report.configs import export_config
 from ui.model_box import HUB_BOX, hub_token
 from ui.params import AUTO, SIDEBAR_PARAMS, TABLE, TRAINER_PARAMS, UPLOAD, device_for
 from ui.text import plain, warn_notes
-from ui.url_state import is_hub_choice
+from ui.url_state import RUN_DEFAULTS, is_hub_choice
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -119,8 +120,12 @@ def _set_setup(merged: Merged, imported: Any, spec: ModelSpec | None, notes: lis
     changes back."""
     ss, s = st.session_state, {**merged.setup, **merged.unused}
     ss["stack"] = merged.stack
-    # a rank the config leaves out is the stack's, as picking the stack by hand sets it (ui/inputs.py _stack_chosen)
-    s.setdefault("lora_rank", get_stack(merged.stack).lora_rank)
+    # a batch or rank the config leaves out is the run's default for its stack and trainer (job.stack.
+    # default_settings, as the CLI reads it and picking the stack by hand sets it: ui/inputs.py _stack_chosen)
+    run = default_settings(merged.stack, trainer=merged.trainer.get("trainer", TABLE["trainer"].default))
+    ss[RUN_DEFAULTS] = {"batch": run.batch, "rank": run.lora_rank}
+    s.setdefault("lora_rank", run.lora_rank)
+    s.setdefault("batch", run.batch)
     for key in SIDEBAR_PARAMS:
         if key not in BY_KEY or key in ("stack", *_IMAGE_KEYS, *_MLX_KEYS):
             continue

@@ -27,12 +27,12 @@ from estimator import (
 )
 from estimator.i18n import _, localised_error, set_language
 from estimator.job.settings import from_widgets, key_of
-from estimator.job.stack import resolve_setup, setup_summary
+from estimator.job.stack import default_settings, resolve_setup, setup_summary
 from estimator.job.tower import check_tower
 from estimator.memory.adapters import lora_targets
 from estimator.memory.price import check_model
 from estimator.options.backends import device_backend
-from estimator.options.stacks import DEFAULT_STACK, STACKS, UNIFIED_STACK, default_stack, get_stack
+from estimator.options.stacks import DEFAULT_STACK, STACKS, UNIFIED_STACK, get_stack
 from ui.config_box import draw_config_box
 from ui.lang import language_switch
 from ui.model_box import DEFAULT_MODEL, draw_model_section
@@ -48,7 +48,15 @@ from ui.trainer_inputs import draw_trainer_box
 from ui.url_state import DEFAULTS as DEFAULTS  # re-exported: tests read them here
 from ui.url_state import PAGE_PARAMS as PAGE_PARAMS
 from ui.url_state import PARAMS as PARAMS
-from ui.url_state import link_notes_due, read_link, remember_inputs
+from ui.url_state import (
+    RUN_DEFAULTS,
+    follow_run_defaults,
+    held,
+    held_run_defaults,
+    link_notes_due,
+    read_link,
+    remember_inputs,
+)
 from ui.values import Inputs, TrainerBox
 
 # Names other modules and tests read; each is the table's value (ui/params.py), not a second copy.
@@ -111,6 +119,7 @@ class _Drawn:
     length_slot: Any
     summary_slot: Any
     trainer_box: TrainerBox
+    run_defaults: dict[str, Any]  # the batch and rank defaults of this run (job.stack.default_settings)
 
 
 # ---- the full run: the settled part of the sidebar ----------------------------------------------------------
@@ -141,27 +150,30 @@ class _Training:
 
 
 def effective_stack(stack_choice: str, device: Device, trainer: str = "sft") -> str:
-    """The stack a choice means on this device: 'auto' is the estimator's default_stack (MLX-LM for SFT on a
-    unified-memory Apple device, TRL elsewhere and for the preference/RL trainers); a named stack is itself."""
-    if stack_choice in STACKS:
-        return stack_choice
-    return default_stack(device.kind == "unified", trainer)
+    """The stack a choice means on this device: 'auto' is the estimator's default (job.stack.default_settings, as
+    the CLI's: MLX-LM for SFT on a unified-memory Apple device, TRL elsewhere and for the preference/RL trainers); a
+    named stack is itself."""
+    return default_settings(stack_choice if stack_choice in STACKS else None, device, trainer).stack
 
 
 def _stack_chosen() -> None:
-    """When the user picks a stack, its own run size comes with it (mlx-lm: batch 4, rank 8): the batch and rank
-    controls move to the stack's defaults, which the user can then change."""
+    """When the user picks a stack, its own run size comes with it (mlx-lm: batch 4, rank 8; a GRPO run: batch 8):
+    the batch and rank controls move to the run's defaults (job.stack.default_settings), which the user can then
+    change."""
     choice = st.session_state.get("stack")
     if choice in STACKS:
-        stack = get_stack(choice)
-        st.session_state[key_of("batch")] = stack.batch
-        st.session_state[key_of("lora_rank")] = stack.lora_rank
+        trainer = held("trainer")
+        run = default_settings(choice, trainer=str(trainer) if trainer in TABLE["trainer"].choices else "sft")
+        st.session_state[key_of("batch")] = run.batch
+        st.session_state[key_of("lora_rank")] = run.lora_rank
+        st.session_state[RUN_DEFAULTS] = {key_of("batch"): run.batch, key_of("lora_rank"): run.lora_rank}
 
 
-def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Training:
+def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str], held_defaults: dict[str, Any]) -> _Training:
     """Method, stack, precision, a slot for batch and max length, images, checkpointing and the two expanders
     (optimizer, loss, attention, LoRA; GPUs and sharding). The controls' values, by their keys, become the settings
-    by their names through the settings table (estimator/job/settings.py)."""
+    by their names through the settings table (estimator/job/settings.py). `held_defaults`: the run's batch and
+    rank defaults (job.stack.default_settings)."""
     values: dict[str, Any] = {}
 
     def draw(key: str, container: Any = None, **overrides: Any) -> Any:
@@ -183,7 +195,7 @@ def _draw_training_section(sb: Any, named: ModelSpec, notes: list[str]) -> _Trai
     with sb.expander(_("Optimizer, loss, attention, LoRA")):
         for key in ("optimizer", "loss", "attn"):
             draw(key)
-        draw("rank", disabled=lora_off)
+        draw("rank", disabled=lora_off, default=held_defaults["rank"])
         targets_text = widget("targets", disabled=lora_off,
                               help=_("'all-linear' or names: {names}").format(names=", ".join(named.linear_names())))
         draw("lora_layers")
@@ -256,6 +268,10 @@ def _draw_settled() -> _Drawn:
     _leave_legacy_pages_mode()
     code = language_switch()  # lang=es|en (ui/lang.py): before any text this page draws
     link_notes = read_link()  # the link's notes; the last page's inputs after a page switch
+    # batch and rank default to the run the CLI would give for this stack, device and trainer (job.stack.
+    # default_settings); a value still at the last run's default follows a change of device, stack or trainer
+    run_defaults = held_run_defaults()
+    follow_run_defaults(run_defaults)
     notes: list[str] = []
     sb = st.sidebar
     sb.header(_("Your setup"))
@@ -264,7 +280,7 @@ def _draw_settled() -> _Drawn:
     choice, size_slot, spec = draw_model_section(sb, notes)  # spec stays None for 'by-size' (the live part's)
     # For the controls below (LoRA's names, a tower's): a by-size model is the generic decoder of the typed size.
     named = spec if spec is not None else generic_spec(typed_size())
-    training = _draw_training_section(sb, named, notes)
+    training = _draw_training_section(sb, named, notes, run_defaults)
     device, host_ram = _draw_device_section(sb)
     present = widget("present", sb)
     if present:
@@ -274,7 +290,8 @@ def _draw_settled() -> _Drawn:
     return _Drawn(language=code, link_notes=tuple(link_notes), notes=tuple(notes), choice=choice, spec=spec,
                   settings=training.settings, stack_id=training.stack_id, targets_text=training.targets_text,
                   device=device, host_ram=host_ram, rule_on=bool(rule_on), present=bool(present), size_slot=size_slot,
-                  length_slot=training.length_slot, summary_slot=summary_slot, trainer_box=trainer_box)
+                  length_slot=training.length_slot, summary_slot=summary_slot, trainer_box=trainer_box,
+                  run_defaults=run_defaults)
 
 
 # ---- the live part: the sliders' values, then the setup they complete ----------------------------------------
@@ -383,7 +400,7 @@ def _draw_sliders(drawn: _Drawn, setup: TrainingSetup, values: tuple[float, int,
     next page switch. Should a widget return other than the value read for it (a link value Streamlit reads
     differently), the page is drawn again once, from the widgets' values."""
     size = draw_size(drawn.size_slot, drawn.choice)
-    batch, max_len = draw_batch_and_length(drawn.length_slot)
+    batch, max_len = draw_batch_and_length(drawn.length_slot, int(drawn.run_defaults["batch"]))
     drawn.summary_slot.caption(plain(setup_summary(setup)))
     remember_inputs()
     if (float(size), batch, max_len) != (float(values[0]), values[1], values[2]) \

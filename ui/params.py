@@ -10,7 +10,7 @@ tests/test_params.py checks the table against the estimator, so neither can drif
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any
 
 import streamlit as st
@@ -319,11 +319,14 @@ def help_text(p: Param) -> str:
     return sentence or items
 
 
-def widget(key: str, container: Any = None, **overrides: Any) -> Any:
+def widget(key: str, container: Any = None, default: Any = None, **overrides: Any) -> Any:
     """Draw the widget of table row `key` in `container` (default: the main area), bound to the address, with
-    its label, default, limits and help from the table; `overrides` pass dynamic arguments (disabled,
-    on_change, help that depends on the model, options that include a Hub id…) through to Streamlit."""
+    its label, default, limits and help from the table; `default` replaces the table's default (batch and rank:
+    the run's, estimator.job.stack.default_settings); `overrides` pass dynamic arguments (disabled, on_change,
+    help that depends on the model, options that include a Hub id…) through to Streamlit."""
     p = TABLE[key]
+    if default is not None:
+        p = replace(p, default=default)
     box = container if container is not None else st
     common: dict[str, Any] = {"key": p.key, "bind": "query-params"}
     help_ = help_text(p)

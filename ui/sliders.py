@@ -68,10 +68,10 @@ def draw_size(slot: Any, choice: str) -> float:
     return widget("size", slot, disabled=choice != BY_SIZE)
 
 
-def draw_batch_and_length(slot: Any) -> tuple[int, int]:
-    """The batch slider, the max-length slider and its number box (off for GRPO: the Trainer box sets its
-    length); returns batch and max length."""
-    batch = widget("batch", slot)
+def draw_batch_and_length(slot: Any, default_batch: int | None = None) -> tuple[int, int]:
+    """The batch slider (its default the run's, estimator.job.stack.default_settings), the max-length slider and
+    its number box (off for GRPO: the Trainer box sets its length); returns batch and max length."""
+    batch = widget("batch", slot, default=default_batch)
     _sync_length_slider()
     generates = trainer_generates()  # GRPO: the length is prompt + completion, set in the Trainer box
     slot.select_slider(_("Max length (tokens)"), options=list(POW2_LENGTHS), key="max_len_pow2",

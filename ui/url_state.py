@@ -12,10 +12,12 @@ from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from estimator.i18n import _
+from estimator.job.stack import default_settings
 from estimator.models.hub import is_model_id, normalise_model_id
+from estimator.options.stacks import STACKS
 from ui.lang import PARAM as LANG_PARAM
 from ui.lang import language_note
-from ui.params import PAGE_ONLY_PARAMS, SIDEBAR_PARAMS, TABLE, TRAINER_PARAMS, url_value
+from ui.params import PAGE_ONLY_PARAMS, SIDEBAR_PARAMS, TABLE, TRAINER_PARAMS, device_for, url_value
 from ui.report import VIEWER_PARAMS, share_url
 
 # Every URL parameter the shared sidebar binds, in the README's order, and their defaults (the table's values).
@@ -133,18 +135,61 @@ def link_notes_due() -> bool:
     return first
 
 
+# The sidebar settings whose default is the run's (estimator.job.stack.default_settings: the stack's or the trainer's,
+# so that the app gives the CLI's run), not the table's fixed one: parameter → RunDefaults field. The values in use
+# are kept in Session State under RUN_DEFAULTS by ui.inputs (follow_run_defaults).
+RUN_DEFAULT_FIELDS: dict[str, str] = {"batch": "batch", "rank": "lora_rank"}
+RUN_DEFAULTS = "_run_defaults"
+
+
+def default_of(key: str) -> object:
+    """A parameter's default now: the run's for batch and rank (RUN_DEFAULT_FIELDS), else the table's."""
+    return st.session_state.get(RUN_DEFAULTS, {}).get(key, DEFAULTS.get(key, TRAINER_DEFAULTS.get(key)))
+
+
+def held(key: str) -> object:
+    """The value a sidebar widget holds, or is about to hold before it is drawn this run: Session State, or on a
+    link's first run the link's value when the widget would take it, else its default."""
+    from_url = st.query_params.get(key)
+    if key not in st.session_state and from_url is not None and is_valid(key, from_url):
+        return from_url
+    return st.session_state.get(key, default_of(key))
+
+
+def held_run_defaults() -> dict[str, object]:
+    """Batch and rank defaults of the run the sidebar describes before its widgets are drawn: the stack it picks (or
+    'auto': the device's), the device and the trainer, through estimator.job.stack.default_settings, the function
+    the CLI reads (MLX-LM on an Apple device: batch 4, rank 8; a GRPO run: batch 8)."""
+    choice = held("stack")
+    try:
+        device = device_for(str(held("device")), float(held("capacity")), str(held("kind")))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        device = device_for(str(DEFAULTS["device"]), float(DEFAULTS["capacity"]), str(DEFAULTS["kind"]))  # type: ignore[arg-type]
+    trainer = str(held("trainer"))
+    run = default_settings(choice if choice in STACKS else None, device, trainer if trainer in TABLE["trainer"].choices
+                           else str(TRAINER_DEFAULTS["trainer"]))
+    return {key: getattr(run, field) for key, field in RUN_DEFAULT_FIELDS.items()}
+
+
+def follow_run_defaults(new: dict[str, object]) -> None:
+    """Make `new` the run's defaults (before the widgets are drawn): a batch or rank still at the last run's default
+    follows the new one (the device, stack or trainer changed the run), one the user chose stays."""
+    ss = st.session_state
+    old = ss.get(RUN_DEFAULTS)
+    if old is not None:
+        for key, value in new.items():
+            if key in ss and ss[key] == old.get(key) and value != old.get(key):
+                ss[key] = value
+    ss[RUN_DEFAULTS] = dict(new)
+
+
 def typed_number(key: str) -> float:
     """The value a sidebar number input holds (or is about to hold): on a link's first run the bound input has
     not read the URL yet, so take it from there; an unreadable value counts as the default."""
-    from_url = st.query_params.get(key)
-    if key not in st.session_state and from_url is not None and is_valid(key, from_url):
-        current: object = from_url
-    else:
-        current = st.session_state.get(key, DEFAULTS[key])
     try:
-        return float(current)  # type: ignore[arg-type]
+        return float(held(key))  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return float(DEFAULTS[key])  # type: ignore[arg-type]
+        return float(default_of(key))  # type: ignore[arg-type]
 
 
 # ---- the inputs across a page switch ---------------------------------------------------------------------------
@@ -186,7 +231,8 @@ def _carry_over_after_page_switch() -> None:
     page = _current_page()
     if not last or last["page"] == page:
         return
-    defaults = {**DEFAULTS, **TRAINER_DEFAULTS}  # the trainer controls are in every page's sidebar too
+    # the trainer controls are in every page's sidebar too; batch and rank default to the last page's run
+    defaults = {**DEFAULTS, **TRAINER_DEFAULTS, **last.get("run_defaults", {})}
     for key, value in last["values"].items():
         if key not in st.query_params and value is not None and value != defaults.get(key):
             _restore(key, value, [url_value(value)])
@@ -211,7 +257,8 @@ def remember_inputs() -> None:
     values = {key: st.session_state.get(key) for key in PARAMS}
     for key in TRAINER_PARAMS:  # drawn after this (ui/trainer_inputs.py remembers them then): keep the last ones
         values[key] = st.session_state.get(key, last.get("values", {}).get(key))
-    st.session_state[_LAST_RUN] = {"page": page, "values": values, "pages": {**last["pages"], page: own}}
+    st.session_state[_LAST_RUN] = {"page": page, "values": values, "pages": {**last["pages"], page: own},
+                                   "run_defaults": dict(st.session_state.get(RUN_DEFAULTS, {}))}
 
 
 def remember_values(values: dict[str, object]) -> None:
@@ -229,7 +276,7 @@ def link_params() -> dict[str, list[str]]:
     params: dict[str, list[str]] = {}
     for key in PARAMS:
         value = st.session_state.get(key)
-        if value is None or value == DEFAULTS[key]:
+        if value is None or value == default_of(key):
             continue
         params[key] = [url_value(value)]
     for key in sorted(PAGE_PARAMS | {LANG_PARAM}):

@@ -11,8 +11,7 @@ from ..i18n import _
 from ..job.setup import MAX_BATCH, MAX_SEQ_LEN
 from .fastest import fastest_fit
 from .remedies import remedies, shard_remedy
-from .search import _default_estimate
-from .solvers import max_batch, max_seq_len, smallest_device
+from .solvers import max_batch, smallest_device
 from .timing import by_time, timed_remedies
 
 if TYPE_CHECKING:
@@ -54,25 +53,18 @@ def advise(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: Train
     order stays. `fastest` (the constraints) adds the fastest setup that fits (advice/fastest.py; the detailed
     estimate's, in rule mode too)."""
     from ..job.trainer import TrainerSetup as _TrainerSetup
-    from ..memory.price import needs_capacity
     from ..memory.rule import seed_estimate
+    from .condition import search_length, solver_fn
     from .remedies import all_remedies
-    from .search import solver_estimate_fn
-    from .solvers import max_completion_len
 
     tr = trainer or _TrainerSetup("sft")
     usable = device.usable_bytes
-    if tr.trainer == "sft":
-        fn: EstimateFn = _default_estimate
-        if needs_capacity(spec, setup):  # Unsloth decides by the card's memory: price every probe on this card
-            fn = solver_estimate_fn(tr, device.capacity_bytes)
-        found = remedies(spec, setup, fn)
-        longest = max_seq_len(spec, setup, usable, fn, limit=length_limit)
-    else:
-        fn = solver_estimate_fn(tr, device.capacity_bytes)
-        found = all_remedies(spec, setup, tr, device.capacity_bytes)
-        longest = (max_completion_len(spec, setup, tr, usable, device.capacity_bytes) if tr.option.generates
-                   else max_seq_len(spec, setup, usable, fn, limit=length_limit))
+    # Unsloth decides by the card's memory (every probe priced on this card); a trainer's step without TRL's
+    # batch-shape checks (condition.solver_fn)
+    fn: EstimateFn = solver_fn(spec, setup, device, tr)
+    found = remedies(spec, setup, fn) if tr.trainer == "sft" else all_remedies(spec, setup, tr, device.capacity_bytes)
+    # the longest max length (GRPO: max completion length): the search the verdict's way out uses too
+    longest = search_length(spec, setup, device, tr, length_limit, fn)
     # DPO, ORPO, SimPO, reward: each example is 2 sequences per forward, so the batch stops at half the limit.
     biggest = max_batch(spec, setup, usable, fn, limit=batch_limit // tr.option.sequences)
     if rule == "seed":  # the rule prices its own changes and its own smallest device

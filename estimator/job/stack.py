@@ -3,7 +3,7 @@ implementations the stack runs for a model, and the setup's JSON and one-line su
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 from ..i18n import N_, Text, _
@@ -18,7 +18,14 @@ from ..options.losses import LOSS_IMPLS, LOSSES
 from ..options.optimizers import OPTIMIZERS
 from ..options.precisions import QLORA_PREPS
 from ..options.quantization import QUANT_MODES
-from ..options.stacks import DEFAULT_STACK, NO_SDPA_FAMILIES, STACK_FIELDS, STACK_SIZE_FIELDS, get_stack
+from ..options.stacks import (
+    DEFAULT_STACK,
+    NO_SDPA_FAMILIES,
+    STACK_FIELDS,
+    STACK_SIZE_FIELDS,
+    default_stack,
+    get_stack,
+)
 from ..options.trainers import TRAINERS
 from .setup import TrainingSetup
 from .versions import older, resolve_versions
@@ -27,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
+    from ..options.devices import Device
     from ..options.stacks import Stack
     from .versions import Installed, Versions
 
@@ -57,10 +65,45 @@ def _stack_value(stack: Stack, name: str, method: str, versions: Versions | None
 
 def default_batch(stack: Stack, trainer: str = "sft") -> int:
     """The micro-batch a run gets when the user gives none: a preference/RL trainer's own default (GRPO: TRL's 8
-    completions), else the stack's (mlx-lm: 4; the PyTorch stacks: 1, the calculator's smallest run)."""
+    completions), never below the smallest it accepts (KTO: 2, kto_trainer.py), else the stack's (mlx-lm: 4; the
+    PyTorch stacks: 1, the calculator's smallest run)."""
     if trainer != "sft" and trainer in TRAINERS:
-        return TRAINERS[trainer].default_batch
+        return max(TRAINERS[trainer].default_batch, TRAINERS[trainer].min_batch)
     return stack.batch
+
+
+AUTO_STACK = "auto"  # "the stack this device and trainer get" (default_stack), as the CLI and the app's picker say it
+
+
+@dataclass(frozen=True)
+class RunDefaults:
+    """The run a user gets for what they leave open: the stack a device and trainer get, and that stack's (or the
+    trainer's) batch, length, rank, trained blocks and quantisation. The one source of these defaults: the CLI
+    (report/cli_args.py), resolve_setup and the app's sidebar (ui/inputs.py) all read default_settings."""
+
+    stack: str  # the stack's id
+    trainer: str
+    batch: int  # micro-batch per device
+    seq_len: int
+    lora_rank: int
+    lora_layers: int  # 0 = every block
+    quant_mode: str
+    batch_from: str  # "trainer" (a preference/RL trainer's own default) or "stack"
+
+
+def default_settings(stack: str | None = None, device: Device | None = None, trainer: str = "sft") -> RunDefaults:
+    """The defaults of a run on this device: `stack` None or "auto" is the device's default stack (MLX-LM for a
+    trainer it has on a unified-memory Apple device, TRL otherwise: options.stacks.default_stack); the batch is a
+    preference/RL trainer's own (GRPO: 8), else the stack's (mlx_lm lora: 4, mlx_lm/lora.py:60; the PyTorch stacks:
+    1); length, rank, trained blocks and quantisation are the stack's (Stack.seq_len … quant_mode, each cited there).
+    ValueError for an unknown stack."""
+    if stack is None or stack == AUTO_STACK:
+        stack = default_stack(device is not None and device.kind == "unified", trainer)
+    caps = get_stack(stack)
+    from_trainer = trainer != "sft" and trainer in TRAINERS
+    return RunDefaults(stack=caps.id, trainer=trainer, batch=default_batch(caps, trainer), seq_len=caps.seq_len,
+                       lora_rank=caps.lora_rank, lora_layers=caps.lora_layers, quant_mode=caps.quant_mode,
+                       batch_from="trainer" if from_trainer else "stack")
 
 
 def check_stack_setup(setup: TrainingSetup) -> None:
@@ -169,10 +212,11 @@ def resolve_setup(stack_id: str = DEFAULT_STACK, trainer: str = "sft", *, versio
         else:
             values[name] = _stack_value(stack, name, method, versions, trainer)
         from_stack.append(name)
+    run = default_settings(stack.id, trainer=trainer)  # the one source of the run's size (the app reads it too)
     for name in STACK_SIZE_FIELDS:
         if name in given:
             continue
-        values[name] = default_batch(stack, trainer) if name == "batch" else getattr(stack, name)
+        values[name] = getattr(run, name)
         from_stack.append(name)
     if "backend" not in given and stack.backend != DEFAULT_BACKEND:
         # the stack's own backend when no device names one (Stack.backend): MLX is "an array framework for machine
@@ -213,7 +257,14 @@ def with_method(setup: TrainingSetup, method: str) -> TrainingSetup:
             given.pop("lora_layers", None)
     if method != "full":  # torchtune's LoRA recipes have no optimizer_in_bwd (lora_finetune_single_device.py)
         given["optimizer_in_bwd"] = False
-    return resolve_setup(setup.stack, **{**given, "method": method})
+    # the batch does not depend on the method: a default one stays (a trainer's own, GRPO's 8, included), still
+    # marked as the default
+    kept = {"batch": setup.batch} if "batch" in setup.from_stack else {}
+    changed = resolve_setup(setup.stack, **{**given, **kept, "method": method})
+    if not kept:
+        return changed
+    order = STACK_FIELDS + STACK_SIZE_FIELDS
+    return replace(changed, from_stack=tuple(f for f in order if f in changed.from_stack or f in kept))
 
 
 def with_versions(setup: TrainingSetup, versions: Versions | None, trainer: str = "sft") -> TrainingSetup:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import exact as exact
 from ..advice.advise import advise
+from ..advice.explain import explain
 from ..advice.oom import diagnose_oom
 from ..job.stack import setup_json
 from ..job.trainer import TrainerSetup
@@ -43,13 +44,17 @@ from .cli_flags import build_parser
 from .document import _device_json, advice_json, cost_json, estimate_host, estimate_json, time_json
 from .text import (
     advice_lines,
+    assumption_lines,
     band_line,
+    condition_lines,
     exact_lines,
     heading_lines,
     host_lines,
+    measured_lines,
     note_lines,
     oom_lines,
     time_lines,
+    why_lines,
 )
 
 if TYPE_CHECKING:
@@ -57,6 +62,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..advice.advise import Advice
+    from ..advice.explain import Explanation
     from ..advice.oom import OomDiagnosis
     from ..job.setup import TrainingSetup
     from ..memory.host import HostVerdict
@@ -133,6 +139,7 @@ class _Run(NamedTuple):
     host: HostVerdict | None = None
     oom: OomDiagnosis | None = None
     time: cli_time.TimeAnswer | None = None  # the step time on the device (and the run, the cost) when there is one
+    explanation: Explanation | None = None  # why this number (advice.explain), for the text and the JSON
 
 
 def _spec(args: argparse.Namespace) -> tuple[ModelSpec | None, HubModel | None, str | None]:
@@ -182,7 +189,8 @@ def _compute(args: argparse.Namespace) -> _Run:
     oom = None
     if reading is not None:
         oom = diagnose_oom(reading, spec, setup, trainer, device=device)
-    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error, host, oom, timing)
+    explanation = explain(spec, est, device) if est is not None and spec is not None else None
+    return _Run(spec, hub, setup, trainer, device, est, exact_res, advice, fast_error, host, oom, timing, explanation)
 
 
 def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
@@ -203,7 +211,7 @@ def _print_exact_only(args: argparse.Namespace, run: _Run) -> None:
 
 def _document(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[str]) -> dict[str, Any]:
     """The JSON document: the estimate, the notes, and the exact trace, Hub record and advice when present."""
-    doc = estimate_json(est, run.device, run.host)
+    doc = estimate_json(est, run.device, run.host, run.explanation)
     doc["notes"] = notes
     if run.time is not None and run.time.step is not None:
         doc["time"] = time_json(run.time)
@@ -238,8 +246,13 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
         v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
         print(f"  {device.name}: {v.headline}")
         print(band_line(est, v))
+        if run.explanation is not None:
+            print("\n".join(condition_lines(run.explanation)))
     if run.time is not None and run.time.step is not None:
         print("\n".join(time_lines(run.time)))
+    if run.explanation is not None:
+        print("\n".join(why_lines(run.explanation) + assumption_lines(run.explanation)
+                        + measured_lines(run.explanation)))
     if run.host is not None:
         print("\n".join(host_lines(run.host, device)))
     for line in note_lines(notes):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..i18n import Text
 from ..job.configs import merge
 from ..job.settings import SETTINGS, from_flag
-from ..job.stack import resolve_setup
+from ..job.stack import default_settings, resolve_setup
 from ..job.trainer import TrainerSetup
 from ..job.versions import MAX_CHARS, parse_installed, resolve_versions
 from ..models.config import parse_config_text
@@ -30,7 +30,7 @@ from ..options.devices import (
     lookup_devices,
     nearest_device_ids,
 )
-from ..options.stacks import default_stack, get_stack
+from ..options.stacks import get_stack
 from ..options.trainers import TRAINERS
 
 if TYPE_CHECKING:
@@ -231,7 +231,7 @@ def read_setup(job: Merged, device: Device | None = None, installed: InstalledFl
     --stack or the config's, else MLX-LM for SFT on a unified-memory Apple device and TRL elsewhere. `installed`: the
     releases installed (read_installed), resolved against that stack."""
     trainer = job_trainer(job)
-    stack = job.stack or default_stack(device is not None and device.kind == "unified", trainer)
+    stack = job.stack or default_settings(None, device, trainer).stack  # the device's (the app reads the same)
     caps = get_stack(stack)
     if trainer not in caps.trainers:  # the trainers the stack has (mlx-lm, LLaMA-Factory, ms-swift: SFT only)
         raise ValueError(Text(caps.trainers_refusal, trainer=Text(TRAINERS[trainer].label)))

@@ -95,7 +95,7 @@ def _setup_flags(p: argparse.ArgumentParser) -> None:
     _setting(p, "optimizer", choices=OPTIMIZER_IDS, default=None, help="default: the stack's")
     _setting(p, "batch", type=int, default=None,
                    help="per-device batch (default: the stack's: 1, mlx 4; GRPO 8, TRL's per_device_train_batch_size, "
-                        "counted in completions)")
+                        "counted in completions; KTO 2, the least TRL accepts)")
     _setting(p, "seq_len", type=int, default=None, help="max length in tokens (default: the stack's, 2048; "
                                                              "GRPO: --prompt-len + --completion-len)")
     _setting(p, "image_tokens", type=int, default=None,

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..advice.advise import Advice
+    from ..advice.explain import Explanation
     from ..advice.fastest import FastestFit
     from ..advice.remedies import Remedy
     from ..job.setup import TrainingSetup
@@ -62,8 +63,27 @@ def estimate_host(est: Estimate, device: Device | None, ram_bytes: float | None,
     return host_verdict(host, device, ram_bytes, est.total_bytes, est.setup, opt)
 
 
-def estimate_json(est: Estimate, device: Device | None = None, host: HostVerdict | None = None) -> dict[str, Any]:
-    """The JSON document the CLI prints (also the app's JSON export)."""
+def explained_json(x: Explanation, est: Estimate) -> dict[str, Any]:
+    """Why this number (issue 29): the rule of thumb reconciled with the estimate (`why`: rule_bytes + Σ steps' bytes
+    == total_bytes), the assumptions that move it most (`assumptions`), the closest measured runs (`measured`), and
+    with a device the verdict's condition and the longest length per example that fits (the device object's
+    `condition`, `longest_len_that_fits` and `longest_len`)."""
+    doc: dict[str, Any] = {"why": x.why.as_json(), "assumptions": [a.as_json() for a in x.assumptions],
+                           "measured": [c.as_json() for c in x.measured]}
+    if x.longest is not None:
+        doc["device"] = {
+            "condition": {"batch": est.setup.batch, "seq_len": est.setup.seq_len, "padded_to": "max_length",
+                          "sentence": str(x.condition)},
+            "longest_len_that_fits": x.longest.tokens,
+            "longest_len": {**x.longest.as_json(), "sentence": str(x.longest.sentence())},
+        }
+    return doc
+
+
+def estimate_json(est: Estimate, device: Device | None = None, host: HostVerdict | None = None,
+                  explanation: Explanation | None = None) -> dict[str, Any]:
+    """The JSON document the CLI prints (also the app's JSON export); with an explanation (advice.explain.explain:
+    the CLI always gives one), why this number (explained_json)."""
     doc: dict[str, Any] = {
         "model": est.model.name, "family": est.model.family, "mode": est.mode,
         "setup": setup_json(est.setup),
@@ -92,6 +112,12 @@ def estimate_json(est: Estimate, device: Device | None = None, host: HostVerdict
         # band: Verdict.band's id ("fits", "close call", "borderline", "too big"), English whatever the language
         doc["device"] = {**_device_json(device), "fits": v.fits, "margin_bytes": int(round(v.margin_bytes)),
                          "band": v.band}
+    if explanation is not None:
+        explained = explained_json(explanation, est)
+        on_device = explained.pop("device", None)
+        if device is not None and on_device is not None:
+            doc["device"].update(on_device)
+        doc.update(explained)
     return doc
 
 

@@ -17,6 +17,7 @@ from ..units import fmt_both, fmt_gb
 
 if TYPE_CHECKING:
     from ..advice.advise import Advice
+    from ..advice.explain import Explanation
     from ..advice.fastest import Change, FastestFit
     from ..advice.oom import OomDiagnosis
     from ..advice.remedies import Remedy
@@ -277,4 +278,48 @@ def exact_lines(res: ExactResult, est: Estimate | None) -> list[str]:
     else:
         lines.append(f"  {'difference':<12} none: the fast estimate is missing for this model")
     lines.extend(f"  note: {n}" for n in res.notes)
+    return lines
+
+
+def _signed(n_bytes: float) -> str:
+    return f"{'+' if n_bytes >= 0 else '−'}{fmt_gb(abs(n_bytes))}"
+
+
+def condition_lines(x: Explanation) -> list[str]:
+    """What the verdict holds at (every example padded to the max length) and its way out: the longest length per
+    example that fits at this batch."""
+    lines = [f"  holds at: {x.condition}"]
+    if x.longest is not None:
+        lines.append(f"  longest that fits: {x.longest.sentence()}")
+    return lines
+
+
+def why_lines(x: Explanation) -> list[str]:
+    """Why not the rule of thumb: the rule's number, each step from it to the estimate, the estimate (they add up
+    exactly, in bytes)."""
+    why = x.why
+    if not why.steps:
+        return [f"  why not the rule of thumb: this is the rule of thumb ({fmt_gb(why.rule_bytes)}); it has no steps"]
+    lines = ["  why not the rule of thumb:", f"    {'rule':<15} {fmt_gb(why.rule_bytes):>9}  {why.rule_label}"]
+    lines += [f"    {s.key:<15} {_signed(s.bytes):>9}  {s.label}" for s in why.steps]
+    lines.append(f"    {'estimate':<15} {fmt_gb(why.total_bytes):>9}  = the rule + the steps")
+    return lines
+
+
+def assumption_lines(x: Explanation) -> list[str]:
+    """The assumptions that move the number most, each with its alternative and what that moves the total by."""
+    if not x.assumptions:
+        return []
+    lines = ["  assumptions that move it most (the change → what it moves the total by):"]
+    lines += [f"    {a.label} → {a.change_label}: {_signed(a.delta_bytes)}" for a in x.assumptions]
+    return lines
+
+
+def measured_lines(x: Explanation) -> list[str]:
+    """The measured runs closest to this setup: each run's figure and measure, the estimate for its own settings,
+    and its source."""
+    if not x.measured:
+        return []
+    lines = ["  measured runs closest to this setup:"]
+    lines += [f"    {c.sentence()} [{c.run.source}]" for c in x.measured]
     return lines
