@@ -130,3 +130,25 @@ def test_bad_rows_are_refused(raw):
     fit = dict(next(r for r in raw if r["measured_value"]))
     with pytest.raises(ValueError):
         replay({**fit, "measure": "a guess"})
+
+
+def test_long_sequence_full_fine_tuning_on_trl_before_1_7_is_a_release_not_modelled():
+    """Issue 28's long-sequence regime (about 2B, 16k tokens, full fine-tuning without checkpointing, 80 GB): the TRL
+    stack prices TRL 1.16's chunked head, where the whole likely range stays under an 80 GB card; TRL before 1.7.0 ran
+    SFT on full-vocabulary fp32 logits (loss_type 'nll', trl b58947c7e / PR #5846 made 'chunked_nll' the default),
+    12 x T x V bytes at the loss backward, which the same job on the full-logits loss prices above the card."""
+    from estimator import estimate, get_device, load_preset
+    from estimator.job.stack import resolve_setup
+    from validation.real_runs import unmodelled
+
+    spec = load_preset("qwen2.5-1.5b")
+    job = dict(method="full", precision="bf16", batch=1, seq_len=16384, grad_ckpt=False)
+    chunked = estimate(spec, resolve_setup("trl", **job))
+    full_logits = estimate(spec, resolve_setup("trl", loss="standard", **job))
+    card = get_device("h100-80gb").usable_bytes
+    assert chunked.high_bytes < card < full_logits.total_bytes  # fits at its high end; does not fit
+    # the loss alone: 12 x 16,384 x 151,936 bytes ~ 29.9 GB more at the loss backward
+    assert full_logits.total_bytes - chunked.total_bytes > 25e9
+    setup = resolve_setup("trl", **job)
+    assert any(r.startswith("trl 1.6.0") for r in unmodelled(parse_versions("trl==1.6.0"), spec, setup))
+    assert unmodelled(parse_versions("trl==1.16.0"), spec, setup) == []

@@ -72,6 +72,12 @@ NOT_MODELLED: tuple[Fork, ...] = (
          "MatMul4Bit kept its 16-bit input for backward (ctx.tensors = (A, B)) until bitsandbytes 0.43.2 (commit "
          "9e753741, PR #1270, 'fix QLoRA mem bug: delete useless buffered activation'): without checkpointing every "
          "4-bit linear's input stays alive to its backward; the estimate models the weight alone"),
+    # TRL's SFT loss: full-vocabulary logits through transformers' ForCausalLMLoss (12·T·V fp32 bytes at the loss
+    # backward) until the default became the chunked head; the TRL stack prices the chunked head of TRL 1.16.
+    Fork("trl", "<1.7", lambda spec, setup: setup.stack == "trl",
+         "SFTConfig's loss_type defaulted to 'nll' (full-vocabulary fp32 logits) until trl 1.7.0 made 'chunked_nll' "
+         "the default (commit b58947c7e, PR #5846, 'Default SFT loss to chunked_nll'); the TRL stack prices the "
+         "chunked head"),
     Fork("mlx", "<0.25", lambda spec, setup: setup.stack == "mlx",
          "before mlx 0.25 training ran attention through the fused kernel (mlx commit e5d35aa, PR #2054, 'no sdpa in "
          "grad', made it unfused in the graph); the estimate prices the unfused path of mlx 0.32.4"),
