@@ -152,3 +152,21 @@ def test_long_sequence_full_fine_tuning_on_trl_before_1_7_is_a_release_not_model
     setup = resolve_setup("trl", **job)
     assert any(r.startswith("trl 1.6.0") for r in unmodelled(parse_versions("trl==1.6.0"), spec, setup))
     assert unmodelled(parse_versions("trl==1.16.0"), spec, setup) == []
+
+
+def test_readme_figures_are_the_reports(report):
+    """validation/data/README.md's 'Real-run figures' quote the report: recomputed here so they cannot drift."""
+    from validation.real_runs import ROOT
+
+    text = (ROOT / "validation" / "data" / "README.md").read_text(encoding="utf-8").split("### Real-run figures")[1]
+    for key in ("modelled", "not_modelled"):
+        v = report[key]["verdicts"]
+        assert (f"false fits {v['false fit']}, false alarms {v['false alarm']}, right {v['right']} of {v['judged']} "
+                f"judged") in " ".join(text.split())
+    errors = report["modelled"]["errors"]
+    for group, label in (("max_allocated", "max_allocated"), ("reserved / nvidia-smi", "reserved / nvidia-smi"),
+                         ("unknown", "unknown\nmeasure")):
+        e = errors[group]
+        worst = f"{e['worst_pct']:.1f}".replace("-", "−")
+        line = f"{' '.join(label.split())} n={e['n']} median {e['median_abs_pct']:.1f} % worst {worst} %"
+        assert line in " ".join(text.split()), line
