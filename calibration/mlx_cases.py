@@ -237,3 +237,19 @@ PROBE_CASES = [
     *[_probe(f"phi3-h512-n{n}", {**_probe_cfg(512, 1408, n, 8), "model_type": "phi3", "max_position_embeddings": 4096,
                                  "original_max_position_embeddings": 4096}, seq=512) for n in (1, 4)],
 ]
+
+
+# Issue 28: without checkpointing at 512-1,024 tokens, where the B·H·L² probabilities dominate the loss backward: LoRA,
+# a 4-bit base and full fine-tuning on the three tiny families and at real widths. Written to their own file
+# (validation/data/mlx_fixtures_long.json, checked by tests/test_mlx_long.py against issue 28's MLX targets):
+#   .venv-mlx/bin/python -m calibration.mlx_trace --out validation/data/mlx_fixtures_long.json \
+#       $(.venv-mlx/bin/python -c "from calibration.mlx_cases import LONG_CASES; print(' '.join('--only ' + c['name'] for c in LONG_CASES))")
+LONG_CASES = [
+    *[_case(m, seq=1024) for m in ("llama_a", "qwen2_gqa", "gemma_mqa")],
+    *[_case(m, quant=Q4, seq=1024) for m in ("llama_a", "qwen2_gqa", "gemma_mqa")],
+    _case("llama_a", quant=Q4, seq=1024, batch=1),
+    *[_case(m, method="full", seq=1024) for m in ("llama_a", "qwen2_gqa", "gemma_mqa")],
+    _case("llama_a", method="full", seq=512),
+    _real("qwen25_05b", batch=1, seq=1024, method="full"), _real("qwen25_05b", batch=1, seq=1024),
+    _real("qwen3_06b", batch=1, seq=1024, method="full"), _real("qwen25_05b", batch=1, seq=1024, quant=Q4),
+]

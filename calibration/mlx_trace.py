@@ -47,9 +47,9 @@ REPO = os.path.dirname(HERE)
 
 
 def _cases():
-    from calibration.mlx_cases import CASES, PROBE_CASES, REAL_CASES
+    from calibration.mlx_cases import CASES, LONG_CASES, PROBE_CASES, REAL_CASES
 
-    return CASES + REAL_CASES + PROBE_CASES
+    return CASES + REAL_CASES + PROBE_CASES + LONG_CASES
 
 
 # --------------------------------------------------------------------------
