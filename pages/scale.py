@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from estimator import fmt_both, verdict
-from estimator.advice.solvers import best_layout, fewest_gpus, sharded, what_would_fit
+from estimator.advice.solvers import best_layout, what_would_fit
 from estimator.i18n import _, format_number, ngettext
 from estimator.job.stack import resolve_setup
 from estimator.options.methods import SHARDING_LABELS, SHARDINGS
@@ -109,11 +109,17 @@ def _verdict(lay: Layouts) -> None:
     if v.band == "fits":
         st.success(plain(_("Fits on {layout}").format(layout=line), limit=1000), icon=":material/check_circle:")
     else:  # the calculator's close call: the expected peak fits, the upper end of its likely range does not
-        safe = fewest_gpus(spec, sharded(setup, best.sharding, lay.offload), device.usable_bytes, max_gpus,
-                           per_node, lay.estimate_fn, likely_high=True)
-        then = (" " + _("With {gpus} the upper end fits too.").format(gpus=gpus_text(safe, device, per_node)) if safe
-                else " " + _("Even {n} GPUs leave the upper end above the usable memory: leave headroom "
-                             "(checkpointing, a shorter max length).").format(n=max_gpus))
+        # no sharding fits with its upper end on this many GPUs: the fewest that do, with any sharding
+        safe = best_layout(spec, setup, device, SHARDINGS, lay.offload, max_gpus, per_node, lay.estimate_fn,
+                           likely_high=True)
+        if safe is None:
+            then = " " + _("Even {n} GPUs leave the upper end above the usable memory: leave headroom "
+                           "(checkpointing, a shorter max length).").format(n=max_gpus)
+        elif safe.sharding == best.sharding:
+            then = " " + _("With {gpus} the upper end fits too.").format(gpus=gpus_text(safe.gpus, device, per_node))
+        else:
+            then = " " + _("With {gpus} and {sharding} the upper end fits too.").format(
+                gpus=gpus_text(safe.gpus, device, per_node), sharding=_(SHARDING_LABELS[safe.sharding]))
         st.warning(plain(_("Close call: fits on {layout}, but the upper end of the likely range ({high}) is "
                            "above it.").format(layout=line, high=fmt_both(est.high_bytes)) + then, limit=1000),
                    icon=":material/warning:")

@@ -246,6 +246,22 @@ def test_scale_out_llama70b_full_on_h100_under_zero3():
     assert zero3["x"] == [1, 2, 4, 8, 16, 32, 64]
 
 
+def test_scale_out_headline_names_a_layout_that_fits_on_the_fewest_gpus_before_asking_for_more():
+    """8B full fine-tuning on A100 40 GB: on two GPUs ZeRO-2 is a close call but ZeRO-3 fits with its whole likely
+    range, so the headline is ZeRO-3 on two, not 'close call with ZeRO-2 … with 3 × A100 the upper end fits'."""
+    a100, spec = get_device("a100-40gb"), load_preset("llama-3.1-8b")
+    zero2 = estimate(spec, trl(method="full", sharding="zero2", gpus=2))
+    zero3 = estimate(spec, trl(method="full", sharding="zero3", gpus=2))
+    assert verdict(zero2.total_bytes, a100, zero2.high_bytes).band == "close call"
+    assert verdict(zero3.total_bytes, a100, zero3.high_bytes).band == "fits"
+    at = open_page("pages/scale.py", method="full", device="a100-40gb")
+    assert not at.warning
+    headline = at.success[0].value.replace("\\", "")
+    assert headline.startswith(f"Fits on 2 × {a100.name} with {SHARDING_LABELS['zero3']}: "
+                               f"{fmt_both(zero3.total_bytes)} per GPU"), headline
+    assert "3 ×" not in headline
+
+
 def test_scale_out_offload_and_gpu_limit():
     at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true",
                    offload="true", maxgpus="16")
