@@ -277,6 +277,46 @@ def test_the_chart_splits_the_device_as_the_message_says():
     assert oom_segments(read("mlx-lm-236.txt")) == {}  # no total: no bar
 
 
+def test_a_partial_message_says_what_it_lacks_and_nothing_is_worked_out_from_it():
+    """Only "Tried to allocate 2.00 GiB": no total, no free memory, no split; the finding names what is missing
+    instead of an empty "Why it failed". With the total and the free memory but not PyTorch's split, the memory in
+    use is not blamed on other processes (it was 84 GB of "other processes" on an 80 GB card)."""
+    from ui.page_charts import oom_chart, oom_segments
+
+    bare = parse_oom("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert bare.missing == ("capacity_bytes", "free_bytes", "allocated_bytes", "reserved_unallocated_bytes")
+    d = diagnose_oom(bare, LLAMA, TRL, fallback=get_device("rtx-4090"))
+    assert [c.key for c in d.causes] == ["partial_message"] and d.short_by_bytes is None
+    text = d.causes[0].text
+    assert "Total capacity (as the runtime reports it); Free on the device; Allocated by PyTorch" in text
+    assert "nor by how much the device fell short" in text
+    assert oom_segments(bare) == {}
+    cut = parse_oom("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of "
+                    "which 1.20 GiB is free.")
+    parts = oom_segments(cut)
+    assert parts == {"in_use": GiB(79.19) - GiB(1.20), "free": GiB(1.20)}  # not "others": the split is unknown
+    assert {t.name for t in oom_chart(cut).data} == {"In use (the message does not say by what)", "Free", "Requested"}
+    d = diagnose_oom(cut)
+    assert [c.key for c in d.causes] == ["partial_message"] and d.short_by_bytes == GiB(2.00) - GiB(1.20)
+    assert "Allocated by PyTorch (live tensors); Reserved by PyTorch but unallocated." in d.causes[0].text
+    assert "fell short" not in d.causes[0].text  # the shortfall is known: request less free
+    no_free = parse_oom("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB")
+    assert oom_segments(no_free) == {"unknown": GiB(79.19)}  # not "all free"
+    # a cut message whose other figures still say something: they are kept, and the lack is named after them
+    assert causes("trl-5750.txt") == ["other_processes", "partial_message"]
+    mps = parse_oom("MPS backend out of memory (MPS allocated: 11.14 GB, other allocations: 6.65 GB, max allowed: "
+                    "18.13 GB). Tried to allocate 375.40 MB on private pool.")
+    assert oom_segments(mps)["free"] == GiB(18.13) - GiB(11.14) - GiB(6.65) and mps.complete
+
+
+def test_the_chart_keeps_its_row_labels_and_its_legend_above_the_plot():
+    from ui.page_charts import oom_chart_spec
+
+    layout = oom_chart_spec(read("trl-4237.txt"))["layout"]
+    assert layout["yaxis"]["automargin"] and layout["xaxis"]["automargin"]  # "Device at the failure" not cut to "e"
+    assert layout["legend"]["y"] >= 1 and layout["legend"]["yanchor"] == "bottom"  # not on the axis title below
+
+
 def test_the_figures_table_lists_what_the_message_gives():
     from ui.report import oom_frame
 

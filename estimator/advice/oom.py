@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..i18n import N_, Text
 from ..memory.overhead import CUDA_CONTEXT_HIGH
 from ..memory.verdict import verdict
+from ..oom_message import FIGURES
 from ..options.devices import CATALOG, CUSTOM_MAX_GB, CUSTOM_MIN_GB, custom_device
 from ..units import GB, GiB
 from .advise import advise
@@ -46,7 +47,7 @@ FULL_SHARE = 0.85  # the run itself is too big when its tensors and the request 
 
 CAUSES = ("request_exceeds_device", "fraction_limit", "other_processes", "fragmentation", "run_too_big",
           "mps_watermark", "mps_other_allocations", "metal_buffer_limit", "metal_resource_limit",
-          "metal_out_of_memory", "logits", "no_figures")
+          "metal_out_of_memory", "logits", "no_figures", "partial_message")
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,30 @@ def _mlx_causes(r: OomReading) -> tuple[list[Finding], list[Finding], float | No
     return causes, actions, short
 
 
+def _partial_finding(r: OomReading, found: bool) -> Finding:
+    """A message cut short: which of its template's figures it lacks, and what cannot be judged without them
+    (nothing is worked out from a figure the message does not give). found: other causes were read from the
+    figures it does give."""
+    labels = dict(FIGURES)
+    missing = [Text(labels[name]) for name in r.missing if name in labels]
+    listed = Text("; ".join(f"{{m{i}}}" for i in range(len(missing))), **{f"m{i}": m for i, m in enumerate(missing)})
+    if found:
+        unknown = Text(N_("What is said above rests on the figures it does give."))
+    elif r.kind in ("cuda", "cuda_legacy"):
+        short_unknown = r.requested_bytes is None or r.free_bytes is None
+        unknown = Text(N_("Without them it cannot be told whether the job itself, the allocator's fragmentation or "
+                          "another process made the run fail, nor by how much the device fell short.") if short_unknown
+                       else N_("Without them it cannot be told whether the job itself, the allocator's fragmentation "
+                               "or another process made the run fail."))
+        unknown = Text("{a} {b}", a=unknown, b=Text(N_("PyTorch prints every figure in one message: paste it whole, "
+                                                       "or judge by the job's estimate below.")))
+    else:
+        unknown = Text(N_("Without them it cannot be told how far the run was from fitting: paste the whole "
+                          "message, or judge by the job's estimate below."))
+    return Finding("partial_message", Text(N_("The message is cut short; it does not give: {missing}. {unknown}"),
+                                           missing=listed, unknown=unknown))
+
+
 def _logits_finding(r: OomReading, spec: ModelSpec, setup: TrainingSetup) -> Finding | None:
     """Is the failed request the logits (micro-batch × length × vocabulary, 16- or 32-bit)? PyTorch rounds a large
     request up to 2 MiB (kRoundLarge in c10/cuda/CUDACachingAllocator.cpp)."""
@@ -322,6 +347,8 @@ def diagnose_oom(reading: OomReading, spec: ModelSpec | None = None, setup: Trai
         causes.append(Finding("no_figures", Text(
             N_("The message carries no figures: the run's own estimate below is the way to see how far it is from "
                "fitting."))))
+    if reading.missing:
+        causes.append(_partial_finding(reading, found=bool(causes)))
     priced_on = device or _device_for(reading, matches, capacity) or fallback
     diag = OomDiagnosis(reading, capacity, inferred, matches, priced_on, short, tuple(causes), tuple(actions),
                         expandable, notes=tuple(notes))
