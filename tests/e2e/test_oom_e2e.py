@@ -51,7 +51,7 @@ def test_a_pasted_message_is_read_diagnosed_and_switches_the_device(page: Page, 
     wait_for_app_run(page)
     expect(page.get_by_text("(the sidebar's device)", exact=False)).to_be_visible()
     assert "device=t4" in page.url
-    expect(page.locator("[data-testid='stSidebar']").get_by_text("NVIDIA Tesla T4 (15,360 MiB)").first).to_be_visible()
+    expect(page.locator(".st-key-device_pick input")).to_have_value("NVIDIA Tesla T4 (15,360 MiB)")  # the picker
 
 
 def test_an_uploaded_log_and_a_bad_message(page: Page, app_url: str):
