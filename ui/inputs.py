@@ -252,9 +252,14 @@ def _draw_device_section(sb: Any) -> Device:
     # A selectbox bound to the address writes the label it shows there (streamlit 1.67 SelectboxSerde: the
     # format_func's text), so the bound `device` widget shows ids and stays hidden; the picker shows the names and
     # moves it (a link keeps `device=rtx-4090`, whatever the language).
-    device_choice = widget("device", sb)  # options: the catalog's ids and CUSTOM (ui/params.py)
+    # Its options start with the default: Streamlit then sees no default index (0) and does not log "created with
+    # a default value but also had its value set via the Session State API" when the find box, the picker or the
+    # Out-of-memory page's buttons set it (streamlit/elements/lib/policies.py check_session_state_rules; a default
+    # at index 0 is passed as None). The link's default is the same, so a default device still leaves the address.
+    row = TABLE["device"]
+    device_choice = widget("device", sb, options=[row.default, *(c for c in row.choices if c != row.default)])
     sb.html(_HIDE_LINK_DEVICE)
-    names, row = _device_names(), TABLE["device"]
+    names = _device_names()
     st.session_state[_DEVICE_PICK] = device_choice  # before the picker is drawn: it shows the link's device
     sb.selectbox(_(row.label), list(names), format_func=names.__getitem__, key=_DEVICE_PICK,
                  on_change=_picked_device, help=help_text(row))
