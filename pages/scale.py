@@ -56,6 +56,7 @@ def answer(inputs: Inputs) -> Layouts:
     show_notes(inputs)
     trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every GPU count priced for its step
     spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
+    offload = setup.offload_optimizer  # the sidebar's "Optimizer state in CPU RAM" (GPUs and sharding)
     st.title(_("Scale out"))
     if setup.stack == MLX_STACK:  # mlx-lm is priced on one device: the lines are a data-parallel PyTorch run's
         st.info(_("MLX-LM is priced on one device; the lines show the same job under TRL on GPUs."),
@@ -68,10 +69,12 @@ def answer(inputs: Inputs) -> Layouts:
                 icon=":material/info:")
     options = st.expander(_("Options"), expanded=False) if inputs.presentation else st.container()
     with options:
-        left, middle, right = st.columns(3)
-        offload = widget("offload", left)
-        max_gpus = widget("maxgpus", middle)
+        left, right = st.columns(2)
+        max_gpus = widget("maxgpus", left)
         per_node = widget("pernode", right)
+        st.caption(_("Optimizer state in CPU RAM: on, for the ZeRO/FSDP lines (the sidebar's setting, under GPUs and "
+                     "sharding).") if offload else
+                   _("Optimizer state in CPU RAM: off (the sidebar's setting, under GPUs and sharding)."))
     lay = Layouts(spec, setup, device, trainer, offload, max_gpus, int(per_node or 1),
                   page_estimate_fn(trainer, None, device.capacity_bytes))
     counts = [n for n in GPU_COUNTS if lay.per_node <= n <= max_gpus] or [max_gpus]

@@ -275,6 +275,40 @@ def test_scale_out_offload_and_gpu_limit():
     assert zero3["x"] == [1, 2, 4, 8, 16]
 
 
+def test_scale_out_follows_the_sidebars_optimizer_offload():
+    """One setting, one switch: the sidebar's "Optimizer state in CPU RAM" (opt_offload) prices the page's ZeRO/FSDP
+    lines and headline; the page has no switch of its own to override it."""
+    at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true",
+                   opt_offload="true")
+    assert "offload" not in [t.key for t in at.main.toggle]
+    spec, setup = load_preset("llama-3.1-70b"), trl(method="full", grad_ckpt=True, offload_optimizer=True)
+    expected = estimate(spec, replace(setup, sharding="zero3", gpus=8))
+    assert expected.components_bytes["optimizer"] == 0 and expected.cpu_offload_bytes > 0
+    zero3 = next(t for t in charts(at)["scale_chart"]["data"] if t["name"] == SHARDING_LABELS["zero3"])
+    assert zero3["y"][zero3["x"].index(8)] == pytest.approx(expected.total_bytes / GB)
+    assert any("Optimizer state in CPU RAM: on" in c.value for c in at.caption)
+    off = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true")
+    assert any("Optimizer state in CPU RAM: off" in c.value for c in off.caption)
+
+
+def test_an_old_scale_link_with_offload_sets_the_sidebars_switch():
+    """Links from before carry the page's own offload=true: it becomes the sidebar's opt_offload, unnoted (the
+    same meaning); when the link gives both and they disagree, the sidebar's is used and a note says so."""
+    at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true",
+                   offload="true")
+    assert at.sidebar.toggle(key="opt_offload").value is True
+    assert "offload" not in at.query_params and at.query_params["opt_offload"] == "true"
+    assert not [w.value for w in at.warning if "link" in w.value]
+    assert any("Optimizer state in CPU RAM: on" in c.value for c in at.caption)
+    both = AppTest.from_file(APP, default_timeout=30)
+    both.query_params["offload"], both.query_params["opt_offload"] = "true", "false"
+    both.run()
+    assert both.sidebar.toggle(key="opt_offload").value is False
+    notes = [w.value.replace("\\", "") for w in both.warning]
+    assert any("The link's 'offload=true' (Scale out's old switch) is the sidebar's 'opt_offload' now; the link "
+               "also gives 'opt_offload=false', which is used." in n for n in notes), notes
+
+
 def test_scale_out_what_would_fit_lines_flag_close_calls():
     """Nothing fits 8 × H100 without checkpointing; each way out is priced, and one that fits only as a close call
     (the expected peak fits, the upper end of the likely range does not) says so, as the calculator would."""
@@ -374,7 +408,7 @@ def test_every_page_renders_in_presentation_mode_without_warnings(page):
 
 PAGE_LINKS = {"pages/compare.py": {"methods": ["lora", "qlora"], "variants": "mixed"},
               "pages/fits.py": {"models": ["7B", "14B"], "methods": "lora"},
-              "pages/scale.py": {"offload": "true", "maxgpus": "16", "pernode": "8"}}
+              "pages/scale.py": {"maxgpus": "16", "pernode": "8"}}
 
 
 def test_page_params_are_the_ones_the_pages_bind():
