@@ -166,6 +166,25 @@ def test_fits_rule_mode_on_the_36gb_laptop_gives_the_seeds_six_verdicts():
     assert "<b>17.0 GB · fits</b>" in annotations and "<b>31.0 GB · too big</b>" in annotations
 
 
+def test_fits_writes_sizes_and_usable_memory_as_the_calculator_does():
+    """Spanish: '6,5B', not '6.5B' (sizes in the page's language, 1,5B among the bars too); the usable memory with the
+    calculator's one decimal (25.8 GB on an RTX 4090, not 26 GB)."""
+    import re
+
+    at = open_page("pages/fits.py", lang="es", device="laptop-36gb", models=["1.5B", "7B"])
+    lines = [m.value.replace("\\", "") for m in at.markdown if "hasta unos" in m.value]
+    assert any("LoRA: hasta unos 6,5B" in line for line in lines), lines
+    assert not [line for line in lines if re.search(r"\d\.\dB", line)], lines
+    assert "1,5B" in list(dataframe(at, "fits_table").iloc[:, 0])  # the Model column, named in Spanish
+    en = open_page("pages/fits.py", device="rtx-4090")
+    usable = get_device("rtx-4090").usable_bytes
+    caption = next(c.value.replace("\\", "") for c in en.caption if "GB usable of" in c.value)
+    assert f"{usable / GB:.1f} GB usable of {usable / GB:.1f} GB" == "25.8 GB usable of 25.8 GB"
+    assert "25.8 GB usable of 25.8 GB" in caption, caption
+    calc = open_page("pages/calculator.py", device="rtx-4090")
+    assert any("25.8 GB usable" in str(h.value) for h in calc.header)  # the calculator's verdict, same figure
+
+
 def test_fits_detailed_with_presets_agrees_with_the_estimator():
     at = open_page("pages/fits.py", device="rtx-4090", models=["7B", "qwen2.5-7b"], methods=["qlora"],
                    ckpt="true")

@@ -257,6 +257,23 @@ def test_a_toggle_takes_any_case_on_every_page():
     assert widgets(at)["opt_offload"].value is True
 
 
+def test_a_repeated_parameter_keeps_its_last_value_and_says_so():
+    """?batch=2&batch=3: Streamlit fell back to the default batch without a word (a slider reads two values as a
+    range); a repeated selectbox or number took its last one silently. Now the last value is used, with a note,
+    and the address keeps only it; a multiselect's repeated values are its choices, not a repetition."""
+    at = open_link("pages/calculator.py", {"batch": ["2", "3"], "method": ["full", "qlora"], "device": ["t4", "h200"]})
+    notes = "\n".join(w.value.replace("\\", "") for w in at.warning)
+    assert "The link gives 'batch' 2 times (2, 3); using the last, 3." in notes
+    assert "The link gives 'method' 2 times (full, qlora); using the last, qlora." in notes
+    assert "The link gives 'device' 2 times (t4, h200); using the last, h200." in notes
+    found = widgets(at)
+    assert (found["batch"].value, found["method"].value, found["device"].value) == (3, "qlora", "h200")
+    assert at.query_params["batch"] == "3"
+    fits = open_link("pages/fits.py", {"models": ["7B", "14B"]})
+    assert "times" not in "\n".join(w.value for w in fits.warning)
+    assert list(widgets(fits)["models"].value) == ["7B", "14B"]
+
+
 def test_notes_write_defaults_as_the_address_does():
     """Every 'using the default (…)' says the value as a link would carry it: false, 24, 0.3 (not False, 24.0)."""
     at = open_link("pages/calculator.py", {"precompute_ref": "maybe", "rule": "maybe", "capacity": "-1",

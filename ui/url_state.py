@@ -38,7 +38,7 @@ INT_NUMBER_PARAMS = tuple(k for k in SIDEBAR_PARAMS if TABLE[k].widget == "numbe
 # CPU RAM" switch (offload=), which overrode the sidebar's; the page now follows the sidebar's (opt_offload=).
 LEGACY_PARAMS: dict[str, str] = {"offload": "opt_offload"}
 _PENDING_NOTES = "_url_notes_before_rerun"
-_LEGACY_NOTES = "_legacy_link_notes"
+_LEGACY_NOTES = "_rewritten_link_notes"  # _rewrite_link's notes, for the run after its rerun
 _LINK_NOTES_SHOWN = "_link_notes_shown"  # the fragment has shown this full run's link notes
 _LAST_RUN = "_inputs_last_run"  # {"page": hash, "values": {param: value}, "pages": {hash: {param: [raw]}}}
 
@@ -117,18 +117,21 @@ def _drop_overflowing_params(notes: list[str]) -> None:
     st.rerun()
 
 
-def _map_legacy_params() -> None:
-    """On a link's first run, before any widget binds: an old link's parameter becomes the one that replaced it
-    (LEGACY_PARAMS), then the run starts again so the widgets read the new address. Where the link also gives the
-    new parameter and the two disagree, the new one is used and a note says so (kept for the next run)."""
+def _rewrite_link() -> None:
+    """On a link's first run, before any widget binds, the address made one the widgets read as it says, then the
+    run starts again so they read it (the notes are kept for that run):
+    - an old link's parameter becomes the one that replaced it (LEGACY_PARAMS); where the link also gives the new
+      one and the two disagree, the new one is used and a note says so;
+    - a parameter given more than once whose widget takes one value keeps its last, with a note (Streamlit 1.67
+      would read the last for some widgets and drop a repeated slider value for its default, silently)."""
     notes: list[str] = []
     changed = False
-    for old, new in LEGACY_PARAMS.items():
-        if old not in st.query_params:
-            continue
-        raw = st.query_params.get_all(old)[-1].strip()
-        value = raw.lower()
-        try:
+    try:
+        for old, new in LEGACY_PARAMS.items():
+            if old not in st.query_params:
+                continue
+            raw = st.query_params.get_all(old)[-1].strip()
+            value = raw.lower()
             del st.query_params[old]
             changed = True
             if new in st.query_params:
@@ -141,8 +144,15 @@ def _map_legacy_params() -> None:
                     key=old, default=TABLE[new].default_text))
             elif value != TABLE[new].default_text:
                 st.query_params[new] = value
-        except StreamlitAPIException:  # bound already (not a fresh link): nothing safe to do
-            return
+        for key in list(st.query_params.keys()):
+            values = st.query_params.get_all(key)
+            if key in TABLE and TABLE[key].widget != "multiselect" and len(values) > 1:
+                st.query_params[key] = values[-1]
+                changed = True
+                notes.append(_("The link gives '{key}' {n} times ({values}); using the last, {value}.").format(
+                    key=key, n=len(values), values=", ".join(values)[:60], value=values[-1][:20]))
+    except StreamlitAPIException:  # bound already (not a fresh link): nothing safe to do
+        return
     if changed:
         st.session_state[_LEGACY_NOTES] = notes
         st.rerun()
@@ -150,10 +160,11 @@ def _map_legacy_params() -> None:
 
 def read_link() -> list[str]:
     """A full run's first step (before any widget): the notes about the link's values, after mapping an old
-    link's parameters to today's and removing the values Streamlit would crash on (each reruns once; the first
+    link's parameters to today's, keeping one value of a repeated one, and removing the values Streamlit would
+    crash on (each reruns once; the first
     run's notes are kept), and the inputs the last page had, carried over after a page switch. The live part
     shows the notes once (link_notes_due)."""
-    _map_legacy_params()
+    _rewrite_link()
     legacy_notes = st.session_state.pop(_LEGACY_NOTES, [])
     link_notes = legacy_notes + url_notes()
     _drop_overflowing_params(link_notes)
