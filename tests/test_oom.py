@@ -191,6 +191,26 @@ def test_priced_on_the_messages_device_with_the_remedies():
     assert any(r.applicable for r in d.advice.remedies)
 
 
+def test_the_comparison_names_each_figure_of_the_estimate():
+    """Two figures of the estimate in one sentence ('19.20 GB … the estimate's 17.81 GB') each say what they are:
+    the total with the CUDA context and the allocator's slack, and the tensors at the peak that the message's own
+    figure is compared with."""
+    from estimator.memory.price import estimate
+    from estimator.units import fmt_both
+
+    d = diagnose_oom(read("trl-4237.txt"), LLAMA, resolve_setup("trl"))
+    est = estimate(LLAMA, resolve_setup("trl"), device_capacity=get_device("t4").capacity_bytes)
+    total, tensors = fmt_both(est.total_bytes, 2), fmt_both(est.tensor_bytes, 2)
+    assert total != tensors
+    text = d.comparison
+    assert f"{total} at the peak, counting the CUDA context and the allocator's slack; too big" in text
+    assert f"the estimate's {tensors} of tensors at its peak (without the context and the slack" in text
+    fits = diagnose_oom(read("axolotl-1717.txt"), LLAMA, resolve_setup("trl")).comparison  # fits by the estimate
+    assert "of tensors at its peak (without the context and the slack, as the message counts)" in fits
+    mac = diagnose_oom(read("pytorch-152351.txt"), LLAMA, resolve_setup("trl")).comparison
+    assert "counting the Metal context and the allocator's slack" in mac
+
+
 def test_a_custom_device_when_the_catalog_has_none():
     d = diagnose_oom(read("pytorch-55004.txt"), LLAMA, TRL)
     assert d.device.id == "custom" and d.device.capacity_bytes == int(round(GiB(2.00) / 1e9, 2) * 1e9)

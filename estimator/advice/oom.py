@@ -384,8 +384,12 @@ def _priced(diag: OomDiagnosis, spec: ModelSpec, setup: TrainingSetup, trainer: 
 def _comparison(diag: OomDiagnosis, est: Estimate, v: Verdict, device: Device) -> Text:
     """The estimate against what the message shows."""
     r = diag.reading
-    head = Text(N_("The estimate for this job on {device}: {total}, {band} ({usable} usable)."), device=device.title,
-                total=_gb(est.total_bytes), band=Text(v.band), usable=_gb(device.usable_bytes))
+    # Two figures of the estimate, each named: its total (what the verdict weighs against the usable memory, with
+    # the runtime's context and the allocator's slack) and its tensors at the peak (est.tensor_bytes: what PyTorch's
+    # allocator hands out, the figure a message's "allocated by PyTorch" plus the request is compared with).
+    head = Text(N_("The estimate for this job on {device}: {total} at the peak, counting the {runtime} context and "
+                   "the allocator's slack; {band} ({usable} usable)."), device=device.title,
+                total=_gb(est.total_bytes), runtime=device.runtime, band=Text(v.band), usable=_gb(device.usable_bytes))
     seen = None
     if r.allocated_bytes is not None and r.requested_bytes is not None and r.kind in ("cuda", "cuda_legacy", "mps"):
         seen = r.allocated_bytes + r.requested_bytes
@@ -400,15 +404,18 @@ def _comparison(diag: OomDiagnosis, est: Estimate, v: Verdict, device: Device) -
                        "plus the request), so what is named above made it fail, not the job's size."), seen=_gb(seen))
     elif v.fits:
         tail = Text(N_("The estimate says it fits, but by the message the run needed at least {seen} (tensors held "
-                       "plus the request), more than the estimate's {tensors}: the run that failed may differ from "
-                       "this setup (a longer sequence than the max length, a larger batch, an evaluation step), or "
+                       "plus the request), more than the estimate's {tensors} of tensors at its peak (without the "
+                       "context and the slack, as the message counts): the run that failed may differ from this "
+                       "setup (a longer sequence than the max length, a larger batch, an evaluation step), or "
                        "something else shares the device."), seen=_gb(seen), tensors=_gb(est.tensor_bytes))
     elif est.tensor_bytes >= 0.9 * seen:
         tail = Text(N_("The message agrees: the run needed at least {seen} when it failed, on the way to the "
-                       "estimate's peak of {tensors}; the job needs {short} more than the device has."),
+                       "estimate's {tensors} of tensors at its peak (without the context and the slack, as the "
+                       "message counts); the job needs {short} more than the device has."),
                     seen=_gb(seen), tensors=_gb(est.tensor_bytes), short=_gb(-v.margin_bytes))
     else:
-        tail = Text(N_("By the message the run needed at least {seen}, more than the estimate's peak of {tensors}: "
-                       "the run that failed holds more than this setup (check batch, max length and method against "
-                       "the sidebar)."), seen=_gb(seen), tensors=_gb(est.tensor_bytes))
+        tail = Text(N_("By the message the run needed at least {seen}, more than the estimate's {tensors} of tensors "
+                       "at its peak (without the context and the slack, as the message counts): the run that failed "
+                       "holds more than this setup (check batch, max length and method against the sidebar)."),
+                    seen=_gb(seen), tensors=_gb(est.tensor_bytes))
     return Text("{head} {tail}", head=head, tail=tail)
