@@ -173,6 +173,13 @@ class OomReading:
     @property
     def complete(self) -> bool:
         """Does the reading hold every figure its template carries? (A cut-off message gives fewer.)"""
+        return not self.missing
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """The fields of the figures its template carries that the reading lacks, in the template's order (a
+        cut-off message: "Tried to allocate 2.00 GiB" and nothing after it lacks the total, the free memory and
+        PyTorch's split)."""
         need = {
             "cuda": ("requested_bytes", "capacity_bytes", "free_bytes", "allocated_bytes",
                      "reserved_unallocated_bytes"),
@@ -182,7 +189,7 @@ class OomReading:
             "mlx_malloc": ("requested_bytes",),
             "mlx_resource_limit": ("resource_limit",),
         }.get(self.kind, ())
-        return all(getattr(self, name) is not None for name in need)
+        return tuple(name for name in need if getattr(self, name) is None)
 
     @property
     def others_bytes(self) -> int | None:

@@ -26,6 +26,7 @@ from ui.live_chart import live_plotly_chart
 from ui.model_box import hub_token
 from ui.once import arrow_table, remembered
 from ui.report import (
+    BREAKDOWN_WIDTHS,
     NEGLIGIBLE_BYTES,
     RuleGap,
     band_warning,
@@ -225,10 +226,10 @@ def _breakdown(est: Estimate, device: Device, host: HostVerdict | None = None) -
                        device, get_language())
     st.dataframe(
         table, hide_index=True, width="stretch", key="breakdown",
-        height=35 * (table.num_rows + 1) + 3,  # no scroll
+        height="content",  # every row, the Total included, without a scroll
         column_config={
-            "component": st.column_config.TextColumn(_("Component"), width="medium"),
-            "item": st.column_config.TextColumn(_("Item"), width="medium"),
+            "component": st.column_config.TextColumn(_("Component"), width=BREAKDOWN_WIDTHS["component"]),
+            "item": st.column_config.TextColumn(_("Item"), width=BREAKDOWN_WIDTHS["item"]),
             "share": st.column_config.ProgressColumn(_("Share"), format="percent", min_value=0.0, max_value=1.0),
         } | number_columns(numbers, {"bytes": _("Bytes"), "gb": "GB", "gib": "GiB"},
                            {"gb": _("Decimal: 1 GB = 10⁹ bytes"), "gib": _("Binary: 1 GiB = 2³⁰ bytes")}),

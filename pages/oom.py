@@ -174,6 +174,8 @@ def _why(diag: OomDiagnosis) -> None:
         st.markdown("\n".join(f"- {plain(_(a.text), limit=800)}" for a in diag.actions))
     if diag.expandable_segments:
         st.code("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", language="bash")
+    if diag.short_by_bytes is None and not diag.causes and not diag.actions:  # never an empty section
+        st.markdown(_("Nothing in the message says why: judge by the job's estimate below."))
 
 
 def _priced(diag: OomDiagnosis) -> None:

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from estimator import fmt_both, verdict
-from estimator.advice.solvers import best_layout, fewest_gpus, sharded, what_would_fit
+from estimator.advice.solvers import best_layout, what_would_fit
 from estimator.i18n import _, format_number, ngettext
 from estimator.job.stack import resolve_setup
 from estimator.options.methods import SHARDING_LABELS, SHARDINGS
@@ -56,6 +56,7 @@ def answer(inputs: Inputs) -> Layouts:
     show_notes(inputs)
     trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: every GPU count priced for its step
     spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
+    offload = setup.offload_optimizer  # the sidebar's "Optimizer state in CPU RAM" (GPUs and sharding)
     st.title(_("Scale out"))
     if not get_stack(setup.stack).multi_gpu:  # mlx-lm is priced on one device: the lines are a PyTorch run's
         st.info(_("MLX-LM is priced on one device; the lines show the same job under TRL on GPUs."),
@@ -68,10 +69,12 @@ def answer(inputs: Inputs) -> Layouts:
                 icon=":material/info:")
     options = st.expander(_("Options"), expanded=False) if inputs.presentation else st.container()
     with options:
-        left, middle, right = st.columns(3)
-        offload = widget("offload", left)
-        max_gpus = widget("maxgpus", middle)
+        left, right = st.columns(2)
+        max_gpus = widget("maxgpus", left)
         per_node = widget("pernode", right)
+        st.caption(_("Optimizer state in CPU RAM: on, for the ZeRO/FSDP lines (the sidebar's setting, under GPUs and "
+                     "sharding).") if offload else
+                   _("Optimizer state in CPU RAM: off (the sidebar's setting, under GPUs and sharding)."))
     lay = Layouts(spec, setup, device, trainer, offload, max_gpus, int(per_node or 1),
                   page_estimate_fn(trainer, None, device.capacity_bytes))
     counts = [n for n in GPU_COUNTS if lay.per_node <= n <= max_gpus] or [max_gpus]
@@ -109,11 +112,17 @@ def _verdict(lay: Layouts) -> None:
     if v.band == "fits":
         st.success(plain(_("Fits on {layout}").format(layout=line), limit=1000), icon=":material/check_circle:")
     else:  # the calculator's close call: the expected peak fits, the upper end of its likely range does not
-        safe = fewest_gpus(spec, sharded(setup, best.sharding, lay.offload), device.usable_bytes, max_gpus,
-                           per_node, lay.estimate_fn, likely_high=True)
-        then = (" " + _("With {gpus} the upper end fits too.").format(gpus=gpus_text(safe, device, per_node)) if safe
-                else " " + _("Even {n} GPUs leave the upper end above the usable memory: leave headroom "
-                             "(checkpointing, a shorter max length).").format(n=max_gpus))
+        # no sharding fits with its upper end on this many GPUs: the fewest that do, with any sharding
+        safe = best_layout(spec, setup, device, SHARDINGS, lay.offload, max_gpus, per_node, lay.estimate_fn,
+                           likely_high=True)
+        if safe is None:
+            then = " " + _("Even {n} GPUs leave the upper end above the usable memory: leave headroom "
+                           "(checkpointing, a shorter max length).").format(n=max_gpus)
+        elif safe.sharding == best.sharding:
+            then = " " + _("With {gpus} the upper end fits too.").format(gpus=gpus_text(safe.gpus, device, per_node))
+        else:
+            then = " " + _("With {gpus} and {sharding} the upper end fits too.").format(
+                gpus=gpus_text(safe.gpus, device, per_node), sharding=_(SHARDING_LABELS[safe.sharding]))
         st.warning(plain(_("Close call: fits on {layout}, but the upper end of the likely range ({high}) is "
                            "above it.").format(layout=line, high=fmt_both(est.high_bytes)) + then, limit=1000),
                    icon=":material/warning:")

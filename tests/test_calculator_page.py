@@ -156,12 +156,13 @@ def test_inputs_survive_a_rerun_because_the_page_draws_them(default_at):
     at = run({"device": "laptop-36gb"})
     before = {kind: len(getattr(at.sidebar, kind)) for kind in ("selectbox", "slider", "select_slider", "toggle",
                                                                "number_input", "text_input", "button_group")}
-    # model, stack, precision, optimizer, loss, attn, quant, sharding, device; toggles rule, dora, present;
+    # model, stack, precision, optimizer, loss, attn, quant, sharding, device (the link's, hidden) and device_pick
+    # (the names a visitor sees); toggles rule, dora, present;
     # segmented controls method, ckpt, kind; the trainer box adds a selectbox (trainer), two toggles
     # (precompute_ref, vllm_sleep) and a segmented control (gen) (ui/trainer_inputs.py); the language switch is
     # one more segmented control (ui/lang.py); the setup adds toggles offload_params, opt_offload, compile,
     # in_bwd and the segmented control dq (ui/params.py)
-    assert before["selectbox"] == 10 and before["toggle"] == 9 and before["button_group"] == 6
+    assert before["selectbox"] == 11 and before["toggle"] == 9 and before["button_group"] == 6
     at.sidebar.slider(key="batch").set_value(2).run()
     after = {kind: len(getattr(at.sidebar, kind)) for kind in before}
     assert after == before

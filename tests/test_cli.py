@@ -132,7 +132,7 @@ def test_text_prints_band_notes_and_advice(capsys):
                          "rtx-4090", "--advice")
     assert rc == 0
     assert "  band: too big" in out and "  what to change (" in out
-    assert ("    1. Switch to QLoRA (lora → qlora (4-bit base)): saves 14.3 GB (13.3 GiB) → 24.5 GB, fits · about as "
+    assert ("    1. Switch to QLoRA (lora → qlora (4-bit base)): saves 13.9 GB (13.0 GiB) → 24.9 GB, fits · about as "
             "fast\n") in out
     assert ("    4. Lower the max length (max length 4,096 → 2,048): saves 10.4 GB (9.7 GiB) → 28.3 GB, still too big · "
             "~4 % faster\n") in out

@@ -69,7 +69,7 @@ def test_a_powershell_freeze_in_utf16_reads(capsys, tmp_path):
 def test_text_output_names_the_releases(capsys):
     rc, out, _ = run_cli(capsys, "--model", "mixtral-8x7b", "--method", "qlora", "--installed", "transformers==4.57.6")
     assert rc == 0
-    assert "  total        32.3 GB" in out
+    assert "  total        34.5 GB" in out
     assert ("Before transformers 5.0.0" not in out) and ("From transformers 5.0.0 on, this estimate would be 103.5 GB."
                                                         in out)
 

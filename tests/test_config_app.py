@@ -128,11 +128,14 @@ def test_the_address_carries_the_imported_settings():
 
 def test_the_three_lists_are_plain_text():
     at = paste(start(), (DATA / "axolotl/llama-3/lora-1b.yml").read_text())
-    labels = [t.label for t in at.tabs]
+    lists = at.sidebar.button_group(key="config_list")  # Read / Ignored / Not honoured, one shown at a time
+    labels = [o.content for o in lists.proto.options]
     assert labels[0].startswith("Read (") and labels[1].startswith("Ignored (") and labels[2] == "Not honoured (1)"
-    texts = [t.value for t in at.text]
-    assert any("lora_dropout: 0.05 → LoRA dropout" in t for t in texts)
-    assert any("learning_rate: 0.0002 → a training hyper-parameter" in t for t in texts)
+    assert any("lora_r: 16 → LoRA rank = 16" in t.value for t in at.text)
+    lists.set_value("ignored").run()
+    assert any("learning_rate: 0.0002 → a training hyper-parameter" in t.value for t in at.text)
+    at.sidebar.button_group(key="config_list").set_value("not_honoured").run()
+    assert any("lora_dropout: 0.05 → LoRA dropout" in t.value for t in at.text)
 
 
 def test_a_bad_config_shows_its_message_and_the_page_keeps_its_settings():

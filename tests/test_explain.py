@@ -172,9 +172,8 @@ def test_the_mlx_fixtures_and_unsloths_lengths_replay_as_the_accuracy_report():
 
 @pytest.mark.skipif(not REAL_RUNS.is_file(), reason="the real-run file (issue 28 item 5) is not on this branch")
 def test_the_real_runs_replay_as_the_real_run_check():  # pragma: no cover - runs once the file is merged
-    from validation.real_runs import row_job
-
     from estimator.advice.measured import _csv, real_run_job
+    from validation.real_runs import row_job
 
     for row in _csv(REAL_RUNS):
         assert real_run_job(row) == row_job(row), row["id"]

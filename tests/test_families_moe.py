@@ -85,7 +85,7 @@ def test_qlora_leaves_fused_routed_experts_in_16_bit():
     nn.Linear weights, so QLoRA keeps the experts in bf16 (LitGPT's plugin, with per-expert nn.Linear, quantises them)."""
     from estimator import estimate, load_preset
     from estimator.job.stack import resolve_setup
-    from estimator.memory.precision import NF4_DQ_BYTES
+    from estimator.memory.precision import NF4_BYTES
 
     spec = load_preset("qwen3-30b-a3b")
     experts = spec.params_routed_experts
@@ -94,6 +94,6 @@ def test_qlora_leaves_fused_routed_experts_in_16_bit():
     four_bit = spec.params_quantizable - experts
     other = spec.params_total - four_bit
     frozen = next(i for i in trl.details if i.key == "weights.base").bytes
-    assert frozen == four_bit * NF4_DQ_BYTES + other * 2
+    assert frozen == four_bit * NF4_BYTES + other * 2  # TRL: no double quantisation (use_bnb_nested_quant=False)
     dense = load_preset("qwen2.5-7b")
     assert dense.params_routed_experts == 0

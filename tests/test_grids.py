@@ -309,6 +309,20 @@ def test_best_layout_is_the_fewest_gpus_then_the_simplest_sharding():
     assert best_layout(spec, SEVENTY_FULL, get_device("gpu-16gb"), SHARDINGS, max_gpus=8) is None
 
 
+def test_best_layout_prefers_a_sharding_whose_likely_range_fits_at_the_fewest_gpus():
+    """2 × A100 40 GB, 8B full: ZeRO-2 fits there only as a close call, ZeRO-3 with its upper end; the layout is
+    ZeRO-3 on two. With likely_high, the fewest GPUs at which any sharding's upper end fits."""
+    spec, a100 = load_preset("llama-3.1-8b"), get_device("a100-40gb")
+    setup = resolve_setup("trl", method="full")
+    layout = best_layout(spec, setup, a100, SHARDINGS)
+    assert (layout.gpus, layout.sharding) == (2, "zero3")
+    assert layout.estimate.high_bytes <= a100.usable_bytes
+    zero2 = estimate(spec, replace(sharded(setup, "zero2"), gpus=2))
+    assert zero2.total_bytes <= a100.usable_bytes < zero2.high_bytes  # the close call it used to name
+    safe = best_layout(spec, setup, a100, SHARDINGS, likely_high=True)
+    assert (safe.gpus, safe.sharding) == (2, "zero3")
+
+
 def test_fewest_gpus_bisects_to_the_linear_search_and_whole_nodes():
     """The bisection finds what a count-by-count search finds; with 8 GPUs a node, the next whole node."""
     spec, h100 = load_preset("llama-3.1-70b"), get_device("h100-80gb")

@@ -191,6 +191,26 @@ def test_priced_on_the_messages_device_with_the_remedies():
     assert any(r.applicable for r in d.advice.remedies)
 
 
+def test_the_comparison_names_each_figure_of_the_estimate():
+    """Two figures of the estimate in one sentence ('19.20 GB … the estimate's 17.81 GB') each say what they are:
+    the total with the CUDA context and the allocator's slack, and the tensors at the peak that the message's own
+    figure is compared with."""
+    from estimator.memory.price import estimate
+    from estimator.units import fmt_both
+
+    d = diagnose_oom(read("trl-4237.txt"), LLAMA, resolve_setup("trl"))
+    est = estimate(LLAMA, resolve_setup("trl"), device_capacity=get_device("t4").capacity_bytes)
+    total, tensors = fmt_both(est.total_bytes, 2), fmt_both(est.tensor_bytes, 2)
+    assert total != tensors
+    text = d.comparison
+    assert f"{total} at the peak, counting the CUDA context and the allocator's slack; too big" in text
+    assert f"the estimate's {tensors} of tensors at its peak (without the context and the slack" in text
+    fits = diagnose_oom(read("axolotl-1717.txt"), LLAMA, resolve_setup("trl")).comparison  # fits by the estimate
+    assert "of tensors at its peak (without the context and the slack, as the message counts)" in fits
+    mac = diagnose_oom(read("pytorch-152351.txt"), LLAMA, resolve_setup("trl")).comparison
+    assert "counting the Metal context and the allocator's slack" in mac
+
+
 def test_a_custom_device_when_the_catalog_has_none():
     d = diagnose_oom(read("pytorch-55004.txt"), LLAMA, TRL)
     assert d.device.id == "custom" and d.device.capacity_bytes == int(round(GiB(2.00) / 1e9, 2) * 1e9)
@@ -275,6 +295,46 @@ def test_the_chart_splits_the_device_as_the_message_says():
     mps = oom_segments(read("pytorch-152351.txt"))  # MPS: the limit split into tensors, other allocations, the rest
     assert mps["others"] == GiB(6.65) and sum(mps.values()) == GiB(18.13)
     assert oom_segments(read("mlx-lm-236.txt")) == {}  # no total: no bar
+
+
+def test_a_partial_message_says_what_it_lacks_and_nothing_is_worked_out_from_it():
+    """Only "Tried to allocate 2.00 GiB": no total, no free memory, no split; the finding names what is missing
+    instead of an empty "Why it failed". With the total and the free memory but not PyTorch's split, the memory in
+    use is not blamed on other processes (it was 84 GB of "other processes" on an 80 GB card)."""
+    from ui.page_charts import oom_chart, oom_segments
+
+    bare = parse_oom("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert bare.missing == ("capacity_bytes", "free_bytes", "allocated_bytes", "reserved_unallocated_bytes")
+    d = diagnose_oom(bare, LLAMA, TRL, fallback=get_device("rtx-4090"))
+    assert [c.key for c in d.causes] == ["partial_message"] and d.short_by_bytes is None
+    text = d.causes[0].text
+    assert "Total capacity (as the runtime reports it); Free on the device; Allocated by PyTorch" in text
+    assert "nor by how much the device fell short" in text
+    assert oom_segments(bare) == {}
+    cut = parse_oom("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of "
+                    "which 1.20 GiB is free.")
+    parts = oom_segments(cut)
+    assert parts == {"in_use": GiB(79.19) - GiB(1.20), "free": GiB(1.20)}  # not "others": the split is unknown
+    assert {t.name for t in oom_chart(cut).data} == {"In use (the message does not say by what)", "Free", "Requested"}
+    d = diagnose_oom(cut)
+    assert [c.key for c in d.causes] == ["partial_message"] and d.short_by_bytes == GiB(2.00) - GiB(1.20)
+    assert "Allocated by PyTorch (live tensors); Reserved by PyTorch but unallocated." in d.causes[0].text
+    assert "fell short" not in d.causes[0].text  # the shortfall is known: request less free
+    no_free = parse_oom("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB")
+    assert oom_segments(no_free) == {"unknown": GiB(79.19)}  # not "all free"
+    # a cut message whose other figures still say something: they are kept, and the lack is named after them
+    assert causes("trl-5750.txt") == ["other_processes", "partial_message"]
+    mps = parse_oom("MPS backend out of memory (MPS allocated: 11.14 GB, other allocations: 6.65 GB, max allowed: "
+                    "18.13 GB). Tried to allocate 375.40 MB on private pool.")
+    assert oom_segments(mps)["free"] == GiB(18.13) - GiB(11.14) - GiB(6.65) and mps.complete
+
+
+def test_the_chart_keeps_its_row_labels_and_its_legend_above_the_plot():
+    from ui.page_charts import oom_chart_spec
+
+    layout = oom_chart_spec(read("trl-4237.txt"))["layout"]
+    assert layout["yaxis"]["automargin"] and layout["xaxis"]["automargin"]  # "Device at the failure" not cut to "e"
+    assert layout["legend"]["y"] >= 1 and layout["legend"]["yanchor"] == "bottom"  # not on the axis title below
 
 
 def test_the_figures_table_lists_what_the_message_gives():

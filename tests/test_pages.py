@@ -166,6 +166,26 @@ def test_fits_rule_mode_on_the_36gb_laptop_gives_the_seeds_six_verdicts():
     assert "<b>17.0 GB · fits</b>" in annotations and "<b>31.0 GB · too big</b>" in annotations
 
 
+def test_fits_writes_sizes_and_usable_memory_as_the_calculator_does():
+    """Spanish: '6,5B', not '6.5B' (sizes in the page's language, 1,5B among the bars too); the usable memory with the
+    calculator's one decimal (25.8 GB on an RTX 4090, not 26 GB)."""
+    import re
+
+    at = open_page("pages/fits.py", lang="es", device="laptop-36gb", models=["1.5B", "7B"])
+    lines = [m.value.replace("\\", "") for m in at.markdown if "hasta unos" in m.value]
+    # (mlx-lm's own batch of 4 on the Mac: LoRA up to about 0,38B)
+    assert any(re.search(r"LoRA: hasta unos \d+,\d+B", line) for line in lines), lines
+    assert not [line for line in lines if re.search(r"\d\.\d+B", line)], lines
+    assert "1,5B" in list(dataframe(at, "fits_table").iloc[:, 0])  # the Model column, named in Spanish
+    en = open_page("pages/fits.py", device="rtx-4090")
+    usable = get_device("rtx-4090").usable_bytes
+    caption = next(c.value.replace("\\", "") for c in en.caption if "GB usable of" in c.value)
+    assert f"{usable / GB:.1f} GB usable of {usable / GB:.1f} GB" == "25.8 GB usable of 25.8 GB"
+    assert "25.8 GB usable of 25.8 GB" in caption, caption
+    calc = open_page("pages/calculator.py", device="rtx-4090")
+    assert any("25.8 GB usable" in str(h.value) for h in calc.header)  # the calculator's verdict, same figure
+
+
 def test_fits_detailed_with_presets_agrees_with_the_estimator():
     at = open_page("pages/fits.py", device="rtx-4090", models=["7B", "qwen2.5-7b"], methods=["qlora"],
                    ckpt="true")
@@ -246,6 +266,22 @@ def test_scale_out_llama70b_full_on_h100_under_zero3():
     assert zero3["x"] == [1, 2, 4, 8, 16, 32, 64]
 
 
+def test_scale_out_headline_names_a_layout_that_fits_on_the_fewest_gpus_before_asking_for_more():
+    """8B full fine-tuning on A100 40 GB: on two GPUs ZeRO-2 is a close call but ZeRO-3 fits with its whole likely
+    range, so the headline is ZeRO-3 on two, not 'close call with ZeRO-2 … with 3 × A100 the upper end fits'."""
+    a100, spec = get_device("a100-40gb"), load_preset("llama-3.1-8b")
+    zero2 = estimate(spec, trl(method="full", sharding="zero2", gpus=2))
+    zero3 = estimate(spec, trl(method="full", sharding="zero3", gpus=2))
+    assert verdict(zero2.total_bytes, a100, zero2.high_bytes).band == "close call"
+    assert verdict(zero3.total_bytes, a100, zero3.high_bytes).band == "fits"
+    at = open_page("pages/scale.py", method="full", device="a100-40gb")
+    assert not at.warning
+    headline = at.success[0].value.replace("\\", "")
+    assert headline.startswith(f"Fits on 2 × {a100.name} with {SHARDING_LABELS['zero3']}: "
+                               f"{fmt_both(zero3.total_bytes)} per GPU"), headline
+    assert "3 ×" not in headline
+
+
 def test_scale_out_offload_and_gpu_limit():
     at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true",
                    offload="true", maxgpus="16")
@@ -257,6 +293,40 @@ def test_scale_out_offload_and_gpu_limit():
     assert table.loc[H100, "ZeRO-2"] == (f"{expected}" + (" (close call)" if close else "") if expected else "> 16")
     zero3 = next(t for t in charts(at)["scale_chart"]["data"] if t["name"] == SHARDING_LABELS["zero3"])
     assert zero3["x"] == [1, 2, 4, 8, 16]
+
+
+def test_scale_out_follows_the_sidebars_optimizer_offload():
+    """One setting, one switch: the sidebar's "Optimizer state in CPU RAM" (opt_offload) prices the page's ZeRO/FSDP
+    lines and headline; the page has no switch of its own to override it."""
+    at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true",
+                   opt_offload="true")
+    assert "offload" not in [t.key for t in at.main.toggle]
+    spec, setup = load_preset("llama-3.1-70b"), trl(method="full", grad_ckpt=True, offload_optimizer=True)
+    expected = estimate(spec, replace(setup, sharding="zero3", gpus=8))
+    assert expected.components_bytes["optimizer"] == 0 and expected.cpu_offload_bytes > 0
+    zero3 = next(t for t in charts(at)["scale_chart"]["data"] if t["name"] == SHARDING_LABELS["zero3"])
+    assert zero3["y"][zero3["x"].index(8)] == pytest.approx(expected.total_bytes / GB)
+    assert any("Optimizer state in CPU RAM: on" in c.value for c in at.caption)
+    off = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true")
+    assert any("Optimizer state in CPU RAM: off" in c.value for c in off.caption)
+
+
+def test_an_old_scale_link_with_offload_sets_the_sidebars_switch():
+    """Links from before carry the page's own offload=true: it becomes the sidebar's opt_offload, unnoted (the
+    same meaning); when the link gives both and they disagree, the sidebar's is used and a note says so."""
+    at = open_page("pages/scale.py", model="llama-3.1-70b", method="full", device="h100-80gb", ckpt="true",
+                   offload="true")
+    assert at.sidebar.toggle(key="opt_offload").value is True
+    assert "offload" not in at.query_params and at.query_params["opt_offload"] == "true"
+    assert not [w.value for w in at.warning if "link" in w.value]
+    assert any("Optimizer state in CPU RAM: on" in c.value for c in at.caption)
+    both = AppTest.from_file(APP, default_timeout=30)
+    both.query_params["offload"], both.query_params["opt_offload"] = "true", "false"
+    both.run()
+    assert both.sidebar.toggle(key="opt_offload").value is False
+    notes = [w.value.replace("\\", "") for w in both.warning]
+    assert any("The link's 'offload=true' (Scale out's old switch) is the sidebar's 'opt_offload' now; the link "
+               "also gives 'opt_offload=false', which is used." in n for n in notes), notes
 
 
 def test_scale_out_what_would_fit_lines_flag_close_calls():
@@ -358,7 +428,7 @@ def test_every_page_renders_in_presentation_mode_without_warnings(page):
 
 PAGE_LINKS = {"pages/compare.py": {"methods": ["lora", "qlora"], "variants": "mixed"},
               "pages/fits.py": {"models": ["7B", "14B"], "methods": "lora"},
-              "pages/scale.py": {"offload": "true", "maxgpus": "16", "pernode": "8"}}
+              "pages/scale.py": {"maxgpus": "16", "pernode": "8"}}
 
 
 def test_page_params_are_the_ones_the_pages_bind():

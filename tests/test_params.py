@@ -74,7 +74,7 @@ def test_the_defaults_resolve_to_the_default_stacks_setup():
     assert replace(given, from_stack=()) == replace(resolve_setup(DEFAULT_STACK), from_stack=())
     assert TABLE["lora_layers"].default == 0 and TABLE["dora"].default is False
     assert TABLE["targets"].default == ",".join(TrainingSetup().lora_targets)
-    assert TABLE["offload"].default == TrainingSetup().offload_optimizer
+    assert TABLE["opt_offload"].default == TrainingSetup().offload_optimizer
 
 
 def test_size_and_capacity_limits_are_where_the_estimator_refuses():
@@ -169,7 +169,7 @@ def widgets(at: AppTest) -> dict[str, object]:
     ("pages/calculator.py", SIDEBAR_PARAMS + TRAINER_PARAMS),
     ("pages/compare.py", ("methods", "variants")),
     ("pages/fits.py", ("models",)),
-    ("pages/scale.py", ("offload", "maxgpus", "pernode")),
+    ("pages/scale.py", ("maxgpus", "pernode")),
 ])
 def test_every_row_is_a_link_parameter_and_a_widget(page, keys):
     """A link with every row of the page at a non-default value: each row's widget exists, holds the link's
@@ -247,11 +247,31 @@ def test_a_ladder_value_written_differently_gets_a_note():
 
 
 def test_a_toggle_takes_any_case_on_every_page():
-    """Streamlit reads TRUE/False for a toggle; the scale page's offload used to get a 'not valid' note for it
-    while the sidebar's toggles did not."""
-    at = open_link("pages/scale.py", {"offload": "TRUE", "rule": "False"})
+    """Streamlit reads TRUE/False for a toggle; the scale page's old offload switch used to get a 'not valid' note
+    for it while the sidebar's toggles did not (an old link's offload=TRUE now sets the sidebar's opt_offload)."""
+    at = open_link("pages/scale.py", {"opt_offload": "TRUE", "rule": "False"})
     assert not link_notes(at)
-    assert widgets(at)["offload"].value is True
+    assert widgets(at)["opt_offload"].value is True
+    at = open_link("pages/scale.py", {"offload": "TRUE"})
+    assert not link_notes(at)
+    assert widgets(at)["opt_offload"].value is True
+
+
+def test_a_repeated_parameter_keeps_its_last_value_and_says_so():
+    """?batch=2&batch=3: Streamlit fell back to the default batch without a word (a slider reads two values as a
+    range); a repeated selectbox or number took its last one silently. Now the last value is used, with a note,
+    and the address keeps only it; a multiselect's repeated values are its choices, not a repetition."""
+    at = open_link("pages/calculator.py", {"batch": ["2", "3"], "method": ["full", "qlora"], "device": ["t4", "h200"]})
+    notes = "\n".join(w.value.replace("\\", "") for w in at.warning)
+    assert "The link gives 'batch' 2 times (2, 3); using the last, 3." in notes
+    assert "The link gives 'method' 2 times (full, qlora); using the last, qlora." in notes
+    assert "The link gives 'device' 2 times (t4, h200); using the last, h200." in notes
+    found = widgets(at)
+    assert (found["batch"].value, found["method"].value, found["device"].value) == (3, "qlora", "h200")
+    assert at.query_params["batch"] == "3"
+    fits = open_link("pages/fits.py", {"models": ["7B", "14B"]})
+    assert "times" not in "\n".join(w.value for w in fits.warning)
+    assert list(widgets(fits)["models"].value) == ["7B", "14B"]
 
 
 def test_notes_write_defaults_as_the_address_does():
@@ -267,8 +287,6 @@ def test_a_page_parameter_comes_back_as_its_widget_holds_it():
     """After a page switch the page's own controls are restored from the address, typed by their table row."""
     from ui.url_state import _page_param_value
 
-    assert _page_param_value("offload", ["true"]) is True and _page_param_value("offload", ["TRUE"]) is True
-    assert _page_param_value("offload", ["false"]) is False
     assert _page_param_value("maxgpus", ["16"]) == 16 and _page_param_value("pernode", ["8"]) == 8
     assert _page_param_value("methods", ["full", "lora"]) == ["full", "lora"]
     assert _page_param_value("models", ["7B"]) == ["7B"]

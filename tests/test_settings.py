@@ -47,7 +47,8 @@ def test_every_key_is_a_link_parameter_and_every_settings_parameter_has_a_row():
     # the sidebar's parameters that are not settings: the model, the device and the view
     assert set(SIDEBAR_PARAMS) - set(BY_KEY) == {"model", "size", "device", "capacity", "kind", "host_ram", "rule",
                                                  "present"}
-    assert "offload" in PAGE_ONLY_PARAMS and "offload" not in BY_KEY  # Scale out's own control, not the sidebar's
+    # Scale out's old own control: now the sidebar's opt_offload (an old link's offload= is rewritten, ui/url_state.py)
+    assert "offload" not in PAGE_ONLY_PARAMS and "offload" not in BY_KEY
     assert BY_KEY["ckpt"] == (BY_NAME["grad_ckpt"], BY_NAME["offload_activations"])
     assert BY_KEY["max_len"] == (BY_NAME["seq_len"],)
 

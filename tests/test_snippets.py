@@ -677,7 +677,7 @@ def test_trl_defaults_concretely():
     assert args["optim"] == "adamw_torch_fused" and (args["bf16"], args["fp16"]) == (True, False)
     assert "loss_type" not in args and "compute_loss_func" not in one(c, "SFTTrainer")
     assert one(c, "BitsAndBytesConfig") == {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
-                                            "bnb_4bit_use_double_quant": True,
+                                            "bnb_4bit_use_double_quant": False,  # ModelConfig.use_bnb_nested_quant
                                             "bnb_4bit_compute_dtype": "torch.bfloat16"}
     assert "prepare_model_for_kbit_training" not in code(text)
     assert one(c, "LoraConfig") == {"r": 32, "lora_alpha": 64, "lora_dropout": 0.0, "target_modules": "all-linear",

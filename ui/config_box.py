@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 CONFIG_FILES = "config_files"  # the uploader (a config and, optionally, the DeepSpeed JSON it names)
 CONFIG_TEXT = "config_text"  # the paste box
+CONFIG_LIST = "config_list"  # which of the import's three lists is shown
 CONFIG_OVERRIDES = "config_overrides"  # torchtune's key=value overrides
 STATE = "_config_import"  # {"name", "result" (ImportedConfig) or "error", "notes"}
 MAX_LIST_LINES = 200  # rows shown per list (a hostile file can have thousands of keys)
@@ -261,18 +262,22 @@ def _show_result(state: dict[str, Any] | None) -> None:
     st.caption(plain(_("{name}: {format} → stack {stack}").format(name=name, format=imported.format_label,
                                                                    stack=imported.stack)))
     warn_notes(state.get("notes", ()))
-    lists = ((_("Read ({n})"), _("key: value → the setting it set (a key left out: the tool's default)."),
-              imported.read),
-             (_("Ignored ({n})"), _("They change no memory the estimate prices."), imported.ignored),
-             (_("Not honoured ({n})"), _("What the estimate could not apply, and why; everything else applies."),
-              imported.not_honoured))
-    tabs = st.tabs([title.format(n=len(entries)) for title, _caption, entries in lists])
-    for tab, (_title, caption, entries) in zip(tabs, lists, strict=True):
-        with tab:
-            st.caption(caption)
-            if entries:
-                with st.container(height=320 if len(entries) > 6 else "content", border=False):
-                    st.text(_lines(entries))  # plain text: never Markdown or HTML
+    lists = {"read": (_("Read ({n})"), _("key: value → the setting it set (a key left out: the tool's default)."),
+                      imported.read),
+             "ignored": (_("Ignored ({n})"), _("They change no memory the estimate prices."), imported.ignored),
+             "not_honoured": (_("Not honoured ({n})"),
+                              _("What the estimate could not apply, and why; everything else applies."),
+                              imported.not_honoured)}
+    titles = {key: title.format(n=len(entries)) for key, (title, _caption, entries) in lists.items()}
+    # A segmented control that wraps onto a second row in the sidebar's width (st.tabs scrolled there, and cut
+    # "Not honoured (1)" off at 1,440 px).
+    shown = st.segmented_control(_("The config's keys"), list(lists), key=CONFIG_LIST, default="read", required=True,
+                                 format_func=titles.__getitem__, wrap=True, label_visibility="collapsed")
+    _title, caption, entries = lists[shown or "read"]
+    st.caption(caption)
+    if entries:
+        with st.container(height=320 if len(entries) > 6 else "content", border=False):
+            st.text(_lines(entries))  # plain text: never Markdown or HTML
 
 
 def draw_config_box(sb: Any) -> None:

@@ -32,7 +32,7 @@ from estimator import (
     verdict,
 )
 from estimator.advice.solvers import max_fitting_size_b, sharded
-from estimator.i18n import N_, _, format_int
+from estimator.i18n import N_, _, format_int, format_number, short_number
 from estimator.job.stack import check_stack_setup, with_method
 from estimator.job.tower import setup_for_model
 from estimator.job.trainer import TrainerSetup
@@ -50,8 +50,15 @@ SHORT_SHARDING = {"none": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": 
 
 
 def size_label(size_b: float) -> str:
-    """'0.5B', '7B', '1.5B'."""
+    """'0.5B', '7B', '1.5B': a seed size as the link and the Models box name it (an id, the same in every
+    language)."""
     return f"{size_b:g}B"
+
+
+def size_text(size_b: float) -> str:
+    """A size as the page's language writes it: '6.5B' in English, '6,5B' in Spanish (size_label's figures)."""
+    shown = short_number(size_b)
+    return (shown if isinstance(shown, str) else format_number(*shown)) + "B"
 
 
 @dataclass(frozen=True)
@@ -82,12 +89,12 @@ class Conclusion:
     def text(self) -> str:
         name = _(METHOD_LABELS[self.method])
         if self.max_size_b is None:
-            return _("{method}: not even a {size} model fits.").format(method=name, size=size_label(MIN_SIZE_B))
+            return _("{method}: not even a {size} model fits.").format(method=name, size=size_text(MIN_SIZE_B))
         if self.max_size_b >= MAX_SIZE_B:
-            head = _("{method}: every size up to {size} fits").format(method=name, size=size_label(MAX_SIZE_B))
+            head = _("{method}: every size up to {size} fits").format(method=name, size=size_text(MAX_SIZE_B))
         else:
             head = _("{method}: up to about {size}").format(method=name,
-                                                            size=size_label(round_size(self.max_size_b)))
+                                                            size=size_text(round_size(self.max_size_b)))
         listed = []
         if self.largest_listed is not None:
             listed.append(_("{model} fits").format(model=self.largest_listed.model_label))
@@ -130,7 +137,7 @@ def chosen_models(choices: Sequence[str]) -> list[tuple[str, ModelSpec]]:
     out: list[tuple[str, ModelSpec]] = []
     for choice in choices:
         if choice in sizes:
-            out.append((choice, generic_spec(sizes[choice])))
+            out.append((size_text(sizes[choice]), generic_spec(sizes[choice])))  # '1,5B' on a Spanish page
         elif choice in names:
             out.append((names[choice], load_preset(choice)))
     return out
@@ -192,7 +199,7 @@ def size_table(setup: TrainingSetup, sizes: Sequence[float] = TABLE_SIZES_B,
     estimate for this setup (batch, length, precision, optimizer...) in GB and GiB. Sizes are generic
     decoders of that many parameters; `extra` adds real models (e.g. the one chosen in the sidebar)."""
     fn = page_estimate_fn(trainer, None, device_capacity)  # the detailed columns: the trainer's step if not SFT
-    models = [(size_label(s), generic_spec(s)) for s in sizes] + list(extra)
+    models = [(size_text(s), generic_spec(s)) for s in sizes] + list(extra)
     models.sort(key=lambda m: m[1].params_total)
     master = setup.precision == "mixed"
     rows = []

@@ -37,7 +37,7 @@ from ui.config_box import draw_config_box
 from ui.lang import language_switch
 from ui.model_box import DEFAULT_MODEL, draw_model_section
 from ui.model_box import model_options as model_options  # re-exported: tests read it here
-from ui.params import AUTO, CUSTOM, TABLE, device_for, typed, widget
+from ui.params import AUTO, CUSTOM, TABLE, device_for, help_text, typed, widget
 from ui.params import CKPT_CHOICES as CKPT_CHOICES  # re-exported: pages and tests read it here
 from ui.sliders import MAX_LEN_MAX as MAX_LEN_MAX  # re-exported: pages and tests read them here
 from ui.sliders import POW2_LENGTHS as POW2_LENGTHS
@@ -78,7 +78,7 @@ def _find_device() -> None:
     matches = find_devices(query)
     if matches:
         st.session_state["device"] = matches[0].id
-        others = ", ".join(d.id for d in matches[1:4])
+        others = ", ".join(d.name for d in matches[1:4])
         st.session_state[_FIND_NOTE] = _("Found {device}").format(device=matches[0].name) + (
             _(" (also: {others})").format(others=others) if others else "")
     else:
@@ -241,25 +241,59 @@ def _settle_scale(settings: dict[str, object], notes: list[str]) -> None:
         settings["offload_optimizer"] = False
 
 
-def _draw_device_section(sb: Any) -> tuple[Device, float | None]:
-    """The 'Find a device' box, the Device picker, a custom device's capacity and kind, and the machine's RAM (in
-    bytes; None when not given, or on unified memory where the device's RAM is the machine's)."""
+_DEVICE_PICK = "device_pick"  # the Device picker a visitor sees (names); the link's `device` widget keeps the id
+_HIDE_LINK_DEVICE = "<style>.st-key-device { display: none; }</style>"
+
+
+def _picked_device() -> None:
+    """The visible picker moved: the link's `device` widget (the catalog id, bound to the address) follows."""
+    st.session_state["device"] = st.session_state[_DEVICE_PICK]
+
+
+def _device_names() -> dict[str, str]:
+    """What the Device picker shows for each option, in this run's language: the device's name (the option itself,
+    its id, is the link's value). Read from a dict, not worked out when Streamlit (or a test) formats an option."""
+    return {choice: _("Custom capacity") if choice == CUSTOM else get_device(choice).name
+            for choice in TABLE["device"].choices}
+
+
+def _draw_device_section(sb: Any) -> Device:
+    """The 'Find a device' box, the Device picker (names shown, ids in the link) and a custom device's capacity and
+    kind: drawn right under the model, where a visitor looks first."""
     sb.text_input(_("Find a device"), key="device_find", on_change=_find_device, max_chars=60,
-                  placeholder="4080, A6000, T4, H100, M3 Max…",
-                  help=_("Type a card's name or a nickname: the Device box below jumps to the first match."))
+                  placeholder="4090, H100, MacBook 36 GB…",
+                  help=_("Type a card's or a Mac's name, a nickname or its memory: the Device box below jumps to the "
+                         "first match."))
     if st.session_state.get(_FIND_NOTE):
         sb.caption(plain(st.session_state[_FIND_NOTE]))
-    device_choice = widget("device", sb)  # its options: the catalog's ids and CUSTOM (ui/params.py)
-    sb.caption(plain(_("Custom capacity") if device_choice == CUSTOM else get_device(device_choice).name))
+    # A selectbox bound to the address writes the label it shows there (streamlit 1.67 SelectboxSerde: the
+    # format_func's text), so the bound `device` widget shows ids and stays hidden; the picker shows the names and
+    # moves it (a link keeps `device=rtx-4090`, whatever the language).
+    # Its options start with the default: Streamlit then sees no default index (0) and does not log "created with
+    # a default value but also had its value set via the Session State API" when the find box, the picker or the
+    # Out-of-memory page's buttons set it (streamlit/elements/lib/policies.py check_session_state_rules; a default
+    # at index 0 is passed as None). The link's default is the same, so a default device still leaves the address.
+    row = TABLE["device"]
+    device_choice = widget("device", sb, options=[row.default, *(c for c in row.choices if c != row.default)])
+    sb.html(_HIDE_LINK_DEVICE)
+    names = _device_names()
+    st.session_state[_DEVICE_PICK] = device_choice  # before the picker is drawn: it shows the link's device
+    sb.selectbox(_(row.label), list(names), format_func=names.__getitem__, key=_DEVICE_PICK,
+                 on_change=_picked_device, help=help_text(row))
     capacity = widget("capacity", sb, disabled=device_choice != CUSTOM)
     kind = widget("kind", sb, disabled=device_choice != CUSTOM)
-    device = device_for(device_choice, capacity, kind)
+    return device_for(device_choice, capacity, kind)
+
+
+def _draw_host_ram(sb: Any, device: Device) -> float | None:
+    """The machine's RAM, in bytes: None when not given, or on unified memory where the device's RAM is the
+    machine's."""
     unified = device.kind == "unified"
     ram = widget("host_ram", sb, disabled=unified)
     if unified:
         sb.caption(plain(_("On unified memory the machine's RAM is the device's: the GPU side and the host side "
                            "add up against it.")))
-    return device, (float(ram) * 1e9 if ram and not unified else None)
+    return float(ram) * 1e9 if ram and not unified else None
 
 
 def _draw_settled() -> _Drawn:
@@ -278,10 +312,11 @@ def _draw_settled() -> _Drawn:
     draw_config_box(sb)  # before the widgets it sets (its callbacks run before this run's widgets)
     rule_on = widget("rule", sb)
     choice, size_slot, spec = draw_model_section(sb, notes)  # spec stays None for 'by-size' (the live part's)
+    device = _draw_device_section(sb)  # the device right under the model: the two things a visitor brings
     # For the controls below (LoRA's names, a tower's): a by-size model is the generic decoder of the typed size.
     named = spec if spec is not None else generic_spec(typed_size())
     training = _draw_training_section(sb, named, notes, run_defaults)
-    device, host_ram = _draw_device_section(sb)
+    host_ram = _draw_host_ram(sb, device)
     present = widget("present", sb)
     if present:
         st.html(PRESENT_CSS)

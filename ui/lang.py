@@ -26,6 +26,12 @@ PARAM = "lang"
 _CHOSEN = "_lang_chosen"  # the language the address or the switch chose in this session
 SWITCH = "lang_switch"
 BAD_LANG_NOTE = N_("The link's value for 'lang' was not valid; using {language}.")
+# The switch's translate icon, drawn before its label by CSS: a label written ":material/translate: Language" is
+# what Streamlit puts in the aria-labels ("Help for :material/translate: Language"), so the label stays plain text
+# and the icon, decoration only, has an empty alternative text (CSS content "…" / "").
+_ICON_CSS = (f"<style>.st-key-{SWITCH} [data-testid='stWidgetLabel'] p::before {{ content: 'translate' / ''; "
+             "font-family: 'Material Symbols Rounded'; font-weight: 400; margin-right: 0.25rem; "
+             "vertical-align: bottom; }</style>")
 
 
 def browser_language() -> str:
@@ -74,8 +80,9 @@ def language_switch() -> str:
     """The switch at the top of the sidebar (English | Español); returns the language in use."""
     code = choose_language()
     st.session_state[SWITCH] = code
+    st.sidebar.html(_ICON_CSS)
     st.sidebar.segmented_control(
-        ":material/translate: " + _("Language"), list(LANGUAGES), key=SWITCH, format_func=LANGUAGES.__getitem__,
+        _("Language"), list(LANGUAGES), key=SWITCH, format_func=LANGUAGES.__getitem__,
         on_change=_switched, required=True, help=_("The page's language; the link keeps it (lang=es or lang=en)."))
     return code
 

@@ -9,6 +9,9 @@ that draws the same figure with plotly.js's own `Plotly.react`, which diffs the 
 and, with `layout.transition`, animates the bars. plotly.js is the copy bundled with the installed plotly
 package (plotly/package_data/plotly.min.js), served by the Streamlit server itself: no CDN, no network.
 
+The plot follows its container's width (a ResizeObserver: the window, the sidebar opening or collapsing), and
+grows when a narrow container wraps the legend into more rows than the builder's height leaves room for.
+
 The element lives in the page (no iframe, no shadow root), so the plot is the same `.js-plotly-plot` div that
 st.plotly_chart draws: the browser tests read it the same way."""
 
@@ -70,6 +73,77 @@ function themed(layout, host) {
   });
 }
 
+// The plot follows its container's width: a ResizeObserver on the host (the window resized, the sidebar
+// opened or collapsed, a phone turned) relayouts the plot to the host's width, debounced over the sidebar's slide; then
+// settle() makes room for the legend. The builders' heights (ui/charts.py) leave room for a legend of up to
+// two rows above the plot; a narrow plot wraps it into more, which plotly.js (4.1) does not add to the figure's
+// height (it caps the margin it pushes and the legend covers the plot and the "usable" label), so the plot
+// grows by the extra rows. And plotly.js places a legend that sits in the margin from the margins it had
+// before a resize pushed them again (a legend that went from two rows to one lands on the plot): a relayout of
+// the legend's own position, once the margins have settled, puts it back above the plot.
+function legendRows(legend) {
+  const rows = new Set();
+  for (const item of legend.querySelectorAll("g.traces")) {
+    const m = /translate\\(\\s*[-0-9.e]+[ ,]+([-0-9.e]+)/.exec(item.getAttribute("transform") || "");
+    if (m) rows.add(Math.round(parseFloat(m[1])));
+  }
+  return rows.size;
+}
+
+function settle(host, baseHeight) {
+  const Plotly = window.Plotly;
+  const full = host._fullLayout;
+  const legend = host.querySelector("g.legend");
+  if (!Plotly || !full || !legend || !host.isConnected) return;
+  const update = {};
+  const rows = legendRows(legend);
+  const box = legend.getBoundingClientRect();
+  if (rows > 2) {
+    const height = Math.round(baseHeight + (rows - 2) * box.height / rows);  // the extra rows' height
+    if (Math.abs(height - full.height) > 1) update.height = height;
+  } else if (Math.abs(baseHeight - full.height) > 1) {
+    update.height = baseHeight;
+  }
+  const plotTop = host.getBoundingClientRect().top + full._size.t;
+  if (update.height || box.bottom > plotTop + 1) update["legend.y"] = host.layout.legend.y;
+  // The device's two labels on one row (ui/charts.py overlay_items) that a narrow plot makes touch: the total's
+  // goes one row down, as the builder does when the lines are close.
+  const notes = host.layout.annotations || [];
+  const usable = notes.findIndex((a) => a.name === "usable-label");
+  const total = notes.findIndex((a) => a.name === "capacity-label");
+  const drawn = host.querySelectorAll("g.annotation");
+  if (usable >= 0 && total >= 0 && drawn.length === notes.length && !notes[total].yshift) {
+    const a = drawn[usable].getBoundingClientRect();
+    const b = drawn[total].getBoundingClientRect();
+    if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) {
+      update["annotations[" + total + "].yshift"] = -Math.round(a.height);
+    }
+  }
+  if (!Object.keys(update).length) return;
+  if (update.height) {
+    host.__wifExtra = update.height - baseHeight;  // kept for the next redraw at this width
+    host.style.height = update.height + "px";
+  }
+  return Plotly.relayout(host, update);
+}
+
+function followWidth(host) {
+  if (host.__wifResize) return;
+  let width = host.clientWidth;
+  let timer = null;
+  host.__wifResize = new ResizeObserver(() => {
+    if (!host.clientWidth || host.clientWidth === width) return;
+    width = host.clientWidth;
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      if (!window.Plotly || !host.data || !host.isConnected) return;
+      // the width itself (Plotly.Plots.resize does nothing once a relayout has set the layout's height)
+      window.Plotly.relayout(host, {width: host.clientWidth}).then(() => settle(host, host.__wifHeight));
+    }, 80);
+  });
+  host.__wifResize.observe(host);
+}
+
 export default function (component) {
   const data = component.data[0];  // [payload]: see live_plotly_chart
   const parentElement = component.parentElement;
@@ -83,7 +157,8 @@ export default function (component) {
   host.setAttribute("role", "img");
   host.setAttribute("aria-label", data.alt || "");
   host.style.width = "100%";
-  host.style.height = (figure.layout.height || 450) + "px";
+  host.__wifHeight = figure.layout.height || 450;  // the builder's height (settle() may add legend rows)
+  if (!host.data) host.style.height = host.__wifHeight + "px";
   const draw = (Plotly) => {
     // Same structure as the plot on screen (only the numbers moved): glide the bars there. Plotly.animate
     // moves the existing bars, text and axis range frame by frame without redrawing the plot (a redraw is
@@ -99,11 +174,15 @@ export default function (component) {
       const timing = {duration: data.transition_ms, easing: "cubic-in-out"};
       return Plotly.animate(host, {data: figure.data, traces: figure.data.map((_, i) => i), layout: moved},
                             {transition: timing, frame: {duration: data.transition_ms, redraw: false},
-                             mode: "immediate"});
+                             mode: "immediate"}).then(() => settle(host, host.__wifHeight));
     }
     const layout = themed(figure.layout, host);
     layout.autosize = true;
-    return Plotly.react(host, figure.data, layout, Object.assign({responsive: true}, data.config || {}));
+    layout.height = host.__wifHeight + (host.__wifExtra || 0);
+    host.style.height = layout.height + "px";
+    // responsive off: plotly.js's own handler follows the window only, not the container (followWidth does both)
+    return Plotly.react(host, figure.data, layout, Object.assign({}, data.config || {}, {responsive: false}))
+      .then(() => { followWidth(host); return settle(host, host.__wifHeight); });
   };
   if (window.Plotly) {
     draw(window.Plotly);

@@ -167,6 +167,8 @@ OOM_PARTS: tuple[tuple[str, str, str], ...] = (
     ("allocated", "#0072B2", N_("PyTorch's tensors")),
     ("unallocated", "#56B4E9", N_("Reserved, unallocated (cached pieces)")),
     ("others", "#CC79A7", N_("Other processes and non-PyTorch memory")),
+    ("in_use", "#8C8C8C", N_("In use (the message does not say by what)")),
+    ("unknown", "#D9D9D9", N_("Not given by the message")),
     ("free", "#009E73", N_("Free")),
 )
 REQUEST_COLOR = "#D55E00"  # vermillion: the allocation that failed
@@ -175,21 +177,27 @@ REQUEST_COLOR = "#D55E00"  # vermillion: the allocation that failed
 def oom_segments(reading: OomReading) -> dict[str, float]:
     """The device's memory at the failure in parts (bytes), from the message: PyTorch's tensors, its cached pieces,
     everything else (other processes, the CUDA context, the driver: the total less the other three) and free. An
-    MPS message splits its limit the same way (other allocations in 'others'). Parts the message does not give
-    are 0; empty when it gives no total."""
-    if reading.kind == "mps":
-        total = reading.limit_bytes
-        parts = {"allocated": reading.allocated_bytes or 0, "unallocated": 0, "others": reading.other_bytes or 0}
-    else:
-        total = reading.capacity_bytes
-        parts = {"allocated": reading.allocated_bytes or 0, "unallocated": reading.reserved_unallocated_bytes or 0,
-                 "others": 0}
+    MPS message splits its limit the same way (other allocations in 'others', the rest free). A part the message
+    does not give is not guessed: without PyTorch's split, the memory in use is one part ('in_use'); without the
+    free memory, what the given parts leave of the total is 'unknown'. Empty when it gives no total."""
+    mps = reading.kind == "mps"
+    total = reading.limit_bytes if mps else reading.capacity_bytes
     if not total:
         return {}
-    free = reading.free_bytes if reading.free_bytes is not None else max(total - sum(parts.values()), 0)
-    if reading.kind != "mps":
-        parts["others"] = max(total - free - parts["allocated"] - parts["unallocated"], 0)
-    return {**parts, "free": free}
+    split = ({"allocated": reading.allocated_bytes, "others": reading.other_bytes} if mps else
+             {"allocated": reading.allocated_bytes, "unallocated": reading.reserved_unallocated_bytes})
+    given = {k: v for k, v in split.items() if v is not None}
+    free = None if mps else reading.free_bytes
+    rest = max(total - sum(given.values()) - (free or 0), 0)
+    if len(given) < len(split):  # PyTorch's split cut off: in use (with the free memory), else unknown
+        if free is None:
+            return {**given, "unknown": rest}
+        return {**given, "in_use": rest, "free": free}
+    if mps:
+        return {**given, "free": rest}  # the limit less the tensors and the other allocations
+    if free is None:
+        return {**given, "unknown": rest}
+    return {**given, "others": rest, "free": free}
 
 
 def oom_chart(reading: OomReading, *, font_size: int | None = None) -> go.Figure:
@@ -217,9 +225,12 @@ def oom_chart_spec(reading: OomReading, *, font_size: int | None = None) -> dict
             type="bar", y=[row_request], x=[to_gb(reading.requested_bytes)], orientation="h", name=_("Requested"),
             marker=dict(color=REQUEST_COLOR),
             hovertemplate=f"{_esc(_('Requested'))}: {_esc(both_units(reading.requested_bytes, 2))}<extra></extra>"))
-    layout = dict(barmode="stack", height=220, margin=dict(l=10, r=10, t=30, b=10), separators=separators(),
-                  xaxis=dict(title=dict(text="GB")), legend=dict(orientation="h", y=-0.35),
-                  yaxis=dict(categoryorder="array", categoryarray=[row_request, row_device]))
+    # The row labels and the axis title take the margins they need (automargin); the legend sits above the plot,
+    # as on the calculator's chart, clear of the axis title below it.
+    layout = dict(barmode="stack", height=240, margin=dict(l=10, r=10, t=10, b=10), separators=separators(),
+                  xaxis=dict(title=dict(text=_("Memory (GB)")), automargin=True),
+                  legend=dict(orientation="h", traceorder="normal", x=0, xanchor="left", y=1.0, yanchor="bottom"),
+                  yaxis=dict(categoryorder="array", categoryarray=[row_request, row_device], automargin=True))
     if font_size:  # presentation mode: Streamlit's theme sets legend, tick and hover fonts itself
         font_layout(layout, font_size)
     return {"data": traces, "layout": layout}

@@ -277,10 +277,6 @@ def _rows() -> tuple[Param, ...]:
               tuple(size_and_preset_options()), group="page",
               help=N_("Common sizes (generic Llama-style decoders with that many parameters) and the presets (real "
                       "config.json files)."), source="estimator presets and the seed's sizes (fits)"),
-        Param("offload", N_("Optimizer state in CPU RAM"), "toggle", setup_default(TrainingSetup, "offload_optimizer"),
-              help=N_("ZeRO-Offload / FSDP CPU offload: the optimizer state and its step live in CPU RAM (slower "
-                      "steps). Applies to the ZeRO/FSDP lines; plain data parallel cannot."), group="page",
-              source=f"{setup_src} (offload_optimizer; scale out)"),
         Param("maxgpus", N_("Up to this many GPUs"), "select_slider", 64, (8, 16, 32, 64), group="page",
               source="scale out's search range (estimator.job.setup.MAX_GPUS bounds it)"),
         Param("pernode", N_("GPUs per node"), "segmented", 1, (1, 2, 4, 8), group="page",

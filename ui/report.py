@@ -24,6 +24,12 @@ NEGLIGIBLE_BYTES = 0.05e9  # below what one decimal of GB shows: "saves nothing"
 BREAKDOWN_COLUMNS = ("component", "item", "bytes", "gb", "gib", "share")
 
 
+# The breakdown's text columns in pixels: they hold the longest labels, the Total row's "peak: backward,
+# recomputing last layer" included, and with the number columns stay inside the main column at 1,440 px (980 px
+# beside the sidebar), so no row or column is cut (st.column_config "medium" cut the Total row's text).
+BREAKDOWN_WIDTHS: dict[str, int] = {"component": 190, "item": 340}
+
+
 def breakdown_frame(est: Estimate, device: Device | None = None) -> pd.DataFrame:
     """One row per detail item at the peak phase (component order), then a total row. Columns: component
     label, item, bytes, GB, GiB, share of the total (0–1). The items of a component sum to it. The overhead

@@ -25,7 +25,7 @@ PARAMS: tuple[str, ...] = SIDEBAR_PARAMS
 DEFAULTS: dict[str, object] = {key: TABLE[key].default for key in SIDEBAR_PARAMS}
 TRAINER_DEFAULTS: dict[str, object] = {key: TABLE[key].default for key in TRAINER_PARAMS}
 # Link parameters that single pages bind to their own widgets (compare: methods, variants; fits: models,
-# methods; scale out: offload, maxgpus, pernode) and the values each accepts (as the address writes them): known,
+# methods; scale out: maxgpus, pernode) and the values each accepts (as the address writes them): known,
 # so never "unknown" here (nor Streamlit's VIEWER_PARAMS); a value the page's widget would refuse gets a note
 # (Streamlit drops it silently). A page that binds a new widget adds its row to ui/params.py.
 PAGE_PARAM_CHOICES: dict[str, tuple[str, ...]] = {
@@ -36,7 +36,11 @@ PAGE_PARAMS: frozenset[str] = frozenset(PAGE_ONLY_PARAMS) | frozenset(
 # Whole-number inputs bound to the URL. Streamlit 1.67 seeds them with int(float(value)), which raises
 # OverflowError (not the ValueError it catches) for ?max_len=inf, 1e309 or a 400-digit number.
 INT_NUMBER_PARAMS = tuple(k for k in SIDEBAR_PARAMS if TABLE[k].widget == "number" and TABLE[k].integer)
+# Link parameters of earlier releases → the parameter that replaced each. Scale out had its own "Optimizer state in
+# CPU RAM" switch (offload=), which overrode the sidebar's; the page now follows the sidebar's (opt_offload=).
+LEGACY_PARAMS: dict[str, str] = {"offload": "opt_offload"}
 _PENDING_NOTES = "_url_notes_before_rerun"
+_LEGACY_NOTES = "_rewritten_link_notes"  # _rewrite_link's notes, for the run after its rerun
 _LINK_NOTES_SHOWN = "_link_notes_shown"  # the fragment has shown this full run's link notes
 _LAST_RUN = "_inputs_last_run"  # {"page": hash, "values": {param: value}, "pages": {hash: {param: [raw]}}}
 
@@ -115,13 +119,60 @@ def _drop_overflowing_params(notes: list[str]) -> None:
     st.rerun()
 
 
+def _rewrite_link() -> None:
+    """On a link's first run, before any widget binds, the address made one the widgets read as it says, then the
+    run starts again so they read it (the notes are kept for that run):
+    - an old link's parameter becomes the one that replaced it (LEGACY_PARAMS); where the link also gives the new
+      one and the two disagree, the new one is used and a note says so;
+    - a parameter given more than once whose widget takes one value keeps its last, with a note (Streamlit 1.67
+      would read the last for some widgets and drop a repeated slider value for its default, silently)."""
+    notes: list[str] = []
+    changed = False
+    try:
+        for old, new in LEGACY_PARAMS.items():
+            if old not in st.query_params:
+                continue
+            raw = st.query_params.get_all(old)[-1].strip()
+            value = raw.lower()
+            del st.query_params[old]
+            changed = True
+            if new in st.query_params:
+                if st.query_params[new].strip().lower() != value:
+                    notes.append(_("The link's '{old}={value}' (Scale out's old switch) is the sidebar's '{new}' "
+                                   "now; the link also gives '{new}={kept}', which is used.").format(
+                        old=old, value=raw[:20], new=new, kept=st.query_params[new][:20]))
+            elif not TABLE[new].accepts(value):
+                notes.append(_("The link's value for '{key}' was not valid; using the default ({default}).").format(
+                    key=old, default=TABLE[new].default_text))
+            elif value != TABLE[new].default_text:
+                st.query_params[new] = value
+        for key in list(st.query_params.keys()):
+            values = st.query_params.get_all(key)
+            if key in TABLE and TABLE[key].widget != "multiselect" and len(values) > 1:
+                st.query_params[key] = values[-1]
+                changed = True
+                notes.append(_("The link gives '{key}' {n} times ({values}); using the last, {value}.").format(
+                    key=key, n=len(values), values=", ".join(values)[:60], value=values[-1][:20]))
+    except StreamlitAPIException:  # bound already (not a fresh link): nothing safe to do
+        return
+    if changed:
+        st.session_state[_LEGACY_NOTES] = notes
+        st.rerun()
+
+
 def read_link() -> list[str]:
-    """A full run's first step (before any widget): the notes about the link's values, after removing the
-    values Streamlit would crash on (that reruns once; the first run's notes are kept), and the inputs the last
-    page had, carried over after a page switch. The live part shows the notes once (link_notes_due)."""
-    link_notes = url_notes()
+    """A full run's first step (before any widget): the notes about the link's values, after mapping an old
+    link's parameters to today's, keeping one value of a repeated one, and removing the values Streamlit would
+    crash on (each reruns once; the first
+    run's notes are kept), and the inputs the last page had, carried over after a page switch. The live part
+    shows the notes once (link_notes_due)."""
+    _rewrite_link()
+    legacy_notes = st.session_state.pop(_LEGACY_NOTES, [])
+    link_notes = legacy_notes + url_notes()
     _drop_overflowing_params(link_notes)
     link_notes = st.session_state.pop(_PENDING_NOTES, link_notes)  # after that rerun: the first run's notes
+    if legacy_notes and legacy_notes[0] not in link_notes:
+        link_notes = legacy_notes + link_notes
     st.session_state[_LINK_NOTES_SHOWN] = False
     _carry_over_after_page_switch()
     return link_notes

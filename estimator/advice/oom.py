@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..i18n import N_, Text
 from ..memory.overhead import CUDA_CONTEXT_HIGH
 from ..memory.verdict import verdict
+from ..oom_message import FIGURES
 from ..options.devices import CATALOG, CUSTOM_MAX_GB, CUSTOM_MIN_GB, custom_device
 from ..units import GB, GiB
 from .advise import advise
@@ -46,7 +47,7 @@ FULL_SHARE = 0.85  # the run itself is too big when its tensors and the request 
 
 CAUSES = ("request_exceeds_device", "fraction_limit", "other_processes", "fragmentation", "run_too_big",
           "mps_watermark", "mps_other_allocations", "metal_buffer_limit", "metal_resource_limit",
-          "metal_out_of_memory", "logits", "no_figures")
+          "metal_out_of_memory", "logits", "no_figures", "partial_message")
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,30 @@ def _mlx_causes(r: OomReading) -> tuple[list[Finding], list[Finding], float | No
     return causes, actions, short
 
 
+def _partial_finding(r: OomReading, found: bool) -> Finding:
+    """A message cut short: which of its template's figures it lacks, and what cannot be judged without them
+    (nothing is worked out from a figure the message does not give). found: other causes were read from the
+    figures it does give."""
+    labels = dict(FIGURES)
+    missing = [Text(labels[name]) for name in r.missing if name in labels]
+    listed = Text("; ".join(f"{{m{i}}}" for i in range(len(missing))), **{f"m{i}": m for i, m in enumerate(missing)})
+    if found:
+        unknown = Text(N_("What is said above rests on the figures it does give."))
+    elif r.kind in ("cuda", "cuda_legacy"):
+        short_unknown = r.requested_bytes is None or r.free_bytes is None
+        unknown = Text(N_("Without them it cannot be told whether the job itself, the allocator's fragmentation or "
+                          "another process made the run fail, nor by how much the device fell short.") if short_unknown
+                       else N_("Without them it cannot be told whether the job itself, the allocator's fragmentation "
+                               "or another process made the run fail."))
+        unknown = Text("{a} {b}", a=unknown, b=Text(N_("PyTorch prints every figure in one message: paste it whole, "
+                                                       "or judge by the job's estimate below.")))
+    else:
+        unknown = Text(N_("Without them it cannot be told how far the run was from fitting: paste the whole "
+                          "message, or judge by the job's estimate below."))
+    return Finding("partial_message", Text(N_("The message is cut short; it does not give: {missing}. {unknown}"),
+                                           missing=listed, unknown=unknown))
+
+
 def _logits_finding(r: OomReading, spec: ModelSpec, setup: TrainingSetup) -> Finding | None:
     """Is the failed request the logits (micro-batch × length × vocabulary, 16- or 32-bit)? PyTorch rounds a large
     request up to 2 MiB (kRoundLarge in c10/cuda/CUDACachingAllocator.cpp)."""
@@ -322,6 +347,8 @@ def diagnose_oom(reading: OomReading, spec: ModelSpec | None = None, setup: Trai
         causes.append(Finding("no_figures", Text(
             N_("The message carries no figures: the run's own estimate below is the way to see how far it is from "
                "fitting."))))
+    if reading.missing:
+        causes.append(_partial_finding(reading, found=bool(causes)))
     priced_on = device or _device_for(reading, matches, capacity) or fallback
     diag = OomDiagnosis(reading, capacity, inferred, matches, priced_on, short, tuple(causes), tuple(actions),
                         expandable, notes=tuple(notes))
@@ -357,8 +384,12 @@ def _priced(diag: OomDiagnosis, spec: ModelSpec, setup: TrainingSetup, trainer: 
 def _comparison(diag: OomDiagnosis, est: Estimate, v: Verdict, device: Device) -> Text:
     """The estimate against what the message shows."""
     r = diag.reading
-    head = Text(N_("The estimate for this job on {device}: {total}, {band} ({usable} usable)."), device=device.title,
-                total=_gb(est.total_bytes), band=Text(v.band), usable=_gb(device.usable_bytes))
+    # Two figures of the estimate, each named: its total (what the verdict weighs against the usable memory, with
+    # the runtime's context and the allocator's slack) and its tensors at the peak (est.tensor_bytes: what PyTorch's
+    # allocator hands out, the figure a message's "allocated by PyTorch" plus the request is compared with).
+    head = Text(N_("The estimate for this job on {device}: {total} at the peak, counting the {runtime} context and "
+                   "the allocator's slack; {band} ({usable} usable)."), device=device.title,
+                total=_gb(est.total_bytes), runtime=device.runtime, band=Text(v.band), usable=_gb(device.usable_bytes))
     seen = None
     if r.allocated_bytes is not None and r.requested_bytes is not None and r.kind in ("cuda", "cuda_legacy", "mps"):
         seen = r.allocated_bytes + r.requested_bytes
@@ -373,15 +404,18 @@ def _comparison(diag: OomDiagnosis, est: Estimate, v: Verdict, device: Device) -
                        "plus the request), so what is named above made it fail, not the job's size."), seen=_gb(seen))
     elif v.fits:
         tail = Text(N_("The estimate says it fits, but by the message the run needed at least {seen} (tensors held "
-                       "plus the request), more than the estimate's {tensors}: the run that failed may differ from "
-                       "this setup (a longer sequence than the max length, a larger batch, an evaluation step), or "
+                       "plus the request), more than the estimate's {tensors} of tensors at its peak (without the "
+                       "context and the slack, as the message counts): the run that failed may differ from this "
+                       "setup (a longer sequence than the max length, a larger batch, an evaluation step), or "
                        "something else shares the device."), seen=_gb(seen), tensors=_gb(est.tensor_bytes))
     elif est.tensor_bytes >= 0.9 * seen:
         tail = Text(N_("The message agrees: the run needed at least {seen} when it failed, on the way to the "
-                       "estimate's peak of {tensors}; the job needs {short} more than the device has."),
+                       "estimate's {tensors} of tensors at its peak (without the context and the slack, as the "
+                       "message counts); the job needs {short} more than the device has."),
                     seen=_gb(seen), tensors=_gb(est.tensor_bytes), short=_gb(-v.margin_bytes))
     else:
-        tail = Text(N_("By the message the run needed at least {seen}, more than the estimate's peak of {tensors}: "
-                       "the run that failed holds more than this setup (check batch, max length and method against "
-                       "the sidebar)."), seen=_gb(seen), tensors=_gb(est.tensor_bytes))
+        tail = Text(N_("By the message the run needed at least {seen}, more than the estimate's {tensors} of tensors "
+                       "at its peak (without the context and the slack, as the message counts): the run that failed "
+                       "holds more than this setup (check batch, max length and method against the sidebar)."),
+                    seen=_gb(seen), tensors=_gb(est.tensor_bytes))
     return Text("{head} {tail}", head=head, tail=tail)

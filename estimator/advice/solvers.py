@@ -194,15 +194,22 @@ class Layout:
 
 def best_layout(spec: ModelSpec, setup: TrainingSetup, device: Device, shardings: tuple[str, ...] | list[str],
                 offload: bool = False, max_gpus: int = 64, per_node: int = 1,
-                estimate_fn: EstimateFn = _default_estimate) -> Layout | None:
-    """The fewest GPUs of this device that fit (whole nodes of per_node GPUs), and the least sharding that
-    achieves it (shardings are tried in the given order, simplest first); None if nothing fits."""
+                estimate_fn: EstimateFn = _default_estimate, likely_high: bool = False) -> Layout | None:
+    """The fewest GPUs of this device that fit (whole nodes of per_node GPUs) and, at that count, the simplest
+    sharding whose likely range fits too (the calculator's 'fits' band) before one that is only a close call
+    (shardings are tried in the given order, simplest first); None if nothing fits. likely_high: the upper end of
+    the likely range must fit (the fewest GPUs with no close call)."""
     best: Layout | None = None
+    best_key: tuple[int, bool] | None = None
     for sharding in shardings:
         base = sharded(setup, sharding, offload)
-        n = fewest_gpus(spec, base, device.usable_bytes, max_gpus, per_node, estimate_fn)
-        if n is not None and (best is None or n < best.gpus):
-            best = Layout(sharding, n, estimate_fn(spec, replace(base, gpus=n)))
+        n = fewest_gpus(spec, base, device.usable_bytes, max_gpus, per_node, estimate_fn, likely_high=likely_high)
+        if n is None or (best is not None and n > best.gpus):
+            continue
+        est = estimate_fn(spec, replace(base, gpus=n))
+        key = (n, est.high_bytes > device.usable_bytes)  # fewer GPUs first, then no close call
+        if best_key is None or key < best_key:
+            best, best_key = Layout(sharding, n, est), key
     return best
 
 

@@ -336,13 +336,61 @@ def _ranked(query: str) -> list[tuple[int, int, Device]]:
         else:
             continue
         ranked.append((rank, position, device))
+    if not ranked:  # no name contains the query: its words and memory figure, in any order
+        ranked = [(3, position, device) for position, device in enumerate(CATALOG) if _words_match(query, device)]
     return sorted(ranked, key=lambda r: r[:2])
+
+
+# Words that name any Apple silicon Mac (the chips and the product lines), and words a query may carry that name no
+# device ('my 36 GB MacBook'): a query's words are matched one by one against a device's own.
+_APPLE_WORDS = frozenset({"apple", "mac", "macbook", "macbookpro", "macbookair", "imac", "mini", "studio", "air",
+                          "pro", "max", "ultra", "silicon", "laptop", "unified", "m1", "m2", "m3", "m4", "m5"})
+_FILLER_WORDS = frozenset({"my", "a", "an", "the", "with", "of", "on", "in", "and", "ram", "memory", "vram", "gpu",
+                           "card"})
+_MEMORY = re.compile(r"(\d+(?:\.\d+)?)\s*(?:gib|gb|g)(?![a-z])")
+_WORD = re.compile(r"\d+(?:\.\d+)?|[a-z0-9]+")
+
+
+def _query_words(text: str) -> tuple[tuple[float, ...], tuple[str, ...]]:
+    """A typed name's memory figures ('36 GB', '36gb', '36 GiB', '36G') and its other words, lower case (a bare
+    number is a word: a model number or a memory figure)."""
+    low = str(text).lower()
+    sizes = tuple(float(m.group(1)) for m in _MEMORY.finditer(low))
+    return sizes, tuple(_WORD.findall(_MEMORY.sub(" ", low)))
+
+
+def _device_words(device: Device) -> frozenset[str]:
+    """The words a device answers to: its id's, aliases', name's and model's, and for a Mac every Apple word."""
+    words: set[str] = set()
+    for text in (device.id.replace("-", " "), *device.aliases, str(device.title), str(device.model)):
+        words.update(_query_words(text)[1])
+    return frozenset(words | (_APPLE_WORDS if device.kind == "unified" else set()))
+
+
+def _has_memory(device: Device, gb: float) -> bool:
+    """Is this figure the device's memory, as people say it: its GB or its GiB, to the nearest whole one ('36' for a
+    36 GiB Mac, '24' for an RTX 4090's 23.99 GiB, '80' for an H100's 79.6 GiB)?"""
+    return any(abs(gb - size) < 0.5 for size in (to_gb(device.capacity_bytes), to_gib(device.capacity_bytes)))
+
+
+def _words_match(query: str, device: Device) -> bool:
+    """Does every word of the query name this device and every memory figure equal its memory ('36 GB MacBook',
+    'M4 Pro 36', 'apple 36gb', 'nvidia 24 GB')?"""
+    sizes, words = _query_words(query)
+    words = tuple(w for w in words if w not in _FILLER_WORDS)
+    if not sizes and not words:
+        return False
+    own = _device_words(device)
+    return all(_has_memory(device, n) for n in sizes) and all(
+        w in own or (w[0].isdigit() and _has_memory(device, float(w))) for w in words)
 
 
 def find_devices(query: str) -> tuple[Device, ...]:
     """Catalog devices matching a typed name, case-insensitive and ignoring spaces and dashes ('4080', 'A6000',
     'T4', 'rtx4090', 'h100', 'm3 max'). Ranked: an exact id or alias first, then ids/aliases that start with the
-    query, then (for queries of 3+ characters) ids, aliases or names that contain it; catalog order within a rank.
+    query, then (for queries of 3+ characters) ids, aliases or names that contain it; when none does, the devices
+    whose words and memory the query's words name in any order ('36 GB MacBook', 'M4 Pro 36', 'apple 36gb':
+    brand, product and chip words, the memory with or without a space or unit); catalog order within a rank.
     An empty query returns the whole catalog; no match returns ()."""
     if not _norm(str(query)):
         return CATALOG

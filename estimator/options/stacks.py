@@ -172,10 +172,12 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                 "fused AdamW, fp32 LoRA adapters (bf16 on a 4-bit base), no fp32 upcast for QLoRA."),
         grad_ckpt=True, offload_activations=False, loss="chunked",
         loss_impls={"chunked": "trl", "standard": "hf"}, optimizer="adamw",
-        adapter_dtype="fp32", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=True,
+        adapter_dtype="fp32", qlora_adapter_dtype="bf16", qlora_prep="none", nf4_double_quant=False,
         load_16bit_first=False, max_grad_norm=1.0,
         host_load="cpu",
         sources={
+            "nf4_double_quant": "trl/trainer/model_config.py:164-165 (1.16.0): use_bnb_nested_quant=False, passed "
+                                "as BitsAndBytesConfig(bnb_4bit_use_double_quant=...) at trl/trainer/utils.py:267",
             "host_load": "the snippet (report/snippets/trl.py) loads with from_pretrained and no device_map, so " + _HF_LOAD
                          + " on the CPU, and Trainer moves the model to the GPU; trl/trainer/sft_trainer.py:691-693 "
                          "(1.16.0) sets device_map=None on several GPUs too; a 4-bit base is placed on the GPU by "

@@ -76,8 +76,10 @@ def test_upload_a_config_fills_the_sidebar_and_lists_what_was_read(page: Page, a
     sidebar = page.locator("[data-testid='stSidebar']")
     expect(sidebar.get_by_text("1B_lora_single_device.yaml: torchtune 0.6.1 recipe YAML → stack torchtune")).to_be_visible()
     for title in ("Read (", "Ignored (", "Not honoured (1)"):
-        expect(sidebar.get_by_role("tab").filter(has_text=title).first).to_be_visible()
+        expect(sidebar.locator(".st-key-config_list").get_by_role("radio").filter(has_text=title)).to_be_visible()
     expect(sidebar.get_by_text("batch_size: 4 → batch per GPU = 4", exact=False).first).to_be_attached()
+    sidebar.locator(".st-key-config_list").get_by_role("radio").filter(has_text="Not honoured (1)").click()
+    wait_for_app_run(page)  # one list at a time: the one that says what was not applied
     expect(sidebar.get_by_text("tokenizer.max_seq_len: null → null: no truncation", exact=False).first).to_be_attached()
     assert verdict_text(page) == expected_headline(TORCHTUNE.read_text(), TORCHTUNE.name, max_len=2048)
     shot(page, "config-import-upload")

@@ -72,3 +72,59 @@ def test_a_slider_change_updates_the_same_plot_and_the_bars_glide(page: Page, ap
     # plotly.js is the installed plotly package's copy, served by the app's server (no CDN).
     assert scripts and all(url.startswith(app_url) for url in scripts)
     assert any(url.endswith("/component/ui.live_chart.plotly_js/plotly.min.js") for url in scripts)
+
+
+# The plot's geometry in the page: its host's width, the drawn SVG's width, the legend's box, the plot area's
+# top and the "usable" label's box (client pixels).
+_GEOMETRY = """(sel) => {
+    const plot = document.querySelector(sel);
+    const box = (el) => { const b = el.getBoundingClientRect();
+                          return {left: b.left, top: b.top, right: b.right, bottom: b.bottom}; };
+    const usable = [...plot.querySelectorAll('g.annotation')].find(a => a.textContent.includes('usable'));
+    return {host: plot.clientWidth, svg: plot.querySelector('.main-svg').getBoundingClientRect().width,
+            legend: box(plot.querySelector('g.legend')), usable: box(usable),
+            plotTop: plot.getBoundingClientRect().top + plot._fullLayout._size.t};
+}"""
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+
+
+def _settled_geometry(page: Page, before: int | None) -> dict:
+    """The geometry once the container has changed width from `before` and the plot has followed it (or after
+    5 s, to report what it kept)."""
+    page.wait_for_function("([sel, before]) => document.querySelector(sel).clientWidth !== before",
+                           arg=[PLOT, before])
+    ok = ("(sel) => { const g = (" + _GEOMETRY + ")(sel); "
+          "return Math.abs(g.svg - g.host) < 2 && g.legend.bottom <= g.plotTop + 1; }")
+    try:
+        page.wait_for_function(ok, arg=PLOT, timeout=5_000)
+    except Exception:  # noqa: BLE001 - the assertions below say what is wrong
+        pass
+    page.wait_for_timeout(300)
+    return page.locator(PLOT).evaluate(f"(el, sel) => ({_GEOMETRY})(sel)", PLOT)
+
+
+def test_the_chart_follows_its_container_and_keeps_legend_and_usable_label_apart(page: Page, app_url: str):
+    """Widened window, collapsed sidebar, a phone: the plot takes its container's width each time, the legend
+    stays above the plot and off the "usable" label (plotly.js's own resize follows the window only and places
+    a legend that changed rows from the old margins)."""
+    page.set_viewport_size({"width": 1440, "height": 900})
+    open_app(page, app_url + "/?device=laptop-36gb")
+    seen: dict[str, dict] = {}
+    previous = ""
+    for name, resize in (("1440", None), ("1920", {"width": 1920, "height": 1000}), ("1920 sidebar collapsed", "collapse"),
+                         ("390", {"width": 390, "height": 844}), ("1440 again", {"width": 1440, "height": 900})):
+        if resize == "collapse":
+            page.hover("[data-testid=stSidebar]")
+            page.get_by_test_id("stSidebarCollapseButton").locator("button").click()
+        elif resize:
+            page.set_viewport_size(resize)
+        seen[name] = g = _settled_geometry(page, seen[previous]["host"] if seen else None)
+        previous = name
+        assert abs(g["svg"] - g["host"]) < 2, (name, g)  # the plot follows its container's width
+        assert g["legend"]["bottom"] <= g["plotTop"] + 1, (name, g)  # the legend above the plot area
+        assert not _overlap(g["legend"], g["usable"]), (name, g)
+    assert seen["1920 sidebar collapsed"]["host"] > seen["1920"]["host"] + 100  # the sidebar's width came back
+    assert seen["390"]["host"] < 400 < seen["1440 again"]["host"]

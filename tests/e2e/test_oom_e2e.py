@@ -51,7 +51,7 @@ def test_a_pasted_message_is_read_diagnosed_and_switches_the_device(page: Page, 
     wait_for_app_run(page)
     expect(page.get_by_text("(the sidebar's device)", exact=False)).to_be_visible()
     assert "device=t4" in page.url
-    expect(page.locator("[data-testid='stSidebar']").get_by_text("NVIDIA Tesla T4 (15,360 MiB)").first).to_be_visible()
+    expect(page.locator(".st-key-device_pick input")).to_have_value("NVIDIA Tesla T4 (15,360 MiB)")  # the picker
 
 
 def test_an_uploaded_log_and_a_bad_message(page: Page, app_url: str):
@@ -86,3 +86,40 @@ def test_the_host_verdict_with_offload_on(page: Page, app_url: str):
     # a Mac: one pool
     open_app(page, app_url + "/?model=qwen2.5-1.5b&device=mac-64gb")
     expect(page.get_by_text("GPU and host together fit", exact=False)).to_be_visible()
+
+
+def test_the_chart_shows_its_row_labels_and_a_partial_message_says_what_it_lacks(page: Page, app_url: str):
+    """The chart's row labels whole inside the plot (not "e" and "d"), its axis title clear of the legend; a message
+    cut after "Tried to allocate" gets a "Why it failed" that says what it lacks, and a message with the total and
+    the free memory but not PyTorch's split blames nothing on other processes."""
+    page.set_viewport_size({"width": 1440, "height": 900})
+    open_app(page, app_url + "/oom")
+    paste(page, (DATA / "trl-4237.txt").read_text(encoding="utf-8"))
+    plot = page.locator(".st-key-oom_chart .js-plotly-plot")
+    page.wait_for_function("() => { const p = document.querySelector('.st-key-oom_chart .js-plotly-plot');"
+                           " return p && p.querySelector('g.legend') && p.querySelector('.g-xtitle text'); }")
+    page.wait_for_timeout(500)
+    geometry = plot.evaluate("""el => {
+        const box = (e) => { const b = e.getBoundingClientRect();
+                             return {left: b.left, top: b.top, right: b.right, bottom: b.bottom}; };
+        return {svg: box(el.querySelector('.main-svg')), legend: box(el.querySelector('g.legend')),
+                title: box(el.querySelector('.g-xtitle text')),
+                ticks: [...el.querySelectorAll('.ytick text')].map(t => [t.textContent, box(t)])};
+    }""")
+    assert sorted(t for t, _ in geometry["ticks"]) == ["Device at the failure", "Requested"]
+    for text, box in geometry["ticks"]:
+        assert box["left"] >= geometry["svg"]["left"] - 0.5, (text, box, geometry["svg"])  # not clipped
+    legend, title = geometry["legend"], geometry["title"]
+    assert legend["bottom"] <= title["top"] or title["bottom"] <= legend["top"], geometry  # apart
+    shot(page, "oom-chart.png")
+
+    paste(page, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    expect(page.get_by_text("The message is cut short; it does not give: Total capacity", exact=False)).to_be_visible()
+    expect(page.locator(".st-key-oom_chart")).to_have_count(0)  # no total: no bar to draw
+    paste(page, "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which "
+                "1.20 GiB is free.")
+    names = page.locator(".st-key-oom_chart .js-plotly-plot").evaluate("el => el.data.map(t => t.name)")
+    assert "Other processes and non-PyTorch memory" not in names
+    assert "In use (the message does not say by what)" in names
+    expect(page.get_by_text("At that moment the device lacked at least 0.86 GB", exact=False)).to_be_visible()
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)

@@ -102,7 +102,7 @@ def test_size_table_csv_holds_the_seeds_table(page: Page, app_url: str):
     assert "Llama-3.1-8B (yours)" in rows
 
 
-def test_scale_out_and_the_offload_toggle_writes_the_url(page: Page, app_url: str):
+def test_scale_out_and_the_sidebars_offload_toggle_writes_the_url(page: Page, app_url: str):
     open_page(page, app_url, "/scale?model=llama-3.1-70b&method=full&device=h100-80gb&ckpt=true")
     # The expected peak fits on 8 GPUs, the likely high does not: the calculator's close call.
     expect(page.get_by_text(re.compile(r"Close call: fits on 8 × NVIDIA H100 80GB HBM3 \(81,559 MiB\) with ZeRO-3"))
@@ -110,9 +110,12 @@ def test_scale_out_and_the_offload_toggle_writes_the_url(page: Page, app_url: st
     x = plot(page, "scale_chart").evaluate("el => el.data.map(t => Array.from(t.x))")
     assert all(xs == [1, 2, 4, 8, 16, 32, 64] for xs in x)
     assert plot(page, "scale_chart").evaluate("el => el.layout.xaxis.type") == "log"
-    page.locator(".st-key-offload label").first.click()
+    # One optimizer-offload setting: the sidebar's (under GPUs and sharding) prices the page's lines too.
+    page.get_by_test_id("stSidebar").get_by_text("GPUs and sharding").click()
+    page.locator(".st-key-opt_offload label").first.click()
     wait_for_app_run(page)
-    expect(page).to_have_url(re.compile(r"offload=true"))
+    expect(page).to_have_url(re.compile(r"opt_offload=true"))
+    expect(page.get_by_text(re.compile(r"fits on 4 × NVIDIA H100 80GB HBM3 \(81,559 MiB\) with ZeRO-3"))).to_be_visible()
     expect(page.get_by_test_id("stException")).to_have_count(0)
 
 

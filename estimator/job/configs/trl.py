@@ -189,7 +189,7 @@ def _lora(r: Reader, method: str, stack: str) -> None:
     lora_dropout(r, "lora_dropout", 0.05, Text(N_("{src}/model_config.py default 0.05"), src=_T), counted)
     if method == "qlora":
         if not r.take_bool("nf4_double_quant", "use_bnb_nested_quant") and stack == "trl":
-            # the CLI's default, unlike the SFTTrainer script's BitsAndBytesConfig
+            # ModelConfig's default, the TRL stack's too (estimator/options/stacks.py)
             r.default("nf4_double_quant", False, "use_bnb_nested_quant",
                       Text(N_("{src}/model_config.py default false"), src=_T))
 
