@@ -205,8 +205,9 @@ def test_every_shipped_config_is_in_the_table():
     files = {str(p.relative_to(DATA)) for p in (*DATA.rglob("*.y*ml"), *DATA.rglob("*.json"))}
     assert files == {row[0] for row in REAL}
     assert len(files) >= 20
-    assert {row[1] for row in REAL} == {"axolotl", "trl", "torchtune", "litgpt", "mlx", "llamafactory",
-                                        "swift"}  # seven formats
+    from estimator.job.configs import FORMAT_IDS
+
+    assert {read(row[0]).format for row in REAL} == set(FORMAT_IDS)  # every format has shipped configs
     readme = (DATA / "README.md").read_text(encoding="utf-8")
     assert all(f"`{name}`" in readme for name in files)
 
