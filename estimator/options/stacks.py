@@ -91,6 +91,9 @@ class Stack:
     no_layer_selection: str = ""  # why its LoRA cannot target the last N blocks ("" = it can)
     full_trains_last_layers: bool = False  # with --lora-layers N, full fine-tuning trains only the last N blocks
     quantizer: str = "bitsandbytes"  # who quantises a QLoRA base: bitsandbytes (NF4) or MLX (affine, mxfp4, …)
+    # the training-config format its file is read and written in (estimator/job/configs: a format's ID); "trl" for the
+    # stacks without a file of their own (TrainingArguments' and ModelConfig's names, read by HfArgumentParser)
+    config_format: str = "trl"
     multi_gpu: bool = True  # data parallelism and ZeRO/FSDP sharding over several GPUs modelled for it
     mixed_precision: bool = True  # fp32 master weights under bf16 autocast (precision "mixed")
     backend: str = "cuda"  # the backend when no device names one (options.backends)
@@ -274,6 +277,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         model_code="unsloth",
     ),
     Stack(
+        config_format="axolotl",
         backend_refusals={"cpu": PYTORCH_NO_CPU},
         id="axolotl", label="Axolotl", version="axolotl 0.19.0 (transformers Trainer)",
         summary=N_("Axolotl: checkpointing off unless the YAML turns it on, the Trainer's standard loss (Liger "
@@ -303,6 +307,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                                    "'standard' or 'fused' (Liger plugin)")},
     ),
     Stack(
+        config_format="torchtune",
         compile=True, optimizer_in_bwd=True, backend_refusals={"cpu": PYTORCH_NO_CPU},
         no_layer_selection=N_("torchtune's LoRA builders (lora_llama3_1 and the others, torchtune 0.6.1) adapt every "
                               "layer; their configs have no per-layer switch"),
@@ -337,6 +342,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
         unavailable={"fused": N_("torchtune has no fused linear cross-entropy; choose 'chunked'")},
     ),
     Stack(
+        config_format="litgpt",
         families=LITGPT_FAMILIES, backend_refusals={"cpu": PYTORCH_NO_CPU},
         no_layer_selection=N_("LitGPT's LoRA Config (litgpt/lora.py 0.5.13) has lora_query/key/value/projection/mlp/"
                               "head switches that apply to every block, no per-layer selection"),
@@ -409,6 +415,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                      "fused": N_("a plain loop computes the model's own loss; choose 'standard'")},
     ),
     Stack(
+        config_format="llamafactory",
         trainers=("sft",), backend_refusals={"cpu": PYTORCH_NO_CPU},
         no_layer_selection=N_("LLaMA-Factory's lora_target names modules, which get adapters in every layer "
                               "(model/adapter.py:204-213, 0.9.5); its per-layer switch, freeze_trainable_layers, "
@@ -480,6 +487,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                                    "trainer.py); choose 'standard' or 'fused' (enable_liger_kernel)")},
     ),
     Stack(
+        config_format="swift",
         trainers=("sft",), backend_refusals={"cpu": PYTORCH_NO_CPU},
         no_layer_selection=N_("ms-swift's target_modules names modules, which get adapters in every layer "
                               "(swift/pipelines/train/tuner.py:92-112, 4.6.0); it picks layers only through a "
@@ -561,6 +569,7 @@ STACKS: dict[str, Stack] = {s.id: s for s in (
                                    "(use_liger_kernel)")},
     ),
     Stack(
+        config_format="mlx_lm",
         framework="mlx", trainers=("sft",), dora=True, full_trains_last_layers=True, quantizer="mlx", backend="metal",
         multi_gpu=False, mixed_precision=False,
         backend_refusals={"rocm": MLX_NO_ROCM},
@@ -627,6 +636,12 @@ STACK_FIELDS: tuple[str, ...] = ("grad_ckpt", "offload_activations", "loss", "op
 # The run's size a stack fills when the user leaves it open (the same mechanism; the trainer's own batch default wins
 # for a preference/RL trainer: estimator.job.stack.default_batch).
 STACK_SIZE_FIELDS: tuple[str, ...] = ("batch", "seq_len", "lora_rank", "lora_layers", "quant_mode")
+
+
+def stacks_in_format(format_id: str) -> tuple[str, ...]:
+    """The stacks whose config file is in this format (Stack.config_format), in the table's order: the first is the
+    stack a file of that format is read for when nothing names another."""
+    return tuple(s.id for s in STACKS.values() if s.config_format == format_id)
 
 
 def get_stack(stack_id: str) -> Stack:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...i18n import N_, Text
+from ...options.stacks import stacks_in_format
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
 from ._common import (
     attention,
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 ID = "axolotl"
 LABEL = "Axolotl 0.19.0 YAML"
 TOOL = "Axolotl 0.19.0"
-STACKS = ("axolotl",)
+STACKS = stacks_in_format(ID)  # the stacks whose file this is (options/stacks.py Stack.config_format)
 SCHEMA = load_keys("axolotl")
 _S = "axolotl/utils/schemas"  # the schema's folder in the 0.19.0 release, cited below
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...i18n import N_, Text
 from ...options.optimizers import OPTIMIZERS
+from ...options.stacks import stacks_in_format
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GPUS, MAX_RANK, MAX_SEQ_LEN
 from ._common import gpus_from_marker, lora_dropout, no_memory
 from ._fields import as_bool, load_keys
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 ID = "litgpt"
 LABEL = "LitGPT 0.5.13 finetune YAML"
 TOOL = "LitGPT 0.5.13"
-STACKS = ("litgpt",)
+STACKS = stacks_in_format(ID)  # the stacks whose file this is (options/stacks.py Stack.config_format)
 SCHEMA = load_keys("litgpt")
 _F = "litgpt/finetune/lora.py (0.5.13) setup()"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...i18n import N_, Text
-from ...options.stacks import LLAMAFACTORY_RELEASE
+from ...options.stacks import LLAMAFACTORY_RELEASE, stacks_in_format
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
 from ._common import deepspeed, fsdp_offload, gpus_from_marker, gpus_note, hf_optimizer, lora_dropout, no_memory
 from ._fields import load_keys
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 ID = "llamafactory"
 LABEL = f"LLaMA-Factory {LLAMAFACTORY_RELEASE} YAML (llamafactory-cli train)"
 TOOL = f"LLaMA-Factory {LLAMAFACTORY_RELEASE}"
-STACKS = ("llamafactory",)
+STACKS = stacks_in_format(ID)  # the stacks whose file this is (options/stacks.py Stack.config_format)
 SCHEMA = load_keys("llamafactory")
 _H = "hparams"  # the dataclasses' folder, cited below
 

@@ -20,6 +20,7 @@ from ...options.optimizers import OPTIMIZERS
 from ...options.precisions import MLX_CONVERT_DTYPES
 from ...options.quantization import QUANT_MODES, check_quant
 from ...options.stacks import STACKS as STACK_TABLE
+from ...options.stacks import stacks_in_format
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GRAD_ACCUM, MAX_LORA_LAYERS, MAX_RANK, MAX_SEQ_LEN
 from ._common import lora_dropout, no_memory
 from ._fields import MISSING, load_keys
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 ID = "mlx_lm"
 LABEL = "mlx-lm 0.32.2 LoRA YAML (mlx_lm.lora --config)"
 TOOL = "mlx-lm 0.32.2"
-STACKS = ("mlx",)
+STACKS = stacks_in_format(ID)  # the stacks whose file this is (options/stacks.py Stack.config_format)
 SCHEMA = load_keys("mlx_lm")
 _L = "mlx_lm/lora.py"  # the 0.32.2 release's files, cited below
 _U = "mlx_lm/tuner/utils.py"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...i18n import N_, Text
 from ...options.stacks import STACKS as STACK_TABLE
-from ...options.stacks import SWIFT_RELEASE
+from ...options.stacks import SWIFT_RELEASE, stacks_in_format
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GPUS, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
 from ._common import (
     attention,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 ID = "swift"
 LABEL = f"ms-swift {SWIFT_RELEASE} YAML or JSON (swift sft)"
 TOOL = f"ms-swift {SWIFT_RELEASE}"
-STACKS = ("swift",)
+STACKS = stacks_in_format(ID)  # the stacks whose file this is (options/stacks.py Stack.config_format)
 SFT_KEYS = load_keys("swift")
 RLHF_KEYS = load_keys("swift_rlhf")  # only swift rlhf parses them (RLHFArguments)
 MEGATRON_KEYS = load_keys("swift_megatron")  # only megatron sft / rlhf parse them

@@ -12,6 +12,7 @@ import yaml
 
 from ...i18n import N_, Text
 from ...options.optimizers import OPTIMIZERS
+from ...options.stacks import stacks_in_format
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
 from ._common import fsdp_offload, gpus_from_marker, gpus_note, lora_dropout, no_memory
 from ._fields import MISSING, as_bool, load_keys, shown
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 ID = "torchtune"
 LABEL = "torchtune 0.6.1 recipe YAML"
 TOOL = "torchtune 0.6.1"
-STACKS = ("torchtune",)
+STACKS = stacks_in_format(ID)  # the stacks whose file this is (options/stacks.py Stack.config_format)
 SCHEMA = load_keys("torchtune")
 _R = "recipes/lora_finetune_single_device.py (0.6.1)"
 MAX_OVERRIDES = 200

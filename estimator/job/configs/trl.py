@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ...i18n import N_, Text
+from ...options.stacks import stacks_in_format
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GPUS, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
 from ._common import (
     attention,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 ID = "trl"
 LABEL = "TRL 1.16.0 / transformers 5.24 config (trl <command> --config)"
 TOOL = "TRL 1.16.0"
-STACKS = ("trl", "trainer", "unsloth", "plain")  # the marker picks the last three (their exports use this format)
+STACKS = stacks_in_format(ID)  # the stacks whose file this is (options/stacks.py Stack.config_format)
 SCHEMA = load_keys("trl") | {"use_gradient_checkpointing"}  # Unsloth's from_pretrained/get_peft_model argument
 _T = "trl/trainer"
 

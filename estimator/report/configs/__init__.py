@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...job.trainer import TrainerSetup
+from ...options.stacks import get_stack
 from ..snippets.common import _stack_id
 from ._common import ExportedConfig
 from .axolotl import _export_axolotl
@@ -42,12 +43,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ExportedConfig", "export_config"]
 
-_WRITERS = {"axolotl": _export_axolotl, "mlx": _export_mlx, "torchtune": _export_torchtune, "litgpt": _export_litgpt,
-            "trl": _export_hf, "trainer": _export_hf, "unsloth": _export_hf, "plain": _export_hf,
-            "llamafactory": _export_llamafactory, "swift": _export_swift}
+# one writer per format (estimator/job/configs: a format's ID); a stack's format is its Stack.config_format
+_WRITERS = {"axolotl": _export_axolotl, "mlx_lm": _export_mlx, "torchtune": _export_torchtune, "litgpt": _export_litgpt,
+            "trl": _export_hf, "llamafactory": _export_llamafactory, "swift": _export_swift}
 
 
 def export_config(spec: ModelSpec, setup: TrainingSetup, trainer: TrainerSetup | None = None) -> ExportedConfig:
     """The setup's stack's config file (a setup without a stack: the HF Trainer's), which import_config reads back
     to the same setup and trainer wherever `notes` is empty."""
-    return _WRITERS[_stack_id(setup)](spec, setup, trainer or TrainerSetup())
+    return _WRITERS[get_stack(_stack_id(setup)).config_format](spec, setup, trainer or TrainerSetup())
