@@ -164,8 +164,10 @@ def _stack_chosen() -> None:
     if choice in STACKS:
         trainer = held("trainer")
         run = default_settings(choice, trainer=str(trainer) if trainer in TABLE["trainer"].choices else "sft")
-        st.session_state[key_of("batch")] = run.batch
-        st.session_state[key_of("lora_rank")] = run.lora_rank
+        # forgotten, the two controls are drawn again at the run's defaults (no Session State API write: Streamlit
+        # would warn that a widget with a default had its value set that way)
+        st.session_state.pop(key_of("batch"), None)
+        st.session_state.pop(key_of("lora_rank"), None)
         st.session_state[RUN_DEFAULTS] = {key_of("batch"): run.batch, key_of("lora_rank"): run.lora_rank}
 
 

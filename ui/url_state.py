@@ -224,13 +224,15 @@ def held_run_defaults() -> dict[str, object]:
 
 def follow_run_defaults(new: dict[str, object]) -> None:
     """Make `new` the run's defaults (before the widgets are drawn): a batch or rank still at the last run's default
-    follows the new one (the device, stack or trainer changed the run), one the user chose stays."""
+    follows the new one (the device, stack or trainer changed the run), one the user chose stays. Following is
+    forgetting the widget's value: it is drawn again at its new default (setting it through the Session State API
+    while the widget also gets a default makes Streamlit log a warning)."""
     ss = st.session_state
     old = ss.get(RUN_DEFAULTS)
     if old is not None:
         for key, value in new.items():
             if key in ss and ss[key] == old.get(key) and value != old.get(key):
-                ss[key] = value
+                del ss[key]
     ss[RUN_DEFAULTS] = dict(new)
 
 
