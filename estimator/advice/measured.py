@@ -26,6 +26,7 @@ from ..job.stack import resolve_setup
 from ..job.trainer import TrainerSetup
 from ..memory.overhead import ALLOCATOR_SLACK
 from ..memory.price import detailed_estimate, estimate
+from ..memory.runtimes import RUNTIMES
 from ..memory.unsloth.model import published_tables_path
 from ..memory.unsloth.step import estimate_for_path
 from ..models.config import spec_from_config
@@ -181,7 +182,7 @@ def published_setup(r: dict[str, str]) -> tuple[ModelSpec, TrainingSetup]:
     in_bwd = bool(re.search(r"(?<!no )\boptimizer_in_bwd\b(?!=False)", notes))
     stack = FRAMEWORK_STACKS[r["framework"]]
     targets = _targets(r["lora_targets"])
-    if get_stack(stack).model_code != "litgpt":
+    if not RUNTIMES[get_stack(stack).model_code].fused_qkv_names:
         targets = _map_targets(spec, targets)
     setup = resolve_setup(
         stack, method=r["method"], precision=r["precision"], optimizer=optimizer, batch=int(r["batch"]),
@@ -269,12 +270,13 @@ def _unsloth_runs() -> list[MeasuredRun]:
     for r in _csv(UNSLOTH_CONTEXT):
         if r["check"] not in ("unsloth_2024", "hf_fa2"):
             continue  # the points the accuracy report cannot check (other releases, extrapolated lines)
-        stack = "unsloth" if r["framework"] == "unsloth" else "trainer"
+        unsloth = r["framework"] == "unsloth"  # the table's column: Unsloth's own runs, or HF + FA2's
+        stack = "unsloth" if unsloth else "trainer"
         kw: dict[str, Any] = {"method": "qlora", "lora_rank": int(r["lora_rank"]), "batch": int(r["batch"]),
                               "seq_len": int(r["published_tokens"])}
-        if stack == "trainer":
+        if not unsloth:
             kw["grad_ckpt"] = True  # HF + FA2 ran with gradient checkpointing (the Trainer's default is off)
-        note = r["code"] if stack == "unsloth" else ""
+        note = r["code"] if unsloth else ""
         out.append(MeasuredRun(r["id"], r["model"], load_preset(r["config_id"]), resolve_setup(stack, **kw),
                                TrainerSetup("sft"), r["device"], float(r["published_tokens"]), "tokens",
                                "longest_length", r["source_url"], UNSLOTH_CONTEXT.name, note,
@@ -303,7 +305,7 @@ def real_run_job(r: dict[str, str]) -> tuple[ModelSpec, TrainingSetup, TrainerSe
     """A real_runs.csv row as the real-run check (issue 28 item 5) prices it (its row_job)."""
     spec = _spec(r["config_id"])
     targets = _targets(r["lora_targets"])
-    if get_stack(r["stack"]).model_code != "litgpt":
+    if not RUNTIMES[get_stack(r["stack"]).model_code].fused_qkv_names:
         targets = _map_targets(spec, targets)
     ckpt = r["grad_ckpt"].strip()
     kw: dict[str, Any] = {

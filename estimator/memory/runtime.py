@@ -25,6 +25,9 @@ class Runtime:
     job.stack.check_stack_setup's, from the Stack row's capability fields."""
 
     id: str = ""
+    # LoRA targets named per projection (q_proj, k_proj, v_proj) land on a fused QKV linear by the runtime's own
+    # switches (LitGPT's lora_query/key/value); elsewhere PEFT needs the fused module's own name
+    fused_qkv_names: bool = False
 
     def check(self, spec: ModelSpec, setup: TrainingSetup) -> None:
         """Every refusal that needs the model: image inputs without a vision tower, the tower's switches, then the

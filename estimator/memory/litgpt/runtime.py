@@ -21,6 +21,7 @@ class LitgptRuntime(HfRuntime):
     """LitGPT 0.5.13's finetune scripts: lora_query/key/value/projection/mlp/head switches on its fused QKV."""
 
     id = "litgpt"
+    fused_qkv_names = True
 
     def own_model_code(self, spec: ModelSpec, setup: TrainingSetup) -> bool:
         return closed_form_applies(spec, setup)
