@@ -295,3 +295,14 @@ def test_the_box_in_spanish():
     assert "Tus versiones (las más recientes)" in [e.label for e in at.sidebar.expander]  # torch 1.0 is not used
     at = run({"lang": "es", "versions": "trl==0.21.0"})
     assert "Tus versiones (1 indicada)" in [e.label for e in at.sidebar.expander]
+
+
+def test_the_setup_line_names_the_releases_priced():
+    """The setup line named the stack's newest releases ('TRL 1.16.0 (transformers 5.24, PEFT 0.21)') whatever the
+    releases given; with releases given it names each package of the stack at the release priced."""
+    setup = resolve_setup("trl", pins=("trl==0.21.0", "transformers==4.57.6"))
+    assert setup_summary(setup).startswith("TRL (trl 0.21.0, transformers 4.57.6, peft 0.21.2, bitsandbytes 0.50.2, "
+                                           "torch 2.13.0): checkpointing off (TRL default)")
+    unsloth = resolve_setup("unsloth", pins=("unsloth==2024.12.4",))  # its companions: the 2024.12 line's
+    assert setup_summary(unsloth).startswith("Unsloth (unsloth 2024.12.4, unsloth-zoo 2024.12.1, transformers 4.46.3, ")
+    assert setup_summary(resolve_setup("trl")).startswith("TRL 1.16.0 (transformers 5.24, PEFT 0.21): ")  # as before
