@@ -306,3 +306,14 @@ def test_the_setup_line_names_the_releases_priced():
     unsloth = resolve_setup("unsloth", pins=("unsloth==2024.12.4",))  # its companions: the 2024.12 line's
     assert setup_summary(unsloth).startswith("Unsloth (unsloth 2024.12.4, unsloth-zoo 2024.12.1, transformers 4.46.3, ")
     assert setup_summary(resolve_setup("trl")).startswith("TRL 1.16.0 (transformers 5.24, PEFT 0.21): ")  # as before
+
+
+def test_the_releases_stay_in_the_address_across_a_page_switch():
+    """Like every sidebar input, the releases go with the visitor to another page (ui/url_state.py carries PARAMS)
+    and the pickers there show them."""
+    at = run({"versions": "transformers==4.57.6"})
+    at.switch_page("pages/compare.py").run()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.query_params["versions"] in ("transformers==4.57.6", ["transformers==4.57.6"])
+    assert pickers(at)["transformers"] == "4.57.6"

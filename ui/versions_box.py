@@ -305,7 +305,11 @@ def _draw_pickers(stack: str, pins: Mapping[str, str], versions: Versions | None
         st.session_state[key] = given if given in options else AUTO
         names = {AUTO: _("auto ({version})").format(version=_auto_release(stack, r.package, versions))}
         st.selectbox(r.package, [AUTO, *options], key=key, on_change=_picked, args=(r.package,),
-                     format_func=lambda o, names=names: names.get(o, o))
+                     format_func=lambda o, names=names: names.get(o, o),
+                     help=_("The releases where {package} changes what a step keeps in memory, and the oldest and "
+                            "newest modelled ({oldest} to {newest}); paste a list above for any other. auto = the "
+                            "newest, or the one your framework release ran with.").format(
+                         package=r.package, oldest=r.oldest, newest=r.newest))
 
 
 def draw_versions_box(sb: Any, stack: str, stack_given: bool) -> Releases:
@@ -324,12 +328,10 @@ def draw_versions_box(sb: Any, stack: str, stack_given: bool) -> Releases:
              else _("Your releases (newest)"))
     with sb.expander(title, expanded=bool(state or errors)):
         st.caption(_("Paste `pip freeze` or `pip list` from the machine you train on: the estimate prices those "
-                     "releases, and the link keeps the ones it reads (never the list)."))
+                     "releases. The link keeps the ones it reads, never the list."))
         st.text_area(_("pip freeze or pip list"), key=PASTE, height=110, max_chars=MAX_CHARS,
                      placeholder="transformers==4.57.6\ntrl==0.21.0\npeft==0.17.1\n…")
-        with st.container(horizontal=True):
-            st.button(_("Read the list"), key=READ, on_click=_apply_paste, icon=":material/input:")
-            st.button(_("Newest releases"), key=CLEAR, on_click=_clear, icon=":material/restart_alt:")
+        st.button(_("Read the list"), key=READ, on_click=_apply_paste, icon=":material/input:")
         if state and "error" in state:
             warn_notes([_("The package list could not be read: {error}. The releases are unchanged.").format(
                 error=shown(state["error"]))])
@@ -341,10 +343,10 @@ def draw_versions_box(sb: Any, stack: str, stack_given: bool) -> Releases:
         if other:
             st.caption(plain(_("Not read by the {stack} stack (kept for the stacks that read them): {packages}.")
                              .format(stack=get_stack(stack).label, packages=", ".join(other))))
-        st.caption(_("Each list holds the releases where that package changes what a step keeps in memory, and the "
-                     "oldest and newest modelled; paste a list for any other release. auto = the newest, or the one "
-                     "your framework release ran with."))
         _draw_pickers(stack, pins, versions)
+        if pins or state:
+            st.button(_("Back to the newest releases"), key=CLEAR, on_click=_clear, type="tertiary",
+                      icon=":material/restart_alt:")
     return Releases(tuple(pins.items()), stack, versions, errors)
 
 
