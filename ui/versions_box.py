@@ -9,7 +9,7 @@ framework release given ran with) and the releases where that package changes wh
 The link carries the releases as one parameter, `versions=transformers==4.57.6,trl==0.21.0` (canonical package names,
 in options.versions.PACKAGES's order): the pickers' values, and so the packages a pasted list names that some stack
 models, never the list itself. A hidden text input bound to the address holds it (ui/params.py row `versions`), as
-the device picker's hidden `device` widget does; the pickers and the paste box write it. The sidebar's setup is
+the device picker's hidden `device` widget does (without a default: None is none given); the pickers and the paste box write it. The sidebar's setup is
 resolved with these releases (`Releases.for_stack`, passed to resolve_setup's `versions`), so every page prices them.
 
 Bad input is one line in the box, and the rest of the releases and every other setting stay: a list that cannot be
@@ -41,7 +41,7 @@ from estimator.options.versions import (
     stack_packages,
 )
 from ui.once import remembered
-from ui.params import AUTO, widget
+from ui.params import AUTO, TABLE
 from ui.text import plain, warn_notes
 
 if TYPE_CHECKING:
@@ -219,11 +219,11 @@ def read_pasted(text: str, stack: str, stack_given: bool = True) -> Pasted:
 # ---- the box ---------------------------------------------------------------------------------------------------
 
 def _pins_now() -> dict[str, str]:
-    return read_link_value(str(st.session_state.get(PARAM, AUTO)))[0]
+    return read_link_value(st.session_state.get(PARAM) or AUTO)[0]
 
 
 def _set_pins(pins: Mapping[str, str]) -> None:
-    st.session_state[PARAM] = link_value(pins)
+    st.session_state[PARAM] = link_value(pins) if pins else None  # None: none given (the newest releases)
 
 
 def _apply_paste() -> None:
@@ -246,7 +246,7 @@ def _apply_paste() -> None:
 
 def _clear() -> None:
     """Back to the newest releases: the pickers on auto, the paste box emptied."""
-    st.session_state[PARAM] = AUTO
+    st.session_state[PARAM] = None
     st.session_state[PASTE] = ""
     st.session_state.pop(_STATE, None)
 
@@ -316,10 +316,16 @@ def draw_versions_box(sb: Any, stack: str, stack_given: bool) -> Releases:
     """The box, for the stack the sidebar prices (`stack_given`: the user chose it, not 'auto'): the hidden link
     widget, then in an expander the paste box, the last paste's outcome, the lines about the link's releases and
     the pickers. Returns the releases for the setup."""
-    text = widget(PARAM, sb, label_visibility="collapsed")
+    # The hidden link widget (ui/params.py row `versions`), drawn without a default value: None is "none given"
+    # (a link's versions=auto too). The box's callbacks set it, and Streamlit logs "created with a default value but
+    # also had its value set via the Session State API", with a stack trace, for a widget that has a default
+    # (streamlit/elements/lib/policies.py check_session_state_rules); None stays out of the address and the share link.
+    row = TABLE[PARAM]
+    text = sb.text_input(_(row.label), value=None, key=PARAM, bind="query-params", max_chars=row.max_chars,
+                         label_visibility="collapsed")
     sb.html(_HIDE_LINK_WIDGET)
     st.session_state[_DRAWN_FOR] = (stack, stack_given)
-    pins, link_errors = read_link_value(str(text))
+    pins, link_errors = read_link_value(text or AUTO)
     versions, range_errors = resolve_for_stack(stack, pins)
     errors = link_errors + range_errors
     state = st.session_state.get(_STATE)

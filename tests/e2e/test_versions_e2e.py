@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import Page, expect
 
+from bench.common import streamlit_server
 from estimator import estimate, get_device, load_preset, verdict
 from estimator.job.stack import resolve_setup
 from tests.e2e.helpers import open_app, verdict_text, wait_for_app_run
@@ -81,7 +82,22 @@ def expected_headline(**pins: str) -> str:
     return verdict(est.total_bytes, rtx, est.high_bytes, est.low_bytes).headline
 
 
-def test_a_pasted_freeze_is_in_the_link_and_a_fresh_page_reproduces_it(page: Page, browser, app_url: str):
+def server_log(proc) -> str:  # noqa: ANN001 - bench.common's Popen with its log file
+    proc.log.flush()
+    proc.log.seek(0)
+    return proc.log.read()
+
+
+def test_a_pasted_freeze_is_in_the_link_and_a_fresh_page_reproduces_it(page: Page, browser):
+    """On a server of its own, so that its log starts clean: the box's callbacks set the hidden link widget and the
+    pickers, and Streamlit logs no Session State warning for it (it does, once, for a widget with a default)."""
+    with streamlit_server() as (url, proc, _started):
+        check_paste_and_link(page, browser, url)
+        log = server_log(proc)
+    assert "Session State API" not in log and "Stack (most recent call last)" not in log, log[-3000:]
+
+
+def check_paste_and_link(page: Page, browser, app_url: str) -> None:  # noqa: ANN001 - pytest-playwright's Browser
     page.set_viewport_size(SIZES["1440"])
     open_app(page, app_url)
     default = verdict_text(page)
