@@ -9,8 +9,9 @@ framework release given ran with) and the releases where that package changes wh
 The link carries the releases as one parameter, `versions=transformers==4.57.6,trl==0.21.0` (canonical package names,
 in options.versions.PACKAGES's order): the pickers' values, and so the packages a pasted list names that some stack
 models, never the list itself. A hidden text input bound to the address holds it (ui/params.py row `versions`), as
-the device picker's hidden `device` widget does (without a default: None is none given); the pickers and the paste box write it. The sidebar's setup is
-resolved with these releases (`Releases.for_stack`, passed to resolve_setup's `versions`), so every page prices them.
+the device picker's hidden `device` widget does (without a default: None is none given); the pickers and the paste
+box write it. The sidebar's setup is resolved with these releases (`Releases.for_stack`, passed to resolve_setup's
+`versions`), so every page prices them.
 
 Bad input is one line in the box, and the rest of the releases and every other setting stay: a list that cannot be
 read (its line named) or that names a stack this estimate does not model leaves the releases as they were; a link
