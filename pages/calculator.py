@@ -42,6 +42,7 @@ from ui.text import plain, show_notes, warn_notes
 from ui.trainer_inputs import resolve_box
 from ui.url_state import share_box
 from ui.values import Inputs
+from ui.versions_box import show_release_notes
 
 if TYPE_CHECKING:  # annotations only
     from estimator import Device, Estimate
@@ -132,6 +133,8 @@ def rest(inputs: Inputs, a: Answer) -> None:
     if not present:
         for note in a.est.notes:
             st.caption(text(_(note)))  # the estimator's notes are marked N_() where written
+        # the releases given and the version forks that move this estimate (ui/versions_box.py)
+        show_release_notes(spec, a.setup, a.est, a.trainer, device.capacity_bytes, a.rule)
         if a.trainer.trainer == "sft":  # the exact trace runs a supervised step (ui/exact.py)
             render_exact(inputs.model_choice, spec.source, a.setup, a.detailed, device,
                          upload=st.session_state.get("upload"), hub_token=hub_token())

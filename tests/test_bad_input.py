@@ -31,7 +31,7 @@ PAGES = ("pages/calculator.py", "pages/compare.py", "pages/fits.py", "pages/size
 URL_PARAMS = ("model", "size", "stack", "method", "precision", "optimizer", "batch", "max_len", "ckpt", "loss",
               "attn", "rank", "targets", "lora_layers", "dora", "quant", "gpus", "sharding", "device", "capacity",
               "kind", "rule", "present", "images", "tower", "offload_params", "host_ram", "accum", "opt_offload",
-              "compile", "in_bwd", "dq")
+              "compile", "in_bwd", "dq", "versions")
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"

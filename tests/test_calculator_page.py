@@ -161,8 +161,9 @@ def test_inputs_survive_a_rerun_because_the_page_draws_them(default_at):
     # segmented controls method, ckpt, kind; the trainer box adds a selectbox (trainer), two toggles
     # (precompute_ref, vllm_sleep) and a segmented control (gen) (ui/trainer_inputs.py); the language switch is
     # one more segmented control (ui/lang.py); the setup adds toggles offload_params, opt_offload, compile,
-    # in_bwd and the segmented control dq (ui/params.py)
-    assert before["selectbox"] == 11 and before["toggle"] == 9 and before["button_group"] == 6
+    # in_bwd and the segmented control dq (ui/params.py); the releases box a picker per package of the stack
+    # (MLX-LM: mlx, mlx-lm; ui/versions_box.py)
+    assert before["selectbox"] == 13 and before["toggle"] == 9 and before["button_group"] == 6
     at.sidebar.slider(key="batch").set_value(2).run()
     after = {kind: len(getattr(at.sidebar, kind)) for kind in before}
     assert after == before

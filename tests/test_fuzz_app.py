@@ -64,6 +64,9 @@ VALID: dict[str, list[str]] = {
     "compile": ["true", "false"],  # torchtune only (another stack: disabled, not applied)
     "in_bwd": ["true", "false"],  # torchtune full fine-tuning, accumulation 1 (else a note)
     "dq": ["auto", "true", "false"],  # QLoRA NF4 double quantisation
+    # the releases installed (ui/versions_box.py): any stack's packages, some outside one stack's range (a line)
+    "versions": ["auto", "transformers==4.57.6", "trl==0.16.1,transformers==4.46.0", "unsloth==2024.12.4",
+                 "mlx==0.24.2,mlx-lm==0.22.0", "transformers==5.20.0,peft==0.13.0,torch==2.5.1"],
 }
 assert set(VALID) == set(URL_PARAMS)
 

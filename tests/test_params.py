@@ -154,7 +154,7 @@ def other_value(key: str) -> list[str]:
     if p.widget == "multiselect":
         return [url_value(p.choices[-1])]
     if p.widget == "text":
-        return {"targets": ["q_proj,v_proj"], "beta": ["0.2"]}[key]
+        return {"targets": ["q_proj,v_proj"], "beta": ["0.2"], "versions": ["transformers==4.57.6"]}[key]
     if p.choices:
         return [url_value(next(c for c in reversed(p.choices) if c != p.default))]
     step = p.step or 1

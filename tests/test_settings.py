@@ -44,9 +44,11 @@ def test_every_field_has_one_row_and_every_row_is_a_field():
 def test_every_key_is_a_link_parameter_and_every_settings_parameter_has_a_row():
     assert set(BY_KEY) <= set(SIDEBAR_PARAMS) | set(TRAINER_PARAMS)
     assert set(TRAINER_PARAMS) <= set(BY_KEY)  # every trainer control is a TrainerSetup setting
-    # the sidebar's parameters that are not settings: the model, the device and the view
+    # the sidebar's parameters that are not settings: the model, the device and the view; and the releases
+    # installed, which the releases box (ui/versions_box.py) resolves into the setting `versions` itself
     assert set(SIDEBAR_PARAMS) - set(BY_KEY) == {"model", "size", "device", "capacity", "kind", "host_ram", "rule",
-                                                 "present"}
+                                                 "present", "versions"}
+    assert BY_NAME["versions"].key is None
     # Scale out's old own control: now the sidebar's opt_offload (an old link's offload= is rewritten, ui/url_state.py)
     assert "offload" not in PAGE_ONLY_PARAMS and "offload" not in BY_KEY
     assert BY_KEY["ckpt"] == (BY_NAME["grad_ckpt"], BY_NAME["offload_activations"])

@@ -58,6 +58,7 @@ from ui.url_state import (
     remember_inputs,
 )
 from ui.values import Inputs, TrainerBox
+from ui.versions_box import Releases, draw_versions_box
 
 # Names other modules and tests read; each is the table's value (ui/params.py), not a second copy.
 BATCH_MAX = int(TABLE["batch"].high)  # type: ignore[arg-type]
@@ -120,6 +121,7 @@ class _Drawn:
     summary_slot: Any
     trainer_box: TrainerBox
     run_defaults: dict[str, Any]  # the batch and rank defaults of this run (job.stack.default_settings)
+    releases: Releases  # the releases installed (ui/versions_box.py), for the setup
 
 
 # ---- the full run: the settled part of the sidebar ----------------------------------------------------------
@@ -318,6 +320,8 @@ def _draw_settled() -> _Drawn:
     # For the controls below (LoRA's names, a tower's): a by-size model is the generic decoder of the typed size.
     named = spec if spec is not None else generic_spec(typed_size())
     training = _draw_training_section(sb, named, notes, run_defaults)
+    trainer = str(held("trainer"))  # the Trainer box is drawn last; its value (or the link's) is known
+    releases = draw_versions_box(sb, effective_stack(training.stack_id, device, trainer), training.stack_id in STACKS)
     host_ram = _draw_host_ram(sb, device)
     present = widget("present", sb)
     if present:
@@ -328,7 +332,7 @@ def _draw_settled() -> _Drawn:
                   settings=training.settings, stack_id=training.stack_id, targets_text=training.targets_text,
                   device=device, host_ram=host_ram, rule_on=bool(rule_on), present=bool(present), size_slot=size_slot,
                   length_slot=training.length_slot, summary_slot=summary_slot, trainer_box=trainer_box,
-                  run_defaults=run_defaults)
+                  run_defaults=run_defaults, releases=releases)
 
 
 # ---- the live part: the sliders' values, then the setup they complete ----------------------------------------
@@ -358,8 +362,10 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
     stack_id = effective_stack(drawn.stack_id, drawn.device, drawn.trainer_box.trainer)
     settings = {**drawn.settings, **from_widgets({"batch": int(batch), "max_len": int(max_len)}),
                 "lora_targets": targets, "backend": device_backend(drawn.device)}
+    trainer = drawn.trainer_box.trainer  # a stack default an older release had may be the trainer's (TRL's DPO)
+    versions = drawn.releases.for_stack(stack_id)  # the releases installed (ui/versions_box.py; None: the newest)
     try:
-        setup = resolve_setup(stack_id, **settings)
+        setup = resolve_setup(stack_id, trainer, versions=versions, **settings)
     except ValueError as exc:
         # the stack's own choices for what it refused (its loss, optimizer, quantisation; MLX-LM's attention,
         # one device, no offloading), the user's batch, length, method and rank kept
@@ -369,7 +375,7 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
         if not get_stack(stack_id).mixed_precision and keep["precision"] == "mixed":
             keep["precision"] = "bf16"
         try:
-            setup = resolve_setup(stack_id, **keep)
+            setup = resolve_setup(stack_id, trainer, versions=versions, **keep)
         except ValueError as exc2:  # the stack cannot run here at all (MLX-LM on ROCm, Unsloth on a Mac)
             fallback = effective_stack(AUTO, drawn.device, drawn.trainer_box.trainer)
             notes.append(_("Setup not valid ({error}); using {stack}'s defaults.").format(
@@ -384,7 +390,8 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
     return setup
 
 
-def _fit_to_model(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> tuple[ModelSpec, TrainingSetup]:
+def _fit_to_model(spec: ModelSpec, setup: TrainingSetup, notes: list[str], releases: Releases | None = None
+                  ) -> tuple[ModelSpec, TrainingSetup]:
     """What this model allows of the setup, each change noted: no more LoRA layers than it has; another stack when
     this one cannot train it (MLX-LM: a mixture-of-experts or other unmodelled family → TRL; an MLX-quantised
     checkpoint on a PyTorch stack → MLX-LM); failing both, the checkpoint priced unquantised."""
@@ -400,7 +407,7 @@ def _fit_to_model(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> tu
         other = DEFAULT_STACK if get_stack(setup.stack).framework == "mlx" else UNIFIED_STACK
         keep = {k: getattr(setup, k) for k in ("method", "batch", "seq_len", "lora_rank", "lora_targets", "backend")}
         try:
-            alt = resolve_setup(other, **keep)
+            alt = resolve_setup(other, versions=releases.for_stack(other) if releases else None, **keep)
             check_model(spec, alt)
             notes.append(_("{error}. Using the {stack} stack.").format(error=localised_error(exc),
                                                                        stack=get_stack(other).label))
@@ -426,7 +433,7 @@ def _live_inputs(drawn: _Drawn, values: tuple[float, int, int]) -> Inputs:
     box = drawn.trainer_box if first else replace(drawn.trainer_box, notes=())
     size, batch, max_len = values
     spec = _live_model(drawn, size, notes)
-    spec, setup = _fit_to_model(spec, _live_setup(drawn, spec, batch, max_len, notes), notes)
+    spec, setup = _fit_to_model(spec, _live_setup(drawn, spec, batch, max_len, notes), notes, drawn.releases)
     return Inputs(model=spec, setup=setup, device=drawn.device, rule="seed" if drawn.rule_on else None,
                   presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice, trainer_box=box,
                   host_ram_bytes=drawn.host_ram)

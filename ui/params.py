@@ -234,6 +234,10 @@ def _rows() -> tuple[Param, ...]:
               help=N_("Multimodal models: train the vision tower and projector too (full: all their weights; LoRA: "
                       "adapters on their linear layers). Off = frozen; only the language model trains."),
               source=f"{setup_src} (train_tower)"),
+        Param("versions", N_("Your releases"), "text", AUTO, max_chars=400,
+              help=N_("The releases installed, as PKG==VERSION separated by commas (auto = the newest modelled)."),
+              source="ui/versions_box.py (a pasted pip freeze or the pickers; estimator.options.versions "
+                     "STACK_PACKAGES, PACKAGES)"),
         # --- the trainer box (ui/trainer_inputs.py), in every page's sidebar ---
         Param("trainer", N_("Trainer"), "selectbox", _default("trainer"), TRAINER_IDS,
               help_items=tuple((k, o.label) for k, o in TRAINERS.items()), group="trainer",

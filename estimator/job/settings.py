@@ -87,7 +87,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("load_16bit_first", "setup"),
     Setting("max_grad_norm", "setup", label=N_("gradient clipping")),
     # the releases installed (issue 28): resolve_setup's `versions`, from a package list and pins, not one value (the
-    # CLI's --installed and --installed-from, report/cli_args.py read_installed; no sidebar control yet)
+    # CLI's --installed and --installed-from, report/cli_args.py read_installed; the app's releases box,
+    # ui/versions_box.py, keeps them as pins in its own link parameter `versions`, which a config import leaves as is)
     Setting("versions", "setup"),
     # --- TrainerSetup ---
     Setting("trainer", "trainer", "trainer", "--trainer", label=N_("trainer")),

@@ -316,7 +316,8 @@ def setup_json(setup: TrainingSetup) -> dict[str, Any]:
 
 def setup_summary(setup: TrainingSetup) -> str:
     """One line naming the settings a stack decides, each marked with where it came from, e.g.
-    'TRL 1.16.0: checkpointing on (stack) · loss: TRL fused chunked LM head (stack) · AdamW (fused) (stack)'."""
+    'TRL 1.16.0: checkpointing on (stack) · loss: TRL fused chunked LM head (stack) · AdamW (fused) (stack)'; with
+    releases given, the stack's packages at the releases priced ('TRL (trl 0.21.0, transformers 4.57.6, …): …')."""
     label = get_stack(setup.stack).label if setup.stack else _("explicit settings")
 
     def mark(field: str, text: str) -> str:
@@ -340,4 +341,6 @@ def setup_summary(setup: TrainingSetup) -> str:
     elif setup.method == "qlora":
         parts.append(mark("qlora_prep", _(QLORA_PREPS[setup.qlora_prep].label)))
     head = get_stack(setup.stack).version if setup.stack else _("Explicit settings")
+    if setup.versions is not None:  # the releases given (issue 28), every package of the stack at its resolved release
+        head = f"{label} (" + ", ".join(f"{name} {version}" for name, version in setup.versions.packages) + ")"
     return f"{head}: " + " · ".join(parts)
