@@ -363,3 +363,22 @@ def test_default_versions_resolve_for_every_stack_with_no_older_fork():
     for stack in ("trl", "trainer", "unsloth", "axolotl", "mlx", "llamafactory"):
         s = resolve_setup(stack, versions=default_versions(stack))
         assert not any(s.older(f) for f in FORKS)
+
+
+def test_only_the_forks_that_can_move_the_job_are_priced():
+    """memory/forks.py prices a fork's other side only where its Fork fields say it can move the job: the default
+    TRL LoRA SFT run has three such forks (checkpointing, loss, optimizer defaults), a Mixtral QLoRA run also the MoE
+    experts' and the QLoRA preparation's, and a fork that only decides a config's precision is never priced."""
+    from estimator.memory.forks import may_matter
+    from estimator.options.versions import stack_forks
+
+    def priced(model, **kw):
+        s = resolve_setup("trl", **kw)
+        return sorted(f.id for f in stack_forks("trl") if may_matter(f, load_preset(model), s, None))
+
+    assert priced("llama-3.1-8b") == ["transformers_fused_adamw_default", "trl_gradient_checkpointing_default",
+                                      "trl_sft_chunked_nll_default"]
+    moe = priced("mixtral-8x7b", method="qlora")
+    assert {"transformers_fused_moe_experts", "trl_kbit_prep_norms_only", "trl_no_kbit_prep"} <= set(moe)
+    assert not {"transformers_dtype_auto", "trl_bf16_default", "trl_dpo_rewrite"} & set(moe)
+    assert "trl_gradient_checkpointing_default" not in priced("llama-3.1-8b", grad_ckpt=True)  # the user's own choice

@@ -40,6 +40,20 @@ def other_side_estimate(spec: ModelSpec, setup: TrainingSetup, fork: Fork, train
         return None
 
 
+def may_matter(fork: Fork, spec: ModelSpec, setup: TrainingSetup, trainer: TrainerSetup | None) -> bool:
+    """Can this fork move this job at all (its Fork.methods, trainers, moe, backends, losses, stack_defaults; a fork
+    that only decides a training config's precision moves no step)? Only those are priced on their other side."""
+    tid = trainer.trainer if trainer is not None else "sft"
+    return not fork.config_only and all((
+        not fork.methods or setup.method in fork.methods,
+        not fork.trainers or tid in fork.trainers,
+        not fork.moe or bool(spec.moe_layers),
+        not fork.backends or setup.backend in fork.backends,
+        not fork.losses or setup.loss in fork.losses,
+        all(name in setup.from_stack for name in fork.stack_defaults),
+    ))
+
+
 def fork_note(fork: Fork, versions: Versions, total_bytes: float) -> Text:
     """The note naming a fork: what changed, and this estimate on the other side."""
     total = (to_gb(total_bytes), 1)  # shown in the reader's language (Text)
@@ -69,6 +83,8 @@ def version_notes(spec: ModelSpec, setup: TrainingSetup, est: Estimate, trainer:
     versions = setup.versions or default_versions(setup.stack)
     notes = [modelled_note(versions)] if setup.versions is not None else []
     for fork in stack_forks(setup.stack):
+        if not may_matter(fork, spec, setup, trainer):
+            continue
         other = other_side_estimate(spec, setup, fork, trainer, device_capacity)
         if other is not None and abs(other.total_bytes - est.total_bytes) >= FORK_NOTE_SHARE * est.total_bytes:
             notes.append(fork_note(fork, versions, other.total_bytes))

@@ -53,6 +53,14 @@ class Fork:
     example: str  # one worked example, in the estimator's own numbers
     stacks: tuple[str, ...]  # the stacks whose estimate it moves
     requires: tuple[tuple[str, str], ...] = ()  # other packages' releases the new behaviour also needs
+    # Where it can move an estimate at all (memory/forks.py prices a fork's other side only there; empty = anywhere):
+    methods: tuple[str, ...] = ()  # the setup's method
+    trainers: tuple[str, ...] = ()  # the trainer
+    moe: bool = False  # a mixture-of-experts model only
+    backends: tuple[str, ...] = ()  # the setup's backend
+    losses: tuple[str, ...] = ()  # the setup's loss kind
+    stack_defaults: tuple[str, ...] = ()  # only while these settings are the stack's (TrainingSetup.from_stack)
+    config_only: bool = False  # decides what a training config implies (its precision), not the step's memory
 
 
 def _r(package: str, oldest: str, newest: str, source: str) -> PackageRange:
@@ -174,7 +182,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "issue #1849 (open)",
        "Mixtral-8x7B QLoRA, batch 1 × 2,048: 45,097,156,608 expert params; TRL stack 103.5 GB → 36.5 GB on 4.57 "
        "(−64.7 %), Trainer stack (PEFT fp32 upcast) 329.2 GB → 172.1 GB (−47.7 %)",
-       (*_HF_UNSLOTH, "llamafactory", "swift")),
+       (*_HF_UNSLOTH, "llamafactory", "swift"),
+       methods=("lora", "qlora"), moe=True),
     Fork("transformers_dtype_auto", "transformers", "5.0.0", "4.57.6",
        N_("transformers 5 loads a checkpoint in its own dtype when from_pretrained is given none (dtype='auto'); "
           "transformers 4 loaded it in fp32."),
@@ -185,7 +194,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "'if dtype is None: dtype = \"auto\"'); transformers PR #42805 (commit 6217adc6)",
        "Llama-3.1-8B LoRA on the HF Trainer, batch 1 × 2,048: 36.3 GB (bf16 weights) → 68.9 GB (fp32 weights under "
        "bf16 autocast, 'mixed') (+90 %)",
-       _HF),
+       _HF,
+       config_only=True),
     Fork("transformers_loss_no_logits_copy", "transformers", "4.49.0", "4.48.3",
        N_("transformers 4.49 stopped copying the fp32 logits to shift them in the causal-LM loss (it pads the "
           "labels instead): before it, the loss's forward held one more fp32 [tokens × vocabulary] tensor."),
@@ -196,7 +206,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Qwen2.5-0.5B LoRA on the HF Trainer, batch 8 × 1,024 (T·V = 1.24 × 10⁹): the loss forward holds 14·T·V "
        "(bf16 logits, fp32 upcast, its shifted copy, the log-softmax) instead of 10·T·V, above the backward's 12·T·V: "
        "+2·T·V = 2.49 GB on the 30.0 GB estimate (+8.3 %)",
-       ("trainer", "plain", "axolotl", "trl", "swift")),
+       ("trainer", "plain", "axolotl", "trl", "swift"),
+       losses=("standard",)),
     Fork("transformers_fused_adamw_default", "transformers", "4.54.0", "4.53.3",
        N_("transformers 4.54 made the Trainer's default optimizer torch's fused AdamW (with torch 2.8 or newer); "
           "before, it was the foreach AdamW, which allocates a parameter-sized temporary at each step."),
@@ -206,7 +217,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "commented out) → :1291 (4.54.0: 'adamw_torch_fused' if torch ≥ 2.8); transformers PR #37358",
        "Llama-3.2-1B full fine-tuning on the HF Trainer, batch 1 × 1,024: 12.0 GB (fused) → 13.5 GB (foreach) "
        "(+12.4 %)",
-       ("trainer", "trl", "swift"), requires=(("torch", "2.8.0"),)),
+       ("trainer", "trl", "swift"), requires=(("torch", "2.8.0"),),
+       stack_defaults=("optimizer",)),
     Fork("transformers_model_level_rope", "transformers", "4.48.0", "4.47.1",
        N_("transformers 4.48 moved the rotary embedding from each attention layer to the model: Unsloth's 2024 "
           "releases kept a RoPE cache per layer on transformers 4.46–4.47."),
@@ -229,7 +241,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "bf16=None → not fp16); 0.18.2 has no bf16 field (TrainingArguments: bf16=False)",
        "Qwen2.5-0.5B DPO full fine-tuning, batch 8 × 1,024, checkpointing off: 55.2 GB in fp32 (TRL 0.16 "
        "defaults) with today's fused head",
-       ("trl",)),
+       ("trl",),
+       config_only=True),
     Fork("trl_gradient_checkpointing_default", "trl", "0.22.0", "0.21.0",
        N_("TRL 0.22 turned gradient checkpointing on by default in every trainer config; before it, checkpointing "
           "was off unless asked for."),
@@ -238,7 +251,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "trl commit a222aeb46 '🎀 New defaults: gradient_checkpointing=True (#3510)'; trl/trainer/sft_config.py:111-"
        "116 (0.22.0), base_config.py:62 (1.16.0); 0.21.0 inherits TrainingArguments (False)",
        "Llama-3.1-8B LoRA on TRL, batch 1 × 2,048: 19.2 GB (on) → 33.2 GB (off) (+72.7 %)",
-       ("trl",)),
+       ("trl",),
+       stack_defaults=("grad_ckpt",)),
     Fork("trl_model_dtype_auto", "trl", "0.26.0", "0.25.1",
        N_("TRL 0.26 loads a model named by its id in the checkpoint's dtype ('auto'); before it, TRL left the "
           "dtype to transformers (fp32 on transformers 4)."),
@@ -247,7 +261,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "trl commit 799b39b86 (#4509); trl/trainer/utils.py:1989 (0.25.0: kwargs.get('dtype') → None) → :2007 "
        "(0.26.0: kwargs.get('dtype', 'auto'))",
        "as transformers_dtype_auto: Llama-3.1-8B LoRA 36.3 GB (bf16) vs 68.9 GB (fp32 weights under autocast)",
-       ("trl",)),
+       ("trl",),
+       config_only=True),
     Fork("trl_model_dtype_float32", "trl", "0.27.0", "0.26.2",
        N_("TRL 0.27 loads a model named by its id in fp32 by default (mixed precision with bf16 autocast); 0.26 "
           "loaded it in the checkpoint's dtype."),
@@ -256,7 +271,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "trl commit 4d52e0249 'Set dtype default to float32 (#4778)'; trl/trainer/utils.py:2007 (0.26.0: 'auto') → "
        ":1154 (0.27.0), :1332 (1.16.0: kwargs.get('dtype', 'float32'))",
        "the reverse of trl_model_dtype_auto: 36.3 GB → 68.9 GB for Llama-3.1-8B LoRA",
-       ("trl",)),
+       ("trl",),
+       config_only=True),
     Fork("trl_kbit_prep_norms_only", "trl", "0.22.0", "0.21.0",
        N_("TRL 0.22 replaced PEFT's k-bit preparation in SFT, GRPO and reward training with its own, which casts "
           "only the norms to fp32; before it, the embeddings and the output head were cast to fp32 too."),
@@ -266,7 +282,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "trl commit 65d7894b6 (#3882); trl/trainer/sft_trainer.py:610, 633-640 (0.21.0: peft.prepare_model_for_"
        "kbit_training) → trl/models/utils.py:475-516, 584 (0.25.0: norms only)",
        "Llama-3.1-8B QLoRA on TRL, batch 1 × 2,048: 11.0 GB ('peft') → 8.7 GB ('norms') (−20 %)",
-       ("trl",)),
+       ("trl",),
+       methods=("qlora",)),
     Fork("trl_no_kbit_prep", "trl", "0.26.0", "0.25.1",
        N_("TRL 0.26 stopped preparing a k-bit model in SFT, GRPO and reward training: the norms, embeddings and "
           "head stay 16-bit."),
@@ -275,7 +292,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "trl commit 2af35fb0d 'Clean up model preparation (#4577)' (and #4704); trl/models/utils.py:584 (0.25.0) → "
        "no call in 0.26.0",
        "Llama-3.1-8B QLoRA on TRL, batch 1 × 2,048: 8.7 GB ('norms') → 8.0 GB ('none') (−8.8 %)",
-       ("trl",)),
+       ("trl",),
+       methods=("qlora",)),
     Fork("trl_dpo_no_kbit_prep", "trl", "0.29.0", "0.28.0",
        N_("TRL 0.29's rewritten DPO trainer no longer calls PEFT's k-bit preparation; before it, a 4-bit DPO model "
           "had its embeddings, head and norms cast to fp32."),
@@ -284,7 +302,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "trl commit e3b7897c8 'Refactor DPO (#3906)'; trl/trainer/dpo_trainer.py:618 (0.28.0) → no call (0.29.0)",
        "Llama-3.1-8B QLoRA: the SFT figures above, 11.0 GB ('peft') → 8.0 GB ('none') (−27 %), DPO adds its own "
        "phases on top",
-       ("trl",)),
+       ("trl",),
+       methods=("qlora",), trainers=("dpo",)),
     Fork("trl_kto_no_kbit_prep", "trl", "1.4.0", "1.3.0",
        N_("TRL 1.4's KTO trainer no longer calls PEFT's k-bit preparation; before it, a 4-bit KTO model had its "
           "embeddings, head and norms cast to fp32."),
@@ -293,7 +312,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "trl commit 9516563e3 'Align KTO with DPO: Align PEFT handling (#5661)'; trl/experimental/kto/"
        "kto_trainer.py:328 (1.3.0) → no call (1.4.0)",
        "as trl_dpo_no_kbit_prep: Llama-3.1-8B QLoRA 11.0 GB → 8.0 GB",
-       ("trl",)),
+       ("trl",),
+       methods=("qlora",), trainers=("kto",)),
     Fork("trl_dpo_rewrite", "trl", "0.29.0", "0.28.0",
        N_("TRL 0.29 rewrote the DPO trainer: the model's outputs (the full logits) stay alive through the loss, and "
           "the shifted logits of the policy and of the reference are copied."),
@@ -306,7 +326,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "= outputs.logits[..., :-1, :].contiguous())",
        "Qwen2.5-0.5B DPO, batch 8 × 1,024 (T = 16,384, V = 151,936): c·T·V = 4.98 GB in bf16; each extra copy is "
        "one more",
-       ("trl",)),
+       ("trl",),
+       trainers=("dpo",)),
     Fork("trl_dpo_no_contiguous", "trl", "1.6.0", "1.5.1",
        N_("TRL 1.6 stopped copying the shifted logits in DPO (policy and reference)."),
        "DPO logits head: − c·T·V for the policy and − c·T·V for the reference forward",
@@ -314,7 +335,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "trl commit c3f21ede9 'Remove redundant .contiguous() calls in DPOTrainer to reduce peak memory with 15% save "
        "(#5926)'; trl/trainer/dpo_trainer.py:1121, 1158 (0.29.0, .contiguous()) → :1079, 1195, 1232 (1.6.0)",
        "Qwen2.5-0.5B DPO bf16, batch 8 × 1,024: 2 × 4.98 GB less (the PR measured 15 %)",
-       ("trl",)),
+       ("trl",),
+       trainers=("dpo",)),
     Fork("trl_sft_chunked_nll_default", "trl", "1.7.0", "1.6.0",
        N_("TRL 1.7 made SFT's default loss the chunked cross-entropy (256 tokens at a time, no full logits); "
           "before it, SFT built the full logits and the transformers loss upcast them to fp32."),
@@ -325,7 +347,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "loss_type = 'nll') → :336 (1.7.0: 'chunked_nll' unless Liger), sft_trainer.py:76 (1.7.0: chunk 256)",
        "Llama-3.1-8B LoRA on TRL, batch 1 × 4,096: 20.5 GB (chunked) → 25.7 GB (full logits) (+25 %); Qwen2.5-0.5B "
        "LoRA, batch 8 × 1,024: 2.9 GB → 17.7 GB",
-       ("trl",)),
+       ("trl",),
+       trainers=("sft",), stack_defaults=("loss",)),
     Fork("trl_fused_logprob_head", "trl", "1.15.0", "1.14.0",
        N_("TRL 1.15 computes DPO, KTO and GRPO log-probabilities (and SFT's loss) in a fused chunked head, without "
           "the full logits; before it, these trainers built the [tokens × vocabulary] logits of the policy and of "
@@ -341,7 +364,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "4·T·V kept (9.96) + two fp32 logits gradients (19.9) = 80.3 GB of tensors, 83.4 GB with the context (the "
        "real run ran out of memory on 80 GB); ORPO's logits head as the estimator prices it gives 86.0 GB. bf16 "
        "with checkpointing (1.6–1.14's layout): 7.0 GB → 21.8 GB",
-       ("trl",)),
+       ("trl",),
+       trainers=("dpo", "kto", "grpo")),
     # ---- Unsloth -----------------------------------------------------------------------------------------------
     Fork("unsloth_dequant_scratch", "unsloth", "2025.2.2", "2024.12.12",
        N_("Unsloth 2025.2 dequantises 4-bit weights in its forward into one reused scratch buffer; 2024 releases "
@@ -351,7 +375,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "unsloth commit 144190bd06 (#1620); unsloth/kernels/utils.py fast_dequantize(use_global_buffer) (2025.2.2; "
        "absent in 2024.12.12, kernels/utils.py:119-160 fresh tensor)",
        "part of the 2024.12 path (see unsloth_fused_ce)",
-       ("unsloth",)),
+       ("unsloth",),
+       methods=("qlora",)),
     Fork("unsloth_lora_inplace", "unsloth", "2025.3.1", "2025.2.15",
        N_("Unsloth 2025.3 adds the LoRA term in place (addmm_); before it, matmul_lora built the LoRA product out of "
           "place, one more [tokens × width] tensor in the MLP backward."),
@@ -360,7 +385,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "unsloth commit 4f166026d7 'LoRA'; unsloth/kernels/utils.py matmul_lora: out += (X @ A) @ (s·B) (2025.2.15) → "
        "out.addmm_(XA, B, alpha=s) (2025.3.1)",
        "part of the 2024.12 path (see unsloth_fused_ce)",
-       ("unsloth",)),
+       ("unsloth",),
+       methods=("lora", "qlora")),
     Fork("unsloth_fused_ce", "unsloth", "2025.8.5", "2025.8.4",
        N_("Unsloth 2025.8.5 replaced Apple's Cut Cross-Entropy with its own fused linear cross-entropy."),
        "Unsloth loss: cce_2024_tensors (Cut Cross-Entropy's kept and backward buffers) → loss_pass_bytes (tiled or "
@@ -371,7 +397,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "the whole 2024.12 path (published_tables_path) against today's, Llama-3.1-8B QLoRA batch 1: 8.16 GB vs "
        "7.30 GB at 2,048 tokens (+11.8 %), 8.88 GB vs 8.41 GB at 8,192 (+5.5 %); the release-keyed parts (Cut "
        "Cross-Entropy, per-layer RoPE caches, fresh dequantisation) make +12.4 % and +5.9 %",
-       ("unsloth",)),
+       ("unsloth",),
+       methods=("lora", "qlora")),
     Fork("unsloth_zoo_pinned_offload", "unsloth-zoo", "2025.1.1", "2024.12.7",
        N_("unsloth_zoo 2025.1 offloads each checkpointed layer input into pinned CPU RAM slots and reloads it into "
           "one kept GPU buffer; before it, every input was copied to pageable CPU RAM and back into a new GPU "
@@ -394,7 +421,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "unsloth_zoo/temporary_patches/moe_utils_bnb4bit.py:1-8 (2026.6.2 and 2026.10.9; absent in 2026.6.1)",
        "Qwen3-30B-A3B QLoRA on Unsloth, batch 1 × 2,048: 71.9 GB (experts 16-bit, today's estimate) → 28.9 GB "
        "(experts NF4) (−60 %)",
-       ("unsloth",), requires=(("transformers", "5.0.0"),)),
+       ("unsloth",), requires=(("transformers", "5.0.0"),),
+       methods=("qlora",), moe=True),
     # ---- MLX ---------------------------------------------------------------------------------------------------
     Fork("mlx_sdpa_fused_masked", "mlx", "0.24.0", "0.23.2",
        N_("mlx 0.24 ran masked attention through the fused kernel on Metal, training included: the attention "
@@ -406,7 +434,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "mlx commit 9adcd1a65 'Support fused masking in Attention (#1924)'; mlx/fast.cpp:715 (0.23.2: supports_sdpa_"
        "full needs !mask) → :724-733 (0.24.0: array or causal masks, head dims 64/80/128)",
        "see mlx_no_sdpa_in_grad",
-       ("mlx",)),
+       ("mlx",),
+       backends=("metal",)),
     Fork("mlx_no_sdpa_in_grad", "mlx", "0.25.0", "0.24.2",
        N_("mlx 0.25 trains attention unfused: each trained block keeps its attention probabilities (batch × heads "
           "× length²) for backward; on 0.24 the fused kernel kept none and backward rebuilt one block's at a time."),
@@ -419,7 +448,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Llama-3.2-1B LoRA on the last 16 blocks, batch 4 × 2,048, Metal: B·H·L²·2 B = 4 × 32 × 2,048² × 2 = 1.07 GB "
        "per block; today's 48.5 GB (loss backward) holds 17.2 GB of them; on 0.24 about 31.3 GB (−35 %), one "
        "block's probabilities rebuilt at a time in backward",
-       ("mlx",)),
+       ("mlx",),
+       backends=("metal",)),
     Fork("mlx_cuda_cudnn_attention", "mlx", "0.30.0", "0.29.4",
        N_("mlx 0.30 runs training attention through cuDNN on CUDA (forward and backward): no attention "
           "probabilities are kept; before it, the CUDA backend kept them like Metal."),
@@ -428,7 +458,8 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "mlx commits 3b2ffcefc '[CUDA] cuDNN forward attention (#2743)' and 6f35017d1 '[CUDA] cuDNN backward "
        "attention (#2762)', both first in v0.30.0",
        "as mlx_no_sdpa_in_grad: Llama-3.2-1B, 16 blocks, 4 × 2,048: 17.2 GB of probabilities on 0.29",
-       ("mlx",)),
+       ("mlx",),
+       backends=("cuda",)),
 )}
 
 
