@@ -123,6 +123,13 @@ def test_each_row_is_priced_at_the_releases_it_ran():
         "modelled for: 4.46.0 to 5.24.0"]
     assert rows["fsdpqlora-02"]["unmodelled"][0].startswith("torch 2.2.1 ")
     assert rows["litgpt-hub-llama-2-7b-full-oom"]["unmodelled"][0].startswith("litgpt 0.4.0.dev0 ")
+    # TRL, ms-swift and LLaMA-Factory runs use their own stacks, so their releases are read (not ignored pins of the
+    # HF Trainer stack): TRL 0.16's DPO and 0.17's GRPO are priced on those releases' heads
+    for rid, release in (("trl-3168-qwen2.5-0.5b-dpo", "0.16.0"), ("trl-3456-qwen3-0.6b", "0.17.0")):
+        assert rows[rid]["stack"] == "trl" and rows[rid]["priced_at"]["trl"]["version"] == release, rid
+        assert rows[rid]["ignored_pins"] == [], rid
+    assert rows["msswift-llama3-8b-lora"]["unmodelled"][0].startswith("ms-swift 2.0.3 ")
+    assert rows["llamafactory-5545-llama3.1-8b-qlora-oom"]["unmodelled"][0].startswith("llamafactory 0.9.0 ")
     # the issue's MLX run on mlx 0.24 peaked at about half of today's model
     assert mlx["measured_bytes"] == pytest.approx(69.810 * GB)
 
