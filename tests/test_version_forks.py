@@ -299,6 +299,36 @@ def test_published_tables_at_the_release_they_ran():
     assert estimate(L8, installed).total_bytes == estimate_for_path(L8, s, published_tables_path(L8, s)).total_bytes
 
 
+# ---- LitGPT ----------------------------------------------------------------------------------------------------------
+
+LIT_FSDP = dict(method="lora", gpus=2, sharding="zero3", batch=4, seq_len=512, grad_ckpt=True)
+
+
+def test_fork_litgpt_lora_fsdp_linear_wrap():
+    """Llama-3.1-8B LoRA on 2 GPUs, 4 × 512, accumulation 8: before 0.5.8 each Block was one FSDP1 unit with frozen
+    weights and adapters, so every Block weight got a bf16 gradient, whole on each GPU under no_sync."""
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.8", grad_accum=8, **LIT_FSDP)) == 14.0
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.7", grad_accum=8, **LIT_FSDP)) == 27.6  # +97 %
+    # without accumulation the Blocks' gradients are reduce-scattered: sharded over the 2 GPUs
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.7", grad_accum=1, **LIT_FSDP)) == 18.9
+    # one GPU: no FSDP
+    one = dict(LIT_FSDP, gpus=1, sharding="none")
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.7", grad_accum=8, **one)) == gb(
+        "llama-3.1-8b", setup("litgpt", grad_accum=8, **one))
+
+
+def test_fork_litgpt_lora_fsdp2():
+    """0.5.11 moved LoRA to FSDP2 (only the adapters get gradients); 0.5.8-0.5.10's FSDP1 root unit gave the embedding
+    a gradient too, whole under no_sync: +8.5 % in the same job."""
+    assert gb("llama-3.1-8b", setup("litgpt", grad_accum=8, **LIT_FSDP)) == 12.9
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.11", grad_accum=8, **LIT_FSDP)) == 12.9
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.10", grad_accum=8, **LIT_FSDP)) == 14.0
+    # full fine-tuning stays on FSDPStrategy in every release: the fork does not move it
+    full = dict(LIT_FSDP, method="full")
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.10", grad_accum=8, **full)) == gb(
+        "llama-3.1-8b", setup("litgpt", grad_accum=8, **full))
+
+
 # ---- MLX -------------------------------------------------------------------------------------------------------------
 
 def test_fork_mlx_no_sdpa_in_grad():

@@ -395,6 +395,32 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Qwen3-30B-A3B QLoRA on Unsloth, batch 1 × 2,048: 71.9 GB (experts 16-bit, today's estimate) → 28.9 GB "
        "(experts NF4) (−60 %)",
        ("unsloth",), requires=(("transformers", "5.0.0"),)),
+    # ---- LitGPT ------------------------------------------------------------------------------------------------
+    Fork("litgpt_lora_fsdp_linear_wrap", "litgpt", "0.5.8", "0.5.7",
+       N_("LitGPT 0.5.8 wraps each nn.Linear as an FSDP unit in LoRA runs on several GPUs; before it each Block was "
+          "one unit holding frozen weights and adapters, so FSDP made a gradient for every Block weight (whole, on "
+          "every GPU, while gradients accumulate)."),
+       "LoRA on several GPUs (FSDP1, use_orig_params): gradient bytes of the Blocks' flat parameters (every Block "
+       "parameter) instead of the root's (embedding, norms, adapters); unsharded under no_sync (grad_accum > 1)",
+       "LitGPT stack, method lora, gpus > 1 (FSDPStrategy FULL_SHARD)",
+       "litgpt commit 281510ab 'Do not wrap LoRA layers with FSDP (#1538)'; litgpt/finetune/lora.py:149-156 (0.5.4, "
+       "0.5.7: auto_wrap_policy={Block}) → :155-161 (0.5.8, 0.5.10: auto_wrap_policy={torch.nn.Linear}); "
+       "torch/distributed/fsdp/_wrap_utils.py:158-167 (2.13.0: a unit with frozen and trainable parameters gets "
+       "the gradient of all of them); memory/litgpt/fsdp.py",
+       "Llama-3.1-8B LoRA (all linears) on 2 GPUs, batch 4 × 512, checkpointing, accumulation 8: 14.0 GB (0.5.8–0.5.10) → 27.6 GB on 0.5.7 (+97 %: the Blocks' 7.0 × 10⁹ parameters' bf16 gradients whole on each GPU); without accumulation 12.9 → 18.9 GB (sharded)",
+       ("litgpt",)),
+    Fork("litgpt_lora_fsdp2", "litgpt", "0.5.11", "0.5.10",
+       N_("LitGPT 0.5.11 shards LoRA runs on several GPUs with FSDP2 (per parameter): only the adapters get "
+          "gradients. Before it, FSDP1's root unit gave the embedding and the norms a gradient too, kept whole on "
+          "every GPU while gradients accumulate."),
+       "LoRA on several GPUs: FSDP1 flat-parameter gradients (see litgpt_lora_fsdp_linear_wrap; unsharded under "
+       "no_sync) → FSDP2, the adapters' gradients only",
+       "LitGPT stack, method lora, gpus > 1",
+       "litgpt commit 5ac69b06 'finetune_lora upgrades (#2086)'; litgpt/finetune/lora.py:155-161 (0.5.10: "
+       "FSDPStrategy) → :157-161 and parallelize_fn :522-536 (0.5.11, 0.5.13: ModelParallelStrategy, fully_shard); "
+       "memory/litgpt/fsdp.py",
+       "the same job: 12.9 GB (0.5.11) → 14.0 GB on 0.5.10 (+8.5 %: the root unit's embedding, 0.53 × 10⁹ parameters, gets a bf16 gradient kept whole under no_sync); without accumulation the two are equal to 0.1 GB",
+       ("litgpt",)),
     # ---- MLX ---------------------------------------------------------------------------------------------------
     Fork("mlx_sdpa_fused_masked", "mlx", "0.24.0", "0.23.2",
        N_("mlx 0.24 ran masked attention through the fused kernel on Metal, training included: the attention "

@@ -111,6 +111,12 @@ class HfRuntime(Runtime):
         dropout = bool(setup.stack) and get_stack(setup.stack).lora_dropout > 0 and setup.method != "full"
         return replace(ctx, lora_dropout=True) if dropout else ctx
 
+    def states(self, spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> States:
+        """The weights, gradients and optimizer state per GPU as this runtime's stack shards them (memory/hf/states.py
+        model_states; LitGPT's FSDP keeps other gradients)."""
+        return model_states(spec, setup, ctx.adapted, self.lora_params(spec, setup, ctx.adapted),
+                            self.experts_16bit(spec, setup))
+
     def step(self, spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, st: States,
              device_capacity: float | None) -> Step:
         """The phases of backward on transformers' modules, and host_ram's keyword terms."""
@@ -132,8 +138,7 @@ class HfRuntime(Runtime):
         self.check(spec, setup)
         spec = self.build(spec, setup)
         ctx = self.context(spec, setup)
-        st = model_states(spec, setup, ctx.adapted, self.lora_params(spec, setup, ctx.adapted),
-                          self.experts_16bit(spec, setup))
+        st = self.states(spec, setup, ctx)
         step = self.step(spec, setup, ctx, st, device_capacity)
         st = step.states  # Unsloth may move the input embedding to CPU RAM
         phases = step.phases + closing_phases(spec, setup, st)
