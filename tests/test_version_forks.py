@@ -273,6 +273,22 @@ def test_fork_unsloth_zoo_pinned_offload():
     assert gb("llama-3.1-8b", old) == 8.8 and estimate(L8, old).tensor_bytes < estimate(L8, _unsloth()).tensor_bytes
 
 
+def test_fork_unsloth_offload_embedding_auto():
+    """Llama-3.1-8B QLoRA 1 × 2,048 on an 8 GB card: from 2026.10.1 Unsloth's fast Llama path moves the frozen input
+    embedding (1.05 GB) to CPU RAM when the card is tight; before it the embedding stayed on the GPU."""
+    from estimator.options.devices import get_device
+
+    card = get_device("rtx-4060").capacity_bytes
+    job = dict(method="qlora", batch=1, seq_len=2048)
+    assert gb("llama-3.1-8b", setup("unsloth", **job), device_capacity=card) == 6.3
+    assert gb("llama-3.1-8b", setup("unsloth", "unsloth==2026.10.1", **job), device_capacity=card) == 6.3
+    assert gb("llama-3.1-8b", setup("unsloth", "unsloth==2026.9.14", **job), device_capacity=card) == 7.3  # +16.8 %
+    # a 24 GB card never offloads at this length: the fork does not move it
+    big = get_device("rtx-4090").capacity_bytes
+    assert gb("llama-3.1-8b", setup("unsloth", "unsloth==2026.9.14", **job), device_capacity=big) == gb(
+        "llama-3.1-8b", setup("unsloth", **job), device_capacity=big) == 7.3
+
+
 def test_fork_unsloth_zoo_moe_4bit_experts():
     """Qwen3-30B-A3B QLoRA on Unsloth, 1 × 2,048: 28.9 GB with the experts in NF4 (today's default), 71.9 GB before
     unsloth_zoo 2026.6.2 (and what the estimate said before issue 28)."""

@@ -372,6 +372,19 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "7.30 GB at 2,048 tokens (+11.8 %), 8.88 GB vs 8.41 GB at 8,192 (+5.5 %); the release-keyed parts (Cut "
        "Cross-Entropy, per-layer RoPE caches, fresh dequantisation) make +12.4 % and +5.9 %",
        ("unsloth",)),
+    Fork("unsloth_offload_embedding_auto", "unsloth", "2026.10.1", "2026.9.14",
+       N_("Unsloth 2026.10 moves the frozen input embedding of its fast Llama-family path to CPU RAM when the card is "
+          "tight (offload_embedding='auto'); before it that path kept the embedding on the GPU."),
+       "frozen weights: − 2·V·h bytes (the untied bf16 input embedding) on cards where Unsloth's own step reserve "
+       "exceeds the memory left after loading (model.embedding_offloaded) only from 2026.10.1",
+       "Unsloth stack on its own kernels (FastLlamaModel families), untied embedding, small cards",
+       "unsloth/models/loader.py:1462-1468 (2026.9.14: 'The optimized path never carried offload_embedding, so a "
+       "request for one is dropped'; the same at :1037-1045 from 2026.8.20, when FastLanguageModel's default became "
+       "'auto'; False before) → unsloth/models/llama.py:3399-3409 (2026.10.1: offload_embedding == "
+       "OFFLOAD_EMBEDDING_AUTO → offload_embedding_if_tight), :4357-4366 (2026.10.9); after the stored history "
+       "(2026-08-22), bracketed by the PyPI wheels",
+       "Llama-3.1-8B QLoRA, batch 1 × 2,048, on an 8 GB RTX 4060 (8,188 MiB): 6.25 GB from 2026.10.1 (the 1.05 GB embedding in CPU RAM) vs 7.30 GB on 2026.9.14 (+16.8 %); the longest length that fits at batch 1: 15,704 vs 9,604 tokens. No change on a 24 GB card at Unsloth Studio's defaults (2 × 8,192)",
+       ("unsloth",)),
     Fork("unsloth_zoo_pinned_offload", "unsloth-zoo", "2025.1.1", "2024.12.7",
        N_("unsloth_zoo 2025.1 offloads each checkpointed layer input into pinned CPU RAM slots and reloads it into "
           "one kept GPU buffer; before it, every input was copied to pageable CPU RAM and back into a new GPU "
