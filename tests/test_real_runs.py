@@ -101,16 +101,37 @@ def test_a_false_fit_is_an_oom_row_the_estimate_fits():
             assert r["outcome"] == "fits" and r["estimated_bytes"] > r["usable_bytes"]
 
 
-def test_releases_not_modelled_are_grouped_with_their_reason():
+def test_each_row_is_priced_at_the_releases_it_ran():
+    """Issue 28: the `versions` column goes into resolve_setup as pins; a release outside the stack's modelled range
+    is the estimator's own line (the row priced at the newest releases), everything inside is priced at its
+    releases. Fails before the wiring (the report had its own table of forks and priced every row at the newest)."""
+    from estimator import estimate, load_preset
+    from estimator.job.stack import resolve_setup
+
     rows = {r["id"]: r for r in real_run_rows()}
-    # mlx 0.24 ran training attention fused (mlx PR #2054 made it unfused in 0.25)
-    assert any(reason.startswith("mlx 0.24.0") for reason in rows["mlx-lm-47-llama-3.2-1b"]["unmodelled"])
-    # Mixtral QLoRA on transformers 4.36: per-expert nn.Linear modules, quantised by bitsandbytes
-    assert any(reason.startswith("transformers 4.36.2") for reason in rows["xtuner-mixtral-qlora-a100"]["unmodelled"])
-    # checkpointed QLoRA holds one layer's 4-bit inputs: the bitsandbytes < 0.43.2 fork does not apply
-    assert rows["fsdpqlora-02"]["unmodelled"] == []
-    # the MLX run on mlx 0.24 peaked at about half of today's model (the issue's figure)
-    assert rows["mlx-lm-47-llama-3.2-1b"]["measured_bytes"] == pytest.approx(69.810 * GB)
+    # mlx 0.24 ran training attention through the fused kernel (mlx_no_sdpa_in_grad): priced on that side
+    mlx = rows["mlx-lm-47-llama-3.2-1b"]
+    assert mlx["unmodelled"] == [] and mlx["priced_at"]["mlx"]["version"] == "0.24.0"
+    spec = load_preset("llama-3.2-1b")
+    job = dict(method="lora", precision="bf16", batch=4, seq_len=4096, grad_ckpt=False, lora_rank=8, lora_layers=16)
+    old = estimate(spec, resolve_setup("mlx", pins=("mlx==0.24.0", "mlx-lm==0.22.1"), **job))
+    assert mlx["estimated_bytes"] == old.total_bytes < 0.6 * estimate(spec, resolve_setup("mlx", **job)).total_bytes
+    # a release the stack does not model: the estimator's own line, and the newest releases priced
+    xtuner = rows["xtuner-mixtral-qlora-a100"]
+    assert xtuner["priced_at"] is None and xtuner["unmodelled"] == [
+        "transformers 4.36.2 (--installed transformers==4.36.2) is outside the releases the HF Trainer stack is "
+        "modelled for: 4.46.0 to 5.24.0"]
+    assert rows["fsdpqlora-02"]["unmodelled"][0].startswith("torch 2.2.1 ")
+    assert rows["litgpt-hub-llama-2-7b-full-oom"]["unmodelled"][0].startswith("litgpt 0.4.0.dev0 ")
+    # TRL, ms-swift and LLaMA-Factory runs use their own stacks, so their releases are read (not ignored pins of the
+    # HF Trainer stack): TRL 0.16's DPO and 0.17's GRPO are priced on those releases' heads
+    for rid, release in (("trl-3168-qwen2.5-0.5b-dpo", "0.16.0"), ("trl-3456-qwen3-0.6b", "0.17.0")):
+        assert rows[rid]["stack"] == "trl" and rows[rid]["priced_at"]["trl"]["version"] == release, rid
+        assert rows[rid]["ignored_pins"] == [], rid
+    assert rows["msswift-llama3-8b-lora"]["unmodelled"][0].startswith("ms-swift 2.0.3 ")
+    assert rows["llamafactory-5545-llama3.1-8b-qlora-oom"]["unmodelled"][0].startswith("llamafactory 0.9.0 ")
+    # the issue's MLX run on mlx 0.24 peaked at about half of today's model
+    assert mlx["measured_bytes"] == pytest.approx(69.810 * GB)
 
 
 @pytest.mark.parametrize("text", ["transformers>=4.46", "trl", "trl==0.16.0;trl==0.17.0", "not a version==x"])
@@ -132,41 +153,38 @@ def test_bad_rows_are_refused(raw):
         replay({**fit, "measure": "a guess"})
 
 
-def test_long_sequence_full_fine_tuning_on_trl_before_1_7_is_a_release_not_modelled():
+def test_long_sequence_full_fine_tuning_on_trl_before_1_7_is_priced_on_full_logits():
     """Issue 28's long-sequence regime (about 2B, 16k tokens, full fine-tuning without checkpointing, 80 GB): the TRL
     stack prices TRL 1.16's chunked head, where the whole likely range stays under an 80 GB card; TRL before 1.7.0 ran
     SFT on full-vocabulary fp32 logits (loss_type 'nll', trl b58947c7e / PR #5846 made 'chunked_nll' the default),
-    12 x T x V bytes at the loss backward, which the same job on the full-logits loss prices above the card."""
+    12 x T x V bytes at the loss backward: `trl==1.6.0` given, the estimate prices that and does not fit."""
     from estimator import estimate, get_device, load_preset
     from estimator.job.stack import resolve_setup
-    from validation.real_runs import unmodelled
 
     spec = load_preset("qwen2.5-1.5b")
     job = dict(method="full", precision="bf16", batch=1, seq_len=16384, grad_ckpt=False)
     chunked = estimate(spec, resolve_setup("trl", **job))
-    full_logits = estimate(spec, resolve_setup("trl", loss="standard", **job))
+    full_logits = estimate(spec, resolve_setup("trl", pins=("trl==1.6.0",), **job))
     card = get_device("h100-80gb").usable_bytes
     assert chunked.high_bytes < card < full_logits.total_bytes  # fits at its high end; does not fit
     # the loss alone: 12 x 16,384 x 151,936 bytes ~ 29.9 GB more at the loss backward
     assert full_logits.total_bytes - chunked.total_bytes > 25e9
-    setup = resolve_setup("trl", **job)
-    assert any(r.startswith("trl 1.6.0") for r in unmodelled(parse_versions("trl==1.6.0"), spec, setup))
-    assert unmodelled(parse_versions("trl==1.16.0"), spec, setup) == []
+    assert full_logits.total_bytes == estimate(spec, resolve_setup("trl", loss="standard", **job)).total_bytes
 
 
 def test_readme_figures_are_the_reports(report):
-    """validation/data/README.md's 'Real-run figures' quote the report: recomputed here so they cannot drift."""
+    """validation/data/README.md's 'Real-run figures' quote the report, each part's verdicts and every peak-error
+    group it has: recomputed here so they cannot drift."""
     from validation.real_runs import ROOT
 
     text = (ROOT / "validation" / "data" / "README.md").read_text(encoding="utf-8").split("### Real-run figures")[1]
-    for key in ("modelled", "not_modelled"):
+    text = " ".join(text.split())
+    modelled, not_modelled = text.split("at a release not modelled (", 1)
+    for key, part in (("modelled", modelled), ("not_modelled", not_modelled)):
         v = report[key]["verdicts"]
-        assert (f"false fits {v['false fit']}, false alarms {v['false alarm']}, right {v['right']} of {v['judged']} "
-                f"judged") in " ".join(text.split())
-    errors = report["modelled"]["errors"]
-    for group, label in (("max_allocated", "max_allocated"), ("reserved / nvidia-smi", "reserved / nvidia-smi"),
-                         ("unknown", "unknown\nmeasure")):
-        e = errors[group]
-        worst = f"{e['worst_pct']:.1f}".replace("-", "−")
-        line = f"{' '.join(label.split())} n={e['n']} median {e['median_abs_pct']:.1f} % worst {worst} %"
-        assert line in " ".join(text.split()), line
+        assert (f"({report[key]['n']} runs): **false fits {v['false fit']}, false alarms {v['false alarm']}, right "
+                f"{v['right']} of {v['judged']} judged**") in (part if key == "modelled" else "(" + part), key
+        for group, e in report[key]["errors"].items():
+            worst = f"{e['worst_pct']:+.1f}".replace("-", "−")
+            line = f"{group} n={e['n']} median {e['median_abs_pct']:.1f} % worst {worst} %"
+            assert line in part, (key, line)

@@ -260,3 +260,31 @@ def test_published_tables_path_is_the_2024_code():
     e = estimate_for_path(L8, qlora(seq_len=2048), p)
     loss = next(x for x in e.phases if x.key == "loss_backward")
     assert sum(x.bytes for x in loss.details if x.key == "activations.loss_backward") >= 2 * 128256 * 4096
+
+
+# Unsloth Studio's own estimate for Llama-3.1-8B QLoRA r16 on the seven projections, batch 1 × 2,048, adamw_8bit,
+# 'unsloth' checkpointing, SDPA, double-quantised 4-bit (studio/backend/utils/hardware/vram_estimation.py at
+# 015bdef0d9, with the attention and 4-bit settings unsloth PR #10815 makes it read): its terms add up to 8.09 GB
+# (docs/unsloth.md §12). Studio says it does not fit an 8 GB card.
+STUDIO_8B_2K = 8.09e9
+
+
+def test_the_band_holds_unsloth_studios_estimate_at_its_release():
+    """Issue 28: Studio's figure differs from ours by terms we follow the source for (the 4-bit storage, the LoRA and
+    8-bit Adam bytes, the traced activations), by the input embedding (kept on the GPU until unsloth 2026.10.1, fork
+    unsloth_offload_embedding_auto) and by a 1.4 GiB process overhead we cannot check without a GPU, taken as the
+    Unsloth context's high end. At Studio's release (2026.9.14) on an 8 GB RTX 4060 our band now holds Studio's 8.09 GB
+    and the verdict is a close call; before, its high end (8.56 GB) said "fits". Fails before."""
+    from estimator.memory.overhead import UNSLOTH_STUDIO_OVERHEAD
+    from estimator.memory.verdict import verdict
+
+    card = get_device("rtx-4060")
+    s = resolve_setup("unsloth", method="qlora", batch=1, seq_len=2048, pins=("unsloth==2026.9.14",))
+    e = price(L8, s, device_capacity=card.capacity_bytes)
+    assert e.low_bytes < e.total_bytes < STUDIO_8B_2K < e.high_bytes
+    assert verdict(e.total_bytes, card, e.high_bytes, e.low_bytes).band == "close call"
+    assert UNSLOTH_STUDIO_OVERHEAD == int(1.4 * 2**30)
+    # the context's expected value stays PyTorch's (0.5 GB): the widening moves the high end only
+    from estimator.memory.overhead import CUDA_CONTEXT_BYTES
+
+    assert next(x.bytes for x in e.details if x.key == "overhead.cuda_context") == CUDA_CONTEXT_BYTES

@@ -273,6 +273,22 @@ def test_fork_unsloth_zoo_pinned_offload():
     assert gb("llama-3.1-8b", old) == 8.8 and estimate(L8, old).tensor_bytes < estimate(L8, _unsloth()).tensor_bytes
 
 
+def test_fork_unsloth_offload_embedding_auto():
+    """Llama-3.1-8B QLoRA 1 × 2,048 on an 8 GB card: from 2026.10.1 Unsloth's fast Llama path moves the frozen input
+    embedding (1.05 GB) to CPU RAM when the card is tight; before it the embedding stayed on the GPU."""
+    from estimator.options.devices import get_device
+
+    card = get_device("rtx-4060").capacity_bytes
+    job = dict(method="qlora", batch=1, seq_len=2048)
+    assert gb("llama-3.1-8b", setup("unsloth", **job), device_capacity=card) == 6.3
+    assert gb("llama-3.1-8b", setup("unsloth", "unsloth==2026.10.1", **job), device_capacity=card) == 6.3
+    assert gb("llama-3.1-8b", setup("unsloth", "unsloth==2026.9.14", **job), device_capacity=card) == 7.3  # +16.8 %
+    # a 24 GB card never offloads at this length: the fork does not move it
+    big = get_device("rtx-4090").capacity_bytes
+    assert gb("llama-3.1-8b", setup("unsloth", "unsloth==2026.9.14", **job), device_capacity=big) == gb(
+        "llama-3.1-8b", setup("unsloth", **job), device_capacity=big) == 7.3
+
+
 def test_fork_unsloth_zoo_moe_4bit_experts():
     """Qwen3-30B-A3B QLoRA on Unsloth, 1 × 2,048: 28.9 GB with the experts in NF4 (today's default), 71.9 GB before
     unsloth_zoo 2026.6.2 (and what the estimate said before issue 28)."""
@@ -297,6 +313,36 @@ def test_published_tables_at_the_release_they_ran():
     installed = resolve_setup("unsloth", method="qlora", lora_rank=32, seq_len=4096, pins=("unsloth==2024.12.4",))
     assert unsloth_path(L8, installed) == published_tables_path(L8, s)
     assert estimate(L8, installed).total_bytes == estimate_for_path(L8, s, published_tables_path(L8, s)).total_bytes
+
+
+# ---- LitGPT ----------------------------------------------------------------------------------------------------------
+
+LIT_FSDP = dict(method="lora", gpus=2, sharding="zero3", batch=4, seq_len=512, grad_ckpt=True)
+
+
+def test_fork_litgpt_lora_fsdp_linear_wrap():
+    """Llama-3.1-8B LoRA on 2 GPUs, 4 × 512, accumulation 8: before 0.5.8 each Block was one FSDP1 unit with frozen
+    weights and adapters, so every Block weight got a bf16 gradient, whole on each GPU under no_sync."""
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.8", grad_accum=8, **LIT_FSDP)) == 14.0
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.7", grad_accum=8, **LIT_FSDP)) == 27.6  # +97 %
+    # without accumulation the Blocks' gradients are reduce-scattered: sharded over the 2 GPUs
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.7", grad_accum=1, **LIT_FSDP)) == 18.9
+    # one GPU: no FSDP
+    one = dict(LIT_FSDP, gpus=1, sharding="none")
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.7", grad_accum=8, **one)) == gb(
+        "llama-3.1-8b", setup("litgpt", grad_accum=8, **one))
+
+
+def test_fork_litgpt_lora_fsdp2():
+    """0.5.11 moved LoRA to FSDP2 (only the adapters get gradients); 0.5.8-0.5.10's FSDP1 root unit gave the embedding
+    a gradient too, whole under no_sync: +8.5 % in the same job."""
+    assert gb("llama-3.1-8b", setup("litgpt", grad_accum=8, **LIT_FSDP)) == 12.9
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.11", grad_accum=8, **LIT_FSDP)) == 12.9
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.10", grad_accum=8, **LIT_FSDP)) == 14.0
+    # full fine-tuning stays on FSDPStrategy in every release: the fork does not move it
+    full = dict(LIT_FSDP, method="full")
+    assert gb("llama-3.1-8b", setup("litgpt", "litgpt==0.5.10", grad_accum=8, **full)) == gb(
+        "llama-3.1-8b", setup("litgpt", grad_accum=8, **full))
 
 
 # ---- MLX -------------------------------------------------------------------------------------------------------------

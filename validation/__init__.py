@@ -50,11 +50,14 @@ EXPLANATIONS: dict[str, str] = {
 
 # Rows the estimator misses by more than 20 %, and why (checked against each row's notes and the numbers).
 ROW_EXPLANATIONS: dict[str, str] = {
-    "litgpt-hub-01": "per-GPU peak of a 4-GPU FSDP run measured at the end of training: includes validation, "
-                     "sample generation and the full-state-dict gather for the checkpoint save, none of which is a "
-                     "training step; the table's machine (4xA10G) and the yaml's device count also disagree",
-    "litgpt-hub-03": "2- vs 4-GPU FSDP ambiguity (README says 4xA10G, yaml says 2 devices) and an end-of-run peak "
-                     "that includes validation and checkpoint gathering",
+    "litgpt-hub-01": "per-GPU peak of a 4-GPU FSDP run printed at the end of training (periodic validation and sample "
+                     "generation included). The gradients FSDP's no_sync keeps unsharded through its 4 accumulation "
+                     "micro-batches are counted (memory/litgpt/fsdp.py); Lightning's full-state-dict save gathers one "
+                     "FSDP unit at a time and offloads it to CPU (FullStateDictConfig(offload_to_cpu=True)), so it is "
+                     "not the rest. The table's machine (4xA10G) and the first yaml's device count (1) disagree: the "
+                     "rest is not explained",
+    "litgpt-hub-03": "2- vs 4-GPU FSDP ambiguity (README says 4xA10G, yaml says 2 devices); the no_sync gradients of its "
+                     "4 accumulation micro-batches are counted, the end-of-run validation and generation are not",
     "litgpt-hub-13": "gemma-2b QLoRA with LoRA on every linear and the 256k-vocabulary head: the 4-bit head and its "
                      "dequantisation are counted (LitGPT quantises every nn.Linear); like hub-19, -20 and -22 (small "
                      "models, LoRA on all linears + head over 4-bit weights) the run's peak is 2.4–4.7 GB above the "

@@ -4,9 +4,12 @@ card (right, a false "fits", a false alarm) and its peak error where the run pri
 A row is a fine-tuning run someone executed on real hardware and published, with its settings, its library versions
 (stated, or dated from the post and the pinned requirements) and its outcome: "fits" (with the measured peak and what
 measured it, where given) or "oom" on a named card. Each row is priced as a user would ask: the row's stack
-(estimator.options.stacks) with every setting the run states, and the trainer it ran (estimator.TrainerSetup). A row
-at a release whose memory behaviour the estimator does not model yet (NOT_MODELLED: a fork with its source) is
-reported in its own group; the `versions` column is there for the versions input to replace that table.
+(estimator.options.stacks) with every setting the run states, the trainer it ran (estimator.TrainerSetup) and the
+releases it ran: the `versions` column goes into resolve_setup as pins (estimator.advice.measured real_run_versions,
+the estimator's own version resolution), so the version forks the estimator models (estimator/options/versions.py)
+price the run at its releases. A row with a release outside the stack's modelled range (options/versions.py
+PACKAGES) is reported in its own group ("at a release not modelled") with the estimator's own line, and priced at
+the newest releases.
 
 Pure Python (no torch); used by `python -m validation` and tests/test_real_runs.py."""
 
@@ -14,15 +17,15 @@ from __future__ import annotations
 
 import csv
 import statistics
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from estimator import TrainerSetup, TrainingSetup, estimate, get_device, verdict
+from estimator.advice.measured import real_run_versions
 from estimator.job.stack import resolve_setup
 from estimator.options.stacks import get_stack
 from estimator.units import GB, GiB
@@ -30,8 +33,6 @@ from estimator.units import GB, GiB
 from . import ROOT, _map_targets, _published_spec, _targets
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from estimator import ModelSpec
 
 REAL_RUNS = ROOT / "validation" / "data" / "real_runs.csv"
@@ -45,46 +46,6 @@ MEASURES = {"max_allocated": "tensor_bytes", "max_reserved": "total_bytes", "nvi
 # peak; figures whose measure the source does not state.
 METRIC_GROUPS = {"max_allocated": ("max_allocated",), "reserved / nvidia-smi": ("max_reserved", "nvidia-smi"),
                  "mx.get_peak_memory": ("mx.get_peak_memory",), "unknown": ("unknown",)}
-
-
-@dataclass(frozen=True)
-class Fork:
-    """Releases of a package whose memory behaviour the estimator does not model yet, for the runs it applies to."""
-
-    package: str
-    releases: str  # a PEP 440 specifier set: the releases on the unmodelled side of the fork
-    applies: Callable[[ModelSpec, TrainingSetup], bool]
-    what: str  # what changes, with its source
-
-
-def _moe_qlora(spec: ModelSpec, setup: TrainingSetup) -> bool:
-    return setup.method == "qlora" and spec.params_routed_experts > 0 and not get_stack(setup.stack or "trl").quantize_head
-
-
-# The forks the report groups by (issue 28): each a range of releases the estimate does not price, with its source.
-NOT_MODELLED: tuple[Fork, ...] = (
-    Fork("transformers", "<5", _moe_qlora,
-         "transformers 4.x builds MoE experts as per-expert nn.Linear modules, which bitsandbytes quantises; the "
-         "estimate prices transformers 5's fused 3-D expert parameters, which bitsandbytes leaves in 16 bits "
-         "(bitsandbytes issue #1849)"),
-    # Under checkpointing only the recomputed layer's inputs are held, so the fork moves the peak by well under 1 %.
-    Fork("bitsandbytes", "<0.43.2", lambda spec, setup: setup.method == "qlora" and not setup.grad_ckpt,
-         "MatMul4Bit kept its 16-bit input for backward (ctx.tensors = (A, B)) until bitsandbytes 0.43.2 (commit "
-         "9e753741, PR #1270, 'fix QLoRA mem bug: delete useless buffered activation'): without checkpointing every "
-         "4-bit linear's input stays alive to its backward; the estimate models the weight alone"),
-    # TRL's SFT loss: full-vocabulary logits through transformers' ForCausalLMLoss (12·T·V fp32 bytes at the loss
-    # backward) until the default became the chunked head; the TRL stack prices the chunked head of TRL 1.16.
-    Fork("trl", "<1.7", lambda spec, setup: setup.stack == "trl",
-         "SFTConfig's loss_type defaulted to 'nll' (full-vocabulary fp32 logits) until trl 1.7.0 made 'chunked_nll' "
-         "the default (commit b58947c7e, PR #5846, 'Default SFT loss to chunked_nll'); the TRL stack prices the "
-         "chunked head"),
-    Fork("mlx", "<0.25", lambda spec, setup: setup.stack == "mlx",
-         "before mlx 0.25 training ran attention through the fused kernel (mlx commit e5d35aa, PR #2054, 'no sdpa in "
-         "grad', made it unfused in the graph); the estimate prices the unfused path of mlx 0.32.4"),
-    Fork("unsloth", "<2026.10", lambda spec, setup: setup.stack == "unsloth",
-         "the estimate prices Unsloth 2026.10.9's kernels; older releases kept other tensors (the 2024.12 path "
-         "exists only in validation/unsloth.py, for Unsloth's published tables)"),
-)
 
 
 def parse_versions(text: str) -> dict[str, Version]:
@@ -103,12 +64,6 @@ def parse_versions(text: str) -> dict[str, Version]:
             raise ValueError(f"versions: {req.name} is pinned twice")
         out[req.name] = Version(specs[0].version)
     return out
-
-
-def unmodelled(versions: dict[str, Version], spec: ModelSpec, setup: TrainingSetup) -> list[str]:
-    """The forks this run sits on the unmodelled side of, as 'package version: what'."""
-    return [f"{f.package} {versions[f.package]}: {f.what}" for f in NOT_MODELLED
-            if f.package in versions and versions[f.package] in SpecifierSet(f.releases) and f.applies(spec, setup)]
 
 
 _SETUP_TYPES = {f.name: type(f.default) for f in fields(TrainingSetup) if f.name not in ("stack", "from_stack")}
@@ -158,7 +113,8 @@ def row_job(row: dict[str, str]) -> tuple[ModelSpec, TrainingSetup, TrainerSetup
     }
     kw.update(_pairs(row["settings"], _SETUP_TYPES))
     trainer = TrainerSetup(row["trainer"] or "sft", **_pairs(row["trainer_settings"], _TRAINER_TYPES))
-    setup = resolve_setup(row["stack"], trainer=trainer.trainer, **kw)
+    versions, _ = real_run_versions(row["stack"], row["versions"])  # None: a release not modelled (the newest)
+    setup = resolve_setup(row["stack"], trainer=trainer.trainer, versions=versions, **kw)
     return spec, setup, trainer
 
 
@@ -180,12 +136,15 @@ def replay(row: dict[str, str]) -> dict[str, Any]:
     spec, setup, trainer = row_job(row)
     device = get_device(row["device"]) if row["device"] else None
     est = estimate(spec, setup, trainer=trainer, device_capacity=device.capacity_bytes if device else None)
-    versions = parse_versions(row["versions"])
+    parse_versions(row["versions"])  # the column's format: every entry pins one release
+    _, not_modelled = real_run_versions(row["stack"], row["versions"])
     result: dict[str, Any] = {
         "id": row["id"], "model": row["model"], "stack": row["stack"], "trainer": trainer.trainer,
         "method": setup.method, "outcome": row["outcome"], "device": row["device"], "versions": row["versions"],
         "source": row["source"], "estimated_bytes": est.total_bytes, "tensor_bytes": est.tensor_bytes,
-        "high_bytes": est.high_bytes, "peak_phase": est.peak_phase, "unmodelled": unmodelled(versions, spec, setup),
+        "high_bytes": est.high_bytes, "peak_phase": est.peak_phase, "unmodelled": [not_modelled] if not_modelled else [],
+        "priced_at": setup.versions.as_json()["packages"] if setup.versions is not None else None,
+        "ignored_pins": list(setup.versions.unused_pins) if setup.versions is not None else [],
         "verdict": None, "band": None, "usable_bytes": None, "measure": row["measure"] or None,
         "measured_bytes": None, "compared_bytes": None, "error_pct": None,
     }
@@ -271,5 +230,7 @@ def format_real_runs(report: dict[str, Any] | None = None) -> str:
         lines.append(f"    {r['id']:<42} {r['outcome']:<4} estimate {r['estimated_bytes'] / GB:7.2f} GB{usable}: "
                      f"{verdict}{peak}{flag}")
         for reason in r["unmodelled"]:
-            lines.append(f"        at a release not modelled: {reason}")
+            lines.append(f"        at a release not modelled (priced at the newest): {reason}")
+        if r["ignored_pins"]:
+            lines.append(f"        pins the {r['stack']} stack does not read: {', '.join(r['ignored_pins'])}")
     return "\n".join(lines)

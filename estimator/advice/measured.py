@@ -24,6 +24,7 @@ from ..i18n import N_, Text
 from ..job.setup import TrainingSetup
 from ..job.stack import resolve_setup
 from ..job.trainer import TrainerSetup
+from ..job.versions import resolve_versions
 from ..memory.overhead import ALLOCATOR_SLACK
 from ..memory.price import detailed_estimate, estimate
 from ..memory.runtimes import RUNTIMES
@@ -37,6 +38,7 @@ from ..units import GB, GiB
 from .solvers import max_seq_len
 
 if TYPE_CHECKING:
+    from ..job.versions import Versions
     from ..models.spec import ModelSpec
 
 DATA = Path(__file__).resolve().parents[2] / "validation" / "data"
@@ -301,8 +303,21 @@ def _pairs(text: str, types: dict[str, type]) -> dict[str, Any]:
     return out
 
 
+def real_run_versions(stack: str, text: str) -> tuple[Versions | None, str]:
+    """A real_runs.csv row's `versions` column (`pkg==X;pkg==Y`) resolved for its stack as the estimator resolves
+    pins (job/versions.py resolve_versions): (the versions, "") when every release is one the stack models, else
+    (None, the estimator's own line saying which release is not modelled); such a row is priced at the newest
+    releases."""
+    pins = tuple(p.strip() for p in text.split(";") if p.strip())
+    try:
+        return resolve_versions(stack, pins=pins), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
 def real_run_job(r: dict[str, str]) -> tuple[ModelSpec, TrainingSetup, TrainerSetup]:
-    """A real_runs.csv row as the real-run check (issue 28 item 5) prices it (its row_job)."""
+    """A real_runs.csv row as the real-run check (issue 28 item 5) prices it (its row_job): at the releases it ran
+    where the stack models them (real_run_versions), else at the newest."""
     spec = _spec(r["config_id"])
     targets = _targets(r["lora_targets"])
     if not RUNTIMES[get_stack(r["stack"]).model_code].fused_qkv_names:
@@ -317,7 +332,8 @@ def real_run_job(r: dict[str, str]) -> tuple[ModelSpec, TrainingSetup, TrainerSe
     }
     kw.update(_pairs(r.get("settings", ""), _SETUP_TYPES))
     trainer = TrainerSetup(r["trainer"] or "sft", **_pairs(r.get("trainer_settings", ""), _TRAINER_TYPES))
-    return spec, resolve_setup(r["stack"], trainer=trainer.trainer, **kw), trainer
+    versions, _ = real_run_versions(r["stack"], r["versions"])
+    return spec, resolve_setup(r["stack"], trainer=trainer.trainer, versions=versions, **kw), trainer
 
 
 def _real_runs() -> list[MeasuredRun]:

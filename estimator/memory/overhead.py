@@ -32,6 +32,22 @@ class RuntimeContext(NamedTuple):
     formula: str
 
 
+# Unsloth Studio's own planning figure for the memory outside an Unsloth training step's tensors: "CUDA driver +
+# PyTorch runtime, calibrated on RTX 5070 Ti" (unsloth studio/backend/utils/hardware/vram_estimation.py:20 and
+# VRAM_ESTIMATION.md §7 at 015bdef0d9: 1.4 GiB). Not checked here (no GPU trace of an Unsloth process's context):
+# the Unsloth runtime's high end, not its expected value (docs/unsloth.md §12).
+UNSLOTH_STUDIO_OVERHEAD = int(1.4 * 2**30)
+
+
+def unsloth_context(setup: TrainingSetup) -> RuntimeContext:
+    """An Unsloth process's context: the PyTorch one, its high end widened to Unsloth Studio's calibrated overhead."""
+    rc = runtime_context(setup)
+    if setup.backend == "metal" or rc.high >= UNSLOTH_STUDIO_OVERHEAD:
+        return rc
+    return rc._replace(high=float(UNSLOTH_STUDIO_OVERHEAD),
+                       formula="0.3–1.5 GB (lazy module loading; high: Unsloth Studio's 1.4 GiB)")
+
+
 def runtime_context(setup: TrainingSetup) -> RuntimeContext:
     """The CUDA context (and NCCL's buffers with more than one GPU) of a PyTorch step. PyTorch on MPS has none (torch/mps:
     the Metal device and MPSAllocator); NCCL is CUDA's."""

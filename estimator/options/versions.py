@@ -399,6 +399,20 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "Cross-Entropy, per-layer RoPE caches, fresh dequantisation) make +12.4 % and +5.9 %",
        ("unsloth",),
        methods=("lora", "qlora")),
+    Fork("unsloth_offload_embedding_auto", "unsloth", "2026.10.1", "2026.9.14",
+       N_("Unsloth 2026.10 moves the frozen input embedding of its fast Llama-family path to CPU RAM when the card is "
+          "tight (offload_embedding='auto'); before it that path kept the embedding on the GPU."),
+       "frozen weights: − 2·V·h bytes (the untied bf16 input embedding) on cards where Unsloth's own step reserve "
+       "exceeds the memory left after loading (model.embedding_offloaded) only from 2026.10.1",
+       "Unsloth stack on its own kernels (FastLlamaModel families), untied embedding, small cards",
+       "unsloth/models/loader.py:1462-1468 (2026.9.14: 'The optimized path never carried offload_embedding, so a "
+       "request for one is dropped'; the same at :1037-1045 from 2026.8.20, when FastLanguageModel's default became "
+       "'auto'; False before) → unsloth/models/llama.py:3399-3409 (2026.10.1: offload_embedding == "
+       "OFFLOAD_EMBEDDING_AUTO → offload_embedding_if_tight), :4357-4366 (2026.10.9); after the stored history "
+       "(2026-08-22), bracketed by the PyPI wheels",
+       "Llama-3.1-8B QLoRA, batch 1 × 2,048, on an 8 GB RTX 4060 (8,188 MiB): 6.25 GB from 2026.10.1 (the 1.05 GB embedding in CPU RAM) vs 7.30 GB on 2026.9.14 (+16.8 %); the longest length that fits at batch 1: 15,704 vs 9,604 tokens. No change on a 24 GB card at Unsloth Studio's defaults (2 × 8,192)",
+       ("unsloth",),
+       methods=("lora", "qlora")),
     Fork("unsloth_zoo_pinned_offload", "unsloth-zoo", "2025.1.1", "2024.12.7",
        N_("unsloth_zoo 2025.1 offloads each checkpointed layer input into pinned CPU RAM slots and reloads it into "
           "one kept GPU buffer; before it, every input was copied to pageable CPU RAM and back into a new GPU "
@@ -423,6 +437,34 @@ FORKS: dict[str, Fork] = {f.id: f for f in (
        "(experts NF4) (−60 %)",
        ("unsloth",), requires=(("transformers", "5.0.0"),),
        methods=("qlora",), moe=True),
+    # ---- LitGPT ------------------------------------------------------------------------------------------------
+    Fork("litgpt_lora_fsdp_linear_wrap", "litgpt", "0.5.8", "0.5.7",
+       N_("LitGPT 0.5.8 wraps each nn.Linear as an FSDP unit in LoRA runs on several GPUs; before it each Block was "
+          "one unit holding frozen weights and adapters, so FSDP made a gradient for every Block weight (whole, on "
+          "every GPU, while gradients accumulate)."),
+       "LoRA on several GPUs (FSDP1, use_orig_params): gradient bytes of the Blocks' flat parameters (every Block "
+       "parameter) instead of the root's (embedding, norms, adapters); unsharded under no_sync (grad_accum > 1)",
+       "LitGPT stack, method lora, gpus > 1 (FSDPStrategy FULL_SHARD)",
+       "litgpt commit 281510ab 'Do not wrap LoRA layers with FSDP (#1538)'; litgpt/finetune/lora.py:149-156 (0.5.4, "
+       "0.5.7: auto_wrap_policy={Block}) → :155-161 (0.5.8, 0.5.10: auto_wrap_policy={torch.nn.Linear}); "
+       "torch/distributed/fsdp/_wrap_utils.py:158-167 (2.13.0: a unit with frozen and trainable parameters gets "
+       "the gradient of all of them); memory/litgpt/fsdp.py",
+       "Llama-3.1-8B LoRA (all linears) on 2 GPUs, batch 4 × 512, checkpointing, accumulation 8: 14.0 GB (0.5.8–0.5.10) → 27.6 GB on 0.5.7 (+97 %: the Blocks' 7.0 × 10⁹ parameters' bf16 gradients whole on each GPU); without accumulation 12.9 → 18.9 GB (sharded)",
+       ("litgpt",),
+       methods=("lora",)),
+    Fork("litgpt_lora_fsdp2", "litgpt", "0.5.11", "0.5.10",
+       N_("LitGPT 0.5.11 shards LoRA runs on several GPUs with FSDP2 (per parameter): only the adapters get "
+          "gradients. Before it, FSDP1's root unit gave the embedding and the norms a gradient too, kept whole on "
+          "every GPU while gradients accumulate."),
+       "LoRA on several GPUs: FSDP1 flat-parameter gradients (see litgpt_lora_fsdp_linear_wrap; unsharded under "
+       "no_sync) → FSDP2, the adapters' gradients only",
+       "LitGPT stack, method lora, gpus > 1",
+       "litgpt commit 5ac69b06 'finetune_lora upgrades (#2086)'; litgpt/finetune/lora.py:155-161 (0.5.10: "
+       "FSDPStrategy) → :157-161 and parallelize_fn :522-536 (0.5.11, 0.5.13: ModelParallelStrategy, fully_shard); "
+       "memory/litgpt/fsdp.py",
+       "the same job: 12.9 GB (0.5.11) → 14.0 GB on 0.5.10 (+8.5 %: the root unit's embedding, 0.53 × 10⁹ parameters, gets a bf16 gradient kept whole under no_sync); without accumulation the two are equal to 0.1 GB",
+       ("litgpt",),
+       methods=("lora",)),
     # ---- MLX ---------------------------------------------------------------------------------------------------
     Fork("mlx_sdpa_fused_masked", "mlx", "0.24.0", "0.23.2",
        N_("mlx 0.24 ran masked attention through the fused kernel on Metal, training included: the attention "

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ...job.setup import TrainingSetup
     from ...models.spec import ModelSpec
     from ..allocator import Allocations, AllocatorConfig
+    from ..overhead import RuntimeContext
 
 
 class Step(NamedTuple):
@@ -111,6 +112,16 @@ class HfRuntime(Runtime):
         dropout = bool(setup.stack) and get_stack(setup.stack).lora_dropout > 0 and setup.method != "full"
         return replace(ctx, lora_dropout=True) if dropout else ctx
 
+    def process_context(self, setup: TrainingSetup) -> RuntimeContext:
+        """The process's memory outside the tensors (memory/overhead.py runtime_context: the CUDA context, NCCL)."""
+        return runtime_context(setup)
+
+    def states(self, spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> States:
+        """The weights, gradients and optimizer state per GPU as this runtime's stack shards them (memory/hf/states.py
+        model_states; LitGPT's FSDP keeps other gradients)."""
+        return model_states(spec, setup, ctx.adapted, self.lora_params(spec, setup, ctx.adapted),
+                            self.experts_16bit(spec, setup))
+
     def step(self, spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext, st: States,
              device_capacity: float | None) -> Step:
         """The phases of backward on transformers' modules, and host_ram's keyword terms."""
@@ -132,8 +143,7 @@ class HfRuntime(Runtime):
         self.check(spec, setup)
         spec = self.build(spec, setup)
         ctx = self.context(spec, setup)
-        st = model_states(spec, setup, ctx.adapted, self.lora_params(spec, setup, ctx.adapted),
-                          self.experts_16bit(spec, setup))
+        st = self.states(spec, setup, ctx)
         step = self.step(spec, setup, ctx, st, device_capacity)
         st = step.states  # Unsloth may move the input embedding to CPU RAM
         phases = step.phases + closing_phases(spec, setup, st)
@@ -141,7 +151,7 @@ class HfRuntime(Runtime):
         host = host_ram(spec, setup, trainable=st.trainable, weights_bytes=st.weights_full,
                         optimizer_cpu_bytes=st.cpu_bytes, **step.host)
         return StepParts(
-            model=spec, setup=setup, phases=tuple(phases), context=runtime_context(setup),
+            model=spec, setup=setup, phases=tuple(phases), context=self.process_context(setup),
             allocator=step.allocator or stack_allocator(setup.stack), requests=step.requests,
             params_total=spec.params_total, params_trainable=st.trainable, notes=tuple(notes), host=host,
             weights_full_bytes=st.weights_full,

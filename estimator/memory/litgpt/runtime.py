@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING
 
 from ...job.setup import ALL_LINEAR
 from ..hf.runtime import HfRuntime
+from .fsdp import fsdp1, fsdp1_states
 from .model import closed_form_applies, fused_targets, litgpt_lora, litgpt_lora_params
 
 if TYPE_CHECKING:
     from ...job.setup import TrainingSetup
     from ...models.spec import ModelSpec
     from ..hf.activations.common import ActivationContext
+    from ..hf.states import States
 
 
 class LitgptRuntime(HfRuntime):
@@ -43,3 +45,9 @@ class LitgptRuntime(HfRuntime):
     def context(self, spec: ModelSpec, setup: TrainingSetup) -> ActivationContext:
         ctx = super().context(spec, setup)
         return replace(ctx, litgpt=litgpt_lora(spec, setup)) if closed_form_applies(spec, setup) else ctx
+
+    def states(self, spec: ModelSpec, setup: TrainingSetup, ctx: ActivationContext) -> States:
+        """On several GPUs LitGPT's FSDPStrategy (torch FSDP1) gives whole flat parameters a gradient and keeps them
+        unsharded while gradients accumulate (memory/litgpt/fsdp.py)."""
+        st = super().states(spec, setup, ctx)
+        return fsdp1_states(spec, setup, st) if fsdp1(setup) else st

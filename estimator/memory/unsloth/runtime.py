@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..hf.runtime import HfRuntime, Step
+from ..overhead import unsloth_context
 from .model import allocator_for, kernels_apply, not_modelled_note, phase_requests
 from .step import unsloth_step
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from ...models.spec import ModelSpec
     from ..hf.activations.common import ActivationContext
     from ..hf.states import States
+    from ..overhead import RuntimeContext
 
 
 class UnslothRuntime(HfRuntime):
@@ -29,6 +31,10 @@ class UnslothRuntime(HfRuntime):
         """Unsloth decides three things by the card's memory (the embedding offload, double buffering, the loss
         pass) where its kernels run."""
         return kernels_apply(self.build(spec, setup), setup)
+
+    def process_context(self, setup: TrainingSetup) -> RuntimeContext:
+        """The CUDA context with its high end at Unsloth Studio's calibrated overhead (overhead.unsloth_context)."""
+        return unsloth_context(setup)
 
     def experts_16bit(self, spec: ModelSpec, setup: TrainingSetup) -> int:
         """unsloth_zoo quantises transformers 5's fused expert tensors to 4 bits (temporary_patches/

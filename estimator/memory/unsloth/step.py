@@ -15,7 +15,7 @@ from ..hf.build import stack_spec
 from ..hf.phases import closing_phases, phase
 from ..hf.states import States, model_states
 from ..host import host_ram
-from ..overhead import CUDA_CONTEXT_BYTES, runtime_context
+from ..overhead import CUDA_CONTEXT_BYTES, unsloth_context
 from ..parts import StepParts
 from ..result import Estimate, Phase
 from ..result import detail as d
@@ -83,8 +83,10 @@ def unsloth_step(spec: ModelSpec, setup: TrainingSetup, st: States, capacity: fl
     """Unsloth's own step (estimator/memory/unsloth/model.py, docs/formulas.md §3.8): its moments priced with the
     model states, the two decisions Unsloth takes from the card's free memory, and the host RAM it uses."""
     notes: list[str] = []
-    # offload_embedding="auto" is the current release's (the 2024.12 line had none: model.published_line)
-    st, embed_host = _embedding_placed(spec, setup, st, None if published_line(setup) else capacity)
+    # offload_embedding="auto" on the Llama fast path is 2026.10.1's (fork unsloth_offload_embedding_auto: before it the
+    # optimized path dropped the request and kept the embedding on the GPU; the 2024.12 line had none either)
+    keeps_embedding = published_line(setup) or setup.older("unsloth_offload_embedding_auto")
+    st, embed_host = _embedding_placed(spec, setup, st, None if keeps_embedding else capacity)
     if embed_host:
         notes.append(N_("Unsloth's offload_embedding='auto' moves the frozen input embedding to CPU RAM on this card "
                         "(its own step reserve exceeds the memory left after loading)."))
@@ -122,7 +124,7 @@ def estimate_for_path(spec: ModelSpec, setup: TrainingSetup, path: UnslothPath) 
     st = model_states(spec, setup, context(spec, setup).adapted)
     phases = priced_moments(spec, setup, st, path) + closing_phases(spec, setup, st)
     return assemble(StepParts(
-        model=spec, setup=setup, phases=tuple(phases), context=runtime_context(setup), allocator=allocator_for(path),
+        model=spec, setup=setup, phases=tuple(phases), context=unsloth_context(setup), allocator=allocator_for(path),
         requests=phase_requests(spec, setup, path), params_total=spec.params_total, params_trainable=st.trainable,
         host=host_ram(spec, setup, trainable=st.trainable, weights_bytes=st.weights_full,
                       optimizer_cpu_bytes=st.cpu_bytes, **host_terms(spec, setup, path))))
