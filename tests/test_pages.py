@@ -483,7 +483,8 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     assert len(at.get("latex")) >= 8  # the formulas
     headers = [h.value for h in at.main.header]
     assert headers == ["What goes into the peak", "The formulas", "Training stacks", "Unsloth, as Unsloth runs",
-                       "MLX-LM on a Mac", "Preference & RL", "Assumptions", "Units", "How accurate is it?",
+                       "MLX-LM on a Mac", "Preference & RL", "Assumptions", "Units", "How long it takes",
+                       "How accurate is it?", "Real runs: is the verdict right?", "Versions modelled",
                        "The exact trace", "Known limits", "A training script for this setup"]
     # Unsloth's section: its per-token terms (summing to the layer's saved bytes) and every published point
     from validation.unsloth import context_rows
@@ -498,6 +499,39 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     assert len(lines) == 1 and "4,719 for Unsloth from 8 to 80 GB, 405 for transformers" in lines[0]
     assert "RTX 4060 has 8,188 MiB, an 80 GB H100 81,559 MiB" in lines[0]  # the catalog's capacities
     assert len(dataframe(at, "unsloth_terms")) >= 10
+
+
+def test_how_it_works_explains_the_time_model_and_the_real_run_check():
+    """The time model's section times the sidebar's setup (the time model's own numbers) and shows its held-out
+    accuracy; the real-run check counts false fits first; every version fork is listed (issues 28 and 30)."""
+    from estimator.options.versions import FORKS
+    from estimator.speed import time_of
+    from validation.real_runs import real_runs_report
+
+    at = open_page("pages/how.py", method="full", device="a100-80gb", batch="2")
+    step = time_of(load_preset("llama-3.1-8b"), trl(method="full", batch=2), get_device("a100-80gb"))
+    line = next(m.value for m in at.markdown if "For the sidebar" in m.value).replace("\\", "")
+    assert f"{step.tokens_per_second:,.0f} tokens per second" in line
+    assert f"{step.flops_per_step / step.tokens_per_step / 1e9:,.1f} GFLOP per trained token" in line
+    speed = accuracy_report()["speed"]
+    shown = metrics(at)
+    assert shown["Held-out runs: median error"][0] == f"{speed['held_out']['median_abs_pct']:.1f} %"
+    assert shown["Fit runs: median error"][0] == f"{speed['fit']['median_abs_pct']:.1f} %"
+    efficiency = dataframe(at, "efficiency_table").set_index("GPU")
+    assert efficiency.loc["NVIDIA A100 80GB", "TRL, Trainer, Axolotl, plain"] == "57 %"  # CALIBRATION.pytorch
+    assert efficiency.loc["NVIDIA H100 80GB HBM3", "TRL, Trainer, Axolotl, plain"] == "32 %"  # × the Hopper factor
+    assert efficiency.loc["Apple silicon 64 GB unified", "Unsloth"] == "—"
+    real = real_runs_report()
+    verdicts = real["modelled"]["verdicts"]
+    assert shown["False fits"][0] == str(verdicts["false fit"])
+    assert shown["False alarms"][0] == str(verdicts["false alarm"])
+    assert shown["Verdicts right"][0] == f"{verdicts['right']} of {verdicts['judged']}"
+    false_fits = dataframe(at, "real_run_false_fits")
+    assert list(false_fits["Run"]) == [r["id"] for r in real["rows"]
+                                       if r["verdict"] == "false fit" and not r["unmodelled"]]
+    assert len(dataframe(at, "real_run_unmodelled")) == real["not_modelled"]["n"]
+    forks = next(m.value for m in at.markdown if "transformers 5\\.0\\.0" in m.value or "transformers 5.0.0" in m.value)
+    assert forks.count("\n- ") + 1 == len(FORKS)
 
 
 @pytest.mark.parametrize("page", ["pages/compare.py", "pages/fits.py", "pages/sizes.py", "pages/scale.py",
