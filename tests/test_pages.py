@@ -219,7 +219,8 @@ def test_compare_pin_button_adds_the_sidebars_setup_and_unpin_removes_it():
     assert at.button(key="pin_add").disabled  # this setup is pinned already
     table = dataframe(at, "pins_table")
     est = estimate(load_preset("llama-3.1-8b"), trl(method="qlora", grad_ckpt=False))
-    assert table["Memory (GB)"][0] == f"{est.total_bytes / GB:,.1f}"
+    assert table["Memory (GB)"][0] == (f"{est.total_bytes / GB:,.1f} (likely {est.low_bytes / GB:,.1f}–"
+                                       f"{est.high_bytes / GB:,.1f})")
     at.switch_page("pages/calculator.py").run()
     at.switch_page("pages/compare.py").run()
     assert pins_in(at) == [text]  # a page switch keeps the pins

@@ -130,6 +130,7 @@ def test_a_run_and_its_cost_are_the_time_model_s():
     tps = time_of(LLAMA, setup, device).tokens_per_second
     assert result.run.seconds == pytest.approx(500_000_000 / tps)
     assert result.cost.total == pytest.approx(result.run.seconds / 3600 * 2 * 1.5)  # hours × GPUs × price
+    assert pins_chart_spec([result])["layout"]["xaxis3"]["ticktext"][0].endswith("<br>2 × A100 80GB")  # per GPU
     years = price_pin(resolve_pin(text, decode_pin(text)), tokens=10**15)
     assert years.run is None and "years" in years.time_note  # a run of years: a note, never a number
 
@@ -219,7 +220,10 @@ def test_the_chart_stacks_each_pins_memory_against_its_own_device():
     assert [(s["x0"] + s["x1"]) / 2 for s in usable] == pytest.approx([0, 1, 2])
     assert [s["y0"] for s in usable] == pytest.approx([r.usable_bytes / 1e9 for r in results])
     assert usable[2]["y0"] < 32  # the Mac's usable share of its RAM, not its RAM
-    labels = [a["text"] for a in spec["layout"]["annotations"] if a["name"] == "total"]
+    totals_written = [a for a in spec["layout"]["annotations"] if a["name"] == "total"]
+    assert [a["y"] for a in totals_written] == pytest.approx(  # above the bar and its usable line
+        [max(r.estimate.total_bytes, r.usable_bytes) / 1e9 for r in results])
+    labels = [a["text"] for a in totals_written]
     assert labels[0] == f"<b>{results[0].estimate.total_bytes / 1e9:.1f} GB</b><br>{results[0].band}"
     speed = next(t for t in spec["data"] if t.get("yaxis") == "y2")
     assert speed["y"] == pytest.approx([r.tokens_per_second for r in results])
@@ -240,6 +244,7 @@ def test_the_chart_adds_the_runs_cost_or_time_and_grows_for_a_room():
     assert spec["layout"]["yaxis3"]["title"]["text"] == "Cost per run"
     assert spec["layout"]["xaxis3"]["ticktext"] and spec["layout"]["xaxis3"]["tickfont"]["size"] == 20
     assert spec["layout"]["font"]["size"] == 20
+    assert {a["font"]["size"] for a in spec["layout"]["annotations"] if a["name"] in ("speed", "run")} == {24}
     hours = pins_chart_spec(_results(tokens=200_000_000))
     run = next(t for t in hours["data"] if t.get("yaxis") == "y3")
     assert hours["layout"]["yaxis3"]["title"]["text"] == "Time per run"

@@ -66,8 +66,9 @@ def _flops() -> None:
                   "only above the first trained layer; FlashAttention's backward is 2.5 × its forward. Gradient "
                   "checkpointing runs the checkpointed layers' forward once more. A trainer adds its extra "
                   "forwards: DPO's reference, GRPO's generation."))
-    st.latex(r"\text{full: } 6N + 3.5A \qquad \text{LoRA: } \approx 4N + 3.5A"
-             r"\qquad A = 2 \cdot L_{\text{layers}} \cdot \tfrac{s}{2} \cdot 2 d_{\text{attn}}")
+    # one formula per line: a phone's column holds each
+    st.latex(r"\text{full: } 6N + 3.5A \qquad \text{LoRA: } \approx 4N + 3.5A")
+    st.latex(r"A = 2 \cdot L_{\text{layers}} \cdot \tfrac{s}{2} \cdot 2 d_{\text{attn}}")
     st.caption(_("Kaplan et al. 2020 (arXiv 2001.08361 §2.1) for 2 × in × out; Dao 2023 (FlashAttention-2, arXiv "
                  "2307.08691 §3.1) for the causal attention's s/2 context and its backward; Chen et al. 2016 (arXiv "
                  "1604.06174) for checkpointing's second forward. Llama 3.1 8B, full, 2,048 tokens: 6N + 3.5A with "
@@ -82,12 +83,13 @@ def _roofline() -> None:
                   "multiplies, the optimizer step, QLoRA's dequantisation and DoRA's weight norm move bytes at the "
                   "memory bandwidth."))
     st.latex(r"t_{\text{pass}} = \max\!\left(\frac{F_{\text{pass}}}{P_{\text{dtype}}\,\eta},\;"
-             r"\frac{B_{\text{weights}}}{W\,\beta}\right)\qquad "
-             r"t_{\text{step}} = \sum_{\text{micro-steps}} \sum_{\text{passes}} t_{\text{pass}} + t_{\text{optimizer}}"
-             r" + t_{\text{launch}} + t_{\text{unhidden transfers}}")
+             r"\frac{B_{\text{weights}}}{W\,\beta}\right)")
+    st.latex(r"\begin{aligned} t_{\text{step}} &= \sum_{\substack{\text{micro-steps}\\ \text{passes}}} t_{\text{pass}}"
+             r" + t_{\text{opt}} \\ &\quad + t_{\text{launch}} + t_{\text{transfer}} \end{aligned}")
     st.caption(_("P: the device's dense TFLOPS for the compute dtype (a card without a figure for it, such as a T4 in "
                  "bf16, gives no time); W: its memory bandwidth; η: the efficiency below; β = {beta} % of the "
-                 "bandwidth for elementwise kernels (fitted).").format(beta=format_number(100 * CALIBRATION.bandwidth,
+                 "bandwidth for elementwise kernels (fitted); t_opt: the optimizer step; t_launch: the launch cost per "
+                 "layer and pass; t_transfer: what offload and collectives cannot hide.").format(beta=format_number(100 * CALIBRATION.bandwidth,
                                                                                            0)))
 
 

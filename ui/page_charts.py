@@ -256,12 +256,13 @@ def pins_chart(results: Sequence[PinResult], *, font_size: int | None = None) ->
 
 
 def _pin_label(n: int, result: PinResult) -> str:
-    """A pin's tick label: its number and model, then the method, batch × length and the device."""
+    """A pin's tick label: its number and model, then the method, batch × length and the device (with the GPU count
+    when there are several: the memory is per GPU)."""
     job = result.job
     return "<br>".join((f"<b>{n}</b> · {_esc(job.spec.name)}",
                         _esc(f"{_(METHOD_LABELS.get(job.setup.method, job.setup.method))} · "
                              f"{format_number(job.setup.batch, 0)} × {format_number(job.setup.seq_len, 0)}"),
-                        _esc(short_device(job.device))))
+                        _esc((f"{job.setup.gpus} × " if job.setup.gpus > 1 else "") + short_device(job.device))))
 
 
 def pins_chart_spec(results: Sequence[PinResult], *, font_size: int | None = None) -> dict:
@@ -278,6 +279,7 @@ def pins_chart_spec(results: Sequence[PinResult], *, font_size: int | None = Non
     ests = [r.estimate for r in results]
     labels = [_pin_label(i, r) for i, r in enumerate(results, start=1)]
     size = font_size or 13
+    value_size = size + (4 if font_size else 1)  # the written values: larger in presentation mode, for the room
     has_run = any(r.run is not None for r in results)
     priced = any(r.cost is not None for r in results)
     # the rows' domains (paper units), top to bottom: memory, speed, and with a run its cost or hours
@@ -298,9 +300,10 @@ def pins_chart_spec(results: Sequence[PinResult], *, font_size: int | None = Non
                            line=dict(color=USABLE_COLOR, width=3, dash="dash"), name="usable"))
         total = to_gb(r.estimate.total_bytes)
         color = FITS_COLOR if r.band == "fits" else CLOSE_COLOR if r.fits else USABLE_COLOR
+        # above the bar and its usable line, so neither crosses the words
         annotations.append(dict(
-            x=i, xref="x", y=total, yref="y", yanchor="bottom", yshift=2, showarrow=False, name="total",
-            text=f"<b>{format_number(total)} GB</b><br>{_esc(_(r.band))}", font=dict(size=size + 2, color=color)))
+            x=i, xref="x", y=max(total, usable), yref="y", yanchor="bottom", yshift=4, showarrow=False, name="total",
+            text=f"<b>{format_number(total)} GB</b><br>{_esc(_(r.band))}", font=dict(size=value_size + 1, color=color)))
     # one legend entry for the usable lines (shapes have none)
     traces.append(dict(type="scatter", x=[None], y=[None], mode="lines", hoverinfo="skip",
                        name=_("Usable memory of each pin's device"), line=dict(color=USABLE_COLOR, width=3, dash="dash")))
@@ -320,7 +323,7 @@ def pins_chart_spec(results: Sequence[PinResult], *, font_size: int | None = Non
         else:
             annotations.append(dict(x=i, xref="x2", y=s, yref="y2", yanchor="bottom", showarrow=False, name="speed",
                                     text=f"<b>{format_number(s, 0)}</b><br>" + _("tokens/s"),
-                                    font=dict(size=size + 1)))
+                                    font=dict(size=value_size)))
     hidden = dict(matches="x", showticklabels=False, showgrid=False, zeroline=False)
     ticks = dict(tickvals=positions, ticktext=labels, range=[-0.5, n - 0.5], showgrid=False, zeroline=False,
                  automargin=True)
@@ -331,7 +334,7 @@ def pins_chart_spec(results: Sequence[PinResult], *, font_size: int | None = Non
         height=(640 if has_run else 540) + (80 if font_size else 0),
         xaxis=dict(anchor="y", range=[-0.5, n - 0.5], tickvals=positions, showticklabels=False, showgrid=False,
                    zeroline=False),
-        yaxis=dict(domain=domains[0], title=dict(text=_("Memory (GB)")), range=[0, axis_top(top * 1.12)],
+        yaxis=dict(domain=domains[0], title=dict(text=_("Memory (GB)")), range=[0, axis_top(top * 1.3)],
                    ticksuffix=" GB", zeroline=False, automargin=True),
         xaxis2=dict(anchor="y2", **(hidden if has_run else {**ticks, "matches": "x"})),
         yaxis2=dict(domain=domains[1], title=dict(text=_("Tokens/s")), range=[0, max(known or [1]) * 1.8],
@@ -355,7 +358,7 @@ def pins_chart_spec(results: Sequence[PinResult], *, font_size: int | None = Non
             type="bar", x=positions, y=values, xaxis="x3", yaxis="y3", width=0.5, showlegend=False, name=title,
             marker=dict(color=COST_COLOR), hoverinfo="text", hovertext=[t.replace("<br>", " · ") for t in texts]))
         annotations += [dict(x=i, xref="x3", y=v, yref="y3", yanchor="bottom", showarrow=False, name="run", text=t,
-                             font=dict(size=size + 1)) for i, (v, t) in enumerate(zip(values, texts, strict=True)) if t]
+                             font=dict(size=value_size)) for i, (v, t) in enumerate(zip(values, texts, strict=True)) if t]
         layout.update(
             xaxis3=dict(anchor="y3", **ticks, matches="x"),
             yaxis3=dict(domain=domains[2], title=dict(text=title), range=[0, (max(values) or 1) * 1.8],

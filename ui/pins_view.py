@@ -120,14 +120,16 @@ def _table(results: list[PinResult]) -> pd.DataFrame:
     rows = []
     for i, r in enumerate(results, start=1):
         est = r.estimate
-        rows.append({
-            _("Pin"): str(i), _("Setup"): pin_title(r.job), _("Stack · batch · device"): pin_setup_line(r.job),
-            _("Memory (GB)"): format_number(est.total_bytes / 1e9),
-            _("Likely (GB)"): f"{format_number(est.low_bytes / 1e9)}–{format_number(est.high_bytes / 1e9)}",
+        rows.append({  # the numbers first, the long setup line last (a narrow table cuts the last column)
+            _("Pin"): str(i), _("Setup"): pin_title(r.job),
+            _("Memory (GB)"): _("{total} (likely {low}–{high})").format(
+                total=format_number(est.total_bytes / 1e9), low=format_number(est.low_bytes / 1e9),
+                high=format_number(est.high_bytes / 1e9)),
             _("Usable (GB)"): format_number(r.usable_bytes / 1e9), _("Verdict"): _(r.band),
             _("Tokens/s"): format_number(r.tokens_per_second, 0) if r.tokens_per_second is not None else "–",
             _("Time per run"): duration(r.run.seconds) if r.run is not None else "–",
             _("Cost per run"): money(r.cost.total) if r.cost is not None else "–",
+            _("Stack · batch · device"): pin_setup_line(r.job),
         })
     return pd.DataFrame(rows)
 
