@@ -1,6 +1,7 @@
 """Compare methods: full fine-tuning, LoRA and QLoRA (and other precisions or optimizers) for the same model
 and setup, side by side on one memory axis against the device; in rule mode, the rule of thumb's numbers
-(the calculator's, for the same setup)."""
+(the calculator's, for the same setup). Then setups side by side: the sidebar's setup pinned (up to four) and
+compared for memory, time and cost, all in one link (ui/pins_view.py)."""
 
 import streamlit as st
 
@@ -17,8 +18,9 @@ from ui.lang import localised, number_columns
 from ui.live_chart import live_plotly_chart
 from ui.model_box import hub_token
 from ui.params import widget
+from ui.pins_view import pins_section
 from ui.text import plain, present_table, show_notes
-from ui.trainer_inputs import page_trainer, trainer_summary
+from ui.trainer_inputs import page_trainer, resolve_box, trainer_summary
 from ui.url_state import share_box
 from ui.values import Inputs
 
@@ -54,7 +56,7 @@ def answer(inputs: Inputs) -> Answer | None:
     rows = [(label, estimate_fn(spec, s)) for label, s in setups]
     _headlines(rows, device)
     _chart(rows, device, methods, inputs.presentation)
-    return Answer(rows, setups, trainer)
+    return Answer(rows, setups, trainer, trainer_in)
 
 
 def _headlines(rows: list, device) -> None:  # noqa: ANN001 - a Device
@@ -84,7 +86,8 @@ def _chart(rows: list, device, methods: list, present: bool) -> None:  # noqa: A
 
 
 def rest(inputs: Inputs, a: Answer | None) -> None:
-    """After the answer and the sliders: the components table, the exact trace of a bar, the share link."""
+    """After the answer and the sliders: the components table, the exact trace of a bar, the pinned setups, the share
+    link."""
     if a is not None:
         table = components_table(a.rows, inputs.device)
         if inputs.presentation:
@@ -98,6 +101,7 @@ def rest(inputs: Inputs, a: Answer | None) -> None:
             if a.trainer.trainer == "sft":  # the exact trace runs a supervised step (ui/exact.py)
                 render_exact_choice(a.setups, inputs.model, inputs.model_choice, inputs.device,
                                     upload=st.session_state.get("upload"), hub_token=hub_token())
+    pins_section(inputs, a.trainer_in if a is not None else resolve_box(inputs.setup, inputs.trainer_box))
     share_box()
 
 

@@ -1,8 +1,9 @@
 """How it works: what the estimate counts, each formula and where it comes from, the assumptions and units,
 how accurate it has been against measured runs, what it does not model, and a training script that runs
 the setup being estimated. The page is a list of sections: the short ones are here, the long ones are built in
-ui/how_formulas.py (the formulas, overhead, sharding, host RAM), ui/how_stacks.py (the stacks, Unsloth, MLX-LM) and
-ui/how_accuracy.py (the accuracy report, its run tables, the exact trace)."""
+ui/how_formulas.py (the formulas, overhead, sharding, host RAM), ui/how_stacks.py (the stacks, Unsloth, MLX-LM, the
+version forks), ui/how_speed.py (the time model and its accuracy) and ui/how_accuracy.py (the accuracy report, its run
+tables, the real-run check, the exact trace)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from estimator.memory.rule import rule_sentence
 from estimator.options.devices import UNIFIED_USABLE_FRACTION
 from estimator.report.snippets import training_snippet
 from estimator.report.snippets.common import snippet_language
-from ui import how_accuracy, how_formulas, how_stacks
+from ui import how_accuracy, how_formulas, how_speed, how_stacks
 from ui.inputs import live_page
 from ui.text import plain, show_notes
 from ui.trainer_inputs import how_section_markdown, page_trainer
@@ -145,7 +146,7 @@ def _script(spec: ModelSpec, setup: TrainingSetup) -> None:
 def how(inputs: Inputs, _answer: None = None) -> None:
     """The page, section by section, after the sliders (it has no verdict to draw first)."""
     show_notes(inputs)
-    page_trainer(inputs)  # the sidebar's Trainer box, as on every page (the setup travels with page switches)
+    trainer_in = page_trainer(inputs)  # the sidebar's Trainer box, as on every page (the setup travels with page switches)
     spec, setup = inputs.model, inputs.setup
     _intro()
     _peak()
@@ -165,8 +166,11 @@ def how(inputs: Inputs, _answer: None = None) -> None:
     _preference()
     _assumptions()
     _units()
+    how_speed.time_model(spec, trainer_in.setup, inputs.device, trainer_in.trainer)
     tracer, published = how_accuracy.accuracy()
     how_accuracy.run_tables(tracer, published)
+    how_accuracy.real_runs()
+    how_stacks.versions()
     how_accuracy.exact_trace()
     _known_limits()
     _script(spec, setup)

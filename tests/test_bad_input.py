@@ -439,12 +439,41 @@ def test_uploader_only_accepts_json():
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Compare's pinned setups: every bad pin is left out with its own note, the good one stays
+# ---------------------------------------------------------------------------------------------------------
+
+GOOD_PIN = "model.llama-3.2-1b~device.t4~stack.trl~method.lora~batch.1~max_len.512"
+
+
+def test_bad_pins_are_left_out_with_a_note_each():
+    """Every payload as a whole pin and as one pin's value (model, batch, targets), the dataset size and price too:
+    no exception, no live markup, one note per pin left out (at most four are read), the good pin still priced."""
+    bad = [v for v in PAYLOADS.values() if v]  # (an empty value is no pin)
+    inside = [GOOD_PIN.replace("llama-3.2-1b", v) for v in (SCRIPT, IMG, MD_LINK)] + [
+        GOOD_PIN + "~targets." + v for v in (SCRIPT, "x" * 10_000)] + [GOOD_PIN.replace("batch.1", "batch.nan")]
+    for pins in ([GOOD_PIN, *bad[:3]], [GOOD_PIN, *bad[3:6]], *([GOOD_PIN, *bad[i:i + 3]] for i in range(6, len(bad), 3)),
+                 [GOOD_PIN, *inside[:3]], [GOOD_PIN, *inside[3:]]):
+        at = run()
+        at.switch_page("pages/compare.py")
+        at.query_params["pins"] = pins
+        at.query_params["tokens"] = "-1"
+        at.query_params["price"] = "nan"
+        at.run()
+        assert_safe(at)
+        notes = notes_text(at)
+        assert notes.count("could not be read") + notes.count("could not be priced") == len(pins) - 1, notes
+        assert "The link's value for 'tokens' was not valid" in notes and "The link's value for 'price'" in notes
+        assert any(d.value["Setup"].tolist() == ["Llama-3.2-1B · LoRA"] for d in at.dataframe
+                   if "Setup" in d.value.columns)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Page-specific link parameters are not "unknown"
 # ---------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("page_path", "params"), [
     ("pages/fits.py", {"models": ["7B", "70B"], "methods": "lora"}),
-    ("pages/compare.py", {"methods": ["lora", "full"]}),
+    ("pages/compare.py", {"methods": ["lora", "full"], "pins": [GOOD_PIN], "tokens": "1000000", "price": "2"}),
     ("pages/scale.py", {"offload": "true"}),
 ])
 def test_page_parameters_are_not_unknown(page_path, params):

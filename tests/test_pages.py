@@ -63,7 +63,9 @@ def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
 
 
 # Each page's tables, told apart by a column only that table has (AppTest does not expose dataframe keys).
-TABLE_COLUMNS = {"compare_table": "Component", "fits_table": "Verdict",
+TABLE_COLUMNS = {"compare_table": "Component", "fits_table": "Verdict", "pins_table": "Stack · batch · device",
+                 "efficiency_table": "Architecture", "real_run_false_fits": "Outcome",
+                 "real_run_unmodelled": "Not modelled",
                  "size_table": "LoRA · rule (GB)", "min_gpus_table": "Memory (GB)", "published_runs": "measured_gb",
                  "optimizer_table": "Trainer optim", "stack_table": "Version read", "unsloth_published": "Current release",
                  "unsloth_terms": "Kept per token"}
@@ -139,6 +141,91 @@ def test_compare_presentation_hides_gib_columns_and_tucks_options_away():
     assert "Component" in table.value.columns and not [c for c in table.value.columns if c.endswith("(GiB)")]
     assert at.expander[-1].label == "Options" or any(e.label == "Options" for e in at.expander)
     assert charts(at)["compare_chart"]["layout"]["font"]["size"] == 18
+
+
+# --------------------------------------------------------------------------------------------
+# Compare: setups side by side (pins)
+# --------------------------------------------------------------------------------------------
+
+PINS = {  # each pin with the calculator link that shows the same setup
+    "model.llama-3.1-8b~device.rtx-4090~stack.trl~method.qlora~batch.1~max_len.2048":
+        {"model": "llama-3.1-8b", "device": "rtx-4090", "method": "qlora", "stack": "trl"},
+    "model.llama-3.1-8b~device.a100-80gb~stack.trl~method.lora~batch.4~max_len.2048~ckpt.false":
+        {"model": "llama-3.1-8b", "device": "a100-80gb", "method": "lora", "batch": "4", "ckpt": "false"},
+    "model.qwen2.5-7b~device.mac-32gb~stack.mlx~method.lora~batch.4~max_len.2048":
+        {"model": "qwen2.5-7b", "device": "mac-32gb", "method": "lora", "stack": "mlx"},
+}
+
+
+def calculator_total_gb(link: dict[str, str]) -> float:
+    calc = AppTest.from_file(APP, default_timeout=30)
+    for key, value in link.items():
+        calc.query_params[key] = value
+    calc.run()
+    assert not calc.exception
+    return sum(t["x"][0] for t in charts(calc)["memory_bar"]["data"] if t["type"] == "bar")
+
+
+def test_compare_pins_show_the_calculators_numbers_with_time_and_cost():
+    """One link, three pinned setups (two GPUs and a Mac, two stacks): each column is the calculator's estimate for
+    the same setup, against its own device; tokens per second from the time model; the run's cost at the price."""
+    from estimator.speed import time_of
+
+    at = open_page("pages/compare.py", pins=list(PINS), tokens="200000000", price="2.5")
+    chart = charts(at)["pins_chart"]
+    memory = [t for t in chart["data"] if t["type"] == "bar" and t.get("yaxis", "y") == "y"]
+    totals = [sum(t["y"][i] for t in memory) for i in range(3)]
+    assert totals == pytest.approx([calculator_total_gb(link) for link in PINS.values()], rel=1e-9)
+    usable = [sh["y0"] for sh in chart["layout"]["shapes"] if sh["name"] == "usable"]
+    assert usable == pytest.approx([get_device(d).usable_bytes / GB for d in ("rtx-4090", "a100-80gb", "mac-32gb")])
+    speed = next(t for t in chart["data"] if t.get("yaxis") == "y2")
+    tps = time_of(load_preset("llama-3.1-8b"), trl(method="qlora"), get_device("rtx-4090")).tokens_per_second
+    assert speed["y"][0] == pytest.approx(tps)
+    cost = next(t for t in chart["data"] if t.get("yaxis") == "y3")
+    assert cost["y"][0] == pytest.approx(200_000_000 / tps / 3600 * 2.5)
+    table = dataframe(at, "pins_table")
+    assert list(table["Pin"]) == ["1", "2", "3"] and list(table["Verdict"])[:2] == ["fits", "fits"]
+    assert list(table["Stack · batch · device"]) == ["TRL · batch 1 × 2,048 · RTX 4090",
+                                                     "TRL · batch 4 × 2,048 · A100 80GB",
+                                                     "MLX-LM · batch 4 × 2,048 · Mac 32 GB"]
+    link = next(c.value for c in at.code if c.value.count("pins=") == 3 and "present" not in c.value)
+    assert link.endswith("&tokens=200000000&price=2.5") and "~ckpt.false" in link
+    assert not at.warning
+
+
+def test_compare_a_bad_pin_is_left_out_with_a_note_and_the_rest_show():
+    good = list(PINS)[0]
+    at = open_page("pages/compare.py", pins=[good, "zzz", good + "~colour.red", good.replace("batch.1", "batch.0")])
+    notes = [w.value.replace("\\", "") for w in at.warning]
+    assert notes == ["Pinned setup 2 of the link could not be read ('zzz' is not a key.value pair); it is left out.",
+                     "Pinned setup 3 of the link could not be read ('colour' is not a setting a pin holds); it is "
+                     "left out.",
+                     "Pinned setup 4 of the link could not be read ('0' is not a valid value for 'batch'); it is left "
+                     "out."]
+    assert len(dataframe(at, "pins_table")) == 1
+
+
+def pins_in(at: AppTest) -> list[str]:
+    value = at.query_params.get("pins") or []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def test_compare_pin_button_adds_the_sidebars_setup_and_unpin_removes_it():
+    at = open_page("pages/compare.py", method="qlora", device="a100-80gb", ckpt="false")
+    assert not [d for d in at.dataframe if "Stack · batch · device" in d.value.columns]  # nothing pinned yet
+    at.button(key="pin_add").click().run()
+    text = "model.llama-3.1-8b~device.a100-80gb~stack.trl~method.qlora~batch.1~max_len.2048~ckpt.false"
+    assert pins_in(at) == [text]
+    assert at.button(key="pin_add").disabled  # this setup is pinned already
+    table = dataframe(at, "pins_table")
+    est = estimate(load_preset("llama-3.1-8b"), trl(method="qlora", grad_ckpt=False))
+    assert table["Memory (GB)"][0] == (f"{est.total_bytes / GB:,.1f} (likely {est.low_bytes / GB:,.1f}–"
+                                       f"{est.high_bytes / GB:,.1f})")
+    at.switch_page("pages/calculator.py").run()
+    at.switch_page("pages/compare.py").run()
+    assert pins_in(at) == [text]  # a page switch keeps the pins
+    at.button(key="pin_remove_1").click().run()
+    assert pins_in(at) == []
 
 
 # --------------------------------------------------------------------------------------------
@@ -397,7 +484,8 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     assert len(at.get("latex")) >= 8  # the formulas
     headers = [h.value for h in at.main.header]
     assert headers == ["What goes into the peak", "The formulas", "Training stacks", "Unsloth, as Unsloth runs",
-                       "MLX-LM on a Mac", "Preference & RL", "Assumptions", "Units", "How accurate is it?",
+                       "MLX-LM on a Mac", "Preference & RL", "Assumptions", "Units", "How long it takes",
+                       "How accurate is it?", "Real runs: is the verdict right?", "Versions modelled",
                        "The exact trace", "Known limits", "A training script for this setup"]
     # Unsloth's section: its per-token terms (summing to the layer's saved bytes) and every published point
     from validation.unsloth import context_rows
@@ -414,6 +502,39 @@ def test_how_it_works_shows_the_accuracy_report_and_the_snippet():
     assert len(dataframe(at, "unsloth_terms")) >= 10
 
 
+def test_how_it_works_explains_the_time_model_and_the_real_run_check():
+    """The time model's section times the sidebar's setup (the time model's own numbers) and shows its held-out
+    accuracy; the real-run check counts false fits first; every version fork is listed (issues 28 and 30)."""
+    from estimator.options.versions import FORKS
+    from estimator.speed import time_of
+    from validation.real_runs import real_runs_report
+
+    at = open_page("pages/how.py", method="full", device="a100-80gb", batch="2")
+    step = time_of(load_preset("llama-3.1-8b"), trl(method="full", batch=2), get_device("a100-80gb"))
+    line = next(m.value for m in at.markdown if "For the sidebar" in m.value).replace("\\", "")
+    assert f"{step.tokens_per_second:,.0f} tokens per second" in line
+    assert f"{step.flops_per_step / step.tokens_per_step / 1e9:,.1f} GFLOP per trained token" in line
+    speed = accuracy_report()["speed"]
+    shown = metrics(at)
+    assert shown["Held-out runs: median error"][0] == f"{speed['held_out']['median_abs_pct']:.1f} %"
+    assert shown["Fit runs: median error"][0] == f"{speed['fit']['median_abs_pct']:.1f} %"
+    efficiency = dataframe(at, "efficiency_table").set_index("GPU")
+    assert efficiency.loc["NVIDIA A100 80GB", "TRL, Trainer, Axolotl, plain"] == "57 %"  # CALIBRATION.pytorch
+    assert efficiency.loc["NVIDIA H100 80GB HBM3", "TRL, Trainer, Axolotl, plain"] == "32 %"  # × the Hopper factor
+    assert efficiency.loc["Apple silicon 64 GB unified", "Unsloth"] == "—"
+    real = real_runs_report()
+    verdicts = real["modelled"]["verdicts"]
+    assert shown["False fits"][0] == str(verdicts["false fit"])
+    assert shown["False alarms"][0] == str(verdicts["false alarm"])
+    assert shown["Verdicts right"][0] == f"{verdicts['right']} of {verdicts['judged']}"
+    false_fits = dataframe(at, "real_run_false_fits")
+    assert list(false_fits["Run"]) == [r["id"] for r in real["rows"]
+                                       if r["verdict"] == "false fit" and not r["unmodelled"]]
+    assert len(dataframe(at, "real_run_unmodelled")) == real["not_modelled"]["n"]
+    forks = next(m.value for m in at.markdown if "transformers 5\\.0\\.0" in m.value or "transformers 5.0.0" in m.value)
+    assert forks.count("\n- ") + 1 == len(FORKS)
+
+
 @pytest.mark.parametrize("page", ["pages/compare.py", "pages/fits.py", "pages/sizes.py", "pages/scale.py",
                                   "pages/how.py"])
 def test_every_page_renders_in_presentation_mode_without_warnings(page):
@@ -426,7 +547,8 @@ def test_every_page_renders_in_presentation_mode_without_warnings(page):
 # Page-specific URL parameters
 # --------------------------------------------------------------------------------------------
 
-PAGE_LINKS = {"pages/compare.py": {"methods": ["lora", "qlora"], "variants": "mixed"},
+PAGE_LINKS = {"pages/compare.py": {"methods": ["lora", "qlora"], "variants": "mixed", "tokens": "200000000",
+                                   "price": "2.5"},
               "pages/fits.py": {"models": ["7B", "14B"], "methods": "lora"},
               "pages/scale.py": {"maxgpus": "16", "pernode": "8"}}
 
@@ -437,10 +559,11 @@ def test_page_params_are_the_ones_the_pages_bind():
     bound = set()
     for page in PAGE_LINKS:
         at = open_page(page)
-        keys = {w.key for kind in ("multiselect", "toggle", "select_slider", "button_group")
+        keys = {w.key for kind in ("multiselect", "toggle", "select_slider", "button_group", "number_input")
                 for w in getattr(at.main, kind)}
         assert keys == set(PAGE_LINKS[page]), page
         bound |= keys
+    bound.add("pins")  # Compare's pinned setups: a list the page keeps in the address itself (no widget)
     # The calculator's trainer box binds its own parameters in the sidebar (ui/trainer_inputs.py).
     from ui.trainer_inputs import TRAINER_PARAMS
 

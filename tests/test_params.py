@@ -119,7 +119,7 @@ def test_trainer_params_take_the_estimators_default_and_limits():
 @pytest.mark.parametrize("key", list(TABLE))
 def test_every_default_is_a_value_its_own_row_accepts(key):
     p = TABLE[key]
-    defaults = p.default if p.widget == "multiselect" else (p.default,)
+    defaults = p.default if p.widget in ("multiselect", "list") else (p.default,)
     assert all(p.accepts(url_value(d)) for d in defaults)
     if p.low is not None:
         assert p.low <= p.default <= p.high
@@ -167,7 +167,7 @@ def widgets(at: AppTest) -> dict[str, object]:
 
 @pytest.mark.parametrize(("page", "keys"), [
     ("pages/calculator.py", SIDEBAR_PARAMS + TRAINER_PARAMS),
-    ("pages/compare.py", ("methods", "variants")),
+    ("pages/compare.py", ("methods", "variants", "tokens", "price")),
     ("pages/fits.py", ("models",)),
     ("pages/scale.py", ("maxgpus", "pernode")),
 ])

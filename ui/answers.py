@@ -35,6 +35,7 @@ class CompareAnswer:
     rows: list
     setups: list  # compare_setups' (label, setup) pairs
     trainer: object  # estimator.job.trainer.TrainerSetup
+    trainer_in: object = None  # ui.trainer_inputs.TrainerInputs: the sidebar's setup as priced (the pinned setups')
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """How it works, the accuracy: the tracer's, the published runs' and MLX-LM's errors (overall, by method, run by
-run; validation/ re-estimates them and stores the report, ui/accuracy.py reads it), then the exact trace for when the
-fast estimate is not enough: what it is, what it leaves out, how to install it."""
+run; validation/ re-estimates them and stores the report, ui/accuracy.py reads it), the real-run check (verdicts on
+published runs: false fits first), then the exact trace for when the fast estimate is not enough: what it is, what it
+leaves out, how to install it."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import pandas as pd
 import streamlit as st
 
 from estimator import exact as exact_doc
-from estimator.i18n import _, format_number
+from estimator.i18n import N_, _, format_number
 from estimator.memory.overhead import ALLOCATOR_SLACK
 
-from .accuracy import accuracy_report
+from .accuracy import accuracy_report, real_runs_report
 from .lang import localised, number_columns
 from .once import arrow_table, once, table_per_language
 
@@ -129,3 +130,89 @@ def exact_trace() -> None:
                  "limit and a host-memory cap (`{memory_env}`); a trace that fails or passes either ends with a one-line "
                  "note. The button is on the calculator and, for the bar you pick, on the Compare page.").format(
         env=exact_doc.PYTHON_ENV, max_layers=exact_doc.MAX_TRACE_LAYERS, memory_env=exact_doc.HOST_MEMORY_ENV))
+
+
+# The real-run check's verdicts, as the page names them (validation/real_runs.py writes the ids).
+VERDICTS = {"false fit": N_("false fit"), "false alarm": N_("false alarm"), "right": N_("right")}
+OUTCOMES = {"fits": N_("ran"), "oom": N_("out of memory")}
+METRIC_NAMES = {"max_allocated": N_("max allocated (the tensors' peak)"),
+                "reserved / nvidia-smi": N_("reserved or nvidia-smi (the process)"),
+                "mx.get_peak_memory": N_("MLX peak memory"), "unknown": N_("not stated by the source")}
+
+
+def metric_name(group: str) -> str:
+    """What measured a published peak, as the page names it (marked N_, translated where shown)."""
+    return METRIC_NAMES.get(group, group)
+
+
+def _run_rows(rows: list[dict], reason: bool = False) -> pd.DataFrame:
+    """Real runs as a table: what ran, on which card, what happened, what the estimate said."""
+    out = []
+    for r in rows:
+        outcome, judged = OUTCOMES[r["outcome"]], VERDICTS.get(r["verdict"] or "")
+        row = {_("Run"): r["id"], _("Model"): r["model"], _("Stack"): r["stack"], _("Method"): r["method"],
+               _("Trainer"): r["trainer"], _("Device"): r["device"] or "—", _("Outcome"): _(outcome),
+               _("Estimate (GB)"): format_number(r["estimated_bytes"] / 1e9),
+               _("Usable (GB)"): format_number(r["usable_bytes"] / 1e9) if r["usable_bytes"] else "—",
+               _("Verdict"): _(judged) if judged else "—",
+               _("Peak error %"): f"{format_number(r['error_pct'])}" if r["error_pct"] is not None else "—"}
+        if reason:
+            row[_("Releases")] = r["versions"]
+            row[_("Not modelled")] = "; ".join(r["unmodelled"])
+        row[_("Source")] = r["source"]
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def real_runs() -> None:
+    """The real-run check (validation/real_runs.py, stored with the accuracy report): verdicts right, false fits
+    first, false alarms, the peak error by what measured it, and the runs at releases the estimate does not model."""
+    st.header(_("Real runs: is the verdict right?"))
+    report = real_runs_report()
+    modelled, other = report["modelled"], report["not_modelled"]
+    st.markdown(_("{n} fine-tuning runs others executed on real hardware and published, with their settings, their "
+                  "library releases and what happened: it ran (with the peak they measured, where they printed one) "
+                  "or it ran out of memory on a named card. Each is priced as a new user would ask: its stack with "
+                  "every setting the run states, and the trainer it ran. A false *fits* is the worst error this "
+                  "calculator can make (a team rents the card and the run dies), so it is counted first.").format(
+        n=report["n"]))
+    v = modelled["verdicts"]
+    cols = st.columns(3)
+    cols[0].metric(_("False fits"), str(v["false fit"]), border=True,
+                   help=_("Runs that ran out of memory where the estimate said it fits."))
+    cols[1].metric(_("False alarms"), str(v["false alarm"]), border=True,
+                   help=_("Runs that fit where the estimate said too big."))
+    cols[2].metric(_("Verdicts right"), _("{right} of {judged}").format(right=v["right"], judged=v["judged"]),
+                   border=True, help=_("Runs with a named card; the others have no verdict to check."))
+    ov = other["verdicts"]
+    st.caption(_("At the releases the estimate models: {n} runs, {unjudged} without a named card. At a release it does "
+                 "not model (below): {m} more runs; false fits: {ff}, false alarms: {fa}, right: {right}.").format(
+        n=modelled["n"], unjudged=v["not judged"], m=other["n"], ff=ov["false fit"], fa=ov["false alarm"],
+        right=ov["right"]))
+    errors = [{_("Releases"): _(title), _("Measured as"): _(metric_name(group)), _("Runs"): e["n"],
+               _("Median |error| %"): format_number(e["median_abs_pct"]), _("Worst %"): format_number(e["worst_pct"]),
+               _("Mean %"): format_number(e["mean_pct"])}
+              for part, title in ((modelled, N_("modelled")), (other, N_("not modelled")))
+              for group, e in part["errors"].items()]
+    if errors:
+        st.subheader(_("Peak error by what measured it"))
+        st.dataframe(pd.DataFrame(errors), hide_index=True, key="real_run_errors")
+        st.caption(_("Error = (estimate − measured) / measured: against the tensors' peak where the run measured "
+                     "max allocated, against the whole process (context and allocator included) otherwise."))
+    rows = report["rows"]
+    for key, title, verdict in (("false_fits", N_("False fits"), "false fit"),
+                                ("false_alarms", N_("False alarms"), "false alarm")):
+        found = [r for r in rows if r["verdict"] == verdict and not r["unmodelled"]]
+        st.subheader(_(title))
+        if found:
+            st.dataframe(_run_rows(found), hide_index=True, key=f"real_run_{key}")
+        else:
+            st.caption(_("None at the releases the estimate models."))
+    unmodelled = [r for r in rows if r["unmodelled"]]
+    if unmodelled:
+        st.subheader(_("Runs at a release not modelled"))
+        st.caption(_("Each ran a release whose memory behaviour the estimate does not price; they are reported apart "
+                     "and priced at the releases the estimate models."))
+        st.dataframe(_run_rows(unmodelled, reason=True), hide_index=True, key="real_run_unmodelled")
+    with st.expander(_("Every real run")):
+        st.dataframe(once("how.real_runs", lambda: arrow_table(_run_rows(rows))), hide_index=True, key="real_runs")

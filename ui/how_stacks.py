@@ -1,6 +1,7 @@
 """How it works, the training stacks: what each stack fills in and where each value was read, then the two stacks
 that run their own code: Unsloth (its kernels, what they keep per token, how the model was checked) and MLX-LM on a
-Mac (what mlx_lm lora holds, the length² attention term with a figure, the backends, Apple devices' usable memory)."""
+Mac (what mlx_lm lora holds, the length² attention term with a figure, the backends, Apple devices' usable memory);
+and the version forks modelled (the releases that change a step's memory, estimator/options/versions.py)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ from estimator.options.losses import LOSS_IMPLS
 from estimator.options.optimizers import OPTIMIZERS
 from estimator.options.precisions import QLORA_PREPS
 from estimator.options.stacks import MLX_STACK, STACK_FACTS, STACK_FIELDS, STACKS, get_stack
+from estimator.options.versions import FORKS, PACKAGES
 
 from .accuracy import accuracy_report
 from .live_chart import live_plotly_chart
-from .once import table_per_language
+from .once import per_language, table_per_language
 from .page_charts import attention_share_chart_spec
 from .text import plain
 
@@ -217,3 +219,28 @@ def mlx_lm(spec: ModelSpec, setup: TrainingSetup, inputs: Inputs) -> None:
              _("Where the usable figure comes from"): d.usable_source} for d in CATALOG if d.kind == "unified"]
     with st.expander(_("Apple devices: usable memory and its source")):
         st.dataframe(pd.DataFrame(macs), hide_index=True, key="mac_usable")
+
+
+def _fork_lines() -> str:
+    """One line per version fork the estimate models (estimator/options/versions.py FORKS): the package and release,
+    the stacks it moves, what changes."""
+    return "\n".join(
+        _("- **{package} {since}** (and later; {before} and earlier differ) · {stacks}: {what}").format(
+            package=f.package, since=f.since, before=f.last_without,
+            stacks=", ".join(get_stack(s).label for s in f.stacks), what=plain(_(f.description), limit=2000))
+        for f in FORKS.values())
+
+
+def versions() -> None:
+    """The version forks modelled: the releases that change what a step keeps, and where to say which you run."""
+    st.header(_("Versions modelled"))
+    st.markdown(_("Each stack is priced at the newest release of every package under it by default. Some releases "
+                  "of the last two years change a step's peak by 5 % or more in some setting; those forks are "
+                  "modelled, each dated in the package's own history. Give the releases you run: in the CLI "
+                  "`--installed PKG==VERSION` (repeatable) or `--installed-from FILE` (the output of `pip freeze` or "
+                  "`pip list`); in the app, the versions input in the sidebar. A note beside the estimate then names "
+                  "each fork that moves it by 5 % or more, and a release outside the modelled range is one clear line, "
+                  "never a guess. Sources, commits and worked examples: `docs/versions.md`."))
+    st.markdown(per_language("how.forks", _fork_lines))
+    st.caption(_("Modelled ranges: {ranges}.").format(
+        ranges=", ".join(f"{r.package} {r.oldest}–{r.newest}" for r in PACKAGES.values())))

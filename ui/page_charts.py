@@ -1,4 +1,4 @@
-"""Figure builders for the secondary pages (compare, what fits, scale out). Pure functions, no Streamlit: each
+"""Figure builders for the secondary pages (compare and its pinned setups, what fits, scale out). Pure functions, no Streamlit: each
 `..._spec` returns the figure as plain plotly.js JSON, which the pages draw with ui.live_chart (no Figure built
 and validated on every rerun), and its namesake returns the same figure as a validated plotly Figure (tests,
 notebooks). They reuse ui.charts' colours, stacked bars and device overlay so every page draws memory the same
@@ -7,16 +7,19 @@ way. Values are decimal GB; hovers add GiB."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
 from estimator import Device, Estimate, to_gb
 from estimator.i18n import N_, _, format_number, ngettext
 from estimator.oom_message import OomReading
-from estimator.options.methods import SHARDING_LABELS
+from estimator.options.methods import METHOD_LABELS, SHARDING_LABELS
 from ui.charts import (
     USABLE_COLOR,
     _esc,
+    _segment_traces,
+    axis_top,
     both_units,
     font_layout,
     overlay_items,
@@ -24,6 +27,10 @@ from ui.charts import (
     stacked_bars_spec,
 )
 from ui.grids import FitsGrid
+from ui.pins import duration, money, short_device
+
+if TYPE_CHECKING:
+    from ui.pins import PinResult
 
 FITS_COLOR = "#009E73"  # bluish green (Okabe–Ito): the verdict "fits"
 # One colour and dash per sharding, distinct from the usable line's vermillion.
@@ -233,4 +240,135 @@ def oom_chart_spec(reading: OomReading, *, font_size: int | None = None) -> dict
                   yaxis=dict(categoryorder="array", categoryarray=[row_request, row_device], automargin=True))
     if font_size:  # presentation mode: Streamlit's theme sets legend, tick and hover fonts itself
         font_layout(layout, font_size)
+    return {"data": traces, "layout": layout}
+
+
+# Setups side by side (the Compare page's pins): memory on top, the step's speed and the run's cost below it.
+SPEED_COLOR = "#0072B2"  # blue: tokens per second (the time rows carry no component colour)
+COST_COLOR = "#E69F00"  # orange: the run's cost or hours
+CLOSE_COLOR = "#8C8C8C"  # grey: a close call's label (neither fits nor too big)
+PIN_ROW_GAP = 0.07  # paper units between the chart's rows
+
+
+def pins_chart(results: Sequence[PinResult], *, font_size: int | None = None) -> go.Figure:
+    """pins_chart_spec as a plotly Figure (validated)."""
+    return go.Figure(pins_chart_spec(results, font_size=font_size))
+
+
+def _pin_label(n: int, result: PinResult) -> str:
+    """A pin's tick label: its number and model, then the method, batch × length and the device (with the GPU count
+    when there are several: the memory is per GPU)."""
+    job = result.job
+    return "<br>".join((f"<b>{n}</b> · {_esc(job.spec.name)}",
+                        _esc(f"{_(METHOD_LABELS.get(job.setup.method, job.setup.method))} · "
+                             f"{format_number(job.setup.batch, 0)} × {format_number(job.setup.seq_len, 0)}"),
+                        _esc((f"{job.setup.gpus} × " if job.setup.gpus > 1 else "") + short_device(job.device))))
+
+
+def pins_chart_spec(results: Sequence[PinResult], *, font_size: int | None = None) -> dict:
+    """Up to four pinned setups on one axis, one column each (its number, model, method, batch × length and device
+    under the last row): on top the memory as stacked bars (the calculator's components and colours) with each pin's
+    own device usable line across its bar and its total and verdict above it; below, a row of tokens per second (all
+    GPUs) and, where a dataset size was given, a row of the run's cost (with a price per GPU-hour) or its hours, each
+    value written on its bar so a room can read it. A pin whose time is unknown (a custom device has no compute
+    figures) says so in its column. Plain plotly.js JSON, what ui.live_chart draws without building a Figure."""
+    if not results:
+        raise ValueError("pins_chart needs at least one pinned setup")
+    n = len(results)
+    positions = list(range(n))
+    ests = [r.estimate for r in results]
+    labels = [_pin_label(i, r) for i, r in enumerate(results, start=1)]
+    size = font_size or 13
+    value_size = size + (4 if font_size else 1)  # the written values: larger in presentation mode, for the room
+    has_run = any(r.run is not None for r in results)
+    priced = any(r.cost is not None for r in results)
+    # the rows' domains (paper units), top to bottom: memory, speed, and with a run its cost or hours
+    domains = ([0.47, 1.0], [0.24, 0.38], [0.0, 0.15]) if has_run else ([0.32, 1.0], [0.0, 0.22])
+    devices = {r.job.device.id for r in results}
+    device = results[0].job.device if len(devices) == 1 else None  # the overhead's name: one runtime or generic
+    top = max(max(to_gb(e.high_bytes) for e in ests), max(to_gb(r.usable_bytes) for r in results))
+    traces = _segment_traces(labels, ests, device, "v", to_gb(max(e.total_bytes for e in ests)))
+    if len({r.job.device.runtime for r in results}) > 1:  # a Mac beside a CUDA card: the overhead names no runtime
+        for t in traces:
+            if t["meta"] == "overhead":
+                t["name"] = _("Overhead (runtime + allocator)")
+    annotations: list[dict] = []
+    shapes: list[dict] = []
+    for i, r in enumerate(results):
+        usable = to_gb(r.usable_bytes)
+        shapes.append(dict(type="line", x0=i - 0.38, x1=i + 0.38, xref="x", y0=usable, y1=usable, yref="y",
+                           line=dict(color=USABLE_COLOR, width=3, dash="dash"), name="usable"))
+        total = to_gb(r.estimate.total_bytes)
+        color = FITS_COLOR if r.band == "fits" else CLOSE_COLOR if r.fits else USABLE_COLOR
+        # above the bar and its usable line, so neither crosses the words
+        annotations.append(dict(
+            x=i, xref="x", y=max(total, usable), yref="y", yanchor="bottom", yshift=4, showarrow=False, name="total",
+            text=f"<b>{format_number(total)} GB</b><br>{_esc(_(r.band))}", font=dict(size=value_size + 1, color=color)))
+    # one legend entry for the usable lines (shapes have none)
+    traces.append(dict(type="scatter", x=[None], y=[None], mode="lines", hoverinfo="skip",
+                       name=_("Usable memory of each pin's device"), line=dict(color=USABLE_COLOR, width=3, dash="dash")))
+    speeds = [r.tokens_per_second for r in results]
+    known = [s for s in speeds if s is not None]
+    traces.append(dict(
+        type="bar", x=positions, y=[s or 0 for s in speeds], xaxis="x2", yaxis="y2", width=0.5, showlegend=False,
+        name=_("Tokens per second"), marker=dict(color=SPEED_COLOR), hoverinfo="text",
+        hovertext=[_("{n} tokens/s").format(n=format_number(s, 0)) if s is not None else _("time unknown")
+                   for s in speeds]))
+    # the values as annotations above the bars (a bar's own text would be hidden where the column is narrow)
+    for i, (s, r) in enumerate(zip(speeds, results, strict=True)):
+        if s is None:
+            annotations.append(dict(x=i, xref="x2", y=0, yref="y2", yanchor="bottom", showarrow=False, name="unknown",
+                                    text=_("time unknown"), hovertext=_esc(r.time_note),
+                                    font=dict(size=size, color=CLOSE_COLOR)))
+        else:
+            annotations.append(dict(x=i, xref="x2", y=s, yref="y2", yanchor="bottom", showarrow=False, name="speed",
+                                    text=f"<b>{format_number(s, 0)}</b><br>" + _("tokens/s"),
+                                    font=dict(size=value_size)))
+    hidden = dict(matches="x", showticklabels=False, showgrid=False, zeroline=False)
+    ticks = dict(tickvals=positions, ticktext=labels, range=[-0.5, n - 0.5], showgrid=False, zeroline=False,
+                 automargin=True)
+    layout = dict(
+        barmode="stack", hovermode="closest", showlegend=True, separators=separators(),
+        legend=dict(orientation="h", traceorder="normal", x=0, xanchor="left", y=1.0, yanchor="bottom"),
+        margin=dict(t=10, b=10, l=10, r=10), uniformtext=dict(minsize=10, mode="hide"),
+        height=(640 if has_run else 540) + (80 if font_size else 0),
+        xaxis=dict(anchor="y", range=[-0.5, n - 0.5], tickvals=positions, showticklabels=False, showgrid=False,
+                   zeroline=False),
+        yaxis=dict(domain=domains[0], title=dict(text=_("Memory (GB)")), range=[0, axis_top(top * 1.3)],
+                   ticksuffix=" GB", zeroline=False, automargin=True),
+        xaxis2=dict(anchor="y2", **(hidden if has_run else {**ticks, "matches": "x"})),
+        yaxis2=dict(domain=domains[1], title=dict(text=_("Tokens/s")), range=[0, max(known or [1]) * 1.8],
+                    showticklabels=False, showgrid=False, zeroline=True, automargin=True),
+        shapes=shapes,
+    )
+    if has_run:
+        values, texts = [], []
+        for r in results:
+            if r.run is None or (priced and r.cost is None):
+                values.append(0)
+                texts.append("")
+            elif priced:
+                values.append(r.cost.total)
+                texts.append(f"<b>{money(r.cost.total)}</b><br>{duration(r.run.seconds)}")
+            else:
+                values.append(r.run.hours)
+                texts.append(f"<b>{duration(r.run.seconds)}</b>")
+        title = _("Cost per run") if priced else _("Time per run")
+        traces.append(dict(
+            type="bar", x=positions, y=values, xaxis="x3", yaxis="y3", width=0.5, showlegend=False, name=title,
+            marker=dict(color=COST_COLOR), hoverinfo="text", hovertext=[t.replace("<br>", " · ") for t in texts]))
+        annotations += [dict(x=i, xref="x3", y=v, yref="y3", yanchor="bottom", showarrow=False, name="run", text=t,
+                             font=dict(size=value_size)) for i, (v, t) in enumerate(zip(values, texts, strict=True)) if t]
+        layout.update(
+            xaxis3=dict(anchor="y3", **ticks, matches="x"),
+            yaxis3=dict(domain=domains[2], title=dict(text=title), range=[0, (max(values) or 1) * 1.8],
+                        showticklabels=False, showgrid=False, zeroline=True, automargin=True))
+    layout["annotations"] = annotations
+    if font_size:  # presentation mode: Streamlit's theme sets legend, tick and hover fonts itself
+        font_layout(layout, font_size)
+        for axis in ("xaxis2", "xaxis3", "yaxis2", "yaxis3"):
+            if axis in layout:
+                spec = layout[axis]
+                layout[axis] = {**spec, "tickfont": {"size": font_size},
+                                "title": {**spec.get("title", {}), "font": {"size": font_size}}}
     return {"data": traces, "layout": layout}

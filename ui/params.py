@@ -40,6 +40,7 @@ from estimator.options.trainers import (
     TRL_VERSION,
     VLLM_GPU_MEMORY_UTILIZATION,
 )
+from estimator.speed.run import MAX_PRICE, MAX_TOKENS
 from ui.grids import SEED_SIZES_B, VARIANT_OPTIONS, size_and_preset_options, size_label
 
 BY_SIZE = "by-size"
@@ -76,7 +77,9 @@ class Param:
 
     key: str
     label: str
-    widget: str  # selectbox, segmented, multiselect, slider, select_slider, number, toggle, text
+    # selectbox, segmented, multiselect, slider, select_slider, number, toggle, text; or list: several values a page
+    # keeps itself (no widget: the Compare page's pins, read and noted by ui/pins.py)
+    widget: str
     default: Any
     choices: tuple[Any, ...] = ()  # the options (selectbox, segmented, multiselect, select_slider)
     low: float | None = None  # slider / number limits (inclusive)
@@ -98,6 +101,8 @@ class Param:
             return raw.lower() in ("true", "false")
         if self.widget == "text":
             return 0 < len(raw) <= (self.max_chars or 200)
+        if self.widget == "list":  # the page reads each value and notes what it cannot (ui/pins.py decode_pin)
+            return 0 < len(raw) <= (self.max_chars or 200) and "." in raw
         if self.choices:
             return raw in {url_value(c) for c in self.choices}
         try:
@@ -283,6 +288,20 @@ def _rows() -> tuple[Param, ...]:
                       "config.json files)."), source="estimator presets and the seed's sizes (fits)"),
         Param("maxgpus", N_("Up to this many GPUs"), "select_slider", 64, (8, 16, 32, 64), group="page",
               source="scale out's search range (estimator.job.setup.MAX_GPUS bounds it)"),
+        Param("tokens", N_("Dataset size (tokens, all epochs)"), "number", 0, low=0, high=MAX_TOKENS, integer=True,
+              step=1_000_000, group="page",
+              help=N_("The tokens the run trains on, times the epochs (100,000,000 = 100 M tokens); 0 = not given. "
+                      "Gives each pinned setup's time per run."),
+              source="estimator.speed.run MAX_TOKENS (compare's pinned setups; the CLI's --tokens)"),
+        Param("price", N_("Price per GPU-hour"), "number", 0.0, low=0.0, high=MAX_PRICE, step=0.5, fmt="%.2f",
+              group="page",
+              help=N_("What one GPU-hour costs you, in your currency; 0 = not given. With a dataset size it gives each "
+                      "pinned setup's cost per run (hours × GPUs × price). There is no built-in price list."),
+              source="estimator.speed.run MAX_PRICE (compare's pinned setups; the CLI's --price-per-gpu-hour)"),
+        Param("pins", N_("Pinned setups"), "list", (), max_chars=600, group="page",
+              help=N_("Up to four setups pinned on the Compare page, each one value: its settings as key.value "
+                      "pairs joined by ~ (ui/pins.py)."),
+              source="ui/pins.py (compare: MAX_PINS, MAX_PIN_CHARS)"),
         Param("pernode", N_("GPUs per node"), "segmented", 1, (1, 2, 4, 8), group="page",
               help=N_("1 = any GPU count; 8 = the GPUs come in servers of 8, so counts are whole nodes (8, 16, "
                       "24…)."),

@@ -35,6 +35,8 @@ PAGE_PARAMS: frozenset[str] = frozenset(PAGE_ONLY_PARAMS) | frozenset(
     TRAINER_PARAMS)  # the calculator's trainer controls (ui/trainer_inputs.py checks their values)
 # Whole-number inputs bound to the URL. Streamlit 1.67 seeds them with int(float(value)), which raises
 # OverflowError (not the ValueError it catches) for ?max_len=inf, 1e309 or a 400-digit number.
+# Widgets (and page-kept lists) that take a parameter given several times: the rest keep the last of a repeated one.
+MULTI_VALUE = ("multiselect", "list")
 INT_NUMBER_PARAMS = tuple(k for k in SIDEBAR_PARAMS if TABLE[k].widget == "number" and TABLE[k].integer)
 # Link parameters of earlier releases → the parameter that replaced each. Scale out had its own "Optimizer state in
 # CPU RAM" switch (offload=), which overrode the sidebar's; the page now follows the sidebar's (opt_offload=).
@@ -58,6 +60,8 @@ def is_valid(key: str, raw: str) -> bool:
 
 
 def _page_param_note(key: str) -> str | None:
+    if key in PAGE_ONLY_PARAMS and TABLE[key].widget == "list":
+        return None  # the page reads each value and notes each one it leaves out (the Compare page's pins)
     refused = [raw for raw in st.query_params.get_all(key) if key in PAGE_ONLY_PARAMS and not TABLE[key].accepts(raw)]
     if not refused:
         return None
@@ -148,7 +152,7 @@ def _rewrite_link() -> None:
                 st.query_params[new] = value
         for key in list(st.query_params.keys()):
             values = st.query_params.get_all(key)
-            if key in TABLE and TABLE[key].widget != "multiselect" and len(values) > 1:
+            if key in TABLE and TABLE[key].widget not in MULTI_VALUE and len(values) > 1:
                 st.query_params[key] = values[-1]
                 changed = True
                 notes.append(_("The link gives '{key}' {n} times ({values}); using the last, {value}.").format(
@@ -256,10 +260,16 @@ def _page_param_value(key: str, raw: list[str]) -> object:
     """A page parameter's address value as its widget holds it (its table row says how: multiselects hold
     lists, toggles a bool, select sliders and segmented controls the option itself, maxgpus an int)."""
     p = TABLE[key]
-    if p.widget == "multiselect":
+    if p.widget in MULTI_VALUE:
         return list(raw)
     if p.widget == "toggle":
         return raw[-1].lower() == "true"
+    if p.widget == "number":  # (a number box has no options: its value is the number)
+        try:
+            value = float(raw[-1])
+        except ValueError:
+            return p.default
+        return int(value) if p.integer else value
     return next((c for c in p.choices if url_value(c) == raw[-1]), p.default)
 
 
@@ -304,14 +314,28 @@ def remember_inputs() -> None:
     for key in PAGE_PARAM_CHOICES:  # (the trainer controls keep their own values: ui/trainer_inputs.py)
         raw = st.query_params.get_all(key)
         held = st.session_state.get(key)
-        if raw and held is not None and raw == (
-                [url_value(v) for v in held] if isinstance(held, list) else [url_value(held)]):
+        if raw and held is not None and (raw == (
+                [url_value(v) for v in held] if isinstance(held, list) else [url_value(held)])
+                or TABLE[key].widget == "number" and _page_param_value(key, raw) == held):  # 2.0 in the address
             own[key] = raw
     values = {key: st.session_state.get(key) for key in PARAMS}
     for key in TRAINER_PARAMS:  # drawn after this (ui/trainer_inputs.py remembers them then): keep the last ones
         values[key] = st.session_state.get(key, last.get("values", {}).get(key))
     st.session_state[_LAST_RUN] = {"page": page, "values": values, "pages": {**last["pages"], page: own},
                                    "run_defaults": dict(st.session_state.get(RUN_DEFAULTS, {}))}
+
+
+def remember_page_value(key: str, raw: list[str]) -> None:
+    """A page parameter the page itself changed after its inputs were remembered this run (the Compare page's pins):
+    the address's value, for the next page switch."""
+    last = st.session_state.get(_LAST_RUN)
+    if last is not None:
+        own = dict(last["pages"].get(_current_page(), {}))
+        if raw:
+            own[key] = list(raw)
+        else:
+            own.pop(key, None)
+        last["pages"] = {**last["pages"], _current_page(): own}
 
 
 def remember_values(values: dict[str, object]) -> None:

@@ -315,10 +315,13 @@ def derived_band(report: dict[str, Any] | None = None) -> tuple[float, float]:
 
 
 def stored_report() -> dict[str, Any]:
-    """What the How page shows, as plain JSON types: the accuracy report and the trainer traces' summary."""
+    """What the How page shows, as plain JSON types: the accuracy report (the time model's included), the trainer
+    traces' summary and the real-run check (validation/real_runs.py)."""
+    from .real_runs import real_runs_report
     from .trainers import trainer_trace_summary
 
-    return json.loads(json.dumps({"accuracy": accuracy_report(), "trainer_traces": trainer_trace_summary()}))
+    return json.loads(json.dumps({"accuracy": accuracy_report(), "trainer_traces": trainer_trace_summary(),
+                                  "real_runs": real_runs_report()}))
 
 
 def write_stored_report() -> None:
