@@ -285,3 +285,20 @@ def test_replace_keeps_pins_pure():
     a = resolve_pin(GOOD, decode_pin(GOOD))
     b = resolve_pin(GOOD, decode_pin(GOOD))
     assert a == b and replace(a, notes=()) == b
+
+
+def test_a_pin_carries_the_releases_given():
+    """A setup priced at releases the user gave (the sidebar's versions box) pins with them: Mixtral-8x7B QLoRA on
+    transformers 4.57.6 (per-expert nn.Linear, quantised) opens at 34.5 GB, not transformers 5's 103.5 GB."""
+    from estimator import TrainerSetup, get_device, load_preset
+    from estimator.job.stack import resolve_setup
+    from ui.pins import decode_pin, encode_pin, pin_values, price_pin, resolve_pin
+
+    spec, device = load_preset("mixtral-8x7b"), get_device("a100-80gb")
+    setup = resolve_setup("trl", method="qlora", pins=("transformers==4.57.6",))
+    values, notes = pin_values("mixtral-8x7b", spec, setup, device, TrainerSetup())
+    text = encode_pin(values)
+    assert values["versions"] == "transformers==4.57.6" and not notes
+    job = resolve_pin(text, decode_pin(text))
+    assert job.setup.versions == setup.versions and job.setup.method == "qlora"
+    assert round(price_pin(job).estimate.total_bytes / 1e9, 1) == 34.5

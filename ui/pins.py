@@ -37,6 +37,9 @@ from estimator.speed import Cost, DatasetSize, RunTime, StepTime, run_cost, run_
 from ui.params import BY_SIZE, CUSTOM, TABLE, TRAINER_PARAMS, UPLOAD, device_for, url_value
 from ui.trainer_inputs import parse_beta, resolve_trainer
 from ui.url_state import is_hub_choice
+from ui.versions_box import link_value as versions_link_value
+from ui.versions_box import read_link_value as read_versions_link
+from ui.versions_box import resolve_for_stack
 
 PARAM = "pins"  # the link parameter, one value per pin
 MAX_PINS = 4
@@ -206,7 +209,9 @@ def pin_values(choice: str, spec: ModelSpec, setup: TrainingSetup, device: Devic
         else:  # (a training config can set a value the control does not offer: a LoRA rank of 10)
             notes.append(_("{setting} {value} cannot be held in a pin's link (its control does not offer it).").format(
                 setting=key, value=raw[:20]))
-    left_out = [n for n in _UNLINKED if mine[n] != stacks.get(n, mine[n])] + (["versions"] if setup.versions is not None else [])
+    if setup.versions is not None and setup.versions.found:  # the releases given (ui/versions_box.py's link value)
+        values["versions"] = versions_link_value({p: str(setup.versions[p]) for p in setup.versions.found})
+    left_out = [n for n in _UNLINKED if n != "versions" and mine[n] != stacks.get(n, mine[n])]
     if left_out:
         notes.append(_("A pin holds the sidebar's settings; {names} (from an imported config) cannot travel in its "
                        "link and are the stack's when it is opened.").format(names=", ".join(left_out)))
@@ -253,7 +258,11 @@ def resolve_pin(text: str, values: Mapping[str, str], hub: Callable[[str], Model
     stack = str(typed["stack"])
     if stack not in STACKS:
         raise ValueError(_("'{stack}' is not a stack").format(stack=stack))
-    setup = resolve_setup(stack, backend=device_backend(device), **settings)
+    versions = None
+    if "versions" in values:  # the releases given: read as the sidebar's box reads its link value
+        given, _errors = read_versions_link(values["versions"])
+        versions = resolve_for_stack(stack, given)[0]
+    setup = resolve_setup(stack, backend=device_backend(device), versions=versions, **settings)
     check_model(spec, setup)
     if setup.train_tower:
         check_tower(spec, setup)
