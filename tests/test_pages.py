@@ -449,6 +449,12 @@ def test_page_params_are_the_ones_the_pages_bind():
                for w in getattr(calc.sidebar, kind)}
     assert set(TRAINER_PARAMS) <= sidebar
     bound |= set(TRAINER_PARAMS)
+    # and its run time and cost box, at the sidebar's end (ui/time_view.py)
+    from ui.time_view import FIGURE_KEYS, RUN_KEYS
+
+    numbers = {w.key for w in calc.sidebar.number_input}
+    assert set(RUN_KEYS + FIGURE_KEYS) <= numbers
+    bound |= set(RUN_KEYS + FIGURE_KEYS)
     assert bound == set(PAGE_PARAMS)  # ui.inputs knows every page parameter, so none is reported unknown
     assert not bound & set(PARAMS)  # and none shadows a shared sidebar parameter
 

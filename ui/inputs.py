@@ -120,6 +120,7 @@ class _Drawn:
     summary_slot: Any
     trainer_box: TrainerBox
     run_defaults: dict[str, Any]  # the batch and rank defaults of this run (job.stack.default_settings)
+    page: Any = None  # what the page's own sidebar box returned (live_page's `sidebar`)
 
 
 # ---- the full run: the settled part of the sidebar ----------------------------------------------------------
@@ -296,9 +297,10 @@ def _draw_host_ram(sb: Any, device: Device) -> float | None:
     return float(ram) * 1e9 if ram and not unified else None
 
 
-def _draw_settled() -> _Drawn:
+def _draw_settled(page_box: Callable[[Any, Device], Any] | None = None) -> _Drawn:
     """The sidebar's widgets that change the page's structure (model, method, stack, device, options…): a change
-    reruns the whole page. The sliders go into slots kept free for the live part (_draw_sliders)."""
+    reruns the whole page. The sliders go into slots kept free for the live part (_draw_sliders). `page_box(sidebar,
+    device)`: a page's own box, drawn last (the calculator's run time and cost)."""
     _leave_legacy_pages_mode()
     code = language_switch()  # lang=es|en (ui/lang.py): before any text this page draws
     link_notes = read_link()  # the link's notes; the last page's inputs after a page switch
@@ -321,12 +323,13 @@ def _draw_settled() -> _Drawn:
     if present:
         st.html(PRESENT_CSS)
     summary_slot = sb.container()  # the resolved setup's line (_draw_sliders)
-    trainer_box = draw_trainer_box()  # the sidebar's last section
+    trainer_box = draw_trainer_box()  # the sidebar's last shared section
+    page = page_box(sb, device) if page_box is not None else None
     return _Drawn(language=code, link_notes=tuple(link_notes), notes=tuple(notes), choice=choice, spec=spec,
                   settings=training.settings, stack_id=training.stack_id, targets_text=training.targets_text,
                   device=device, host_ram=host_ram, rule_on=bool(rule_on), present=bool(present), size_slot=size_slot,
                   length_slot=training.length_slot, summary_slot=summary_slot, trainer_box=trainer_box,
-                  run_defaults=run_defaults)
+                  run_defaults=run_defaults, page=page)
 
 
 # ---- the live part: the sliders' values, then the setup they complete ----------------------------------------
@@ -427,7 +430,7 @@ def _live_inputs(drawn: _Drawn, values: tuple[float, int, int]) -> Inputs:
     spec, setup = _fit_to_model(spec, _live_setup(drawn, spec, batch, max_len, notes), notes)
     return Inputs(model=spec, setup=setup, device=drawn.device, rule="seed" if drawn.rule_on else None,
                   presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice, trainer_box=box,
-                  host_ram_bytes=drawn.host_ram)
+                  host_ram_bytes=drawn.host_ram, page=drawn.page)
 
 
 def _draw_sliders(drawn: _Drawn, setup: TrainingSetup, values: tuple[float, int, int]) -> None:
@@ -448,15 +451,17 @@ def _draw_sliders(drawn: _Drawn, setup: TrainingSetup, values: tuple[float, int,
 T = TypeVar("T")
 
 
-def live_page(answer: Callable[[Inputs], T] | None = None, rest: Callable[[Inputs, T | None], None] | None = None
-              ) -> None:
+def live_page(answer: Callable[[Inputs], T] | None = None, rest: Callable[[Inputs, T | None], None] | None = None,
+              sidebar: Callable[[Any, Device], Any] | None = None) -> None:
     """Every page: draw the shared sidebar, then, in a fragment, the page's answer first (`answer(inputs)`: the
     verdict, the chart), the sliders into their sidebar slots, and the rest of the page (`rest(inputs, what
     answer returned)`). The sliders' values are read from Session State before they are drawn, so a slider's
     rerun sends the answer's new verdict and chart before anything else. Moving a slider reruns only the
     fragment (the rest of the sidebar is not sent again); any other input reruns the whole page, which draws
-    the fragment again with the new settings. Never raises for bad input: notes say what was replaced."""
-    drawn = _draw_settled()
+    the fragment again with the new settings. Never raises for bad input: notes say what was replaced.
+    `sidebar(st.sidebar, device)`, when given, draws the page's own box at the sidebar's end (outside the
+    fragment: a slider's rerun does not send it again); what it returns is `inputs.page`."""
+    drawn = _draw_settled(sidebar)
 
     @st.fragment
     def live() -> None:

@@ -17,6 +17,7 @@ from estimator.options.methods import SHARDING_LABELS
 from ui.charts import (
     USABLE_COLOR,
     _esc,
+    axis_top,
     both_units,
     font_layout,
     overlay_items,
@@ -234,3 +235,105 @@ def oom_chart_spec(reading: OomReading, *, font_size: int | None = None) -> dict
     if font_size:  # presentation mode: Streamlit's theme sets legend, tick and hover fonts itself
         font_layout(layout, font_size)
     return {"data": traces, "layout": layout}
+
+
+# ---- Why not the rule of thumb (the calculator): the rule's bar, the steps to ours, our bar -------------------------
+
+# Each step's name on the chart's axis, by its stable key (estimator/memory/why.py STEP_KEYS); the step's whole label
+# (its numbers, what it is against) is in its hover and in the list under the chart.
+WHY_STEP_NAMES: dict[str, str] = {
+    "precision": N_("Precision recipe"),
+    "adapters": N_("Adapters"),
+    "base": N_("Frozen base"),
+    "load": N_("16-bit load"),
+    "activations": N_("Activations"),
+    "attention": N_("Attention"),
+    "loss": N_("Logits and loss"),
+    "reference": N_("Reference model"),
+    "generation": N_("Generation"),
+    "runtime": N_("Runtime and allocator"),
+    "eager_attention": N_("Eager attention"),
+    "sharding": N_("Sharding"),
+    "offload": N_("Moved to CPU RAM"),
+}
+WHY_RULE_NAME = N_("Rule of thumb")
+WHY_OURS_NAME = N_("This estimate")
+WHY_UP_COLOR = "#E69F00"  # orange (Okabe–Ito): a step that adds to the rule's number
+WHY_DOWN_COLOR = "#009E73"  # bluish green: a step that takes from it
+WHY_TOTAL_COLOR = "#0072B2"  # blue: the rule's bar and ours
+WHY_ROW_PX = 34  # pixels per bar
+
+
+def why_bars(why) -> list[tuple[str, str, int]]:  # noqa: ANN001 - estimator.memory.why.Why
+    """The waterfall's bars as (key, measure, whole bytes): the rule ("rule", "absolute"), every step that moves the
+    number ("relative"; a step of exactly 0 B is left out, which changes no sum), ours ("total", "total"). The
+    relative bytes add up from the rule's to ours exactly (memory/why.py)."""
+    return ([("rule", "absolute", int(why.rule_bytes))]
+            + [(s.key, "relative", int(s.bytes)) for s in why.steps if s.bytes]
+            + [("total", "total", int(why.total_bytes))])
+
+
+def _signed_gb(n_bytes: float) -> str:
+    gb = to_gb(n_bytes)
+    return ("+" if gb >= 0 else "−") + format_number(abs(gb)) + " GB"
+
+
+def why_waterfall(why, device: Device | None = None, *, font_size: int | None = None) -> go.Figure:  # noqa: ANN001
+    """why_waterfall_spec as a plotly Figure (validated)."""
+    return go.Figure(why_waterfall_spec(why, device, font_size=font_size))
+
+
+def why_waterfall_spec(why, device: Device | None = None, *, font_size: int | None = None) -> dict:  # noqa: ANN001
+    """Why not the rule of thumb, as a horizontal waterfall: the rule's number for this model and method on top, each
+    named step from it to this estimate (memory/why.py why_not_rule: they add up exactly), and this estimate's
+    total at the bottom, in GB; each step's hover holds its whole label. The device's usable line is drawn when it
+    is on the same scale as the bars (within twice the largest). Plain plotly.js JSON, what ui.live_chart draws;
+    `customdata` keeps each bar's whole bytes (the rule's, the steps', ours)."""
+    bars = why_bars(why)
+    labels = {s.key: s.label for s in why.steps}
+    names, hovers, texts = [], [], []
+    for key, measure, n_bytes in bars:
+        if measure == "relative":
+            name = _(WHY_STEP_NAMES.get(key, key))
+            head, text = _signed_gb(n_bytes), _signed_gb(n_bytes)
+            detail = _(labels[key])
+        else:
+            name = _(WHY_RULE_NAME) if key == "rule" else _(WHY_OURS_NAME)
+            head = text = f"{format_number(to_gb(n_bytes))} GB"
+            detail = _(why.rule_label) if key == "rule" else _("The detailed estimate's peak")
+        names.append(name)
+        texts.append(text)
+        hovers.append(f"<b>{_esc(name)}</b>: {_esc(head)} ({_esc(both_units(abs(n_bytes), 2))})<br>{_esc(detail)}")
+    positions = list(range(len(bars)))
+    running, ends = 0, []
+    for _key, measure, n_bytes in bars:
+        running = n_bytes if measure != "relative" else running + n_bytes
+        ends.append(to_gb(running))
+    longest = max(ends + [to_gb(why.rule_bytes)])
+    trace = dict(
+        type="waterfall", orientation="h", y=positions, x=[to_gb(b) if m != "total" else 0.0 for _k, m, b in bars],
+        measure=[m for _k, m, _b in bars], customdata=[b for _k, _m, b in bars], text=texts, textposition="outside",
+        cliponaxis=False, hovertext=hovers, hoverinfo="text", name=_(WHY_OURS_NAME), showlegend=False,
+        connector=dict(line=dict(color="#8C8C8C", width=1, dash="dot")),
+        increasing=dict(marker=dict(color=WHY_UP_COLOR)), decreasing=dict(marker=dict(color=WHY_DOWN_COLOR)),
+        totals=dict(marker=dict(color=WHY_TOTAL_COLOR)), meta=[k for k, _m, _b in bars])
+    show_device = device is not None and to_gb(device.usable_bytes) <= 2 * longest
+    top = max(longest, to_gb(device.capacity_bytes) if show_device else 0.0)
+    layout = dict(
+        height=70 + WHY_ROW_PX * len(bars) + (14 if show_device else 0), showlegend=False, hovermode="closest",
+        margin=dict(t=10 + (14 if show_device else 0), b=10, l=10, r=10), separators=separators(),
+        # room right of the longest bar for its "+0.5 GB" (outside text)
+        xaxis=dict(title=dict(text=_("Memory (GB; 1 GB = 10⁹ bytes)")), range=[0, axis_top(top * 1.12)],
+                   ticksuffix=" GB", zeroline=False, automargin=True),
+        yaxis=dict(tickvals=positions, ticktext=[_esc(n) for n in names], range=[len(bars) - 0.5, -0.5],
+                   showgrid=False, zeroline=False, automargin=True),
+    )
+    if show_device:
+        shapes, notes = overlay_items(device, "x", layout["xaxis"]["range"])
+        for note in notes:  # above the plot: the top row's bar and text stay clear of the labels
+            note["yshift"] = note.get("yshift", 0) + 16
+        layout.update(shapes=shapes, annotations=notes)
+    if font_size:
+        font_layout(layout, font_size)
+        layout["height"] += 6 * len(bars)
+    return {"data": [trace], "layout": layout}
