@@ -817,3 +817,17 @@ def test_the_fastest_setup_that_fits_applies_with_one_click():
     assert headline(at) == expected_headline(LLAMA, trl(batch=4), RTX)
     assert "**Fastest setup that fits:** this one" in markdown_text(at)
     assert not [b for b in at.button if b.key == "apply_fastest"]
+
+
+def test_the_new_pieces_in_spanish():
+    """lang=es: the condition, the time line, the chips and the waterfall's bars in Spanish."""
+    at = open_boxes(run({"lang": "es"}), "why_rule")
+    text = markdown_text(at)
+    tokens = f"{longest_length(LLAMA, TRL, RTX).tokens:,}".replace(",", ".")
+    assert f"**Cabe hasta {tokens} tokens por ejemplo con lote 1.**" in text
+    assert " por paso del optimizador (2048 tokens × 1 GPU)" in text
+    labels = [o.content for o in at.main.get("button_group")[0].proto.options]
+    assert "checkpointing activado · por defecto en TRL → checkpointing desactivado: +14,0 GB" in labels
+    assert live_chart(at, "why_waterfall")["figure"]["layout"]["yaxis"]["ticktext"] == [
+        "Regla práctica", "Adaptadores", "Activaciones", "Runtime y asignador", "Esta estimación"]
+    assert [e.label for e in at.main.expander][:2] == ["¿Por qué no la regla práctica?", "Lo que se ha medido"]
