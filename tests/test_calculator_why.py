@@ -71,7 +71,7 @@ def test_the_steps_are_named_in_the_pages_language():
         text = why_markdown(why)
     assert spanish == ["Regla práctica", "Adaptadores", "Activaciones", "Runtime y asignador", "Esta estimación"]
     assert spec["layout"]["separators"] == ",." and "+0,5 GB" in spec["data"][0]["text"]
-    assert hover.startswith("<b>Adaptadores</b>: +0,5 GB") and "adaptadores" in hover.lower()
+    assert hover.startswith("<b>Adaptadores</b>: +0,51 GB (0,47 GiB)<br>") and "adaptadores" in hover.lower()
     assert "- **Regla práctica** 19,1 GB" in text
 
 

@@ -295,15 +295,15 @@ def why_waterfall_spec(why, device: Device | None = None, *, font_size: int | No
     for key, measure, n_bytes in bars:
         if measure == "relative":
             name = _(WHY_STEP_NAMES.get(key, key))
-            head, text = _signed_gb(n_bytes), _signed_gb(n_bytes)
+            text, sign = _signed_gb(n_bytes), "+" if n_bytes >= 0 else "−"
             detail = _(labels[key])
         else:
             name = _(WHY_RULE_NAME) if key == "rule" else _(WHY_OURS_NAME)
-            head = text = f"{format_number(to_gb(n_bytes))} GB"
+            text, sign = f"{format_number(to_gb(n_bytes))} GB", ""
             detail = _(why.rule_label) if key == "rule" else _("The detailed estimate's peak")
         names.append(name)
         texts.append(text)
-        hovers.append(f"<b>{_esc(name)}</b>: {_esc(head)} ({_esc(both_units(abs(n_bytes), 2))})<br>{_esc(detail)}")
+        hovers.append(f"<b>{_esc(name)}</b>: {sign}{_esc(both_units(abs(n_bytes), 2))}<br>{_esc(detail)}")
     positions = list(range(len(bars)))
     running, ends = 0, []
     for _key, measure, n_bytes in bars:
