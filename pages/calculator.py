@@ -145,7 +145,8 @@ def _details(inputs: Inputs, a: Answer) -> None:
                 render_exact(inputs.model_choice, inputs.model.source, a.setup, a.detailed, inputs.device,
                              upload=st.session_state.get("upload"), hub_token=hub_token())
             else:  # a visitor cannot install it: one line where the button would be
-                st.caption(_("The exact trace (PyTorch's own count of this step) is not installed on this server."))
+                st.caption(_("The exact trace (PyTorch's own count of this step) is not installed on this server "
+                             "(`requirements-exact.txt`)."))
 
 
 def _host_verdict(hv: HostVerdict | None, est: Estimate) -> None:

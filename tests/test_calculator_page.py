@@ -735,7 +735,8 @@ def test_the_details_hold_the_technical_lines_and_the_exact_trace_note(monkeypat
     at = open_boxes(at, "calc_details")
     captions = main_captions(at)
     assert setup_summary(setup) in captions and all(n in captions for n in est.notes) and est.notes
-    assert "The exact trace (PyTorch's own count of this step) is not installed on this server." in captions
+    assert ("The exact trace (PyTorch's own count of this step) is not installed on this server "
+            "(`requirements-exact.txt`).") in captions
     assert not [b for b in at.button if b.label == "Trace exactly"]
     assert any(c.startswith("Host RAM at its peak") for c in captions)
 
