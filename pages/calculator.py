@@ -24,7 +24,7 @@ from ui.answers import CalculatorAnswer as Answer
 from ui.charts import both_units, chart_alt, memory_bar_spec
 from ui.config_box import export_section
 from ui.exact import render_exact
-from ui.explain_view import condition_markdown, draw_chips, draw_measured, draw_why, explained
+from ui.explain_view import CHIPS_CSS, condition_markdown, draw_chips, draw_measured, draw_why, explained
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX, live_page
 from ui.lang import localised, number_columns
 from ui.live_chart import live_plotly_chart
@@ -51,6 +51,7 @@ from ui.values import Inputs
 
 if TYPE_CHECKING:  # annotations only
     from estimator import Device, Estimate
+    from estimator.advice.explain import Explanation
     from estimator.memory.host import HostVerdict
 
 
@@ -76,14 +77,16 @@ def answer(inputs: Inputs) -> Answer:
               if trainer.option.generates else _("{n} tokens").format(n=format_int(setup.seq_len)))
     host = estimate_host(est, device, inputs.host_ram_bytes, None if est.host is not None else detailed.host)
     shown = Answer(setup, trainer, rule, est, detailed, length, host)
-    _verdict(inputs, shown)
+    x = _verdict(inputs, shown)
     # Updated in place (ui/live_chart.py): the bars glide to their new values instead of the chart being redrawn.
     live_plotly_chart(memory_bar_spec(est, device, font_size=18 if inputs.presentation else None), key="memory_bar",
                       config={"displayModeBar": False}, alt=chart_alt(est, device))
+    if inputs.presentation:  # the room sees the verdict, the chart, why, then what to change
+        draw_why(x, present=True)
     return shown
 
 
-def _verdict(inputs: Inputs, a: Answer) -> None:
+def _verdict(inputs: Inputs, a: Answer) -> Explanation:
     """The verdict, first and big: what is judged, the headline, the estimate and device lines, a close call's
     caution and, with the rule of thumb, how far the detailed estimate is from it; then the condition it holds at and
     its way out (the longest length that fits), the step time and the run's, the assumptions that move it most as
@@ -121,11 +124,11 @@ def _verdict(inputs: Inputs, a: Answer) -> None:
     st.markdown(condition_markdown(x, a.rule))
     page = inputs.page  # the sidebar's run time and cost box (ui/time_view.py)
     draw_time(spec, setup, a.trainer, device, page, present)
-    if not present:
+    if not present:  # presentation mode draws why under the chart (answer)
         draw_chips(spec, setup, x)
-    draw_why(x, device, present)
-    if not present:
+        draw_why(x, present)
         draw_measured(x)
+    return x
 
 
 def _details(inputs: Inputs, a: Answer) -> None:
@@ -311,5 +314,11 @@ def _breakdown_table(est: Estimate, device: Device, host: HostVerdict | None) ->
                            "application/json", key="download_json", on_click="ignore", icon=":material/download:")
 
 
-live_page(answer, rest, sidebar=draw_run_box)  # the sidebar (its run time and cost box last), then in a fragment:
-# the verdict and chart, the sliders, the rest
+def sidebar(sb, device: Device) -> object:  # noqa: ANN001 - Streamlit's sidebar
+    """The calculator's own part of the sidebar (full runs only): the run time and cost box, and the chips' style."""
+    sb.html(CHIPS_CSS)
+    return draw_run_box(sb, device)
+
+
+live_page(answer, rest, sidebar=sidebar)  # the sidebar (its run time and cost box last), then in a fragment: the
+# verdict and chart, the sliders, the rest

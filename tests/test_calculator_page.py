@@ -636,7 +636,7 @@ def test_the_waterfall_opens_from_the_verdict_and_its_bars_are_explains_steps():
     assert why.rule_bytes + sum(s.bytes for s in steps) == why.total_bytes == json_total(est)
     assert trace["x"][:-1] == pytest.approx([why.rule_bytes / 1e9, *(s.bytes / 1e9 for s in steps)])
     assert trace["meta"] == ["rule", *(s.key for s in steps), "total"]
-    assert payload["figure"]["layout"]["yaxis"]["ticktext"] == [
+    assert [t.replace("<br>", " ") for t in payload["figure"]["layout"]["yaxis"]["ticktext"]] == [
         "Rule of thumb", "Adapters", "Activations", "Runtime and allocator", "This estimate"]
     # 8B LoRA: the rule's 2 GB per billion + 3 GB, the adapters and their state, activations under the rule's margin
     assert why.rule_bytes == pytest.approx(2 * LLAMA.params_total + 3e9, abs=1)
@@ -829,6 +829,6 @@ def test_the_new_pieces_in_spanish():
     assert " por paso del optimizador (2048 tokens × 1 GPU)" in text
     labels = [o.content for o in at.main.get("button_group")[0].proto.options]
     assert "checkpointing activado · por defecto en TRL → checkpointing desactivado: +14,0 GB" in labels
-    assert live_chart(at, "why_waterfall")["figure"]["layout"]["yaxis"]["ticktext"] == [
+    assert [t.replace("<br>", " ") for t in live_chart(at, "why_waterfall")["figure"]["layout"]["yaxis"]["ticktext"]] == [
         "Regla práctica", "Adaptadores", "Activaciones", "Runtime y asignador", "Esta estimación"]
     assert [e.label for e in at.main.expander][:2] == ["¿Por qué no la regla práctica?", "Lo que se ha medido"]

@@ -32,6 +32,13 @@ if TYPE_CHECKING:
     from estimator.memory.why import Why
 
 CHIPS_KEY = "assumption_chips"  # the chips (st.pills: one element for all of them)
+# A chip's label wraps inside its pill rather than ending in "…" (st.pills keeps one line per option, which on a
+# phone cut the bytes the chip is about). Drawn once per full run, outside the live fragment (ui/inputs.py).
+CHIPS_CSS = f"""<style>
+.st-key-{CHIPS_KEY} button, .st-key-{CHIPS_KEY} button * {{
+  white-space: normal !important; text-overflow: clip !important; height: auto !important; }}
+.st-key-{CHIPS_KEY} button {{ text-align: left; padding-top: 0.25rem; padding-bottom: 0.25rem; }}
+</style>"""
 WHY_KEY = "why_rule"  # the "Why not the rule of thumb?" expander (stateful: its contents run only when open)
 MEASURED_KEY = "measured_runs"
 
@@ -127,7 +134,7 @@ def why_markdown(why: Why) -> str:
     return "\n".join(lines)
 
 
-def draw_why(x: Explanation, device: Device, present: bool) -> None:
+def draw_why(x: Explanation, present: bool) -> None:
     """'Why not the rule of thumb?': one click from the verdict (open in presentation mode), the waterfall from the
     rule's bar to ours and its steps in words. Its contents run only when it is open."""
     box = st.expander(_("Why not the rule of thumb?"), expanded=present, key=WHY_KEY, on_change="rerun",
@@ -135,7 +142,7 @@ def draw_why(x: Explanation, device: Device, present: bool) -> None:
     if not box.open:
         return
     with box:
-        live_plotly_chart(why_waterfall_spec(x.why, device, font_size=18 if present else None), key="why_waterfall",
+        live_plotly_chart(why_waterfall_spec(x.why, font_size=18 if present else None), key="why_waterfall",
                           alt=why_alt(x.why), config={"displayModeBar": False}, transition_ms=0)
         st.markdown(why_markdown(x.why))
 

@@ -273,22 +273,32 @@ def why_bars(why) -> list[tuple[str, str, int]]:  # noqa: ANN001 - estimator.mem
             + [("total", "total", int(why.total_bytes))])
 
 
+def _two_lines(name: str, longest: int = 15) -> str:
+    """An axis label longer than `longest` characters on two lines, broken at the space nearest its middle (a
+    phone's narrow plot keeps its width for the bars)."""
+    spaces = [i for i, ch in enumerate(name) if ch == " "]
+    if len(name) <= longest or not spaces:
+        return _esc(name)
+    cut = min(spaces, key=lambda i: abs(i - len(name) / 2))
+    return _esc(name[:cut]) + "<br>" + _esc(name[cut + 1:])
+
+
 def _signed_gb(n_bytes: float) -> str:
     gb = to_gb(n_bytes)
     return ("+" if gb >= 0 else "−") + format_number(abs(gb)) + " GB"
 
 
-def why_waterfall(why, device: Device | None = None, *, font_size: int | None = None) -> go.Figure:  # noqa: ANN001
+def why_waterfall(why, *, font_size: int | None = None) -> go.Figure:  # noqa: ANN001
     """why_waterfall_spec as a plotly Figure (validated)."""
-    return go.Figure(why_waterfall_spec(why, device, font_size=font_size))
+    return go.Figure(why_waterfall_spec(why, font_size=font_size))
 
 
-def why_waterfall_spec(why, device: Device | None = None, *, font_size: int | None = None) -> dict:  # noqa: ANN001
+def why_waterfall_spec(why, *, font_size: int | None = None) -> dict:  # noqa: ANN001 - estimator.memory.why.Why
     """Why not the rule of thumb, as a horizontal waterfall: the rule's number for this model and method on top, each
     named step from it to this estimate (memory/why.py why_not_rule: they add up exactly), and this estimate's
-    total at the bottom, in GB; each step's hover holds its whole label. The device's usable line is drawn when it
-    is on the same scale as the bars (within twice the largest). Plain plotly.js JSON, what ui.live_chart draws;
-    `customdata` keeps each bar's whole bytes (the rule's, the steps', ours)."""
+    total at the bottom, in GB; each step's hover holds its whole label. No device line: the chart is about the
+    numbers' differences (the memory bar beside the verdict has the device). Plain plotly.js JSON, what
+    ui.live_chart draws; `customdata` keeps each bar's whole bytes (the rule's, the steps', ours)."""
     bars = why_bars(why)
     labels = {s.key: s.label for s in why.steps}
     names, hovers, texts = [], [], []
@@ -317,23 +327,17 @@ def why_waterfall_spec(why, device: Device | None = None, *, font_size: int | No
         connector=dict(line=dict(color="#8C8C8C", width=1, dash="dot")),
         increasing=dict(marker=dict(color=WHY_UP_COLOR)), decreasing=dict(marker=dict(color=WHY_DOWN_COLOR)),
         totals=dict(marker=dict(color=WHY_TOTAL_COLOR)), meta=[k for k, _m, _b in bars])
-    show_device = device is not None and to_gb(device.usable_bytes) <= 2 * longest
-    top = max(longest, to_gb(device.capacity_bytes) if show_device else 0.0)
+    row = max(WHY_ROW_PX, round(2.4 * (font_size or 12)))  # a two-line label fits its row
     layout = dict(
-        height=70 + WHY_ROW_PX * len(bars) + (14 if show_device else 0), showlegend=False, hovermode="closest",
-        margin=dict(t=10 + (14 if show_device else 0), b=10, l=10, r=10), separators=separators(),
-        # room right of the longest bar for its "+0.5 GB" (outside text)
-        xaxis=dict(title=dict(text=_("Memory (GB; 1 GB = 10⁹ bytes)")), range=[0, axis_top(top * 1.12)],
+        height=70 + row * len(bars), showlegend=False, hovermode="closest",
+        # the right margin holds a bar's "+0.5 GB" past the axis's end (cliponaxis off): on a phone, where the plot
+        # is narrow, the text of a bar near the end is not cut
+        margin=dict(t=10, b=10, l=10, r=4 * (font_size or 12) + 10), separators=separators(),
+        xaxis=dict(title=dict(text=_("Memory (GB; 1 GB = 10⁹ bytes)")), range=[0, axis_top(longest * 1.15)],
                    ticksuffix=" GB", zeroline=False, automargin=True),
-        yaxis=dict(tickvals=positions, ticktext=[_esc(n) for n in names], range=[len(bars) - 0.5, -0.5],
+        yaxis=dict(tickvals=positions, ticktext=[_two_lines(n) for n in names], range=[len(bars) - 0.5, -0.5],
                    showgrid=False, zeroline=False, automargin=True),
     )
-    if show_device:
-        shapes, notes = overlay_items(device, "x", layout["xaxis"]["range"])
-        for note in notes:  # above the plot: the top row's bar and text stay clear of the labels
-            note["yshift"] = note.get("yshift", 0) + 16
-        layout.update(shapes=shapes, annotations=notes)
     if font_size:
         font_layout(layout, font_size)
-        layout["height"] += 6 * len(bars)
     return {"data": [trace], "layout": layout}

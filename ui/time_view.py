@@ -175,9 +175,9 @@ def draw_time(spec: ModelSpec, setup: TrainingSetup, trainer: TrainerSetup, devi
             lines.append(":material/payments: " + plain(run_line(rt, run.dataset, cost)))
         except ValueError as exc:
             lines.append(":orange[" + plain(_("Run time: {error}.").format(error=localised_error(exc))) + "]")
-    elif not present:
-        lines.append(":gray[" + plain(_("Give the dataset size (and a price per GPU-hour) in the sidebar's '{box}' "
-                                        "box for the run's hours and cost.").format(box=_(BOX_TITLE))) + "]")
+    elif not present:  # on the same line: where the run's hours and cost come from
+        lines[0] += " · :gray[" + plain(_("the run's hours and cost: give the dataset size in the sidebar's '{box}' "
+                                          "box").format(box=_(BOX_TITLE))) + "]"
     st.markdown("  \n".join(lines + notes))
 
 

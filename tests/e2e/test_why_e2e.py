@@ -58,7 +58,9 @@ def test_the_waterfall_opens_from_the_verdict_and_sums_to_it(page: Page, app_url
     texts = page.locator(WATERFALL + " g.point text").evaluate_all("els => els.map(e => e.textContent)")
     assert texts[0] == f"{to_gb(why.rule_bytes):,.1f} GB" and texts[-1] == f"{to_gb(why.total_bytes):,.1f} GB"
     assert f"Fits: {to_gb(est.total_bytes):,.1f} GB" in verdict_text(page)
-    ticks = page.locator(WATERFALL + " g.ytick text").evaluate_all("els => els.map(e => e.textContent)")
+    ticks = page.locator(WATERFALL + " g.ytick text").evaluate_all(  # a long name on two lines (tspans)
+        "els => els.map(e => { const t = [...e.querySelectorAll('tspan.line')].map(s => s.textContent);"
+        " return t.length ? t.join(' ') : e.textContent; })")
     assert ticks == ["Rule of thumb", "Adapters", "Activations", "Runtime and allocator", "This estimate"]
     # the same steps in words under it
     expect(page.get_by_text("The rule of thumb: LoRA ≈ 2 GB per billion parameters × 8.03 B + the margin")).to_be_visible()
