@@ -534,7 +534,7 @@ def test_downloads_hold_the_numbers_on_screen(monkeypatch):
     at = run({**BASE, "batch": "2"})
     assert "will-it-fit.json" not in _RecordingStorage.files  # one click away: built only when asked for
     open_boxes(at, "breakdown_box")
-    setup = mps(batch=2, seq_len=2048, lora_rank=16)  # the sidebar gives length and rank itself
+    setup = mps(batch=2)  # length and rank at the stack's own values: the stack's (from_stack), as in the CLI
     est = estimate(SEVEN, setup)
     document = json.loads(_RecordingStorage.files["will-it-fit.json"])
     assert document == json.loads(json.dumps(estimate_json(est, LAPTOP)))
@@ -685,6 +685,19 @@ def test_a_chip_changes_the_setting_the_verdict_and_the_link():
     at = run()
     at.main.get("button_group")[0].set_value("method").run()
     assert at.sidebar.button_group(key="method").value == "qlora" and at.query_params["method"] == "qlora"
+
+
+def test_a_chip_says_the_stacks_default_where_the_value_is_the_stacks():
+    """The seed's question on a Mac: batch 4 and 2,048 tokens are MLX-LM's own (the sidebar leaves a value at the
+    stack's to the stack, as the CLI does), so the chips say so, as issue 29 asks ('batch 4 · mlx-lm default')."""
+    at = run({"model": "by-size", "size": "7", "device": "laptop-36gb"})
+    labels = [o.content for o in at.main.get("button_group")[0].proto.options]
+    assert any(label.startswith("batch 4 · MLX-LM default → batch 2: −") for label in labels), labels
+    assert any(label.startswith("examples 2,048 tokens · MLX-LM default → examples 1,024 tokens: −") for label in
+               labels), labels
+    at.sidebar.slider(key="batch").set_value(2).run()
+    labels = [o.content for o in at.main.get("button_group")[0].proto.options]
+    assert any(label.startswith("batch 2 · your choice → batch 1: −") for label in labels), labels
 
 
 def test_every_chip_makes_the_change_it_names():

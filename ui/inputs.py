@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import streamlit as st
@@ -359,6 +360,11 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
     stack_id = effective_stack(drawn.stack_id, drawn.device, drawn.trainer_box.trainer)
     settings = {**drawn.settings, **from_widgets({"batch": int(batch), "max_len": int(max_len)}),
                 "lora_targets": targets, "backend": device_backend(drawn.device)}
+    # The run's size at the stack's own values is left to the stack, as the CLI leaves an absent flag: the setup
+    # then records them as the stack's (TrainingSetup.from_stack), and the page says "batch 4 · MLX-LM default"
+    # rather than "your choice" (estimator/advice/assumptions.py). The same values, the same estimate.
+    own = _stack_size(stack_id, settings["backend"])
+    settings = {k: v for k, v in settings.items() if not (k in own and own[k] == v)}
     try:
         setup = resolve_setup(stack_id, **settings)
     except ValueError as exc:
@@ -366,7 +372,7 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
         # one device, no offloading), the user's batch, length, method and rank kept
         notes.append(_("{error}. Using the stack's own settings for it.").format(error=localised_error(exc)))
         keep = {k: settings[k] for k in ("method", "precision", "batch", "seq_len", "lora_rank", "lora_targets",
-                                          "lora_layers", "backend")}
+                                          "lora_layers", "backend") if k in settings}
         if not get_stack(stack_id).mixed_precision and keep["precision"] == "mixed":
             keep["precision"] = "bf16"
         try:
@@ -383,6 +389,17 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
             notes.append(_("{error}. Using a frozen tower.").format(error=localised_error(exc)))
             setup = replace(setup, train_tower=False)
     return setup
+
+
+@lru_cache(maxsize=64)
+def _stack_size(stack_id: str, backend: str | None) -> dict[str, int]:
+    """The batch, max length and LoRA rank a stack gives by itself (job.stack.resolve_setup without them); none when
+    the stack cannot run on this backend (the caller's fallbacks say why)."""
+    try:
+        own = resolve_setup(stack_id, backend=backend)
+    except ValueError:
+        return {}
+    return {"batch": own.batch, "seq_len": own.seq_len, "lora_rank": own.lora_rank}
 
 
 def _fit_to_model(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> tuple[ModelSpec, TrainingSetup]:
