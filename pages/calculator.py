@@ -6,7 +6,9 @@ builders → render."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
@@ -50,7 +52,9 @@ from ui.url_state import share_box
 from ui.values import Inputs
 
 if TYPE_CHECKING:  # annotations only
-    from estimator import Device, Estimate
+    from collections.abc import Callable
+
+    from estimator import Device, Estimate, ModelSpec, TrainingSetup
     from estimator.advice.explain import Explanation
     from estimator.memory.host import HostVerdict
 
@@ -77,7 +81,8 @@ def answer(inputs: Inputs) -> Answer:
               if trainer.option.generates else _("{n} tokens").format(n=format_int(setup.seq_len)))
     host = estimate_host(est, device, inputs.host_ram_bytes, None if est.host is not None else detailed.host)
     shown = Answer(setup, trainer, rule, est, detailed, length, host)
-    x = _verdict(inputs, shown)
+    x, late = _verdict(inputs, shown)
+    shown = replace(shown, late=late)
     # Updated in place (ui/live_chart.py): the bars glide to their new values instead of the chart being redrawn.
     live_plotly_chart(memory_bar_spec(est, device, font_size=18 if inputs.presentation else None), key="memory_bar",
                       config={"displayModeBar": False}, alt=chart_alt(est, device))
@@ -86,7 +91,7 @@ def answer(inputs: Inputs) -> Answer:
     return shown
 
 
-def _verdict(inputs: Inputs, a: Answer) -> Explanation:
+def _verdict(inputs: Inputs, a: Answer) -> tuple[Explanation, Callable[[], None] | None]:
     """The verdict, first and big: what is judged, the headline, the estimate and device lines, a close call's
     caution and, with the rule of thumb, how far the detailed estimate is from it; then the condition it holds at and
     its way out (the longest length that fits), the step time and the run's, the assumptions that move it most as
@@ -124,11 +129,20 @@ def _verdict(inputs: Inputs, a: Answer) -> Explanation:
     st.markdown(condition_markdown(x, a.rule))
     page = inputs.page  # the sidebar's run time and cost box (ui/time_view.py)
     draw_time(spec, setup, a.trainer, device, page, present)
+    late = None
     if not present:  # presentation mode draws why under the chart (answer)
-        draw_chips(spec, setup, x)
+        # The chips sit here but are drawn last (rest): each slider step changes all their labels, and a browser that
+        # renders them with the verdict shows the verdict later (bench/slider_trace.py)
+        slot = st.container()
+        late = partial(_chips_into, slot, spec, setup, x)
         draw_why(x, present)
         draw_measured(x)
-    return x
+    return x, late
+
+
+def _chips_into(slot: Any, spec: ModelSpec, setup: TrainingSetup, x: Explanation) -> None:
+    with slot:
+        draw_chips(spec, setup, x)
 
 
 def _details(inputs: Inputs, a: Answer) -> None:
@@ -191,6 +205,8 @@ def rest(inputs: Inputs, a: Answer) -> None:
         if box.open:
             box.code(trainer_snippet(spec, a.setup, a.trainer), language="python")
     share_box()
+    if a.late is not None:
+        a.late()
 
 
 def _what_to_change(inputs: Inputs, a: Answer) -> None:
