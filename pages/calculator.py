@@ -136,7 +136,7 @@ def _verdict(inputs: Inputs, a: Answer) -> tuple[Explanation, Callable[[], None]
         slot = st.container()
         late = partial(_chips_into, slot, spec, setup, x)
         draw_why(x, present)
-        draw_measured(x)
+        draw_measured(spec, est)
     return x, late
 
 

@@ -452,7 +452,7 @@ def test_page_params_are_the_ones_the_pages_bind():
     # and its run time and cost box, at the sidebar's end (ui/time_view.py)
     from ui.time_view import FIGURE_KEYS, RUN_KEYS
 
-    numbers = {w.key for w in calc.sidebar.number_input}
+    numbers = {w.key for w in open_page("pages/calculator.py", device="custom").sidebar.number_input}  # figures: custom
     assert set(RUN_KEYS + FIGURE_KEYS) <= numbers
     bound |= set(RUN_KEYS + FIGURE_KEYS)
     assert bound == set(PAGE_PARAMS)  # ui.inputs knows every page parameter, so none is reported unknown

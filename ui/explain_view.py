@@ -14,7 +14,7 @@ import streamlit as st
 from estimator import to_gb
 from estimator.advice.assumptions import apply_change
 from estimator.advice.explain import explain
-from estimator.advice.measured import METRIC_LABELS
+from estimator.advice.measured import METRIC_LABELS, closest_measured
 from estimator.i18n import _, format_number
 from estimator.memory.why import why_not_rule
 from ui.apply import apply, rerun_if_applied, widget_updates
@@ -49,10 +49,16 @@ def explained(spec: ModelSpec, est: Estimate, detailed: Estimate, device: Device
     reconciles the rule with the detailed estimate (the rule's own estimate has no steps); the subject is then the
     detailed estimate (the rule's is built anew on every run)."""
     def build() -> Explanation:
-        x = explain(spec, est, device)
+        x = explain(spec, est, device, measured=0)  # the measured runs: when their expander opens (measured_runs)
         return replace(x, why=why_not_rule(spec, detailed, device.capacity_bytes)) if rule else x
 
     return remembered("calculator.explain", detailed if rule else est, build, spec, device, rule)
+
+
+def measured_runs(spec: ModelSpec, est: Estimate) -> tuple[Comparison, ...]:
+    """The closest published measured runs (explain()'s `measured`), remembered per estimate: ranking every run
+    costs a few ms, so the page asks only when its expander is open."""
+    return remembered("calculator.measured", est, lambda: closest_measured(spec, est.setup, est.trainer), spec)
 
 
 def _sentence(text: str) -> str:
@@ -156,15 +162,16 @@ def measured_markdown(c: Comparison) -> str:
     return f"- {what}  \n  :gray[{plain(source, 600)}]"
 
 
-def draw_measured(x: Explanation) -> None:
+def draw_measured(spec: ModelSpec, est: Estimate) -> None:
     """'What people measured': the published runs closest to this setup (from the project's validation data), each
     with its figure, what it measures, its source and our estimate for that run. Runs only when open."""
     box = st.expander(_("What people measured"), key=MEASURED_KEY, on_change="rerun", icon=":material/science:")
     if not box.open:
         return
+    runs = measured_runs(spec, est)
     with box:
-        if not x.measured:
+        if not runs:
             st.caption(_("No published measurement is close to this setup."))
             return
         st.caption(_("The published runs closest to this setup, and our estimate for each run's own settings."))
-        st.markdown("\n".join(measured_markdown(c) for c in x.measured))
+        st.markdown("\n".join(measured_markdown(c) for c in runs))

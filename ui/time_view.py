@@ -84,8 +84,8 @@ def read_run_inputs(values: dict[str, Any], device: Device) -> RunInputs:
 
 def draw_run_box(sidebar: Any, device: Device) -> RunInputs:
     """The calculator's own box at the sidebar's end: the dataset size, epochs and a price per GPU-hour, and a custom
-    device's TFLOPS and bandwidth (off for a catalog device, which has its own). Open when the link gives any of
-    them or the device is custom. Drawn on full runs only (outside the live fragment)."""
+    device's TFLOPS and bandwidth (for a custom device only: a catalog device has its own). Open when the link gives
+    any of them or the device is custom. Drawn on full runs only (outside the live fragment)."""
     keys = RUN_KEYS + FIGURE_KEYS
     custom = device.compute is None
     opened = custom or any(k in st.query_params for k in keys)
@@ -94,8 +94,9 @@ def draw_run_box(sidebar: Any, device: Device) -> RunInputs:
         st.caption(_("For the run's hours and cost beside the verdict. 0 = not given."))
         for key in RUN_KEYS:
             values[key] = widget(key)
-        for key in FIGURE_KEYS:
-            values[key] = widget(key, disabled=not custom)
+        if custom:  # a catalog device has its own figures (a link's are unused there, and leave the address)
+            for key in FIGURE_KEYS:
+                values[key] = widget(key)
     return read_run_inputs(values, device)
 
 
