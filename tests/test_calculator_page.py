@@ -34,9 +34,17 @@ from estimator import (
     to_gb,
     verdict,
 )
+from estimator.advice.advise import advise
+from estimator.advice.condition import longest_length
+from estimator.advice.explain import explain
+from estimator.advice.fastest import Constraints
 from estimator.job.stack import resolve_setup, setup_summary
+from estimator.memory.why import json_total, why_not_rule
+from estimator.options.compute import custom_compute
 from estimator.options.stacks import DEFAULT_STACK
 from estimator.report.document import estimate_json
+from estimator.speed.price import time_of
+from estimator.speed.run import DatasetSize, run_cost, run_time
 from ui.inputs import BATCH_MAX, MAX_LEN_MAX
 from ui.live_chart import sent_payload
 from ui.report import NEGLIGIBLE_BYTES, breakdown_csv, breakdown_frame
@@ -83,6 +91,17 @@ def unescape(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text)
 
 
+def open_boxes(at: AppTest, *keys: str) -> AppTest:
+    """Open the page's one-click expanders (stateful: their contents run only when open) and run again: the
+    breakdown (breakdown_box), the details (calc_details), the config file (config_file), the waterfall (why_rule),
+    the measured runs (measured_runs)."""
+    for key in keys:
+        at.session_state[key] = True
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def headline(at: AppTest) -> str:
     """The verdict ('Fits: …' / 'Too big by …') without its colour markup."""
     heads = [h.value for h in at.title] + [h.value for h in at.header]
@@ -91,12 +110,17 @@ def headline(at: AppTest) -> str:
     return found[0]
 
 
+def live_chart(at: AppTest, key: str = "memory_bar") -> dict:
+    """A live chart's payload (ui/live_chart.py) by its key: the figure as plotly.js JSON, its transition…"""
+    assert not at.get("plotly_chart")  # the calculator's charts are the in-place ones
+    (element,) = [e for e in at.get("bidi_component") if e.proto.id.endswith(f"-{key}")]
+    assert element.proto.component_name == "live_plotly"
+    return sent_payload(element.proto.json)
+
+
 def chart(at: AppTest) -> dict:
     """The memory bar's figure: the live chart component's data (ui/live_chart.py), as plotly.js JSON."""
-    assert not at.get("plotly_chart")  # the calculator's one chart is the in-place one
-    (element,) = at.get("bidi_component")
-    assert element.proto.component_name == "live_plotly" and element.proto.id.endswith("-memory_bar")
-    return sent_payload(element.proto.json)["figure"]
+    return live_chart(at)["figure"]
 
 
 def bar_total_gb(at: AppTest) -> float:
@@ -127,11 +151,11 @@ def test_default_view_shows_the_estimators_verdict(default_at):
     assert headline(default_at) == f"Fits: {to_gb(est.total_bytes):,.1f} GB of 25.8 GB usable"
     assert default_at.header[0].proto.body.startswith(":green[")
     captions = [unescape(c.value) for c in default_at.caption]
-    assert "Llama-3.1-8B · LoRA · bf16 · batch 1 × 2,048 tokens · detailed estimate" in captions
-    assert f"{RTX.name}: {to_gb(RTX.usable_bytes):,.1f} GB ({RTX.usable_bytes / 2**30:,.1f} GiB) usable of " \
-           f"{to_gb(RTX.capacity_bytes):,.1f} GB ({RTX.capacity_bytes / 2**30:,.1f} GiB)" in captions
-    assert f"{RTX.name}: 25.8 GB (24.0 GiB) usable of 25.8 GB (24.0 GiB)" in captions  # nvidia-smi's 24,564 MiB
+    assert "Llama-3.1-8B · LoRA · bf16 · detailed estimate" in captions  # batch × length: the condition below
     detail = markdown_text(default_at)
+    assert f"{RTX.name}: {to_gb(RTX.usable_bytes):,.1f} GB ({RTX.usable_bytes / 2**30:,.1f} GiB) usable of " \
+           f"{to_gb(RTX.capacity_bytes):,.1f} GB ({RTX.capacity_bytes / 2**30:,.1f} GiB)" in detail
+    assert f"{RTX.name}: 25.8 GB (24.0 GiB) usable of 25.8 GB (24.0 GiB)" in detail  # nvidia-smi's 24,564 MiB
     assert f"Expected peak {to_gb(est.total_bytes):,.1f} GB ({est.total_bytes / 2**30:,.1f} GiB)" in detail
     assert f"likely {to_gb(est.low_bytes):,.1f}–{to_gb(est.high_bytes):,.1f} GB" in detail
     assert f"peak during: {est.peak_phase}" in detail
@@ -145,10 +169,12 @@ def test_default_chart_and_table_carry_the_same_numbers(default_at):
     usable_line = next(s for s in chart(default_at)["layout"]["shapes"] if s.get("name") == "usable")
     assert usable_line["x0"] == pytest.approx(to_gb(RTX.usable_bytes))
     assert usable_line["x0"] == pytest.approx(24_564 * 2**20 / 1e9)  # 25.8 GB
-    table = default_at.dataframe[0]  # the breakdown (the host RAM table follows it)
+    assert not default_at.dataframe and not default_at.download_button  # one click away (below)
+    at = open_boxes(run(), "breakdown_box", "config_file")
+    table = at.dataframe[0]  # the breakdown
     pd.testing.assert_frame_equal(table.value.reset_index(drop=True), breakdown_frame(est))
-    assert [b.label for b in default_at.download_button] == ["Download CSV", "Download JSON",
-                                                             "Download sft_config.yaml"]  # ui/config_box.py
+    assert [b.label for b in at.download_button] == ["Download CSV", "Download JSON",
+                                                     "Download sft_config.yaml"]  # ui/config_box.py
 
 
 def test_inputs_survive_a_rerun_because_the_page_draws_them(default_at):
@@ -305,6 +331,11 @@ def main_captions(at: AppTest) -> list[str]:
     return [unescape(c.value) for c in at.main.caption]
 
 
+def details_captions(at: AppTest) -> list[str]:
+    """The captions with the details open (the stack's settings line and the estimate's notes are in there)."""
+    return main_captions(open_boxes(at, "calc_details"))
+
+
 def test_default_view_is_the_trl_stack(default_at):
     """The number a user sees first is TRL's (checkpointing on, chunked LM-head loss), and the page says so."""
     assert default_at.sidebar.selectbox(key="stack").value == "auto"  # TRL on the default device (a CUDA GPU)
@@ -312,7 +343,8 @@ def test_default_view_is_the_trl_stack(default_at):
     assert summary == ("TRL 1.16.0 (transformers 5.24, PEFT 0.21): checkpointing on (TRL default) · "
                        "loss: TRL fused chunked LM head (TRL default) · optimizer: AdamW (fused) (TRL default) · "
                        "fp32 adapters (TRL default)")
-    assert summary in main_captions(default_at)
+    assert summary not in main_captions(default_at)  # in the details, one click away (and in the sidebar)
+    assert summary in details_captions(run())
     assert summary in [unescape(c.value) for c in default_at.sidebar.caption]
     est = estimate(LLAMA, TRL)
     assert headline(default_at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
@@ -333,8 +365,8 @@ def test_switching_the_stack_to_plain_changes_verdict_chart_and_summary(default_
     assert at.header[0].proto.body.startswith(":red[")
     summary = setup_summary(plain_setup)
     assert summary.startswith("torch 2.x hand-written loop: checkpointing off (Plain PyTorch loop default)")
-    assert summary in main_captions(at) and setup_summary(TRL) not in main_captions(at)
     (code,) = [c for c in at.code if c.language != "yaml"]  # the share link (not the config file)
+    assert summary in details_captions(at) and setup_summary(TRL) not in main_captions(at)
     assert dict(parse_qsl(urlsplit(code.value).query)) == {"stack": "plain"}  # the share link carries it
 
 
@@ -344,7 +376,7 @@ def test_a_setting_given_beats_the_stack_and_the_summary_says_whose_it_is():
     summary = setup_summary(setup)
     assert "checkpointing on (your choice)" in summary
     assert "loss: HF ForCausalLMLoss (HF Trainer default)" in summary
-    assert summary in main_captions(at)
+    assert summary in details_captions(at)
     est = estimate(LLAMA, setup)
     assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
     assert bar_total_gb(at) == pytest.approx(to_gb(est.total_bytes))
@@ -362,11 +394,11 @@ def test_a_loss_the_stack_cannot_do_gives_a_note_and_the_stacks_loss():
     assert setup.loss == "chunked"
     summary = setup_summary(setup)
     assert "loss: torchtune CEWithChunkedOutputLoss (torchtune default)" in summary
-    assert summary in main_captions(at)
+    assert summary in details_captions(open_boxes(at, "breakdown_box"))
     est = estimate(LLAMA, setup)
     assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
     assert bar_total_gb(at) == pytest.approx(to_gb(est.total_bytes))
-    table = at.dataframe[0]  # the breakdown (the host RAM table follows it)
+    table = at.dataframe[0]  # the breakdown (the host RAM table of the details follows it)
     pd.testing.assert_frame_equal(table.value.reset_index(drop=True), breakdown_frame(est))
 
 
@@ -378,22 +410,43 @@ def test_presentation_mode_is_bigger_and_sparer():
     assert at.subheader[0].value.startswith("Expected peak")  # the estimate line, one size up
     assert not at.dataframe and not at.download_button
     assert chart(at)["layout"]["font"]["size"] == 18
+    # the verdict, the chart, why (open: the waterfall drawn as big) and what to change; no chips, no measured runs,
+    # no breakdown, details or config file
+    assert live_chart(at, "why_waterfall")["figure"]["layout"]["font"]["size"] == 18
+    assert [e.label for e in at.main.expander] == ["Why not the rule of thumb?"]
+    assert not at.main.get("button_group")  # no chips (st.pills)
+    assert at.subheader[1].value == "What to change"
     at.sidebar.toggle(key="present").set_value(False).run()
-    assert not at.title and at.dataframe and len(at.download_button) == 3  # CSV, JSON and the config file
+    assert not at.title and not at.dataframe  # the breakdown: one click away
+    assert [e.label for e in at.main.expander] == [
+        "Why not the rule of thumb?", "What people measured", "Breakdown at the peak, with CSV and JSON downloads",
+        "Details: the stack's settings, notes, host RAM and the exact trace", "Config file for this estimate "
+        "(sft_config.yaml)"]
+    open_boxes(at, "breakdown_box", "config_file")
+    assert at.dataframe and len(at.download_button) == 3  # CSV, JSON and the config file
 
 
 # ---- what to change ----------------------------------------------------------------------------------------
 
 
-def test_remedies_in_the_seeds_order_with_their_savings():
-    """The changes that help take consecutive numbers in the seed's order; the ones that do not apply (batch
-    already 1, checkpointing already on) take no numbered slot and are named in one line underneath."""
+def time_words(factor: float) -> str:
+    """A time factor as the page says it (the same tokens take ~N % longer, or N % more tokens per second)."""
+    if abs(factor - 1) < 0.005:
+        return "about as fast"
+    return f"~{100 * (factor - 1):.0f} % slower" if factor > 1 else f"~{100 * (1 / factor - 1):.0f} % faster"
+
+
+def test_remedies_in_the_order_to_try_them_with_their_savings_and_time():
+    """The changes that help take consecutive numbers in advise()'s order (the ones that fit first, cheapest in time:
+    estimator/advice/timing.py), each with what it saves and its time factor on this device; the ones that do not
+    apply (batch already 1, checkpointing already on) take no numbered slot and are named in one line underneath."""
     at = run(BASE)
     text = markdown_text(at)
-    setup = MPS
     usable = LAPTOP.usable_bytes
-    options = remedies(SEVEN, setup)
-    helping = [r for r in options if r.applicable and abs(r.saves_bytes) >= NEGLIGIBLE_BYTES]
+    advice = advise(SEVEN, MPS, LAPTOP, batch_limit=BATCH_MAX, length_limit=MAX_LEN_MAX, fastest=Constraints())
+    helping = [r for r in advice.remedies if r.applicable and abs(r.saves_bytes) >= NEGLIGIBLE_BYTES]
+    assert {r.key for r in helping} == {r.key for r in remedies(SEVEN, MPS)
+                                        if r.applicable and abs(r.saves_bytes) >= NEGLIGIBLE_BYTES}
     positions = []
     for slot, r in enumerate(helping, 1):
         start = text.index(f"{slot}. **{r.title}**")
@@ -402,12 +455,13 @@ def test_remedies_in_the_seeds_order_with_their_savings():
         assert f"({r.change})" in line
         assert f"saves {to_gb(r.saves_bytes):,.1f} GB" in line
         assert f"→ {to_gb(r.new_total_bytes):,.1f} GB" in line
-        assert line.endswith("fits" if r.new_total_bytes <= usable else "still too big")
+        fits = "fits" if r.new_total_bytes <= usable else "still too big"
+        assert r.time_factor is not None  # the laptop's chip has compute figures
+        assert line.endswith(f"{fits} · {time_words(r.time_factor)}"), line
     assert positions == sorted(positions) and len(helping) == 3
     assert "1. **Lower the max length** (max length 2,048 → 1,024): saves" in text
-    aside = next(unescape(c.value) for c in at.caption if c.value.startswith("Not available"))
-    assert aside == ("Not available or no help here: Lower the batch size (the batch is already 1); "
-                     "Use gradient checkpointing (already on).")
+    assert ("Not available or no help here: Lower the batch size (the batch is already 1); "
+            "Use gradient checkpointing (already on).") in text
     assert f"{len(helping) + 1}. **" not in text
 
 
@@ -421,8 +475,7 @@ def test_rule_mode_advice_uses_the_rules_numbers_and_sharding_is_offered_on_a_gp
     rule_qlora = (2 * spec.params_total / 1e9 + 3) / 3 + 3
     assert "**Switch to QLoRA** (full → qlora (4-bit base)): saves" in text
     assert f"→ {rule_qlora:,.1f} GB, fits" in text and qlora.total_bytes > 0
-    assert "Lower the max length (the rule of thumb does not count it)" in unescape(
-        next(c.value for c in at.caption if c.value.startswith("Not available")))
+    assert "Lower the max length (the rule of thumb does not count it)" in text
     at = run({"model": "llama-3.1-70b", "method": "full", "device": "h100-80gb"})
     assert "**Shard over more GPUs** (1 → 8 GPUs, ZeRO-3 / FSDP full shard): saves" in markdown_text(at)
 
@@ -480,7 +533,9 @@ def test_downloads_hold_the_numbers_on_screen(monkeypatch):
     monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", _RecordingStorage)
     _RecordingStorage.files.clear()
     at = run({**BASE, "batch": "2"})
-    setup = mps(batch=2, seq_len=2048, lora_rank=16)  # the sidebar gives length and rank itself
+    assert "will-it-fit.json" not in _RecordingStorage.files  # one click away: built only when asked for
+    open_boxes(at, "breakdown_box")
+    setup = mps(batch=2)  # length and rank at the stack's own values: the stack's (from_stack), as in the CLI
     est = estimate(SEVEN, setup)
     document = json.loads(_RecordingStorage.files["will-it-fit.json"])
     assert document == json.loads(json.dumps(estimate_json(est, LAPTOP)))
@@ -541,3 +596,253 @@ def test_the_memory_chart_is_drawn_in_place_by_the_live_component(default_at):
     assert sent_payload(at.get("bidi_component")[0].proto.json)["key"] == data["key"]
     at.button_group(key="method").set_value("full").run()  # ...full fine-tuning's segments: drawn anew
     assert sent_payload(at.get("bidi_component")[0].proto.json)["key"] != data["key"]
+
+
+# ---- why this number (issue 29): the condition, the chips, the waterfall, what people measured ------------------
+
+
+def test_the_verdict_carries_its_condition_and_the_longest_length_that_fits(default_at):
+    """Beside the verdict: what it holds at (batch × length, every example padded to the max length, and that most
+    stacks pad a batch to its longest example) and the way out, the longest length per example that fits at this
+    batch (estimator.advice.condition.longest_length: the solvers' search)."""
+    longest = longest_length(LLAMA, TRL, RTX)
+    assert longest.status == "fits_up_to" and 2048 < longest.tokens < MAX_LEN_MAX
+    text = markdown_text(default_at)
+    assert (f"**Fits up to {longest.tokens:,} tokens per example at batch 1.** :gray[Holds at batch 1 × 2,048 tokens "
+            "per example, every example padded to the max length; mlx-lm and most stacks pad a batch to its longest "
+            "example, so shorter examples use less.]") in text
+    # The seed's question on a Mac (MLX-LM, its batch of 4): too big, and the way out at that batch
+    at = run({"model": "by-size", "size": "7", "device": "laptop-36gb"})
+    setup = mac_mlx()
+    way_out = longest_length(SEVEN, setup, LAPTOP)
+    assert headline(at).startswith("Too big by ") and way_out.status == "fits_up_to" and way_out.tokens < 2048
+    assert f"**Fits up to {way_out.tokens:,} tokens per example at batch 4.** :gray[Holds at batch 4 × 2,048" \
+        in markdown_text(at)
+
+
+def test_the_waterfall_opens_from_the_verdict_and_its_bars_are_explains_steps():
+    """'Why not the rule of thumb?', one click under the verdict: a waterfall from the rule's number to ours whose
+    bars are explain()'s steps (whole bytes in customdata, adding up exactly), named on the axis, listed in words."""
+    at = run()
+    assert "why_waterfall" not in " ".join(e.proto.id for e in at.get("bidi_component"))  # closed: not built
+    at = open_boxes(at, "why_rule")
+    est = estimate(LLAMA, TRL)
+    why = explain(LLAMA, est, RTX).why
+    payload = live_chart(at, "why_waterfall")
+    (trace,) = payload["figure"]["data"]
+    steps = [s for s in why.steps if s.bytes]
+    assert trace["type"] == "waterfall" and payload["transition_ms"] == 0
+    assert trace["measure"] == ["absolute", *["relative"] * len(steps), "total"]
+    assert trace["customdata"] == [why.rule_bytes, *(s.bytes for s in steps), why.total_bytes]
+    assert why.rule_bytes + sum(s.bytes for s in steps) == why.total_bytes == json_total(est)
+    assert trace["x"][:-1] == pytest.approx([why.rule_bytes / 1e9, *(s.bytes / 1e9 for s in steps)])
+    assert trace["meta"] == ["rule", *(s.key for s in steps), "total"]
+    assert [t.replace("<br>", " ") for t in payload["figure"]["layout"]["yaxis"]["ticktext"]] == [
+        "Rule of thumb", "Adapters", "Activations", "Runtime and allocator", "This estimate"]
+    # 8B LoRA: the rule's 2 GB per billion + 3 GB, the adapters and their state, activations under the rule's margin
+    assert why.rule_bytes == pytest.approx(2 * LLAMA.params_total + 3e9, abs=1)
+    text = markdown_text(at)
+    assert f"- **Rule of thumb** {why.rule_bytes / 1e9:,.1f} GB: The rule of thumb: LoRA ≈ 2 GB per billion " \
+           "parameters × 8.03 B + the margin" in text
+    for s in steps:
+        sign = "+" if s.bytes >= 0 else "−"
+        assert f"{sign}{abs(s.bytes) / 1e9:,.1f} GB: {s.label}" in text
+    assert payload["alt"].startswith(f"Waterfall from the rule of thumb's {why.rule_bytes / 1e9:,.1f} GB to this "
+                                     f"estimate's {why.total_bytes / 1e9:,.1f} GB: Adapters +")
+
+
+def test_in_rule_mode_the_waterfall_reconciles_the_rule_with_the_detailed_estimate():
+    at = open_boxes(run({"rule": "true", "method": "full"}), "why_rule")
+    detailed = estimate(LLAMA, trl(method="full"))
+    why = why_not_rule(LLAMA, detailed, RTX.capacity_bytes)
+    trace = live_chart(at, "why_waterfall")["figure"]["data"][0]
+    assert trace["customdata"][0] == why.rule_bytes == pytest.approx(bar_total_gb(at) * 1e9, abs=1)  # the verdict's
+    assert trace["customdata"][-1] == why.total_bytes == json_total(detailed)
+    assert "precision" in trace["meta"]  # full fine-tuning in pure bf16 against the rule's 16 B per weight
+
+
+def test_a_chip_changes_the_setting_the_verdict_and_the_link():
+    """The assumptions that move the number most, as chips: each names the setting, where it came from, what it
+    changes to and by how much (explain()'s assumptions); a click sets the sidebar's control, so the verdict, the
+    address and the share link follow, and the chip does not stay selected."""
+    at = run()
+    x = explain(LLAMA, estimate(LLAMA, TRL), RTX)
+    (chips,) = at.main.get("button_group")
+    labels = [o.content for o in chips.proto.options]
+    assert labels == [f"{a.label} → {a.change_label}: {'+' if a.delta_bytes >= 0 else '−'}"
+                      f"{abs(a.delta_bytes) / 1e9:,.1f} GB" for a in x.assumptions]
+    assert "checkpointing on · TRL default → checkpointing off: +14.0 GB" in labels
+    chips.set_value("grad_ckpt").run()
+    assert not at.exception
+    assert at.sidebar.button_group(key="ckpt").value == "false"
+    off = trl(grad_ckpt=False, offload_activations=False)
+    assert headline(at) == expected_headline(LLAMA, off, RTX) and headline(at).startswith("Too big by ")
+    assert bar_total_gb(at) == pytest.approx(to_gb(estimate(LLAMA, off).total_bytes))
+    assert at.query_params["ckpt"] == "false"
+    (code,) = [c for c in at.code if c.language != "yaml"]
+    assert dict(parse_qsl(urlsplit(code.value).query)) == {"ckpt": "false"}
+    assert at.main.get("button_group")[0].value is None  # an action, not a selection
+    # the method chip: LoRA → QLoRA
+    at = run()
+    at.main.get("button_group")[0].set_value("method").run()
+    assert at.sidebar.button_group(key="method").value == "qlora" and at.query_params["method"] == "qlora"
+
+
+def test_a_chip_says_the_stacks_default_where_the_value_is_the_stacks():
+    """The seed's question on a Mac: batch 4 and 2,048 tokens are MLX-LM's own (the sidebar leaves a value at the
+    stack's to the stack, as the CLI does), so the chips say so, as issue 29 asks ('batch 4 · mlx-lm default')."""
+    at = run({"model": "by-size", "size": "7", "device": "laptop-36gb"})
+    labels = [o.content for o in at.main.get("button_group")[0].proto.options]
+    assert any(label.startswith("batch 4 · MLX-LM default → batch 2: −") for label in labels), labels
+    assert any(label.startswith("examples 2,048 tokens · MLX-LM default → examples 1,024 tokens: −") for label in
+               labels), labels
+    at.sidebar.slider(key="batch").set_value(2).run()
+    labels = [o.content for o in at.main.get("button_group")[0].proto.options]
+    assert any(label.startswith("batch 2 · your choice → batch 1: −") for label in labels), labels
+
+
+def test_every_chip_makes_the_change_it_names():
+    """On a Mac (MLX-LM's batch of 4, its 16 trained blocks) every chip's click gives the setup explain() priced
+    for it: the sidebar's controls express each change (its 0 layers = the stack's 16, so 'every block' is the
+    model's depth)."""
+    from estimator.advice.assumptions import apply_change
+
+    link = {"model": "qwen2.5-1.5b", "device": "laptop-36gb"}
+    at = run(link)
+    spec = load_preset("qwen2.5-1.5b")
+    setup = mac_mlx()
+    x = explain(spec, estimate(spec, setup), LAPTOP)
+    assert {a.key for a in x.assumptions} >= {"seq_len", "batch"}
+    for a in x.assumptions:
+        at = run(link)
+        at.main.get("button_group")[0].set_value(a.key).run()
+        assert not at.exception and not at.warning, (a.key, [w.value for w in at.warning])
+        want = estimate(spec, apply_change(setup, a.change))
+        assert bar_total_gb(at) == pytest.approx(to_gb(want.total_bytes)), a.key
+        assert bar_total_gb(at) == pytest.approx(to_gb(estimate(spec, setup).total_bytes + a.delta_bytes)), a.key
+
+
+def test_what_people_measured_lists_the_closest_runs_with_their_source():
+    at = run()
+    assert "measured" not in markdown_text(at)  # closed: not built
+    at = open_boxes(at, "measured_runs")
+    runs = explain(LLAMA, estimate(LLAMA, TRL), RTX).measured
+    assert len(runs) == 3
+    text = markdown_text(at)
+    for c in runs:
+        assert str(c.sentence()) in text
+        assert c.run.source in text
+    assert "torch.cuda.max_memory_allocated: the tensors' peak" in text  # what a figure measures, in words
+
+
+# ---- a calmer page (issue 29 item 6) --------------------------------------------------------------------------
+
+
+def test_the_details_hold_the_technical_lines_and_the_exact_trace_note(monkeypatch):
+    """The stack's settings line, the estimate's notes and the host RAM are one click away; without the exact
+    trace's environment a visitor gets one line where its button would be."""
+    monkeypatch.setattr("estimator.exact.available", lambda: (False, "not installed"))
+    at = run({"device": "laptop-36gb", "stack": "mlx"})
+    setup = mac_mlx()
+    est = estimate(LLAMA, setup)
+    assert not [c for c in main_captions(at) if c in est.notes]
+    at = open_boxes(at, "calc_details")
+    captions = main_captions(at)
+    assert setup_summary(setup) in captions and all(n in captions for n in est.notes) and est.notes
+    assert ("The exact trace (PyTorch's own count of this step) is not installed on this server "
+            "(`requirements-exact.txt`).") in captions
+    assert not [b for b in at.button if b.label == "Trace exactly"]
+    assert any(c.startswith("Host RAM at its peak") for c in captions)
+
+
+# ---- how long and what it costs (issue 30) -------------------------------------------------------------------
+
+
+def test_the_time_line_is_time_ofs(default_at):
+    step = time_of(LLAMA, TRL, RTX)
+    assert 1 <= step.step_seconds < 10
+    assert (f"~{round(step.tokens_per_second):,} tokens/s · {step.step_seconds:.2f} s per optimizer step (2,048 "
+            "tokens × 1 GPU)") in markdown_text(default_at)
+
+
+def test_run_hours_and_cost_for_a_dataset_and_a_price():
+    at = run({"tokens": "100000000", "epochs": "2", "price": "2.5"})
+    rt = run_time(LLAMA, TRL, RTX, DatasetSize(tokens=100_000_000, epochs=2.0))
+    cost = run_cost(rt, 2.5)
+    assert 2 < rt.hours < 72 and cost.total == pytest.approx(rt.hours * 2.5)
+    text = markdown_text(at)
+    assert (f"Run: 100,000,000 tokens × 2 epochs → {rt.hours:,.1f} h ({rt.steps:,} optimizer steps) · cost "
+            f"{cost.total:,.2f} ({cost.gpu_hours:,.2f} GPU-hours × 2.5 per GPU-hour)") in text
+    assert at.sidebar.number_input(key="tokens").value == 100_000_000  # the box holds the link's values
+    # examples of a typical length: each step holds batch examples, priced at that length
+    at = run({"examples": "50000", "typical_len": "600"})
+    rt = run_time(LLAMA, TRL, RTX, DatasetSize(examples=50_000, typical_len=600))
+    assert f"Run: 50,000 examples of ~600 tokens × 1 epoch → {rt.hours:,.1f} h ({rt.steps:,} optimizer steps)" \
+        in markdown_text(at)
+    assert "cost" not in markdown_text(at).split("Run: ")[1].split("\n")[0]  # no price, no cost
+
+
+@pytest.mark.parametrize(("link", "message"), [
+    ({"tokens": "-5"}, "The link's value for 'tokens' was not valid (-5); this page uses its default for it."),
+    ({"epochs": "0"}, "The link's value for 'epochs' was not valid (0); this page uses its default for it."),
+    ({"price": "abc"}, "The link's value for 'price' was not valid (abc); this page uses its default for it."),
+    ({"tokens": "1000", "examples": "1000"}, "Run time: give the dataset size as tokens or as examples, not both."),
+    ({"typical_len": "600"}, "Run time: give the dataset size: a number of tokens, or a number of examples."),
+    ({"tokens": "1000", "typical_len": "600"}, "Run time: a typical example length needs a number of examples."),
+    ({"price": "3"}, "The cost is the run's GPU-hours × the price: give the dataset size too."),
+    ({"tokens": str(10**15)}, "Run time: this run would take"),
+    ({"device": "custom", "tflops": "100"}, "A custom device's time needs both figures: its TFLOPS and its memory "
+                                            "bandwidth."),
+])
+def test_bad_run_inputs_get_one_clear_line_and_no_number(link, message):
+    at = run(link)
+    shown = [unescape(w.value) for w in at.warning] + [markdown_text(at)]
+    assert any(message in s for s in shown), shown
+    assert "Run: " not in markdown_text(at) and "· cost " not in markdown_text(at)
+    assert headline(at)  # the memory answer stands
+
+
+def test_a_custom_device_asks_for_its_figures_then_has_a_time():
+    at = run({"device": "custom", "capacity": "48"})
+    assert (":material/schedule: :gray[Time unknown: a custom device has no compute figures. Give its TFLOPS and "
+            "memory bandwidth in the sidebar's 'Run time and cost' box.]") in markdown_text(at)
+    at = run({"device": "custom", "capacity": "48", "tflops": "150", "bandwidth": "900"})
+    step = time_of(LLAMA, TRL, custom_device(48, "discrete"), compute=custom_compute(150, 900))
+    assert f"~{round(step.tokens_per_second):,} tokens/s · " in markdown_text(at)
+    assert "with the figures you gave" in markdown_text(at)
+    assert not at.sidebar.number_input(key="tflops").disabled
+    assert "tflops" not in {w.key for w in run().sidebar.number_input}  # a catalog device has its own figures
+
+
+def test_the_fastest_setup_that_fits_applies_with_one_click():
+    """advise(..., fastest=Constraints()): 8B LoRA at batch 1 × accumulation 4 runs fastest as batch 4 × 1 (the
+    effective batch kept), which fits the 4090; the button sets both controls."""
+    at = run({"accum": "4"})
+    setup = trl(grad_accum=4)
+    fit = advise(LLAMA, setup, RTX, batch_limit=BATCH_MAX, length_limit=MAX_LEN_MAX, fastest=Constraints()).fastest_fit
+    assert [(c.key, c.before, c.after) for c in fit.changes] == [("batch", (1, 4), (4, 1))]
+    text = markdown_text(at)
+    assert ("**Fastest setup that fits** (changing the batch and accumulation, checkpointing and the optimizer): "
+            "batch × accumulation 1 × 4 → 4 × 1") in text
+    assert f"~{round(fit.tokens_per_second):,} tokens/s ({fit.speedup:.2f} × this setup's speed)" in text
+    (button,) = [b for b in at.button if b.key == "apply_fastest"]
+    button.click().run()
+    assert not at.exception
+    assert at.sidebar.slider(key="batch").value == 4 and at.sidebar.number_input(key="accum").value == 1
+    assert headline(at) == expected_headline(LLAMA, trl(batch=4), RTX)
+    assert "**Fastest setup that fits:** this one" in markdown_text(at)
+    assert not [b for b in at.button if b.key == "apply_fastest"]
+
+
+def test_the_new_pieces_in_spanish():
+    """lang=es: the condition, the time line, the chips and the waterfall's bars in Spanish."""
+    at = open_boxes(run({"lang": "es"}), "why_rule")
+    text = markdown_text(at)
+    tokens = f"{longest_length(LLAMA, TRL, RTX).tokens:,}".replace(",", ".")
+    assert f"**Cabe hasta {tokens} tokens por ejemplo con lote 1.**" in text
+    assert " por paso del optimizador (2048 tokens × 1 GPU)" in text
+    labels = [o.content for o in at.main.get("button_group")[0].proto.options]
+    assert "checkpointing activado · por defecto en TRL → checkpointing desactivado: +14,0 GB" in labels
+    assert [t.replace("<br>", " ") for t in live_chart(at, "why_waterfall")["figure"]["layout"]["yaxis"]["ticktext"]] == [
+        "Regla práctica", "Adaptadores", "Activaciones", "Runtime y asignador", "Esta estimación"]
+    assert [e.label for e in at.main.expander][:2] == ["¿Por qué no la regla práctica?", "Lo que se ha medido"]

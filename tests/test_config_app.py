@@ -65,7 +65,10 @@ def paste(at: AppTest, text: str) -> AppTest:
 
 
 def verdict(at: AppTest) -> tuple[str, float, str]:
-    """The headline, the breakdown's total bytes and the estimate line."""
+    """The headline, the breakdown's total bytes and the estimate line (the breakdown opened: one click away)."""
+    if not at.dataframe:
+        at.session_state["breakdown_box"] = True
+        at.run()
     frame = at.dataframe[0].value
     total = float(frame.loc[frame["component"] == "Total", "bytes"].iloc[0])
     headline = next(h.value for h in at.header if "GB" in h.value)
@@ -150,6 +153,8 @@ def test_a_bad_config_shows_its_message_and_the_page_keeps_its_settings():
 def test_an_exported_config_reads_back_in_the_app():
     at = paste(start(), (DATA / "litgpt/llama-3.2-1B/qlora.yaml").read_text())
     before = verdict(at)
+    at.session_state["config_file"] = True  # the config file: one click away
+    at.run()
     exported = next(c.value for c in at.code if c.value.startswith("# will-it-fit: stack=litgpt"))
     fresh = paste(start(), exported)
     assert verdict(fresh) == before

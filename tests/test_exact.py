@@ -231,10 +231,13 @@ def test_calculator_without_the_install_explains_how_to_enable_the_trace(monkeyp
     monkeypatch.setenv(exact.PYTHON_ENV, "/nonexistent/python")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
+    at.session_state["calc_details"] = True  # the calculator's exact trace: in its details, one click away
+    at.run()
     assert not at.exception
-    button = next(b for b in at.button if b.key == "exact_button")
-    assert button.disabled and button.label == "Trace exactly"
-    assert any("pip install -r requirements-exact.txt" in c.value for c in at.caption)
+    # a visitor cannot install it: no button, one line where it would be
+    assert not [b for b in at.button if b.key == "exact_button"]
+    assert ["The exact trace (PyTorch's own count of this step) is not installed on this server "
+            "(`requirements-exact.txt`)."] == [c.value for c in at.caption if "exact trace" in c.value]
 
 
 def test_calculator_with_a_cached_trace_shows_it_next_to_the_fast_estimate(monkeypatch):
@@ -251,6 +254,8 @@ def test_calculator_with_a_cached_trace_shows_it_next_to_the_fast_estimate(monke
     key, _, _ = exact.make_job(exact.preset_config("llama-3.1-8b"), resolve_setup("trl"))
     pool._cache[key] = RAW
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.session_state["calc_details"] = True  # the calculator's exact trace: in its details, one click away
     at.run()
     assert not at.exception
     text = " ".join(m.value for m in at.markdown)
@@ -400,6 +405,8 @@ def test_the_install_hint_is_said_once(monkeypatch):
 
     monkeypatch.setattr(exact, "available", lambda: (False, exact.INSTALL_HINT))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.session_state["calc_details"] = True
     at.run()
     assert not at.exception
     text = " ".join(c.value for c in at.caption)

@@ -159,6 +159,9 @@ def test_calculator_shows_the_host_verdict():
     at.query_params["device"] = "mac-64gb"
     at.query_params["batch"] = "1"  # mlx-lm's default batch of 4 does not fit the 8B model here
     at.run()
+    assert not any("GPU and host together fit" in m.value for m in at.markdown)  # it holds: said in the details
+    at.session_state["calc_details"] = True
+    at.run()
     assert any("GPU and host together fit" in m.value for m in at.markdown)
     assert at.sidebar.number_input(key="host_ram").disabled
 
@@ -169,6 +172,8 @@ def test_a_bad_host_ram_link_value_falls_back_with_a_note():
     at.run()
     assert not at.exception
     assert "The link's value for 'host_ram' was not valid; using the default (0)." in notes_text(at)
+    at.session_state["calc_details"] = True  # the host RAM: in the calculator's details
+    at.run()
     assert any("Host RAM needed" in m.value for m in at.markdown)  # the default: not given, no verdict
 
 

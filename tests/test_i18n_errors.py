@@ -211,7 +211,7 @@ def _run(params: dict[str, str]) -> AppTest:
 
 
 def _shown(at: AppTest) -> str:
-    texts = [e.value for kind in ("warning", "caption", "header", "info") for e in at.get(kind)]
+    texts = [e.value for kind in ("warning", "caption", "header", "info", "markdown") for e in at.get(kind)]
     return "\n".join(re.sub(r"\\(.)", r"\1", str(t)) for t in texts)
 
 

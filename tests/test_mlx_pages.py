@@ -52,6 +52,13 @@ def test_the_laptop_defaults_to_mlx_lm_and_shows_its_verdict_and_the_s2_note():
     v = verdict(est.total_bytes, LAPTOP, est.high_bytes, est.low_bytes)
     page = texts(at)
     assert v.headline in page
+    assert "MLX trains attention unfused" not in page  # the estimate's notes: in the details, one click away
+    # why not the rule of thumb (one click under the verdict) names the s² term; the details hold the note
+    at.session_state["why_rule"] = True
+    at.session_state["calc_details"] = True
+    at.run()
+    page = texts(at)
+    assert "MLX's unfused attention: batch × heads × length² probabilities kept per trained block" in page
     assert "MLX trains attention unfused" in page
     assert "mlx 0.32.4, mlx-lm 0.32.2" in page  # the setup line names the stack's version
 

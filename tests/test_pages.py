@@ -548,7 +548,7 @@ def test_every_page_renders_in_presentation_mode_without_warnings(page):
 # --------------------------------------------------------------------------------------------
 
 PAGE_LINKS = {"pages/compare.py": {"methods": ["lora", "qlora"], "variants": "mixed", "tokens": "200000000",
-                                   "price": "2.5"},
+                                   "epochs": "2.0", "price": "2.5"},
               "pages/fits.py": {"models": ["7B", "14B"], "methods": "lora"},
               "pages/scale.py": {"maxgpus": "16", "pernode": "8"}}
 
@@ -572,6 +572,12 @@ def test_page_params_are_the_ones_the_pages_bind():
                for w in getattr(calc.sidebar, kind)}
     assert set(TRAINER_PARAMS) <= sidebar
     bound |= set(TRAINER_PARAMS)
+    # and its run time and cost box, at the sidebar's end (ui/time_view.py)
+    from ui.time_view import FIGURE_KEYS, RUN_KEYS
+
+    numbers = {w.key for w in open_page("pages/calculator.py", device="custom").sidebar.number_input}  # figures: custom
+    assert set(RUN_KEYS + FIGURE_KEYS) <= numbers
+    bound |= set(RUN_KEYS + FIGURE_KEYS)
     assert bound == set(PAGE_PARAMS)  # ui.inputs knows every page parameter, so none is reported unknown
     assert not bound & set(PARAMS)  # and none shadows a shared sidebar parameter
 

@@ -21,6 +21,7 @@ from estimator.options.quantization import QUANT_MODE_IDS
 from estimator.options.stacks import DEFAULT_STACK, STACK_IDS
 from estimator.options.trainers import GENERATION_IDS, MAX_BETA, TRAINER_IDS
 from ui.params import AUTO, PAGE_ONLY_PARAMS, SIDEBAR_PARAMS, TABLE, TRAINER_PARAMS, url_value
+from ui.time_view import FIGURE_KEYS, RUN_KEYS  # the calculator's run time and cost box
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 # Link parameter → the TrainingSetup field it sets (numbers and choices the setup validates itself).
@@ -166,8 +167,8 @@ def widgets(at: AppTest) -> dict[str, object]:
 
 
 @pytest.mark.parametrize(("page", "keys"), [
-    ("pages/calculator.py", SIDEBAR_PARAMS + TRAINER_PARAMS),
-    ("pages/compare.py", ("methods", "variants", "tokens", "price")),
+    ("pages/calculator.py", SIDEBAR_PARAMS + TRAINER_PARAMS + RUN_KEYS + FIGURE_KEYS),
+    ("pages/compare.py", ("methods", "variants", "tokens", "epochs", "price")),
     ("pages/fits.py", ("models",)),
     ("pages/scale.py", ("maxgpus", "pernode")),
 ])

@@ -157,10 +157,14 @@ def test_grpo_link_shows_the_trainers_estimate():
     assert traces["Generation (KV cache / vLLM)"] == pytest.approx(0.4 * H100.capacity_bytes / 1e9)
     assert sum(traces.values()) == pytest.approx(est.total_bytes / 1e9)
     captions = " ".join(unescape(c.value) for c in at.caption)
-    assert "batch 8 × (512 + 1,024) tokens · detailed estimate · GRPO" in captions
+    assert "Qwen2.5-0.5B · LoRA · bf16 · detailed estimate · GRPO" in captions
     md = "\n".join(unescape(m.value) for m in at.markdown)
+    assert "Holds at batch 8 completions × (512 + 1,024) tokens, every example padded" in md  # the verdict's condition
+    assert "Every length up to the model's 32,256 tokens of completion fits at batch 8." in md  # its way out
     assert "vLLM sleep mode" in md and "Lower vllm_gpu_memory_utilization" in md and "Shorter completions" in md
     assert "Longest max completion length that fits" in md
+    at.session_state["trainer_script"] = True  # the trainer's script: one click away
+    at.run()
     code = [c.value for c in at.code]
     assert any("GRPOConfig(" in c and "vllm_gpu_memory_utilization=0.4," in c for c in code)
     share = code[-1]

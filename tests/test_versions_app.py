@@ -184,6 +184,9 @@ def test_pasting_a_freeze_sets_the_pickers_the_link_and_the_estimate():
     assert "Kept in the link for the stacks that read them: unsloth 2025.9.1." in lines
     assert "The list names unsloth==2025.9.1: choose the Unsloth stack (Training stack) to price its releases." in lines
     captions = main_captions(at)
+    assert setup_summary(setup) not in captions  # the stack's settings line: in the details, one click away
+    at.session_state["calc_details"] = True
+    captions = main_captions(at.run())
     assert setup_summary(setup) in captions
     assert "Priced for the releases given: trl 0.21.0, transformers 4.57.6, peft 0.17.1, bitsandbytes 0.47.0, torch " \
            "2.8.0; this stack's other packages at their newest modelled release." in captions

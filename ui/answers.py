@@ -25,6 +25,9 @@ class CalculatorAnswer:
     detailed: Estimate
     length: str  # the batch's length as the verdict's line names it ("2,048 tokens", "(512 + 512) tokens")
     host: HostVerdict | None  # the host RAM's verdict (the detailed estimate's host side under the rule)
+    # what the answer leaves for the end of the run, drawn into the place it kept for it (the calculator's chips: a
+    # slider's rerun sends the verdict and the chart before them)
+    late: Any = None
 
 
 @dataclass(frozen=True)

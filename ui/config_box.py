@@ -305,7 +305,11 @@ def export_section(spec: ModelSpec, setup: Any, trainer: Any) -> None:
     except (ValueError, HubError) as exc:
         st.caption(plain(_("No config file for this setup: {error}").format(error=localised_error(exc))))
         return
-    with st.expander(_("Config file for this estimate ({file})").format(file=exported.filename)):
+    box = st.expander(_("Config file for this estimate ({file})").format(file=exported.filename), key="config_file",
+                      on_change="rerun")  # its contents run only when it is open
+    if not box.open:
+        return
+    with box:
         st.caption(_("Import it again (sidebar) to get this estimate back. Run with: {command}").format(
             command=exported.command))
         st.code(exported.text, language="yaml")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import streamlit as st
@@ -29,6 +30,7 @@ from estimator.i18n import _, localised_error, set_language
 from estimator.job.settings import from_widgets, key_of
 from estimator.job.stack import default_settings, resolve_setup, setup_summary
 from estimator.job.tower import check_tower
+from estimator.job.versions import Versions
 from estimator.memory.adapters import lora_targets
 from estimator.memory.price import check_model
 from estimator.options.backends import device_backend
@@ -122,6 +124,7 @@ class _Drawn:
     trainer_box: TrainerBox
     run_defaults: dict[str, Any]  # the batch and rank defaults of this run (job.stack.default_settings)
     releases: Releases  # the releases installed (ui/versions_box.py), for the setup
+    page: Any = None  # what the page's own sidebar box returned (live_page's `sidebar`)
 
 
 # ---- the full run: the settled part of the sidebar ----------------------------------------------------------
@@ -300,9 +303,10 @@ def _draw_host_ram(sb: Any, device: Device) -> float | None:
     return float(ram) * 1e9 if ram and not unified else None
 
 
-def _draw_settled() -> _Drawn:
+def _draw_settled(page_box: Callable[[Any, Device], Any] | None = None) -> _Drawn:
     """The sidebar's widgets that change the page's structure (model, method, stack, device, options…): a change
-    reruns the whole page. The sliders go into slots kept free for the live part (_draw_sliders)."""
+    reruns the whole page. The sliders go into slots kept free for the live part (_draw_sliders). `page_box(sidebar,
+    device)`: a page's own box, drawn last (the calculator's run time and cost)."""
     _leave_legacy_pages_mode()
     code = language_switch()  # lang=es|en (ui/lang.py): before any text this page draws
     link_notes = read_link()  # the link's notes; the last page's inputs after a page switch
@@ -327,12 +331,13 @@ def _draw_settled() -> _Drawn:
     if present:
         st.html(PRESENT_CSS)
     summary_slot = sb.container()  # the resolved setup's line (_draw_sliders)
-    trainer_box = draw_trainer_box()  # the sidebar's last section
+    trainer_box = draw_trainer_box()  # the sidebar's last shared section
+    page = page_box(sb, device) if page_box is not None else None
     return _Drawn(language=code, link_notes=tuple(link_notes), notes=tuple(notes), choice=choice, spec=spec,
                   settings=training.settings, stack_id=training.stack_id, targets_text=training.targets_text,
                   device=device, host_ram=host_ram, rule_on=bool(rule_on), present=bool(present), size_slot=size_slot,
                   length_slot=training.length_slot, summary_slot=summary_slot, trainer_box=trainer_box,
-                  run_defaults=run_defaults, releases=releases)
+                  run_defaults=run_defaults, releases=releases, page=page)
 
 
 # ---- the live part: the sliders' values, then the setup they complete ----------------------------------------
@@ -364,6 +369,11 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
                 "lora_targets": targets, "backend": device_backend(drawn.device)}
     trainer = drawn.trainer_box.trainer  # a stack default an older release had may be the trainer's (TRL's DPO)
     versions = drawn.releases.for_stack(stack_id)  # the releases installed (ui/versions_box.py; None: the newest)
+    # The run's size at the stack's own values is left to the stack, as the CLI leaves an absent flag: the setup
+    # then records them as the stack's (TrainingSetup.from_stack), and the page says "batch 4 · MLX-LM default"
+    # rather than "your choice" (estimator/advice/assumptions.py). The same values, the same estimate.
+    own = _stack_size(stack_id, trainer, versions, settings["backend"])
+    settings = {k: v for k, v in settings.items() if not (k in own and own[k] == v)}
     try:
         setup = resolve_setup(stack_id, trainer, versions=versions, **settings)
     except ValueError as exc:
@@ -371,7 +381,7 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
         # one device, no offloading), the user's batch, length, method and rank kept
         notes.append(_("{error}. Using the stack's own settings for it.").format(error=localised_error(exc)))
         keep = {k: settings[k] for k in ("method", "precision", "batch", "seq_len", "lora_rank", "lora_targets",
-                                          "lora_layers", "backend")}
+                                          "lora_layers", "backend") if k in settings}
         if not get_stack(stack_id).mixed_precision and keep["precision"] == "mixed":
             keep["precision"] = "bf16"
         try:
@@ -388,6 +398,18 @@ def _live_setup(drawn: _Drawn, spec: ModelSpec, batch: int, max_len: int, notes:
             notes.append(_("{error}. Using a frozen tower.").format(error=localised_error(exc)))
             setup = replace(setup, train_tower=False)
     return setup
+
+
+@lru_cache(maxsize=64)
+def _stack_size(stack_id: str, trainer: str, versions: Versions | None, backend: str | None) -> dict[str, int]:
+    """The batch, max length and LoRA rank a stack gives by itself for this trainer and these releases
+    (job.stack.resolve_setup without them); none when the stack cannot run on this backend (the caller's fallbacks
+    say why)."""
+    try:
+        own = resolve_setup(stack_id, trainer, versions=versions, backend=backend)
+    except ValueError:
+        return {}
+    return {"batch": own.batch, "seq_len": own.seq_len, "lora_rank": own.lora_rank}
 
 
 def _fit_to_model(spec: ModelSpec, setup: TrainingSetup, notes: list[str], releases: Releases | None = None
@@ -436,7 +458,7 @@ def _live_inputs(drawn: _Drawn, values: tuple[float, int, int]) -> Inputs:
     spec, setup = _fit_to_model(spec, _live_setup(drawn, spec, batch, max_len, notes), notes, drawn.releases)
     return Inputs(model=spec, setup=setup, device=drawn.device, rule="seed" if drawn.rule_on else None,
                   presentation=drawn.present, notes=tuple(notes), model_choice=drawn.choice, trainer_box=box,
-                  host_ram_bytes=drawn.host_ram)
+                  host_ram_bytes=drawn.host_ram, page=drawn.page)
 
 
 def _draw_sliders(drawn: _Drawn, setup: TrainingSetup, values: tuple[float, int, int]) -> None:
@@ -457,15 +479,17 @@ def _draw_sliders(drawn: _Drawn, setup: TrainingSetup, values: tuple[float, int,
 T = TypeVar("T")
 
 
-def live_page(answer: Callable[[Inputs], T] | None = None, rest: Callable[[Inputs, T | None], None] | None = None
-              ) -> None:
+def live_page(answer: Callable[[Inputs], T] | None = None, rest: Callable[[Inputs, T | None], None] | None = None,
+              sidebar: Callable[[Any, Device], Any] | None = None) -> None:
     """Every page: draw the shared sidebar, then, in a fragment, the page's answer first (`answer(inputs)`: the
     verdict, the chart), the sliders into their sidebar slots, and the rest of the page (`rest(inputs, what
     answer returned)`). The sliders' values are read from Session State before they are drawn, so a slider's
     rerun sends the answer's new verdict and chart before anything else. Moving a slider reruns only the
     fragment (the rest of the sidebar is not sent again); any other input reruns the whole page, which draws
-    the fragment again with the new settings. Never raises for bad input: notes say what was replaced."""
-    drawn = _draw_settled()
+    the fragment again with the new settings. Never raises for bad input: notes say what was replaced.
+    `sidebar(st.sidebar, device)`, when given, draws the page's own box at the sidebar's end (outside the
+    fragment: a slider's rerun does not send it again); what it returns is `inputs.page`."""
+    drawn = _draw_settled(sidebar)
 
     @st.fragment
     def live() -> None:

@@ -372,3 +372,109 @@ def pins_chart_spec(results: Sequence[PinResult], *, font_size: int | None = Non
                 layout[axis] = {**spec, "tickfont": {"size": font_size},
                                 "title": {**spec.get("title", {}), "font": {"size": font_size}}}
     return {"data": traces, "layout": layout}
+
+
+# ---- Why not the rule of thumb (the calculator): the rule's bar, the steps to ours, our bar -------------------------
+
+# Each step's name on the chart's axis, by its stable key (estimator/memory/why.py STEP_KEYS); the step's whole label
+# (its numbers, what it is against) is in its hover and in the list under the chart.
+WHY_STEP_NAMES: dict[str, str] = {
+    "precision": N_("Precision recipe"),
+    "adapters": N_("Adapters"),
+    "base": N_("Frozen base"),
+    "load": N_("16-bit load"),
+    "activations": N_("Activations"),
+    "attention": N_("Attention"),
+    "loss": N_("Logits and loss"),
+    "reference": N_("Reference model"),
+    "generation": N_("Generation"),
+    "runtime": N_("Runtime and allocator"),
+    "eager_attention": N_("Eager attention"),
+    "sharding": N_("Sharding"),
+    "offload": N_("Moved to CPU RAM"),
+}
+WHY_RULE_NAME = N_("Rule of thumb")
+WHY_OURS_NAME = N_("This estimate")
+WHY_UP_COLOR = "#E69F00"  # orange (Okabe–Ito): a step that adds to the rule's number
+WHY_DOWN_COLOR = "#009E73"  # bluish green: a step that takes from it
+WHY_TOTAL_COLOR = "#0072B2"  # blue: the rule's bar and ours
+WHY_ROW_PX = 34  # pixels per bar
+
+
+def why_bars(why) -> list[tuple[str, str, int]]:  # noqa: ANN001 - estimator.memory.why.Why
+    """The waterfall's bars as (key, measure, whole bytes): the rule ("rule", "absolute"), every step that moves the
+    number ("relative"; a step of exactly 0 B is left out, which changes no sum), ours ("total", "total"). The
+    relative bytes add up from the rule's to ours exactly (memory/why.py)."""
+    return ([("rule", "absolute", int(why.rule_bytes))]
+            + [(s.key, "relative", int(s.bytes)) for s in why.steps if s.bytes]
+            + [("total", "total", int(why.total_bytes))])
+
+
+def _two_lines(name: str, longest: int = 15) -> str:
+    """An axis label longer than `longest` characters on two lines, broken at the space nearest its middle (a
+    phone's narrow plot keeps its width for the bars)."""
+    spaces = [i for i, ch in enumerate(name) if ch == " "]
+    if len(name) <= longest or not spaces:
+        return _esc(name)
+    cut = min(spaces, key=lambda i: abs(i - len(name) / 2))
+    return _esc(name[:cut]) + "<br>" + _esc(name[cut + 1:])
+
+
+def _signed_gb(n_bytes: float) -> str:
+    gb = to_gb(n_bytes)
+    return ("+" if gb >= 0 else "−") + format_number(abs(gb)) + " GB"
+
+
+def why_waterfall(why, *, font_size: int | None = None) -> go.Figure:  # noqa: ANN001
+    """why_waterfall_spec as a plotly Figure (validated)."""
+    return go.Figure(why_waterfall_spec(why, font_size=font_size))
+
+
+def why_waterfall_spec(why, *, font_size: int | None = None) -> dict:  # noqa: ANN001 - estimator.memory.why.Why
+    """Why not the rule of thumb, as a horizontal waterfall: the rule's number for this model and method on top, each
+    named step from it to this estimate (memory/why.py why_not_rule: they add up exactly), and this estimate's
+    total at the bottom, in GB; each step's hover holds its whole label. No device line: the chart is about the
+    numbers' differences (the memory bar beside the verdict has the device). Plain plotly.js JSON, what
+    ui.live_chart draws; `customdata` keeps each bar's whole bytes (the rule's, the steps', ours)."""
+    bars = why_bars(why)
+    labels = {s.key: s.label for s in why.steps}
+    names, hovers, texts = [], [], []
+    for key, measure, n_bytes in bars:
+        if measure == "relative":
+            name = _(WHY_STEP_NAMES.get(key, key))
+            text, sign = _signed_gb(n_bytes), "+" if n_bytes >= 0 else "−"
+            detail = _(labels[key])
+        else:
+            name = _(WHY_RULE_NAME) if key == "rule" else _(WHY_OURS_NAME)
+            text, sign = f"{format_number(to_gb(n_bytes))} GB", ""
+            detail = _(why.rule_label) if key == "rule" else _("The detailed estimate's peak")
+        names.append(name)
+        texts.append(text)
+        hovers.append(f"<b>{_esc(name)}</b>: {sign}{_esc(both_units(abs(n_bytes), 2))}<br>{_esc(detail)}")
+    positions = list(range(len(bars)))
+    running, ends = 0, []
+    for _key, measure, n_bytes in bars:
+        running = n_bytes if measure != "relative" else running + n_bytes
+        ends.append(to_gb(running))
+    longest = max(ends + [to_gb(why.rule_bytes)])
+    trace = dict(
+        type="waterfall", orientation="h", y=positions, x=[to_gb(b) if m != "total" else 0.0 for _k, m, b in bars],
+        measure=[m for _k, m, _b in bars], customdata=[b for _k, _m, b in bars], text=texts, textposition="outside",
+        cliponaxis=False, hovertext=hovers, hoverinfo="text", name=_(WHY_OURS_NAME), showlegend=False,
+        connector=dict(line=dict(color="#8C8C8C", width=1, dash="dot")),
+        increasing=dict(marker=dict(color=WHY_UP_COLOR)), decreasing=dict(marker=dict(color=WHY_DOWN_COLOR)),
+        totals=dict(marker=dict(color=WHY_TOTAL_COLOR)), meta=[k for k, _m, _b in bars])
+    row = max(WHY_ROW_PX, round(2.4 * (font_size or 12)))  # a two-line label fits its row
+    layout = dict(
+        height=70 + row * len(bars), showlegend=False, hovermode="closest",
+        # the right margin holds a bar's "+0.5 GB" past the axis's end (cliponaxis off): on a phone, where the plot
+        # is narrow, the text of a bar near the end is not cut
+        margin=dict(t=10, b=10, l=10, r=4 * (font_size or 12) + 10), separators=separators(),
+        xaxis=dict(title=dict(text=_("Memory (GB; 1 GB = 10⁹ bytes)")), range=[0, axis_top(longest * 1.15)],
+                   ticksuffix=" GB", zeroline=False, automargin=True),
+        yaxis=dict(tickvals=positions, ticktext=[_two_lines(n) for n in names], range=[len(bars) - 0.5, -0.5],
+                   showgrid=False, zeroline=False, automargin=True),
+    )
+    if font_size:
+        font_layout(layout, font_size)
+    return {"data": [trace], "layout": layout}

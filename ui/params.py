@@ -20,6 +20,7 @@ from estimator.i18n import N_, Text, _
 from estimator.job.settings import AUTO, BY_KEY, CKPT_CHOICES, widget_value
 from estimator.job.setup import MAX_BATCH, MAX_GPUS, MAX_GRAD_ACCUM, MAX_LORA_LAYERS, MAX_RANK, MAX_SEQ_LEN
 from estimator.memory.rule import rule_sentence
+from estimator.options.compute import CUSTOM_MAX_GBPS, CUSTOM_MAX_TFLOPS
 from estimator.options.devices import CUSTOM_MAX_GB, CUSTOM_MIN_GB, DEVICE_KINDS, Device, custom_device, get_device
 from estimator.options.losses import LOSSES
 from estimator.options.methods import ATTENTIONS, METHODS, SHARDING_LABELS, SHARDINGS
@@ -40,7 +41,7 @@ from estimator.options.trainers import (
     TRL_VERSION,
     VLLM_GPU_MEMORY_UTILIZATION,
 )
-from estimator.speed.run import MAX_PRICE, MAX_TOKENS
+from estimator.speed.run import MAX_EPOCHS, MAX_EXAMPLES, MAX_PRICE, MAX_TOKENS
 from ui.grids import SEED_SIZES_B, VARIANT_OPTIONS, size_and_preset_options, size_label
 
 BY_SIZE = "by-size"
@@ -288,16 +289,6 @@ def _rows() -> tuple[Param, ...]:
                       "config.json files)."), source="estimator presets and the seed's sizes (fits)"),
         Param("maxgpus", N_("Up to this many GPUs"), "select_slider", 64, (8, 16, 32, 64), group="page",
               source="scale out's search range (estimator.job.setup.MAX_GPUS bounds it)"),
-        Param("tokens", N_("Dataset size (tokens, all epochs)"), "number", 0, low=0, high=MAX_TOKENS, integer=True,
-              step=1_000_000, group="page",
-              help=N_("The tokens the run trains on, times the epochs (100,000,000 = 100 M tokens); 0 = not given. "
-                      "Gives each pinned setup's time per run."),
-              source="estimator.speed.run MAX_TOKENS (compare's pinned setups; the CLI's --tokens)"),
-        Param("price", N_("Price per GPU-hour"), "number", 0.0, low=0.0, high=MAX_PRICE, step=0.5, fmt="%.2f",
-              group="page",
-              help=N_("What one GPU-hour costs you, in your currency; 0 = not given. With a dataset size it gives each "
-                      "pinned setup's cost per run (hours × GPUs × price). There is no built-in price list."),
-              source="estimator.speed.run MAX_PRICE (compare's pinned setups; the CLI's --price-per-gpu-hour)"),
         Param("pins", N_("Pinned setups"), "list", (), max_chars=600, group="page",
               help=N_("Up to four setups pinned on the Compare page, each one value: its settings as key.value "
                       "pairs joined by ~ (ui/pins.py)."),
@@ -306,6 +297,37 @@ def _rows() -> tuple[Param, ...]:
               help=N_("1 = any GPU count; 8 = the GPUs come in servers of 8, so counts are whole nodes (8, 16, "
                       "24…)."),
               source="scale out: GPUs per server"),
+        # a run's time and cost (estimator/speed/run.py's limits): drawn in the calculator's sidebar box
+        # (ui/time_view.py) and above Compare's pins (ui/pins_view.py: tokens, epochs, price); 0 = not given
+        Param("tokens", N_("Dataset tokens"), "number", 0, low=0, high=MAX_TOKENS, integer=True, step=1_000_000,
+              group="page",
+              help=N_("The tokens the run trains on per epoch (packed into full rows). 0 = not given; or give the "
+                      "examples below, not both."),
+              source="estimator.speed.run DatasetSize.tokens, MAX_TOKENS (calculator, compare; the CLI's --tokens)"),
+        Param("examples", N_("Dataset examples"), "number", 0, low=0, high=MAX_EXAMPLES, integer=True, step=1000,
+              group="page", help=N_("The examples per epoch, each a row of the max length (or of the typical length "
+                                    "below). 0 = not given."),
+              source="estimator.speed.run DatasetSize.examples, MAX_EXAMPLES"),
+        Param("typical_len", N_("Typical example length (tokens)"), "number", 0, low=0, high=MAX_SEQ_LEN,
+              integer=True, step=64, group="page",
+              help=N_("With examples: the tokens of a typical example (dynamic padding or packing). 0 = each "
+                      "example padded to the max length."),
+              source="estimator.speed.run DatasetSize.typical_len, MAX_SEQ_LEN"),
+        Param("epochs", N_("Epochs"), "number", 1.0, low=0.01, high=MAX_EPOCHS, step=1.0, fmt="%g", group="page",
+              source="estimator.speed.run DatasetSize.epochs, MAX_EPOCHS (calculator, compare; the CLI's --epochs)"),
+        Param("price", N_("Price per GPU-hour"), "number", 0.0, low=0.0, high=MAX_PRICE, step=0.5, fmt="%g",
+              group="page",
+              help=N_("What one GPU-hour costs you, in any currency (no price list is built in). 0 = not given."),
+              source="estimator.speed.run run_cost, MAX_PRICE (calculator, compare; the CLI's --price-per-gpu-hour)"),
+        Param("tflops", N_("Custom device TFLOPS (dense 16-bit)"), "number", 0.0, low=0.0, high=CUSTOM_MAX_TFLOPS,
+              step=10.0, fmt="%g", group="page",
+              help=N_("A custom device's dense bf16/fp16 tensor TFLOPS (the datasheet's figure without sparsity), "
+                      "with its memory bandwidth: without them its time is unknown. 0 = not given."),
+              source="estimator.options.compute custom_compute, CUSTOM_MAX_TFLOPS"),
+        Param("bandwidth", N_("Custom device memory bandwidth (GB/s)"), "number", 0.0, low=0.0,
+              high=CUSTOM_MAX_GBPS, step=100.0, fmt="%g", group="page",
+              help=N_("A custom device's memory bandwidth in GB/s. 0 = not given."),
+              source="estimator.options.compute custom_compute, CUSTOM_MAX_GBPS"),
     )
 
 

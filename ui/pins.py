@@ -273,9 +273,11 @@ def resolve_pin(text: str, values: Mapping[str, str], hub: Callable[[str], Model
     return PinnedJob(text, spec, result.setup, device, result.trainer, rule, result.notes)
 
 
-def price_pin(job: PinnedJob, tokens: int | None = None, price: float | None = None) -> PinResult:
+def price_pin(job: PinnedJob, tokens: int | None = None, price: float | None = None,
+              epochs: float = 1.0) -> PinResult:
     """The pin's estimate and verdict (the calculator's: the same call), its step time and, with a dataset of `tokens`
-    (all epochs), the run's time, and with a `price` per GPU-hour its cost. A time the model cannot give (a custom
+    per epoch and its `epochs` (the calculator's and the CLI's meaning), the run's time, and with a `price` per
+    GPU-hour its cost. A time the model cannot give (a custom
     device has no compute figures) is None with the reason; the memory answer stands."""
     est = estimate(job.spec, job.setup, rule=job.rule, trainer=job.trainer, device_capacity=job.device.capacity_bytes)
     v = verdict(est.total_bytes, job.device, est.high_bytes, est.low_bytes)
@@ -288,7 +290,8 @@ def price_pin(job: PinnedJob, tokens: int | None = None, price: float | None = N
     note = ""
     if tokens:
         try:
-            run = run_time(job.spec, job.setup, job.device, DatasetSize(tokens=int(tokens)), trainer)
+            run = run_time(job.spec, job.setup, job.device, DatasetSize(tokens=int(tokens), epochs=float(epochs)),
+                           trainer)
             cost = run_cost(run, float(price)) if price else None
         except ValueError as exc:
             note = localised_error(exc)

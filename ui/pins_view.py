@@ -1,7 +1,7 @@
 """The Compare page's pinned setups (issue 30): pin the sidebar's setup (up to four), see them side by side on one
 axis (ui.page_charts.pins_chart_spec: memory, tokens per second, the run's time or cost) with a table, and one link
 that opens all of them. The pins live in the address (`pins=`, ui/pins.py), so a reload, a page switch and a shared
-link keep them; the dataset size and price are the page's own inputs (`tokens=`, `price=`)."""
+link keep them; the dataset size and price are the calculator's run-box inputs (`tokens=`, `epochs=`, `price=`)."""
 
 from __future__ import annotations
 
@@ -88,22 +88,25 @@ def _current_pin(inputs: Inputs, trainer_in: TrainerInputs) -> tuple[str | None,
     return encode_pin(values), notes
 
 
-def _dataset_inputs(present: bool) -> tuple[int, float]:
-    """The dataset size and the price per GPU-hour (0: not given), in an expander in presentation mode."""
+def _dataset_inputs(present: bool) -> tuple[int, float, float]:
+    """The dataset's tokens per epoch, the epochs and the price per GPU-hour (0: not given), the calculator's run box's
+    rows (one name each, ui/params.py), in an expander in presentation mode."""
     box = st.expander(_("Dataset size and price"), expanded=False) if present else st.container()
     with box:
-        left, right = st.columns(2)
+        left, middle, right = st.columns(3)
         tokens = int(widget("tokens", left) or 0)
+        epochs = float(widget("epochs", middle) or 1.0)
         price = float(widget("price", right) or 0.0)
-    return tokens, price
+    return tokens, epochs, price
 
 
-def _priced(texts: list[tuple[str, dict[str, str]]], tokens: int, price: float) -> tuple[list[PinResult], list[str]]:
+def _priced(texts: list[tuple[str, dict[str, str]]], tokens: int, epochs: float,
+            price: float) -> tuple[list[PinResult], list[str]]:
     results: list[PinResult] = []
     notes: list[str] = []
     for i, (text, values) in enumerate(texts, start=1):
         try:
-            result = price_pin(resolve_pin(text, values, hub=_read_hub), tokens or None, price or None)
+            result = price_pin(resolve_pin(text, values, hub=_read_hub), tokens or None, price or None, epochs)
         except ValueError as exc:
             notes.append(_("Pinned setup {i} could not be priced ({reason}); it is left out.").format(
                 i=i, reason=localised_error(exc)))
@@ -154,8 +157,8 @@ def pins_section(inputs: Inputs, trainer_in: TrainerInputs) -> None:
                 type="primary", width="stretch")
     right.button(_("Clear pins"), icon=":material/clear_all:", key="pin_clear", on_click=_clear_pins,
                  disabled=not raws, width="stretch")
-    tokens, price = _dataset_inputs(inputs.presentation)
-    results, price_notes = _priced(read, tokens, price)
+    tokens, epochs, price = _dataset_inputs(inputs.presentation)
+    results, price_notes = _priced(read, tokens, epochs, price)
     warn_notes(notes + price_notes + (current_notes if not pinned else []))
     if not results:
         st.info(_("No setup pinned yet: set up the sidebar, then press *Pin this setup*."), icon=":material/info:")
@@ -178,7 +181,7 @@ def pins_section(inputs: Inputs, trainer_in: TrainerInputs) -> None:
         col.button(_("Unpin {i}").format(i=i), key=f"pin_remove_{i}", on_click=_remove_pin, args=(r.job.text,),
                    icon=":material/close:", width="stretch")
     params: dict[str, list[str]] = {PARAM: [r.job.text for r in results]}
-    for key in ("tokens", "price", LANG_PARAM):
+    for key in ("tokens", "epochs", "price", LANG_PARAM):
         if key in st.query_params:
             params[key] = st.query_params.get_all(key)
     st.code(share_url(st.context.url, params), language=None)

@@ -264,12 +264,8 @@ def _page_param_value(key: str, raw: list[str]) -> object:
         return list(raw)
     if p.widget == "toggle":
         return raw[-1].lower() == "true"
-    if p.widget == "number":  # (a number box has no options: its value is the number)
-        try:
-            value = float(raw[-1])
-        except ValueError:
-            return p.default
-        return int(value) if p.integer else value
+    if p.widget == "number":  # the calculator's run-time box (its rows hold numbers, not choices)
+        return (int if p.integer else float)(float(raw[-1])) if p.accepts(raw[-1]) else p.default
     return next((c for c in p.choices if url_value(c) == raw[-1]), p.default)
 
 

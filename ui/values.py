@@ -37,3 +37,4 @@ class Inputs:
     model_choice: str  # preset id, BY_SIZE or UPLOAD
     trainer_box: TrainerBox  # the Trainer box's values (ui.trainer_inputs.resolve_box prices them for the setup)
     host_ram_bytes: float | None = None  # the machine's RAM for the host verdict (None: not given; unified: unused)
+    page: Any = None  # what the page's own sidebar box returned (ui.inputs.live_page's `sidebar`; None without one)

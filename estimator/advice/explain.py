@@ -41,7 +41,7 @@ def explain(spec: ModelSpec, est: Estimate, device: Device | None = None, count:
     return Explanation(
         why=why_not_rule(spec, est, capacity),
         assumptions=assumptions(spec, est.setup, est.trainer, rule, capacity, count),
-        measured=closest_measured(spec, est.setup, est.trainer, measured),
+        measured=closest_measured(spec, est.setup, est.trainer, measured) if measured > 0 else (),  # 0: not asked
         condition=condition_sentence(est.setup, est.trainer),
         longest=longest_length(spec, est.setup, device, est.trainer, rule) if device is not None else None,
     )

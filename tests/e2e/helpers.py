@@ -55,3 +55,12 @@ def open_select(box) -> None:
     """Open a selectbox's list: centred in the viewport first (at a viewport edge its list may not open)."""
     box.evaluate("e => e.scrollIntoView({block: 'center'})")
     box.click()
+
+
+def open_box(page: Page, key: str) -> None:
+    """Open one of the calculator's one-click expanders by its key (breakdown_box, calc_details, config_file,
+    why_rule, measured_runs: their contents are drawn only when open) and wait for them."""
+    box = page.locator(f".st-key-{key}")
+    box.locator("summary").click()
+    wait_for_app_run(page)
+    expect(box.locator("details")).to_have_attribute("open", "")

@@ -14,7 +14,15 @@ from playwright.sync_api import Browser, Page, expect
 from estimator import TrainingSetup, estimate, generic_spec, get_device, load_preset, to_gb, verdict
 from estimator.job.stack import resolve_setup
 from estimator.report.document import estimate_json
-from tests.e2e.helpers import chart_bars, chart_total_gb, open_app, open_select, verdict_text, wait_for_app_run
+from tests.e2e.helpers import (
+    chart_bars,
+    chart_total_gb,
+    open_app,
+    open_box,
+    open_select,
+    verdict_text,
+    wait_for_app_run,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -129,10 +137,12 @@ def test_share_link_reproduces_the_view_in_a_fresh_page(page: Page, app_url: str
 
 def test_json_download_is_the_estimators_document(page: Page, app_url: str):
     open_app(page, app_url + LAPTOP_7B + "&ckpt=false")  # TRL checkpoints; the link turns it off
+    open_box(page, "breakdown_box")  # the breakdown and its downloads: one click away
     with page.expect_download() as info:
         page.get_by_role("button", name="Download JSON").click()
     document = json.loads(open(info.value.path(), encoding="utf-8").read())
-    est = estimate(SEVEN, mps(grad_ckpt=False, offload_activations=False, batch=1, seq_len=2048, lora_rank=16))
+    # batch, length and rank at TRL's own values are TRL's (from_stack), as the CLI records them
+    est = estimate(SEVEN, mps(grad_ckpt=False, offload_activations=False))
     assert document == json.loads(json.dumps(estimate_json(est, LAPTOP)))
     assert document["setup"]["stack"] == "trl" and document["setup"]["grad_ckpt"] is False
     assert "grad_ckpt" not in document["setup"]["from_stack"] and "loss" in document["setup"]["from_stack"]
@@ -183,5 +193,6 @@ def test_switching_the_training_stack_changes_the_verdict_and_the_url(page: Page
     expect(page).to_have_url(re.compile(r"[?&]stack=plain(&|$)"))
     assert query(page) == {"stack": ["plain"]}
     expect(page.locator(".st-key-stack input")).to_have_value("plain")
+    open_box(page, "calc_details")  # the stack's settings line, one click away (and in the sidebar)
     expect(page.get_by_test_id("stMain").get_by_text(
         "torch 2.x hand-written loop: checkpointing off (Plain PyTorch loop default)")).to_be_visible()

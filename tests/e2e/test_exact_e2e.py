@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 
 from bench.common import streamlit_server
 from estimator import exact as ex
-from tests.e2e.helpers import VERDICT, chart_bars, open_app, open_select, wait_for_app_run
+from tests.e2e.helpers import VERDICT, chart_bars, open_app, open_box, open_select, wait_for_app_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -47,6 +47,7 @@ def test_trace_exactly_button_shows_progress_then_the_second_bar(page: Page, exa
     page.locator(UPLOADER).set_input_files({"name": "tiny.json", "mimeType": "application/json",
                                             "buffer": json.dumps(TINY).encode()})
     wait_for_app_run(page)
+    open_box(page, "calc_details")  # the calculator's exact trace is in its details, one click away
     button = page.get_by_role("button", name="Trace exactly")
     expect(button).to_be_enabled(timeout=60_000)
     button.click()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.helpers import open_app, wait_for_app_run
+from tests.e2e.helpers import open_app, open_box, wait_for_app_run
 from ui.report import BREAKDOWN_WIDTHS
 
 pytestmark = pytest.mark.e2e
@@ -34,6 +34,7 @@ def test_the_language_switch_is_named_in_words(page: Page, app_url: str):
 def test_the_breakdown_shows_every_row_and_its_total_whole_at_1440(page: Page, app_url: str):
     page.set_viewport_size({"width": 1440, "height": 900})
     open_app(page, app_url + "/")
+    open_box(page, "breakdown_box")
     grid = page.get_by_test_id("stDataFrame").filter(has=page.locator("th", has_text="Share"))
     grid.evaluate("e => e.scrollIntoView({block: 'center'})")
     page.wait_for_timeout(500)

@@ -10,7 +10,7 @@ from playwright.sync_api import Page, expect
 
 from estimator import estimate, get_device, load_preset, to_gb, verdict
 from estimator.job.stack import resolve_setup
-from tests.e2e.helpers import chart_total_gb, open_app, verdict_text
+from tests.e2e.helpers import chart_total_gb, open_app, open_box, verdict_text
 
 pytestmark = pytest.mark.e2e
 
@@ -31,6 +31,7 @@ def test_stack_mlx_on_the_laptop_verdict_note_and_snippet(page: Page, app_url: s
     est = estimate(LLAMA, sidebar_setup())
     assert verdict_text(page) == verdict(est.total_bytes, LAPTOP, est.high_bytes, est.low_bytes).headline
     assert chart_total_gb(page) == pytest.approx(to_gb(est.total_bytes), abs=1e-6)
+    open_box(page, "calc_details")  # the estimate's notes: one click away
     expect(page.get_by_text("MLX trains attention unfused", exact=False).first).to_be_visible()
 
     open_app(page, app_url + "/how" + LINK[1:])
