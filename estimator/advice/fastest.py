@@ -248,6 +248,12 @@ class _Search:
             speed = self.time(fit).tokens_per_second_per_gpu
             found.append((speed, fit))
             best = max(best, speed)
+            # the user's own batch shape on this combination, one change fewer when it is within TIE: it fits when
+            # a larger micro-batch with accumulation does (memory grows with the micro-batch), so no estimate
+            own = next((x for x in shapes if (x.batch, x.grad_accum) == (self.setup.batch, self.setup.grad_accum)),
+                       None)
+            if own is not None and own is not fit and fit.grad_accum > 1 and own.batch < fit.batch:
+                found.append((self.time(own).tokens_per_second_per_gpu, own))
         return found
 
 
