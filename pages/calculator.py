@@ -61,7 +61,7 @@ def answer(inputs: Inputs) -> Answer:
     trainer_in = resolve_box(setup, inputs.trainer_box)  # SFT unless the Trainer box says otherwise
     setup, trainer = trainer_in.setup, trainer_in.trainer
     rule = inputs.rule if trainer.trainer == "sft" else None  # the seed's rule covers SFT only
-    est = estimate(inputs.model, setup, rule=rule, trainer=trainer, device_capacity=device.capacity_bytes)
+    est = estimate(inputs.model, setup, rule=rule, trainer=trainer, device_capacity=device.runtime_total_bytes)
     detailed = estimate(inputs.model, setup) if rule else est
     show_notes(inputs)
     warn_notes(trainer_in.notes + ((_("The rule of thumb covers SFT only; showing the detailed estimate."),)
@@ -134,7 +134,7 @@ def rest(inputs: Inputs, a: Answer) -> None:
         for note in a.est.notes:
             st.caption(text(_(note)))  # the estimator's notes are marked N_() where written
         # the releases given and the version forks that move this estimate (ui/versions_box.py)
-        show_release_notes(spec, a.setup, a.est, a.trainer, device.capacity_bytes, a.rule)
+        show_release_notes(spec, a.setup, a.est, a.trainer, device.runtime_total_bytes, a.rule)
         if a.trainer.trainer == "sft":  # the exact trace runs a supervised step (ui/exact.py)
             render_exact(inputs.model_choice, spec.source, a.setup, a.detailed, device,
                          upload=st.session_state.get("upload"), hub_token=hub_token())

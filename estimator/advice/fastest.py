@@ -266,7 +266,7 @@ def fastest_fit(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: 
     wins. ValueError (one translatable line) when the device has no compute figures for this job."""
     tr = trainer or TrainerSetup("sft")
     constraints = constraints or Constraints()
-    fn = estimate_fn or solver_estimate_fn(tr, device.capacity_bytes)
+    fn = estimate_fn or solver_estimate_fn(tr, device.runtime_total_bytes)
     search = _Search(spec, setup, device, tr, fn, compute)
     base_step = search.time(setup)  # raises when the device has no figures: the time is unknown
     scale = constraints.max_gpus is not None and constraints.max_gpus > 1
