@@ -72,7 +72,7 @@ def answer(inputs: Inputs) -> Answer:
     trainer_in = resolve_box(setup, inputs.trainer_box)  # SFT unless the Trainer box says otherwise
     setup, trainer = trainer_in.setup, trainer_in.trainer
     rule = inputs.rule if trainer.trainer == "sft" else None  # the seed's rule covers SFT only
-    est = estimate(inputs.model, setup, rule=rule, trainer=trainer, device_capacity=device.capacity_bytes)
+    est = estimate(inputs.model, setup, rule=rule, trainer=trainer, device_capacity=device.runtime_total_bytes)
     detailed = estimate(inputs.model, setup) if rule else est
     show_notes(inputs)
     warn_notes(trainer_in.notes + ((_("The rule of thumb covers SFT only; showing the detailed estimate."),)
@@ -196,7 +196,7 @@ def rest(inputs: Inputs, a: Answer) -> None:
     spec, device, present = inputs.model, inputs.device, inputs.presentation
     if not present:  # the releases given and the version forks that move this estimate (ui/versions_box.py):
         # beside the answer, not in the details, since issue 28 names a fork whenever it matters to the estimate shown
-        show_release_notes(spec, a.setup, a.est, a.trainer, device.capacity_bytes, a.rule)
+        show_release_notes(spec, a.setup, a.est, a.trainer, device.runtime_total_bytes, a.rule)
     _what_to_change(inputs, a)
     if not present:
         _breakdown(a.est, device, a.host)

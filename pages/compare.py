@@ -37,7 +37,7 @@ def answer(inputs: Inputs) -> Answer | None:
     trainer_in = page_trainer(inputs)  # the sidebar's Trainer box: DPO, GRPO… priced for every method
     spec, setup, device, trainer = inputs.model, trainer_in.setup, inputs.device, trainer_in.trainer
     rule = inputs.rule if trainer.trainer == "sft" else None  # the rule of thumb covers SFT only
-    estimate_fn = page_estimate_fn(trainer, rule, device.capacity_bytes)
+    estimate_fn = page_estimate_fn(trainer, rule, device.runtime_total_bytes)
 
     st.title(_("Compare methods"))
     st.caption(plain(setup_summary(spec, setup, device, trainer_summary(trainer))))

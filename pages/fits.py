@@ -35,7 +35,7 @@ def answer(inputs: Inputs) -> FitsGrid | None:
 
     st.title(_("What fits my device"))
     mode = _("the rule of thumb") if rule == "seed" else _("the detailed estimate")
-    # One decimal, as the calculator's verdict writes them ("Fits: 19.2 GB of 25.8 GB usable"): not 26 GB here.
+    # One decimal, as the calculator's verdict writes them ("Fits: 19.2 GB of 25.2 GB usable"): not 26 GB here.
     st.caption(plain(_("{device}: {usable} GB usable of {capacity} GB").format(
         device=device.name, usable=format_number(device.usable_bytes / 1e9, 1),
         capacity=format_number(device.capacity_bytes / 1e9, 1))

@@ -91,13 +91,17 @@ def _assumptions() -> None:
           "- **QLoRA**: NF4 with double quantisation (LitGPT's `bnb.nf4`: without), 16-bit compute.\n"
           "- **Every example is max-length tokens** (padding to max length; the worst batch you can get), and every "
           "token counts in the loss.\n"
-          "- **Usable memory**: a discrete GPU's whole memory as its driver reports it (nvidia-smi's MiB); a "
-          "unified-memory laptop (Apple silicon) about {unified} % of its RAM, the rest being the OS and apps' (Apple's "
-          "`recommendedMaxWorkingSetSize`; the product page says the same).\n"
+          "- **Usable memory**: a discrete GPU's memory as CUDA reports it to PyTorch "
+          "(`torch.cuda.get_device_properties(0).total_memory`, the \"total capacity\" of its out-of-memory "
+          "messages), a little below nvidia-smi's MiB, which also count what the driver keeps (an A100 80GB: 79.15 "
+          "GiB of 80); the CUDA context is part of the estimate. A unified-memory laptop (Apple silicon) about "
+          "{unified} % of its RAM, the rest being the OS and apps' (Apple's `recommendedMaxWorkingSetSize`; the "
+          "product page says the same).\n"
           "- **The rule of thumb** (sidebar toggle) is the product page's rule as written: {rule}. It ignores "
           "batch, length, optimizer and stack.").format(unified=format_number(100 * UNIFIED_USABLE_FRACTION, 0),
                                                         rule=_(rule_sentence()))
     )
+    how_formulas.gpu_usable()
 
 
 def _units() -> None:

@@ -76,9 +76,9 @@ def answer(inputs: Inputs) -> Layouts:
                      "sharding).") if offload else
                    _("Optimizer state in CPU RAM: off (the sidebar's setting, under GPUs and sharding)."))
     lay = Layouts(spec, setup, device, trainer, offload, max_gpus, int(per_node or 1),
-                  page_estimate_fn(trainer, None, device.capacity_bytes))
+                  page_estimate_fn(trainer, None, device.runtime_total_bytes))
     counts = [n for n in GPU_COUNTS if lay.per_node <= n <= max_gpus] or [max_gpus]
-    curves = scale_out_curves(spec, setup, counts, SHARDINGS, offload, trainer, device.capacity_bytes)
+    curves = scale_out_curves(spec, setup, counts, SHARDINGS, offload, trainer, device.runtime_total_bytes)
     if device.kind != "discrete":
         st.info(plain(_("{device} is a unified-memory machine: it does not scale out. The lines show what each GPU "
                         "would need; pick a GPU in the sidebar to compare.").format(device=device.name)),

@@ -43,7 +43,7 @@ def answer(inputs: Inputs) -> pd.DataFrame:
 
     # The sidebar's model joins the table when it is a real architecture (a preset or an uploaded config).
     extra = [(_("{model} (yours)").format(model=spec.name), spec)] if inputs.model_choice != BY_SIZE else []
-    table = size_table(setup, extra=extra, trainer=trainer, device_capacity=device.capacity_bytes)
+    table = size_table(setup, extra=extra, trainer=trainer, device_capacity=device.runtime_total_bytes)
 
     gb_columns = [c for c in table.columns if c.endswith("(GB)")]
     shown = ["Model", *gb_columns] if not inputs.presentation else [

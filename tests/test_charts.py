@@ -39,9 +39,9 @@ from ui.charts import (
 )
 
 LAPTOP = get_device("laptop-36gb")  # unified: 27 GiB (29.0 GB) usable of 36 GiB (38.7 GB), as macOS reports RAM
-RTX = get_device("rtx-4090")  # discrete: 24,564 MiB (25.8 GB) as nvidia-smi reports it, all usable
+RTX = get_device("rtx-4090")  # discrete: 24,564 MiB (25.8 GB) by nvidia-smi, 24,078 MiB (25.2 GB) usable by CUDA
 LAPTOP_USABLE_GB, LAPTOP_TOTAL_GB = 27 * 2**30 / 1e9, 36 * 2**30 / 1e9  # 28.99 and 38.65 GB
-RTX_GB = 24_564 * 2**20 / 1e9  # 25.76 GB
+RTX_GB = 24_078 * 2**20 / 1e9  # 25.25 GB: the usable line
 LLAMA = load_preset("llama-3.1-8b")
 WHITE, STREAMLIT_DARK = "#FFFFFF", "#0E1117"
 
@@ -240,12 +240,14 @@ def test_unified_laptop_overlay_matches_the_seeds_diagram():
     assert fig.layout.xaxis.range[1] >= LAPTOP_TOTAL_GB
 
 
-def test_discrete_gpu_has_one_line_and_no_band():
+def test_discrete_gpu_has_one_line_at_cudas_total_and_no_band():
     fig = memory_bar(estimate(LLAMA, TrainingSetup()), RTX)
     (usable,) = shapes(fig, "usable")
     assert usable.x0 == pytest.approx(RTX_GB)
     assert not shapes(fig, "capacity") and not shapes(fig, "reserved")
-    assert annotation(fig, "usable-label").text == "<b>25.8 GB usable</b> (all of it)"
+    assert annotation(fig, "usable-label").text == "<b>25.2 GB usable</b> (CUDA's total)"
+    typed = memory_bar(estimate(LLAMA, TrainingSetup()), custom_device(24))
+    assert annotation(typed, "usable-label").text == "<b>24 GB usable</b> (all of it)"
 
 
 def test_labels_take_two_rows_when_the_lines_are_close():

@@ -94,7 +94,7 @@ def test_advice_carries_time_factors_and_the_fastest_fit(capsys):
     assert fit["total_bytes"] < doc["device"]["usable_bytes"]
     rc, out, _ = run_cli(capsys, *BASE, "--method", "full", "--device", "a100-80gb", "--advice")
     assert ("  fastest setup that fits (changing batch and accumulation, checkpointing, optimizer): checkpointing on "
-            "→ off\n    → 2,805 tokens/s (1.28 × this setup's), 68.5 GB of 85.9 GB usable\n") in out
+            "→ off\n    → 2,805 tokens/s (1.28 × this setup's), 68.5 GB of 85.0 GB usable\n") in out
     assert "(full → lora): saves 48.8 GB (45.4 GiB) → 19.2 GB, fits · ~42 % faster\n" in out
 
 

@@ -8,6 +8,7 @@ import pytest
 from estimator.memory.verdict import verdict
 from estimator.options.devices import (
     CATALOG,
+    CUDA_TOTALS,
     UNIFIED_USABLE_FRACTION,
     Device,
     custom_device,
@@ -37,17 +38,29 @@ OLD_IDS = ["laptop-36gb", "mac-16gb", "mac-24gb", "mac-48gb", "mac-64gb", "mac-9
            "rtx-3090", "rtx-4090", "rtx-5090", "l4", "a10g", "l40s", "a100-40gb", "a100-80gb", "h100-80gb", "h200"]
 
 
-def test_rtx_4090_is_the_24564_mib_nvidia_smi_reports():
+def test_rtx_4090_is_the_24564_mib_nvidia_smi_reports_and_cuda_sees_less():
     rtx = get_device("rtx-4090")
-    assert rtx.capacity_bytes == rtx.usable_bytes == 24_564 * MiB == 25_757_220_864
-    assert rtx.reported_mib == 24_564 and rtx.kind == "discrete" and rtx.reserved_bytes == 0
+    assert rtx.capacity_bytes == 24_564 * MiB == 25_757_220_864
+    assert rtx.reported_mib == 24_564 and rtx.kind == "discrete"
+    assert rtx.usable_bytes == rtx.runtime_total_bytes == 24_078 * MiB  # Unsloth's "Max memory: 23.514 GB" (GiB)
+    assert rtx.reserved_bytes == 486 * MiB  # what the driver keeps from CUDA
     assert rtx.name == "NVIDIA GeForce RTX 4090 (24,564 MiB)"
 
 
 def test_h100_is_the_81559_mib_nvidia_smi_reports():
     h100 = get_device("h100-80gb")
-    assert h100.capacity_bytes == h100.usable_bytes == 81_559 * MiB == 85_520_809_984  # 85.5 GB, not 80 GB
+    assert h100.capacity_bytes == 81_559 * MiB == 85_520_809_984  # 85.5 GB, not 80 GB
     assert h100.reported_mib == 81_559
+    assert h100.usable_bytes == round(79.11 * 1024) * MiB  # PyTorch's "total capacity of 79.11 GiB"
+
+
+def test_a100_80gb_usable_is_the_79_15_gib_pytorch_prints():
+    """The A100 80GB's 81,920 MiB by nvidia-smi are 85.9 GB; PyTorch's messages give it 79.15 GiB (84.99 GB) to
+    allocate from, and that is what a training run's estimate must fit in."""
+    a100 = get_device("a100-80gb")
+    assert a100.capacity_bytes == 81_920 * MiB
+    assert a100.usable_bytes == 81_050 * MiB == 84_987_084_800
+    assert round(a100.usable_bytes / GiB, 2) == 79.15
 
 
 def test_a_36_gb_mac_has_36_gib_and_27_gib_usable():
@@ -64,8 +77,81 @@ def test_gpu_capacity_is_the_reported_mib(device_id, mib):
     device = get_device(device_id)
     assert device.kind == "discrete"
     assert device.reported_mib == mib
-    assert device.capacity_bytes == device.usable_bytes == mib * MiB
+    assert device.capacity_bytes == mib * MiB
+    assert device.usable_bytes == device.runtime_total_bytes == device.cuda_total_mib * MiB
+    assert 0 <= device.reserved_bytes < 0.035 * device.capacity_bytes  # the driver keeps up to 3.1 % (an RTX 4060)
     assert device.name.endswith(f"({mib:,} MiB)")
+
+
+# The CUDA total each card's source quotes (options.devices.CUDA_TOTALS): the words quoted, the figure they give and
+# its unit (a PyTorch message's GiB with two decimals, Unsloth's banner's three, a device query's bytes), the page.
+CUDA_QUOTED = [
+    ("rtx-4060", "total capacity of 7.75 GiB", 7.75, GiB, 0.005, "ESRSchao/EdgeRegNet/issues/2"),
+    ("rtx-3080", "9.78 GiB total capacity", 9.78, GiB, 0.005, "zai-org/CogVideo/issues/34"),
+    ("rtx-3060", "11.75 GiB total capacity", 11.75, GiB, 0.005, "Kunhao-Liu/StyleGaussian/issues/12"),
+    ("rtx-3090", "25286672384 bytes", 25_286_672_384, 1, 0, "Jumperkables/cuda-benchmarking/blob/HEAD/"),
+    ("rtx-4090", "Max memory: 23.514 GB", 23.514, GiB, 0.0005, "unslothai/unsloth/issues/3542"),
+    ("rtx-5090", "32117 MBytes (33677180928 bytes)", 33_677_180_928, 1, 0, "aikitoria/open-gpu-kernel-modules/issues/1"),
+    ("t4", "total capacity of 14.56 GiB", 14.56, GiB, 0.005, "Zheng-Chong/CatVTON/issues/133"),
+    ("v100-16gb", "15.78 GiB total capacity", 15.78, GiB, 0.005, "kchengiva/Shift-GCN/issues/34"),
+    ("v100-32gb", "31.74 GiB total capacity", 31.74, GiB, 0.005, "liucongg/ChatGLM-Finetuning/issues/73"),
+    ("a10", "21.99 GBytes (23609475072 bytes)", 23_609_475_072, 1, 0, "aalanwyr/face2cuda/blob/HEAD/"),
+    ("l4", "22491 MBytes (23583784960 bytes)", 23_583_784_960, 1, 0, "bottlerocket-kernel-kit/pull/139"),
+    ("a100-40gb", "40339 MBytes (42298834944 bytes)", 42_298_834_944, 1, 0, "bottlerocket-os/bottlerocket/pull/3873"),
+    ("a100-80gb", "79.15 GiB total capacity", 79.15, GiB, 0.005, "axolotl-ai-cloud/axolotl/issues/971"),
+    ("h100-80gb", "total capacity of 79.11 GiB", 79.11, GiB, 0.005, "vllm-project/vllm/issues/27508"),
+    ("h100-nvl", "total capacity of 93.00 GiB", 93.00, GiB, 0.005, "ali-vilab/VACE/issues/56"),
+    ("h200", "total capacity of 139.81 GiB", 139.81, GiB, 0.005, "sungwon-chae/arxiv_confi/blob/HEAD/"),
+    ("b200", "Total Global Memory: 178.35 GB", 178.35, GiB, 0.005, "pytorch/ao/pull/4002"),
+]
+# A card without a figure of its own: the card or share it is inferred from, and the MiB that gives.
+CUDA_INFERRED = [
+    ("rtx-4070", round(12_282 * 7_936 / 8_188)), ("rtx-4060-ti", round(16_380 * 7_936 / 8_188)),
+    ("rtx-4080", round(16_376 * 7_936 / 8_188)), ("gpu-16gb", round(16_376 * 7_936 / 8_188)),
+    ("rtx-a6000", 49_140 - (24_576 - 24_115)),  # the RTX 3090's 461 MiB (GA102)
+    ("rtx-6000-ada", 49_140 - (46_068 - round(44.43 * 1024))),  # the same card with ECC on: 572 MiB
+    ("a10g", 22_515), ("l40s", round(44.40 * 1024)), ("h100-pcie", round(79.11 * 1024)), ("mi300x", 196_592),
+]
+
+
+@pytest.mark.parametrize(("device_id", "quote", "value", "unit", "digits", "page"), CUDA_QUOTED,
+                         ids=[row[0] for row in CUDA_QUOTED])
+def test_each_cuda_total_is_the_figure_its_source_quotes(device_id, quote, value, unit, digits, page):
+    device = get_device(device_id)
+    assert quote in device.usable_source and "https://github.com/" in device.usable_source
+    assert page in device.usable_source
+    # within the printed figure's last digit (a byte count: the whole MiB below it)
+    assert abs(device.usable_bytes - value * unit) <= digits * unit + MiB
+
+
+@pytest.mark.parametrize(("device_id", "mib"), CUDA_INFERRED)
+def test_an_inferred_cuda_total_says_so_and_what_from(device_id, mib):
+    device = get_device(device_id)
+    assert device.cuda_total_mib == mib
+    assert device.usable_source.startswith("no published figure for this card found; inferred: ")
+    assert "https://github.com/" in device.usable_source
+
+
+def test_every_gpu_has_a_cuda_total_and_the_tables_cover_them():
+    gpus = {d.id for d in CATALOG if d.kind == "discrete"}
+    assert gpus == set(CUDA_TOTALS) == {r[0] for r in CUDA_QUOTED} | {r[0] for r in CUDA_INFERRED}
+    assert all(get_device(i).cuda_total_mib <= get_device(i).reported_mib for i in gpus)
+
+
+def test_macs_and_typed_capacities_keep_their_figures():
+    mac = get_device("laptop-36gb")
+    assert mac.cuda_total_mib is None and mac.runtime_total_bytes == mac.capacity_bytes
+    typed = custom_device(20.0)
+    assert typed.usable_bytes == typed.runtime_total_bytes == typed.capacity_bytes == 20_000_000_000
+
+
+def test_the_dpo_false_fit_is_now_too_big_and_the_boundary_is_cudas_total():
+    """TRL 0.16's DPO quick start OOMed on an A100 80GB (huggingface/trl#3168) at an estimate of 85.35 GB: below
+    nvidia-smi's 85.9 GB, above the 84.99 GB (79.15 GiB) PyTorch had. The verdict turns at CUDA's total, to the byte."""
+    a100 = get_device("a100-80gb")
+    assert not verdict(85.35e9, a100).fits
+    assert verdict(a100.usable_bytes, a100).fits and not verdict(a100.usable_bytes + 1, a100).fits
+    assert a100.usable_bytes + 1 < 85.35e9 < a100.capacity_bytes  # the old limit would have called it a fit
 
 
 # Metal's recommendedMaxWorkingSetSize as the public logs print it (options.devices.MAC_WORKING_SETS): 2/3 of RAM
@@ -188,11 +274,13 @@ def test_device_is_frozen_and_the_old_positional_form_still_builds():
         device.capacity_bytes = 1  # type: ignore[misc]
 
 
-def test_verdicts_flip_on_the_reported_size():
-    """25 GB fits a 4090 (25.8 GB reported) that the marketed 24 GB would have refused."""
+def test_verdicts_flip_on_what_cuda_reports():
+    """25 GB fits a 4090 (25.2 GB by CUDA, 25.8 GB by nvidia-smi) that the marketed 24 GB would have refused; 84.9 GB
+    fits an H100 (84.94 GB by CUDA) that 85 GB does not, though nvidia-smi's 85.5 GB would hold both."""
     rtx = get_device("rtx-4090")
-    assert verdict(25e9, rtx).fits and not verdict(26e9, rtx).fits
-    assert verdict(85e9, get_device("h100-80gb")).fits
+    assert verdict(25e9, rtx).fits and not verdict(25.3e9, rtx).fits
+    h100 = get_device("h100-80gb")
+    assert verdict(84.9e9, h100).fits and not verdict(85e9, h100).fits
 
 
 def test_verdict_bands():

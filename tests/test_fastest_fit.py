@@ -87,7 +87,7 @@ def test_seventy_b_full_spreads_over_a_whole_node_of_h100s():
 
 def _brute_force(spec, setup, device, tr, constraints):
     """Every combination the solver may try, at every batch shape that keeps the effective batch, priced."""
-    fn = solver_estimate_fn(tr, device.capacity_bytes)
+    fn = solver_estimate_fn(tr, device.runtime_total_bytes)
     search = _Search(spec, setup, device, tr, fn, None)
     scale = constraints.max_gpus is not None
     out = []

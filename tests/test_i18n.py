@@ -117,7 +117,7 @@ def test_verdict_in_both_languages():
     with language("es"):
         assert v.headline == f"Cabe: 17,0 GB de {format_number(rtx.usable_bytes / 1e9)} GB utilizables"
         assert verdict(40e9, rtx).headline.startswith("No cabe: faltan 14,")
-    assert v.headline.startswith("Fits: 17.0 GB of 25.8 GB usable")
+    assert v.headline.startswith("Fits: 17.0 GB of 25.2 GB usable")
 
 
 def test_a_text_note_is_english_until_shown_and_then_in_the_reader_s_language():

@@ -166,7 +166,7 @@ def test_fsdp1_block_units_price_the_resource_tables_lora_runs():
             continue
         spec, setup, _ = row_job(row)
         est = estimate(spec, with_versions(setup, resolve_versions("litgpt", pins=("litgpt==0.5.7",)), "sft"),
-                       device_capacity=card.capacity_bytes)
+                       device_capacity=card.runtime_total_bytes)
         if row["outcome"] == "oom":
             assert est.total_bytes > card.usable_bytes, row["id"]
         else:

@@ -172,7 +172,9 @@ def test_metal_messages():
 
 def test_cuda_totals_match_the_catalog_within_the_drivers_reserve():
     assert [d.id for d in cuda_matches(GiB(14.74))] == ["t4"]
-    assert [d.id for d in cuda_matches(GiB(23.68))] == ["rtx-4090", "rtx-3090"]
+    assert [d.id for d in cuda_matches(GiB(23.68))] == ["rtx-3090", "rtx-4090"]  # 3090: 23.55 GiB, 4090: 23.51
+    assert cuda_matches(GiB(79.15))[0].id == "a100-80gb"  # its own figure; the H100 (79.11 GiB) comes second
+    assert cuda_matches(GiB(79.11))[0].id == "h100-80gb"
     assert cuda_matches(GiB(2.00)) == ()
 
 
@@ -199,7 +201,7 @@ def test_the_comparison_names_each_figure_of_the_estimate():
     from estimator.units import fmt_both
 
     d = diagnose_oom(read("trl-4237.txt"), LLAMA, resolve_setup("trl"))
-    est = estimate(LLAMA, resolve_setup("trl"), device_capacity=get_device("t4").capacity_bytes)
+    est = estimate(LLAMA, resolve_setup("trl"), device_capacity=get_device("t4").runtime_total_bytes)
     total, tensors = fmt_both(est.total_bytes, 2), fmt_both(est.tensor_bytes, 2)
     assert total != tensors
     text = d.comparison

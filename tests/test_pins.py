@@ -85,7 +85,7 @@ def test_a_pin_opens_to_the_setup_and_numbers_it_was_made_from(case):
     assert same_setup(job.setup, setup) == [] and job.trainer == trainer and job.device == device
     assert job.spec.params_total == spec.params_total
     mine = price_pin(job)
-    sidebar_est = estimate(spec, setup, trainer=trainer, device_capacity=device.capacity_bytes)
+    sidebar_est = estimate(spec, setup, trainer=trainer, device_capacity=device.runtime_total_bytes)
     assert mine.estimate.total_bytes == sidebar_est.total_bytes and mine.estimate.high_bytes == sidebar_est.high_bytes
     assert mine.band == verdict(sidebar_est.total_bytes, device, sidebar_est.high_bytes, sidebar_est.low_bytes).band
     assert mine.step.tokens_per_second == time_of(spec, setup, device, trainer).tokens_per_second

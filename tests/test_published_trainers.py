@@ -56,7 +56,7 @@ def test_closing_numbers_in_the_docs_are_the_calculators():
         for gen in ("hf", "vllm-colocate"):
             tr = TrainerSetup("grpo", num_generations=4, prompt_len=2048, completion_len=1024, generation=gen)
             est = estimate(spec, resolve_setup("trl", method="full", batch=4), trainer=tr,
-                           device_capacity=a100.capacity_bytes)
+                           device_capacity=a100.runtime_total_bytes)
             assert mib(est.total_bytes) in data_md and f"{est.total_bytes / 2**20:,.0f}" in readme
             assert verdict(est.total_bytes, a100, est.high_bytes).fits
     dpo = rows["trl-5200-qwen2.5-0.5b"]["answers"]

@@ -101,6 +101,20 @@ def test_a_false_fit_is_an_oom_row_the_estimate_fits():
             assert r["outcome"] == "fits" and r["estimated_bytes"] > r["usable_bytes"]
 
 
+def test_trl_016_dpo_on_an_a100_80gb_is_no_longer_a_false_fit():
+    """TRL 0.16's DPO quick start (fp32, batch 8 × 1,024) ran out of memory on an A100 80GB (huggingface/trl#3168).
+    Its 85.35 GB estimate was a close call against nvidia-smi's 81,920 MiB (85.9 GB); against the 79.15 GiB (84.99 GB)
+    PyTorch can allocate on that card it does not fit: the verdict is right, and no run at a modelled release is a
+    false fit."""
+    row = {r["id"]: r for r in real_run_rows()}["trl-3168-qwen2.5-0.5b-dpo"]
+    a100 = get_device("a100-80gb")
+    assert row["usable_bytes"] == a100.usable_bytes == 81_050 * 2**20 < a100.capacity_bytes
+    assert row["usable_bytes"] < row["estimated_bytes"] < a100.capacity_bytes
+    assert row["estimated_bytes"] == pytest.approx(85.35 * GB, abs=0.005 * GB)
+    assert row["verdict"] == "right" and row["band"] in ("borderline", "too big")
+    assert [r["id"] for r in real_run_rows() if r["verdict"] == "false fit" and not r["unmodelled"]] == []
+
+
 def test_each_row_is_priced_at_the_releases_it_ran():
     """Issue 28: the `versions` column goes into resolve_setup as pins; a release outside the stack's modelled range
     is the estimator's own line (the row priced at the newest releases), everything inside is priced at its

@@ -42,7 +42,7 @@ def test_sft_chart_keeps_its_five_components():
 def test_reference_and_generation_segments_in_their_own_colours():
     dpo = estimate(QWEN, trl(method="full", batch=2), trainer=TrainerSetup("dpo"))
     grpo = estimate(QWEN, trl(batch=8), trainer=TrainerSetup("grpo", generation="vllm-colocate"),
-                    device_capacity=H100.capacity_bytes)
+                    device_capacity=H100.runtime_total_bytes)
     segs = segments([dpo, grpo])
     by_comp = {s.component: s for s in segs}
     assert [s.component for s in segs] == ["weights", "weights", "reference", "gradients", "optimizer",
@@ -52,14 +52,14 @@ def test_reference_and_generation_segments_in_their_own_colours():
     assert len(set(COMPONENT_COLORS.values())) == len(COMPONENT_COLORS)
     assert segment_bytes(dpo, by_comp["reference"]) == 2 * QWEN.params_total
     assert segment_bytes(dpo, by_comp["generation"]) == 0.0
-    assert segment_bytes(grpo, by_comp["generation"]) == pytest.approx(0.3 * H100.capacity_bytes)
+    assert segment_bytes(grpo, by_comp["generation"]) == pytest.approx(0.3 * H100.runtime_total_bytes)
     for est in (dpo, grpo):
         assert sum(segment_bytes(est, s) for s in segs) == pytest.approx(est.total_bytes)
     fig = memory_bar(grpo, H100)
     names = [t.name for t in fig.data if t.type == "bar"]
     assert "Generation (KV cache / vLLM)" in names
     gen_trace = next(t for t in fig.data if t.name == "Generation (KV cache / vLLM)")
-    assert gen_trace.x[0] == pytest.approx(0.3 * H100.capacity_bytes / 1e9)
+    assert gen_trace.x[0] == pytest.approx(0.3 * H100.runtime_total_bytes / 1e9)
     assert "vLLM reservation" in gen_trace.hovertext[0]
 
 
@@ -151,10 +151,10 @@ def test_grpo_link_shows_the_trainers_estimate():
               "gen": "vllm-colocate", "vllm_util": "0.4", "completion_len": "1024"})
     tr = TrainerSetup("grpo", generation="vllm-colocate", vllm_gpu_util=0.4, completion_len=1024,
                       num_generations=8, prompt_len=512)
-    est = estimate(QWEN, trl(batch=8), trainer=tr, device_capacity=H100.capacity_bytes)
+    est = estimate(QWEN, trl(batch=8), trainer=tr, device_capacity=H100.runtime_total_bytes)
     assert headline(at) == verdict(est.total_bytes, H100, est.high_bytes).headline
     traces = chart_traces(at)
-    assert traces["Generation (KV cache / vLLM)"] == pytest.approx(0.4 * H100.capacity_bytes / 1e9)
+    assert traces["Generation (KV cache / vLLM)"] == pytest.approx(0.4 * H100.runtime_total_bytes / 1e9)  # of CUDA's total, as vLLM reads it
     assert sum(traces.values()) == pytest.approx(est.total_bytes / 1e9)
     captions = " ".join(unescape(c.value) for c in at.caption)
     assert "Qwen2.5-0.5B · LoRA · bf16 · detailed estimate · GRPO" in captions
@@ -232,10 +232,10 @@ def test_compare_prices_every_method_for_grpo():
     shown = metrics(at)
     for method, label in METHOD_LABELS.items():
         s = with_method(trl(batch=8, seq_len=512 + 1024), method)
-        grpo = estimate(QWEN, s, trainer=tr, device_capacity=H100.capacity_bytes).total_bytes
+        grpo = estimate(QWEN, s, trainer=tr, device_capacity=H100.runtime_total_bytes).total_bytes
         assert shown[label][0] == f"{grpo / 1e9:,.1f} GB"
         # not the SFT bar: the same tokens per step, plus vLLM's reservation of 0.3 of the device
-        assert grpo >= estimate(QWEN, s).total_bytes + 0.3 * H100.capacity_bytes
+        assert grpo >= estimate(QWEN, s).total_bytes + 0.3 * H100.runtime_total_bytes
     caption = unescape(at.caption[0].value)
     assert "batch 8 × 1,536 tokens" in caption and "GRPO (TRL 1.16.0) · 8 generations · prompt 512 + completion " \
                                                    "1,024 tokens" in caption
@@ -333,7 +333,7 @@ def test_min_gpus_table_with_vllm_colocated_answers_each_device_with_its_own_res
     answers = set()
     for device in (d for d in CATALOG if d.kind == "discrete"):
         for sharding in ("none", "zero3"):
-            n = min_gpus(LLAMA, sharded(s, sharding), device, 64, solver_estimate_fn(tr, device.capacity_bytes))
+            n = min_gpus(LLAMA, sharded(s, sharding), device, 64, solver_estimate_fn(tr, device.runtime_total_bytes))
             shown = table.loc[device.name, SHORT_SHARDING[sharding]]
             assert (shown is pd.NA and n is None) or shown == n, (device.id, sharding, shown, n)
             answers.add(n)

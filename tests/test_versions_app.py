@@ -172,8 +172,8 @@ def test_pasting_a_freeze_sets_the_pickers_the_link_and_the_estimate():
     assert at.query_params["versions"] == [FREEZE_LINK] or at.query_params["versions"] == FREEZE_LINK
     assert share_query(at)["versions"] == FREEZE_LINK and share_query(at)["batch"] == "2"  # never the list itself
     setup = resolve_setup("trl", pins=tuple(FREEZE_LINK.split(",")), batch=2)  # the link's releases, as pins
-    est = estimate(LLAMA, setup, device_capacity=RTX.capacity_bytes)
-    from_list = estimate(LLAMA, resolve_setup("trl", installed=FREEZE, batch=2), device_capacity=RTX.capacity_bytes)
+    est = estimate(LLAMA, setup, device_capacity=RTX.runtime_total_bytes)
+    from_list = estimate(LLAMA, resolve_setup("trl", installed=FREEZE, batch=2), device_capacity=RTX.runtime_total_bytes)
     assert from_list.total_bytes == est.total_bytes  # the list itself, as the CLI's --installed-from reads it
     assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline != default_headline
     assert bar_total_gb(at) == pytest.approx(to_gb(est.total_bytes), abs=1e-6)
@@ -205,7 +205,7 @@ def test_transformers_4_57_on_mixtral_qlora_gives_the_number_and_names_the_fork(
     """transformers 5 keeps Mixtral's fused experts 16-bit under bitsandbytes (103.5 GB on TRL); picking 4.57.6
     quantises them (34.5 GB) and the calculator names the fork with the other side's number, both ways."""
     at = run({"model": "mixtral-8x7b", "method": "qlora", "device": "a100-80gb"})
-    default = estimate(MIXTRAL, resolve_setup("trl", method="qlora"), device_capacity=A100.capacity_bytes)
+    default = estimate(MIXTRAL, resolve_setup("trl", method="qlora"), device_capacity=A100.runtime_total_bytes)
     assert to_gb(default.total_bytes) == pytest.approx(103.5, abs=0.05)
     fork_note = ("transformers 5 stores a mixture-of-experts layer's routed experts as fused 3-D parameters, which "
                  "bitsandbytes does not quantise: on a 4-bit base they stay 16-bit (fp32 after PEFT's k-bit "
@@ -217,7 +217,7 @@ def test_transformers_4_57_on_mixtral_qlora_gives_the_number_and_names_the_fork(
     assert not at.exception
     assert share_query(at)["versions"] == "transformers==4.57.6"
     setup = resolve_setup("trl", pins=("transformers==4.57.6",), method="qlora")
-    est = estimate(MIXTRAL, setup, device_capacity=A100.capacity_bytes)
+    est = estimate(MIXTRAL, setup, device_capacity=A100.runtime_total_bytes)
     assert to_gb(est.total_bytes) == pytest.approx(34.5, abs=0.05)
     assert headline(at) == verdict(est.total_bytes, A100, est.high_bytes).headline
     assert bar_total_gb(at) == pytest.approx(to_gb(est.total_bytes), abs=1e-6)
@@ -226,7 +226,7 @@ def test_transformers_4_57_on_mixtral_qlora_gives_the_number_and_names_the_fork(
     assert "Priced for the releases given: transformers 4.57.6; this stack's other packages at their newest " \
            "modelled release." in captions
     shown = [c for c in captions if c.startswith(("Priced for", fork_note, "TRL 0.22", "TRL 1.7"))]
-    assert shown == [str(n) for n in version_notes(MIXTRAL, setup, est, None, A100.capacity_bytes)]
+    assert shown == [str(n) for n in version_notes(MIXTRAL, setup, est, None, A100.runtime_total_bytes)]
     # the picker's auto names the release it stands for
     box = at.selectbox(key="versions_pick_transformers")
     assert box.options[0] == "auto (5.24.0)" and box.value == "4.57.6"
@@ -275,7 +275,7 @@ def test_bad_link_entries_are_lines_in_the_box_and_the_rest_is_priced():
     assert pickers(at) == {"trl": "auto", "transformers": "auto", "peft": "0.17.1", "bitsandbytes": "auto",
                            "torch": "auto"}
     setup = resolve_setup("trl", pins=("peft==0.17.1",), batch=2, method="qlora")
-    est = estimate(LLAMA, setup, device_capacity=RTX.capacity_bytes)
+    est = estimate(LLAMA, setup, device_capacity=RTX.runtime_total_bytes)
     assert headline(at) == verdict(est.total_bytes, RTX, est.high_bytes).headline
     assert not [w for w in at.warning if "link's value" in w.value]  # the text widget took it: the box says why
 

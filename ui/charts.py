@@ -312,19 +312,21 @@ def overlay_items(device: Device, axis: str = "x",
     diagram: a vermillion dashed line labelled '27 GB usable' at the usable memory, a grey dotted line at
     the total memory, and the band between them (the OS and apps' share) shaded. axis is the memory axis:
     'x' for horizontal bars, 'y' for vertical ones; memory_range is that axis's range in GB (None: the
-    capacity + 10 %). Discrete GPUs (usable = total) get the usable line only. Labels sit inside the plot
-    next to their line; when the two lines are close they take two rows."""
+    capacity + 10 %). Discrete GPUs get the usable line only, at the total CUDA (ROCm) reports (a sliver below
+    nvidia-smi's figure, which the device's name gives), labelled so. Labels sit inside the plot next to their
+    line; when the two lines are close they take two rows."""
     if axis not in ("x", "y"):
         raise ValueError("axis must be 'x' or 'y'")
     usable = to_gb(device.usable_bytes)
     capacity = to_gb(device.capacity_bytes)
-    reserved = device.reserved_bytes > 0
+    reserved = device.kind == "unified" and device.reserved_bytes > 0
     span = (memory_range[1] - memory_range[0]) if memory_range else max(capacity, 1.0) * 1.1
     # Both labels sit left of their line, so the total's label lies inside the band: when the band is too
     # narrow to hold it, the labels take two rows and the band goes unnamed.
     close = (capacity - usable) < 0.12 * span
-    usable_text = "<b>" + _("{gb} GB usable").format(gb=_fmt_limit(usable)) + "</b>" + (
-        "" if reserved else " " + _("(all of it)"))
+    whose = "" if reserved else " " + (_("({runtime}'s total)").format(runtime=device.runtime)
+                                        if device.cuda_total_mib is not None else _("(all of it)"))
+    usable_text = "<b>" + _("{gb} GB usable").format(gb=_fmt_limit(usable)) + "</b>" + whose
     total_text = _("{gb} GB total").format(gb=_fmt_limit(capacity))
     shapes: list[dict] = []
     notes: list[dict] = []

@@ -50,7 +50,7 @@ def explained(spec: ModelSpec, est: Estimate, detailed: Estimate, device: Device
     detailed estimate (the rule's is built anew on every run)."""
     def build() -> Explanation:
         x = explain(spec, est, device, measured=0)  # the measured runs: when their expander opens (measured_runs)
-        return replace(x, why=why_not_rule(spec, detailed, device.capacity_bytes)) if rule else x
+        return replace(x, why=why_not_rule(spec, detailed, device.runtime_total_bytes)) if rule else x
 
     return remembered("calculator.explain", detailed if rule else est, build, spec, device, rule)
 

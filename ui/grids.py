@@ -162,7 +162,7 @@ def fits_grid(models: Sequence[tuple[str, ModelSpec]], setup: TrainingSetup, dev
               trainer: TrainerSetup | None = None) -> FitsGrid:
     """Every model × method on one device: estimates, verdicts and, per method, the conclusion line. A
     `trainer` other than SFT prices every cell and the largest size with its step (the rule is then unused)."""
-    fn = page_estimate_fn(trainer, rule, device.capacity_bytes)
+    fn = page_estimate_fn(trainer, rule, device.runtime_total_bytes)
     solver = None if trainer is None or trainer.trainer == "sft" else fn
     ordered = sorted(models, key=lambda m: m[1].params_total)
     cells: list[FitCell] = []
@@ -250,14 +250,15 @@ def min_gpus_table(spec: ModelSpec, setup: TrainingSetup, devices: Sequence[Devi
         # (estimator.memory.trainers: a fixed amount, no allocator slack): price each count once at a 1-byte device and
         # answer each device with its memory less its own reservation.
         util = trainer.vllm_util
-        shifted = [replace(d, capacity_bytes=int(d.capacity_bytes - util * (d.capacity_bytes - 1))) for d in gpus_only]
+        shifted = [replace(d, capacity_bytes=int(d.runtime_total_bytes - util * (d.runtime_total_bytes - 1)),
+                           cuda_total_mib=None) for d in gpus_only]
         fn = page_estimate_fn(trainer, None, 1.0)
         answers = {sharding: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), shifted, max_gpus, fn,
                                                   per_node=per_node, monotone=monotone)
                    for sharding in shardings}
     elif per_device:
         answers = {sharding: {d.id: min_gpus_for_devices(spec, _scaled(setup, sharding, offload), [d], max_gpus,
-                                                         page_estimate_fn(trainer, None, d.capacity_bytes),
+                                                         page_estimate_fn(trainer, None, d.runtime_total_bytes),
                                                          per_node=per_node, monotone=monotone)[d.id]
                               for d in gpus_only}
                    for sharding in shardings}

@@ -23,6 +23,7 @@ from estimator.memory.overhead import (
 )
 from estimator.memory.precision import FP32, HALF, NF4_DQ_BYTES, optimizer_state_bytes
 from estimator.options.checkpointing import CHECKPOINTING
+from estimator.options.devices import CATALOG
 from estimator.options.losses import LOSS_IMPLS, LOSSES
 from estimator.options.optimizers import OPTIMIZERS
 from estimator.options.precisions import QLORA_PREPS
@@ -201,6 +202,16 @@ def overhead() -> None:
           "the tensors (PyTorch's defaults: 1.4–4.9 %). `docs/formulas.md` §5.1.").format(
             pages=format_number((LARGE_SEGMENT + SMALL_BUFFER) / 2 / 2**20, 0),
             slack=format_number(100 * ALLOCATOR_SLACK, 0)))
+
+
+def gpu_usable() -> None:
+    """Each catalog GPU's usable memory: the total CUDA (ROCm) gives PyTorch, beside nvidia-smi's, with its source."""
+    table = table_per_language("how.gpu_usable", lambda: [{  # built once per language (ui/once.py)
+        _("Device"): d.name, _("nvidia-smi (MiB)"): format_number(d.reported_mib, 0),
+        _("CUDA's total (MiB)"): format_number(d.cuda_total_mib, 0), _("Usable (GB)"): format_number(d.usable_bytes / 1e9),
+        _("Where the usable figure comes from"): d.usable_source} for d in CATALOG if d.cuda_total_mib is not None])
+    with st.expander(_("GPUs: usable memory (the total CUDA gives PyTorch) and its source")):
+        st.dataframe(table, hide_index=True, key="gpu_usable")
 
 
 def sharding() -> None:

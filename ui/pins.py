@@ -279,7 +279,7 @@ def price_pin(job: PinnedJob, tokens: int | None = None, price: float | None = N
     per epoch and its `epochs` (the calculator's and the CLI's meaning), the run's time, and with a `price` per
     GPU-hour its cost. A time the model cannot give (a custom
     device has no compute figures) is None with the reason; the memory answer stands."""
-    est = estimate(job.spec, job.setup, rule=job.rule, trainer=job.trainer, device_capacity=job.device.capacity_bytes)
+    est = estimate(job.spec, job.setup, rule=job.rule, trainer=job.trainer, device_capacity=job.device.runtime_total_bytes)
     v = verdict(est.total_bytes, job.device, est.high_bytes, est.low_bytes)
     trainer = None if job.trainer.trainer == "sft" else job.trainer
     try:

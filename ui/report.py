@@ -110,8 +110,13 @@ def verdict_detail(est: Estimate, device: Device, v: Verdict) -> tuple[str, str]
             low_gb=n(to_gb(est.low_bytes)), high_gb=n(to_gb(est.high_bytes)),
             low_gib=n(to_gib(est.low_bytes)), high_gib=n(to_gib(est.high_bytes))))
     parts.append(_("peak during: {phase}").format(phase=_(est.peak_phase)))
-    device_line = _("{device}: {usable} usable of {capacity}").format(
-        device=device.name, usable=both_units(v.usable_bytes), capacity=both_units(device.capacity_bytes))
+    if device.cuda_total_mib is not None:  # a catalog GPU: usable is the total CUDA (ROCm) gives PyTorch
+        device_line = _("{device}: {usable} usable of {capacity}, the total {runtime} gives PyTorch (the driver "
+                        "keeps the rest)").format(device=device.name, usable=both_units(v.usable_bytes),
+                                                  capacity=both_units(device.capacity_bytes), runtime=device.runtime)
+    else:
+        device_line = _("{device}: {usable} usable of {capacity}").format(
+            device=device.name, usable=both_units(v.usable_bytes), capacity=both_units(device.capacity_bytes))
     return " · ".join(parts), device_line
 
 

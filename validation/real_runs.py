@@ -135,7 +135,7 @@ def replay(row: dict[str, str]) -> dict[str, Any]:
     _check_row(row)
     spec, setup, trainer = row_job(row)
     device = get_device(row["device"]) if row["device"] else None
-    est = estimate(spec, setup, trainer=trainer, device_capacity=device.capacity_bytes if device else None)
+    est = estimate(spec, setup, trainer=trainer, device_capacity=device.runtime_total_bytes if device else None)
     parse_versions(row["versions"])  # the column's format: every entry pins one release
     _, not_modelled = real_run_versions(row["stack"], row["versions"])
     result: dict[str, Any] = {

@@ -46,7 +46,7 @@ def trainer_rows(batches: tuple[int, ...] = (1, 2, 4, 8)) -> list[dict[str, Any]
         if row["trainer"] == "grpo":
             tr = TrainerSetup("grpo", num_generations=_int(row["num_generations"]), prompt_len=_int(row["prompt_len"]),
                               completion_len=_int(row["completion_len"]), generation=row["generation"] or None)
-        capacity = device.capacity_bytes if device else None
+        capacity = device.runtime_total_bytes if device else None
         answers = {}
         for batch in ([_int(row["batch"])] if _int(row["batch"]) else list(batches)):
             for stack in dict.fromkeys((row["replay_stack"], "trl")):

@@ -62,7 +62,7 @@ def advise(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: Train
     # Unsloth decides by the card's memory (every probe priced on this card); a trainer's step without TRL's
     # batch-shape checks (condition.solver_fn)
     fn: EstimateFn = solver_fn(spec, setup, device, tr)
-    found = remedies(spec, setup, fn) if tr.trainer == "sft" else all_remedies(spec, setup, tr, device.capacity_bytes)
+    found = remedies(spec, setup, fn) if tr.trainer == "sft" else all_remedies(spec, setup, tr, device.runtime_total_bytes)
     # the longest max length (GRPO: max completion length): the search the verdict's way out uses too
     longest = search_length(spec, setup, device, tr, length_limit, fn)
     # DPO, ORPO, SimPO, reward: each example is 2 sequences per forward, so the batch stops at half the limit.

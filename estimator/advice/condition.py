@@ -74,7 +74,7 @@ def solver_fn(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: Tr
     tr = trainer or TrainerSetup("sft")
     if tr.trainer == "sft" and not needs_capacity(spec, setup):
         return _default_estimate
-    return solver_estimate_fn(tr, device.capacity_bytes)
+    return solver_estimate_fn(tr, device.runtime_total_bytes)
 
 
 def search_length(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: TrainerSetup | None = None,
@@ -83,7 +83,7 @@ def search_length(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer
     length), searched up to length_limit with the calculator's estimate function; None when not even 1 fits."""
     tr = trainer or TrainerSetup("sft")
     if tr.option.generates:
-        return max_completion_len(spec, setup, tr, device.usable_bytes, device.capacity_bytes)
+        return max_completion_len(spec, setup, tr, device.usable_bytes, device.runtime_total_bytes)
     return max_seq_len(spec, setup, device.usable_bytes, fn or solver_fn(spec, setup, device, tr), limit=length_limit)
 
 

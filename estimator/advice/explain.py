@@ -36,7 +36,7 @@ def explain(spec: ModelSpec, est: Estimate, device: Device | None = None, count:
     """Everything the verdict's "why" shows, for the estimate `est` of the model as given (`spec`: the estimate's own
     may be the stack's build of it), priced like the verdict (the rule of thumb's own numbers when est is the rule's;
     a trainer's step; on the device's capacity where the runtime reads it)."""
-    capacity = device.capacity_bytes if device is not None else None
+    capacity = device.runtime_total_bytes if device is not None else None
     rule = "seed" if est.mode == "seed" else None
     return Explanation(
         why=why_not_rule(spec, est, capacity),

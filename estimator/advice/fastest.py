@@ -248,6 +248,12 @@ class _Search:
             speed = self.time(fit).tokens_per_second_per_gpu
             found.append((speed, fit))
             best = max(best, speed)
+            # the user's own batch shape on this combination, one change fewer when it is within TIE: it fits when
+            # a larger micro-batch with accumulation does (memory grows with the micro-batch), so no estimate
+            own = next((x for x in shapes if (x.batch, x.grad_accum) == (self.setup.batch, self.setup.grad_accum)),
+                       None)
+            if own is not None and own is not fit and fit.grad_accum > 1 and own.batch < fit.batch:
+                found.append((self.time(own).tokens_per_second_per_gpu, own))
         return found
 
 
@@ -260,7 +266,7 @@ def fastest_fit(spec: ModelSpec, setup: TrainingSetup, device: Device, trainer: 
     wins. ValueError (one translatable line) when the device has no compute figures for this job."""
     tr = trainer or TrainerSetup("sft")
     constraints = constraints or Constraints()
-    fn = estimate_fn or solver_estimate_fn(tr, device.capacity_bytes)
+    fn = estimate_fn or solver_estimate_fn(tr, device.runtime_total_bytes)
     search = _Search(spec, setup, device, tr, fn, compute)
     base_step = search.time(setup)  # raises when the device has no figures: the time is unknown
     scale = constraints.max_gpus is not None and constraints.max_gpus > 1

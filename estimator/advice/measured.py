@@ -375,9 +375,9 @@ def ours_for(run: MeasuredRun) -> float | None:
                                 lambda sp, st: estimate_for_path(sp, st, published_tables_path(sp, st)))
         else:
             found = max_seq_len(run.spec, run.setup, device.usable_bytes,
-                                lambda sp, st: detailed_estimate(sp, st, device.capacity_bytes))
+                                lambda sp, st: detailed_estimate(sp, st, device.runtime_total_bytes))
         return float(found) if found is not None else None
-    capacity = get_device(run.device).capacity_bytes if run.device else None
+    capacity = get_device(run.device).runtime_total_bytes if run.device else None
     est = estimate(run.spec, run.setup, trainer=run.trainer, device_capacity=capacity)
     if run.metric == "max_allocated":
         return est.tensor_bytes

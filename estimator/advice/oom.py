@@ -29,10 +29,12 @@ if TYPE_CHECKING:
     from .advise import Advice
 
 # cudaMemGetInfo's total (the message's "total capacity") is the card's memory less what the driver keeps back,
-# so it sits a little below nvidia-smi's memory.total, which the catalog holds: 14.74 GiB vs 15.0 GiB on a T4
+# so it sits a little below nvidia-smi's memory.total, the catalog's capacity: 14.74 GiB vs 15.0 GiB on a T4
 # (huggingface/trl#4237), 79.15 GiB vs 80.0 GiB on an A100 80GB (axolotl-ai-cloud/axolotl#971), 23.68 GiB vs
-# 24.0 GiB on an RTX 3090 (axolotl-ai-cloud/axolotl#1717): at most 2 % here. A catalog entry matches a message when
-# its figure is between the message's and 5 % above it.
+# 24.0 GiB on an RTX 3090 (axolotl-ai-cloud/axolotl#1717); up to 3.1 % in the catalog's own CUDA totals (an RTX
+# 4060, options/devices.py CUDA_TOTALS), and each moves a little with the driver. A catalog entry matches a message
+# when its nvidia-smi figure is between the message's and 5 % above it; the entry whose CUDA total is nearest the
+# message's comes first (an A100 80GB's 79.15 GiB, not the H100's 79.11 with a smaller nvidia-smi figure).
 CUDA_TOTAL_MATCH = 1.05
 # PyTorch's MPS allocator: "max allowed" = high watermark ratio × Metal's recommendedMaxWorkingSetSize, the ratio
 # 1.7 by default (aten/src/ATen/mps/MPSAllocator.h default_high_watermark_ratio); macOS sets the working set to
@@ -113,10 +115,10 @@ def _gb(nbytes: float) -> Text:
 
 def cuda_matches(capacity_bytes: int) -> tuple[Device, ...]:
     """Discrete catalog devices whose nvidia-smi memory is the message's CUDA total or up to 5 % above it (the
-    driver's reserve), closest first."""
+    driver's reserve), the one whose own CUDA total (Device.runtime_total_bytes) is nearest the message's first."""
     found = [d for d in CATALOG if d.kind == "discrete" and capacity_bytes <= d.capacity_bytes
              <= capacity_bytes * CUDA_TOTAL_MATCH]
-    return tuple(sorted(found, key=lambda d: (d.capacity_bytes, d.id)))
+    return tuple(sorted(found, key=lambda d: (abs(d.runtime_total_bytes - capacity_bytes), d.capacity_bytes, d.id)))
 
 
 def mps_matches(limit_bytes: int) -> tuple[Device, ...]:
@@ -367,7 +369,7 @@ def _priced(diag: OomDiagnosis, spec: ModelSpec, setup: TrainingSetup, trainer: 
     device = diag.device
     assert device is not None
     try:
-        est = estimate(spec, setup, trainer=trainer, device_capacity=device.capacity_bytes)
+        est = estimate(spec, setup, trainer=trainer, device_capacity=device.runtime_total_bytes)
         advice = advise(spec, setup, device, trainer)
     except ValueError as exc:
         return replace(diag, notes=(*diag.notes, Text(N_("The job could not be priced: {error}"),

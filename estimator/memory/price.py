@@ -61,7 +61,8 @@ def estimate(model: ModelSpec, setup: TrainingSetup, rule: str | None = None, tr
              device_capacity: float | None = None, strict: bool = True) -> Estimate:
     """The one entry point pages and the CLI call: the detailed estimate, or the seed's rule of thumb
     with rule='seed'. `trainer` prices a preference/RL trainer's step (estimator/memory/trainers.py); vLLM colocate
-    mode and Unsloth's own decisions need the device's total memory in `device_capacity`; strict=False skips TRL's batch-shape checks the
+    mode and Unsloth's own decisions need the device's total memory in `device_capacity`, as CUDA reports it to the process
+    (Device.runtime_total_bytes: torch.cuda's total, which both read); strict=False skips TRL's batch-shape checks the
     memory does not depend on (the solvers try every batch)."""
     if trainer is not None and trainer.trainer != "sft":
         if rule == "seed":

@@ -206,9 +206,12 @@ def _lift(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup, mode: str | N
     """The reference model and vLLM's reservation every phase carries, and the trainer's loss items."""
     ref = reference_bytes(spec, setup, tr)
     ref_item = d("reference.model", N_("Reference model (frozen copy)"), ref, "policy load dtype × params")
+    # vLLM reserves gpu_memory_utilization × the CUDA total: requested_memory = init_snapshot.total_memory ×
+    # gpu_memory_utilization (vllm/v1/worker/gpu_worker.py:182-184, 0.11.0), the total from torch.cuda.mem_get_info()
+    # (vllm/utils/__init__.py:2734) — the device's runtime_total_bytes, which the callers pass
     vllm = float(tr.vllm_util * device_capacity) if mode == "vllm-colocate" and device_capacity else 0.0
     vllm_item = d("generation.vllm", N_("vLLM reservation"), vllm,
-                  f"vllm_gpu_memory_utilization {tr.vllm_util:g} × device memory")
+                  f"vllm_gpu_memory_utilization {tr.vllm_util:g} × device memory (CUDA's total)")
     vllm_always = vllm if not tr.vllm_sleep else 0.0  # sleep mode (level 2) frees it during training
     swap, dropped = _loss_swap(spec, tr.option, head)
     return _Lift(ref, ref_item, vllm, vllm_item, vllm_always, swap, dropped)
@@ -359,7 +362,7 @@ def trainer_parts(spec: ModelSpec, setup: TrainingSetup, tr: TrainerSetup,
                   device_capacity: float | None = None) -> StepParts:
     """The parts of one step of a preference/RL trainer (docs/formulas.md §9): its policy's SFT-equivalent step as
     the stack's runtime prices it, with the trainer's phases added. `device_capacity` (bytes, the device's total
-    memory) is needed for vLLM colocate mode, which reserves a fraction of it. The caller has checked the trainer
+    memory as CUDA reports it: Device.runtime_total_bytes) is needed for vLLM colocate mode, which reserves a fraction of it. The caller has checked the trainer
     (job.trainer.check)."""
     opt = tr.option
     ps = policy_setup(setup, tr)

@@ -5,7 +5,13 @@ Every capacity is the number the machine itself reports, not the marketing size:
 `nvidia-smi` (or AMD's `rocm-smi`) prints it, and a Mac's RAM as macOS reports it (`sysctl hw.memsize`, whole
 GiB). The difference decides verdicts: an "RTX 4090 24 GB" reports 24,564 MiB = 25.8 GB, an "H100 80 GB" reports
 81,559 MiB = 85.5 GB, and a "36 GB" Mac has 36 GiB = 38.7 GB of RAM. Each entry carries the reported figure and
-where it comes from (`source`)."""
+where it comes from (`source`).
+
+What a training process can allocate on a discrete GPU is less than nvidia-smi's total: PyTorch sees the total
+cudaMemGetInfo returns (torch.cuda.get_device_properties(0).total_memory, the "total capacity" its out-of-memory
+messages print), which leaves out what the driver keeps: 79.15 GiB = 81,050 MiB of an A100 80GB's 81,920. A GPU's
+usable memory is that CUDA-visible total (`cuda_total_mib`, from CUDA_TOTALS with the public output it is read
+from, `usable_source`); the estimate already counts the CUDA context inside its total."""
 
 from __future__ import annotations
 
@@ -62,6 +68,10 @@ class Device:
     # none: the seed's three quarters), and where the usable figure comes from.
     working_set_bytes: int = 0
     usable_source: str = ""
+    # A discrete GPU: the total PyTorch sees, in MiB (cudaMemGetInfo's total, torch.cuda.get_device_properties(0)
+    # .total_memory; hipMemGetInfo's on ROCm), from CUDA_TOTALS with its source in usable_source; None for a typed
+    # capacity (the figure the user gives is taken as what the process can use).
+    cuda_total_mib: int | None = None
     # What the device computes per second (options/compute.py), for the time model; None for a custom device (the
     # time is unknown unless the user gives the figures). A Mac's figures are its chip's (`chip`, an APPLE_CHIPS id).
     compute: Compute | None = None
@@ -75,10 +85,20 @@ class Device:
     @property
     def usable_bytes(self) -> int:
         """Unified: Metal's recommended working set where published for this Mac (working_set_bytes), else ≈ 75 %
-        of RAM (the seed). Discrete: the card's whole memory (the seed: the limit is the card's own memory, not the
-        PC's RAM); CUDA context is already part of our estimate."""
+        of RAM (the seed). Discrete: the card's own memory as CUDA reports it to the process (cuda_total_mib: the
+        total PyTorch can allocate from, below nvidia-smi's by what the driver keeps); a typed capacity is taken
+        whole. The CUDA context is part of our estimate, so the verdict weighs the estimate against this."""
         if self.kind == "unified":
             return self.working_set_bytes or int(self.capacity_bytes * UNIFIED_USABLE_FRACTION)
+        return self.runtime_total_bytes
+
+    @property
+    def runtime_total_bytes(self) -> int:
+        """The device's total memory as the training process's runtime reports it, the figure a framework decides
+        by (Unsloth's loss pass and offloads, vLLM's gpu_memory_utilization): a discrete GPU's CUDA total
+        (cuda_total_mib), a Mac's RAM, a typed capacity."""
+        if self.cuda_total_mib is not None:
+            return self.cuda_total_mib * MiB
         return self.capacity_bytes
 
     @property
@@ -93,7 +113,8 @@ class Device:
 
     @property
     def reserved_bytes(self) -> int:
-        """Memory the OS and apps keep (unified) — the shaded band in the capacity overlay."""
+        """Memory the OS and apps keep on a Mac (the shaded band in the capacity overlay), or the driver keeps from
+        CUDA on a catalog GPU (nvidia-smi's total less CUDA's; a sliver the overlay does not draw)."""
         return self.capacity_bytes - self.usable_bytes
 
     @property
@@ -108,10 +129,12 @@ class Device:
 
 
 def _gpu(id_: str, model: str, mib: int, source: str, aliases: tuple[str, ...], name: str | None = None) -> Device:
-    """A discrete GPU whose driver reports `mib` MiB of total memory."""
+    """A discrete GPU whose driver reports `mib` MiB of total memory and whose CUDA total is CUDA_TOTALS[id_]."""
     title = name or Text("{model} ({mib} MiB)", model=model, mib=mib)  # figures in the reader's language
+    cuda_mib, cuda_source = CUDA_TOTALS[id_]
     return Device(id_, title, "discrete", mib * MiB, reported_mib=mib, source=source,
-                  aliases=aliases, model=model, compute=GPU_COMPUTE[id_])
+                  aliases=aliases, model=model, compute=GPU_COMPUTE[id_], usable_source=cuda_source,
+                  cuda_total_mib=cuda_mib)
 
 
 # macOS reports RAM in whole GiB: hw.memsize of a "36 GB" Mac is 36 × 2^30 B (Apple's "GB" for RAM is GiB).
@@ -165,6 +188,133 @@ _RTX_4080 = ("nvidia-smi memory.total 17,171,480,576 B = 16376 MiB on an RTX 408
              "linux-x86_64__nvidia-geforce-rtx-4080-super__595.71.05__idle.metrics (capture added in PR #414, "
              "https://github.com/utkuozdemir/nvidia_gpu_exporter/pull/414); the non-SUPER 4080 prints the same "
              "'NVIDIA GeForce RTX 4080, 16376 MiB' in public repository files (code search)")
+
+# The total PyTorch sees on each GPU (cudaMemGetInfo's total: torch.cuda.get_device_properties(0).total_memory, the
+# "total capacity" of its out-of-memory messages; Unsloth's banner prints it as "Max memory: X GB", in GiB,
+# unsloth/device_type.py:612 (2026.10.9); CUDA's deviceQuery prints it as "Total amount of global memory"), in MiB,
+# with the public output it is read from. It moves with the driver (newer ones keep more: a T4 printed 14.75 GiB in
+# 2023 and 14.56 GiB in 2025-26) and the ECC setting; where reports differ, the lowest recent Linux report is used, so
+# a fit holds on the setups reported. A card without a published figure takes the figure of a card with the same
+# memory and nvidia-smi total, or the share of a card of its generation, and says so ("inferred").
+_GIB_MIB = 1024  # a figure printed in GiB (2 or 3 decimals) × 1024, rounded to whole MiB
+
+
+def _gib(gib: float) -> int:
+    """A CUDA total printed in GiB, in whole MiB."""
+    return round(gib * _GIB_MIB)
+
+
+def _share(mib: int, cited_cuda: int, cited_reported: int) -> int:
+    """A card's CUDA total inferred from another of its generation: the same share of nvidia-smi's figure."""
+    return round(mib * cited_cuda / cited_reported)
+
+
+_RTX_4060_CUDA = _gib(7.75)  # 7,936 of 8,188 MiB (96.9 %): the Ada GeForce share the 12 and 16 GB cards take
+_RTX_3090_CUDA = 25_286_672_384 // MiB  # 24,115 of 24,576 MiB: 461 MiB kept on GA102
+_A10_CUDA = 23_609_475_072 // MiB  # 22,515 MiB
+_H100_CUDA = _gib(79.11)  # 81,009 MiB
+_INFERRED = "no published figure for this card found; inferred: "
+CUDA_TOTALS: dict[str, tuple[int, str]] = {
+    "rtx-4060": (_RTX_4060_CUDA,
+                 "PyTorch: 'GPU 0 has a total capacity of 7.75 GiB' on an RTX 4060 (8GB, laptop) in ESRSchao/"
+                 "EdgeRegNet issue #2 (https://github.com/ESRSchao/EdgeRegNet/issues/2), 2025"),
+    "rtx-3080": (_gib(9.78),
+                 "PyTorch: '(GPU 0; 9.78 GiB total capacity; …)' on an RTX 3080 in zai-org/CogVideo issue #34 "
+                 "(https://github.com/zai-org/CogVideo/issues/34), 2023"),
+    "rtx-3060": (_gib(11.75),
+                 "PyTorch: '(GPU 0; 11.75 GiB total capacity; …)' on an RTX 3060 in Kunhao-Liu/StyleGaussian issue "
+                 "#12 (https://github.com/Kunhao-Liu/StyleGaussian/issues/12), 2024; 11.76 GiB in TencentARC/"
+                 "PhotoMaker issue #47"),
+    "rtx-4070": (_share(12_282, _RTX_4060_CUDA, 8_188),
+                 _INFERRED + "the RTX 4060's share of nvidia-smi's figure (7.75 GiB of 8,188 MiB, ESRSchao/EdgeRegNet "
+                 "issue #2, https://github.com/ESRSchao/EdgeRegNet/issues/2) applied to 12,282 MiB"),
+    "gpu-16gb": (_share(16_376, _RTX_4060_CUDA, 8_188),
+                 _INFERRED + "the RTX 4080's figure: the RTX 4060's share of nvidia-smi's figure (7.75 GiB of "
+                 "8,188 MiB, https://github.com/ESRSchao/EdgeRegNet/issues/2) applied to 16,376 MiB"),
+    "rtx-4060-ti": (_share(16_380, _RTX_4060_CUDA, 8_188),
+                    _INFERRED + "the RTX 4060's share of nvidia-smi's figure (7.75 GiB of 8,188 MiB, "
+                    "https://github.com/ESRSchao/EdgeRegNet/issues/2) applied to 16,380 MiB"),
+    "rtx-4080": (_share(16_376, _RTX_4060_CUDA, 8_188),
+                 _INFERRED + "the RTX 4060's share of nvidia-smi's figure (7.75 GiB of 8,188 MiB, "
+                 "https://github.com/ESRSchao/EdgeRegNet/issues/2) applied to 16,376 MiB"),
+    "rtx-3090": (_RTX_3090_CUDA,
+                 "CUDA deviceQuery: 'Global Memory: 25286672384 bytes' on an RTX 3090 in Jumperkables/"
+                 "cuda-benchmarking 00_deviceQuery/README.md (https://github.com/Jumperkables/cuda-benchmarking/blob/"
+                 "HEAD/00_deviceQuery/README.md), 2025; PyTorch printed 23.68 GiB in axolotl-ai-cloud/axolotl issue "
+                 "#1717"),
+    "rtx-4090": (_gib(23.514),
+                 "Unsloth's banner (torch's total_memory in GiB): 'NVIDIA GeForce RTX 4090. Num GPUs = 2. Max memory: "
+                 "23.514 GB' in unslothai/unsloth issue #3542 (https://github.com/unslothai/unsloth/issues/3542), "
+                 "torch 2.8, 2025; deviceQuery printed 24210 MBytes on driver 550 (thamada/nvidia-smi "
+                 "gls/RTX4090_deviceQuery.py)"),
+    "rtx-5090": (33_677_180_928 // MiB,
+                 "CUDA deviceQuery: 'Total amount of global memory: 32117 MBytes (33677180928 bytes)' on an RTX 5090, "
+                 "driver 570.133, in aikitoria/open-gpu-kernel-modules issue #1 (https://github.com/aikitoria/"
+                 "open-gpu-kernel-modules/issues/1), 2025"),
+    "rtx-a6000": (49_140 - (24_576 - _RTX_3090_CUDA),
+                  _INFERRED + "the 461 MiB the driver keeps on the RTX 3090 (same GA102 chip: 25286672384 bytes of "
+                  "24,576 MiB, https://github.com/Jumperkables/cuda-benchmarking/blob/HEAD/00_deviceQuery/README.md) "
+                  "taken from 49,140 MiB (ECC off)"),
+    "rtx-6000-ada": (49_140 - (46_068 - _gib(44.43)),
+                     _INFERRED + "the same card with ECC on prints 'GPU 0 has a total capacity of 44.43 GiB' beside "
+                     "nvidia-smi's '46068MiB' (DINGYANB/MTVCrafter issue #21, https://github.com/DINGYANB/MTVCrafter/"
+                     "issues/21, 2025): the 572 MiB kept taken from 49,140 MiB (ECC off)"),
+    "t4": (_gib(14.56),
+           "PyTorch: 'GPU 0 has a total capacity of 14.56 GiB' on a Tesla T4 (GCP) in Zheng-Chong/CatVTON issue #133 "
+           "(https://github.com/Zheng-Chong/CatVTON/issues/133), 2025, and on Colab in facebookresearch/tribev2 issue "
+           "#28, 2026; older drivers gave 14.74-14.75 GiB (huggingface/trl issue #4237, googlecolab/colabtools issue "
+           "#3814)"),
+    "v100-16gb": (_gib(15.78),
+                  "PyTorch: '(GPU 0; 15.78 GiB total capacity; …)' on a 16G V100 in kchengiva/Shift-GCN issue #34 "
+                  "(https://github.com/kchengiva/Shift-GCN/issues/34), 2021"),
+    "v100-32gb": (_gib(31.74),
+                  "PyTorch: '(GPU 0; 31.74 GiB total capacity; …)' on a V100 32GB in liucongg/ChatGLM-Finetuning "
+                  "issue #73 (https://github.com/liucongg/ChatGLM-Finetuning/issues/73), 2023"),
+    "a10g": (_A10_CUDA,
+             _INFERRED + "the A10's figure (the same 23,028 MiB nvidia-smi total): 'Total amount of global memory: "
+             "21.99 GBytes (23609475072 bytes)' on an NVIDIA A10 (https://github.com/aalanwyr/face2cuda/blob/HEAD/"
+             "step2cuda/README.md)"),
+    "a10": (_A10_CUDA,
+            "CUDA device query: 'Total amount of global memory: 21.99 GBytes (23609475072 bytes)' on an NVIDIA A10 "
+            "in aalanwyr/face2cuda step2cuda/README.md (https://github.com/aalanwyr/face2cuda/blob/HEAD/step2cuda/"
+            "README.md); PyTorch printed 21.99 GiB on a Lambda A10 in zai-org/CogVLM issue #236"),
+    "l4": (23_583_784_960 // MiB,
+           "CUDA deviceQuery: 'Total amount of global memory: 22491 MBytes (23583784960 bytes)' on an NVIDIA L4 in "
+           "bottlerocket-os/bottlerocket-kernel-kit PR #139 (https://github.com/bottlerocket-os/"
+           "bottlerocket-kernel-kit/pull/139), 2025"),
+    "l40s": (_gib(44.40),
+             _INFERRED + "the L40's figure (the same 48 GB with ECC and 46,068 MiB nvidia-smi total): 'GPU 0 has a "
+             "total capacity of 44.40 GiB' in QwenLM/Qwen3-VL issue #2097 (https://github.com/QwenLM/Qwen3-VL/"
+             "issues/2097), 2026"),
+    "a100-40gb": (42_298_834_944 // MiB,
+                  "CUDA deviceQuery: 'Total amount of global memory: 40339 MBytes (42298834944 bytes)' on an NVIDIA "
+                  "A100-SXM4-40GB, driver 535, in bottlerocket-os/bottlerocket PR #3873 (https://github.com/"
+                  "bottlerocket-os/bottlerocket/pull/3873); PyTorch printed 39.50 GiB in TianheWu/CoSeR issue #10"),
+    "a100-80gb": (_gib(79.15),
+                  "PyTorch: '(GPU 0; 79.15 GiB total capacity; …)' on an A100 80GB in axolotl-ai-cloud/axolotl issue "
+                  "#971 (https://github.com/axolotl-ai-cloud/axolotl/issues/971); Unsloth's banner prints 'Max memory: "
+                  "79.151 GB' on an A100-SXM4-80GB (2025)"),
+    "h100-80gb": (_H100_CUDA,
+                  "PyTorch: 'GPU 0 has a total capacity of 79.11 GiB' on an NVIDIA H100 80GB HBM3, driver 535.247, "
+                  "in vllm-project/vllm issue #27508 (https://github.com/vllm-project/vllm/issues/27508), 2025; "
+                  "torch's total_memory prints 81082-81090 MB on other drivers"),
+    "h100-pcie": (_H100_CUDA,
+                  _INFERRED + "the H100 SXM's figure (the same 81,559 MiB nvidia-smi total): 'GPU 0 has a total "
+                  "capacity of 79.11 GiB' (https://github.com/vllm-project/vllm/issues/27508)"),
+    "h100-nvl": (_gib(93.00),
+                 "PyTorch: 'GPU 0 has a total capacity of 93.00 GiB' on an H100 NVL 94GB (RunPod) in ali-vilab/VACE "
+                 "issue #56 (https://github.com/ali-vilab/VACE/issues/56), 2025"),
+    "h200": (_gib(139.81),
+             "PyTorch: 'GPU 0 has a total capacity of 139.81 GiB' on 'NVIDIA H200 (139.8 GB)' in sungwon-chae/"
+             "arxiv_confi etu_logging.md (https://github.com/sungwon-chae/arxiv_confi/blob/HEAD/etu_logging.md)"),
+    "b200": (_gib(178.35),
+             "cudaGetDeviceProperties: 'Total Global Memory: 178.35 GB' (GiB, as its size shows) on an NVIDIA B200 "
+             "in pytorch/ao PR #4002 (https://github.com/pytorch/ao/pull/4002), 2026"),
+    "mi300x": (196_592,
+               _INFERRED + "ROCm's HIP total is the whole VRAM rocm-smi reports (a 288 GB gfx950 prints 'GPU 0 has a "
+               "total capacity of 287.98 GiB' in ROCm/TheRock issue #2118, https://github.com/ROCm/TheRock/issues/"
+               "2118), so the MI300X's 196,592 MiB (191.98 GiB) as rocm-smi prints it"),
+}
 
 CATALOG: tuple[Device, ...] = (
     # -- Apple silicon (unified memory): RAM as macOS reports it, 75 % usable ------------------------------------

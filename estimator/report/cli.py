@@ -54,6 +54,7 @@ from .text import (
     note_lines,
     oom_lines,
     time_lines,
+    usable_lines,
     why_lines,
 )
 
@@ -166,7 +167,7 @@ def _compute(args: argparse.Namespace) -> _Run:
         raise ValueError("--advice needs --device: the remedies and solvers are priced against a device's "
                          "memory (see --list-devices)")
     request = cli_time.read_time_request(args, device)  # a bad dataset size or price stops here, before pricing
-    capacity = device.capacity_bytes if device is not None else None
+    capacity = device.runtime_total_bytes if device is not None else None
     host_ram = read_host_ram(args)
     reading = read_oom_log(args)  # a bad file stops here, before any pricing
     est = estimate(spec, setup, rule=args.rule, trainer=trainer, device_capacity=capacity) \
@@ -245,7 +246,7 @@ def _print_text(args: argparse.Namespace, run: _Run, est: Estimate, notes: list[
     if device is not None:
         v = verdict(est.total_bytes, device, est.high_bytes, est.low_bytes)
         print(f"  {device.name}: {v.headline}")
-        print(band_line(est, v))
+        print("\n".join([*usable_lines(device), band_line(est, v)]))
         if run.explanation is not None:
             print("\n".join(condition_lines(run.explanation)))
     if run.time is not None and run.time.step is not None:
@@ -295,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     notes = [*est.notes, *flag_notes(args, run.setup, run.device)]
     if run.setup.versions is not None:  # the releases given, and the forks that move this estimate (issue 28)
-        capacity = run.device.capacity_bytes if run.device is not None else None
+        capacity = run.device.runtime_total_bytes if run.device is not None else None
         notes += version_notes(run.spec, run.setup, est, run.trainer, capacity, args.rule)
     if run.time is not None and run.time.unknown:
         notes.append(f"time unknown: {run.time.unknown}")

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 def _device_json(d: Device) -> dict[str, Any]:
     doc: dict[str, Any] = {"id": d.id, "name": d.name, "kind": d.kind, "capacity_bytes": d.capacity_bytes,
                            "usable_bytes": d.usable_bytes}
-    if d.usable_source:  # a Mac: Metal's recommended working set (with the log that prints it) or three quarters
+    if d.usable_source:  # a Mac: Metal's recommended working set (with the log that prints it) or three quarters; a
+        # catalog GPU: the total CUDA gives PyTorch, with the public output it is read from
         doc["usable_source"] = d.usable_source
     return doc
 

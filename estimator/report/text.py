@@ -59,6 +59,15 @@ def band_line(est: Estimate, v: Verdict) -> str:
     return f"  band: {v.band} ({why})"
 
 
+def usable_lines(device: Device) -> list[str]:
+    """Where a catalog GPU's usable memory comes from: '  usable: 85.0 GB (79.2 GiB) of 85.9 GB (80.0 GiB), the total
+    CUDA gives PyTorch (torch.cuda's total_memory); the driver keeps the rest'. None for a Mac or a typed size."""
+    if device.cuda_total_mib is None:
+        return []
+    return [f"  usable: {fmt_both(device.usable_bytes)} of {fmt_both(device.capacity_bytes)}, the total "
+            f"{device.runtime} gives PyTorch (torch.cuda's total_memory); the driver keeps the rest"]
+
+
 def note_lines(notes: tuple[str, ...] | list[str]) -> list[str]:
     return [f"  note: {n}" for n in notes]
 

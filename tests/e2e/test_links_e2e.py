@@ -81,8 +81,8 @@ def test_a_pages_own_controls_come_back_with_it(page: Page, app_url: str):
 
 
 @pytest.mark.parametrize(("query", "caption", "verdict"), [
-    ("/?size=7&method=lora&rule=true", "7B (generic decoder)", "Fits: 17.0 GB of 25.8 GB usable"),
-    ("/?size=13&rule=true", "13B (generic decoder)", "Too big by 3.2 GB"),
+    ("/?size=7&method=lora&rule=true", "7B (generic decoder)", "Fits: 17.0 GB of 25.2 GB usable"),
+    ("/?size=13&rule=true", "13B (generic decoder)", "Too big by 3.8 GB"),
     ("/?size=34&method=qlora&rule=true&device=a100-80gb", "34B (generic decoder)", None),
     ("/?size=72&method=qlora&device=h100-80gb", "72B (generic decoder)", None),
     ("/?size=405&method=qlora&device=b200", "405B (generic decoder)", None),

@@ -91,8 +91,10 @@ def not_modelled_note(setup: TrainingSetup) -> str:
 
 def unsloth_path(spec: ModelSpec, setup: TrainingSetup, capacity: float | None = None, *,
                  embedding_on_gpu: bool = True, double_buffer: bool = True) -> UnslothPath:
-    """The path Unsloth takes (docs/formulas.md §3.8). `capacity` (the card's total memory, bytes) picks the loss
-    pass (fused_linear.py:90-105) and its budget; without it the tiled pass and a 256 MiB tile (the largest)."""
+    """The path Unsloth takes (docs/formulas.md §3.8). `capacity` (the card's total memory as torch reads it,
+    torch.cuda.get_device_properties(device).total_memory at fused_linear.py:102: Device.runtime_total_bytes, bytes)
+    picks the loss pass (fused_linear.py:90-105) and its budget; without it the tiled pass and a 256 MiB tile (the
+    largest)."""
     adapted = adapted_modules(spec, setup)
     biased = {m.name for m in spec.linears if m.bias}
     fused_qkv = {"q_proj", "k_proj", "v_proj"} <= adapted and not ({"q_proj", "k_proj", "v_proj"} & biased)

@@ -49,7 +49,8 @@ class UnslothStep(NamedTuple):
 def _embedding_placed(spec: ModelSpec, setup: TrainingSetup, st: States, capacity: float | None
                       ) -> tuple[States, float]:
     """The model states with the frozen input embedding where offload_embedding='auto' puts it on this card, and the
-    bytes it moved to CPU RAM (0 when it stays on the GPU)."""
+    bytes it moved to CPU RAM (0 when it stays on the GPU). Unsloth reads the room left from torch.cuda.mem_get_info
+    (unsloth/models/_utils.py:10252-10265 usable_cuda_bytes, 2026.10.9): `capacity` is CUDA's total, not nvidia-smi's."""
     if capacity is None:
         return st, 0.0
     usable_after_load = capacity - CUDA_CONTEXT_BYTES - st.weights
