@@ -1,8 +1,9 @@
-"""Screenshots of every page at 1280×800 and 1920×1080, light and dark, into screenshots/ (git-ignored),
-plus the secondary pages on the seed's examples at 1280×800.
+"""Screenshots of every page at 1440×900, 1920×1080 and a phone's 390×844, light and dark, into screenshots/
+(git-ignored), plus the secondary pages on the seed's examples at 1440×900.
 
     .venv/bin/python scripts/screenshots.py                 # starts its own server on a free port
     .venv/bin/python scripts/screenshots.py --url http://127.0.0.1:8501 --only calculator
+    .venv/bin/python scripts/screenshots.py --themes light --width 390  # one theme, the phone only
 
 Server and browser come from bench/common.py (a system Chromium if there is one, else Playwright's own).
 Each shot is the first screen (what a visitor sees) plus the whole page."""
@@ -21,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import launch_kwargs, streamlit_server  # noqa: E402
 
 OUT = ROOT / "screenshots"
-SIZES = ((1280, 800), (1920, 1080))
+SIZES = ((1440, 900), (1920, 1080), (390, 844))  # the widths the team looks at: laptop, screen, phone
 THEMES = ("light", "dark")
 # (name, path and query, sizes): every page at its defaults in both sizes, then the seed's examples.
 VIEWS: tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...] = (
@@ -29,6 +30,10 @@ VIEWS: tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...] = (
     ("calculator-laptop-seed", "/?model=by-size&size=7&device=laptop-36gb&rule=true", SIZES),
     ("calculator-laptop-detailed", "/?model=by-size&size=7&device=laptop-36gb", SIZES),
     ("calculator-qlora-present", "/?method=qlora&device=gpu-16gb&present=true", SIZES),
+    ("calculator-why-time", "/?model=llama-3.1-8b&device=a100-80gb&tokens=200000000&price=2.5", SIZES),
+    ("compare-pins", "/compare?pins=model.llama-3.1-8b~device.a100-80gb~stack.trl~method.lora~batch.4~max_len.2048"
+                     "&pins=model.qwen2.5-7b~device.rtx-4090~stack.trl~method.qlora~batch.1~max_len.2048"
+                     "&tokens=200000000&price=2.5", SIZES),
     ("compare", "/compare", SIZES),
     ("fits", "/fits", SIZES),
     ("sizes", "/sizes", SIZES),
@@ -86,6 +91,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running app (default: start one)")
     parser.add_argument("--only", help="only views whose name contains this")
+    parser.add_argument("--themes", default=",".join(THEMES), help="comma-separated: light, dark")
+    parser.add_argument("--width", type=int, help="only this viewport width (1440, 1920 or 390)")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -98,8 +105,10 @@ def main() -> int:
             warm.goto(url)
             wait_for_app(warm)
             warm.close()
-            for theme in THEMES:
+            for theme in args.themes.split(","):
                 for width, height in SIZES:
+                    if args.width and width != args.width:
+                        continue
                     ctx = browser.new_context(viewport={"width": width, "height": height})
                     page = ctx.new_page()
                     for name, path, sizes in VIEWS:

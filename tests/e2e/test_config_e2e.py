@@ -15,6 +15,7 @@ from playwright.sync_api import Page, expect
 from estimator import estimate, get_device, load_preset, to_gb, verdict
 from estimator.job.configs import import_config
 from tests.e2e.helpers import chart_total_gb, open_app, verdict_text, wait_for_app_run
+from tests.e2e.helpers import open_box as open_calculator_box
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +39,7 @@ def expected_headline(text: str, name: str, max_len: int | None = None) -> str:
     imp = import_config(text, name=name)
     setup = imp.setup() if max_len is None else imp.setup(seq_len=max_len)
     est = estimate(load_preset(imp.model.preset), setup, trainer=imp.trainer_setup(),
-                   device_capacity=get_device("rtx-4090").capacity_bytes)
+                   device_capacity=get_device("rtx-4090").runtime_total_bytes)
     return verdict(est.total_bytes, get_device("rtx-4090"), est.high_bytes).headline
 
 
@@ -134,10 +135,11 @@ def test_paste_an_mlx_lm_config_on_the_laptop_prices_it_on_metal(page: Page, app
             "optimizer": "adamw"}.items() <= q.items() and "batch" not in q and "rank" not in q
     expect(page.locator(".st-key-lora_layers input")).to_have_value("16")
     imp = import_config(MLX_LM.read_text(), name=MLX_LM.name)
-    est = estimate(load_preset(imp.model.preset), imp.setup(), device_capacity=get_device("laptop-36gb").capacity_bytes)
+    est = estimate(load_preset(imp.model.preset), imp.setup(), device_capacity=get_device("laptop-36gb").runtime_total_bytes)
     assert verdict_text(page) == verdict(est.total_bytes, get_device("laptop-36gb"), est.high_bytes,
                                           est.low_bytes).headline
     assert chart_total_gb(page) == pytest.approx(to_gb(est.total_bytes), abs=1e-6)
+    open_calculator_box(page, "calc_details")  # the estimate's notes: in the details, one click away
     expect(page.get_by_text("MLX trains attention unfused", exact=False).first).to_be_visible()
     page.wait_for_timeout(1_000)  # the bars glide to their new lengths
     shot(page, "config-import-mlx")

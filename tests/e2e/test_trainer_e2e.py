@@ -23,7 +23,7 @@ LINK = "/?model=qwen2.5-0.5b&batch=8&device=h100-80gb&trainer=grpo&gen=vllm-colo
 def expected(generation: str) -> tuple[str, float]:
     tr = TrainerSetup("grpo", num_generations=8, prompt_len=512, completion_len=512, generation=generation,
                       vllm_gpu_util=0.3 if generation == "vllm-colocate" else None)
-    est = estimate(QWEN, resolve_setup("trl", batch=8), trainer=tr, device_capacity=H100.capacity_bytes)
+    est = estimate(QWEN, resolve_setup("trl", batch=8), trainer=tr, device_capacity=H100.runtime_total_bytes)
     return verdict(est.total_bytes, H100, est.high_bytes).headline, to_gb(est.total_bytes)
 
 
@@ -33,7 +33,7 @@ def test_grpo_link_then_vllm_server_mode(page: Page, app_url: str):
     assert verdict_text(page) == headline
     assert chart_total_gb(page) == pytest.approx(total, abs=1e-6)
     bars = {t["name"]: t["x"][0] for t in chart_bars(page)}
-    assert bars["Generation (KV cache / vLLM)"] == pytest.approx(0.3 * H100.capacity_bytes / 1e9)
+    assert bars["Generation (KV cache / vLLM)"] == pytest.approx(0.3 * H100.runtime_total_bytes / 1e9)  # of CUDA's total
     color = page.locator(".st-key-memory_bar .js-plotly-plot").evaluate(
         "el => el.data.find(t => t.name === 'Generation (KV cache / vLLM)').marker.color")
     assert color == COMPONENT_COLORS["generation"]

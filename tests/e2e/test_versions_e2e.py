@@ -78,7 +78,7 @@ def shot(page: Page, name: str) -> None:
 def expected_headline(**pins: str) -> str:
     setup = resolve_setup("trl", pins=tuple(f"{p}=={v}" for p, v in pins.items()))
     rtx = get_device("rtx-4090")
-    est = estimate(load_preset("llama-3.1-8b"), setup, device_capacity=rtx.capacity_bytes)
+    est = estimate(load_preset("llama-3.1-8b"), setup, device_capacity=rtx.runtime_total_bytes)
     return verdict(est.total_bytes, rtx, est.high_bytes, est.low_bytes).headline
 
 
