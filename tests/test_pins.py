@@ -131,6 +131,10 @@ def test_a_run_and_its_cost_are_the_time_model_s():
     assert result.run.seconds == pytest.approx(500_000_000 / tps)
     assert result.cost.total == pytest.approx(result.run.seconds / 3600 * 2 * 1.5)  # hours × GPUs × price
     assert pins_chart_spec([result])["layout"]["xaxis3"]["ticktext"][0].endswith("<br>2 × A100 80GB")  # per GPU
+    # tokens are per epoch, as in the calculator's run box and the CLI (one name, one meaning): 3 epochs, 3 × the time
+    thrice = price_pin(resolve_pin(text, decode_pin(text)), tokens=500_000_000, price=1.5, epochs=3)
+    assert thrice.run.seconds == pytest.approx(3 * result.run.seconds)
+    assert thrice.cost.total == pytest.approx(3 * result.cost.total)
     years = price_pin(resolve_pin(text, decode_pin(text)), tokens=10**15)
     assert years.run is None and "years" in years.time_note  # a run of years: a note, never a number
 
