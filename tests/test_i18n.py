@@ -164,6 +164,9 @@ def rendered_texts(at: AppTest) -> list[tuple[str, str]]:
             help_ = getattr(e.proto, "help", "")
             if help_:
                 texts += [(f"{kind} help", help_)]
+            placeholder = getattr(e.proto, "placeholder", "")  # what an empty box shows
+            if placeholder:
+                texts += [(f"{kind} placeholder", placeholder)]
     return texts
 
 
@@ -263,3 +266,14 @@ def test_a_bad_lang_value_gets_a_note_and_english():
     at.run()
     assert any("'lang' was not valid" in w.value for w in at.warning)
     assert any(s.value == "What to change" for s in at.subheader)
+
+
+def test_an_empty_multiselect_prompts_in_spanish():
+    """Compare's 'also compare with' box starts empty: its prompt is the page's language, not Streamlit's built-in
+    English 'Choose options' (which the frontend shows when no placeholder is given)."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["lang"] = "es"
+    at.run()
+    at.switch_page("pages/compare.py").run()
+    assert at.multiselect(key="variants").value == []
+    assert at.multiselect(key="variants").proto.placeholder == "Elige opciones"

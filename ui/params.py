@@ -381,7 +381,9 @@ def widget(key: str, container: Any = None, default: Any = None, **overrides: An
         return box.segmented_control(label, list(p.choices), default=p.default, required=True,
                                      **common | overrides)
     if p.widget == "multiselect":
-        return box.multiselect(label, list(p.choices), default=list(p.default), **common | overrides)
+        # the empty box's prompt in the page's language (Streamlit's own "Choose options" is English only)
+        return box.multiselect(label, list(p.choices), default=list(p.default), placeholder=_("Choose options"),
+                               **common | overrides)
     if p.widget == "select_slider":
         return box.select_slider(label, options=list(p.choices), value=p.default, **common | overrides)
     if p.widget == "slider":
