@@ -1,6 +1,6 @@
 """Pieces several formats share: the keys that change no memory (with the reason shown), the transformers
-optimizer names, DeepSpeed configs (a shipped file by name, an attached one, or inline), the attention switches
-and LoRA dropout. Every fact cites the project file it comes from."""
+optimizer names, DeepSpeed configs (a shipped file by name, an attached one, or inline), the attention switches,
+LoRA dropout, Liger's loss switch and switches that turn on what no estimate models. Every fact cites the project file it comes from."""
 
 from __future__ import annotations
 
@@ -256,3 +256,29 @@ def lora_dropout(reader: Reader, key: str, default: float, source: str, counted:
     reader.refuse(key, Text(N_("LoRA dropout {p} keeps a mask and a copy of each adapter input, which this "
                                "stack's estimate does not count (it assumes {counted}); {source}"),
                             p=str(number), counted=str(counted), source=source), raw=value)
+
+
+def liger_loss(reader: Reader, key: str) -> None:
+    """A Liger kernel switch (LLaMA-Factory's enable_liger_kernel, ms-swift's use_liger_kernel): on, Liger's fused
+    linear cross-entropy (no logits tensor) and kernels the estimate does not model; off, the standard loss."""
+    if not reader.given(key):
+        return
+    on = reader.boolean(key)
+    if on:
+        reader.set("loss", "fused", key, why=Text(N_("Liger's fused linear cross-entropy; its RMSNorm, SwiGLU and "
+                                                     "RoPE kernels are not modelled")))
+    elif on is False:
+        reader.set("loss", "standard", key)
+
+
+def unmodelled_switches(reader: Reader, reasons: dict[str, str]) -> None:
+    """Boolean keys whose `on` turns on something the estimate does not model: refused with its reason when on,
+    read as 'off' when off."""
+    for key, reason in reasons.items():
+        if not reader.given(key):
+            continue
+        on = reader.boolean(key)
+        if on:
+            reader.refuse(key, Text(reason))
+        elif on is False:
+            reader.ignore(key, Text(N_("off")))

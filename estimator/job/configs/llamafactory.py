@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING, Any
 from ...i18n import N_, Text
 from ...options.stacks import LLAMAFACTORY_RELEASE, stacks_in_format
 from ..setup import ALL_LINEAR, MAX_BATCH, MAX_GRAD_ACCUM, MAX_RANK, MAX_SEQ_LEN
-from ._common import deepspeed, fsdp_offload, gpus_from_marker, gpus_note, hf_optimizer, lora_dropout, no_memory
+from ._common import (
+    deepspeed,
+    fsdp_offload,
+    gpus_from_marker,
+    gpus_note,
+    hf_optimizer,
+    liger_loss,
+    lora_dropout,
+    no_memory,
+    unmodelled_switches,
+)
 from ._fields import load_keys
 from ._models import ref_from_name
 
@@ -413,14 +423,7 @@ def _attention(r: Reader) -> None:
 def _loss(r: Reader) -> None:
     """enable_liger_kernel (model_args.py:137-140): Liger's kernels with its fused linear cross-entropy for stage pt and
     sft (model/loader.py:142, model/model_utils/liger_kernel.py)."""
-    if not r.given("enable_liger_kernel"):
-        return
-    on = r.boolean("enable_liger_kernel")
-    if on:
-        r.set("loss", "fused", "enable_liger_kernel", why=Text(N_("Liger's fused linear cross-entropy; its RMSNorm, "
-                                                                 "SwiGLU and RoPE kernels are not modelled")))
-    elif on is False:
-        r.set("loss", "standard", "enable_liger_kernel")
+    liger_loss(r, "enable_liger_kernel")
 
 
 def _batch(r: Reader) -> None:
@@ -479,14 +482,7 @@ def _parallel(r: Reader, ctx: ReadContext) -> None:
 
 
 def _switches(r: Reader) -> None:
-    for key, reason in _SWITCHES.items():
-        if not r.given(key):
-            continue
-        on = r.boolean(key)
-        if on:
-            r.refuse(key, Text(reason))
-        elif on is False:
-            r.ignore(key, Text(N_("off")))
+    unmodelled_switches(r, _SWITCHES)
 
 
 def _tower(r: Reader) -> None:

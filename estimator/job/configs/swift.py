@@ -23,8 +23,10 @@ from ._common import (
     gpus_from_marker,
     gpus_note,
     hf_optimizer,
+    liger_loss,
     lora_dropout,
     no_memory,
+    unmodelled_switches,
 )
 from ._fields import MISSING, load_keys
 from ._models import ref_from_name
@@ -484,14 +486,7 @@ def _checkpointing(r: Reader) -> None:
 def _loss(r: Reader) -> None:
     """use_liger_kernel (trainers/arguments.py:155, false): Liger's kernels with its fused linear cross-entropy
     (transformers' Trainer applies it: pipelines/train/tuner.py:375 patches only older transformers)."""
-    if not r.given("use_liger_kernel"):
-        return
-    on = r.boolean("use_liger_kernel")
-    if on:
-        r.set("loss", "fused", "use_liger_kernel", why=Text(N_("Liger's fused linear cross-entropy; its RMSNorm, "
-                                                              "SwiGLU and RoPE kernels are not modelled")))
-    elif on is False:
-        r.set("loss", "standard", "use_liger_kernel")
+    liger_loss(r, "use_liger_kernel")
 
 
 def _batch(r: Reader) -> None:
@@ -543,14 +538,7 @@ def _optimizer(r: Reader) -> None:
 
 
 def _switches(r: Reader) -> None:
-    for key, reason in _SWITCHES.items():
-        if not r.given(key):
-            continue
-        on = r.boolean(key)
-        if on:
-            r.refuse(key, Text(reason))
-        elif on is False:
-            r.ignore(key, Text(N_("off")))
+    unmodelled_switches(r, _SWITCHES)
     for key in ("lisa_activated_layers", "sequence_parallel_size"):
         if r.given(key):
             value = r.integer(key, 0, 1_000_000)
