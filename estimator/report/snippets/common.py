@@ -257,6 +257,20 @@ def _adapter_cast_lines(setup: TrainingSetup, model: str = "model") -> list[str]
             "        param.data = param.data.to(torch.bfloat16)"]
 
 
+def _deepspeed_dict(setup: TrainingSetup, stage: int) -> dict[str, object]:
+    """An inline DeepSpeed config at this ZeRO stage with the setup's offloads, every size left to the HF Trainer
+    ("auto"): what LLaMA-Factory's and ms-swift's files take where no shipped config matches."""
+    zero: dict[str, object] = {"stage": stage}
+    if setup.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    if setup.offload_params:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    return {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+            "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+            "zero_allow_untested_optimizer": True, "fp16": {"enabled": "auto"},
+            "bf16": {"enabled": "auto"}, "zero_optimization": zero}
+
+
 def _deepspeed_lines(setup: TrainingSetup, indent: str = "    ") -> list[str]:
     if setup.sharding == "none" and not setup.offload_optimizer:
         return []

@@ -12,7 +12,14 @@ from ...options.losses import LOSS_IMPLS
 from ...options.optimizers import OPTIMIZERS, SGD_MOMENTUM
 from ...options.precisions import QLORA_PREPS
 from .axolotl import _line
-from .common import _DEEPSPEED_STAGES, PLACEHOLDER_MODEL_ID, _common_notes, _learning_rate, _model_id
+from .common import (
+    _DEEPSPEED_STAGES,
+    PLACEHOLDER_MODEL_ID,
+    _common_notes,
+    _deepspeed_dict,
+    _learning_rate,
+    _model_id,
+)
 
 if TYPE_CHECKING:
     from ...job.setup import TrainingSetup
@@ -84,15 +91,7 @@ def _deepspeed_pair(setup: TrainingSetup) -> list[tuple[str, object]]:
     """An inline DeepSpeed config (transformers' TrainingArguments.deepspeed takes a dict as well as a file)."""
     if setup.sharding == "none" and not setup.offload_optimizer:
         return []
-    zero: dict[str, object] = {"stage": _DEEPSPEED_STAGES.get(setup.sharding, 2)}
-    if setup.offload_optimizer:
-        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
-    if setup.offload_params:
-        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
-    return [("deepspeed", {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-                           "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
-                           "zero_allow_untested_optimizer": True, "fp16": {"enabled": "auto"},
-                           "bf16": {"enabled": "auto"}, "zero_optimization": zero})]
+    return [("deepspeed", _deepspeed_dict(setup, _DEEPSPEED_STAGES.get(setup.sharding, 2)))]
 
 
 def config_lines(spec: ModelSpec, setup: TrainingSetup, notes: list[str]) -> list[str]:

@@ -21,6 +21,7 @@ from .common import (
     _command,
     _comment,
     _common_notes,
+    _deepspeed_dict,
     _learning_rate,
     _model_id,
 )
@@ -75,15 +76,7 @@ def _deepspeed(setup: TrainingSetup, notes: list[str]) -> list[tuple[str, object
     name = _SHIPPED_DEEPSPEED.get((stage, setup.offload_optimizer, setup.offload_params))
     if name:
         return [("deepspeed", name)]
-    zero: dict[str, object] = {"stage": stage}
-    if setup.offload_optimizer:
-        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
-    if setup.offload_params:
-        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
-    return [("deepspeed", {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-                           "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
-                           "zero_allow_untested_optimizer": True, "fp16": {"enabled": "auto"},
-                           "bf16": {"enabled": "auto"}, "zero_optimization": zero})]
+    return [("deepspeed", _deepspeed_dict(setup, stage))]
 
 
 def _swift_notes(setup: TrainingSetup, notes: list[str]) -> None:
