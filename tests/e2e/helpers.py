@@ -64,3 +64,16 @@ def open_box(page: Page, key: str) -> None:
     box.locator("summary").click()
     wait_for_app_run(page)
     expect(box.locator("details")).to_have_attribute("open", "")
+
+
+def fill_text_area(page: Page, key: str, text: str, then: str | None = None) -> None:
+    """Fill the text area with this widget key and apply it (Streamlit applies a text area on Ctrl+Enter or blur),
+    wait for that rerun, then click the button keyed `then` and wait again. Clicking the button straight after
+    filling would blur the area mid-click: the two reruns race and the click can be lost on a loaded machine."""
+    area = page.locator(f".st-key-{key} textarea")
+    area.fill(text)
+    area.press("Control+Enter")
+    wait_for_app_run(page)
+    if then is not None:
+        page.locator(f".st-key-{then} button").click()
+        wait_for_app_run(page)

@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 
 from estimator import estimate, get_device, load_preset, to_gb, verdict
 from estimator.job.configs import import_config
-from tests.e2e.helpers import chart_total_gb, open_app, verdict_text, wait_for_app_run
+from tests.e2e.helpers import chart_total_gb, fill_text_area, open_app, verdict_text, wait_for_app_run
 from tests.e2e.helpers import open_box as open_calculator_box
 
 pytestmark = pytest.mark.e2e
@@ -53,12 +53,7 @@ def open_box(page: Page) -> None:
 
 def paste(page: Page, text: str) -> None:
     """Paste a config's text into the box and read it."""
-    area = page.locator(".st-key-config_text textarea")
-    area.fill(text)
-    area.press("Control+Enter")
-    wait_for_app_run(page)
-    page.locator(".st-key-config_read button").click()
-    wait_for_app_run(page)
+    fill_text_area(page, "config_text", text, then="config_read")
 
 
 def test_upload_a_config_fills_the_sidebar_and_lists_what_was_read(page: Page, app_url: str):

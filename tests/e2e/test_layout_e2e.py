@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.helpers import open_app, open_box, wait_for_app_run
+from tests.e2e.helpers import fill_text_area, open_app, open_box
 from ui.report import BREAKDOWN_WIDTHS
 
 pytestmark = pytest.mark.e2e
@@ -63,14 +63,7 @@ def test_the_import_boxs_lists_fit_the_sidebar_at_1440(page: Page, app_url: str)
     open_app(page, app_url + "/")
     sidebar = page.get_by_test_id("stSidebar")
     sidebar.get_by_text("Import a training config").click()
-    area = page.locator(".st-key-config_text textarea")
-    area.fill((CONFIGS / "axolotl/llama-3/lora-1b.yml").read_text())
-    # commit the text first (its own rerun), then read it: a click that blurs the area races the area's rerun and
-    # was lost on a loaded machine (as tests/e2e/test_config_e2e.py's paste does)
-    area.press("Control+Enter")
-    wait_for_app_run(page)
-    sidebar.get_by_role("button", name="Read the pasted config").click()
-    wait_for_app_run(page)
+    fill_text_area(page, "config_text", (CONFIGS / "axolotl/llama-3/lora-1b.yml").read_text(), then="config_read")
     group = page.locator(".st-key-config_list")
     expect(group).to_be_visible(timeout=60_000)
     group.evaluate("e => e.scrollIntoView({block: 'center'})")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.helpers import open_app, open_box, wait_for_app_run
+from tests.e2e.helpers import fill_text_area, open_app, open_box, wait_for_app_run
 
 pytestmark = pytest.mark.e2e
 
@@ -26,10 +26,7 @@ def shot(page: Page, name: str) -> None:
 
 
 def paste(page: Page, text: str) -> None:
-    area = page.locator(".st-key-oom_text textarea")
-    area.fill(text)
-    area.press("Control+Enter")  # Streamlit applies a text area on Ctrl+Enter or blur
-    wait_for_app_run(page)
+    fill_text_area(page, "oom_text", text)
 
 
 def test_a_pasted_message_is_read_diagnosed_and_switches_the_device(page: Page, app_url: str):

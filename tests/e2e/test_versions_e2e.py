@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 from bench.common import streamlit_server
 from estimator import estimate, get_device, load_preset, verdict
 from estimator.job.stack import resolve_setup
-from tests.e2e.helpers import open_app, verdict_text, wait_for_app_run
+from tests.e2e.helpers import fill_text_area, open_app, verdict_text
 
 pytestmark = pytest.mark.e2e
 
@@ -52,12 +52,7 @@ def open_box(page: Page) -> None:
 
 
 def paste(page: Page, text: str) -> None:
-    area = page.locator(".st-key-versions_paste textarea")
-    area.fill(text)
-    area.press("Control+Enter")
-    wait_for_app_run(page)
-    page.locator(".st-key-versions_read button").click()
-    wait_for_app_run(page)
+    fill_text_area(page, "versions_paste", text, then="versions_read")
 
 
 def picked(page: Page) -> dict[str, str]:
