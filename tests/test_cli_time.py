@@ -12,21 +12,13 @@ import pytest
 from estimator.job.stack import resolve_setup
 from estimator.models.presets import load_preset
 from estimator.options.devices import get_device
-from estimator.report.cli import main
 from estimator.speed import CATEGORIES, DatasetSize, run_cost, run_time, step_time
+from tests.test_cli import run_cli
 
 LLAMA = load_preset("llama-3.1-8b")
 RTX = get_device("rtx-4090")
 BASE = ["--model", "llama-3.1-8b"]
 
-
-def run_cli(capsys, *args):
-    try:
-        rc = main(list(args))
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def run_json(capsys, *args):
