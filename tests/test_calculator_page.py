@@ -77,8 +77,8 @@ def mac_mlx(**settings) -> TrainingSetup:
     return resolve_setup("mlx", **{"batch": 4, "seq_len": 2048, "lora_rank": 8, "backend": "metal", **settings})
 
 
-def run(params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+def run(params: dict[str, str] | None = None, timeout: float = TIMEOUT) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=timeout)
     for key, value in (params or {}).items():
         at.query_params[key] = value
     at.run()

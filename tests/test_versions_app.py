@@ -5,8 +5,6 @@ calculator names it, and every bad input is one line in the box with the rest of
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -16,10 +14,10 @@ from estimator import estimate, get_device, load_preset, to_gb, verdict
 from estimator.job.stack import resolve_setup, setup_summary
 from estimator.job.versions import resolve_versions
 from estimator.memory.forks import version_notes
+from tests.test_calculator_page import bar_total_gb, headline, unescape
+from tests.test_calculator_page import run as calculator_run
 from ui.versions_box import link_value, read_link_value, read_pasted, releases, resolve_for_stack
 
-ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 LLAMA = load_preset("llama-3.1-8b")
 MIXTRAL = load_preset("mixtral-8x7b")
 RTX = get_device("rtx-4090")
@@ -40,30 +38,8 @@ FREEZE_LINK = "transformers==4.57.6,trl==0.21.0,peft==0.17.1,bitsandbytes==0.47.
 
 
 def run(params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for key, value in (params or {}).items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def unescape(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
-
-
-def headline(at: AppTest) -> str:
-    heads = [h.value for h in at.title] + [h.value for h in at.header]
-    found = [m.group(2) for h in heads if (m := re.fullmatch(r":(green|red)\[(.+)\]", h))]
-    assert len(found) == 1, heads
-    return found[0]
-
-
-def bar_total_gb(at: AppTest) -> float:
-    from ui.live_chart import sent_payload
-
-    (element,) = at.get("bidi_component")
-    return sum(t["x"][0] for t in sent_payload(element.proto.json)["figure"]["data"] if t["type"] == "bar")
+    """The calculator's run (tests/test_calculator_page.py), with more time: a pasted list reruns the page twice."""
+    return calculator_run(params, timeout=60)
 
 
 def pickers(at: AppTest) -> dict[str, str]:
